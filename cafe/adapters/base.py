@@ -1,0 +1,85 @@
+"""The adapter contract: a model card says which adapter, checkpoint, prompt style and decoding
+defaults a model uses; an adapter turns a batch of Requests into Completions, in order."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from cafe.records import Completion, Request
+from cafe.registry import Registry
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    name: str
+    adapter: str  # registry name of the adapter class
+    checkpoint: str | None = None  # hub id, local path or API model name
+    prompt_style: str = "lalm"
+    generation: dict[str, Any] = field(default_factory=dict)
+    group: str = "LALM"  # paper group: LALM | LARM | Commercial | Ours | Baseline
+    engine: str = "transformers"  # transformers | vllm | openai-compatible | gemini | openai | cpu
+    description: str = ""
+    launch: str | None = None  # how to start its server, for server-backed models
+    options: dict[str, Any] = field(default_factory=dict)  # adapter keyword arguments
+
+    @classmethod
+    def from_dict(cls, name: str, data: dict[str, Any]) -> ModelCard:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"model card {name!r}: unknown field(s) {sorted(unknown)}")
+        return cls(**{**data, "name": name})
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def fallback_token_count(text: str) -> int:
+    """Documented fallback when an adapter has no tokenizer: words and punctuation marks.
+
+    Close to a BPE count for English prose (BPE splits rare words further, so it undercounts by
+    roughly 10-30%); reports say which counter a run used (Adapter.token_counter)."""
+    return len(_WORD.findall(text or ""))
+
+
+class Adapter(ABC):
+    """Subclass, decorate with @ADAPTERS.register("name"), and the CLI can run it.
+
+    Construction loads the model (``card.checkpoint`` or the ``checkpoint`` override).
+    ``generate`` must return one Completion per Request, in the same order; a per-item failure is
+    a Completion with ``error`` set, never an exception that loses the batch."""
+
+    #: largest batch the runner should send in one generate() call
+    default_batch_size: int = 1
+    #: how many generate() calls may run at once (threads); API adapters raise this
+    default_concurrency: int = 1
+    #: name of the token counter used for reasoning lengths ("fallback-words" or a tokenizer id)
+    token_counter: str = "fallback-words"
+
+    def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
+        self.card = card
+        self.checkpoint = checkpoint or card.checkpoint
+        self.options = {**card.options, **options}
+
+    @abstractmethod
+    def generate(self, requests: list[Request]) -> list[Completion]: ...
+
+    def count_tokens(self, text: str) -> int:
+        return fallback_token_count(text)
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this model's outputs: goes into cache keys and the manifest."""
+        return {
+            "adapter": self.card.adapter,
+            "checkpoint": self.checkpoint,
+            "model": self.card.name,
+        }
+
+    def close(self) -> None:  # release GPU memory, sessions, servers
+        pass
+
+
+ADAPTERS: Registry[type[Adapter]] = Registry("adapter", entry_point_group="cafe.adapters")

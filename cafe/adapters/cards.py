@@ -1,0 +1,47 @@
+"""Model cards: YAML files in cafe/adapters/cards/ (one per engine family), plus any file a user
+names with --cards or $CAFE_CARDS. A card maps a model name to adapter, checkpoint, prompt style,
+generation defaults and paper group."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from cafe.adapters.base import ModelCard
+
+CARDS_DIR = Path(__file__).parent / "cards"
+
+
+def _read(path: Path) -> dict[str, ModelCard]:
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a cards file maps model names to cards")
+    cards = {}
+    for name, body in data.items():
+        if not isinstance(body, dict) or "adapter" not in body:
+            raise ValueError(f"{path}: card {name!r}: field adapter: missing")
+        try:
+            cards[str(name)] = ModelCard.from_dict(str(name), body)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: card {name!r}: {e}") from None
+    return cards
+
+
+@cache
+def _builtin() -> dict[str, ModelCard]:
+    cards: dict[str, ModelCard] = {}
+    for path in sorted(CARDS_DIR.glob("*.yaml")):
+        cards.update(_read(path))
+    return cards
+
+
+def load_cards(extra: list[str | Path] | None = None) -> dict[str, ModelCard]:
+    """Built-in cards, then $CAFE_CARDS (os.pathsep-separated files), then ``extra``; later wins."""
+    cards = dict(_builtin())
+    env = [p for p in os.environ.get("CAFE_CARDS", "").split(os.pathsep) if p]
+    for p in [*env, *(extra or [])]:
+        cards.update(_read(Path(p)))
+    return cards

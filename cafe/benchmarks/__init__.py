@@ -1,0 +1,8 @@
+"""Benchmarks: MMAU, MMAR (official metadata files or local HF copies) and the synthetic one."""
+
+from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
+
+for _name, _target in {}.items():
+    BENCHMARKS.add_lazy(_name, _target)
+
+__all__ = ["BENCHMARKS", "Benchmark", "LoadedBenchmark"]

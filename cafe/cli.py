@@ -1,0 +1,73 @@
+"""`cafe` command line. Thin: each subcommand lives in the module that owns the operation and is
+imported only when invoked, so `cafe --help` stays fast and heavy extras stay optional."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# command name -> "module:click_command"; modules define the command next to the code it calls
+COMMANDS: dict[str, str] = {
+    "run": "cafe.runner:run_command",
+    "score": "cafe.benchmarks.scoring:score_command",
+    "export": "cafe.benchmarks.export:export_command",
+    "bench": "cafe.benchmarks.synth:bench_command",
+    "adapters": "cafe.adapters:adapters_command",
+    "doctor": "cafe.adapters.doctor:doctor_command",
+    "judge": "cafe.judge.cli:judge_command",
+    "caption": "cafe.judge.captions:caption_command",
+    "judge-agreement": "cafe.judge.agreement:agreement_command",
+    "decay": "cafe.metrics.decay:decay_command",
+    "attention": "cafe.metrics.attention:attention_command",
+    "report": "cafe.reports.cli:report_command",
+    "leaderboard": "cafe.reports.leaderboard:leaderboard_command",
+    "train": "cafe.training.cli:train_command",
+}
+
+HELP = {
+    "run": "Run a model on a benchmark into a resumable run folder.",
+    "score": "Score a predictions file with the official MMAU / MMAR rule.",
+    "export": "Export a run's predictions in an official scorer's input format.",
+    "bench": "Generate the synthetic benchmark.",
+    "adapters": "List model adapters and model cards.",
+    "doctor": "Check that a model really hears its audio (real vs silent clips).",
+    "judge": "Run the CAFE judge on a run folder and compute perception metrics.",
+    "caption": "Write ground-truth captions for a benchmark's clips.",
+    "judge-agreement": "Compare two judges on the same run (Cohen's kappa, metric deltas).",
+    "decay": "Perception decay curves: accuracy and Acc_per by reasoning length.",
+    "attention": "Audio attention ratio per generated token (Figure 6).",
+    "report": "Regenerate the paper's tables and figures from runs and leaderboard.yaml.",
+    "leaderboard": "Add run rows to leaderboard.yaml, or show it.",
+    "train": "MPAR² training: data pipeline, SFT, GRPO, smoke test.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # help lines from the table, so `cafe --help` imports no command module
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, HELP.get(n, "")) for n in sorted(COMMANDS)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="cafe-audio-eval")
+def main() -> None:
+    """cafe: audio reasoning evaluation with CAFE perception metrics and MPAR² training.
+
+    Start with `cafe run` (the synthetic benchmark with the reference listener), then
+    `cafe run --model NAME --bench mmar --data PATH`."""
+
+
+if __name__ == "__main__":
+    main()

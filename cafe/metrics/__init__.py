@@ -1,0 +1,1 @@
+"""Metrics over run folders: accuracy, CAFE perception, decay, attention, statistics."""

@@ -1,0 +1,155 @@
+"""The records that flow between layers (DESIGN.md): each is a dataclass that serialises to one
+JSON line. Every layer reads and writes these and nothing else, so a run folder can be re-scored,
+re-judged and re-reported without the model."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound="Record")
+
+
+class Record:
+    """Mixin: dict / JSON round trip that ignores unknown keys (forward compatible files)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def from_json(cls: type[T], line: str) -> T:
+        return cls.from_dict(json.loads(line))
+
+
+@dataclass
+class Problem(Record):
+    """One bad input, reported as a single line naming file, sample id and field."""
+
+    file: str
+    message: str
+    sample_id: str | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        parts = [self.file or "<input>"]
+        if self.sample_id is not None:
+            parts.append(f"sample {self.sample_id}")
+        if self.field is not None:
+            parts.append(f"field {self.field}")
+        return ": ".join(parts) + f": {self.message}"
+
+
+class InputError(ValueError):
+    """Raised for bad input; carries the Problem. Caught per item unless --strict."""
+
+    def __init__(self, problem: Problem):
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+@dataclass
+class Event(Record):
+    """A ground-truth audio event (synth benchmark, captions with structure)."""
+
+    onset: float
+    offset: float
+    label: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    required: bool = False
+
+
+@dataclass
+class Sample(Record):
+    id: str
+    bench: str
+    version: str
+    question: str
+    choices: list[str]
+    answer: str | None  # None where the benchmark ships no answers (MMAU test)
+    audio: list[str]  # absolute paths
+    meta: dict[str, Any] = field(default_factory=dict)  # task/modality/category/difficulty…
+    caption: str | None = None
+    events: list[Event] | None = None
+    error: str | None = None  # set by a loader for an item it could identify but not use
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Sample:
+        s = super().from_dict(data)
+        if s.events is not None:
+            s.events = [e if isinstance(e, Event) else Event.from_dict(e) for e in s.events]
+        return s
+
+
+@dataclass
+class Request(Record):
+    sample_id: str
+    run_index: int
+    messages: list[dict[str, Any]]  # chat messages; content parts {"type": "text"|"audio", …}
+    audio: list[str]
+    generation: dict[str, Any]  # max_new_tokens, temperature, top_p, repetition_penalty, …
+    seed: int
+    prompt_style: str
+    template_hash: str
+
+
+@dataclass
+class Completion(Record):
+    sample_id: str
+    run_index: int
+    text: str | None
+    output_tokens: int | None = None
+    latency_s: float = 0.0
+    backend: dict[str, Any] = field(default_factory=dict)  # engine, model, usage, finish reason
+    error: str | None = None
+
+
+@dataclass
+class Prediction(Record):
+    sample_id: str
+    run_index: int
+    model: str
+    prompt_style: str
+    template_hash: str
+    raw_output: str | None
+    sections: dict[str, Any] = field(default_factory=dict)  # parsed output sections
+    answer: str | None = None  # extracted answer mapped to a choice where possible
+    parse_status: str = "ok"  # ok | no_answer | unmapped | failed
+    correct: bool = False
+    reasoning_tokens: int | None = None
+    seed: int | None = None
+    latency_s: float = 0.0
+    error: str | None = None  # failed items: the one-line reason
+
+
+@dataclass
+class Judgement(Record):
+    sample_id: str
+    run_index: int
+    judge: str  # judge identity (client + model)
+    template_hash: str
+    raw_reply: str | None
+    required_events: list[str] = field(default_factory=list)
+    all_caption_events: list[str] = field(default_factory=list)
+    all_reasoning_events: list[str] = field(default_factory=list)
+    matched_events: list[str] = field(default_factory=list)
+    error_matched: list[str] = field(default_factory=list)  # hallucinated
+    error_use: list[str] = field(default_factory=list)  # misused
+    neutral_events: list[str] = field(default_factory=list)
+    missed_events: list[str] = field(default_factory=list)
+    status: str = "ok"  # ok | invalid | failed
+    reason: str | None = None
+
+
+def key_of(record: Any) -> tuple[str, int]:
+    """The identity of one (item, run) in a run folder."""
+    return (record.sample_id, record.run_index)

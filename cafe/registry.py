@@ -1,0 +1,78 @@
+"""One generic registry (after lm-evaluation-harness's lm_eval/api/registry.py): entries come from
+a decorator, from lazy "module:attr" strings (so heavy modules import only when used) and from an
+entry-point group, and an unknown name fails with a "did you mean" hint."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, entry_point_group: str | None = None):
+        self.kind = kind
+        self.group = entry_point_group
+        self._objects: dict[str, T] = {}
+        self._lazy: dict[str, str] = {}
+        self._entry_points_loaded = False
+
+    def register(self, name: str, *aliases: str) -> Callable[[T], T]:
+        def deco(obj: T) -> T:
+            for n in (name, *aliases):
+                self.add(n, obj)
+            return obj
+
+        return deco
+
+    def add(self, name: str, obj: T) -> None:
+        existing = self._objects.get(name)
+        if existing is not None and existing is not obj:
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        self._objects[name] = obj
+        self._lazy.pop(name, None)
+
+    def add_lazy(self, name: str, target: str) -> None:
+        """Register "package.module:attr", imported on first get()."""
+        if name not in self._objects:
+            self._lazy[name] = target
+
+    def _load_entry_points(self) -> None:
+        if self._entry_points_loaded or not self.group:
+            return
+        self._entry_points_loaded = True
+        for ep in entry_points(group=self.group):
+            if ep.name not in self._objects and ep.name not in self._lazy:
+                self._lazy[ep.name] = ep.value
+
+    def names(self) -> list[str]:
+        self._load_entry_points()
+        return sorted(set(self._objects) | set(self._lazy))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names()
+
+    def get(self, name: str) -> T:
+        self._load_entry_points()
+        if name in self._objects:
+            return self._objects[name]
+        if name in self._lazy:
+            module, _, attr = self._lazy[name].partition(":")
+            obj = getattr(importlib.import_module(module), attr)
+            self._objects[name] = obj
+            del self._lazy[name]
+            return obj
+        close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UnknownNameError(
+            f"unknown {self.kind} {name!r}{hint} (known: {', '.join(self.names()) or 'none'})"
+        )

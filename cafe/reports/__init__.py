@@ -1,0 +1,1 @@
+"""Reports: leaderboard.yaml, the paper's tables and figures, run reports."""

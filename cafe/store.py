@@ -1,0 +1,146 @@
+"""Run folders: manifest.json, append-only JSONL record files, metrics.json, report/.
+
+A process can be SIGKILLed mid-write, so a JSONL file may end in a torn line. Readers skip a torn
+final line and writers cut it off before appending, so nothing is lost (the torn record was never
+acknowledged) and nothing is duplicated (callers dedupe by (sample_id, run_index))."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cafe.records import Judgement, Prediction, Record
+
+R = TypeVar("R", bound=Record)
+
+MANIFEST = "manifest.json"
+PREDICTIONS = "predictions.jsonl"
+JUDGEMENTS = "judgements.jsonl"
+METRICS = "metrics.json"
+REPORT_DIR = "report"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+def _repair_tail(path: Path) -> None:
+    """Cut a torn (newline-less) last line so the next append starts on a fresh line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        data = path.read_bytes()
+        cut = data.rfind(b"\n") + 1
+        f.truncate(cut)
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield JSON objects; a torn or undecodable last line is skipped (crash residue)."""
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        lines = f.read().split(b"\n")
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            yield json.loads(raw)
+        except json.JSONDecodeError:
+            if i >= len(lines) - 2:  # the final line (with or without trailing newline)
+                return
+            raise ValueError(f"{path}: line {i + 1}: not valid JSON") from None
+
+
+class JsonlWriter:
+    """Append records and make them durable in batches (flush + fsync per write_many)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _repair_tail(path)
+        self._f = path.open("a", encoding="utf-8")
+
+    def write_many(self, records: Iterable[Record | dict[str, Any]]) -> None:
+        lines = []
+        for r in records:
+            d = r.to_dict() if isinstance(r, Record) else r
+            lines.append(json.dumps(d, ensure_ascii=False) + "\n")
+        if not lines:
+            return
+        self._f.write("".join(lines))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RunStore:
+    """One run folder. All paths hang off here so no other module spells a file name."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def create(self) -> RunStore:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / REPORT_DIR
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    # manifest / metrics -------------------------------------------------------------------
+    def read_manifest(self) -> dict[str, Any]:
+        p = self.path(MANIFEST)
+        if not p.exists():
+            raise FileNotFoundError(f"{self.root}: not a run folder (no {MANIFEST})")
+        return json.loads(p.read_text())
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.path(MANIFEST), manifest)
+
+    def read_metrics(self) -> dict[str, Any]:
+        p = self.path(METRICS)
+        return json.loads(p.read_text()) if p.exists() else {}
+
+    def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
+        """metrics.json maps sections (accuracy, cafe, decay…) to values; one stage owns each."""
+        metrics = self.read_metrics()
+        metrics[section] = value
+        write_json_atomic(self.path(METRICS), metrics)
+        return metrics
+
+    # records ------------------------------------------------------------------------------
+    def read_records(self, name: str, cls: type[R]) -> list[R]:
+        """Records of a JSONL file, last write wins per (sample_id, run_index)."""
+        by_key: dict[tuple[str, int], R] = {}
+        for d in iter_jsonl(self.path(name)):
+            rec = cls.from_dict(d)
+            by_key[(rec.sample_id, rec.run_index)] = rec  # type: ignore[attr-defined]
+        return list(by_key.values())
+
+    def predictions(self) -> list[Prediction]:
+        return self.read_records(PREDICTIONS, Prediction)
+
+    def judgements(self) -> list[Judgement]:
+        return self.read_records(JUDGEMENTS, Judgement)
+
+    def writer(self, name: str) -> JsonlWriter:
+        return JsonlWriter(self.path(name))

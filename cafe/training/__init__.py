@@ -1,0 +1,1 @@
+"""MPAR² training: data pipeline, judge rewards, SFT and GRPO on TRL."""

@@ -1,0 +1,42 @@
+"""Suite-wide guards: no test reaches the network (loopback only) or a model hub."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address, *args, **kwargs):  # type: ignore[no-untyped-def]
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0]
+        try:
+            ok = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            ok = host == "localhost"
+        if not ok:
+            raise OSError(f"test tried to reach {host}: tests use loopback servers only")
+    return _real_connect(self, address, *args, **kwargs)
+
+
+socket.socket.connect = _loopback_only  # type: ignore[method-assign]
+
+SHARED_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+
+
+@pytest.fixture
+def shared_data() -> str:
+    """The real benchmark metadata beside the checkout; tests using it skip where it is absent."""
+    path = os.path.abspath(SHARED_DATA)
+    if not os.path.isdir(path):
+        pytest.skip("shared/data (real MMAU/MMAR metadata) is not beside this checkout")
+    return path
