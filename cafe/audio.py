@@ -1,0 +1,84 @@
+"""Audio in one place: decode (any rate, any channel count) to 16 kHz mono float32, validate,
+content-hash and encode as WAV bytes for APIs. Errors are InputErrors naming the file."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from functools import lru_cache
+from math import gcd
+from pathlib import Path
+
+import numpy as np
+
+from cafe.records import InputError, Problem
+
+TARGET_SR = 16_000
+
+
+def _problem(path: str | Path, message: str, sample_id: str | None) -> InputError:
+    return InputError(Problem(file=str(path), sample_id=sample_id, field="audio", message=message))
+
+
+def load_audio(
+    path: str | Path, sr: int = TARGET_SR, *, sample_id: str | None = None
+) -> np.ndarray:
+    """Decode to mono float32 at ``sr``. Missing, empty, corrupt or non-audio files raise
+    InputError; other rates are resampled (polyphase) and channels averaged."""
+    import soundfile as sf
+
+    p = Path(path)
+    if not p.exists():
+        raise _problem(p, "file not found", sample_id)
+    if p.stat().st_size == 0:
+        raise _problem(p, "file is empty", sample_id)
+    try:
+        data, file_sr = sf.read(str(p), dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile raises LibsndfileError / RuntimeError on bad content
+        raise _problem(p, f"cannot decode audio ({str(e).splitlines()[0]})", sample_id) from None
+    if data.shape[0] == 0:
+        raise _problem(p, "audio has no samples", sample_id)
+    mono = data.mean(axis=1)
+    if file_sr != sr:
+        mono = resample(mono, file_sr, sr)
+    if not np.isfinite(mono).all():
+        raise _problem(p, "audio contains NaN or inf samples", sample_id)
+    return mono.astype(np.float32, copy=False)
+
+
+def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
+    from scipy.signal import resample_poly
+
+    g = gcd(int(sr_in), int(sr_out))
+    return resample_poly(x, sr_out // g, sr_in // g).astype(np.float32)
+
+
+def write_wav(path: str | Path, audio: np.ndarray, sr: int = TARGET_SR) -> None:
+    import soundfile as sf
+
+    sf.write(str(path), np.asarray(audio, dtype=np.float32), sr, subtype="PCM_16")
+
+
+def wav_bytes(audio: np.ndarray, sr: int = TARGET_SR) -> bytes:
+    """16-bit PCM WAV bytes (what OpenAI input_audio and Gemini inline_data take)."""
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, np.asarray(audio, dtype=np.float32), sr, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+@lru_cache(maxsize=65536)
+def _hash_cached(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """Content hash (memoised on path, size and mtime): audio identity in cache keys."""
+    st = os.stat(path)
+    return _hash_cached(str(path), st.st_size, st.st_mtime_ns)
