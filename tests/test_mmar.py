@@ -12,6 +12,7 @@ import pytest
 
 from cafe.benchmarks import BENCHMARKS
 from cafe.benchmarks.mmar import MMAR
+from cafe.records import InputError
 
 V1_SHA = "7240ecca11b252c782ef44d4d19f711dd9b8424656a2bc3f92c548e318d25cee"
 V2_SHA = "1c9a343e7bebf1037482b935c54eacd43cc63df7b2c668724b5560caf1f84fad"
@@ -156,3 +157,19 @@ def test_parquet_copy_with_embedded_audio(shared_data, tmp_path, monkeypatch):
     assert Path(s.audio[0]).read_bytes() == b"RIFF7"
     # a copy's cache paths are not "irregular audio paths"
     assert not any("quirks" in x.meta for x in lb.samples)
+
+
+def test_hub_snapshot_folder_and_default_data_dir(shared_data, tmp_path, monkeypatch):
+    snap = tmp_path / "datasets--BoJack--MMAR" / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    blob = tmp_path / "blob"
+    blob.write_bytes(open(os.path.join(shared_data, "mmar", "MMAR-meta-v1.json"), "rb").read())
+    (snap / "MMAR-meta.json").symlink_to(blob)  # the hub cache links snapshot files to blobs
+    lb = MMAR().load(str(tmp_path / "datasets--BoJack--MMAR"))
+    assert lb.version == "v1" and lb.sha256 == V1_SHA
+    assert lb.samples[0].audio[0].startswith(str(snap))  # relative to the snapshot, not the blob
+    monkeypatch.setenv("CAFE_DATA_DIR", shared_data)  # holds mmar/ and mmau/
+    assert MMAR().load().version == "v2"
+    monkeypatch.setenv("CAFE_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(InputError, match="pass --data PATH"):
+        MMAR().load()
