@@ -175,6 +175,9 @@ def test_unreadable_file_raises_one_input_error(tmp_path):
     p.write_text('[{"id": "a", ')
     with pytest.raises(InputError, match="not valid JSON"):
         MMAU().load(str(p))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "my_copy.json").write_text(json.dumps([_item("x")]))
+    assert [s.id for s in MMAU().load(str(tmp_path / "other")).samples] == ["x"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no mmau metadata file"):
         MMAU().load(str(tmp_path / "empty"))
