@@ -299,6 +299,12 @@ def score_command(
     `total` (and are counted under `unanswered`); `official_denominator` leaves them out, which
     is the figure the official evaluation scripts print."""
     section, problems = score_file(bench, meta, predictions, key, version)
+    if section["total"]["total"] == 0 and section["unscorable"]:
+        raise click.ClickException(
+            f"{section['bench']['source']}: the metadata has no answers "
+            f"({section['bench']['name']} {section['bench']['version']}); it cannot be scored "
+            "locally: submit the predictions to the benchmark's leaderboard"
+        )
     for p in problems:
         click.echo(f"warning: {p}", err=True)
     if as_json:
