@@ -114,6 +114,10 @@ def test_missing_prediction_counts_wrong_and_failed_sample():
     assert sec["total"] == {"correct": 1, "total": 2, "acc": 50.0}
     assert sec["unanswered"] == 1 and sec["failed"] == 1
     assert sec["official_denominator"]["total"] == 1
+    # a run that produced nothing at all still counts when the run count is given
+    sec = accuracy_section(samples, [_pred("a", 0, "Man")], {}, runs=2)
+    assert sec["total"] == {"correct": 1, "total": 4, "acc": 25.0}
+    assert sec["runs"]["per_run"] == [50.0, 0.0] and sec["runs"]["n"] == 2
 
 
 # --- agreement with the official scripts on the real metadata ----------------------------------
