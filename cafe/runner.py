@@ -162,7 +162,7 @@ def check_samples(loaded: LoadedBenchmark) -> tuple[list[Sample], list[Problem]]
                 problem = Problem(
                     loaded.source, "must be a non-empty list of strings", s.id, "choices"
                 )
-            elif s.answer is not None and s.answer not in s.choices:
+            elif s.answer is not None and s.answer.strip() not in {c.strip() for c in s.choices}:
                 problem = Problem(
                     loaded.source, f"answer {s.answer!r} is not among the choices", s.id, "answer"
                 )
@@ -171,6 +171,8 @@ def check_samples(loaded: LoadedBenchmark) -> tuple[list[Sample], list[Problem]]
         if problem is not None:
             problems.append(problem)
             s = replace(s, error=str(problem))
+        elif s.error and loaded.source not in s.error:  # the reason must name file and item
+            s = replace(s, error=str(Problem(loaded.source, s.error, s.id)))
         samples.append(s)
     return samples, problems
 
