@@ -173,3 +173,18 @@ def test_checkpoint_folder_picks_card_by_model_type(bench: Path, tmp_path: Path)
     (ckpt / "config.json").write_text('{"model_type": "nothing_known"}')
     with pytest.raises(RunError, match="field model_type"):
         run(str(ckpt), "tone", data=str(bench), progress=False, cards=[str(cards)])
+
+
+def test_default_command_is_reference_on_synth(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(run_command, ["--version", "n10-seed0", "--quiet"])
+    assert result.exit_code == 0, result.output
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert run_dir.name.startswith("reference-synth-")
+    preds = _lines(run_dir / "predictions.jsonl")
+    assert len(preds) == 10 and all(p["sections"]["format_ok"] for p in preds)
+    assert all(p["prompt_style"] == "mpar2" and p["parse_status"] == "ok" for p in preds)
+    assert "parse rate 100.0%" in result.output and "dimension=" in result.output
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["judge"]["name"] == "rule"  # synth is judged by the rule judge by default
