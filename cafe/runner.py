@@ -9,6 +9,8 @@ retried, bad-input failures are final). A finished run re-run loads no model."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import os
 import re
@@ -85,16 +87,19 @@ def default_card(name: str, cls: type[Adapter]) -> ModelCard:
 
 
 def model_type_cards() -> dict[str, str]:
-    """config.json ``model_type`` -> card name, from the ``MODEL_TYPES`` dicts adapter classes
-    declare (e.g. ``MODEL_TYPES = {"qwen2_audio": "qwen2-audio-instruct"}``). Only used when
-    --model is a checkpoint folder; adapters whose engine is not installed are skipped."""
+    """config.json ``model_type`` -> card or adapter name, from the ``MODEL_TYPES`` dicts that
+    adapter classes or their modules declare (e.g. ``MODEL_TYPES = {"qwen2_audio":
+    "qwen2-audio"}``). Only used when --model is a checkpoint folder; adapters whose engine is
+    not installed are skipped."""
     mapping: dict[str, str] = {}
     for name in ADAPTERS.names():
         try:
             cls = ADAPTERS.get(name)
         except Exception:  # an optional engine (vllm, google-genai…) that is not installed
             continue
-        mapping.update(getattr(cls, "MODEL_TYPES", {}) or {})
+        module = sys.modules.get(getattr(cls, "__module__", ""))
+        mapping.update(getattr(module, "MODEL_TYPES", None) or {})
+        mapping.update(getattr(cls, "MODEL_TYPES", None) or {})
     return mapping
 
 
@@ -123,12 +128,16 @@ def resolve_model(
         except (json.JSONDecodeError, AttributeError):
             raise RunError(f"{config}: field model_type: not readable JSON") from None
         name = model_type_cards().get(str(model_type))
-        if name is None or name not in cards:
+        if name in cards:
+            card = cards[name]
+        elif name is not None and name in ADAPTERS.names():
+            card = default_card(name, ADAPTERS.get(name))
+        else:
             raise RunError(
-                f"{config}: field model_type: no model card for {model_type!r}; "
+                f"{config}: field model_type: no adapter declares {model_type!r}; "
                 "pass --model CARD --checkpoint PATH (see `cafe adapters list`)"
             )
-        return ResolvedModel(replace(cards[name], checkpoint=str(path)), path.name, str(path))
+        return ResolvedModel(replace(card, checkpoint=str(path)), path.name, str(path))
     import difflib
 
     known = sorted(set(cards) | set(ADAPTERS.names()))
@@ -317,6 +326,8 @@ class _Job:
         if misses:
             try:
                 completions = self.adapter.generate([r for _, r, _ in misses])
+                if inspect.isawaitable(completions):  # an async generate: one loop per batch
+                    completions = asyncio.run(completions)  # type: ignore[arg-type]
                 if len(completions) != len(misses):
                     raise RuntimeError(
                         f"adapter returned {len(completions)} completions for {len(misses)}"

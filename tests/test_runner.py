@@ -170,6 +170,11 @@ def test_checkpoint_folder_picks_card_by_model_type(bench: Path, tmp_path: Path)
     m = res.manifest
     assert m["model"]["name"] == "tone-card" and m["prompt"]["style"] == "larm"
     assert m["checkpoint"]["path"] == str(ckpt) and len(m["checkpoint"]["fingerprint"]) == 64
+    (ckpt / "config.json").write_text('{"model_type": "tone_bare"}')  # names an adapter
+    res = run(str(ckpt), "tone", data=str(bench), out=tmp_path / "r2", progress=False,
+              cache=False, cards=[str(cards)])  # fmt: skip
+    assert res.manifest["model"]["adapter"] == "tone"
+    assert res.manifest["prompt"]["style"] == "mpar2"  # the adapter's own default
     (ckpt / "config.json").write_text('{"model_type": "nothing_known"}')
     with pytest.raises(RunError, match="field model_type"):
         run(str(ckpt), "tone", data=str(bench), progress=False, cards=[str(cards)])
@@ -188,3 +193,23 @@ def test_default_command_is_reference_on_synth(tmp_path: Path, monkeypatch) -> N
     assert "parse rate 100.0%" in result.output and "dimension=" in result.output
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["judge"]["name"] == "rule"  # synth is judged by the rule judge by default
+
+
+def test_async_adapter_on_many_threads_gives_the_same_run(bench: Path, tmp_path: Path) -> None:
+    from runner_helpers import ToneAdapter
+
+    from cafe.adapters.base import ADAPTERS
+
+    class AsyncTone(ToneAdapter):
+        async def generate(self, requests):  # type: ignore[override]
+            return ToneAdapter.generate(self, requests)
+
+    if "async-tone" not in ADAPTERS.names():
+        ADAPTERS.add("async-tone", AsyncTone)
+    serial = run("tone", "tone", data=str(bench), out=tmp_path / "a", runs=2, batch_size=1,
+                 concurrency=1, progress=False, cache=False)  # fmt: skip
+    threaded = run("async-tone", "tone", data=str(bench), out=tmp_path / "b", runs=2,
+                   batch_size=1, concurrency=4, progress=False, cache=False)  # fmt: skip
+    assert threaded.metrics["accuracy"] == serial.metrics["accuracy"]
+    keys = [(p["sample_id"], p["run_index"]) for p in _lines(tmp_path / "b" / "predictions.jsonl")]
+    assert len(keys) == len(set(keys)) == 8
