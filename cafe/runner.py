@@ -621,6 +621,10 @@ def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) ->
 
 
 # summary -----------------------------------------------------------------------------------
+def _num(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
 def summary_table(metrics: dict[str, Any]) -> str:
     acc = metrics.get("accuracy") or {}
     total = acc.get("total") or {}
@@ -655,7 +659,7 @@ def summary_table(metrics: dict[str, Any]) -> str:
         keys = ("acc_per", "err_per", "err_use", "err_omit")
         lines.append(
             "CAFE "
-            + "  ".join(f"{k} {cafe.get(k)}" for k in keys)
+            + "  ".join(f"{k} {_num(cafe.get(k))}" for k in keys)
             + f"  ({cafe.get('mode', 'micro')})"
         )
     return "\n".join(lines)

@@ -213,3 +213,32 @@ def test_async_adapter_on_many_threads_gives_the_same_run(bench: Path, tmp_path:
     assert threaded.metrics["accuracy"] == serial.metrics["accuracy"]
     keys = [(p["sample_id"], p["run_index"]) for p in _lines(tmp_path / "b" / "predictions.jsonl")]
     assert len(keys) == len(set(keys)) == 8
+
+
+def test_summary_table_formats_hand_made_metrics() -> None:
+    from cafe.runner import summary_table
+
+    cell = {"correct": 1, "total": 3, "acc": 33.33}
+    metrics = {
+        "accuracy": {
+            "total": cell,
+            "official_denominator": {"correct": 1, "total": 2, "acc": 50.0},
+            "unanswered": 1,
+            "failed": 0,
+            "parse_rate": 66.67,
+            "breakdowns": {"task": {"sound": cell}},
+            "runs": {"n": 3, "per_run": [33.33] * 3, "mean": 33.33, "std": 0.0},
+        },
+        "cafe": {
+            "acc_per": 77.505,
+            "err_per": 1.0,
+            "err_use": 0.5,
+            "err_omit": 2.25,
+            "mode": "micro",
+        },
+    }
+    text = summary_table(metrics)
+    assert "task=sound" in text and "33.33" in text
+    assert "parse rate 66.67%   unanswered 1   failed 0   runs 3: mean 33.33 ± 0.0" in text
+    assert "(answered only): 1/2 = 50.0" in text
+    assert "CAFE acc_per 77.50  err_per 1.00  err_use 0.50  err_omit 2.25  (micro)" in text
