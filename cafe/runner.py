@@ -600,10 +600,14 @@ def _execute(
                     writer.write_many(preds)
                     written += len(preds)
                     bar.update(len(preds))
-        except InputError as e:
+        except (
+            BaseException
+        ) as e:  # --strict stop, Ctrl-C: drop queued batches, keep what's written
             for fut in in_flight:
                 fut.cancel()
-            raise RunError(f"--strict: {e}") from None
+            if isinstance(e, InputError):
+                raise RunError(f"--strict: {e}") from None
+            raise
         finally:
             bar.close()
     return written

@@ -242,3 +242,11 @@ def test_summary_table_formats_hand_made_metrics() -> None:
     assert "parse rate 66.67%   unanswered 1   failed 0   runs 3: mean 33.33 ± 0.0" in text
     assert "(answered only): 1/2 = 50.0" in text
     assert "CAFE acc_per 77.50  err_per 1.00  err_use 0.50  err_omit 2.25  (micro)" in text
+
+
+def test_manifest_never_holds_a_secret(bench: Path, tmp_path: Path) -> None:
+    res = run("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
+              api_key="sk-very-secret", judge="none")  # fmt: skip
+    text = (tmp_path / "r" / "manifest.json").read_text()
+    assert "sk-very-secret" not in text and "api_key" not in text
+    assert res.manifest["adapter_options"] == {}
