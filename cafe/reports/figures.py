@@ -14,6 +14,7 @@ from typing import Any
 from cafe.records import Prediction, Sample
 
 COLUMN_IN = 3.3  # one paper column
+DPI = 300  # PNG resolution (the PDF is vector)
 PANEL_H_IN = 2.3
 PERCEPTION_COLOR = "#1f77b4"
 REASONING_COLOR = "#d62728"
@@ -47,7 +48,7 @@ def _save(fig: Any, out_dir: str | Path, stem: str) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}.png", out / f"{stem}.pdf"]
-    fig.savefig(paths[0], dpi=300)
+    fig.savefig(paths[0], dpi=DPI)
     fig.savefig(paths[1])
     import matplotlib.pyplot as plt
 
