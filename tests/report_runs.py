@@ -27,10 +27,18 @@ DECAY = {
         {"lo": 80, "hi": 180, "x": 130.0, "n": 6, "reasoning_acc": 83.33, "acc_per": 70.0},
         {"lo": 180, "hi": 280, "x": 236.7, "n": 3, "reasoning_acc": 66.67, "acc_per": 55.0},
         {"lo": 280, "hi": 380, "x": 335.0, "n": 4, "reasoning_acc": 25.0, "acc_per": 40.0},
-        {"lo": 380, "hi": 480, "x": 410.0, "n": 3, "reasoning_acc": 0.0, "acc_per": None},
+        {
+            "lo": 380,
+            "hi": 480,
+            "x": 410.0,
+            "n": 3,
+            "reasoning_acc": 0.0,
+            "acc_per": None,
+            "sparse": True,
+        },
     ],
     "pearson": {"r": 0.97, "p": 0.03},
-    "spearman": {"r": 1.0, "p": 0.0},
+    "spearman": {"rho": 1.0, "p": 0.0},
 }
 
 

@@ -67,13 +67,15 @@ def test_decay_series_are_plotted_in_percent():
     x, per, rea = figures._series(frac)
     assert x == [10.0, 20.0] and per == [25.0, None] and rea == [50.0, 100.0]
     assert figures._series(DECAY)[1][:3] == [70.0, 55.0, 40.0]  # already percent: unchanged
-    assert "r = 0.97, p = 0.030" in figures._corr_text(DECAY)
+    assert figures._corr_text(DECAY) == "r = 0.97, p = 0.030\nρ = 1.00, p < 0.001"
 
 
 def test_figure5_and_figure6(tmp_path):
     assert_images(figures.figure5(("Qwen2.5-Omni-7B", DECAY), ("MPAR²-7B", DECAY), tmp_path))
     att = {"token_index": list(range(20, 121)), "ratio": [0.05] * 101}
-    assert_images(figures.figure6([("base", att), ("MPAR²", att)], tmp_path), max_width_in=3.5)
+    # the averaged form written by `cafe attention`: index / mean / std
+    avg = {"index": list(range(101)), "mean": [0.06] * 101, "std": [0.01] * 101}
+    assert_images(figures.figure6([("base", att), ("MPAR²", avg)], tmp_path), max_width_in=3.5)
     with pytest.raises(ValueError, match="equal length"):
         figures.figure6([("bad", {"token_index": [1, 2], "ratio": [0.1]})], tmp_path)
 

@@ -78,34 +78,54 @@ def _percent(values: Sequence[float | None]) -> list[float | None]:
 def _series(decay: dict[str, Any]) -> tuple[list[float], list[float | None], list[float | None]]:
     bins = decay.get("bins") or []
     if not bins:
-        raise ValueError("decay section has no bins")
+        raise ValueError("decay section has no bins (run `cafe decay RUN_DIR`)")
     x = [float(b.get("x", (b.get("lo", 0) + b.get("hi", 0)) / 2)) for b in bins]
     per = _percent([b.get("acc_per") for b in bins])
     rea = _percent([b.get("reasoning_acc") for b in bins])
     return x, per, rea
 
 
-def _plot_xy(ax: Any, x: Sequence[float], y: Sequence[float | None], **kw: Any) -> None:
+def _sparse(decay: dict[str, Any]) -> list[bool]:
+    return [bool(b.get("sparse")) for b in decay.get("bins") or []]
+
+
+def _plot_xy(
+    ax: Any, x: Sequence[float], y: Sequence[float | None], sparse: Sequence[bool] = (), **kw: Any
+) -> None:
     pts = [(a, b) for a, b in zip(x, y, strict=True) if b is not None]
-    if pts:
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", **kw)
+    if not pts:
+        return
+    (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", **kw)
+    # bins too small to enter the correlation are drawn hollow
+    hollow = [(a, b) for a, b, s in zip(x, y, sparse, strict=False) if s and b is not None]
+    if hollow:
+        ax.plot(
+            [p[0] for p in hollow],
+            [p[1] for p in hollow],
+            "o",
+            mfc="white",
+            mec=line.get_color(),
+            zorder=3,
+        )
 
 
 def _corr_text(decay: dict[str, Any]) -> str:
     parts = []
     for name, sym in (("pearson", "r"), ("spearman", "ρ")):
         c = decay.get(name) or {}
-        if c.get("r") is not None:
+        r = c.get("r", c.get("rho"))  # the decay section names Spearman's coefficient rho
+        if r is not None:
             p = c.get("p")
             ptxt = "= n/a" if p is None else (f"= {p:.3f}" if p >= 0.001 else "< 0.001")
-            parts.append(f"{sym} = {c['r']:.2f}, p {ptxt}")
+            parts.append(f"{sym} = {r:.2f}, p {ptxt}")
     return "\n".join(parts)
 
 
 def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True) -> None:
     x, per, rea = _series(decay)
-    _plot_xy(ax, x, per, color=PERCEPTION_COLOR, label="Perception acc. (Acc$_{per}$)")
-    _plot_xy(ax, x, rea, color=REASONING_COLOR, label="Reasoning acc.", linestyle="--")
+    sp = _sparse(decay)
+    _plot_xy(ax, x, per, sp, color=PERCEPTION_COLOR, label="Perception acc. (Acc$_{per}$)")
+    _plot_xy(ax, x, rea, sp, color=REASONING_COLOR, label="Reasoning acc.", linestyle="--")
     ax.set_title(title)
     ax.set_xlabel("Reasoning length (tokens)")
     ax.set_ylabel("Accuracy (%)")
@@ -155,8 +175,8 @@ def figure5(
         x, per, rea = _series(decay)
         r = (decay.get("pearson") or {}).get("r")
         lab = label + (f" (r = {r:.2f})" if r is not None else "")
-        _plot_xy(ax_p, x, per, linestyle=style, label=lab)
-        _plot_xy(ax_r, x, rea, linestyle=style, label=label)
+        _plot_xy(ax_p, x, per, _sparse(decay), linestyle=style, label=lab)
+        _plot_xy(ax_r, x, rea, _sparse(decay), linestyle=style, label=label)
     for ax, what in ((ax_p, "Perception accuracy (%)"), (ax_r, "Reasoning accuracy (%)")):
         ax.set_xlabel("Reasoning length (tokens)")
         ax.set_ylabel(what)
@@ -172,17 +192,24 @@ def figure6(
     out_dir: str | Path,
     stem: str = "figure6_attention",
 ) -> list[Path]:
-    """Audio attention ratio per generated token, one curve per (label, attention.json)."""
+    """Audio attention ratio per generated token, one curve per (label, attention.json).
+    Reads ``token_index``/``ratio`` or the averaged ``index``/``mean`` (``std`` shaded)."""
     if not curves:
         raise ValueError("figure 6 needs at least one attention.json")
     plt = _plt()
     fig, ax = plt.subplots(figsize=(COLUMN_IN, PANEL_H_IN))
     top = 0.0
     for label, att in curves:
-        idx, ratio = att.get("token_index") or [], att.get("ratio") or []
+        idx = att.get("token_index", att.get("index")) or []
+        ratio = att.get("ratio", att.get("mean")) or []
         if len(idx) != len(ratio) or not idx:
             raise ValueError(f"{label}: attention.json needs token_index and ratio of equal length")
-        ax.plot(idx, ratio, label=label)
+        (line,) = ax.plot(idx, ratio, label=label)
+        std = att.get("std")
+        if std and len(std) == len(ratio):
+            lo = [max(0.0, m - s) for m, s in zip(ratio, std, strict=True)]
+            hi = [m + s for m, s in zip(ratio, std, strict=True)]
+            ax.fill_between(idx, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
         top = max(top, max(ratio))
     ax.set_xlabel("Generated token index")
     ax.set_ylabel("Audio attention ratio")

@@ -125,6 +125,14 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else f"{v:.2f}" if isinstance(v, (int, float)) else str(v)
 
 
+def _p(p: Any) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
+def _runs(runs: Any) -> str:
+    return str(runs.get("n", "?")) if isinstance(runs, dict) else str(runs or "?")
+
+
 def _ci(ci: Any) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
@@ -167,7 +175,7 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
         lines += ["", "## CAFE (percent)", ""]
         lines.append(
             f"Counts pooled **{caf.get('mode', '?')}**; judge {caf.get('judge', '?')}; "
-            f"template {str(caf.get('template_hash', '?'))[:12]}; runs {caf.get('runs', '?')}."
+            f"template {str(caf.get('template_hash', '?'))[:12]}; runs {_runs(caf.get('runs'))}."
         )
         lines += ["", "| metric | value | 95% interval |", "|---|---:|---|"]
         for k in CAFE_METRICS:
@@ -176,9 +184,11 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
     if dec:
         p, s = dec.get("pearson") or {}, dec.get("spearman") or {}
         lines += ["", "## Perception decay", ""]
+        rho = s.get("rho", s.get("r"))
         lines.append(
             f"{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
-            f"(p = {p.get('p', '-')}), Spearman ρ = {_fmt(s.get('r'))} (p = {s.get('p', '-')})."
+            f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
+            "reasoning accuracy against Acc_per across bins."
         )
     lines += ["", "## Files", ""]
     for what, paths in made.items():
