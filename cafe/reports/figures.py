@@ -126,23 +126,13 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
     sp = _sparse(decay)
     _plot_xy(ax, x, per, sp, color=PERCEPTION_COLOR, label="Perception acc. (Acc$_{per}$)")
     _plot_xy(ax, x, rea, sp, color=REASONING_COLOR, label="Reasoning acc.", linestyle="--")
-    ax.set_title(title)
+    # correlations under the title: never on top of the curves
+    text = _corr_text(decay).replace("\n", "; ")
+    ax.set_title(f"{title}\n{text}" if text else title)
     ax.set_xlabel("Reasoning length (tokens)")
     ax.set_ylabel("Accuracy (%)")
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, 105)
     ax.grid(alpha=0.3, linewidth=0.5)
-    text = _corr_text(decay)
-    if text:
-        ax.text(
-            0.98,
-            0.97,
-            text,
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=6,
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.7", "lw": 0.5},
-        )
     if legend:
         ax.legend(loc="lower left", frameon=False)
 
@@ -180,7 +170,7 @@ def figure5(
     for ax, what in ((ax_p, "Perception accuracy (%)"), (ax_r, "Reasoning accuracy (%)")):
         ax.set_xlabel("Reasoning length (tokens)")
         ax.set_ylabel(what)
-        ax.set_ylim(0, 100)
+        ax.set_ylim(0, 105)
         ax.grid(alpha=0.3, linewidth=0.5)
         ax.legend(loc="lower left", frameon=False)
     fig.tight_layout()

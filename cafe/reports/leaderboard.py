@@ -208,6 +208,13 @@ def _bench_of(manifest: dict[str, Any]) -> tuple[str, str]:
     return str(bench.get("name", "unknown")), str(bench.get("version") or "unspecified")
 
 
+def judge_name(judge: Any) -> str | None:
+    """The judge's identity, whether the cafe section stores a name or a dict describing it."""
+    if isinstance(judge, dict):
+        return judge.get("judge") or judge.get("name") or judge.get("model")
+    return None if judge is None else str(judge)
+
+
 def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
     """A leaderboard row for one run folder: its metrics plus provenance (path, manifest hash)."""
     from cafe.store import MANIFEST, RunStore
@@ -265,7 +272,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     extras = {
         "prompt_style": prompt.get("style") if isinstance(prompt, dict) else prompt,
         "runs": manifest.get("runs"),
-        "judge": caf.get("judge"),
+        "judge": judge_name(caf.get("judge")),
         "cafe_mode": caf.get("mode"),
     }
     source.update({k: v for k, v in extras.items() if v is not None})

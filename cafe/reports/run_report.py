@@ -16,6 +16,7 @@ from cafe.reports.leaderboard import (
     Leaderboard,
     LeaderboardError,
     Row,
+    judge_name,
     row_from_run,
 )
 from cafe.store import RunStore, iter_jsonl
@@ -27,7 +28,7 @@ PRODUCERS = {
     "accuracy": "`cafe run` (or `cafe score`)",
     "cafe": "`cafe judge RUN_DIR`",
     "decay": "`cafe decay RUN_DIR`",
-    "attention": "`cafe attention` (writes attention.json)",
+    "attention": "`cafe attention --model M --bench B --out RUN_DIR`",
     "samples": "`cafe run` (copies samples.jsonl into the run folder)",
     "predictions": "`cafe run`",
 }
@@ -174,7 +175,7 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
         ci = caf.get("ci95") or {}
         lines += ["", "## CAFE (percent)", ""]
         lines.append(
-            f"Counts pooled **{caf.get('mode', '?')}**; judge {caf.get('judge', '?')}; "
+            f"Counts pooled **{caf.get('mode', '?')}**; judge {judge_name(caf.get('judge'))}; "
             f"template {str(caf.get('template_hash', '?'))[:12]}; runs {_runs(caf.get('runs'))}."
         )
         lines += ["", "| metric | value | 95% interval |", "|---|---:|---|"]
