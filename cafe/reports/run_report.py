@@ -17,6 +17,7 @@ from cafe.reports.leaderboard import (
     LeaderboardError,
     Row,
     judge_name,
+    load_leaderboard,
     row_from_run,
 )
 from cafe.store import RunStore, iter_jsonl
@@ -202,10 +203,15 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
 
 
 def write_run_report(
-    run_dir: str | Path, board: Leaderboard, group: str | None = None, out: str | Path | None = None
+    run_dir: str | Path,
+    board: Leaderboard | None = None,
+    group: str | None = None,
+    out: str | Path | None = None,
 ) -> Path:
     """Write report/ for one run: summary.md, tables/ and figures/; returns the folder.
-    Missing parts are listed in summary.md with the command that produces them."""
+    Missing parts are listed in summary.md with the command that produces them. ``board``
+    defaults to the leaderboard file `load_leaderboard` finds."""
+    board = board or load_leaderboard()
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
     tdir, fdir = report / "tables", report / "figures"
@@ -252,9 +258,10 @@ def write_run_report(
     return report
 
 
-def compare(run_dir: str | Path, against: str, board: Leaderboard) -> str:
+def compare(run_dir: str | Path, against: str, board: Leaderboard | None = None) -> str:
     """Deltas of a run against one leaderboard row of the same benchmark (and MMAU release),
     with the run's 95% intervals shifted by the row's value where the run has them."""
+    board = board or load_leaderboard()
     run = RunData.load(run_dir)
     row = run_row(run)
     bench, version = run.bench
