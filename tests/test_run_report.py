@@ -55,7 +55,7 @@ def test_run_report_writes_summary_tables_and_figures(tmp_path, board):
 
 def test_missing_sections_name_their_command(tmp_path, board):
     run = make_run(tmp_path / "run", cafe=False, decay=False)
-    summary = (write_run_report(run, board) / "summary.md").read_text(encoding="utf-8")
+    summary = (write_run_report(run, board, draw=False) / "summary.md").read_text("utf-8")
     assert "metrics.json has no 'decay' (produced by `cafe decay RUN_DIR`)" in summary
     assert "## CAFE" not in summary
     # without CAFE the run joins Table 2 (accuracy) but not Table 1
@@ -66,7 +66,9 @@ def test_missing_sections_name_their_command(tmp_path, board):
 def test_mmau_release_selects_the_table(tmp_path, monkeypatch):
     run = make_run(tmp_path / "run", bench="mmau", version="v05.15.25", cafe=False)
     monkeypatch.setenv("CAFE_LEADERBOARD", LB)
-    write_run_report(run)  # as cafe.api.report calls it: the leaderboard is found, not passed
+    # as cafe.api.report calls it: the leaderboard is found, not passed
+    write_run_report(run, draw=False)
+    assert not (run / "report" / "figures").exists()
     assert (run / "report" / "tables" / "table3.md").exists()
     assert not (run / "report" / "tables" / "table2.md").exists()
 
@@ -109,6 +111,9 @@ def test_cli_table_figure_and_compare(tmp_path):
     assert res.exit_code == 0 and "MiMo-Audio [mmar/unspecified, paper Table 1, 2]" in res.output
     res = cli.invoke(report_command, ["--against", "MiMo-Audio", "--leaderboard", LB])
     assert res.exit_code != 0 and "go together" in res.output
+    res = cli.invoke(report_command, [str(run), "--no-figures", "--leaderboard", LB])
+    assert res.exit_code == 0 and (run / "report" / "summary.md").exists()
+    assert (run / "report" / "tables" / "table1.tex").exists()
     res = cli.invoke(report_command, ["--leaderboard", LB])
     assert res.exit_code != 0 and "give RUN_DIR" in res.output
 

@@ -82,6 +82,7 @@ def _figure(number: str, run_dirs: tuple[str, ...], out: Path) -> list[Path]:
     type=click.Choice(GROUP_ORDER),
     help="Table group for run rows (default: the model card's, else Ours).",
 )
+@click.option("--no-figures", is_flag=True, help="Run reports: tables and summary only (fast).")
 @click.option(
     "--compare",
     "compare_dir",
@@ -97,6 +98,7 @@ def report_command(
     out: str | None,
     leaderboard_path: str | None,
     group: str | None,
+    no_figures: bool,
     compare_dir: str | None,
     against: str | None,
 ) -> None:
@@ -143,5 +145,5 @@ def report_command(
     if out and len(run_dirs) > 1:
         raise click.UsageError("--out takes one RUN_DIR (each run gets its own report/)")
     for d in run_dirs:
-        folder = write_run_report(d, board, group=group, out=out)
+        folder = write_run_report(d, board, group=group, out=out, draw=not no_figures)
         click.echo(f"wrote {folder / 'summary.md'}")

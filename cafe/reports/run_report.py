@@ -207,10 +207,11 @@ def write_run_report(
     board: Leaderboard | None = None,
     group: str | None = None,
     out: str | Path | None = None,
+    draw: bool = True,
 ) -> Path:
     """Write report/ for one run: summary.md, tables/ and figures/; returns the folder.
     Missing parts are listed in summary.md with the command that produces them. ``board``
-    defaults to the leaderboard file `load_leaderboard` finds."""
+    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures."""
     board = board or load_leaderboard()
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
@@ -249,9 +250,16 @@ def write_run_report(
         ),
         ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
     ]
-    for what, make in steps:
+    # metric sections first, so the summary names them whether or not figures are drawn
+    for part in ("accuracy", "cafe", "decay"):
+        if not run.metrics.get(part):
+            notes.append(f"{part}: {missing(run.root, part).message}")
+    for what, make in steps if draw else []:
         try:
             made[what] = make()
+        except MissingPart as e:
+            if e.message not in " ".join(notes):  # a missing section is said once
+                notes.append(f"{what}: {e.message}")
         except (LeaderboardError, ValueError) as e:
             notes.append(f"{what}: {getattr(e, 'message', None) or e}")
     (report / "summary.md").write_text(summary_md(run, made, notes, row), encoding="utf-8")
