@@ -103,6 +103,7 @@ def _plot_xy(
             [p[0] for p in hollow],
             [p[1] for p in hollow],
             "o",
+            color=line.get_color(),
             mfc="white",
             mec=line.get_color(),
             zorder=3,
@@ -161,12 +162,13 @@ def figure5(
     """Base against trained model: perception (left) and reasoning accuracy (right) by length."""
     plt = _plt()
     fig, (ax_p, ax_r) = plt.subplots(1, 2, figsize=(COLUMN_IN * 2, PANEL_H_IN))
-    for (label, decay), style in ((base, "--"), (trained, "-")):
+    # fixed colours: the same model has the same colour in both panels
+    for (label, decay), style, color in ((base, "--", "#7f7f7f"), (trained, "-", "#1f77b4")):
         x, per, rea = _series(decay)
         r = (decay.get("pearson") or {}).get("r")
         lab = label + (f" (r = {r:.2f})" if r is not None else "")
-        _plot_xy(ax_p, x, per, _sparse(decay), linestyle=style, label=lab)
-        _plot_xy(ax_r, x, rea, _sparse(decay), linestyle=style, label=label)
+        _plot_xy(ax_p, x, per, _sparse(decay), linestyle=style, label=lab, color=color)
+        _plot_xy(ax_r, x, rea, _sparse(decay), linestyle=style, label=label, color=color)
     for ax, what in ((ax_p, "Perception accuracy (%)"), (ax_r, "Reasoning accuracy (%)")):
         ax.set_xlabel("Reasoning length (tokens)")
         ax.set_ylabel(what)
