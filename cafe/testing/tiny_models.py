@@ -256,3 +256,139 @@ def build_tiny_qwen2_5_omni(path: str | Path, seed: int = 0) -> Path:
     model.save_pretrained(path)
     _save_omni_processor(tok, path)
     return path
+
+
+# Audio Flamingo 3 (Qwen2 text backbone): an audio part renders as the <sound> placeholder,
+# which the processor expands to one token per encoder frame of each 30 s window
+_AF3_CHAT_TEMPLATE = _QWEN_CHAT_TEMPLATE.replace("<|audio_bos|><|AUDIO|><|audio_eos|>", "<sound>")
+
+
+def build_tiny_audio_flamingo3(path: str | Path, seed: int = 0) -> Path:
+    """Audio Flamingo 3 architecture (Whisper-style encoder, projector, Qwen2 decoder)."""
+    from transformers import (
+        AudioFlamingo3Config,
+        AudioFlamingo3ForConditionalGeneration,
+        AudioFlamingo3Processor,
+        WhisperFeatureExtractor,
+    )
+
+    path = Path(path)
+    _seed(seed)
+    tok = _qwen_tokenizer({"audio_token": "<sound>"})
+    config = AudioFlamingo3Config(
+        audio_config=dict(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            num_mel_bins=128,
+            max_source_positions=1500,
+        ),
+        text_config=dict(
+            model_type="qwen2",
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=2048,
+        ),
+        audio_token_id=tok.convert_tokens_to_ids("<sound>"),
+    )
+    config.text_config.eos_token_id = tok.eos_token_id
+    config.text_config.pad_token_id = tok.pad_token_id
+    model = AudioFlamingo3ForConditionalGeneration(config).eval()
+    _set_generation_ids(model, tok)
+    processor = AudioFlamingo3Processor(
+        feature_extractor=WhisperFeatureExtractor(feature_size=128),
+        tokenizer=tok,
+        chat_template=_AF3_CHAT_TEMPLATE,
+    )
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+# Phi-4-multimodal chat format: <|system|>…<|end|><|user|><|audio|>question<|end|><|assistant|>
+_PHI4_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'audio' %}<|audio|>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def build_tiny_phi4mm(path: str | Path, seed: int = 0) -> Path:
+    """Phi-4-multimodal-instruct architecture (conformer audio encoder, SigLIP vision tower,
+    Phi-3 decoder), saved the way the -hf repos are: model plus a processor folder whose image
+    processor is written as a plain config (it needs torchvision to be built in memory)."""
+    import json
+
+    from transformers import (
+        Phi4MultimodalConfig,
+        Phi4MultimodalFeatureExtractor,
+        Phi4MultimodalForCausalLM,
+    )
+
+    path = Path(path)
+    _seed(seed)
+    tok = _train_tokenizer(
+        ["<|endoftext|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+        + ["<|image|>", "<|audio|>"],
+        extra={
+            "pad_token": "<|endoftext|>",
+            "eos_token": "<|end|>",
+            "extra_special_tokens": {"image_token": "<|image|>", "audio_token": "<|audio|>"},
+        },
+    )
+    tok.padding_side = "left"
+    ids = tok.convert_tokens_to_ids
+    config = Phi4MultimodalConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        original_max_position_embeddings=4096,
+        bos_token_id=tok.pad_token_id,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=28,
+            crop_size=28,
+            patch_size=14,
+            image_token_id=ids("<|image|>"),
+        ),
+        audio_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_blocks=1,
+            num_attention_heads=2,
+            ext_pw_out_channel=32,
+            depthwise_separable_out_channel=32,
+            nemo_conv_channels=32,
+            audio_token_id=ids("<|audio|>"),
+        ),
+    )
+    model = Phi4MultimodalForCausalLM(config).eval()
+    _set_generation_ids(model, tok)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    (path / "chat_template.jinja").write_text(_PHI4_CHAT_TEMPLATE)
+    body = {
+        "audio_processor": Phi4MultimodalFeatureExtractor().to_dict(),
+        "image_processor": {"image_processor_type": "Phi4MultimodalImageProcessor"},
+        "processor_class": "Phi4MultimodalProcessor",
+    }
+    (path / "processor_config.json").write_text(json.dumps(body, indent=2, default=str))
+    return path

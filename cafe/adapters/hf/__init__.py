@@ -13,8 +13,6 @@ FAMILY_MODULES = (
     "cafe.adapters.hf.qwen2_5_omni",
     "cafe.adapters.hf.audio_flamingo3",
     "cafe.adapters.hf.phi4mm",
-    "cafe.adapters.hf.voxtral",
-    "cafe.adapters.hf.granite_speech",
     "cafe.adapters.hf.remote",
 )
 

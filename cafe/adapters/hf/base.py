@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,9 @@ class TransformersAdapter(Adapter):
 
     #: transformers class that loads this family's checkpoints
     model_class: str = "AutoModelForImageTextToText"
+    #: the family's processor class, set where it bundles image/video processors (see
+    #: audio_only_processor)
+    processor_class: str | None = None
     default_batch_size = 8
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
@@ -71,12 +75,23 @@ class TransformersAdapter(Adapter):
         from transformers import AutoProcessor
 
         trust = bool(self.options.get("trust_remote_code"))
-        return AutoProcessor.from_pretrained(path, trust_remote_code=trust)
+        try:
+            return AutoProcessor.from_pretrained(path, trust_remote_code=trust)
+        except (ImportError, OSError, ValueError, AttributeError) as e:
+            # omni processors bundle image/video halves that need torchvision; audio never
+            # does, so build the family's own processor class without them
+            msg = str(e).lower()
+            needs_vision = "torchvision" in msg or "video processor" in msg
+            if self.processor_class is None or not needs_vision:
+                raise
+            return audio_only_processor(self.processor_class, path)
 
     # ---- inputs ---------------------------------------------------------------------------
     @property
     def sampling_rate(self) -> int:
-        fe = getattr(self.processor, "feature_extractor", None)
+        fe = getattr(self.processor, "feature_extractor", None) or getattr(
+            self.processor, "audio_processor", None
+        )
         return int(getattr(fe, "sampling_rate", 16_000))
 
     def convert_messages(self, request: Request) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
@@ -109,7 +124,10 @@ class TransformersAdapter(Adapter):
         return self.processor.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
 
     def processor_inputs(self, texts: list[str], clips: list[np.ndarray]) -> Any:
-        kw: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
+        # pad the text only: each processor pads its audio features its own way (Whisper-style
+        # extractors must keep their fixed 30 s window)
+        kw: dict[str, Any] = {"text": texts, "return_tensors": "pt"}
+        kw["text_kwargs"] = {"padding": True}
         if clips:
             kw["audio"] = clips
             kw["sampling_rate"] = self.sampling_rate
@@ -288,3 +306,35 @@ def InputError_for(request: Request, message: str) -> InputError:  # noqa: N802 
     path = request.audio[0] if request.audio else "<request>"
     problem = Problem(file=path, sample_id=request.sample_id, field="audio", message=message)
     return InputError(problem)
+
+
+_VISION_ATTRIBUTES = {"image_processor", "video_processor"}
+
+
+def audio_only_processor(class_name: str, path: str) -> Any:
+    """The checkpoint's own processor class, built from its tokenizer, audio feature extractor
+    and chat template with the image/video processors left out (text + audio only)."""
+    import transformers
+    from transformers import AutoFeatureExtractor, AutoTokenizer
+
+    base = getattr(transformers, class_name)
+
+    class AudioOnly(base):  # type: ignore[misc, valid-type]
+        def check_argument_for_proper_class(self, name: str, arg: Any) -> Any:
+            return None if arg is None else super().check_argument_for_proper_class(name, arg)
+
+    AudioOnly.__name__ = f"AudioOnly{class_name}"
+    tok = AutoTokenizer.from_pretrained(path)
+    template = tok.chat_template
+    jinja = Path(path) / "chat_template.jinja"
+    if jinja.is_file():
+        template = jinja.read_text()
+    pieces: dict[str, Any] = {}
+    for attr in base.get_attributes():
+        if attr in _VISION_ATTRIBUTES:
+            pieces[attr] = None
+        elif attr == "tokenizer":
+            pieces[attr] = tok
+        else:  # the audio feature extractor ("feature_extractor", "audio_processor")
+            pieces[attr] = AutoFeatureExtractor.from_pretrained(path)
+    return AudioOnly(**pieces, chat_template=template)

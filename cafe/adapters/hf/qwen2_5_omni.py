@@ -34,6 +34,7 @@ def _model_type(path: str) -> str | None:
 @ADAPTERS.register("qwen2.5-omni")
 class Qwen25OmniAdapter(TransformersAdapter):
     model_class = "Qwen2_5OmniThinkerForConditionalGeneration"
+    processor_class = "Qwen2_5OmniProcessor"
 
     def load_model(self, path: str, **kwargs: Any) -> Any:
         from transformers import AutoConfig, Qwen2_5OmniThinkerForConditionalGeneration
@@ -44,36 +45,3 @@ class Qwen25OmniAdapter(TransformersAdapter):
             # read only thinker.* weights, renamed to the thinker's own names
             kwargs["key_mapping"] = {r"^thinker\.": ""}
         return Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, **kwargs)
-
-    def load_processor(self, path: str) -> Any:
-        try:
-            return super().load_processor(path)
-        except (ImportError, OSError, ValueError, AttributeError) as e:
-            # the processor's video half needs torchvision; audio never does, so build the
-            # processor from the checkpoint's own tokenizer, feature extractor and template
-            if "torchvision" not in str(e).lower() and "video processor" not in str(e).lower():
-                raise
-            return _audio_only_processor(path)
-
-
-def _audio_only_processor(path: str) -> Any:
-    from transformers import AutoFeatureExtractor, AutoTokenizer, Qwen2_5OmniProcessor
-
-    class AudioOnlyQwen25OmniProcessor(Qwen2_5OmniProcessor):
-        """Qwen2_5OmniProcessor without image/video processors (text + audio only)."""
-
-        def check_argument_for_proper_class(self, name: str, arg: Any) -> Any:
-            return None if arg is None else super().check_argument_for_proper_class(name, arg)
-
-    tok = AutoTokenizer.from_pretrained(path)
-    template = tok.chat_template
-    jinja = Path(path) / "chat_template.jinja"
-    if jinja.is_file():
-        template = jinja.read_text()
-    return AudioOnlyQwen25OmniProcessor(
-        image_processor=None,
-        video_processor=None,
-        feature_extractor=AutoFeatureExtractor.from_pretrained(path),
-        tokenizer=tok,
-        chat_template=template,
-    )
