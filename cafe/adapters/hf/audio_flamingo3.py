@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from cafe.adapters.base import ADAPTERS
 from cafe.adapters.hf.base import TransformersAdapter
 
 MODEL_TYPES = {"audioflamingo3": "audio-flamingo-3"}
 
 
-@ADAPTERS.register("audio-flamingo-3")
 class AudioFlamingo3Adapter(TransformersAdapter):
     """AudioFlamingo3ForConditionalGeneration; the processor cuts audio into 30 s windows (up to
     10 minutes) and takes exactly one clip per prompt."""

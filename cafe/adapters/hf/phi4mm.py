@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.adapters.base import ADAPTERS
 from cafe.adapters.hf.base import TransformersAdapter
 
 MODEL_TYPES = {"phi4_multimodal": "phi-4-multimodal"}
 
 
-@ADAPTERS.register("phi-4-multimodal")
 class Phi4MultimodalAdapter(TransformersAdapter):
     """Phi4MultimodalForCausalLM. Use the transformers-native checkpoint
     (microsoft/Phi-4-multimodal-instruct at revision refs/pr/70, or a copy converted with

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cafe.adapters.base import ADAPTERS
 from cafe.adapters.hf.base import TransformersAdapter
 
 MODEL_TYPES = {"qwen2_5_omni": "qwen2.5-omni", "qwen2_5_omni_thinker": "qwen2.5-omni"}
@@ -31,7 +30,6 @@ def _model_type(path: str) -> str | None:
         return None
 
 
-@ADAPTERS.register("qwen2.5-omni")
 class Qwen25OmniAdapter(TransformersAdapter):
     model_class = "Qwen2_5OmniThinkerForConditionalGeneration"
     processor_class = "Qwen2_5OmniProcessor"
