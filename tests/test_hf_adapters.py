@@ -95,14 +95,17 @@ def test_sampling_is_seeded(tiny_adapter, clips):
     assert other != a[0].text or other != adapter.generate([greedy])[0].text  # really sampling
 
 
-def test_model_types_name_registered_adapters():
-    from cafe.adapters.hf import model_types
+def test_model_types_name_cards_of_their_own_adapter():
+    from cafe.adapters.cards import load_cards
+    from cafe.adapters.hf import HF_ADAPTERS, model_types
 
     types = model_types()
-    assert types["qwen2_audio"] == "qwen2-audio"
-    assert types["qwen2_5_omni"] == types["qwen2_5_omni_thinker"] == "qwen2.5-omni"
-    for adapter in types.values():
-        assert adapter in ADAPTERS
+    assert types["qwen2_audio"] == "qwen2-audio-7b-instruct"
+    assert types["qwen2_5_omni"] == types["qwen2_5_omni_thinker"] == "qwen2.5-omni-7b"
+    cards = load_cards()
+    for adapter in HF_ADAPTERS:
+        for card in ADAPTERS.get(adapter).MODEL_TYPES.values():
+            assert cards[card].adapter == adapter
 
 
 def test_hf_cards_point_at_known_adapters_and_defaults():
