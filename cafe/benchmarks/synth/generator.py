@@ -310,9 +310,10 @@ def _timbre(rng, level, n_dis, overlap) -> tuple:
     else:
         tgt = next(e for e in events if e.required)
         span = tgt.offset - tgt.onset
-        a = math.ceil((tgt.onset + 0.2 * span) * 10) / 10
-        b = max(a + 0.1, math.floor((tgt.offset - 0.2 * span) * 10) / 10)
-        q = f"What kind of sound is heard between {a:.1f} s and {b:.1f} s?"
+        # the middle 60 % of the target, to 10 ms: distractors never reach into it
+        a = math.ceil(round((tgt.onset + 0.2 * span) * 100, 6)) / 100
+        b = math.floor(round((tgt.offset - 0.2 * span) * 100, 6)) / 100
+        q = f"What kind of sound is heard between {a:.2f} s and {b:.2f} s?"
     return q, choices, label, events, clip
 
 
