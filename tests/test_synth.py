@@ -64,6 +64,9 @@ def test_items_do_not_depend_on_n(tmp_path):
     small = (tmp_path / "small" / "synth.jsonl").read_text().splitlines()
     big = (tmp_path / "big" / "synth.jsonl").read_text().splitlines()
     assert big[:4] == small
+    # regenerating a smaller set into the same folder leaves no stale clips behind
+    generate(tmp_path / "big", n=4, seed=3)
+    assert _tree_bytes(tmp_path / "big") == _tree_bytes(tmp_path / "small")
 
 
 # --------------------------------------------------------------------------- schema and balance

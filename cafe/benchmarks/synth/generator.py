@@ -428,6 +428,10 @@ def generate(out: str | Path, n: int = 200, seed: int = 0, progress: bool = Fals
         item, audio = make_item(i, seed)
         write_wav(out / AUDIO_DIR / f"{item.id}.wav", audio, SR)
         lines.append(json.dumps(item.record(), ensure_ascii=False))
+    keep = {f"synth-{i:05d}.wav" for i in range(n)}
+    for stale in (out / AUDIO_DIR).glob("synth-*.wav"):  # from an earlier, larger set
+        if stale.name not in keep:
+            stale.unlink()
     body = ("\n".join(lines) + "\n").encode()
     (out / JSONL_NAME).write_bytes(body)
     info = {
