@@ -11,7 +11,7 @@ import numpy as np
 
 SR = 16_000
 HOP = 160  # 10 ms energy frames
-N_FFT = 1024  # 64 ms spectral frames (16 Hz bins) for pitch
+N_FFT = 512  # 32 ms spectral frames (31 Hz bins, parabolic peak refinement)
 THRESH_DB = 3.0  # event frames: this far above the background floor
 MERGE_GAP_S = 0.06  # shorter gaps join (click trains dip between clicks)
 MIN_EVENT_S = 0.04
