@@ -90,7 +90,7 @@ JUMP_OCT = 0.3  # a steady pitch that jumps this far is a new tonal event
 
 @dataclass
 class Frames:
-    """Per spectral frame (64 ms Hann, every 1 or 2 hops) of one loud span."""
+    """Per spectral frame (32 ms Hann, every 1-3 hops) of one loud span."""
 
     hop: np.ndarray  # centre of each frame, in hops
     flat: np.ndarray  # spectral flatness, 100 Hz - 7 kHz
