@@ -20,7 +20,7 @@ from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.signals import SR, render_clip
 from cafe.records import Event
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 JSONL_NAME = "synth.jsonl"
 INFO_NAME = "synth-info.json"
 AUDIO_DIR = "audio"
