@@ -106,3 +106,19 @@ def test_section_runs_breakdowns_and_ci(judgements):
     assert cafe_ci(judgements, "micro", resamples=200, seed=3)["acc_per"] == [lo, hi]
     macro = cafe_ci(judgements, "macro", resamples=200, seed=3)["acc_per"]
     assert macro[0] <= cafe_metrics(judgements, "macro")["acc_per"] <= macro[1]
+
+
+def test_attention_average_by_index_on_fixed_arrays():
+    from cafe.metrics.attention import average_by_index, shares_of
+
+    traces = [[0.1, 0.2, 0.3], [0.3, 0.4], [0.2, 0.0, 0.6, 0.9]]
+    got = average_by_index(traces)
+    assert got["count"] == [3, 3, 2, 1]
+    assert got["mean"] == pytest.approx([0.2, 0.2, 0.45, 0.9])
+    assert got["std"][3] == 0.0
+    assert got["std"][0] == pytest.approx(math.sqrt(((0.1 - 0.2) ** 2 + 0.1**2 + 0) / 3))
+    cut = average_by_index(traces, min_items=2)
+    assert cut["index"] == [0, 1, 2] and cut["mean"][2] == pytest.approx(0.45)
+    assert cut["overall_mean"] == pytest.approx((0.1 + 0.2 + 0.3 + 0.3 + 0.4 + 0.2 + 0 + 0.6) / 8)
+    assert shares_of({"shares": [0.5, 0.25]}) == [0.5, 0.25]
+    assert average_by_index([])["index"] == []

@@ -23,6 +23,7 @@ class Judge(ABC):
     template_hash: str
     temperature: float | None = None
     needs_caption: bool = True
+    uses_cache: bool = True
 
     @abstractmethod
     async def ajudge(self, item: JudgeItem) -> Judgement: ...

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import DEFAULT_DIR, Cache
-from cafe.judge import build_judge
+from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
@@ -135,8 +135,18 @@ def judge_run(
     preds: list[Prediction] = store.predictions()
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
+    by_id = {s.id: s for s in samples}
+    caption_of = load_caption_map(samples, captions)
+    judge_cls = JUDGES.get(judge)
+    if getattr(judge_cls, "needs_caption", True) and not caption_of:
+        raise ValueError(
+            f"{run_dir}: no sample has a caption; the {judge} judge needs ground-truth captions: "
+            "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
+            "--captions FILE (or use --judge rule on the synth benchmark)"
+        )
     if not isinstance(cache, Cache):
-        cache = Cache(cache if cache is not None else DEFAULT_CACHE)
+        use = getattr(judge_cls, "uses_cache", True)
+        cache = Cache((cache if cache is not None else DEFAULT_CACHE) if use else None)
     judge_obj: Judge = build_judge(
         judge,
         model=judge_model,
@@ -145,14 +155,6 @@ def judge_run(
         cache=cache,
         **judge_options,
     )
-    by_id = {s.id: s for s in samples}
-    caption_of = load_caption_map(samples, captions)
-    if judge_obj.needs_caption and not caption_of:
-        raise ValueError(
-            f"{run_dir}: no sample has a caption; the {judge} judge needs ground-truth captions: "
-            "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
-            "--captions FILE (or use --judge rule on the synth benchmark)"
-        )
 
     path = judgements_file(store, judge_obj.identity)
     existing = [
