@@ -44,10 +44,10 @@ _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 def default_vocabulary() -> dict[str, list[str]]:
     """label -> synonyms from the synth benchmark's closed vocabulary ({} when not installed)."""
     try:
-        from cafe.benchmarks.synth import vocabulary
+        from cafe.benchmarks.synth.vocabulary import SOURCES
     except ImportError:
         return {}
-    return {str(k): [str(s) for s in v] for k, v in vocabulary.synonyms().items()}
+    return {label: list(src.synonyms) for label, src in SOURCES.items()}
 
 
 @dataclass
