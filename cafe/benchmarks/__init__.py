@@ -4,6 +4,8 @@ from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 
 for _name, _target in {
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
+    "mmau": "cafe.benchmarks.mmau:MMAU",
+    "mmar": "cafe.benchmarks.mmar:MMAR",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)
 
