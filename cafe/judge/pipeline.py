@@ -153,6 +153,7 @@ def judge_run(
         endpoints=tuple(endpoints),
         template=str(template) if template else None,
         cache=cache,
+        concurrency=concurrency,  # the client may keep this many in flight per endpoint
         **judge_options,
     )
 

@@ -61,19 +61,19 @@ def _merge_sparse(bins: list[_Bin], min_count: int) -> list[_Bin]:
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    from scipy import stats
-
     if len(x) < 3 or np.std(x) == 0 or np.std(y) == 0:
         return {"r": None, "p": None, "n": len(x), "note": "needs >= 3 bins with varying values"}
+    from scipy import stats  # imported only when there is something to correlate
+
     r, p = stats.pearsonr(x, y)
     return {"r": float(r), "p": float(p), "n": len(x)}
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    from scipy import stats
-
     if len(x) < 3 or np.std(x) == 0 or np.std(y) == 0:
         return {"rho": None, "p": None, "n": len(x), "note": "needs >= 3 bins with varying values"}
+    from scipy import stats
+
     rho, p = stats.spearmanr(x, y)
     return {"rho": float(rho), "p": float(p), "n": len(x)}
 
