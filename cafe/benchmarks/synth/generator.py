@@ -233,7 +233,10 @@ def _rhythm(rng, level, n_dis, overlap) -> tuple:
         iois = np.maximum(base * (1 + j), pulse + 0.1)
         cv = float(np.std(iois) / np.mean(iois))
         med = float(np.median(iois))
-        if cv >= 0.2 and (med >= 0.55 if tempo == "slow" else med <= 0.35):
+        ratio = iois / med
+        on_beat = float(np.mean(np.abs(ratio - np.maximum(np.round(ratio), 1)) < 0.1))
+        in_band = med >= 0.55 if tempo == "slow" else med <= 0.35
+        if cv >= 0.2 and on_beat <= 0.5 and in_band:
             break
     bpm = round(60.0 / float(np.median(iois)))
     attrs = _attrs(rng, label, level)
