@@ -137,3 +137,25 @@ def test_failed_calls_are_reported_and_retried_on_the_next_run(tmp_path):
         assert len(srv.requests) == 7  # the failed ones were not cached: judged again
     cafe = json.loads(store.path("metrics.json").read_text())["cafe"]
     assert cafe["judgements"]["ok"] == 3
+
+
+def test_gemini_judge_speaks_generate_content(tmp_path, monkeypatch):
+    from cafe.judge.pipeline import judge_run
+    from cafe.testing.loopback import GeminiLoopback
+
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    store = build_run(tmp_path / "run")
+    reply_for = scripted()
+
+    def reply(body):
+        text = "".join(p.get("text", "") for p in body["contents"][0]["parts"])
+        assert body["_model"] == "gemini-3-pro"
+        return reply_for({"messages": [{"content": text}], "temperature": 0})
+
+    with GeminiLoopback(reply=reply) as srv:
+        sec = judge_run(store.root, "gemini", "gemini-3-pro", [srv.url], 4, progress=False,
+                        cache=tmp_path / "c.sqlite")  # fmt: skip
+    assert sec["judgements"] == {"ok": 3, "invalid": 1, "failed": 1, "total": 5}
+    assert sec["acc_per"] == pytest.approx(100 * 3 / 8)
+    assert sec["judge"]["judge"] == "gemini:gemini-3-pro"
+    assert store.path("judgements.gemini-gemini-3-pro.jsonl").exists()
