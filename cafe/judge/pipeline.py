@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -180,9 +181,11 @@ def judge_run(
             continue
         items.append(JudgeItem(s, p, caption_of.get(s.id)))
 
+    t0 = time.perf_counter()
     with store.writer(path.name) as writer:
         writer.write_many(missing_sample)
         fresh = asyncio.run(_judge_all(judge_obj, items, writer, concurrency, progress))
+    judge_wall = time.perf_counter() - t0
 
     keys = {(p.sample_id, p.run_index) for p in preds}
     merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
@@ -202,7 +205,12 @@ def judge_run(
             "acc": round(100.0 * n_correct / len(preds), 2),
             "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
         },
-        calls={"sent": getattr(judge_obj, "calls", 0), "cache_hits": cache.hits},
+        calls={
+            "sent": getattr(judge_obj, "calls", 0),
+            "cache_hits": cache.hits,
+            "judged_now": len(fresh),
+            "judge_wall_s": round(judge_wall, 3),
+        },
     )
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
