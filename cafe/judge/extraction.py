@@ -196,7 +196,7 @@ class LLMJudge(Judge):
                     run_index=pred.run_index,
                     judge=self.identity,
                     template_hash=self.template_hash,
-                    raw_reply=text,
+                    raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
                     status="ok",
                     reason=None if attempt == 0 else f"valid on attempt {attempt + 1}",
                     **lists,
