@@ -164,3 +164,35 @@ def test_gemini_judge_speaks_generate_content(tmp_path, monkeypatch):
     assert sec["acc_per"] == pytest.approx(100 * 3 / 8)
     assert sec["judge"]["judge"] == "gemini:gemini-3-pro"
     assert store.path("judgements.gemini-gemini-3-pro.jsonl").exists()
+
+
+def test_two_endpoints_share_the_load_and_a_killed_run_resumes(tmp_path):
+    from cafe.judge.pipeline import judge_run
+
+    store = build_run(tmp_path / "run")
+    shared = scripted()  # one script across both servers: a retry may land on either
+    with (
+        OpenAILoopback(reply=shared, latency_s=0.05) as a,
+        OpenAILoopback(reply=shared, latency_s=0.05) as b,
+    ):
+        sec = judge_run(store.root, "openai-compatible", "judge-m", [a.url, b.url], 4,
+                        progress=False, cache=tmp_path / "c1.sqlite")  # fmt: skip
+        assert len(a.requests) > 0 and len(b.requests) > 0
+        assert len(a.requests) + len(b.requests) == 7
+    assert sec["judgements"]["ok"] == 3
+
+    # a kill after two judgements were written (plus a torn third); fresh cache, so every
+    # call the resume makes is visible: only the items not yet judged are asked
+    path = store.path("judgements.openai-compatible-judge-m.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [x for x in lines if json.loads(x)["sample_id"] in ("q-a", "q-b")]
+    kept = [x for x in kept if json.loads(x)["status"] == "ok"]
+    path.write_text("".join(kept) + lines[-1][:20])
+    with OpenAILoopback(reply=scripted()) as srv:
+        sec = judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                        progress=False, cache=tmp_path / "c2.sqlite")  # fmt: skip
+        prompts = [r["messages"][0]["content"] for r in srv.requests]
+    assert not any("[q-a]" in p or "[q-b]" in p for p in prompts)
+    assert len(prompts) == 5  # q-c twice, q-d three times
+    assert sec["judgements"] == {"ok": 3, "invalid": 1, "failed": 1, "total": 5}
+    assert sec["acc_per"] == pytest.approx(100 * 3 / 8)
