@@ -82,3 +82,30 @@ def test_caption_clips_with_a_gemini_loopback_resumably(tmp_path, monkeypatch):
     assert sorted(r["sample_id"] for r in rows) == ["c0", "c1", "c2"]
     assert all(len(r["audio_sha256"]) == 64 and r["captioner"].startswith("gemini") for r in rows)
     assert load_captions(out)["c1"] == "A tone sounds (2 parts)."
+
+
+def test_caption_command_on_synth_clips(tmp_path):
+    from click.testing import CliRunner
+
+    from cafe.benchmarks.synth.generator import generate
+    from cafe.judge.captions import caption_command
+    from cafe.testing.loopback import OpenAILoopback
+
+    data = generate(tmp_path / "synth", n=2, seed=1)
+    out = tmp_path / "caps.jsonl"
+
+    def reply(body):
+        parts = body["messages"][0]["content"]
+        assert parts[0]["type"] == "input_audio" and parts[0]["input_audio"]["format"] == "wav"
+        return "Two beeps, then silence."
+
+    base = ["--bench", "synth", "--data", str(data), "--captioner", "openai-compatible",
+            "--out", str(out), "--cache", str(tmp_path / "c.sqlite")]  # fmt: skip
+    args = [*base, "--model", "omni"]
+    with OpenAILoopback(reply=reply) as srv:
+        res = CliRunner().invoke(caption_command, [*args, "--endpoint", srv.url])
+        assert res.exit_code == 0, res.output
+        assert "2 captions written" in res.output and len(srv.requests) == 2
+    assert set(load_captions(out).values()) == {"Two beeps, then silence."}
+    res = CliRunner().invoke(caption_command, base)
+    assert res.exit_code != 0 and "--model is required" in res.output
