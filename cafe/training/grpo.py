@@ -1,0 +1,334 @@
+"""MPAR² GRPO on TRL's GRPOTrainer (trl==1.16.0), extended so the audio reaches the model.
+
+TRL 1.16 threads images only. `AudioGRPOTrainer` adds audio at the three places it matters:
+1. prompt tokenisation (`_tokenize_prompts`): the processor renders each chat with its clip, so the
+   audio placeholder is expanded and `input_features` / `feature_attention_mask` are produced; the
+   regular generation path forwards those tensors to `generate`;
+2. every log-prob forward (`_get_per_token_logps_and_entropies`): old-policy, reference (full
+   model or PEFT with the adapter disabled) and policy passes get the rows' audio features;
+3. the generation batch (`_generate_and_score_completions`): the features travel in the output
+   dict, so TRL's shuffle/split across gradient-accumulation steps keeps them aligned with rows.
+vLLM rollouts (colocate) get the clip as `multi_modal_data["audio"]`.
+
+Dataset rows (written by `cafe train data`): prompt (chat messages with an audio part), audio
+(path), answer, choices, caption, events. Torch/TRL import lazily (train extra)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cafe.training.reward_judge import RewardItem, RewardJudge, score_group
+from cafe.training.rewards import RewardWeights, compute_rewards
+from cafe.training.sections import is_correct, parse_sections
+
+AUDIO_FEATURE_KEYS = ("input_features", "feature_attention_mask")
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes conversational completions as [{"role": "assistant", "content": text}]."""
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if isinstance(m, dict))
+    return str(completion or "")
+
+
+def make_reward_func(judge: RewardJudge, weights: RewardWeights | None = None):
+    """The TRL reward function: async, so TRL runs it on its event loop and every judge call of
+    the whole generation batch is in flight at once (score_group)."""
+    w = weights or RewardWeights()
+
+    async def mpar2_reward(prompts, completions, answer, choices, **kw) -> list[float]:
+        captions = kw.get("caption") or [""] * len(completions)
+        events = kw.get("events") or [[] for _ in completions]
+        questions = kw.get("question") or [""] * len(completions)
+        items = []
+        for i, c in enumerate(completions):
+            s = parse_sections(completion_text(c))
+            ok = s.answer is not None and is_correct(s.answer, answer[i], list(choices[i]))
+            items.append(
+                RewardItem(s, ok, questions[i], answer[i], captions[i] or "", list(events[i] or []))
+            )
+        scores = await score_group(judge, items)
+        parts = [
+            compute_rewards(it.sections, it.correct, sc, w)
+            for it, sc in zip(items, scores, strict=True)
+        ]
+        log_metric = kw.get("log_metric")
+        if log_metric is not None and parts:
+            for name in ("format", "perception", "spr", "rea", "acc"):
+                log_metric(f"mpar2/{name}", sum(getattr(p, name) for p in parts) / len(parts))
+        return [p.total for p in parts]
+
+    return mpar2_reward
+
+
+def _trainer_class():
+    import torch
+    from trl import GRPOTrainer
+    from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+    from cafe.audio import load_audio
+
+    class AudioGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer whose rollouts and log-prob passes see each row's audio clip."""
+
+        _audio_rows: list[Any] | None = None  # waveforms of the batch being generated
+        _audio_forward: dict[str, Any] | None = None  # features aligned with the rows in use
+
+        def __init__(self, model, *args, **kwargs):
+            # TRL suppresses `config.image_token_id` when sampling from a processor-backed model
+            # (a sampled placeholder would mismatch the features). Audio models name their
+            # placeholder differently: suppress the audio token instead, without saving the alias.
+            config = model.config
+            added = False
+            if getattr(config, "image_token_id", None) is None:
+                audio_id = getattr(config, "audio_token_id", None)
+                if audio_id is None:
+                    audio_id = getattr(config, "audio_token_index", None)
+                config.image_token_id = audio_id
+                added = True
+            try:
+                super().__init__(model, *args, **kwargs)
+            finally:
+                if added:
+                    del config.image_token_id
+
+        # --- generation batch -------------------------------------------------------------
+        def _generate_and_score_completions(self, inputs):
+            self._audio_rows = [self._load_row_audio(x) for x in inputs]
+            try:
+                output = super()._generate_and_score_completions(inputs)
+                if self._audio_forward:
+                    output.update(self._audio_forward)  # shuffled/split with the rows by TRL
+            finally:
+                self._audio_rows = None
+                self._audio_forward = None
+            return output
+
+        @staticmethod
+        def _load_row_audio(row: dict[str, Any]):
+            path = row.get("audio")
+            if not path:
+                return None
+            return load_audio(path, sample_id=str(row.get("id")) if row.get("id") else None)
+
+        def _tokenize_prompts(self, prompts: list):
+            rows = self._audio_rows
+            if not rows or all(a is None for a in rows):
+                return super()._tokenize_prompts(prompts)
+            proc = self.processing_class
+            texts = [
+                proc.apply_chat_template(
+                    p,
+                    chat_template=self.chat_template,
+                    add_generation_prompt=True,
+                    tokenize=False,
+                    **self.chat_template_kwargs,
+                )
+                for p in prompts
+            ]
+            enc = proc(
+                text=texts,
+                audio=list(rows),
+                sampling_rate=16_000,
+                return_tensors="pt",
+                padding=True,
+            )
+            prompt_ids = [
+                ids[mask.bool()].tolist()
+                for ids, mask in zip(enc["input_ids"], enc["attention_mask"], strict=True)
+            ]
+            feats = {k: enc[k] for k in AUDIO_FEATURE_KEYS if k in enc}
+            self._audio_forward = {k: v.to(self.accelerator.device) for k, v in feats.items()}
+            # tensors in multimodal_fields are passed to generate() by TRL's regular path
+            return prompt_ids, None, dict(self._audio_forward)
+
+        def _generate_single_turn(
+            self, prompt_ids, images, multimodal_fields, num_generations, **kw
+        ):
+            if self.use_vllm and self._audio_rows and self.vllm_generation.mode == "colocate":
+                return self._vllm_colocate_audio(prompt_ids)
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, **kw
+            )
+
+        def _vllm_colocate_audio(self, prompt_ids):
+            # TRL's vLLM generation forwards images only; with one process per engine (tp=1) we
+            # call the colocated engine with the clip as multi_modal_data (GPU machines only)
+            from vllm import SamplingParams
+
+            gen = self.vllm_generation
+            if self.state.global_step != self._last_loaded_step:
+                gen.sync_weights()
+                self._last_loaded_step = self.state.global_step
+            params = SamplingParams(
+                n=1,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=self.top_k if self.top_k else -1,
+                max_tokens=self.max_completion_length,
+                logprobs=0,
+            )
+            requests = [
+                {"prompt_token_ids": ids, "multi_modal_data": {"audio": (wave, 16_000)}}
+                for ids, wave in zip(prompt_ids, self._audio_rows, strict=True)
+            ]
+            outputs = gen.llm.generate(requests, sampling_params=params, use_tqdm=False)
+            completion_ids = [list(o.outputs[0].token_ids) for o in outputs]
+            logprobs = [
+                [next(iter(lp.values())).logprob for lp in o.outputs[0].logprobs] for o in outputs
+            ]
+            return completion_ids, logprobs
+
+        # --- log-prob passes (old policy, reference, policy) ----------------------------
+        def _compute_loss(self, model, inputs):
+            self._audio_forward = {k: inputs[k] for k in AUDIO_FEATURE_KEYS if k in inputs}
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._audio_forward = None
+
+        def _get_per_token_logps_and_entropies(
+            self,
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=None,
+            compute_entropy=False,
+            compute_aux_loss=False,
+            **multimodal,
+        ):
+            audio = self._audio_forward
+            if not audio:
+                return super()._get_per_token_logps_and_entropies(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size=batch_size,
+                    compute_entropy=compute_entropy,
+                    compute_aux_loss=compute_aux_loss,
+                    **multimodal,
+                )
+            # a plain forward with the audio features (TRL's fused head calls the text backbone
+            # directly, which would bypass the audio encoder and its merge into the sequence)
+            batch_size = batch_size or input_ids.size(0)
+            all_logps, all_entropies = [], []
+            for start in range(0, input_ids.size(0), batch_size):
+                end = min(start + batch_size, input_ids.size(0))
+                ids = input_ids[start:end]
+                feats = {k: v[start:end] for k, v in audio.items()}
+                with self.accelerator.autocast():
+                    logits = model(
+                        input_ids=ids,
+                        attention_mask=attention_mask[start:end],
+                        use_cache=False,
+                        **feats,
+                    ).logits
+                logits = logits[:, -logits_to_keep - 1 : -1, :].float() / self.temperature
+                all_logps.append(selective_log_softmax(logits, ids[:, -logits_to_keep:]))
+                if compute_entropy:
+                    with torch.no_grad():
+                        all_entropies.append(entropy_from_logits(logits))
+            logps = torch.cat(all_logps, dim=0)
+            entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
+            return logps, entropies, None
+
+    return AudioGRPOTrainer
+
+
+def __getattr__(name: str):  # `from cafe.training.grpo import AudioGRPOTrainer`, lazily
+    if name == "AudioGRPOTrainer":
+        return _trainer_class()
+    raise AttributeError(name)
+
+
+def load_policy(path: str | Path, dtype: str = "float32"):
+    """Model + processor from a checkpoint folder, the architecture its config names."""
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoProcessor
+
+    config = AutoConfig.from_pretrained(path)
+    arch = getattr(transformers, (config.architectures or [""])[0], None)
+    if arch is None:
+        raise ValueError(f"{path}: config.json names no transformers architecture")
+    model = arch.from_pretrained(path, dtype=getattr(torch, dtype))
+    processor = AutoProcessor.from_pretrained(path)
+    processor.tokenizer.padding_side = "left"
+    return model, processor
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def save_checkpoint(model, processor, out: str | Path) -> Path:
+    """Save in the layout the harness's transformers adapter loads: LoRA merged into the weights,
+    config + safetensors + processor (tokenizer, feature extractor, chat template)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(out, safe_serialization=True)
+    processor.save_pretrained(out)
+    return out
+
+
+def grpo_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
+    """TRL GRPOConfig from the recipe's `grpo:` block (any GRPOConfig field), CPU-safe defaults."""
+    from trl import GRPOConfig
+
+    args = {
+        "output_dir": str(output_dir),
+        "report_to": [],
+        "save_strategy": "no",
+        "logging_steps": 1,
+        "remove_unused_columns": False,
+        "gradient_checkpointing": False,
+        **(recipe.get("grpo") or {}),
+        **overrides,
+    }
+    return GRPOConfig(**args)
+
+
+def lora_config(recipe: dict[str, Any]):
+    spec = recipe.get("lora")
+    if not spec:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(task_type="CAUSAL_LM", **spec)
+
+
+def train_grpo(
+    recipe: dict[str, Any],
+    *,
+    model_path: str | Path,
+    data: str | Path,
+    out: str | Path,
+    judge: RewardJudge,
+    max_steps: int | None = None,
+) -> Path:
+    """Run GRPO from a recipe and save the merged checkpoint to ``out``; returns ``out``."""
+    from datasets import Dataset
+
+    model, processor = load_policy(model_path, recipe.get("dtype", "float32"))
+    rows = read_rows(data)
+    if not rows:
+        raise ValueError(f"{data}: no RL rows")
+    overrides = {"max_steps": max_steps} if max_steps else {}
+    args = grpo_config(recipe, Path(out) / "trainer", **overrides)
+    trainer = _trainer_class()(
+        model=model,
+        reward_funcs=[make_reward_func(judge, RewardWeights.from_dict(recipe.get("rewards")))],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=processor,
+        peft_config=lora_config(recipe),
+    )
+    trainer.train()
+    return save_checkpoint(trainer.model, processor, out)
