@@ -99,7 +99,10 @@ def test_logps_depend_on_audio(trainer):
     prompts = [r["prompt"] for r in trainer._test_rows["silent"]]
     silent_ids, _, silent_feats = trainer._tokenize_prompts(prompts)
     trainer._audio_rows = None
-    unpadded = [row[m.bool()].tolist() for row, m in zip(batch["prompt_ids"], batch["prompt_mask"])]
+    unpadded = [
+        row[m.bool()].tolist()
+        for row, m in zip(batch["prompt_ids"], batch["prompt_mask"], strict=True)
+    ]
     assert silent_ids == unpadded
     silent = logps(silent_feats)
 
