@@ -3,6 +3,8 @@
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 
 for _name, _target in {
+    "mmau": "cafe.benchmarks.mmau:MMAU",
+    "mmar": "cafe.benchmarks.mmar:MMAR",
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)
