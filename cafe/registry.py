@@ -69,7 +69,7 @@ class Registry(Generic[T]):
             module, _, attr = self._lazy[name].partition(":")
             obj = getattr(importlib.import_module(module), attr)
             self._objects[name] = obj
-            del self._lazy[name]
+            self._lazy.pop(name, None)  # importing may have registered it already
             return obj
         close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -1,1 +1,54 @@
-"""Chat clients shared by API adapters, CAFE judges, captioners and MPAR² reward judges."""
+"""Chat clients shared by API adapters, CAFE judges, captioners and MPAR² reward judges.
+
+    client = make_client("openai-compatible", "Qwen/Qwen3-32B", endpoints=["http://h:8000/v1"])
+    reply = await client.achat(messages, temperature=0.0, max_tokens=512)
+    reply = run_sync(client.achat(messages))  # from synchronous code
+
+Kinds: "openai-compatible" (vLLM serve, SGLang…), "openai" (OPENAI_API_KEY), "gemini"
+(GEMINI_API_KEY or GOOGLE_API_KEY). Keys come from the environment only."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from cafe.clients.base import CLIENTS, ChatClient, ChatReply
+
+T = TypeVar("T")
+
+# name -> "module:Class"; the SDKs import only when their client is asked for
+for _name, _target in {
+    "openai-compatible": "cafe.clients.openai_compat:OpenAICompatClient",
+    "openai": "cafe.clients.openai_compat:OpenAIClient",
+    "gemini": "cafe.clients.gemini:GeminiClient",
+}.items():
+    CLIENTS.add_lazy(_name, _target)
+
+
+def make_client(
+    kind: str,
+    model: str,
+    endpoints: list[str] | tuple[str, ...] | str | None = None,
+    **options: Any,
+) -> ChatClient:
+    """A chat client of ``kind`` for ``model``; ``endpoints`` are base URLs sharing the load
+    (default: the protocol's environment variable or public endpoint). Options: concurrency,
+    timeout_s, max_attempts, base_delay, max_delay, recover_after, and per-kind extras."""
+    return CLIENTS.get(kind)(model, endpoints, **options)
+
+
+_loop = None
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a client coroutine from synchronous code on one shared background event loop (so
+    every caller shares the client's limiter and connections)."""
+    global _loop
+    from cafe.clients.common import BackgroundLoop
+
+    if _loop is None:
+        _loop = BackgroundLoop()
+    return _loop.run(coro)
+
+
+__all__ = ["CLIENTS", "ChatClient", "ChatReply", "make_client", "run_sync"]

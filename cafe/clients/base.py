@@ -23,6 +23,8 @@ class ChatReply:
     latency_s: float = 0.0
     attempts: int = 1
     error: str | None = None  # set when every retry failed; text is then None
+    finish_reason: str | None = None  # as the server reported it (stop, length, …)
+    endpoint: str | None = None  # base URL that answered (several endpoints share the load)
 
 
 class ChatClient(ABC):

@@ -1,0 +1,114 @@
+"""What every chat client shares: keys read from the environment (and scrubbed from any text
+that could reach a file or log), audio parts encoded from clip paths, per-event-loop resources
+and a background event loop for synchronous callers."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import threading
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+#: environment variables that may hold secrets; their values are scrubbed from error text
+SECRET_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def env_key(*names: str) -> str | None:
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
+def redact(text: str, extra: tuple[str, ...] = ()) -> str:
+    """Replace any secret found in the environment (or ``extra`` variable names) with ***."""
+    for n in (*SECRET_ENV, *extra):
+        v = os.environ.get(n)
+        if v and len(v) >= 4 and v in text:
+            text = text.replace(v, "***")
+    return text
+
+
+def audio_wav(path: str) -> bytes:
+    """A clip as 16 kHz mono 16-bit WAV bytes: the one audio encoding sent to every API."""
+    from cafe.audio import load_audio, wav_bytes
+
+    return wav_bytes(load_audio(path))
+
+
+def audio_b64(path: str) -> str:
+    return base64.b64encode(audio_wav(path)).decode("ascii")
+
+
+def split_system(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """System text (joined) and the remaining turns."""
+    system = [text_of(m) for m in messages if m.get("role") == "system"]
+    rest = [m for m in messages if m.get("role") != "system"]
+    return ("\n".join(system) if system else None), rest
+
+
+def parts_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content)
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(p.get("text", "") for p in parts_of(message) if p.get("type") == "text")
+
+
+class PerLoop(Generic[T]):
+    """One resource per running event loop (HTTP sessions are bound to the loop that made them),
+    so a client works under repeated ``asyncio.run`` calls and from several threads."""
+
+    def __init__(self, factory: Callable[[], T]):
+        self._factory = factory
+        self._items: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            item = self._items.get(loop)
+            if item is None:
+                item = self._items[loop] = self._factory()
+            return item
+
+    def pop_current(self) -> T | None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        with self._lock:
+            return self._items.pop(loop, None)
+
+
+class BackgroundLoop:
+    """A daemon thread running one event loop; sync code submits coroutines to it. Adapters use
+    one per instance so every runner thread shares a single limiter and connection pool."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
+        if not self.loop.is_running():
+            self.loop.close()

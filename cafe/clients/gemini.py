@@ -1,0 +1,274 @@
+"""Gemini through google-genai (``genai.Client``), for any model name (gemini-2.5-flash,
+gemini-3-pro…). Audio goes inline as WAV bytes; clips whose WAV exceeds ``inline_limit_bytes``
+(~15 MB, under the 20 MB request cap) go through the Files API once per clip and are then
+referenced by URI. ``endpoints`` (or tests' loopback URL) become ``http_options.base_url``.
+
+The SDK's own retries are switched off: the shared limiter and retry policy handle 429/5xx,
+Retry-After and timeouts the same way for every protocol. Each event loop gets its own
+genai.Client over its own httpx.AsyncClient (HTTP sessions are bound to their loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cafe.clients.base import CLIENTS, ChatClient, ChatReply
+from cafe.clients.common import PerLoop, audio_wav, env_key, parts_of, redact, split_system
+from cafe.clients.ratelimit import (
+    AdaptiveLimiter,
+    CallError,
+    RetryPolicy,
+    call_with_retries,
+    is_retryable_status,
+    parse_retry_after,
+)
+
+KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+@dataclass
+class _Endpoint:
+    url: str | None  # None: the SDK's default (Google's endpoint)
+    limiter: AdaptiveLimiter
+    calls: int = 0
+
+
+@CLIENTS.register("gemini")
+class GeminiClient(ChatClient):
+    """Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
+    ``max_delay``, ``recover_after``, ``inline_limit_bytes``, ``api_version``, ``config`` (extra
+    GenerateContentConfig fields, e.g. ``{"thinking_config": {"thinking_budget": 0}}``)."""
+
+    kind = "gemini"
+
+    def __init__(
+        self,
+        model: str,
+        endpoints: list[str] | tuple[str, ...] | str | None = None,
+        *,
+        concurrency: int = 16,
+        timeout_s: float = 180.0,
+        max_attempts: int = 6,
+        base_delay: float = 1.0,
+        max_delay: float = 60.0,
+        recover_after: int = 20,
+        inline_limit_bytes: int = 15_000_000,
+        config: dict[str, Any] | None = None,
+        api_version: str = "v1beta",
+    ):
+        if not env_key(*KEY_ENV):
+            raise ValueError("gemini client: set the GEMINI_API_KEY (or GOOGLE_API_KEY) variable")
+        if isinstance(endpoints, str):
+            endpoints = [endpoints]
+        urls: list[str | None] = [u.rstrip("/") for u in endpoints or []] or [None]
+        self.model = model
+        self.endpoints = [
+            _Endpoint(u, AdaptiveLimiter(concurrency, recover_after=recover_after)) for u in urls
+        ]
+        self.policy = RetryPolicy(
+            max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        self.concurrency = concurrency
+        self.inline_limit_bytes = inline_limit_bytes
+        self.config = dict(config or {})
+        self.api_version = api_version
+        self._rr = itertools.count()
+        self._sdk = [PerLoop(lambda url=e.url: self._new_sdk(url)) for e in self.endpoints]
+        self._uploaded: dict[tuple[str | None, str], str] = {}  # (endpoint, wav sha) -> file uri
+        self._upload_locks: dict[tuple[str | None, str], asyncio.Lock] = {}
+        where = ",".join(e.url or "google" for e in self.endpoints)
+        self.identity = f"gemini:{model}@{where}"
+
+    def _new_sdk(self, url: str | None) -> Any:
+        import httpx
+        from google import genai
+        from google.genai import types
+
+        opts: dict[str, Any] = {
+            "api_version": self.api_version,  # the SDK drops to v1 when base_url is set
+            "timeout": int(self.policy.timeout_s * 1000),
+            "retry_options": types.HttpRetryOptions(attempts=1),
+            # an httpx client we own: the SDK would otherwise pick aiohttp when installed
+            "httpx_async_client": httpx.AsyncClient(
+                timeout=self.policy.timeout_s,
+                limits=httpx.Limits(max_connections=self.concurrency),
+            ),
+        }
+        if url:
+            opts["base_url"] = url
+        return genai.Client(api_key=env_key(*KEY_ENV), http_options=types.HttpOptions(**opts))
+
+    def _pick(self) -> int:
+        start = next(self._rr) % len(self.endpoints)
+        order = list(range(start, len(self.endpoints))) + list(range(start))
+        lims = [e.limiter for e in self.endpoints]
+        return min(order, key=lambda i: (lims[i].in_flight + 1) / lims[i].limit)
+
+    # -- protocol ----------------------------------------------------------------------------
+    async def _contents(self, sdk: Any, url: str | None, messages: list[dict[str, Any]]) -> Any:
+        from google.genai import types
+
+        system, turns = split_system(messages)
+        contents = []
+        for m in turns:
+            parts = []
+            for p in parts_of(m):
+                if p.get("type") == "audio":
+                    wav = await asyncio.to_thread(audio_wav, p["path"])
+                    if len(wav) > self.inline_limit_bytes:
+                        uri = await self._upload(sdk, url, wav)
+                        parts.append(types.Part.from_uri(file_uri=uri, mime_type="audio/wav"))
+                    else:
+                        parts.append(types.Part.from_bytes(data=wav, mime_type="audio/wav"))
+                elif p.get("type") == "text":
+                    parts.append(types.Part.from_text(text=p["text"]))
+            role = "model" if m.get("role") == "assistant" else "user"
+            contents.append(types.Content(role=role, parts=parts))
+        return system, contents
+
+    async def _upload(self, sdk: Any, url: str | None, wav: bytes) -> str:
+        import io
+
+        key = (url, hashlib.sha256(wav).hexdigest())
+        lock = self._upload_locks.setdefault(key, asyncio.Lock())
+        async with lock:  # K runs of one clip upload it once
+            if key not in self._uploaded:
+                try:
+                    f = await sdk.aio.files.upload(
+                        file=io.BytesIO(wav), config={"mime_type": "audio/wav"}
+                    )
+                    while getattr(f, "state", None) and str(f.state).endswith("PROCESSING"):
+                        await asyncio.sleep(1.0)
+                        f = await sdk.aio.files.get(name=f.name)
+                except Exception as e:
+                    raise _as_call_error(e, url) from None
+                self._uploaded[key] = f.uri
+            return self._uploaded[key]
+
+    async def achat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> ChatReply:
+        from google.genai import types
+
+        t0 = time.perf_counter()
+        chosen: list[int] = []
+        used: list[str | None] = []
+
+        def choose() -> AdaptiveLimiter:
+            chosen[:] = [self._pick()]
+            return self.endpoints[chosen[0]].limiter
+
+        async def once() -> dict[str, Any]:
+            i = chosen[0]
+            ep = self.endpoints[i]
+            used.append(ep.url)
+            ep.calls += 1
+            sdk = self._sdk[i].get()
+            try:
+                system, contents = await self._contents(sdk, ep.url, messages)
+            except CallError:
+                raise
+            except Exception as e:  # unreadable audio: no retry will fix it
+                raise CallError(f"cannot build request: {e}", retryable=False) from None
+            cfg = {
+                "temperature": temperature,
+                "max_output_tokens": max_tokens,
+                **self.config,
+                **extra,
+            }
+            if seed is not None:
+                cfg["seed"] = seed
+            if system:
+                cfg["system_instruction"] = system
+            try:
+                resp = await sdk.aio.models.generate_content(
+                    model=self.model, contents=contents, config=types.GenerateContentConfig(**cfg)
+                )
+            except Exception as e:
+                raise _as_call_error(e, ep.url) from None
+            return _reply_fields(resp, ep.url)
+
+        out = await call_with_retries(once, choose, self.policy, redact=redact)
+        latency = time.perf_counter() - t0
+        endpoint = (used[-1] or "google") if used else None
+        if out.error is not None:
+            return ChatReply(text=None, error=out.error, attempts=out.attempts, latency_s=latency,
+                             endpoint=endpoint)  # fmt: skip
+        v = out.value
+        return ChatReply(
+            text=v["text"], usage=v["usage"], latency_s=latency, attempts=out.attempts,
+            finish_reason=v["finish_reason"], endpoint=endpoint,
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        for per_loop in self._sdk:
+            sdk = per_loop.pop_current()
+            if sdk is not None:
+                http = sdk._api_client._http_options.httpx_async_client
+                if http is not None:
+                    await http.aclose()
+
+
+def _as_call_error(e: Exception, url: str | None) -> CallError:
+    """SDK exceptions -> CallError with status, retryability and Retry-After."""
+    import httpx
+    from google.genai import errors
+
+    where = url or "gemini"
+    if isinstance(e, errors.APIError):
+        resp = getattr(e, "response", None)
+        headers = getattr(resp, "headers", None) or {}
+        status = int(e.code) if e.code else 500
+        msg = str(e.message or e.status or "")[:200]
+        return CallError(
+            f"{where}: HTTP {status}: {msg}",
+            status=status,
+            retryable=is_retryable_status(status),
+            retry_after=parse_retry_after(headers.get("retry-after")),
+        )
+    if isinstance(e, httpx.TimeoutException | asyncio.TimeoutError):
+        return CallError(f"{where}: timed out")
+    if isinstance(e, httpx.HTTPError):
+        return CallError(f"{where}: {type(e).__name__}: {e}")
+    # a body the SDK could not parse (truncated JSON etc.): retry
+    return CallError(f"{where}: malformed reply: {type(e).__name__}: {str(e)[:120]}")
+
+
+def _reply_fields(resp: Any, url: str | None) -> dict[str, Any]:
+    where = url or "gemini"
+    cands = resp.candidates or []
+    if not cands:
+        fb = getattr(resp, "prompt_feedback", None)
+        reason = getattr(fb, "block_reason", None)
+        if reason:
+            raise CallError(f"{where}: prompt blocked: {reason}", retryable=False)
+        raise CallError(f"{where}: reply has no candidates")
+    cand = cands[0]
+    parts = (cand.content.parts if cand.content else None) or []
+    text = "".join(p.text for p in parts if p.text and not getattr(p, "thought", False))
+    finish = str(cand.finish_reason.value if cand.finish_reason else "") or None
+    if not text and finish not in ("MAX_TOKENS",):
+        raise CallError(f"{where}: reply has no text (finish reason {finish})")
+    um = resp.usage_metadata
+    usage: dict[str, Any] = {}
+    if um is not None:
+        out_tokens = (um.candidates_token_count or 0) + (um.thoughts_token_count or 0)
+        usage = {
+            "prompt_tokens": um.prompt_token_count,
+            "completion_tokens": out_tokens,
+            "total_tokens": um.total_token_count,
+        }
+        if um.thoughts_token_count:
+            usage["reasoning_tokens"] = um.thoughts_token_count
+    return {"text": text, "finish_reason": finish, "usage": usage}

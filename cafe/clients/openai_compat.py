@@ -1,0 +1,277 @@
+"""OpenAI chat-completions protocol over httpx, for OpenAI itself and any compatible server
+(vLLM serve, SGLang, LiteLLM…). httpx rather than the openai SDK: one small code path we fully
+control (retries, Retry-After, malformed bodies), and httpx is a core dependency, so served
+models need no extra.
+
+Audio parts become ``{"type": "input_audio", "input_audio": {"data": <base64 WAV>,
+"format": "wav"}}``. Several endpoints share the work: each call goes to the least-loaded one,
+each endpoint with its own adaptive limiter."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from cafe.clients.base import CLIENTS, ChatClient, ChatReply
+from cafe.clients.common import PerLoop, audio_b64, env_key, parts_of, redact
+from cafe.clients.ratelimit import (
+    AdaptiveLimiter,
+    CallError,
+    RetryPolicy,
+    call_with_retries,
+    is_retryable_status,
+    parse_retry_after,
+)
+
+OPENAI_URL = "https://api.openai.com/v1"
+LOCAL_URL = "http://localhost:8000/v1"
+
+
+def normalise_base(url: str) -> str:
+    """Accept ``http://host:8000`` or ``http://host:8000/v1`` (what vLLM prints) alike."""
+    url = url.rstrip("/")
+    if url.endswith("/chat/completions"):
+        url = url[: -len("/chat/completions")]
+    if urlparse(url).path in ("", "/"):
+        url += "/v1"
+    return url
+
+
+@dataclass
+class _Endpoint:
+    url: str
+    limiter: AdaptiveLimiter
+    calls: int = 0
+
+
+@CLIENTS.register("openai-compatible")
+class OpenAICompatClient(ChatClient):
+    """Chat client for the OpenAI chat-completions protocol.
+
+    Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
+    ``max_delay``, ``recover_after`` (successes per regained slot), ``api_key_env`` (variable
+    holding the key), ``drop_params`` (request fields a model rejects, e.g. temperature for
+    gpt-5), ``extra_body`` (merged into every request)."""
+
+    kind = "openai-compatible"
+    default_url = LOCAL_URL
+    key_required = False
+    token_field = "max_tokens"  # older vLLM/SGLang only know max_tokens
+
+    def __init__(
+        self,
+        model: str,
+        endpoints: list[str] | tuple[str, ...] | str | None = None,
+        *,
+        concurrency: int = 16,
+        timeout_s: float = 120.0,
+        max_attempts: int = 6,
+        base_delay: float = 1.0,
+        max_delay: float = 60.0,
+        recover_after: int = 20,
+        api_key_env: str = "OPENAI_API_KEY",
+        drop_params: list[str] | tuple[str, ...] = (),
+        extra_body: dict[str, Any] | None = None,
+    ):
+        if isinstance(endpoints, str):
+            endpoints = [endpoints]
+        urls = list(endpoints or []) or [os.environ.get("OPENAI_BASE_URL") or self.default_url]
+        self.model = model
+        self.endpoints = [
+            _Endpoint(normalise_base(u), AdaptiveLimiter(concurrency, recover_after=recover_after))
+            for u in urls
+        ]
+        self.policy = RetryPolicy(
+            max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        self.api_key_env = api_key_env
+        if self.key_required and not env_key(api_key_env):
+            raise ValueError(f"{self.kind} client: set the {api_key_env} environment variable")
+        self.drop_params = set(drop_params)
+        self.extra_body = dict(extra_body or {})
+        self.concurrency = concurrency
+        self._rr = itertools.count()
+        self._http = PerLoop(self._new_http)
+        # identity names protocol, model and endpoints: never a key
+        self.identity = f"{self.kind}:{model}@" + ",".join(e.url for e in self.endpoints)
+
+    # -- transport ---------------------------------------------------------------------------
+    def _new_http(self) -> Any:
+        import httpx
+
+        n = self.concurrency * len(self.endpoints)
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self.policy.timeout_s, connect=min(10.0, self.policy.timeout_s)),
+            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+        )
+
+    def _headers(self) -> dict[str, str]:
+        key = env_key(self.api_key_env)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _pick(self) -> _Endpoint:
+        """Least loaded (in flight relative to its current limit); round-robin among ties."""
+        start = next(self._rr)
+        order = (
+            self.endpoints[start % len(self.endpoints) :]
+            + self.endpoints[: start % len(self.endpoints)]
+        )
+        return min(order, key=lambda e: (e.limiter.in_flight + 1) / e.limiter.limit)
+
+    # -- protocol ----------------------------------------------------------------------------
+    def convert_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for m in messages:
+            parts = []
+            for p in parts_of(m):
+                if p.get("type") == "audio":
+                    parts.append(
+                        {
+                            "type": "input_audio",
+                            "input_audio": {"data": audio_b64(p["path"]), "format": "wav"},
+                        }
+                    )
+                else:
+                    parts.append(p)
+            only_text = all(p.get("type") == "text" for p in parts)
+            content: Any = "".join(p["text"] for p in parts) if only_text else parts
+            out.append({"role": m["role"], "content": content})
+        return out
+
+    def body(
+        self, messages: list[dict[str, Any]], temperature: float, max_tokens: int,
+        seed: int | None, extra: dict[str, Any],
+    ) -> dict[str, Any]:  # fmt: skip
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.convert_messages(messages),
+            "temperature": temperature,
+            self.token_field: max_tokens,
+            **self.extra_body,
+            **extra,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        for k in self.drop_params:
+            body.pop(k, None)
+        return body
+
+    async def achat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> ChatReply:
+        t0 = time.perf_counter()
+        try:
+            body = await asyncio.to_thread(
+                self.body, messages, temperature, max_tokens, seed, extra
+            )
+        except Exception as e:  # unreadable audio etc.: a per-item error, not a crash
+            return ChatReply(text=None, error=redact(f"cannot build request: {e}"), attempts=0)
+        payload = json.dumps(body).encode()
+        used: list[str] = []
+
+        async def once() -> tuple[dict[str, Any], str]:
+            ep = chosen[0]
+            used.append(ep.url)
+            ep.calls += 1
+            return await self._post(ep.url, payload), ep.url
+
+        chosen: list[_Endpoint] = []
+
+        def choose() -> AdaptiveLimiter:
+            chosen[:] = [self._pick()]
+            return chosen[0].limiter
+
+        out = await call_with_retries(once, choose, self.policy, redact=redact)
+        latency = time.perf_counter() - t0
+        if out.error is not None:
+            return ChatReply(text=None, error=out.error, attempts=out.attempts, latency_s=latency,
+                             endpoint=used[-1] if used else None)  # fmt: skip
+        data, url = out.value
+        text, finish, usage = data["text"], data["finish_reason"], data["usage"]
+        return ChatReply(
+            text=text, usage=usage, latency_s=latency, attempts=out.attempts,
+            finish_reason=finish, endpoint=url,
+        )  # fmt: skip
+
+    async def _post(self, base: str, payload: bytes) -> dict[str, Any]:
+        import httpx
+
+        headers = {"Content-Type": "application/json", **self._headers()}
+        try:
+            r = await self._http.get().post(
+                f"{base}/chat/completions", content=payload, headers=headers
+            )
+        except httpx.TimeoutException:
+            raise CallError(f"{base}: timed out") from None
+        except httpx.HTTPError as e:  # connection refused/reset: try again (maybe elsewhere)
+            raise CallError(f"{base}: {type(e).__name__}: {e}") from None
+        if r.status_code != 200:
+            detail = r.text[:200].replace("\n", " ")
+            raise CallError(
+                f"{base}: HTTP {r.status_code}: {detail}",
+                status=r.status_code,
+                retryable=is_retryable_status(r.status_code),
+                retry_after=parse_retry_after(r.headers.get("retry-after")),
+            )
+        return parse_reply(r.content, base)
+
+    async def aclose(self) -> None:
+        http = self._http.pop_current()
+        if http is not None:
+            await http.aclose()
+
+
+def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
+    """text, finish_reason and usage from a chat-completions body; CallError when malformed.
+    Reasoning that a server's reasoning parser split off (vLLM ``reasoning_content``) is put
+    back in front as ``<think>…</think>``: for reasoning models that text is what we evaluate."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+        msg = choice["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise CallError(f"{base}: malformed reply body: {raw[:120]!r}") from None
+    content = msg.get("content")
+    if isinstance(content, list):  # some servers return content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if content is None:
+        if msg.get("refusal"):
+            raise CallError(f"{base}: refused: {msg['refusal']}", retryable=False)
+        raise CallError(f"{base}: reply has no message content")
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+    if isinstance(reasoning, str) and reasoning.strip():
+        content = f"<think>{reasoning}</think>{content}"
+    u = data.get("usage") or {}
+    usage = {
+        "prompt_tokens": u.get("prompt_tokens"),
+        "completion_tokens": u.get("completion_tokens"),
+        "total_tokens": u.get("total_tokens"),
+    }
+    details = u.get("completion_tokens_details") or {}
+    if details.get("reasoning_tokens") is not None:
+        usage["reasoning_tokens"] = details["reasoning_tokens"]
+    return {"text": content, "finish_reason": choice.get("finish_reason"), "usage": usage}
+
+
+@CLIENTS.register("openai")
+class OpenAIClient(OpenAICompatClient):
+    """api.openai.com (or OPENAI_BASE_URL): key required; reasoning models take
+    max_completion_tokens."""
+
+    kind = "openai"
+    default_url = OPENAI_URL
+    key_required = True
+    token_field = "max_completion_tokens"
