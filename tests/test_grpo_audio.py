@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from cafe.audio import write_wav  # noqa: E402
+from cafe.testing.tiny_models import build_tiny_qwen2_audio as build_tiny_policy  # noqa: E402
 from cafe.training.grpo import (  # noqa: E402
     AUDIO_FEATURE_KEYS,
     grpo_config,
@@ -18,7 +19,6 @@ from cafe.training.grpo import (  # noqa: E402
     make_reward_func,
 )
 from cafe.training.reward_judge import OfflineRewardJudge  # noqa: E402
-from cafe.training.tiny_policy import build_tiny_policy  # noqa: E402
 
 
 def _row(audio_path: str) -> dict:

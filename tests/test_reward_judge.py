@@ -4,11 +4,15 @@ skipped calls (gating), and the offline rule judge against synth ground truth.""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 
 from cafe.cache import Cache
-from cafe.clients.base import ChatClient, ChatReply
+from cafe.clients import make_client
+from cafe.parsing import parse_sections
+from cafe.testing.loopback import OpenAILoopback
 from cafe.training.reward_judge import (
     LLMRewardJudge,
     OfflineRewardJudge,
@@ -16,7 +20,6 @@ from cafe.training.reward_judge import (
     parse_score,
     score_group,
 )
-from cafe.training.sections import parse_sections
 
 GOOD = (
     "<thinking><perception>1. [0.00, 1.00]: a dog bark\n2. [1.50, 2.50]: a car horn</perception>"
@@ -47,52 +50,59 @@ def test_parse_score_first_number_clamped(text, value):
     assert parse_score(text) == value
 
 
-class ScriptedClient(ChatClient):
-    """A chat client replaying fixed replies per call (the judge logic is under test here)."""
+class ScriptedJudge:
+    """Loopback judge server replies: a script first, then a default; records peak concurrency."""
 
-    identity = "scripted"
-
-    def __init__(self, replies, delay=0.0):
+    def __init__(self, replies=(), default="0.5", hold_s=0.0):
         self.replies = list(replies)
-        self.prompts: list[str] = []
-        self.delay = delay
+        self.default = default
+        self.hold_s = hold_s
+        self.lock = threading.Lock()
         self.in_flight = 0
         self.peak = 0
 
-    async def achat(self, messages, *, temperature=0.0, max_tokens=1024, seed=None, **extra):
-        assert temperature == 0.0  # judges run at a fixed temperature
-        self.prompts.append(messages[-1]["content"])
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        await asyncio.sleep(self.delay)
-        self.in_flight -= 1
-        reply = self.replies.pop(0) if self.replies else "0.5"
-        return ChatReply(text=reply)
+    def __call__(self, body):
+        assert body["temperature"] == 0.0  # judges run at a fixed temperature
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            reply = self.replies.pop(0) if self.replies else self.default
+        time.sleep(self.hold_s)
+        with self.lock:
+            self.in_flight -= 1
+        return reply
+
+
+def _judge(server, **kw):
+    client = make_client("openai-compatible", "judge-model", endpoints=[server.url], concurrency=64)
+    return LLMRewardJudge(client, **kw)
+
+
+def _prompts(server):
+    return [b["messages"][-1]["content"] for b in server.requests]
 
 
 def test_retries_then_value_and_failure_zero():
-    client = ScriptedClient(["hmm", "", "0.6"])
-    judge = LLMRewardJudge(client)
-    assert asyncio.run(judge.score("perception", {"perception": "x"})) == 0.6
-    assert len(client.prompts) == 3
-    # review retries 3 times, then 0
-    client = ScriptedClient(["no"] * 10)
-    judge = LLMRewardJudge(client)
-    assert asyncio.run(judge.score("review", {"review": "x"})) == 0.0
-    assert len(client.prompts) == 3
-    client = ScriptedClient(["no"] * 10)
-    assert asyncio.run(LLMRewardJudge(client).score("step", {})) == 0.0
-    assert len(client.prompts) == 5
+    with OpenAILoopback(reply=ScriptedJudge(["hmm", "none", "0.6"])) as server:
+        assert asyncio.run(_judge(server).score("perception", {"perception": "x"})) == 0.6
+        assert len(server.requests) == 3
+    # review retries 3 times, then 0; the others 5 times
+    with OpenAILoopback(reply=ScriptedJudge(default="no")) as server:
+        assert asyncio.run(_judge(server).score("review", {"review": "x"})) == 0.0
+        assert len(server.requests) == 3
+    with OpenAILoopback(reply=ScriptedJudge(default="no")) as server:
+        assert asyncio.run(_judge(server).score("step", {})) == 0.0
+        assert len(server.requests) == 5
 
 
-def test_cache_hit_costs_no_call(tmp_path):
+def test_clamped_reply_and_cache_hit_costs_no_call(tmp_path):
     cache = Cache(tmp_path / "c.sqlite")
-    client = ScriptedClient(["0.4"])
-    judge = LLMRewardJudge(client, cache=cache)
-    fields = {"question": "q", "perception": "p"}
-    assert asyncio.run(judge.score("perception", fields)) == 0.4
-    assert asyncio.run(judge.score("perception", fields)) == 0.4
-    assert len(client.prompts) == 1
+    with OpenAILoopback(reply=ScriptedJudge(["Score: 7 out of 10"])) as server:
+        judge = _judge(server, cache=cache)
+        fields = {"question": "q", "perception": "p"}
+        assert asyncio.run(judge.score("perception", fields)) == 1.0  # 7 clamped to 1
+        assert asyncio.run(judge.score("perception", fields)) == 1.0
+        assert len(server.requests) == 1
 
 
 def test_group_all_calls_in_flight_and_gating():
@@ -102,18 +112,19 @@ def test_group_all_calls_in_flight_and_gating():
         RewardItem(s, False, "What first?", "dog bark", "A dog barks, then a horn.", EVENTS),
         RewardItem(parse_sections("<answer>x</answer>"), True, "q", "a"),
     ]
-    client = ScriptedClient([], delay=0.05)
-    judge = LLMRewardJudge(client, concurrency=64)
-    scores = asyncio.run(score_group(judge, items))
+    script = ScriptedJudge(hold_s=0.3)
+    with OpenAILoopback(reply=script) as server:
+        scores = asyncio.run(score_group(_judge(server), items))
+        prompts = _prompts(server)
     # item 0: perception + 2 steps + holistic + review = 5; item 1: no review (wrong) = 4; item 2: 0
-    assert len(client.prompts) == 9
-    assert client.peak == 9  # all in flight together
+    assert len(prompts) == 9
+    assert script.peak == 9  # all in flight together
     assert scores[0].review == 0.5 and scores[1].review is None
     assert scores[0].steps == [0.5, 0.5] and scores[2].steps == [] and scores[2].perception is None
-    step_prompts = [p for p in client.prompts if "Step to grade" in p]
+    step_prompts = [p for p in prompts if "Step to grade" in p]
     assert any("what barks first" in p and "(none)" in p for p in step_prompts)
     assert any("what follows" in p and "what barks first" in p for p in step_prompts)
-    assert all("A dog barks, then a horn." in p for p in client.prompts)
+    assert all("A dog barks, then a horn." in p for p in prompts)
 
 
 def test_offline_judge_scores_against_events():

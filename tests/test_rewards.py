@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from cafe.parsing import parse_sections
 from cafe.training.rewards import (
     JudgeScores,
     RewardWeights,
@@ -16,7 +17,6 @@ from cafe.training.rewards import (
     spr_reward,
     total_reward,
 )
-from cafe.training.sections import parse_sections
 
 GOOD = (
     "<thinking><perception>1. [0.00, 1.20]: a dog barks twice\n2. [1.50, 3.00]: a car horn"

@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from cafe.audio import write_wav  # noqa: E402
+from cafe.testing.tiny_models import build_tiny_qwen2_audio as build_tiny_policy  # noqa: E402
 from cafe.training.grpo import load_policy  # noqa: E402
 from cafe.training.sft import AudioSFTCollator, build_sft_trainer  # noqa: E402
-from cafe.training.tiny_policy import build_tiny_policy  # noqa: E402
 
 TARGET = "<thinking><perception>1. [0.00, 1.00]: a dog bark</perception></thinking>"
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from cafe.audio import write_wav
+from cafe.parsing import parse_sections
 from cafe.records import InputError
 from cafe.training.data.pipeline import run_pipeline
 from cafe.training.data.rules import score_question, write_question
-from cafe.training.sections import parse_sections
 
 
 def _ev(label, on, off, required=False, **attrs):

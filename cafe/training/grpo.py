@@ -19,9 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cafe.benchmarks.scoring import is_correct
+from cafe.parsing import parse_sections
 from cafe.training.reward_judge import RewardItem, RewardJudge, score_group
 from cafe.training.rewards import RewardWeights, compute_rewards
-from cafe.training.sections import is_correct, parse_sections
 
 AUDIO_FEATURE_KEYS = ("input_features", "feature_attention_mask")
 

@@ -90,7 +90,8 @@ class LLMRewardJudge(RewardJudge):
         self.hashes = {k: template_hash(v) for k, v in self.templates.items()}
         self.cache = cache or Cache(None)
         self.max_tokens = max_tokens
-        self._limit = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
+        self._limit: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, semaphore)
         self.calls = 0  # chat calls actually sent (cache hits excluded)
 
     async def score(self, kind: str, fields: dict[str, Any]) -> float:
@@ -99,8 +100,11 @@ class LLMRewardJudge(RewardJudge):
         cached = self.cache.get(key)
         if cached is not None:
             return float(cached)
+        loop = asyncio.get_running_loop()
+        if self._limit is None or self._limit[0] is not loop:
+            self._limit = (loop, asyncio.Semaphore(self.concurrency))
         for _ in range(RETRIES[kind]):
-            async with self._limit:
+            async with self._limit[1]:
                 self.calls += 1
                 reply = await self.client.achat(
                     [{"role": "user", "content": prompt}],
@@ -289,7 +293,7 @@ def make_reward_judge(
 
     if not model:
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
-    client = make_client(kind, model, endpoints=list(endpoints) or None)
+    client = make_client(kind, model, endpoints=list(endpoints) or None, concurrency=concurrency)
     return LLMRewardJudge(
         client,
         templates=load_templates(templates),

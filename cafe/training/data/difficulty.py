@@ -33,9 +33,10 @@ def harness_answerer(
         from tqdm import tqdm
 
         from cafe.adapters import ADAPTERS
+        from cafe.benchmarks.scoring import is_correct
+        from cafe.parsing import parse_sections
         from cafe.prompts import build_request, load_template
         from cafe.runner import resolve_model
-        from cafe.training.sections import is_correct, parse_sections
 
         resolved = resolve_model(model, checkpoint)
         card = resolved.card

@@ -403,7 +403,7 @@ class Pipeline:
         return out
 
     def stage_cot_filter(self, clips, questions) -> list[dict[str, Any]]:
-        from cafe.training.sections import parse_sections
+        from cafe.parsing import parse_sections
 
         f = self.files["cot_filter"]
         by_clip = {c["id"]: c for c in clips}
@@ -439,8 +439,8 @@ class Pipeline:
     @staticmethod
     def _rule_cot_scores(clip: dict[str, Any], q: dict[str, Any]) -> dict[str, float]:
         """0-10 scores from the offline reward judge (perception + steps; review)."""
+        from cafe.parsing import parse_sections
         from cafe.training.reward_judge import OfflineRewardJudge, RewardItem, score_group
-        from cafe.training.sections import parse_sections
 
         s = parse_sections(q["cot"])
         item = RewardItem(s, True, q["question"], q["answer_text"], clip["caption"], clip["events"])
