@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from cafe.audio import write_wav  # noqa: E402
-from cafe.testing.tiny_models import build_tiny_qwen2_audio as build_tiny_policy  # noqa: E402
+from cafe.testing import tiny_models  # noqa: E402
 from cafe.training.grpo import (  # noqa: E402
     AUDIO_FEATURE_KEYS,
     grpo_config,
@@ -42,8 +42,8 @@ def _row(audio_path: str) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def trainer(tmp_path_factory):
+@pytest.fixture(scope="module", params=["qwen2_audio", "qwen2_5_omni"])
+def trainer(tmp_path_factory, request):
     from datasets import Dataset
 
     from cafe.training.grpo import AudioGRPOTrainer
@@ -52,7 +52,8 @@ def trainer(tmp_path_factory):
     t = np.arange(16000) / 16000
     write_wav(root / "real.wav", (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32))
     write_wav(root / "silent.wav", np.zeros(16000, dtype=np.float32))
-    model, proc = load_policy(build_tiny_policy(root / "policy"))
+    build = getattr(tiny_models, f"build_tiny_{request.param}")  # Omni: the full layout
+    model, proc = load_policy(build(root / "policy"))
     rows = [_row(str(root / "real.wav"))] * 2
     args = grpo_config(
         {},

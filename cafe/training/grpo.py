@@ -65,6 +65,8 @@ def make_reward_func(judge: RewardJudge, weights: RewardWeights | None = None):
 
 
 def _trainer_class():
+    import functools
+
     import torch
     from trl import GRPOTrainer
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
@@ -89,9 +91,17 @@ def _trainer_class():
                     audio_id = getattr(config, "audio_token_index", None)
                 config.image_token_id = audio_id
                 added = True
+            # TRL builds the reference model from the checkpoint path with the architecture its
+            # config.json names; for a full Qwen2.5-Omni folder that is the whole omni model
+            # (talker, vocoder), while the policy is its thinker: build the policy's class
+            import trl.trainer.grpo_trainer as trl_grpo
+
+            create = trl_grpo.create_model_from_path
+            trl_grpo.create_model_from_path = functools.partial(create, architecture=type(model))
             try:
                 super().__init__(model, *args, **kwargs)
             finally:
+                trl_grpo.create_model_from_path = create
                 if added:
                     del config.image_token_id
 
@@ -247,19 +257,62 @@ def __getattr__(name: str):  # `from cafe.training.grpo import AudioGRPOTrainer`
 
 
 def load_policy(path: str | Path, dtype: str = "float32"):
-    """Model + processor from a checkpoint folder, the architecture its config names."""
+    """Model + processor from a checkpoint folder, loaded the way the harness's transformers
+    adapter loads it (its card's adapter names the model and processor classes), so whatever
+    `cafe run` can score, training can start from. A full Qwen2.5-Omni checkpoint loads as its
+    thinker (the part that is trained; `save_checkpoint` writes it back into the full layout)."""
     import torch
     import transformers
-    from transformers import AutoConfig, AutoProcessor
+    from transformers import AutoProcessor
 
-    config = AutoConfig.from_pretrained(path)
-    arch = getattr(transformers, (config.architectures or [""])[0], None)
-    if arch is None:
-        raise ValueError(f"{path}: config.json names no transformers architecture")
-    model = arch.from_pretrained(path, dtype=getattr(torch, dtype))
-    processor = AutoProcessor.from_pretrained(path)
+    from cafe.adapters.hf.base import audio_only_processor
+
+    adapter = adapter_for_checkpoint(path)
+    model_class = getattr(adapter, "model_class", None)
+    if model_class is None:
+        raise ValueError(f"{path}: its adapter {adapter.__name__} is not a transformers adapter")
+    model = getattr(transformers, model_class).from_pretrained(path, dtype=getattr(torch, dtype))
+    try:
+        processor = AutoProcessor.from_pretrained(path)
+    except (ImportError, OSError, ValueError) as e:
+        # omni processors bundle image/video halves that need torchvision; audio never does
+        if getattr(adapter, "processor_class", None) is None:
+            raise
+        if "torchvision" not in str(e).lower() and "video processor" not in str(e).lower():
+            raise
+        processor = audio_only_processor(adapter.processor_class, str(path))
     processor.tokenizer.padding_side = "left"
     return model, processor
+
+
+def adapter_for_checkpoint(path: str | Path) -> type:
+    """The registered adapter class whose MODEL_TYPES (class or module attribute, mapping a
+    config.json model_type to an adapter or card name) claims this checkpoint."""
+    import sys
+
+    from cafe.adapters import ADAPTERS
+    from cafe.adapters.cards import load_cards
+
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        raise ValueError(f"{path}: not a checkpoint folder (no config.json)")
+    model_type = json.loads(config.read_text()).get("model_type")
+    cards = load_cards([])
+    for name in ADAPTERS.names():
+        try:
+            cls = ADAPTERS.get(name)
+        except Exception:  # an optional engine that is not installed
+            continue
+        types = getattr(cls, "MODEL_TYPES", None) or getattr(
+            sys.modules[cls.__module__], "MODEL_TYPES", {}
+        )
+        target = types.get(model_type)
+        if target is None or not hasattr(cls, "model_class"):
+            continue
+        if target in cards:
+            return ADAPTERS.get(cards[target].adapter)
+        return ADAPTERS.get(target) if target in ADAPTERS.names() else cls
+    raise ValueError(f"{config}: field model_type: no transformers adapter for {model_type!r}")
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -267,16 +320,69 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def save_checkpoint(model, processor, out: str | Path) -> Path:
-    """Save in the layout the harness's transformers adapter loads: LoRA merged into the weights,
-    config + safetensors + processor (tokenizer, feature extractor, chat template)."""
+# full checkpoints whose trained part is a sub-model: model_type -> weight-name prefix of the part
+_WRAPPED_LAYOUTS = {"qwen2_5_omni": "thinker."}
+
+
+def save_checkpoint(model, processor, out: str | Path, base: str | Path | None = None) -> Path:
+    """Save in the layout the harness's adapters load: LoRA merged into the weights, config +
+    safetensors + processor (tokenizer, feature extractor, chat template). When ``base`` is a
+    full checkpoint whose trained part is a sub-model (Qwen2.5-Omni: thinker + talker +
+    token2wav), the output is that full layout with the trained part's tensors replaced."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    model.save_pretrained(out, safe_serialization=True)
+    prefix = _wrapped_prefix(base)
+    if prefix is None:
+        model.save_pretrained(out, safe_serialization=True)
+    else:
+        _save_into_full_layout(model, Path(base), out, prefix)
     processor.save_pretrained(out)
     return out
+
+
+def _wrapped_prefix(base: str | Path | None) -> str | None:
+    if base is None or not (Path(base) / "config.json").is_file():
+        return None
+    model_type = json.loads((Path(base) / "config.json").read_text()).get("model_type")
+    return _WRAPPED_LAYOUTS.get(model_type)
+
+
+def _save_into_full_layout(model, base: Path, out: Path, prefix: str) -> None:
+    """Trained sub-model tensors (saved with their full-layout names) + every other tensor and
+    file of the base checkpoint, as two safetensors shards with an index."""
+    import shutil
+    import tempfile
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        trained = {}
+        for f in sorted(Path(tmp).glob("*.safetensors")):
+            with safe_open(str(f), "pt") as st:
+                trained.update({k: st.get_tensor(k) for k in st.keys()})
+    if not all(k.startswith(prefix) for k in trained):
+        raise ValueError(f"trained weights are not named {prefix}* (transformers layout changed?)")
+    rest = {}
+    for f in sorted(base.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            rest.update({k: st.get_tensor(k) for k in st.keys() if not k.startswith(prefix)})
+    for item in base.iterdir():  # config, speaker dictionary, generation config, …
+        if item.is_file() and not item.name.endswith((".safetensors", ".safetensors.index.json")):
+            shutil.copy2(item, out / item.name)
+    shards = {"model-00001-of-00002.safetensors": trained}
+    shards["model-00002-of-00002.safetensors"] = rest
+    weight_map = {}
+    for name, tensors in shards.items():
+        tensors = {k: v.contiguous() for k, v in tensors.items()}
+        save_file(tensors, str(out / name), metadata={"format": "pt"})
+        weight_map.update({k: name for k in tensors})
+    total = sum(v.numel() * v.element_size() for t in shards.values() for v in t.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
 
 
 def grpo_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
@@ -332,4 +438,4 @@ def train_grpo(
         peft_config=lora_config(recipe),
     )
     trainer.train()
-    return save_checkpoint(trainer.model, processor, out)
+    return save_checkpoint(trainer.model, processor, out, base=model_path)

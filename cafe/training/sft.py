@@ -112,4 +112,4 @@ def train_sft(
     overrides = {"max_steps": max_steps} if max_steps else {}
     trainer = build_sft_trainer(recipe, model, processor, rows, out, **overrides)
     trainer.train()
-    return save_checkpoint(trainer.model, processor, out)
+    return save_checkpoint(trainer.model, processor, out, base=model_path)
