@@ -28,6 +28,10 @@ def words(label: str) -> str:
     return label.replace("_", " ")
 
 
+def _number(n: int) -> str:
+    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else str(n)
+
+
 def _rng(*parts: Any) -> random.Random:
     digest = hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
     return random.Random(int(digest[:12], 16))
@@ -63,8 +67,8 @@ def write_question(
     pool = [words(x) for x in label_pool] + [words(x) for x in FALLBACK_LABELS]
     if dimension == "counting":
         label, n = counts.most_common(1)[0]
-        nums = [NUMBER_WORDS[k] for k in range(1, 9) if k != n]
-        choices, letter = _choices(NUMBER_WORDS[n], nums, rng)
+        nums = [_number(k) for k in range(max(1, n - 3), n + 4) if k != n]
+        choices, letter = _choices(_number(n), nums, rng)
         q = f"How many times is the {words(label)} heard?"
     elif dimension == "temporal":
         if len(counts) < 2:
