@@ -76,9 +76,8 @@ def step_time(model_path: str, root: Path, steps: int, completion: int, vllm: bo
     trainer.train()
     total = time.perf_counter() - t
     times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
-    print(
-        f"  peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, total {total:.1f} s"
-    )
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    print(f"  peak GPU memory {peak:.2f} GiB, total {total:.1f} s")
     return sum(times[1:]) / max(1, len(times) - 1) if len(times) > 1 else times[0]
 
 
@@ -102,9 +101,8 @@ def main() -> None:
     hf = step_time(model, root, a.steps, a.completion, vllm=False)
     print(f"transformers rollouts: {hf:.2f} s/step")
     if importlib.util.find_spec("vllm") is not None:
-        print(
-            f"vLLM colocate rollouts: {step_time(model, root, a.steps, a.completion, True):.2f} s/step"
-        )
+        colocate = step_time(model, root, a.steps, a.completion, vllm=True)
+        print(f"vLLM colocate rollouts: {colocate:.2f} s/step")
     else:
         print("vLLM not installed: colocate rollouts not timed")
 
