@@ -136,3 +136,113 @@ def test_bad_clip_row_names_file_id_and_field(tmp_path):
         )
     msg = str(err.value)
     assert "clips.jsonl" in msg and "x9" in msg and "audio" in msg
+
+
+def test_cli_data_with_harness_difficulty(clips_file, tmp_path):
+    """`cafe train data` end to end; the difficulty filter asks the harness's `random` baseline
+    adapter (answers vary across tries) through the same request/scoring path as `cafe run`."""
+    import yaml
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+
+    recipe = tmp_path / "r.yaml"
+    data = {"source": "clips", "clips": str(clips_file), "sft_size": 2}
+    data.update(difficulty_model="random", difficulty_n=6)
+    recipe.write_text(yaml.safe_dump({"base_model": "random", "data": data}))
+    res = CliRunner().invoke(
+        main, ["train", "data", "--recipe", str(recipe), "--workdir", str(tmp_path / "w")]
+    )
+    assert res.exit_code == 0, res.output
+    assert "question_filter [rule stand-in]: scored 10, kept 6" in res.output
+    rows = [json.loads(x) for x in (tmp_path / "w" / "difficulty.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and all(len(r["outcomes"]) == 6 for r in rows)
+    kept = sum(any(r["outcomes"]) and not all(r["outcomes"]) for r in rows)
+    assert f"difficulty: answered 6, kept {kept}," in res.output
+    assert "SFT file:" in res.output
+
+    bad = CliRunner().invoke(main, ["train", "data", "--recipe", "mpar2-7b-sfft"])
+    assert bad.exit_code == 2 and "did you mean mpar2-7b-sft" in bad.output
+
+
+def test_llm_stages_through_loopback_judge(clips_file, tmp_path):
+    """The AVQA path: captioner, question writer, filter, CoT writer and CoT filter are LLM calls
+    through the openai-compatible client to a loopback server; bad replies are retried."""
+    from cafe.testing.loopback import OpenAILoopback
+
+    cot = (
+        "<thinking><perception>1. [0.00, 0.30]: a dog bark</perception><reasoning>1. Sub-question:"
+        " what is heard? Answer: a dog bark</reasoning><review>1. Evidence check: ok. 2. Logic "
+        "check: ok.</review></thinking><answer>{}</answer>"
+    )
+    seen = {"question": 0}
+
+    def reply(body):
+        content = body["messages"][-1]["content"]
+        text = (
+            content
+            if isinstance(content, str)
+            else " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+        )
+        if "sound events in the order" in text:
+            return (
+                "<event1><description>dog, [0.0, 0.3]</description><caption>bark</caption></event1>"
+            )
+        if "one multiple-choice question" in text:
+            seen["question"] += 1
+            if seen["question"] == 1:
+                return "I think a question could be..."  # unparseable: retried
+            if "pitch contour" in text:
+                return "not suitable"
+            return json.dumps(
+                {
+                    "question": "What is heard?",
+                    "choices": ["dog", "cat", "cow", "owl"],
+                    "answer": "A",
+                }
+            )
+        if "reasoning depth" in text:
+            return json.dumps({"analysis": "needs listening", "score": 5, "decision": "keep"})
+        if "You grade a reasoning chain" in text:
+            return '{"ReasoningScore": 8, "ReviewScore": 9}'
+        if "Write exactly this format" in text:
+            return cot.format("dog")
+        return "?"
+
+    rows = [json.loads(x) for x in clips_file.read_text().splitlines()]
+    for r in rows:
+        r.pop("events")  # AVQA: clips with no ground truth, captions from the LLM
+    avqa = tmp_path / "avqa.jsonl"
+    avqa.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with OpenAILoopback(reply=reply) as server:
+        data = {
+            "source": "clips",
+            "clips": str(avqa),
+            "sft_size": 2,
+            "backend": "openai-compatible",
+        }
+        data.update(llm_model="qwen3-32b", llm_endpoints=[server.url], cache=str(tmp_path / "c.db"))
+        data.update(dimensions=["counting", "pitch", "temporal"])
+        data.update(difficulty_model="random", difficulty_n=8)
+        recipe = {"data": data}
+        lines: list[str] = []
+        out = run_pipeline(recipe, workdir=tmp_path / "w", echo=lines.append)
+        first = len(server.requests)
+        text = "\n".join(lines)
+        assert "captions: clips 3, captioned 3, failed 0" in text
+        assert "questions: asked 9, written 6, not_suitable 3, failed 0" in text
+        assert "question_filter: scored 6, kept 6" in text
+        audio_parts = [
+            p
+            for b in server.requests
+            for m in b["messages"]
+            if isinstance(m["content"], list)
+            for p in m["content"]
+            if p.get("type") == "input_audio"
+        ]
+        assert len(audio_parts) == 3  # each clip's audio went to the captioner
+        sft = [json.loads(x) for x in out["sft"].read_text().splitlines()]
+        assert sft and sft[0]["messages"][1]["content"][0]["text"] == cot.format("dog")
+        # a re-run is resumed from the stage files: no call at all
+        run_pipeline(recipe, workdir=tmp_path / "w", echo=lines.append)
+        assert len(server.requests) == first
