@@ -102,3 +102,30 @@ def test_sft_loss_hears_audio_and_lora_merges(setup, tmp_path):
         if not torch.equal(a, b)
     ]
     assert changed, "the LoRA step was not merged into the saved weights"
+
+
+def test_save_into_full_omni_layout(tmp_path):
+    """A thinker trained from a full Qwen2.5-Omni folder is written back as the full layout:
+    the base's config and other files, the trained thinker tensors, loadable as before."""
+    import json
+
+    from cafe.testing.tiny_models import build_tiny_qwen2_5_omni
+    from cafe.training.grpo import adapter_for_checkpoint, save_checkpoint
+
+    base = build_tiny_qwen2_5_omni(tmp_path / "base")
+    (base / "spk_dict.pt").write_bytes(b"speaker table stand-in")  # a non-weight file to carry
+    model, proc = load_policy(base)
+    assert type(model).__name__ == "Qwen2_5OmniThinkerForConditionalGeneration"
+    with torch.no_grad():
+        model.lm_head.weight.add_(1.0)  # "training"
+    out = save_checkpoint(model, proc, tmp_path / "out", base=base)
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "qwen2_5_omni"
+    assert (out / "spk_dict.pt").read_bytes() == b"speaker table stand-in"
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert all(k.startswith("thinker.") for k in index["weight_map"])
+    assert adapter_for_checkpoint(out).__name__ == adapter_for_checkpoint(base).__name__
+    reloaded, _ = load_policy(out)
+    assert torch.equal(reloaded.lm_head.weight, model.lm_head.weight)
+    original, _ = load_policy(base)
+    assert not torch.equal(original.lm_head.weight, reloaded.lm_head.weight)

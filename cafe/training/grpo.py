@@ -338,8 +338,30 @@ def save_checkpoint(model, processor, out: str | Path, base: str | Path | None =
         model.save_pretrained(out, safe_serialization=True)
     else:
         _save_into_full_layout(model, Path(base), out, prefix)
-    processor.save_pretrained(out)
+    _save_processor(processor, out, base)
     return out
+
+
+def _save_processor(processor, out: Path, base: str | Path | None) -> None:
+    """The processor, or for an audio-only build (image/video halves left out, which
+    save_pretrained cannot write) its tokenizer, audio feature extractor and chat template,
+    with the base checkpoint's processor_config.json naming the processor class."""
+    import shutil
+
+    try:
+        processor.save_pretrained(out)
+        return
+    except AttributeError:
+        pass
+    processor.tokenizer.save_pretrained(out)
+    for attr in ("feature_extractor", "audio_processor"):
+        part = getattr(processor, attr, None)
+        if part is not None:
+            part.save_pretrained(out)
+    if getattr(processor, "chat_template", None):
+        (out / "chat_template.jinja").write_text(processor.chat_template)
+    if base is not None and (Path(base) / "processor_config.json").is_file():
+        shutil.copy2(Path(base) / "processor_config.json", out / "processor_config.json")
 
 
 def _wrapped_prefix(base: str | Path | None) -> str | None:
