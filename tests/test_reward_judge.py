@@ -141,3 +141,33 @@ def test_offline_judge_scores_against_events():
     s3 = parse_sections(shuffled)
     out = asyncio.run(score_group(judge, [RewardItem(s3, True, "q", "dog bark", "", EVENTS)]))
     assert out[0].perception == 0.8  # out of order: 1.0 * 0.8
+
+
+def test_trl_reward_function_adapter():
+    """The async reward function GRPOTrainer calls: TRL's arguments in, R_all per completion out
+    (offline judge, hand-computed), component means logged."""
+    from cafe.training.grpo import make_reward_func
+
+    func = make_reward_func(OfflineRewardJudge())
+    wrong = GOOD.replace("<answer>dog bark</answer>", "<answer>car horn</answer>")
+    completions = [[{"role": "assistant", "content": t}] for t in (GOOD, wrong, "gibberish")]
+    logged: dict[str, float] = {}
+    rewards = asyncio.run(
+        func(
+            prompts=[[{"role": "user", "content": "q"}]] * 3,
+            completions=completions,
+            answer=["dog bark"] * 3,
+            choices=[["dog bark", "car horn"]] * 3,
+            question=["What first?"] * 3,
+            caption=[""] * 3,
+            events=[EVENTS] * 3,
+            log_metric=lambda k, v: logged.__setitem__(k, v),
+        )
+    )
+    # GOOD: perception 1, steps [1, 1], holistic 1, review 1, correct:
+    # 1.5*1 + (0.7*1 + 0.3*1) + 1.5*(1 + 0.5*1) + 0.1*1 = 4.85
+    # wrong answer: R_rea = 0 and the review is never asked: 4.85 - 1.5*1.5 = 2.6 (the holistic
+    # score stays 1.0: the steps still reach the correct answer's words)
+    assert rewards == pytest.approx([4.85, 2.6, 0.0])
+    assert logged["mpar2/acc"] == pytest.approx(1 / 3)
+    assert logged["mpar2/format"] == pytest.approx(2 / 3)
