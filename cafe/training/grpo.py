@@ -8,7 +8,7 @@ TRL 1.16 threads images only. `AudioGRPOTrainer` adds audio at the three places 
    model or PEFT with the adapter disabled) and policy passes get the rows' audio features;
 3. the generation batch (`_generate_and_score_completions`): the features travel in the output
    dict, so TRL's shuffle/split across gradient-accumulation steps keeps them aligned with rows.
-vLLM rollouts (colocate) get the clip as `multi_modal_data["audio"]`.
+vLLM rollouts (colocate, tensor parallel 1) get the clip as `multi_modal_data["audio"]`.
 
 Dataset rows (written by `cafe train data`): prompt (chat messages with an audio part), audio
 (path), answer, choices, caption, events. Torch/TRL import lazily (train extra)."""
@@ -158,39 +158,36 @@ def _trainer_class():
         def _generate_single_turn(
             self, prompt_ids, images, multimodal_fields, num_generations, **kw
         ):
-            if self.use_vllm and self._audio_rows and self.vllm_generation.mode == "colocate":
-                return self._vllm_colocate_audio(prompt_ids)
-            return super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, **kw
-            )
-
-        def _vllm_colocate_audio(self, prompt_ids):
-            # TRL's vLLM generation forwards images only; with one process per engine (tp=1) we
-            # call the colocated engine with the clip as multi_modal_data (GPU machines only)
-            from vllm import SamplingParams
-
+            rows = self._audio_rows
+            if not (self.use_vllm and rows and any(a is not None for a in rows)):
+                return super()._generate_single_turn(
+                    prompt_ids, images, multimodal_fields, num_generations, **kw
+                )
             gen = self.vllm_generation
-            if self.state.global_step != self._last_loaded_step:
-                gen.sync_weights()
-                self._last_loaded_step = self.state.global_step
-            params = SamplingParams(
-                n=1,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                top_k=self.top_k if self.top_k else -1,
-                max_tokens=self.max_completion_length,
-                logprobs=0,
-            )
-            requests = [
-                {"prompt_token_ids": ids, "multi_modal_data": {"audio": (wave, 16_000)}}
-                for ids, wave in zip(prompt_ids, self._audio_rows, strict=True)
-            ]
-            outputs = gen.llm.generate(requests, sampling_params=params, use_tqdm=False)
-            completion_ids = [list(o.outputs[0].token_ids) for o in outputs]
-            logprobs = [
-                [next(iter(lp.values())).logprob for lp in o.outputs[0].logprobs] for o in outputs
-            ]
-            return completion_ids, logprobs
+            if gen.mode != "colocate" or gen.tensor_parallel_size > 1:
+                # TRL's server protocol and TP gathering carry images only
+                raise ValueError(
+                    "audio GRPO with vLLM needs vllm_mode: colocate and tensor parallel size 1 "
+                    "(or use_vllm: false for transformers generation)"
+                )
+            # TRL builds the vLLM requests (sampling settings, weight sync, sleep mode, logprob
+            # extraction); each request row gets its clip as multi_modal_data on the way in
+            llm = gen.llm
+            generate = llm.generate
+
+            def generate_with_audio(requests, *args, **kwargs):
+                for row, wave in zip(requests, rows, strict=True):
+                    if wave is not None:
+                        row["multi_modal_data"] = {"audio": (wave, 16_000)}
+                return generate(requests, *args, **kwargs)
+
+            llm.generate = generate_with_audio
+            try:
+                return super()._generate_single_turn(
+                    prompt_ids, None, multimodal_fields, num_generations, **kw
+                )
+            finally:
+                llm.generate = generate
 
         # --- log-prob passes (old policy, reference, policy) ----------------------------
         def _compute_loss(self, model, inputs):
