@@ -9,6 +9,8 @@ retried, bad-input failures are final). A finished run re-run loads no model."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import os
 import re
@@ -23,7 +25,7 @@ import click
 
 from cafe import cache as cache_mod
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
-from cafe.audio import file_sha256, load_audio
+from cafe.audio import check_audio, file_sha256
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 from cafe.manifest import (
     card_dict,
@@ -85,16 +87,19 @@ def default_card(name: str, cls: type[Adapter]) -> ModelCard:
 
 
 def model_type_cards() -> dict[str, str]:
-    """config.json ``model_type`` -> card name, from the ``MODEL_TYPES`` dicts adapter classes
-    declare (e.g. ``MODEL_TYPES = {"qwen2_audio": "qwen2-audio-instruct"}``). Only used when
-    --model is a checkpoint folder; adapters whose engine is not installed are skipped."""
+    """config.json ``model_type`` -> card or adapter name, from the ``MODEL_TYPES`` dicts that
+    adapter classes or their modules declare (e.g. ``MODEL_TYPES = {"qwen2_audio":
+    "qwen2-audio"}``). Only used when --model is a checkpoint folder; adapters whose engine is
+    not installed are skipped."""
     mapping: dict[str, str] = {}
     for name in ADAPTERS.names():
         try:
             cls = ADAPTERS.get(name)
         except Exception:  # an optional engine (vllm, google-genai…) that is not installed
             continue
-        mapping.update(getattr(cls, "MODEL_TYPES", {}) or {})
+        module = sys.modules.get(getattr(cls, "__module__", ""))
+        mapping.update(getattr(module, "MODEL_TYPES", None) or {})
+        mapping.update(getattr(cls, "MODEL_TYPES", None) or {})
     return mapping
 
 
@@ -123,12 +128,16 @@ def resolve_model(
         except (json.JSONDecodeError, AttributeError):
             raise RunError(f"{config}: field model_type: not readable JSON") from None
         name = model_type_cards().get(str(model_type))
-        if name is None or name not in cards:
+        if name in cards:
+            card = cards[name]
+        elif name is not None and name in ADAPTERS.names():
+            card = default_card(name, ADAPTERS.get(name))
+        else:
             raise RunError(
-                f"{config}: field model_type: no model card for {model_type!r}; "
+                f"{config}: field model_type: no adapter declares {model_type!r}; "
                 "pass --model CARD --checkpoint PATH (see `cafe adapters list`)"
             )
-        return ResolvedModel(replace(cards[name], checkpoint=str(path)), path.name, str(path))
+        return ResolvedModel(replace(card, checkpoint=str(path)), path.name, str(path))
     import difflib
 
     known = sorted(set(cards) | set(ADAPTERS.names()))
@@ -291,8 +300,8 @@ class _Job:
             try:
                 hashes = []
                 for path in sample.audio:
-                    load_audio(path, sample_id=sample.id)  # decodes: catches corrupt content
-                    hashes.append(file_sha256(path))
+                    check_audio(path, sample_id=sample.id)
+                    hashes.append(file_sha256(path) if self.cache.path else "")
             except InputError as e:
                 if self.strict:
                     raise
@@ -317,6 +326,8 @@ class _Job:
         if misses:
             try:
                 completions = self.adapter.generate([r for _, r, _ in misses])
+                if inspect.isawaitable(completions):  # an async generate: one loop per batch
+                    completions = asyncio.run(completions)  # type: ignore[arg-type]
                 if len(completions) != len(misses):
                     raise RuntimeError(
                         f"adapter returned {len(completions)} completions for {len(misses)}"
@@ -470,7 +481,9 @@ def run(
             manifest[k] = old[k]
     manifest["status"] = "running"
     store.write_manifest(manifest)
-    _write_samples(store, samples)
+    # same identity (bench file hash) and the same item count: the same samples, already written
+    if not store.path(SAMPLES).exists() or old.get("bench", {}).get("n_samples") != len(samples):
+        _write_samples(store, samples)
 
     done = {(p.sample_id, p.run_index): p for p in store.predictions()}
 
@@ -530,7 +543,8 @@ def run(
                 adapter.close()
 
     keys = {(s.id, r) for s in samples for r in range(runs)}
-    predictions = [p for p in store.predictions() if (p.sample_id, p.run_index) in keys]
+    final = store.predictions() if result.new_predictions else list(done.values())
+    predictions = [p for p in final if (p.sample_id, p.run_index) in keys]
     store.update_metrics(
         "accuracy", accuracy_section(samples, predictions, dict(bench_obj.breakdowns))
     )
@@ -586,10 +600,14 @@ def _execute(
                     writer.write_many(preds)
                     written += len(preds)
                     bar.update(len(preds))
-        except InputError as e:
+        except (
+            BaseException
+        ) as e:  # --strict stop, Ctrl-C: drop queued batches, keep what's written
             for fut in in_flight:
                 fut.cancel()
-            raise RunError(f"--strict: {e}") from None
+            if isinstance(e, InputError):
+                raise RunError(f"--strict: {e}") from None
+            raise
         finally:
             bar.close()
     return written
@@ -607,6 +625,10 @@ def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) ->
 
 
 # summary -----------------------------------------------------------------------------------
+def _num(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
 def summary_table(metrics: dict[str, Any]) -> str:
     acc = metrics.get("accuracy") or {}
     total = acc.get("total") or {}
@@ -632,13 +654,16 @@ def summary_table(metrics: dict[str, Any]) -> str:
     )
     official = acc.get("official_denominator")
     if official:
-        lines.append(f"official-script denominator: {official}")
+        lines.append(
+            "official scripts' denominator (answered only): "
+            f"{official.get('correct')}/{official.get('total')} = {official.get('acc')}"
+        )
     cafe = metrics.get("cafe")
     if cafe:
         keys = ("acc_per", "err_per", "err_use", "err_omit")
         lines.append(
             "CAFE "
-            + "  ".join(f"{k} {cafe.get(k)}" for k in keys)
+            + "  ".join(f"{k} {_num(cafe.get(k))}" for k in keys)
             + f"  ({cafe.get('mode', 'micro')})"
         )
     return "\n".join(lines)

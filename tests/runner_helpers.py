@@ -183,4 +183,5 @@ def subprocess_env(site: Path, cache_dir: Path) -> dict[str, str]:
 CLI = [sys.executable, "-m", "cafe.cli"]
 
 
-ToneAdapter.MODEL_TYPES = {"tone_model": "tone-card"}
+# a module-level declaration, the way transformers adapter modules declare theirs
+MODEL_TYPES = {"tone_model": "tone-card", "tone_bare": "tone"}

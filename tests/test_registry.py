@@ -70,3 +70,20 @@ def test_resolve_card_adapter_and_errors(tmp_path: Path) -> None:
         resolve_model(str(tmp_path))
     with pytest.raises(RunError, match="unknown model 'nothing-like-it'"):
         resolve_model("nothing-like-it")
+
+
+def test_adapters_list_and_show_builtin_cards() -> None:
+    from click.testing import CliRunner
+
+    from cafe.adapters import adapters_command
+
+    listed = CliRunner().invoke(adapters_command, ["list"])
+    assert listed.exit_code == 0, listed.output
+    header, *rows = listed.output.splitlines()
+    assert header.split() == ["name", "adapter", "engine", "group", "prompt", "style", "checkpoint"]
+    ref = next(r for r in rows if r.startswith("reference "))
+    assert ref.split()[:5] == ["reference", "reference", "cpu", "Baseline", "mpar2"]
+    shown = CliRunner().invoke(adapters_command, ["show", "reference"])
+    assert "prompt_style: mpar2" in shown.output and "prompt_template_hash:" in shown.output
+    missing = CliRunner().invoke(adapters_command, ["show", "referense"])
+    assert missing.exit_code == 1 and "did you mean reference" in missing.output

@@ -170,6 +170,83 @@ def test_checkpoint_folder_picks_card_by_model_type(bench: Path, tmp_path: Path)
     m = res.manifest
     assert m["model"]["name"] == "tone-card" and m["prompt"]["style"] == "larm"
     assert m["checkpoint"]["path"] == str(ckpt) and len(m["checkpoint"]["fingerprint"]) == 64
+    (ckpt / "config.json").write_text('{"model_type": "tone_bare"}')  # names an adapter
+    res = run(str(ckpt), "tone", data=str(bench), out=tmp_path / "r2", progress=False,
+              cache=False, cards=[str(cards)])  # fmt: skip
+    assert res.manifest["model"]["adapter"] == "tone"
+    assert res.manifest["prompt"]["style"] == "mpar2"  # the adapter's own default
     (ckpt / "config.json").write_text('{"model_type": "nothing_known"}')
     with pytest.raises(RunError, match="field model_type"):
         run(str(ckpt), "tone", data=str(bench), progress=False, cards=[str(cards)])
+
+
+def test_default_command_is_reference_on_synth(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(run_command, ["--version", "n10-seed0", "--quiet"])
+    assert result.exit_code == 0, result.output
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert run_dir.name.startswith("reference-synth-")
+    preds = _lines(run_dir / "predictions.jsonl")
+    assert len(preds) == 10 and all(p["sections"]["format_ok"] for p in preds)
+    assert all(p["prompt_style"] == "mpar2" and p["parse_status"] == "ok" for p in preds)
+    assert "parse rate 100.0%" in result.output and "dimension=" in result.output
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["judge"]["name"] == "rule"  # synth is judged by the rule judge by default
+
+
+def test_async_adapter_on_many_threads_gives_the_same_run(bench: Path, tmp_path: Path) -> None:
+    from runner_helpers import ToneAdapter
+
+    from cafe.adapters.base import ADAPTERS
+
+    class AsyncTone(ToneAdapter):
+        async def generate(self, requests):  # type: ignore[override]
+            return ToneAdapter.generate(self, requests)
+
+    if "async-tone" not in ADAPTERS.names():
+        ADAPTERS.add("async-tone", AsyncTone)
+    serial = run("tone", "tone", data=str(bench), out=tmp_path / "a", runs=2, batch_size=1,
+                 concurrency=1, progress=False, cache=False)  # fmt: skip
+    threaded = run("async-tone", "tone", data=str(bench), out=tmp_path / "b", runs=2,
+                   batch_size=1, concurrency=4, progress=False, cache=False)  # fmt: skip
+    assert threaded.metrics["accuracy"] == serial.metrics["accuracy"]
+    keys = [(p["sample_id"], p["run_index"]) for p in _lines(tmp_path / "b" / "predictions.jsonl")]
+    assert len(keys) == len(set(keys)) == 8
+
+
+def test_summary_table_formats_hand_made_metrics() -> None:
+    from cafe.runner import summary_table
+
+    cell = {"correct": 1, "total": 3, "acc": 33.33}
+    metrics = {
+        "accuracy": {
+            "total": cell,
+            "official_denominator": {"correct": 1, "total": 2, "acc": 50.0},
+            "unanswered": 1,
+            "failed": 0,
+            "parse_rate": 66.67,
+            "breakdowns": {"task": {"sound": cell}},
+            "runs": {"n": 3, "per_run": [33.33] * 3, "mean": 33.33, "std": 0.0},
+        },
+        "cafe": {
+            "acc_per": 77.505,
+            "err_per": 1.0,
+            "err_use": 0.5,
+            "err_omit": 2.25,
+            "mode": "micro",
+        },
+    }
+    text = summary_table(metrics)
+    assert "task=sound" in text and "33.33" in text
+    assert "parse rate 66.67%   unanswered 1   failed 0   runs 3: mean 33.33 ± 0.0" in text
+    assert "(answered only): 1/2 = 50.0" in text
+    assert "CAFE acc_per 77.50  err_per 1.00  err_use 0.50  err_omit 2.25  (micro)" in text
+
+
+def test_manifest_never_holds_a_secret(bench: Path, tmp_path: Path) -> None:
+    res = run("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
+              api_key="sk-very-secret", judge="none")  # fmt: skip
+    text = (tmp_path / "r" / "manifest.json").read_text()
+    assert "sk-very-secret" not in text and "api_key" not in text
+    assert res.manifest["adapter_options"] == {}
