@@ -132,29 +132,10 @@ def _requests(card: Any, bench: str, data: str | None, n: int, max_new_tokens: i
     return [build_request(s, card.prompt_style, 0, 0, generation) for s in samples]
 
 
-def _card(model: str) -> Any:
-    from cafe.adapters.cards import load_cards
-
-    cards = load_cards()
-    if model in cards:
-        return cards[model]
-    config = Path(model) / "config.json"
-    if config.is_file():  # a checkpoint folder: its model_type picks the adapter
-        import json
-
-        from cafe.adapters.base import ModelCard
-        from cafe.adapters.hf import model_types
-
-        model_type = json.loads(config.read_text()).get("model_type")
-        adapter = model_types().get(model_type)
-        if adapter:
-            return ModelCard(name=Path(model).name, adapter=adapter, checkpoint=model)
-        raise click.ClickException(f"{config}: model_type {model_type!r} has no cafe adapter")
-    raise click.UsageError(f"unknown model {model!r}: name a card (`cafe adapters`) or a folder")
-
-
 @click.command("doctor")
-@click.option("--model", "model", required=True, help="Model card name or checkpoint folder.")
+@click.option(
+    "--model", "model", required=True, help="Model card, adapter name or checkpoint folder."
+)
 @click.option("--checkpoint", default=None, help="Checkpoint overriding the card's.")
 @click.option("--bench", default="synth", show_default=True, help="Benchmark to take items from.")
 @click.option("--data", default=None, help="Benchmark data path (MMAU/MMAR).")
@@ -176,9 +157,11 @@ def doctor_command(
     of the same length; unchanged outputs (and, for transformers models, unchanged first-token
     logits) mean the audio is being dropped."""
     from cafe.adapters import ADAPTERS
+    from cafe.runner import resolve_model  # the same resolution as `cafe run --model`
 
-    card = _card(model)
-    adapter = ADAPTERS.get(card.adapter)(card, checkpoint=checkpoint)
+    resolved = resolve_model(model, checkpoint)
+    card = resolved.card
+    adapter = ADAPTERS.get(card.adapter)(card, checkpoint=resolved.checkpoint)
     try:
         report = check_audio(adapter, _requests(card, bench, data, n, max_new_tokens))
     finally:

@@ -242,6 +242,7 @@ def build_tiny_qwen2_5_omni(path: str | Path, seed: int = 0) -> Path:
     """The full Qwen2.5-Omni layout (model_type qwen2_5_omni, weights under ``thinker.``), as
     the released 3B/7B checkpoints ship. The speech half is switched off
     (enable_audio_output=False) to stay tiny; text generation never uses it."""
+    import torch
     from transformers import Qwen2_5OmniConfig, Qwen2_5OmniForConditionalGeneration
 
     path = Path(path)
@@ -255,6 +256,8 @@ def build_tiny_qwen2_5_omni(path: str | Path, seed: int = 0) -> Path:
     _set_generation_ids(model, tok)
     model.save_pretrained(path)
     _save_omni_processor(tok, path)
+    # the released layout ships its talker's speaker table; the full model loader reads it
+    torch.save({}, path / "spk_dict.pt")
     return path
 
 

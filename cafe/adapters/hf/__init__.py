@@ -1,25 +1,20 @@
 """transformers adapters, one module per model family; see docs/adapters-hf.md.
 
-Each family module declares ``MODEL_TYPES`` (HF config ``model_type`` -> adapter name) so a
-checkpoint folder alone can pick its adapter; ``model_types()`` merges them without importing
-torch or transformers."""
+Each adapter class declares ``MODEL_TYPES`` (HF config ``model_type`` -> model card name), which
+the runner's resolver reads so that ``cafe run --model <checkpoint folder>`` picks the card;
+``model_types()`` merges them (importing numpy, never torch or transformers)."""
 
 from __future__ import annotations
 
-import importlib
+from cafe.adapters.base import ADAPTERS
 
-FAMILY_MODULES = (
-    "cafe.adapters.hf.qwen2_audio",
-    "cafe.adapters.hf.qwen2_5_omni",
-    "cafe.adapters.hf.audio_flamingo3",
-    "cafe.adapters.hf.phi4mm",
-    "cafe.adapters.hf.remote",
-)
+#: the adapters this package registers (see cafe/adapters/__init__.py)
+HF_ADAPTERS = ("qwen2-audio", "qwen2.5-omni", "audio-flamingo-3", "phi-4-multimodal")
 
 
 def model_types() -> dict[str, str]:
-    """HF ``model_type`` -> cafe adapter name, over every family module."""
+    """HF ``model_type`` -> card name, over this package's adapters."""
     out: dict[str, str] = {}
-    for name in FAMILY_MODULES:
-        out.update(getattr(importlib.import_module(name), "MODEL_TYPES", {}))
+    for name in HF_ADAPTERS:
+        out.update(getattr(ADAPTERS.get(name), "MODEL_TYPES", {}))
     return out

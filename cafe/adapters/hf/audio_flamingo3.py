@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from cafe.adapters.hf.base import TransformersAdapter
 
-MODEL_TYPES = {"audioflamingo3": "audio-flamingo-3"}
-
 
 class AudioFlamingo3Adapter(TransformersAdapter):
     """AudioFlamingo3ForConditionalGeneration; the processor cuts audio into 30 s windows (up to
     10 minutes) and takes exactly one clip per prompt."""
 
     model_class = "AudioFlamingo3ForConditionalGeneration"
+    MODEL_TYPES = {"audioflamingo3": "audio-flamingo-3"}

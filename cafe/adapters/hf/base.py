@@ -26,7 +26,8 @@ class TransformersAdapter(Adapter):
     """Options (card ``options`` or keyword arguments): ``dtype`` ("auto", "bfloat16",
     "float16", "float32"), ``device_map`` ("auto", "cpu", "cuda", "cuda:1", …),
     ``attn_implementation`` ("sdpa", "eager", "flash_attention_2"), ``batch_size``,
-    ``trust_remote_code`` (False) and ``max_new_tokens`` (default for requests that set none)."""
+    ``trust_remote_code`` (False) and ``max_new_tokens`` (caps every request: the completion's
+    backend records the value used)."""
 
     #: transformers class that loads this family's checkpoints
     model_class: str = "AutoModelForImageTextToText"
@@ -172,7 +173,9 @@ class TransformersAdapter(Adapter):
     # ---- generation -----------------------------------------------------------------------
     def generation_kwargs(self, generation: dict[str, Any]) -> dict[str, Any]:
         kw = {k: generation[k] for k in _GEN_KEYS if generation.get(k) is not None}
-        kw.setdefault("max_new_tokens", int(self.options.get("max_new_tokens", 2048)))
+        if self.options.get("max_new_tokens") is not None:  # an explicit option wins (-o)
+            kw["max_new_tokens"] = int(self.options["max_new_tokens"])
+        kw.setdefault("max_new_tokens", 2048)
         sample = bool(generation.get("do_sample", (generation.get("temperature") or 0) > 0))
         kw["do_sample"] = sample
         if not sample:  # greedy: drop sampling knobs so transformers does not warn about them
@@ -270,7 +273,7 @@ class TransformersAdapter(Adapter):
             text,
             output_tokens=len(ids),
             latency_s=latency,
-            backend=self._backend(finish_reason=finish),
+            backend=self._backend(finish_reason=finish, max_new_tokens=max_new),
         )
 
     # ---- checks used by `cafe doctor` and attention tracing --------------------------------

@@ -14,8 +14,6 @@ from typing import Any
 
 from cafe.adapters.hf.base import TransformersAdapter
 
-MODEL_TYPES = {"qwen2_5_omni": "qwen2.5-omni", "qwen2_5_omni_thinker": "qwen2.5-omni"}
-
 
 def _model_type(path: str) -> str | None:
     """model_type from a local folder's config.json, or from the hub cache for a hub id."""
@@ -33,6 +31,7 @@ def _model_type(path: str) -> str | None:
 class Qwen25OmniAdapter(TransformersAdapter):
     model_class = "Qwen2_5OmniThinkerForConditionalGeneration"
     processor_class = "Qwen2_5OmniProcessor"
+    MODEL_TYPES = {"qwen2_5_omni": "qwen2.5-omni-7b", "qwen2_5_omni_thinker": "qwen2.5-omni-7b"}
 
     def load_model(self, path: str, **kwargs: Any) -> Any:
         from transformers import AutoConfig, Qwen2_5OmniThinkerForConditionalGeneration

@@ -18,8 +18,6 @@ from cafe.adapters.base import Adapter, ModelCard
 from cafe.adapters.hf.base import TransformersAdapter
 from cafe.records import Completion, Request
 
-MODEL_TYPES: dict[str, str] = {}  # remote-code model types are named by each repo's auto_map
-
 
 class RemoteCodeAdapter(TransformersAdapter):
     """A transformers checkpoint with remote code (``trust_remote_code`` is always on: name a
