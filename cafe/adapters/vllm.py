@@ -12,7 +12,9 @@ Options: ``tensor_parallel_size``, ``pipeline_parallel_size``, ``data_parallel_s
 ``engine_args`` (any other ``LLM(...)`` keyword), ``chat_template`` (a Jinja file overriding
 the checkpoint's), ``runs_as`` ("seeds": one request per run with seed+k, resumable run by run;
 "n": one request with ``SamplingParams.n = K`` per item, one prefill for all runs),
-``max_new_tokens`` (caps every request), ``ignore_eos``/``min_tokens`` (fixed-length perf runs).
+``max_new_tokens`` (caps every request), ``ignore_eos``/``min_tokens`` (fixed-length perf runs),
+``lora_path`` (a LoRA every request uses, e.g. Phi-4-multimodal's ``speech-lora`` or Granite
+Speech's built-in one as "."; relative paths resolve inside the checkpoint).
 Greedy requests of the same prompt are generated once and shared by their runs."""
 
 from __future__ import annotations
@@ -61,8 +63,16 @@ class VLLMAdapter(Adapter):
         o = self.options
         engine = {k: o[k] for k in _ENGINE_KEYS if o.get(k) is not None}
         engine["limit_mm_per_prompt"] = {"audio": int(o.get("limit_audio", 1))}
+        self.lora = None
+        if o.get("lora_path"):
+            engine.setdefault("enable_lora", True)
+            engine.setdefault("max_lora_rank", int(o.get("max_lora_rank", 320)))
         engine.update(o.get("engine_args") or {})
         self.llm = LLM(model=str(self.checkpoint), **engine)
+        if o.get("lora_path"):
+            from vllm.lora.request import LoRARequest
+
+            self.lora = LoRARequest("adapter", 1, _lora_dir(str(self.checkpoint), o["lora_path"]))
         self.tokenizer = self.llm.get_tokenizer()
         self.renderer = _load_renderer(str(self.checkpoint), o, self.tokenizer)
         self.sampling_rate = _sampling_rate(self.renderer)
@@ -145,7 +155,7 @@ class VLLMAdapter(Adapter):
         if prompts:
             t0 = time.perf_counter()
             try:
-                results = self.llm.generate(prompts, params, use_tqdm=False)
+                results = self.llm.generate(prompts, params, use_tqdm=False, lora_request=self.lora)
             except Exception as e:  # engine errors (prompt too long…): every item fails alike
                 results = None
                 reason = f"vllm: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -242,6 +252,18 @@ def _load_renderer(path: str, options: dict[str, Any], tokenizer: Any) -> Any:
     except (ImportError, OSError, ValueError, AttributeError):
         pass
     return tokenizer
+
+
+def _lora_dir(checkpoint: str, lora: str) -> str:
+    """A LoRA folder: absolute as given, else inside the checkpoint (downloaded if a hub id)."""
+    if Path(lora).is_absolute():
+        return lora
+    root = Path(checkpoint)
+    if not root.is_dir():
+        from huggingface_hub import snapshot_download
+
+        root = Path(snapshot_download(checkpoint))
+    return str((root / lora).resolve())
 
 
 def _sampling_rate(renderer: Any) -> int:

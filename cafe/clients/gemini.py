@@ -296,4 +296,11 @@ def _reply_fields(resp: Any, url: str | None) -> dict[str, Any]:
         }
         if um.thoughts_token_count:
             usage["reasoning_tokens"] = um.thoughts_token_count
+        audio = sum(
+            d.token_count or 0
+            for d in um.prompt_tokens_details or []
+            if str(getattr(d.modality, "value", d.modality)) == "AUDIO"
+        )
+        if audio:  # priced apart by audio models
+            usage["audio_prompt_tokens"] = audio
     return {"text": text, "finish_reason": finish, "usage": usage}
