@@ -47,6 +47,25 @@ def load_audio(
     return mono.astype(np.float32, copy=False)
 
 
+def check_audio(path: str | Path, *, sample_id: str | None = None) -> None:
+    """Cheap validation before a model call (header only, no decode): missing, empty, non-audio
+    or corrupt-header files and files without samples raise the same InputErrors as load_audio.
+    The adapter's own decode still catches damage past the header."""
+    import soundfile as sf
+
+    p = Path(path)
+    if not p.exists():
+        raise _problem(p, "file not found", sample_id)
+    if p.stat().st_size == 0:
+        raise _problem(p, "file is empty", sample_id)
+    try:
+        info = sf.info(str(p))
+    except Exception as e:
+        raise _problem(p, f"cannot decode audio ({str(e).splitlines()[0]})", sample_id) from None
+    if info.frames <= 0:
+        raise _problem(p, "audio has no samples", sample_id)
+
+
 def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
     from scipy.signal import resample_poly
 

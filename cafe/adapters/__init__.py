@@ -1,6 +1,10 @@
 """Model adapters. Built-ins register lazily here (module imported on first use); other packages
 register through the ``cafe.adapters`` entry-point group."""
 
+from __future__ import annotations
+
+import click
+
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
 
 # name -> "module:Class"; heavy engines import only when their adapter is asked for
@@ -9,7 +13,55 @@ for _name, _target in {
     "openai-audio": "cafe.adapters.openai_audio:OpenAIAudioAdapter",
     "gemini": "cafe.adapters.gemini:GeminiAdapter",
     "vllm": "cafe.adapters.vllm:VLLMAdapter",
+    "reference": "cafe.adapters.reference:ReferenceAdapter",
+    "random": "cafe.adapters.random_baseline:RandomAdapter",
 }.items():
     ADAPTERS.add_lazy(_name, _target)
 
-__all__ = ["ADAPTERS", "Adapter", "ModelCard"]
+__all__ = ["ADAPTERS", "Adapter", "ModelCard", "adapters_command"]
+
+
+@click.group("adapters")
+def adapters_command() -> None:
+    """List model adapters and model cards, or show one."""
+
+
+@adapters_command.command("list")
+@click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
+def list_command(cards: tuple[str, ...]) -> None:
+    """Every model card (name, engine, group, checkpoint, prompt style), then registered
+    adapters that no card uses (run them with --model ADAPTER)."""
+    from cafe.adapters.cards import load_cards
+
+    all_cards = load_cards(list(cards))
+    rows = [("name", "adapter", "engine", "group", "prompt style", "checkpoint")]
+    for c in sorted(all_cards.values(), key=lambda c: (c.group, c.name)):
+        rows.append((c.name, c.adapter, c.engine, c.group, c.prompt_style, c.checkpoint or "-"))
+    used = {c.adapter for c in all_cards.values()}
+    for name in ADAPTERS.names():
+        if name not in used and name not in all_cards:
+            rows.append((name, name, "-", "-", "-", "(adapter, no card)"))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(f"{v!s:{w}}" for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+@adapters_command.command("show")
+@click.argument("name")
+@click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
+def show_command(name: str, cards: tuple[str, ...]) -> None:
+    """One model card (or an adapter's default card) as YAML, with its prompt template hash."""
+    import dataclasses
+
+    import yaml
+
+    from cafe.prompts import load_template
+    from cafe.runner import RunError, resolve_model
+
+    try:
+        card = resolve_model(name, None, list(cards)).card
+    except RunError as e:
+        raise click.ClickException(e.message) from None
+    data = dataclasses.asdict(card)
+    data["prompt_template_hash"] = load_template(card.prompt_style).hash
+    click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())

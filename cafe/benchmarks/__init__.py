@@ -2,7 +2,11 @@
 
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 
-for _name, _target in {}.items():
+for _name, _target in {
+    "mmau": "cafe.benchmarks.mmau:MMAU",
+    "mmar": "cafe.benchmarks.mmar:MMAR",
+    "synth": "cafe.benchmarks.synth:SynthBenchmark",
+}.items():
     BENCHMARKS.add_lazy(_name, _target)
 
 __all__ = ["BENCHMARKS", "Benchmark", "LoadedBenchmark"]

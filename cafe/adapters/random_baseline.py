@@ -1,0 +1,45 @@
+"""The chance baseline: picks one of the request's choices with a generator seeded from the
+request (seed, sample id, run index), so a run is reproducible and its accuracy sits near
+1 / number of choices. It reads choices from the prompt exactly as the reference adapter does."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+from cafe.adapters.base import Adapter
+from cafe.adapters.reference import prompt_text, read_question_and_choices
+from cafe.records import Completion, Request
+
+
+def pick(request: Request, choices: list[str]) -> str:
+    key = f"{request.seed}:{request.sample_id}:{request.run_index}".encode()
+    rng = random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
+    return rng.choice(choices)
+
+
+class RandomAdapter(Adapter):
+    """Seeded uniform guess among the choices, written as ``<answer>CHOICE</answer>``."""
+
+    default_batch_size = 64
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        out = []
+        for req in requests:
+            _, choices = read_question_and_choices(prompt_text(req))
+            if not choices:
+                out.append(
+                    Completion(req.sample_id, req.run_index, None, error="prompt has no choices")
+                )
+                continue
+            text = f"<answer>{pick(req, choices)}</answer>"
+            out.append(
+                Completion(
+                    req.sample_id,
+                    req.run_index,
+                    text,
+                    output_tokens=self.count_tokens(text),
+                    backend={"engine": "cpu", "model": "random"},
+                )
+            )
+        return out

@@ -1,0 +1,138 @@
+"""Export a run folder's predictions in the official scripts' input format: the metadata items
+with the prediction added under `model_output` (MMAU evaluation.py) or `answer_prediction` (MMAR
+code/evaluation.py), as a JSON list (.json) or JSONL (.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cafe.benchmarks.metadata import ADDED_META
+from cafe.records import Sample
+from cafe.store import RunStore, iter_jsonl, write_json_atomic
+
+SAMPLES = "samples.jsonl"  # written by the runner beside predictions.jsonl
+
+#: format -> (prediction key, audio field) of the official script
+FORMATS: dict[str, tuple[str, str]] = {
+    "mmau": ("model_output", "audio_id"),
+    "mmar": ("answer_prediction", "audio_path"),
+}
+
+
+def official_item(sample: Sample, fmt: str) -> dict[str, Any]:
+    """The metadata item as the official file has it (original category form restored, fields
+    the loader added left out), keys in the official order."""
+    _, audio_field = FORMATS[fmt]
+    meta = dict(sample.meta)
+    item: dict[str, Any] = {"id": sample.id}
+    if audio_field in meta:
+        item[audio_field] = meta.pop(audio_field)
+    elif sample.audio:
+        item[audio_field] = sample.audio[0]
+    item["question"] = sample.question
+    item["choices"] = list(sample.choices)
+    if sample.answer is not None:
+        item["answer"] = sample.answer
+    if "category_original" in meta:
+        meta["category"] = meta["category_original"]
+    for k, v in meta.items():
+        if k not in ADDED_META:
+            item[k] = v
+    return item
+
+
+def export_run(
+    run_dir: str | Path,
+    fmt: str,
+    out: str | Path,
+    run_index: int = 0,
+    field: str = "answer",
+    skip_unanswered: bool = False,
+) -> dict[str, int]:
+    """Write the export; returns counts (items, answered, unanswered). The prediction is the
+    extracted answer (``field="answer"``) or the raw model output (``field="raw"``). Unanswered
+    and failed items get an empty prediction, so the official script counts them as wrong; with
+    ``skip_unanswered`` they get no key and the official script skips them (its own default)."""
+    store = RunStore(run_dir)
+    samples_path = store.path(SAMPLES)
+    if not samples_path.exists():
+        raise FileNotFoundError(f"{store.root}: no {SAMPLES} (not a finished run folder?)")
+    key, _ = FORMATS[fmt]
+    preds = {p.sample_id: p for p in store.predictions() if p.run_index == run_index}
+    items, answered = [], 0
+    for d in iter_jsonl(samples_path):
+        s = Sample.from_dict(d)
+        item = official_item(s, fmt)
+        p = preds.get(s.id)
+        value = None
+        if p is not None and p.error is None:
+            value = p.answer if field == "answer" else p.raw_output
+        if value is not None:
+            answered += 1
+            item[key] = value
+        elif not skip_unanswered:
+            item[key] = ""
+        items.append(item)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".jsonl":
+        tmp = out.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+        tmp.replace(out)
+    else:
+        write_json_atomic(out, items)
+    return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}
+
+
+@click.command("export")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(sorted(FORMATS)),
+    default=None,
+    help="Official script to feed (default: the run's benchmark).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Output file: .jsonl writes JSON lines, anything else a JSON list.",
+)
+@click.option("--run-index", default=0, show_default=True, help="Which sampled run to export.")
+@click.option(
+    "--field",
+    type=click.Choice(["answer", "raw"]),
+    default="answer",
+    show_default=True,
+    help="Export the extracted answer or the raw model output.",
+)
+@click.option(
+    "--skip-unanswered",
+    is_flag=True,
+    help="Leave the prediction key out for unanswered items (the official scripts then skip "
+    "them) instead of an empty prediction (counted wrong).",
+)
+def export_command(
+    run_dir: str, fmt: str | None, out: str, run_index: int, field: str, skip_unanswered: bool
+) -> None:
+    """Export RUN_DIR's predictions as the official MMAU / MMAR evaluation script's input."""
+    if fmt is None:
+        try:
+            fmt = RunStore(run_dir).read_manifest().get("bench", {}).get("name")
+        except FileNotFoundError:
+            fmt = None
+        if fmt not in FORMATS:
+            raise click.UsageError("pass --format mmau or --format mmar")
+    try:
+        counts = export_run(run_dir, fmt, out, run_index, field, skip_unanswered)
+    except FileNotFoundError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(
+        f"wrote {counts['items']} items to {out} ({counts['answered']} answered, "
+        f"{counts['unanswered']} unanswered)"
+    )

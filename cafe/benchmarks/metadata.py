@@ -1,0 +1,289 @@
+"""Loading official benchmark metadata (MMAU, MMAR): find the file, detect its version, validate
+each item into a Sample and report every bad item as a Problem without raising.
+
+What MMAU and MMAR have in common lives here; each benchmark module supplies a MetadataSpec and a
+function that normalises its own quirks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.benchmarks.base import LoadedBenchmark
+from cafe.records import InputError, Problem, Sample
+
+#: fields a loader moves onto the Sample itself; everything else stays in Sample.meta
+CORE_FIELDS = ("id", "question", "choices", "answer")
+#: meta keys the loaders add (not in the official files; export leaves them out)
+ADDED_META = ("quirks", "isolation", "languages", "duplicate_choices", "category_original")
+
+
+@dataclass
+class MetadataSpec:
+    bench: str
+    audio_field: str  # the field holding the clip path, relative to the metadata file
+    required: tuple[str, ...]  # besides id/question/choices/answer
+    known_sha256: dict[str, str]  # file sha256 -> version
+    known_content: dict[str, str]  # content fingerprint -> version (reformatted / HF copies)
+    file_names: dict[str, str]  # version -> official file name (folder lookup)
+    answerless_version: str | None = None  # version name of a split shipped without answers
+    default_audio: Callable[[str], str] | None = None  # id -> the usual relative audio path
+    extra_names: tuple[str, ...] = field(default_factory=tuple)  # other file names to accept
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def content_fingerprint(rows: list[dict[str, Any]]) -> str:
+    """Hash of (id, question, choices, answer) per item, order-free: identifies a version when
+    the bytes differ (re-serialised JSON, a Hugging Face copy)."""
+    items = sorted(
+        json.dumps([str(r.get(k)) for k in CORE_FIELDS], ensure_ascii=False) for r in rows
+    )
+    return hashlib.sha256("\n".join(items).encode()).hexdigest()
+
+
+def read_rows(path: Path) -> tuple[list[tuple[int, Any]], list[Problem]]:
+    """(position, object) pairs of a JSON list or JSONL file. A malformed JSONL line is a Problem
+    (the other lines load); a JSON list that does not parse cannot be split into items and raises
+    InputError."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(Problem(str(path), f"cannot read metadata ({e})")) from None
+    if not text.strip():
+        raise InputError(Problem(str(path), "metadata file is empty"))
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            msg = f"not valid JSON ({e.msg} at line {e.lineno})"
+            raise InputError(Problem(str(path), msg)) from None
+        return list(enumerate(data, 1)), []
+    rows, problems = [], []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((i, json.loads(line)))
+        except json.JSONDecodeError as e:
+            problems.append(Problem(str(path), f"line {i}: not valid JSON ({e.msg})"))
+    return rows, problems
+
+
+def find_metadata(data: str | Path, spec: MetadataSpec, version: str | None) -> Path:
+    """The metadata file for ``data``: the file itself, or the official file in a folder (a
+    Hugging Face hub snapshot included). With several candidates ``version`` chooses."""
+    p = Path(data).expanduser()
+    if not p.exists():
+        raise InputError(Problem(str(p), f"{spec.bench} data not found"))
+    if p.is_file():
+        return p
+    names = list(dict.fromkeys([*spec.file_names.values(), *spec.extra_names]))
+    roots = [p]
+    snap = p / "snapshots"  # a hub cache folder datasets--owner--name
+    if snap.is_dir():
+        roots = sorted(snap.iterdir(), key=lambda d: d.stat().st_mtime, reverse=True) + roots
+    found: list[Path] = []
+    for root in roots:
+        for depth in ("", "*/", "*/*/"):
+            for name in names:
+                found += sorted(root.glob(depth + name))
+        if found:
+            break
+    if not found:
+        raise InputError(
+            Problem(str(p), f"no {spec.bench} metadata file ({', '.join(names)}) in this folder")
+        )
+    if version:
+        want = spec.file_names.get(version)
+        for f in found:
+            if f.name == want:
+                return f
+        for f in found:
+            if spec.known_sha256.get(sha256_file(f)) == version:
+                return f
+    return found[0]
+
+
+def detect_version(
+    spec: MetadataSpec, sha: str | None, rows: list[dict[str, Any]], source: str
+) -> tuple[str, list[Problem]]:
+    if sha and sha in spec.known_sha256:
+        return spec.known_sha256[sha], []
+    by_content = spec.known_content.get(content_fingerprint(rows))
+    if by_content:
+        return by_content, []
+    if spec.answerless_version and rows and all("answer" not in r for r in rows):
+        return spec.answerless_version, []
+    msg = "unknown file hash: version recorded as 'unknown' (pass --version to name it)"
+    return "unknown", [Problem(source, msg)]
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def build_samples(
+    rows: list[tuple[int, Any]],
+    spec: MetadataSpec,
+    source: Path,
+    base_dir: Path,
+    version: str,
+    normalise: Callable[[dict[str, Any], dict[str, Any]], None],
+    official_layout: bool = True,
+) -> tuple[list[Sample], list[Problem]]:
+    """Validate and convert rows. ``normalise(item, meta)`` fills benchmark-specific meta and
+    quirk notes. Bad items become Problems and, when their id is known, Samples with .error."""
+    src = str(source)
+    samples: list[Sample] = []
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    answerless = version == spec.answerless_version
+    for pos, item in rows:
+        if not isinstance(item, dict):
+            problems.append(Problem(src, f"item {pos} is not a JSON object"))
+            continue
+        raw_id = item.get("id")
+        if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+            problems.append(Problem(src, f"item {pos} has no id", field="id"))
+            continue
+        sid = str(raw_id)
+        errors: list[tuple[str, str]] = []  # (field, message)
+        if sid in seen:
+            seen[sid] += 1
+            dup = f"{sid}#dup{seen[sid]}"
+            msg = f"duplicate id (item {pos}); the first is kept, this one is recorded as {dup}"
+            errors.append(("id", msg))
+            sid = dup
+        else:
+            seen[sid] = 1
+
+        question = item.get("question")
+        if not _text(question):
+            errors.append(("question", "missing field" if question is None else "not a string"))
+            question = "" if question is None else str(question)
+        choices = item.get("choices")
+        if not isinstance(choices, list):
+            errors.append(
+                ("choices", "missing field" if choices is None else "choices is not a list")
+            )
+            choices = []
+        elif not all(_text(c) for c in choices):
+            errors.append(("choices", "a choice is not a string"))
+            choices = [str(c) for c in choices]
+        answer = item.get("answer")
+        if answer is None and not answerless:
+            errors.append(("answer", "missing field"))
+        elif answer is not None and not _text(answer):
+            errors.append(("answer", "not a string"))
+            answer = str(answer)
+        elif answer is not None and choices and answer.strip() not in {c.strip() for c in choices}:
+            errors.append(("answer", "answer is not among the choices"))
+        for name in (spec.audio_field, *spec.required):
+            if name not in item or item[name] is None or item[name] == "":
+                errors.append((name, "missing field"))
+
+        meta = {k: v for k, v in item.items() if k not in CORE_FIELDS}
+        quirks: list[str] = []
+        meta["quirks"] = quirks
+        if len(set(choices)) != len(choices):
+            meta["duplicate_choices"] = True
+            quirks.append("duplicate choice strings (kept as given)")
+        audio_rel = item.get(spec.audio_field)
+        audio: list[str] = []
+        if _text(audio_rel) and audio_rel:
+            audio = [os.path.normpath(str(base_dir / audio_rel.replace("\\", "/")))]
+            if (
+                official_layout
+                and spec.default_audio
+                and audio_rel != spec.default_audio(str(raw_id))
+            ):
+                quirks.append(f"irregular {spec.audio_field} (used as given)")
+        normalise(item, meta)
+        if not quirks:
+            del meta["quirks"]
+
+        for f, m in errors:
+            problems.append(Problem(src, m, sid, f))
+        samples.append(
+            Sample(
+                id=sid,
+                bench=spec.bench,
+                version=version,
+                question=question,
+                choices=list(choices),
+                answer=answer,
+                audio=audio,
+                meta=meta,
+                error="; ".join(f"{f}: {m}" for f, m in errors) or None,
+            )
+        )
+    return samples, problems
+
+
+def load_official(
+    spec: MetadataSpec,
+    data: str | Path | None,
+    version: str | None,
+    normalise: Callable[[dict[str, Any], dict[str, Any]], None],
+) -> LoadedBenchmark:
+    """The whole load: locate (file, folder or HF copy), read, detect version, build samples."""
+    from cafe.benchmarks import hf_copy
+
+    if data is None:
+        data = default_data(spec)
+    problems: list[Problem] = []
+    from_hf = hf_copy.is_hf_copy(data)
+    if from_hf:
+        rows_list, base_dir, sha = hf_copy.load_rows(data, spec.audio_field)
+        source = Path(data)
+        rows = list(enumerate(rows_list, 1))
+    else:
+        source = find_metadata(data, spec, version)
+        rows, problems = read_rows(source)
+        base_dir = source.parent
+        sha = sha256_file(source)
+    dict_rows = [r for _, r in rows if isinstance(r, dict)]
+    detected, vprobs = detect_version(spec, sha, dict_rows, str(source))
+    if version:
+        if detected not in ("unknown", version):
+            msg = f"content identifies version {detected!r}; recorded as {version!r} as asked"
+            problems.append(Problem(str(source), msg))
+    else:
+        problems += vprobs
+    ver = version or detected
+    samples, item_problems = build_samples(
+        rows, spec, source, base_dir, ver, normalise, official_layout=not from_hf
+    )
+    return LoadedBenchmark(
+        samples=samples,
+        version=ver,
+        source=str(source),
+        sha256=sha,
+        problems=problems + item_problems,
+    )
+
+
+def default_data(spec: MetadataSpec) -> Path:
+    """Where to look without --data: $CAFE_DATA_DIR/<bench>."""
+    root = os.environ.get("CAFE_DATA_DIR")
+    if root and (Path(root) / spec.bench).exists():
+        return Path(root) / spec.bench
+    raise InputError(
+        Problem(
+            f"$CAFE_DATA_DIR/{spec.bench}",
+            f"no {spec.bench} data: pass --data PATH (the official metadata file or its folder, "
+            f"or a local Hugging Face copy) or set CAFE_DATA_DIR",
+        )
+    )

@@ -1,0 +1,58 @@
+"""MMAR (ddlBoJack/MMAR): v1 (the Hugging Face JSON, May 2025) and v2 (the GitHub JSONL, which adds
+thinking / cue / rubric and fixes answers). Audio is always `audio_path`, relative to the file:
+46 items do not follow ``./audio/<id>.wav``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cafe.benchmarks.base import Benchmark, LoadedBenchmark
+from cafe.benchmarks.metadata import MetadataSpec, load_official
+
+ISOLATED = ("sound", "music", "speech")
+
+SPEC = MetadataSpec(
+    bench="mmar",
+    audio_field="audio_path",
+    required=("modality", "category", "sub-category"),
+    known_sha256={
+        "7240ecca11b252c782ef44d4d19f711dd9b8424656a2bc3f92c548e318d25cee": "v1",
+        "1c9a343e7bebf1037482b935c54eacd43cc63df7b2c668724b5560caf1f84fad": "v2",
+    },
+    known_content={
+        "66c8db160771753ac6e495b81ef42eed6ded4f88509fa09c019e7629e1f4a9d1": "v1",
+        "03b41acf1eec3e8c77fef5c7deebcb31964c2e94b5eb1b17f9b18d2eba887d6b": "v2",
+    },
+    file_names={"v2": "MMAR-meta.jsonl", "v1": "MMAR-meta.json"},
+    extra_names=("MMAR-meta-v1.json",),
+    default_audio=lambda sid: f"./audio/{sid}.wav",
+)
+
+
+def normalise(item: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Isolated (sound / music / speech) vs mixed (mix-*); languages as a list (null -> [])."""
+    modality = item.get("modality")
+    meta["isolation"] = "isolated" if modality in ISOLATED else "mixed"
+    lang = item.get("language")
+    meta["languages"] = [x for x in str(lang).split("|") if x] if lang else []
+    cat = item.get("category")
+    if isinstance(cat, list):
+        meta["category"] = "|".join(str(c) for c in cat)
+        meta["category_original"] = cat
+        meta["quirks"].append("category given as a list")
+
+
+class MMAR(Benchmark):
+    """MMAR v1 / v2; breakdowns as the official script (modality, category = layer,
+    sub-category) plus isolation (isolated vs mixed)."""
+
+    name = "mmar"
+    breakdowns = {
+        "modality": lambda s: s.meta.get("modality"),
+        "category": lambda s: s.meta.get("category"),
+        "sub-category": lambda s: s.meta.get("sub-category"),
+        "isolation": lambda s: s.meta.get("isolation"),
+    }
+
+    def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
+        return load_official(SPEC, data, version, normalise)

@@ -1,0 +1,309 @@
+"""The official MMAU / MMAR answer rule (both benchmarks use the same one) and the accuracy section
+of metrics.json, plus `cafe score` for predictions files in the official scripts' format.
+
+The rule (SPEC §9): lowercase, tokens = the set of ``\\w+`` words. A prediction is correct when it
+has at least one token, every answer token is in it, and it shares no token with the other
+choices' tokens minus the answer's tokens (a choice whose token set equals the answer's adds
+nothing). The official scripts silently skip items without a prediction; we keep them in the
+denominator as wrong, count them, and also report the figure under the scripts' denominator."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cafe.records import Prediction, Problem, Sample
+
+_WORD = re.compile(r"\b\w+\b")
+
+
+def tokens(text: str) -> set[str]:
+    """Lowercased set of ``\\w+`` words (Unicode aware, as in the official scripts)."""
+    return set(_tokens(text))
+
+
+@lru_cache(maxsize=1 << 16)
+def _tokens(text: str) -> frozenset[str]:
+    # choices and answers repeat across items and runs; caching them halves scoring time
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def is_correct(prediction: str | None, answer: str, choices: Iterable[str]) -> bool:
+    """The official string match. ``None`` (no prediction) is wrong."""
+    if prediction is None:
+        return False
+    pred = set(_WORD.findall(prediction.lower()))  # not cached: outputs can be long and unique
+    if not pred:
+        return False
+    ans = _tokens(answer)
+    if not ans <= pred:
+        return False
+    distractors: set[str] = set()
+    for choice in choices:
+        ct = _tokens(choice)
+        if ct != ans:
+            distractors |= ct - ans
+    return pred.isdisjoint(distractors)
+
+
+def _acc(correct: int, total: int) -> float:
+    return round(100.0 * correct / total, 2) if total else 0.0
+
+
+def _cell(correct: int, total: int) -> dict[str, Any]:
+    return {"correct": correct, "total": total, "acc": _acc(correct, total)}
+
+
+def _values(v: Any) -> list[str]:
+    """A breakdown value as the list of keys it counts under (lists count under each)."""
+    if isinstance(v, (list, tuple, set)):
+        return [str(x) for x in v] or ["none"]
+    return ["none" if v is None else str(v)]
+
+
+def accuracy_section(
+    samples: list[Sample],
+    predictions: list[Prediction],
+    breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
+) -> dict[str, Any]:
+    """Accuracy over every (item, run): a missing, unparsed (answer None) or failed prediction
+    counts as wrong. Runs are the distinct run indices present (at least one). Samples without an
+    answer (MMAU test) cannot be scored and are only counted under "unscorable".
+
+    Returns total / official_denominator (correct over answered (item, run) pairs, as the official
+    scripts compute it) / unanswered / failed / parse_rate (answered share, percent) / breakdowns
+    / runs (per-run accuracy, mean and sample std)."""
+    breakdowns = breakdowns or {}
+    by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    runs = sorted({p.run_index for p in predictions}) or [0]
+    scorable = [s for s in samples if s.answer is not None]
+
+    correct = total = unanswered = failed = 0
+    per_run = {r: [0, 0] for r in runs}
+    cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
+    for s in scorable:
+        keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
+        for r in runs:
+            p = by_key.get((s.id, r))
+            ok = False
+            if p is None or p.error is not None:
+                unanswered += 1
+                if (p is not None and p.error is not None) or (p is None and s.error is not None):
+                    failed += 1
+            elif p.answer is None:
+                unanswered += 1
+            else:
+                ok = is_correct(p.answer, s.answer, s.choices)  # type: ignore[arg-type]
+            total += 1
+            correct += ok
+            per_run[r][0] += ok
+            per_run[r][1] += 1
+            for n, vals in keys.items():
+                for v in vals:
+                    cells[n][v][0] += ok
+                    cells[n][v][1] += 1
+
+    accs = [_acc(c, t) for c, t in per_run.values()]
+    exact = [100.0 * c / t for c, t in per_run.values() if t]
+    return {
+        "total": _cell(correct, total),
+        "official_denominator": _cell(correct, total - unanswered),
+        "unanswered": unanswered,
+        "failed": failed,
+        "unscorable": len(samples) - len(scorable),
+        "parse_rate": _acc(total - unanswered, total),
+        "breakdowns": {n: {v: _cell(*cells[n][v]) for v in sorted(cells[n])} for n in breakdowns},
+        "runs": {
+            "n": len(runs),
+            "per_run": accs,
+            "mean": round(statistics.fmean(exact), 2) if exact else 0.0,
+            "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
+        },
+    }
+
+
+# `cafe score` -----------------------------------------------------------------------------------
+
+#: where each official script reads the prediction (first present wins)
+PREDICTION_KEYS: dict[str, tuple[str, ...]] = {
+    "mmau": ("model_output",),
+    "mmar": ("answer_prediction", "model_prediction"),
+}
+
+
+def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]:
+    """A JSON list or JSONL file of objects. Malformed JSONL lines and non-objects become
+    Problems; the rest is returned."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8-sig")
+    problems: list[Problem] = []
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise click.ClickException(f"{p}: not valid JSON ({e.msg}, line {e.lineno})") from None
+        rows = list(enumerate(data, 1))
+        where = "item"
+    else:
+        rows = []
+        where = "line"
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((i, json.loads(line)))
+            except json.JSONDecodeError as e:
+                problems.append(Problem(str(p), f"line {i}: not valid JSON ({e.msg})"))
+    out = []
+    for i, row in rows:
+        if isinstance(row, dict):
+            out.append(row)
+        else:
+            problems.append(Problem(str(p), f"{where} {i}: not a JSON object"))
+    return out, problems
+
+
+def predictions_from_file(
+    path: str | Path, bench: str, key: str | None = None
+) -> tuple[list[Prediction], list[Problem]]:
+    """Official-format predictions as Prediction records (run 0). The whole prediction text is
+    the answer the official rule matches; an item without the key gives no Prediction (the
+    official scripts skip it; accuracy_section counts it as unanswered)."""
+    rows, problems = read_records(path)
+    keys = (key,) if key else PREDICTION_KEYS[bench]
+    preds: dict[str, Prediction] = {}
+    for i, row in enumerate(rows, 1):
+        sid = row.get("id")
+        if sid is None:
+            problems.append(Problem(str(path), f"item {i} has no id", field="id"))
+            continue
+        sid = str(sid)
+        k = next((k for k in keys if k in row), None)
+        if k is None:
+            continue
+        value = row[k]
+        if sid in preds:
+            problems.append(
+                Problem(str(path), "duplicate id; the last prediction is used", sid, "id")
+            )
+        preds[sid] = Prediction(
+            sample_id=sid,
+            run_index=0,
+            model="file",
+            prompt_style="",
+            template_hash="",
+            raw_output=value if isinstance(value, str) else None,
+            answer=value if isinstance(value, str) else None,
+            parse_status="ok" if isinstance(value, str) else "no_answer",
+        )
+    return list(preds.values()), problems
+
+
+def score_file(
+    bench: str, meta: str, predictions: str, key: str | None = None, version: str | None = None
+) -> tuple[dict[str, Any], list[Problem]]:
+    """Load the metadata with the benchmark's loader, match predictions by id, score."""
+    from cafe.benchmarks import BENCHMARKS
+
+    b = BENCHMARKS.get(bench)()
+    loaded = b.load(meta, version=version)
+    section, problems = score_loaded(b, loaded, predictions, key)
+    return section, [*loaded.problems, *problems]
+
+
+def score_loaded(
+    bench: Any, loaded: Any, predictions: str | Path, key: str | None = None
+) -> tuple[dict[str, Any], list[Problem]]:
+    """score_file for an already loaded benchmark (a Benchmark and its LoadedBenchmark)."""
+    preds, problems = predictions_from_file(predictions, bench.name, key)
+    by_id = {s.id: s for s in loaded.samples}
+    for p in preds:
+        s = by_id.get(p.sample_id)
+        if s is None:
+            problems.append(
+                Problem(str(predictions), "id not in the metadata; ignored", p.sample_id, "id")
+            )
+        elif s.answer is not None:
+            p.correct = is_correct(p.answer, s.answer, s.choices)
+    section = accuracy_section(loaded.samples, preds, bench.breakdowns)
+    section["bench"] = {
+        "name": bench.name,
+        "version": loaded.version,
+        "sha256": loaded.sha256,
+        "source": loaded.source,
+    }
+    section["predictions_file"] = str(predictions)
+    return section, problems
+
+
+def format_table(section: dict[str, Any]) -> str:
+    """Human table: total, official-denominator figure, then every breakdown value."""
+    lines = []
+    w = 44
+    t = section["total"]
+    lines.append(f"{'':{w}} {'acc %':>7} {'correct':>8} {'total':>6}")
+    lines.append(f"{'total':{w}} {t['acc']:7.2f} {t['correct']:8d} {t['total']:6d}")
+    o = section["official_denominator"]
+    lines.append(
+        f"{'total, official denominator':{w}} {o['acc']:7.2f} {o['correct']:8d} {o['total']:6d}"
+    )
+    lines.append(
+        f"unanswered (wrong above, skipped by the official scripts): {section['unanswered']}"
+    )
+    for name, cells in section["breakdowns"].items():
+        lines.append("")
+        lines.append(f"by {name}")
+        for v, c in cells.items():
+            label = v if len(v) <= w - 2 else v[: w - 5] + "..."
+            lines.append(f"  {label:{w - 2}} {c['acc']:7.2f} {c['correct']:8d} {c['total']:6d}")
+    return "\n".join(lines)
+
+
+@click.command("score")
+@click.option(
+    "--bench",
+    type=click.Choice(["mmau", "mmar"]),
+    required=True,
+    help="Which official script's rule and breakdowns to apply.",
+)
+@click.option(
+    "--meta",
+    required=True,
+    type=click.Path(exists=True),
+    help="Official metadata (JSON/JSONL file, folder holding it, or local HF copy).",
+)
+@click.option(
+    "--predictions",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Predictions in the official format: JSON list or JSONL of objects with `id` and the "
+    "prediction under model_output (MMAU) or answer_prediction / model_prediction (MMAR).",
+)
+@click.option("--key", default=None, help="Read the prediction from this key instead.")
+@click.option("--version", default=None, help="Force the metadata version name.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def score_command(
+    bench: str, meta: str, predictions: str, key: str | None, version: str | None, as_json: bool
+) -> None:
+    """Score a predictions file with the official MMAU / MMAR matching rule.
+
+    Predictions are matched to the metadata by id. Items without a prediction count as wrong in
+    `total` (and are counted under `unanswered`); `official_denominator` leaves them out, which
+    is the figure the official evaluation scripts print."""
+    section, problems = score_file(bench, meta, predictions, key, version)
+    for p in problems:
+        click.echo(f"warning: {p}", err=True)
+    if as_json:
+        click.echo(json.dumps(section, ensure_ascii=False))
+    else:
+        b = section["bench"]
+        click.echo(f"{b['name']} {b['version']} ({b['source']})")
+        click.echo(format_table(section))

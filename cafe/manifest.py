@@ -1,0 +1,147 @@
+"""What ran, for manifest.json: model card, checkpoint fingerprint, benchmark version and file
+hash, prompt hash, seeds, package versions and git commit. Never a secret: adapter options whose
+names look like credentials are left out, and API keys only ever live in the environment."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from cafe.adapters.base import ModelCard
+
+PACKAGES = (
+    "cafe-audio-eval",
+    "numpy",
+    "scipy",
+    "soundfile",
+    "torch",
+    "transformers",
+    "vllm",
+    "openai",
+    "google-genai",
+    "trl",
+    "peft",
+)
+_SECRET = re.compile(r"key|token|secret|password|auth|credential", re.IGNORECASE)
+_SMALL = 1 << 20  # files up to 1 MiB (configs, tokenizers) are hashed whole
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def without_secrets(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if not _SECRET.search(str(k))}
+
+
+def card_dict(card: ModelCard) -> dict[str, Any]:
+    d = dataclasses.asdict(card)
+    d["options"] = without_secrets(d.get("options") or {})
+    return d
+
+
+def checkpoint_fingerprint(path: str | Path | None) -> str | None:
+    """A content fingerprint of a local checkpoint directory or file, cheap enough for 15 GB:
+    small files hashed whole, large ones by size plus their first and last MiB. Copying a
+    checkpoint keeps it; retraining into the same folder changes it. None for hub ids / APIs."""
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.exists():
+        return None
+    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    h = hashlib.sha256()
+    for f in files:
+        rel = f.relative_to(p).as_posix() if p.is_dir() else f.name
+        if rel.startswith(".") or "/." in rel:  # .cache, .git: not part of the weights
+            continue
+        size = f.stat().st_size
+        h.update(f"{rel}\0{size}\0".encode())
+        with f.open("rb") as fh:
+            if size <= _SMALL:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(_SMALL))
+                fh.seek(-_SMALL, os.SEEK_END)
+                h.update(fh.read(_SMALL))
+    return h.hexdigest()
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit() -> str | None:
+    """The commit of the cafe checkout in use (None when installed from a wheel)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=5,
+    ).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def environment() -> dict[str, Any]:
+    return {"packages": package_versions(), "git_commit": git_commit()}
+
+
+#: manifest fields that must agree for a run folder to be resumed by a new invocation
+IDENTITY_FIELDS = (
+    ("model", "name"),
+    ("model", "adapter"),
+    ("checkpoint", "path"),
+    ("checkpoint", "fingerprint"),
+    ("bench", "name"),
+    ("bench", "version"),
+    ("bench", "sha256"),
+    ("prompt", "style"),
+    ("prompt", "template_hash"),
+    ("generation",),
+    ("seed",),
+)
+
+
+def _get(d: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for k in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)  # type: ignore[assignment]
+    return d
+
+
+def identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """The first identity field on which two manifests differ, as "field: old != new"."""
+    for path in IDENTITY_FIELDS:
+        a, b = _get(old, path), _get(new, path)
+        if a != b:
+            return f"{'.'.join(path)}: {a!r} != {b!r}"
+    return None

@@ -1,0 +1,111 @@
+"""Inference prompt styles (SPEC §6, own wording per §8). Each style is a template file in
+cafe/templates/prompts/ with ``{question}`` and ``{choices}`` placeholders, plus an optional
+system prompt; the sha256 of what the model is shown (system prompt and template text) is
+recorded on every prediction. A user template file replaces a style's text to replicate printed
+prompts verbatim."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cafe.records import Request, Sample
+from cafe.registry import Registry
+
+TEMPLATES_DIR = Path(__file__).parent / "templates" / "prompts"
+AUTHORS_SYSTEM = "You are a helpful assistant."
+
+
+@dataclass(frozen=True)
+class PromptStyle:
+    name: str
+    template_file: str  # file name in TEMPLATES_DIR
+    system: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A style's text as loaded: what build_request renders and what the hash identifies."""
+
+    style: str
+    text: str
+    system: str | None
+    source: str  # file the text came from
+
+    @property
+    def hash(self) -> str:
+        # The system prompt changes what the model sees, so it is part of the identity.
+        payload = self.text if self.system is None else f"{self.system}\n\n{self.text}"
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def render(self, question: str, choices: list[str]) -> str:
+        # str.replace, not str.format: user templates may hold literal braces (JSON examples)
+        body = self.text.rstrip("\n")
+        body = body.replace("{question}", question.strip())
+        return body.replace("{choices}", "\n".join(c.strip() for c in choices))
+
+
+PROMPT_STYLES: Registry[PromptStyle] = Registry("prompt style")
+
+for _style in (
+    PromptStyle("lalm", "lalm.txt", description="answer first, then a 'Reasoning:' line"),
+    PromptStyle("larm", "larm.txt", description="select one option (reasoning models)"),
+    PromptStyle("mpar2", "mpar2.txt", description="LARM text; the model emits MPAR² tags"),
+    PromptStyle("rl-implicit", "rl-implicit.txt", description="answer inside <ANSWER></ANSWER>"),
+    PromptStyle("rl-explicit", "rl-explicit.txt", description="<THINK> then <ANSWER>"),
+    PromptStyle("authors-mmar", "authors-mmar.txt", AUTHORS_SYSTEM, "authors' MMAR eval text"),
+    PromptStyle("authors-mmau", "authors-mmau.txt", AUTHORS_SYSTEM, "authors' MMAU eval text"),
+):
+    PROMPT_STYLES.add(_style.name, _style)
+
+
+def load_template(style_name: str, template_file: str | Path | None = None) -> PromptTemplate:
+    """The style's own template, or ``template_file`` in its place (keeping the style's system
+    prompt, so `--prompt-style authors-mmar --prompt-template mine.txt` works as expected)."""
+    style = PROMPT_STYLES.get(style_name)
+    path = Path(template_file) if template_file is not None else TEMPLATES_DIR / style.template_file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise FileNotFoundError(f"{path}: cannot read prompt template ({e.strerror})") from None
+    if "{question}" not in text:
+        raise ValueError(f"{path}: a prompt template needs a {{question}} placeholder")
+    return PromptTemplate(style=style.name, text=text, system=style.system, source=str(path))
+
+
+def build_messages(template: PromptTemplate, sample: Sample) -> list[dict[str, Any]]:
+    """Optional system message, then one user message: audio part(s) first, then the text."""
+    messages: list[dict[str, Any]] = []
+    if template.system is not None:
+        messages.append({"role": "system", "content": template.system})
+    parts: list[dict[str, Any]] = [{"type": "audio", "path": p} for p in sample.audio]
+    parts.append({"type": "text", "text": template.render(sample.question, sample.choices)})
+    messages.append({"role": "user", "content": parts})
+    return messages
+
+
+def build_request(
+    sample: Sample,
+    style_name: str,
+    run_index: int,
+    seed: int,
+    generation: dict[str, Any],
+    template: PromptTemplate | str | Path | None = None,
+) -> Request:
+    """One Request for one (item, run). ``template`` is a loaded PromptTemplate or a file path
+    overriding the style's text; load it once per run and pass it in when building many."""
+    if not isinstance(template, PromptTemplate):
+        template = load_template(style_name, template)
+    return Request(
+        sample_id=sample.id,
+        run_index=run_index,
+        messages=build_messages(template, sample),
+        audio=list(sample.audio),
+        generation=dict(generation),
+        seed=seed,
+        prompt_style=template.style,
+        template_hash=template.hash,
+    )

@@ -1,0 +1,260 @@
+"""The official matching rule, the accuracy section, and `cafe score` against independent
+transcriptions of the official MMAU / MMAR scripts on the real metadata."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+
+import pytest
+from click.testing import CliRunner
+from official_scripts import mmar_evaluate, mmau_evaluate
+
+from cafe.benchmarks import BENCHMARKS
+from cafe.benchmarks.scoring import (
+    accuracy_section,
+    is_correct,
+    score_command,
+    score_file,
+    score_loaded,
+    tokens,
+)
+from cafe.records import Prediction, Sample
+
+CHOICES = ["Man", "Woman", "Child", "Robot"]
+
+
+def test_tokens_lowercase_word_set():
+    assert tokens("The Dog, the DOG! barks-twice") == {"the", "dog", "barks", "twice"}
+    assert tokens("") == set()
+    assert tokens("日本 語") == {"日本", "語"}
+
+
+@pytest.mark.parametrize(
+    ("prediction", "expected"),
+    [
+        ("Man", True),
+        ("man.", True),
+        ("The answer is: Man", True),  # extra words not in other choices are fine
+        ("B", False),  # a bare letter carries no answer token
+        ("Man or Woman", False),
+        ("Woman", False),
+        ("", False),
+        ("   ", False),
+        (None, False),
+    ],
+)
+def test_is_correct_basic(prediction, expected):
+    assert is_correct(prediction, "Man", CHOICES) is expected
+
+
+def test_shared_tokens_and_equal_token_choices():
+    choices = ["Dog barking", "Dog howling", "Cat meowing"]
+    # "dog" is shared with the answer, so it is not a distractor token
+    assert is_correct("dog barking", "Dog barking", choices)
+    assert not is_correct("dog", "Dog barking", choices)  # misses "barking"
+    assert not is_correct("dog barking howling", "Dog barking", choices)
+    # a choice whose token set equals the answer's adds nothing (duplicate choices)
+    assert is_correct("fourteen", "fourteen", ["four", "nine", "fourteen", "Fourteen."])
+    # answer tokens inside a longer choice: that choice's extra tokens are distractors
+    assert is_correct("two", "two", ["two", "two or three"])
+    assert not is_correct("two or three", "two", ["two", "two or three"])
+
+
+def _sample(sid, answer, choices, **meta):
+    return Sample(sid, "t", "v", "q", choices, answer, [], meta=meta)
+
+
+def _pred(sid, run, answer, error=None):
+    return Prediction(sid, run, "m", "s", "h", answer, answer=answer, error=error)
+
+
+def test_accuracy_section_hand_computed():
+    samples = [
+        _sample("a", "Man", CHOICES, task="sound", tags=["x", "y"]),
+        _sample("b", "Child", CHOICES, task="sound", tags=["y"]),
+        _sample("c", "Robot", CHOICES, task="music", tags="x"),
+        _sample("d", None, CHOICES, task="music", tags="x"),  # no answer: unscorable
+    ]
+    preds = [
+        # run 0: a right, b wrong, c unparsed
+        _pred("a", 0, "Man"),
+        _pred("b", 0, "Woman"),
+        _pred("c", 0, None),
+        # run 1: a right, b right, c failed
+        _pred("a", 1, "man"),
+        _pred("b", 1, "child"),
+        _pred("c", 1, None, error="audio: file not found"),
+        _pred("d", 1, "Man"),
+    ]
+    sec = accuracy_section(
+        samples, preds, {"task": lambda s: s.meta["task"], "tags": lambda s: s.meta["tags"]}
+    )
+    # 3 scorable items x 2 runs = 6; correct = 1 + 2 = 3
+    assert sec["total"] == {"correct": 3, "total": 6, "acc": 50.0}
+    assert sec["unanswered"] == 2 and sec["failed"] == 1 and sec["unscorable"] == 1
+    assert sec["official_denominator"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert sec["parse_rate"] == round(100 * 4 / 6, 2)
+    assert sec["breakdowns"]["task"]["sound"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert sec["breakdowns"]["task"]["music"] == {"correct": 0, "total": 2, "acc": 0.0}
+    # list values count under each: x = a (2 right) + c (0); y = a (2) + b (1)
+    assert sec["breakdowns"]["tags"]["x"] == {"correct": 2, "total": 4, "acc": 50.0}
+    assert sec["breakdowns"]["tags"]["y"] == {"correct": 3, "total": 4, "acc": 75.0}
+    runs = sec["runs"]
+    assert runs["n"] == 2 and runs["per_run"] == [33.33, 66.67]
+    assert runs["mean"] == 50.0
+    assert runs["std"] == round((2 * (100 / 6) ** 2) ** 0.5, 2)  # sample std of 33.3 / 66.7
+
+
+def test_missing_prediction_counts_wrong_and_failed_sample():
+    samples = [_sample("a", "Man", CHOICES), _sample("b", "Man", CHOICES)]
+    samples[1].error = "answer: answer is not among the choices"
+    sec = accuracy_section(samples, [_pred("a", 0, "Man")], {})
+    assert sec["total"] == {"correct": 1, "total": 2, "acc": 50.0}
+    assert sec["unanswered"] == 1 and sec["failed"] == 1
+    assert sec["official_denominator"]["total"] == 1
+
+
+# --- agreement with the official scripts on the real metadata ----------------------------------
+
+WORDS = ["maybe", "sound", "clearly", "xylophone"]
+
+
+def _strategies(item, i):
+    """Prediction per strategy name for one metadata item (None = key missing)."""
+    choices, answer = item["choices"], item["answer"]
+    idx = next((k for k, c in enumerate(choices) if c == answer), 0)
+    other = choices[(idx + 1) % len(choices)]
+    other_words = sorted(tokens(other) - tokens(answer)) or ["zzz"]
+    return {
+        "answer": answer,
+        "letter": string.ascii_uppercase[idx],
+        "letter_paren": f"({string.ascii_uppercase[idx]}) {answer}",
+        "joined": ", ".join(choices),
+        "answer_and_other": f"{answer} or {other}",
+        "distractor_word": f"{answer} {other_words[i % len(other_words)]}",
+        "extra_word": f"{WORDS[i % len(WORDS)]}: {answer}",
+        "other_choice": other,
+        "empty": "",
+        "missing": None,
+        "mixed": [answer, "", None, other, f"{answer}!", answer.upper(), "A"][i % 7],
+    }
+
+
+REAL = [
+    ("mmau", "mmau/mmau-test-mini.json"),
+    ("mmau", "mmau/mmau-test-mini-original.json"),
+    ("mmar", "mmar/MMAR-meta.jsonl"),
+    ("mmar", "mmar/MMAR-meta-v1.json"),
+]
+KEY = {"mmau": "model_output", "mmar": "answer_prediction"}
+GROUPS = {
+    "mmau": ("task", "difficulty", "sub-category"),
+    "mmar": ("modality", "category", "sub-category"),
+}
+
+
+def _read(path):
+    with open(path) as f:
+        if path.endswith(".jsonl"):
+            return [json.loads(line) for line in f if line.strip()]
+        return json.load(f)
+
+
+@pytest.mark.parametrize(("bench", "rel"), REAL)
+def test_score_agrees_with_official_scripts(shared_data, tmp_path, bench, rel):
+    meta_path = os.path.join(shared_data, rel)
+    items = _read(meta_path)
+    per_item = [_strategies(item, i) for i, item in enumerate(items)]
+    b = BENCHMARKS.get(bench)()
+    loaded = b.load(meta_path)
+    # the scripts read only these fields; dropping the long ones (rubric…) keeps the test fast
+    used = {"id", "answer", "choices", *GROUPS[bench]}
+    items = [{k: v for k, v in it.items() if k in used} for it in items]
+    ext = ".jsonl" if bench == "mmar" else ".json"  # each script's own input format
+    for name in per_item[0]:
+        out = []
+        for item, strat in zip(items, per_item, strict=True):
+            row = dict(item)
+            if strat[name] is not None:
+                row[KEY[bench]] = strat[name]
+            out.append(row)
+        pred_path = tmp_path / f"{name}{ext}"
+        with open(pred_path, "w") as f:
+            if ext == ".jsonl":
+                f.writelines(json.dumps(r) + "\n" for r in out)
+            else:
+                json.dump(out, f)
+        official = (mmau_evaluate if bench == "mmau" else mmar_evaluate)(pred_path)
+        section, _ = score_loaded(b, loaded, pred_path)
+        ours = section["official_denominator"]
+        assert (ours["correct"], ours["total"]) == (official["correct"], official["total"]), name
+        missing = sum(1 for s in per_item if s[name] is None)
+        assert section["unanswered"] == missing
+        assert section["total"] == {
+            "correct": official["correct"],
+            "total": len(items),
+            "acc": round(100 * official["correct"] / len(items), 2),
+        }
+        for group in GROUPS[bench]:
+            for value, (corr, _tot) in official["groups"][group].items():
+                assert section["breakdowns"][group][value]["correct"] == corr, (name, value)
+        # item for item
+        for item, strat in zip(items, per_item, strict=True):
+            if strat[name] is not None:
+                assert (
+                    is_correct(strat[name], item["answer"], item["choices"])
+                    == official["matches"][item["id"]]
+                ), (name, item["id"])
+    # sanity: the answer itself always scores, a bare letter almost never
+    assert per_item and official is not None
+
+
+def test_answer_strategy_figures(shared_data, tmp_path):
+    """Hand-checkable anchors on the real files: predicting the answer text scores 100% on
+    MMAU test-mini v05.15.25 and a bare letter scores (almost) nothing."""
+    meta = os.path.join(shared_data, "mmau/mmau-test-mini.json")
+    items = _read(meta)
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps([{"id": it["id"], "model_output": it["answer"]} for it in items]))
+    assert score_file("mmau", meta, str(p))[0]["total"]["acc"] == 100.0
+    letters = [
+        {"id": it["id"], "model_output": "ABCDEFGH"[it["choices"].index(it["answer"])]}
+        for it in items
+    ]
+    p.write_text(json.dumps(letters))
+    sec = score_file("mmau", meta, str(p))[0]
+    # a letter scores only where it is itself a word of the answer ("a" / "b" ...)
+    expected = sum(
+        is_correct(x["model_output"], it["answer"], it["choices"])
+        for x, it in zip(letters, items, strict=True)
+    )
+    assert sec["total"]["correct"] == expected < 20
+
+
+def test_score_cli_json_and_table(shared_data, tmp_path):
+    meta = os.path.join(shared_data, "mmar/MMAR-meta.jsonl")
+    items = _read(meta)
+    rows = [{"id": it["id"], "model_prediction": it["answer"]} for it in items[:10]]
+    rows.append({"id": items[10]["id"], "answer_prediction": "nonsense"})
+    rows.append({"id": "not-a-real-id", "answer_prediction": "x"})
+    p = tmp_path / "preds.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{torn\n")
+    res = CliRunner().invoke(
+        score_command, ["--bench", "mmar", "--meta", meta, "--predictions", str(p), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["total"] == {"correct": 10, "total": 1000, "acc": 1.0}
+    assert out["official_denominator"] == {"correct": 10, "total": 11, "acc": 90.91}
+    assert out["unanswered"] == 989
+    assert out["bench"]["version"] == "v2"
+    assert sum(c["total"] for c in out["breakdowns"]["modality"].values()) == 1000
+    assert set(out["breakdowns"]["isolation"]) == {"isolated", "mixed"}
+    assert "not-a-real-id" in res.stderr and "line 13" in res.stderr
+    res = CliRunner().invoke(
+        score_command, ["--bench", "mmar", "--meta", meta, "--predictions", str(p)]
+    )
+    assert res.exit_code == 0
+    assert "total, official denominator" in res.stdout and "Cultural Layer" in res.stdout
