@@ -13,6 +13,12 @@ for _name, _target in {
     "openai-audio": "cafe.adapters.openai_audio:OpenAIAudioAdapter",
     "gemini": "cafe.adapters.gemini:GeminiAdapter",
     "vllm": "cafe.adapters.vllm:VLLMAdapter",
+    "qwen2-audio": "cafe.adapters.hf.qwen2_audio:Qwen2AudioAdapter",
+    "qwen2.5-omni": "cafe.adapters.hf.qwen2_5_omni:Qwen25OmniAdapter",
+    "audio-flamingo-3": "cafe.adapters.hf.audio_flamingo3:AudioFlamingo3Adapter",
+    "phi-4-multimodal": "cafe.adapters.hf.phi4mm:Phi4MultimodalAdapter",
+    "hf-remote-code": "cafe.adapters.hf.remote:RemoteCodeAdapter",
+    "desta2.5": "cafe.adapters.hf.remote:DeSTA25Adapter",
     "reference": "cafe.adapters.reference:ReferenceAdapter",
     "random": "cafe.adapters.random_baseline:RandomAdapter",
 }.items():

@@ -1,0 +1,172 @@
+"""`cafe doctor`: does the model really hear its audio? Send a few items with their real audio and
+again with silence of the same length; outputs that never change mean the audio was dropped
+somewhere between the prompt and the model (the silent audio-drop bug other harnesses shipped).
+
+Works for every adapter through ``generate``; adapters that expose ``next_token_logits``
+(transformers) get a stronger check: the first-token logits must differ for every item."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from cafe.audio import load_audio, write_wav
+from cafe.records import Request
+
+#: logits closer than this (max abs difference) count as unchanged
+LOGIT_TOLERANCE = 1e-5
+
+
+@dataclass
+class DoctorItem:
+    sample_id: str
+    real_text: str | None
+    silent_text: str | None
+    text_changed: bool
+    logit_diff: float | None = None  # max |logit(real) - logit(silent)| of the first token
+    error: str | None = None
+
+
+@dataclass
+class DoctorReport:
+    items: list[DoctorItem] = field(default_factory=list)
+    logits_checked: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Audio heard: with logits, every item's logits change; otherwise some output changes."""
+        usable = [i for i in self.items if i.error is None]
+        if not usable:
+            return False
+        if self.logits_checked:
+            return all((i.logit_diff or 0.0) > LOGIT_TOLERANCE for i in usable)
+        return any(i.text_changed for i in usable)
+
+    def lines(self) -> list[str]:
+        out = []
+        for i in self.items:
+            if i.error:
+                out.append(f"{i.sample_id}: error: {i.error}")
+                continue
+            diff = (
+                "" if i.logit_diff is None else f", first-token logits differ by {i.logit_diff:.3g}"
+            )
+            state = "changed" if i.text_changed else "UNCHANGED"
+            out.append(f"{i.sample_id}: output {state} with silence{diff}")
+        verdict = (
+            "ok: the model's outputs depend on its audio"
+            if self.ok
+            else "WARNING: outputs do not change when the audio is replaced by silence; "
+            "the audio is probably not reaching the model"
+        )
+        return [*out, verdict]
+
+
+def silent_copy(request: Request, folder: str | Path) -> Request:
+    """The same request with every clip replaced by silence of the same duration."""
+    folder = Path(folder)
+    mapping: dict[str, str] = {}
+
+    def silence_for(path: str) -> str:
+        if path not in mapping:
+            n = len(load_audio(path, sample_id=request.sample_id))
+            out = folder / f"silence_{len(mapping)}_{abs(hash((request.sample_id, path)))}.wav"
+            write_wav(out, np.zeros(n, dtype=np.float32))
+            mapping[path] = str(out)
+        return mapping[path]
+
+    messages = []
+    for m in request.messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = [
+                {**p, "path": silence_for(p["path"])}
+                if p.get("type") == "audio" and p.get("path")
+                else p
+                for p in content
+            ]
+        messages.append({**m, "content": content})
+    audio = [silence_for(p) for p in request.audio]
+    return dataclasses.replace(request, messages=messages, audio=audio)
+
+
+def check_audio(adapter: Any, requests: list[Request]) -> DoctorReport:
+    """Run each request with real and silent audio through ``adapter`` and compare."""
+    with tempfile.TemporaryDirectory(prefix="cafe-doctor-") as tmp:
+        silent = [silent_copy(r, tmp) for r in requests]
+        real_out = adapter.generate(requests)
+        silent_out = adapter.generate(silent)
+        diffs: list[float | None] = [None] * len(requests)
+        logits_checked = callable(getattr(adapter, "next_token_logits", None))
+        if logits_checked:
+            for k, (r, s) in enumerate(zip(requests, silent, strict=True)):
+                try:
+                    a, b = adapter.next_token_logits([r]), adapter.next_token_logits([s])
+                    diffs[k] = float((a - b).abs().max())
+                except Exception:  # the item's error is already in its completion
+                    diffs[k] = None
+    report = DoctorReport(logits_checked=logits_checked)
+    for r, a, b, d in zip(requests, real_out, silent_out, diffs, strict=True):
+        error = a.error or b.error
+        report.items.append(
+            DoctorItem(r.sample_id, a.text, b.text, a.text != b.text, logit_diff=d, error=error)
+        )
+    return report
+
+
+def _requests(card: Any, bench: str, data: str | None, n: int, max_new_tokens: int) -> list:
+    from cafe.benchmarks import BENCHMARKS
+    from cafe.prompts import build_request
+
+    loaded = BENCHMARKS.get(bench)().load(data)
+    samples = [s for s in loaded.samples if s.error is None and s.audio][:n]
+    if not samples:
+        raise click.ClickException(f"benchmark {bench!r}: no usable items with audio")
+    generation = {**card.generation, "max_new_tokens": max_new_tokens, "temperature": 0}
+    return [build_request(s, card.prompt_style, 0, 0, generation) for s in samples]
+
+
+@click.command("doctor")
+@click.option(
+    "--model", "model", required=True, help="Model card, adapter name or checkpoint folder."
+)
+@click.option("--checkpoint", default=None, help="Checkpoint overriding the card's.")
+@click.option("--bench", default="synth", show_default=True, help="Benchmark to take items from.")
+@click.option("--data", default=None, help="Benchmark data path (MMAU/MMAR).")
+@click.option("--n", "n", default=3, show_default=True, help="How many items to send.")
+@click.option("--max-new-tokens", default=64, show_default=True, help="Tokens per answer.")
+@click.option(
+    "--strict", is_flag=True, help="Exit with status 1 when the audio seems not to be heard."
+)
+def doctor_command(
+    model: str,
+    checkpoint: str | None,
+    bench: str,
+    data: str | None,
+    n: int,
+    max_new_tokens: int,
+    strict: bool,
+) -> None:
+    """Check that MODEL hears its audio: each item is sent with its real clip and with silence
+    of the same length; unchanged outputs (and, for transformers models, unchanged first-token
+    logits) mean the audio is being dropped."""
+    from cafe.adapters import ADAPTERS
+    from cafe.runner import resolve_model  # the same resolution as `cafe run --model`
+
+    resolved = resolve_model(model, checkpoint)
+    card = resolved.card
+    adapter = ADAPTERS.get(card.adapter)(card, checkpoint=resolved.checkpoint)
+    try:
+        report = check_audio(adapter, _requests(card, bench, data, n, max_new_tokens))
+    finally:
+        adapter.close()
+    for line in report.lines():
+        click.echo(line)
+    if strict and not report.ok:
+        raise SystemExit(1)
