@@ -100,3 +100,26 @@ def test_vllm_generates_with_audio_on_tiny_qwen2_audio(tmp_path):
     assert all(c.error is None and c.output_tokens == 16 for c in out)
     assert out[0].text == out[1].text  # greedy runs share one generation
     assert out[0].backend["prompt_tokens"] > 20  # the audio placeholder was expanded
+
+
+@pytest.mark.slow
+def test_render_uses_the_checkpoints_chat_template_and_passes_audio_arrays(tmp_path):
+    """What the adapter hands LLM.generate, built from a real (tiny) Qwen2.5-Omni folder."""
+    from transformers import AutoTokenizer
+
+    from cafe.adapters.vllm import _load_renderer, _sampling_rate
+
+    tiny = pytest.importorskip("cafe.testing.tiny_models")
+    ckpt = tiny.build_tiny_qwen2_5_omni_thinker(tmp_path / "omni")
+    clip = tmp_path / "c.wav"
+    write_wav(clip, (0.3 * np.sin(np.arange(8000) / 3)).astype(np.float32))
+    ad = _bare()
+    ad.renderer = _load_renderer(str(ckpt), {}, AutoTokenizer.from_pretrained(ckpt))
+    ad.sampling_rate = _sampling_rate(ad.renderer)
+    prompt = ad.render(_req("a", 0, 1, clip=str(clip)))
+    assert prompt["prompt"] == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+        "<|audio_bos|><|AUDIO|><|audio_eos|>Q a<|im_end|>\n<|im_start|>assistant\n"
+    )
+    array, sr = prompt["multi_modal_data"]["audio"]
+    assert sr == 16000 and np.array_equal(array, load_audio(clip))
