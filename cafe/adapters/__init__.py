@@ -9,10 +9,6 @@ from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
 
 # name -> "module:Class"; heavy engines import only when their adapter is asked for
 for _name, _target in {
-    "openai-compatible": "cafe.adapters.openai_compat:OpenAICompatAdapter",
-    "openai-audio": "cafe.adapters.openai_audio:OpenAIAudioAdapter",
-    "gemini": "cafe.adapters.gemini:GeminiAdapter",
-    "vllm": "cafe.adapters.vllm:VLLMAdapter",
     "qwen2-audio": "cafe.adapters.hf.qwen2_audio:Qwen2AudioAdapter",
     "qwen2.5-omni": "cafe.adapters.hf.qwen2_5_omni:Qwen25OmniAdapter",
     "audio-flamingo-3": "cafe.adapters.hf.audio_flamingo3:AudioFlamingo3Adapter",
@@ -21,6 +17,10 @@ for _name, _target in {
     "desta2.5": "cafe.adapters.hf.remote:DeSTA25Adapter",
     "reference": "cafe.adapters.reference:ReferenceAdapter",
     "random": "cafe.adapters.random_baseline:RandomAdapter",
+    "openai-compatible": "cafe.adapters.openai_compat:OpenAICompatAdapter",
+    "openai-audio": "cafe.adapters.openai_audio:OpenAIAudioAdapter",
+    "gemini": "cafe.adapters.gemini:GeminiAdapter",
+    "vllm": "cafe.adapters.vllm:VLLMAdapter",
 }.items():
     ADAPTERS.add_lazy(_name, _target)
 

@@ -101,6 +101,9 @@ def find_metadata(data: str | Path, spec: MetadataSpec, version: str | None) -> 
                 found += sorted(root.glob(depth + name))
         if found:
             break
+    if not found:  # a lone JSON / JSONL file under another name
+        found = sorted([*p.glob("*.json"), *p.glob("*.jsonl")])
+        found = found if len(found) == 1 else []
     if not found:
         raise InputError(
             Problem(str(p), f"no {spec.bench} metadata file ({', '.join(names)}) in this folder")

@@ -1,0 +1,175 @@
+"""`cafe judge-agreement RUN_DIR --judges A B`: how far two judges agree on the same run.
+
+Events are aligned per (item, run): names are normalised (lowercase words; time spans,
+underscores and filler words such as "the", "sound" dropped), equal names pair first, then the
+remaining ones pair greedily by word overlap (Jaccard >= 0.5); an event only one judge lists gets
+the label ``absent`` from the other.
+Reported: Cohen's kappa over all aligned events (six labels), one-vs-rest kappa per category, raw
+agreement, and the CAFE metric deltas B - A on the (item, run)s both judged ok."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cafe.metrics.cafe import CATEGORIES, FIELDS, METRICS, cafe_metrics
+from cafe.records import Judgement
+
+ABSENT = "absent"
+LABELS = (*CATEGORIES, ABSENT)
+JACCARD_MIN = 0.5
+_SPAN = re.compile(r"\[[^\]]*\]|\([^)]*\d[^)]*\)")
+#: words that name no event ("the dog sound" and "dog" are the same event)
+_STOP = frozenset("a an the of sound sounds is are some one audio clip".split())
+
+
+def normalise(name: str) -> str:
+    words = re.findall(r"[a-z]+", _SPAN.sub(" ", name.lower().replace("_", " ")))
+    return " ".join(w for w in words if w not in _STOP) or " ".join(words)
+
+
+def _labelled(j: Judgement) -> list[tuple[str, str]]:
+    """(normalised event name, category) for every event the judgement classified."""
+    return [(normalise(e), cat) for cat in CATEGORIES for e in getattr(j, FIELDS[cat]) or []]
+
+
+def _jaccard(a: str, b: str) -> float:
+    sa, sb = set(a.split()), set(b.split())
+    return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
+
+
+def align(a: Judgement, b: Judgement) -> list[tuple[str, str]]:
+    """(label by A, label by B) for each event either judge classified."""
+    left, right = _labelled(a), _labelled(b)
+    pairs: list[tuple[str, str]] = []
+    free = list(range(len(right)))
+    pending = []
+    for name, cat in left:  # exact names first
+        hit = next((k for k in free if right[k][0] == name), None)
+        if hit is None:
+            pending.append((name, cat))
+        else:
+            free.remove(hit)
+            pairs.append((cat, right[hit][1]))
+    for name, cat in pending:  # then the closest word overlap
+        best = max(free, key=lambda k: _jaccard(name, right[k][0]), default=None)
+        if best is not None and _jaccard(name, right[best][0]) >= JACCARD_MIN:
+            free.remove(best)
+            pairs.append((cat, right[best][1]))
+        else:
+            pairs.append((cat, ABSENT))
+    pairs.extend((ABSENT, right[k][1]) for k in free)
+    return pairs
+
+
+def cohen_kappa(x: Sequence[str], y: Sequence[str]) -> float | None:
+    """(p_o - p_e) / (1 - p_e); None when undefined (no items, or both raters constant)."""
+    n = len(x)
+    if n == 0:
+        return None
+    labels = set(x) | set(y)
+    po = sum(a == b for a, b in zip(x, y, strict=True)) / n
+    pe = sum((list(x).count(c) / n) * (list(y).count(c) / n) for c in labels)
+    if pe == 1.0:
+        return None
+    return (po - pe) / (1.0 - pe)
+
+
+def agreement(a: Sequence[Judgement], b: Sequence[Judgement], mode: str = "micro") -> dict:
+    ka = {(j.sample_id, j.run_index): j for j in a if j.status == "ok"}
+    kb = {(j.sample_id, j.run_index): j for j in b if j.status == "ok"}
+    common = sorted(set(ka) & set(kb))
+    pairs = [p for k in common for p in align(ka[k], kb[k])]
+    xa, xb = [p[0] for p in pairs], [p[1] for p in pairs]
+    per_cat = {
+        c: cohen_kappa([v == c for v in xa], [v == c for v in xb])  # type: ignore[misc]
+        for c in CATEGORIES
+    }
+    ma = cafe_metrics([ka[k] for k in common], mode)
+    mb = cafe_metrics([kb[k] for k in common], mode)
+    deltas = {
+        m: (mb[m] - ma[m]) if ma[m] is not None and mb[m] is not None else None for m in METRICS
+    }
+    return {
+        "items_compared": len(common),
+        "only_a": len(set(ka) - set(kb)),
+        "only_b": len(set(kb) - set(ka)),
+        "events_aligned": len(pairs),
+        "raw_agreement": (sum(p == q for p, q in pairs) / len(pairs)) if pairs else None,
+        "kappa": cohen_kappa(xa, xb),
+        "kappa_per_category": per_cat,
+        "metrics_a": {m: ma[m] for m in METRICS},
+        "metrics_b": {m: mb[m] for m in METRICS},
+        "delta_b_minus_a": deltas,
+        "mode": mode,
+    }
+
+
+def resolve(run_dir: Path, name: str) -> Path:
+    """A judgement set by file path, by judge identity or slug, or by unique prefix."""
+    from cafe.judge.pipeline import judge_slug
+
+    if Path(name).is_file():
+        return Path(name)
+    for cand in (
+        run_dir / f"judgements.{name}.jsonl",
+        run_dir / f"judgements.{judge_slug(name)}.jsonl",
+    ):
+        if cand.is_file():
+            return cand
+    hits = sorted(run_dir.glob(f"judgements.{judge_slug(name)}*.jsonl"))
+    if len(hits) == 1:
+        return hits[0]
+    known = sorted(
+        p.name[len("judgements.") : -len(".jsonl")] for p in run_dir.glob("judgements.*.jsonl")
+    )
+    raise click.UsageError(
+        f"{run_dir}: no judgement set {name!r}; known: {', '.join(known) or 'none'} "
+        "(or give a judgements file path)"
+    )
+
+
+@click.command("judge-agreement")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judges",
+    nargs=2,
+    required=True,
+    metavar="A B",
+    help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement files.",
+)
+@click.option("--macro", is_flag=True, help="Metric deltas from per-sample means.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
+    """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
+    category) and the CAFE metric deltas B - A."""
+    from cafe.judge.pipeline import read_judgements
+
+    root = Path(run_dir)
+    pa, pb = resolve(root, judges[0]), resolve(root, judges[1])
+    res = agreement(read_judgements(pa), read_judgements(pb), "macro" if macro else "micro")
+    res["a"], res["b"] = pa.name, pb.name
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+        return
+
+    def f(v: Any, nd: int = 3) -> str:
+        return "-" if v is None else f"{v:.{nd}f}"
+
+    click.echo(
+        f"A = {pa.name}, B = {pb.name}: {res['items_compared']} items, "
+        f"{res['events_aligned']} events aligned"
+    )
+    click.echo(f"kappa {f(res['kappa'])}, raw agreement {f(res['raw_agreement'])}")
+    for c, k in res["kappa_per_category"].items():
+        click.echo(f"  kappa {c:<13}{f(k):>7}")
+    for m in METRICS:
+        click.echo(
+            f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
+            f"  B-A {f(res['delta_b_minus_a'][m], 2):>7}"
+        )

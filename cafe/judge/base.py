@@ -1,0 +1,64 @@
+"""The judge contract: one (item, run) in, one Judgement out, never an exception per item."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from cafe.records import Judgement, Prediction, Sample
+
+
+@dataclass
+class JudgeItem:
+    sample: Sample
+    prediction: Prediction
+    caption: str | None  # ground-truth caption (Sample.caption or a captions file)
+
+
+class Judge(ABC):
+    identity: str  # judge kind + model: part of every cache key and Judgement
+    template_hash: str
+    temperature: float | None = None
+    needs_caption: bool = True
+    uses_cache: bool = True
+
+    @abstractmethod
+    async def ajudge(self, item: JudgeItem) -> Judgement: ...
+
+    async def aclose(self) -> None:
+        pass
+
+    def describe(self) -> dict:
+        """What metrics.json records about the judge."""
+        return {
+            "judge": self.identity,
+            "template_hash": self.template_hash,
+            "temperature": self.temperature,
+        }
+
+    def failed(self, item: JudgeItem, reason: str, raw: str | None = None) -> Judgement:
+        return Judgement(
+            sample_id=item.prediction.sample_id,
+            run_index=item.prediction.run_index,
+            judge=self.identity,
+            template_hash=self.template_hash,
+            raw_reply=raw,
+            status="failed",
+            reason=reason,
+        )
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def load_template(name: str, path: str | Path | None = None) -> tuple[str, str]:
+    """(text, sha256) of a user template file, or of the packaged ``templates/<name>.txt``."""
+    if path is not None:
+        text = Path(path).read_text(encoding="utf-8")
+    else:
+        text = resources.files("cafe.judge").joinpath("templates", f"{name}.txt").read_text("utf-8")
+    return text, sha256_text(text)

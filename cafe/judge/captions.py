@@ -1,0 +1,235 @@
+"""Ground-truth captions (SPEC §2): an audio-capable chat model writes one chronological narrative
+paragraph per clip. Captions are keyed by sample id + audio content hash, written to a resumable
+JSONL file that can be shared and passed to `cafe judge --captions FILE`. The synth benchmark
+already carries exact captions and events.
+
+Caption file line: {"sample_id", "audio_sha256", "caption", "captioner", "template_hash"}."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cafe.cache import DEFAULT_DIR, Cache, make_key
+from cafe.judge.base import load_template
+from cafe.records import InputError, Problem, Sample
+from cafe.store import JsonlWriter, iter_jsonl
+
+TEMPERATURE = 0.0
+
+
+def load_captions(path: str | Path) -> dict[str, str]:
+    """sample id -> caption from a captions JSONL file (last line wins) or a JSON object
+    {id: caption}. A line without a sample id or caption is an InputError naming it."""
+    path = Path(path)
+    if path.suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise InputError(Problem(str(path), "expected a JSON object {sample_id: caption}"))
+        return {str(k): str(v) for k, v in data.items()}
+    out: dict[str, str] = {}
+    for n, d in enumerate(iter_jsonl(path), start=1):
+        sid, cap = d.get("sample_id"), d.get("caption")
+        if not sid or not isinstance(cap, str) or not cap.strip():
+            field = "sample_id" if not sid else "caption"
+            raise InputError(Problem(f"{path}:{n}", "missing or empty", sid, field))
+        out[str(sid)] = cap
+    return out
+
+
+def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]:
+    return {
+        (d["sample_id"], d.get("audio_sha256", ""))
+        for d in iter_jsonl(path)
+        if d.get("captioner") == identity and d.get("template_hash") == template_hash
+    }
+
+
+async def caption_samples(
+    samples: Sequence[Sample],
+    client: Any,
+    out: str | Path,
+    *,
+    template: str | Path | None = None,
+    concurrency: int = 8,
+    cache: Cache | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Caption every usable sample not yet in ``out`` (same captioner and template); returns
+    counts. Failed items are reported and left out of the file, so a re-run retries them."""
+    from cafe.audio import file_sha256
+
+    text, template_hash = load_template("caption", template)
+    identity = client.identity
+    cache = cache or Cache(None)
+    out = Path(out)
+    done = _done(out, identity, template_hash)
+    problems: list[Problem] = []
+    todo = []
+    for s in samples:
+        if s.error:
+            problems.append(Problem(str(out), s.error, s.id, "audio"))
+            continue
+        try:
+            hashes = [file_sha256(p) for p in s.audio]
+        except OSError as e:
+            problems.append(Problem(str(s.audio[0] if s.audio else ""), str(e), s.id, "audio"))
+            continue
+        if (s.id, ",".join(hashes)) not in done:
+            todo.append((s, hashes))
+
+    skipped = len(samples) - len(todo) - len(problems)
+    sem = asyncio.Semaphore(max(1, concurrency))
+    calls = 0
+
+    async def one(s: Sample, hashes: list[str]) -> dict | None:
+        nonlocal calls
+        key = make_key(
+            task="caption",
+            captioner=identity,
+            template=template_hash,
+            audio=hashes,
+            temperature=TEMPERATURE,
+        )
+        cached = cache.get(key)
+        if cached is None:
+            content = [{"type": "audio", "path": p} for p in s.audio]
+            content.append({"type": "text", "text": text})
+            async with sem:
+                calls += 1
+                reply = await client.achat(
+                    [{"role": "user", "content": content}], temperature=TEMPERATURE, max_tokens=1024
+                )
+            if reply.error or not (reply.text or "").strip():
+                problems.append(Problem(str(out), f"captioner: {reply.error or 'empty'}", s.id))
+                return None
+            cached = {"text": reply.text.strip()}
+            cache.put(key, cached)
+        return {
+            "sample_id": s.id,
+            "audio_sha256": ",".join(hashes),
+            "caption": cached["text"],
+            "captioner": identity,
+            "template_hash": template_hash,
+        }
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc="caption", unit="clip")
+    written = 0
+    with JsonlWriter(out) as writer:
+        for fut in asyncio.as_completed([one(s, h) for s, h in todo]):
+            row = await fut
+            if row is not None:
+                writer.write_many([row])  # one line per clip: a kill loses at most one
+                written += 1
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    return {
+        "written": written,
+        "skipped_done": skipped,
+        "problems": problems,
+        "calls": calls,
+        "template_hash": template_hash,
+    }
+
+
+@click.command("caption")
+@click.option("--bench", required=True, help="Benchmark name (mmar, mmau).")
+@click.option("--data", default=None, help="Benchmark metadata file or folder.")
+@click.option("--version", "version", default=None, help="Benchmark version.")
+@click.option(
+    "--captioner",
+    required=True,
+    help="Client kind of an audio-capable model: gemini, openai, openai-compatible.",
+)
+@click.option("--model", "model", default=None, help="Captioner model name (e.g. gemini-3-pro).")
+@click.option("--endpoint", "endpoints", multiple=True, help="Server base URL; repeatable.")
+@click.option(
+    "--template",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Your own caption instruction file.",
+)
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="First N samples only.")
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="SQLite call cache (default $CAFE_CACHE/captions.sqlite).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Captions JSONL (appended to; done clips are skipped).",
+)
+def caption_command(
+    bench: str,
+    data: str | None,
+    version: str | None,
+    captioner: str,
+    model: str | None,
+    endpoints: tuple[str, ...],
+    template: str | None,
+    concurrency: int,
+    limit: int | None,
+    cache_path: str | None,
+    out: str,
+) -> None:
+    """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
+    for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
+    template and audio content are skipped. Keys come from the environment
+    (GEMINI_API_KEY, OPENAI_API_KEY)."""
+    from cafe.benchmarks import BENCHMARKS
+    from cafe.clients import make_client
+
+    if not model:
+        raise click.UsageError("--model is required: the captioner's model name")
+    try:
+        loaded = BENCHMARKS.get(bench)().load(data, version)
+    except KeyError as e:
+        raise click.UsageError(str(e)) from None
+    except (InputError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    samples = loaded.samples[:limit] if limit else loaded.samples
+    try:
+        client = make_client(
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
+        )
+    except (KeyError, ValueError) as e:  # unknown kind, missing API key
+        raise click.UsageError(str(e)) from None
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await caption_samples(
+                samples,
+                client,
+                out,
+                template=template,
+                concurrency=concurrency,
+                cache=Cache(cache_path or DEFAULT_DIR / "captions.sqlite"),
+            )
+        finally:
+            await client.aclose()
+
+    res = asyncio.run(go())
+    for p in [*loaded.problems, *res["problems"]]:
+        click.echo(str(p), err=True)
+    click.echo(
+        f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "
+        f"{len(res['problems'])} problems",
+        file=sys.stdout,
+    )

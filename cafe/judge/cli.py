@@ -1,0 +1,100 @@
+"""`cafe judge RUN_DIR --judge NAME`: CAFE event extraction and perception metrics for a run."""
+
+from __future__ import annotations
+
+import click
+
+from cafe.judge import JUDGES
+
+
+@click.command("judge")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judge",
+    "judge",
+    default="rule",
+    show_default=True,
+    help="rule (synth, offline), openai-compatible (e.g. `vllm serve "
+    "Qwen/Qwen3-32B`), openai or gemini (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
+)
+@click.option("--judge-model", default=None, help="Model name the judge server knows.")
+@click.option(
+    "--endpoint",
+    "endpoints",
+    multiple=True,
+    help="Judge server base URL; repeat to share the load over several servers.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Judge calls in flight at once.",
+)
+@click.option(
+    "--template",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Your own extraction template ({question} {answer} {caption} {output}).",
+)
+@click.option(
+    "--captions",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Captions file from `cafe caption` (needed for MMAU/MMAR).",
+)
+@click.option("--macro", is_flag=True, help="Average per-sample ratios instead of pooling counts.")
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def judge_command(
+    run_dir: str,
+    judge: str,
+    judge_model: str | None,
+    endpoints: tuple[str, ...],
+    concurrency: int,
+    template: str | None,
+    captions: str | None,
+    macro: bool,
+    cache_path: str | None,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit (micro
+    by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
+
+    Resumable and cached: re-running skips what is judged and replays cached judge replies.
+
+    \b
+    cafe judge runs/x --judge rule
+    cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
+    """
+    from cafe.judge.pipeline import dumps, format_cafe, judge_run
+
+    if judge not in JUDGES:
+        raise click.UsageError(f"unknown judge {judge!r}; choose from {', '.join(JUDGES.names())}")
+    if judge != "rule" and not judge_model:
+        raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
+    try:
+        section = judge_run(
+            run_dir,
+            judge=judge,
+            judge_model=judge_model,
+            endpoints=endpoints,
+            concurrency=concurrency,
+            template=template,
+            mode="macro" if macro else "micro",
+            progress=not no_progress,
+            captions=captions,
+            cache=cache_path,
+        )
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(dumps(section) if as_json else format_cafe(section))

@@ -1,0 +1,216 @@
+"""LLM event-extraction judge (SPEC §2, §8): the probing model reads the model output O, question
+Q, answer A and caption C and sorts every audio event into matched / hallucinated / misused /
+neutral / missed, as JSON.
+
+Replies are validated against a JSON schema (the eight lists of strings); a code fence, prose
+before the object and trailing text are tolerated. An invalid reply is retried; after the retries
+the Judgement is ``invalid`` with the reason and every raw reply kept. A call that fails (network,
+server errors after the client's own retries) gives ``failed``. Every reply is cached by judge
+identity + template hash + prompt + temperature + attempt number, so a re-judge replays the
+same decisions without a call, while failed calls are never cached and are retried."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from cafe.cache import Cache, make_key
+from cafe.judge.base import Judge, JudgeItem, load_template
+from cafe.records import Judgement
+
+KEYS = (
+    "required_events",
+    "all_caption_events",
+    "all_reasoning_events",
+    "matched_events",
+    "error_matched",
+    "error_use",
+    "neutral_events",
+    "missed_events",
+)
+REPLY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": list(KEYS),
+    "properties": {k: {"type": "array", "items": {"type": "string"}} for k in KEYS},
+}
+TEMPERATURE = 0.0  # fixed: the judge must be deterministic to be cached and compared
+PLACEHOLDERS = ("question", "answer", "caption", "output", "choices")
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+_RETRY_SEP = "\n----- retry -----\n"
+
+
+def build_prompt(template: str, **fields: str) -> str:
+    """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}``; other braces
+    (the JSON example in the template) are left alone, so templates need no escaping."""
+    out = template
+    for name in PLACEHOLDERS:
+        out = out.replace("{" + name + "}", fields.get(name, "") or "")
+    return out
+
+
+def _first_object(text: str) -> dict | None:
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())  # stops at the object's end
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+_validator: Any = None
+
+
+def _validate(obj: dict) -> str | None:
+    """The first schema error as 'path: message', or None. The validator is built once
+    (jsonschema.validate re-checks the schema itself on every call, which dominated judging)."""
+    global _validator
+    if _validator is None:
+        import jsonschema
+
+        _validator = jsonschema.Draft202012Validator(REPLY_SCHEMA)
+    error = next(iter(sorted(_validator.iter_errors(obj), key=lambda e: list(e.path))), None)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "reply"
+    return f"{where}: {error.message}"
+
+
+def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | None]:
+    """(the eight lists, None) for a valid reply, else (None, one-line reason)."""
+    if not text or not text.strip():
+        return None, "empty reply"
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    obj = None
+    for c in candidates:
+        obj = _first_object(c)
+        if obj is not None:
+            break
+    if obj is None:
+        snippet = " ".join(text.split())[:80]
+        return None, f"no JSON object in reply: {snippet!r}"
+    error = _validate(obj)
+    if error is not None:
+        return None, f"schema: {error}"
+    return {k: list(obj[k]) for k in KEYS}, None
+
+
+class LLMJudge(Judge):
+    """One judge for every chat protocol: ``kind`` is the client kind (openai-compatible, openai,
+    gemini) handed to ``cafe.clients.make_client``."""
+
+    def __init__(
+        self,
+        kind: str,
+        model: str | None = None,
+        endpoints: list[str] | tuple[str, ...] = (),
+        template: str | None = None,
+        cache: Cache | None = None,
+        retries: int = 2,
+        max_tokens: int = 2048,
+        client: Any = None,
+        **client_options: Any,
+    ):
+        if not model:
+            raise ValueError(f"judge {kind!r} needs a model name (--judge-model)")
+        self.kind = kind
+        self.model = model
+        self.identity = f"{kind}:{model}"
+        self.template, self.template_hash = load_template("extraction", template)
+        self.temperature = TEMPERATURE
+        self.cache = cache or Cache(None)
+        self.retries = retries
+        self.max_tokens = max_tokens
+        self.calls = 0  # requests actually sent (cache misses)
+        self._endpoints = list(endpoints) or None
+        self._client_options = client_options
+        self._client = client
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            from cafe.clients import make_client
+
+            self._client = make_client(
+                self.kind, self.model, endpoints=self._endpoints, **self._client_options
+            )
+        return self._client
+
+    def prompt_for(self, item: JudgeItem) -> str:
+        s = item.sample
+        return build_prompt(
+            self.template,
+            question=s.question,
+            answer=s.answer or "",
+            caption=item.caption or "",
+            output=item.prediction.raw_output or "",
+            choices="\n".join(s.choices),
+        )
+
+    def describe(self) -> dict:
+        return {**super().describe(), "retries": self.retries, "max_tokens": self.max_tokens}
+
+    async def ajudge(self, item: JudgeItem) -> Judgement:
+        pred = item.prediction
+        if pred.raw_output is None or pred.error:
+            return self.failed(item, f"prediction failed: {pred.error or 'no output'}")
+        if not item.caption:
+            return self.failed(item, "no caption: run `cafe caption` or pass --captions FILE")
+        prompt = self.prompt_for(item)
+        raws: list[str] = []
+        reason = None
+        for attempt in range(self.retries + 1):
+            key = make_key(
+                task="cafe-extraction",
+                judge=self.identity,
+                template=self.template_hash,
+                prompt=prompt,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                attempt=attempt,
+            )
+            cached = self.cache.get(key)
+            if cached is not None:
+                text = cached["text"]
+            else:
+                self.calls += 1
+                try:
+                    reply = await self._get_client().achat(
+                        [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+                        temperature=self.temperature,
+                        max_tokens=self.max_tokens,
+                    )
+                except Exception as e:  # a client bug or transport error: this item only
+                    return self.failed(item, f"judge call failed: {type(e).__name__}: {e}")
+                if reply.error or reply.text is None:
+                    return self.failed(item, f"judge call failed: {reply.error or 'no text'}")
+                text = reply.text
+                self.cache.put(key, {"text": text})
+            raws.append(text)
+            lists, reason = parse_reply(text)
+            if lists is not None:
+                return Judgement(
+                    sample_id=pred.sample_id,
+                    run_index=pred.run_index,
+                    judge=self.identity,
+                    template_hash=self.template_hash,
+                    raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
+                    status="ok",
+                    reason=None if attempt == 0 else f"valid on attempt {attempt + 1}",
+                    **lists,
+                )
+        return Judgement(
+            sample_id=pred.sample_id,
+            run_index=pred.run_index,
+            judge=self.identity,
+            template_hash=self.template_hash,
+            raw_reply=_RETRY_SEP.join(raws),
+            status="invalid",
+            reason=f"invalid after {len(raws)} attempts: {reason}",
+        )
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()

@@ -1,0 +1,270 @@
+"""`judge_run`: judge every (item, run) of a run folder, resumably, and write the CAFE metrics.
+
+Reads samples.jsonl + predictions.jsonl, judges what is not yet judged (asynchronously, at most
+``concurrency`` calls in flight, spread by the client over its endpoints), appends judgements to
+``judgements.<judge>.jsonl`` in small fsynced batches (a kill loses at most one batch, which the
+call cache then replays for free), compacts the file (one record per (item, run)), mirrors it to
+``judgements.jsonl`` (the run's current judge) and writes the "cafe" and "decay" sections of
+metrics.json. Invalid judgements are kept (re-judging replays them from the cache); failed ones
+are tried again on the next run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import DEFAULT_DIR, Cache
+from cafe.judge import JUDGES, build_judge
+from cafe.judge.base import Judge, JudgeItem
+from cafe.metrics.cafe import cafe_section
+from cafe.metrics.decay import decay_section
+from cafe.records import Judgement, Prediction, Sample
+from cafe.store import JUDGEMENTS, RunStore, iter_jsonl
+
+SAMPLES = "samples.jsonl"
+FLUSH_EVERY = 32
+DEFAULT_CACHE = DEFAULT_DIR / "judge.sqlite"
+
+
+def judge_slug(identity: str) -> str:
+    """File-name form of a judge identity: judgements.<slug>.jsonl."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+
+
+def judgements_file(store: RunStore, identity: str) -> Path:
+    return store.path(f"judgements.{judge_slug(identity)}.jsonl")
+
+
+def read_samples(store: RunStore) -> list[Sample]:
+    path = store.path(SAMPLES)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{store.root}: no {SAMPLES} (the runner writes it; re-run `cafe run` on this folder)"
+        )
+    return [Sample.from_dict(d) for d in iter_jsonl(path)]
+
+
+def read_judgements(path: Path) -> list[Judgement]:
+    by_key: dict[tuple[str, int], Judgement] = {}
+    for d in iter_jsonl(path):
+        j = Judgement.from_dict(d)
+        by_key[(j.sample_id, j.run_index)] = j
+    return list(by_key.values())
+
+
+def _write_compact(path: Path, records: Sequence[Judgement]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(r.to_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+async def _judge_all(
+    judge: Judge, items: list[JudgeItem], writer: Any, concurrency: int, progress: bool
+) -> list[Judgement]:
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(item: JudgeItem) -> Judgement:
+        async with sem:
+            try:
+                return await judge.ajudge(item)
+            except Exception as e:  # a bug in one item must not lose the rest
+                return judge.failed(item, f"{type(e).__name__}: {e}")
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(items), desc=f"judge {judge.identity}", unit="item")
+    done: list[Judgement] = []
+    buffer: list[Judgement] = []
+    try:
+        for fut in asyncio.as_completed([one(i) for i in items]):
+            j = await fut
+            done.append(j)
+            buffer.append(j)
+            if len(buffer) >= FLUSH_EVERY:
+                writer.write_many(buffer)
+                buffer = []
+            if bar is not None:
+                bar.update(1)
+        writer.write_many(buffer)
+    finally:
+        if bar is not None:
+            bar.close()
+        await judge.aclose()
+    return done
+
+
+def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
+    out = {s.id: s.caption for s in samples if s.caption}
+    if captions is not None:
+        from cafe.judge.captions import load_captions
+
+        out.update(load_captions(captions))
+    return out
+
+
+def judge_run(
+    run_dir: str | Path,
+    judge: str = "rule",
+    judge_model: str | None = None,
+    endpoints: Sequence[str] = (),
+    concurrency: int = 16,
+    template: str | Path | None = None,
+    mode: str = "micro",
+    progress: bool = True,
+    *,
+    captions: str | Path | None = None,
+    cache: Cache | str | Path | None = None,
+    **judge_options: Any,
+) -> dict[str, Any]:
+    """Judge a run folder and return the metrics.json "cafe" section (also written there).
+
+    ``cache``: a Cache, a path to the SQLite file, or None for ``$CAFE_CACHE/judge.sqlite``."""
+    store = RunStore(run_dir)
+    samples = read_samples(store)
+    preds: list[Prediction] = store.predictions()
+    if not preds:
+        raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
+    by_id = {s.id: s for s in samples}
+    caption_of = load_caption_map(samples, captions)
+    judge_cls = JUDGES.get(judge)
+    if getattr(judge_cls, "needs_caption", True) and not caption_of:
+        raise ValueError(
+            f"{run_dir}: no sample has a caption; the {judge} judge needs ground-truth captions: "
+            "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
+            "--captions FILE (or use --judge rule on the synth benchmark)"
+        )
+    if not isinstance(cache, Cache):
+        use = getattr(judge_cls, "uses_cache", True)
+        cache = Cache((cache if cache is not None else DEFAULT_CACHE) if use else None)
+    judge_obj: Judge = build_judge(
+        judge,
+        model=judge_model,
+        endpoints=tuple(endpoints),
+        template=str(template) if template else None,
+        cache=cache,
+        concurrency=concurrency,  # the client may keep this many in flight per endpoint
+        **judge_options,
+    )
+
+    path = judgements_file(store, judge_obj.identity)
+    existing = [
+        j
+        for j in read_judgements(path)
+        if j.judge == judge_obj.identity and j.template_hash == judge_obj.template_hash
+    ]
+    done_keys = {(j.sample_id, j.run_index) for j in existing if j.status != "failed"}
+    items = []
+    missing_sample: list[Judgement] = []
+    for p in preds:
+        if (p.sample_id, p.run_index) in done_keys:
+            continue
+        s = by_id.get(p.sample_id)
+        if s is None:
+            missing_sample.append(
+                judge_obj.failed(
+                    JudgeItem(Sample(p.sample_id, "", "", "", [], None, []), p, None),
+                    f"{SAMPLES}: sample {p.sample_id} not found",
+                )
+            )
+            continue
+        items.append(JudgeItem(s, p, caption_of.get(s.id)))
+
+    t0 = time.perf_counter()
+    with store.writer(path.name) as writer:
+        writer.write_many(missing_sample)
+        fresh = asyncio.run(_judge_all(judge_obj, items, writer, concurrency, progress))
+    judge_wall = time.perf_counter() - t0
+
+    keys = {(p.sample_id, p.run_index) for p in preds}
+    merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
+    judgements = [j for k, j in merged.items() if k in keys]
+    _write_compact(path, judgements)
+    _write_compact(store.path(JUDGEMENTS), judgements)
+
+    section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
+    n_correct = sum(p.correct for p in preds)
+    section.update(
+        judge=judge_obj.describe(),
+        template_hash=judge_obj.template_hash,
+        judgements_file=path.name,
+        reasoning_accuracy={
+            "correct": n_correct,
+            "total": len(preds),
+            "acc": round(100.0 * n_correct / len(preds), 2),
+            "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
+        },
+        calls={
+            "sent": getattr(judge_obj, "calls", 0),
+            "cache_hits": cache.hits,
+            "judged_now": len(fresh),
+            "judge_wall_s": round(judge_wall, 3),
+        },
+    )
+    store.update_metrics("cafe", section)
+    store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
+    return section
+
+
+def _bench_breakdowns(store: RunStore) -> dict[str, Any] | None:
+    """The run's benchmark's own breakdowns (as its accuracy uses), else None (Sample.meta keys)."""
+    from cafe.benchmarks import BENCHMARKS
+
+    try:
+        name = store.read_manifest().get("bench", {}).get("name")
+        if not name:
+            return None
+        return dict(BENCHMARKS.get(name).breakdowns) or None
+    except (FileNotFoundError, KeyError, ValueError, AttributeError):
+        return None
+
+
+def format_cafe(section: dict[str, Any]) -> str:
+    """A short human summary of a "cafe" section."""
+
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    st = section["judgements"]
+    runs = section.get("runs", {})
+    lines = [
+        f"CAFE ({section['mode']}, judge {section['judge']['judge']}, "
+        f"template {section['template_hash'][:12]}, runs {runs.get('n', 1)})",
+    ]
+    for m, label in (
+        ("acc_per", "Acc_per"),
+        ("err_per", "Err_per"),
+        ("err_use", "Err_use"),
+        ("err_omit", "Err_omit"),
+    ):
+        ci = section.get("ci95", {}).get(m)
+        sd = runs.get(m, {}).get("std")
+        extra = f"  95% CI [{f(ci[0])}, {f(ci[1])}]" if ci else ""
+        extra += f"  std over runs {f(sd)}" if runs.get("n", 1) > 1 else ""
+        lines.append(f"  {label:<9}{f(section[m]):>7}{extra}")
+    ms = section.get("macro_samples")
+    if ms:
+        lines.append(
+            f"  macro = mean of per-(item, run) ratios; skipped: {ms['skipped_zero_pred']} with "
+            f"no predicted events, {ms['skipped_zero_tgt']} with no required events"
+        )
+    lines.append(
+        f"  judgements: {st['ok']} ok, {st['invalid']} invalid, {st['failed']} failed "
+        f"(of {st['total']}); reasoning accuracy {f(section['reasoning_accuracy']['acc'])}"
+    )
+    return "\n".join(lines)
+
+
+def dumps(section: dict[str, Any]) -> str:
+    return json.dumps(section, indent=2, ensure_ascii=False)

@@ -1,0 +1,201 @@
+"""CAFE perception metrics (SPEC §2) from judgements.
+
+Counts per category: matched (N_mat), hallucinated (``error_matched``, N_hal), misused
+(``error_use``, N_misuse), neutral (N_neu), missed (N_miss).
+N_pred = N_mat + N_hal + N_misuse + N_neu and N_tgt = N_mat + N_miss;
+Acc_per = N_mat/N_pred, Err_per = N_hal/N_pred, Err_use = N_misuse/N_pred, Err_omit = N_miss/N_tgt,
+in percent. The paper does not say whether counts are pooled; ``micro`` (default) pools counts over
+every judged (item, run), ``macro`` averages the per-judgement ratios and skips judgements whose
+denominator is zero (the number skipped is reported). Only status ``ok`` judgements count; invalid
+and failed ones are counted and reported, never silently dropped."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from cafe.metrics.stats import bootstrap_ci, mean_std, safe_ratio
+from cafe.records import Judgement, Sample
+
+MODES = ("micro", "macro")
+CATEGORIES = ("matched", "hallucinated", "misused", "neutral", "missed")
+#: category -> Judgement field (the paper's JSON keys)
+FIELDS = {
+    "matched": "matched_events",
+    "hallucinated": "error_matched",
+    "misused": "error_use",
+    "neutral": "neutral_events",
+    "missed": "missed_events",
+}
+METRICS = ("acc_per", "err_per", "err_use", "err_omit")
+#: metric -> (numerator category, denominator: "pred" or "tgt")
+_DEFS = {
+    "acc_per": ("matched", "pred"),
+    "err_per": ("hallucinated", "pred"),
+    "err_use": ("misused", "pred"),
+    "err_omit": ("missed", "tgt"),
+}
+#: Sample.meta keys reported as breakdowns where present
+BREAKDOWN_KEYS = ("modality", "layer", "category", "isolation", "task", "difficulty", "dimension")
+
+
+def counts_of(j: Judgement) -> np.ndarray:
+    """[mat, hal, misuse, neu, miss] of one judgement."""
+    return np.array([len(getattr(j, FIELDS[c]) or []) for c in CATEGORIES], dtype=float)
+
+
+def _denoms(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """N_pred and N_tgt for counts with categories on the last axis."""
+    return c[..., 0] + c[..., 1] + c[..., 2] + c[..., 3], c[..., 0] + c[..., 4]
+
+
+def _ratios(c: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-row metric ratios in percent (NaN where the denominator is zero)."""
+    n_pred, n_tgt = _denoms(c)
+    out = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for name, (cat, den) in _DEFS.items():
+            d = n_pred if den == "pred" else n_tgt
+            out[name] = np.where(d > 0, 100.0 * c[..., CATEGORIES.index(cat)] / d, np.nan)
+    return out
+
+
+def status_counts(judgements: Sequence[Judgement]) -> dict[str, int]:
+    out = {"ok": 0, "invalid": 0, "failed": 0}
+    for j in judgements:
+        out[j.status] = out.get(j.status, 0) + 1
+    out["total"] = len(judgements)
+    return out
+
+
+def cafe_metrics(judgements: Iterable[Judgement], mode: str = "micro") -> dict[str, Any]:
+    """Acc_per, Err_per, Err_use, Err_omit (percent; None where undefined), the pooled counts and
+    the judgement status counts. ``mode`` is ``micro`` (pooled counts) or ``macro``."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    judgements = list(judgements)
+    ok = [j for j in judgements if j.status == "ok"]
+    c = np.array([counts_of(j) for j in ok]).reshape(len(ok), len(CATEGORIES))
+    total = c.sum(axis=0)
+    n_pred, n_tgt = _denoms(total)
+    out: dict[str, Any] = {"mode": mode}
+    if mode == "micro":
+        for name, (cat, den) in _DEFS.items():
+            out[name] = safe_ratio(total[CATEGORIES.index(cat)], n_pred if den == "pred" else n_tgt)
+    else:
+        per = _ratios(c)
+        used = {}
+        for name in METRICS:
+            vals = per[name][~np.isnan(per[name])]
+            out[name] = float(vals.mean()) if vals.size else None
+            used[name] = int(vals.size)
+        out["macro_samples"] = {
+            "used": used,
+            "skipped_zero_pred": int(np.sum(_denoms(c)[0] == 0)),
+            "skipped_zero_tgt": int(np.sum(_denoms(c)[1] == 0)),
+            "note": "macro averages per (item, run) ratios; judgements whose denominator is "
+            "zero are skipped for that metric",
+        }
+    out["counts"] = {cat: int(total[i]) for i, cat in enumerate(CATEGORIES)}
+    out["counts"].update(n_pred=int(n_pred), n_tgt=int(n_tgt))
+    out["judgements"] = status_counts(judgements)
+    return out
+
+
+def cafe_ci(
+    judgements: Sequence[Judgement], mode: str = "micro", *, resamples: int = 1000, seed: int = 0
+) -> dict[str, list[float] | None]:
+    """Bootstrap 95% intervals, resampling samples (all runs of a sample move together)."""
+    by_sample: dict[str, list[np.ndarray]] = defaultdict(list)
+    for j in judgements:
+        if j.status == "ok":
+            by_sample[j.sample_id].append(counts_of(j))
+    units = list(by_sample.values())
+    out: dict[str, list[float] | None] = {}
+    if mode == "micro":
+        sums = np.array([np.sum(u, axis=0) for u in units]).reshape(len(units), len(CATEGORIES))
+
+        def stat_for(name: str) -> Callable[[np.ndarray], np.ndarray]:
+            return lambda idx: _ratios(sums[idx].sum(axis=1))[name]
+
+    else:
+        # per sample: sum of per-judgement ratios and how many were defined, per metric
+        ratio_sum = {m: np.zeros(len(units)) for m in METRICS}
+        ratio_n = {m: np.zeros(len(units)) for m in METRICS}
+        for i, u in enumerate(units):
+            r = _ratios(np.array(u))
+            for m in METRICS:
+                ratio_sum[m][i] = np.nansum(r[m])
+                ratio_n[m][i] = np.sum(~np.isnan(r[m]))
+
+        def stat_for(name: str) -> Callable[[np.ndarray], np.ndarray]:
+            def f(idx: np.ndarray) -> np.ndarray:
+                n = ratio_n[name][idx].sum(axis=1)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    return np.where(n > 0, ratio_sum[name][idx].sum(axis=1) / n, np.nan)
+
+            return f
+
+    for name in METRICS:
+        ci = bootstrap_ci(len(units), stat_for(name), resamples=resamples, seed=seed)
+        out[name] = list(ci) if ci else None
+    return out
+
+
+def _values(v: Any) -> list[str]:
+    if v is None:
+        return []
+    return [str(x) for x in v] if isinstance(v, list) else [str(v)]
+
+
+def cafe_section(
+    judgements: Sequence[Judgement],
+    samples: Sequence[Sample] = (),
+    mode: str = "micro",
+    *,
+    breakdown_keys: Sequence[str] = BREAKDOWN_KEYS,
+    breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The metrics.json "cafe" section: overall metrics, per-run mean and std, bootstrap CIs and
+    breakdowns: the benchmark's own ``breakdowns`` functions when given, else the Sample.meta keys
+    ``breakdown_keys`` (modality, layer, task, difficulty, dimension…)."""
+    section = cafe_metrics(judgements, mode)
+    per_run: dict[int, list[Judgement]] = defaultdict(list)
+    for j in judgements:
+        per_run[j.run_index].append(j)
+    run_metrics = {r: cafe_metrics(js, mode) for r, js in sorted(per_run.items())}
+    section["runs"] = {
+        "n": len(run_metrics),
+        **{
+            m: {
+                **mean_std([rm[m] for rm in run_metrics.values()]),
+                "per_run": [rm[m] for rm in run_metrics.values()],
+            }
+            for m in METRICS
+        },
+    }
+    section["ci95"] = {
+        "method": f"percentile bootstrap over samples, {resamples} resamples, seed {seed}",
+        **cafe_ci(judgements, mode, resamples=resamples, seed=seed),
+    }
+    by_id = {s.id: s for s in samples}
+    funcs = breakdowns or {k: (lambda s, k=k: s.meta.get(k)) for k in breakdown_keys}
+    out: dict[str, dict[str, Any]] = {}
+    for key, func in funcs.items():
+        groups: dict[str, list[Judgement]] = defaultdict(list)
+        for j in judgements:
+            s = by_id.get(j.sample_id)
+            for v in _values(func(s)) if s else []:
+                groups[v].append(j)
+        if groups:
+            out[key] = {
+                v: {k: val for k, val in cafe_metrics(js, mode).items() if k != "mode"}
+                for v, js in sorted(groups.items())
+            }
+    section["breakdowns"] = out
+    return section
