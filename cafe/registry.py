@@ -68,9 +68,9 @@ class Registry(Generic[T]):
         if name in self._lazy:
             module, _, attr = self._lazy[name].partition(":")
             obj = getattr(importlib.import_module(module), attr)
-            self._objects[name] = obj
-            self._lazy.pop(name, None)  # importing may have registered it already
-            return obj
+            # importing may have registered it already (decorator in the module): keep that one
+            self._lazy.pop(name, None)
+            return self._objects.setdefault(name, obj)
         close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownNameError(

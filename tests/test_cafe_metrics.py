@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from cafe.judge.extraction import parse_reply
@@ -120,5 +121,6 @@ def test_attention_average_by_index_on_fixed_arrays():
     cut = average_by_index(traces, min_items=2)
     assert cut["index"] == [0, 1, 2] and cut["mean"][2] == pytest.approx(0.45)
     assert cut["overall_mean"] == pytest.approx((0.1 + 0.2 + 0.3 + 0.3 + 0.4 + 0.2 + 0 + 0.6) / 8)
-    assert shares_of({"shares": [0.5, 0.25]}) == [0.5, 0.25]
+    assert shares_of({"per_token": [0.5, 0.25]}) == [0.5, 0.25]
+    assert shares_of(np.array([0.5, 0.25], dtype=np.float32)) == [0.5, 0.25]
     assert average_by_index([])["index"] == []

@@ -98,3 +98,29 @@ def test_logistic_slope_solves_score_equations():
     # at the maximum-likelihood fit the score equations are zero
     assert abs(np.sum(y - p)) < 1e-3 and abs(np.sum((y - p) * x)) / 400 < 1e-3
     assert logistic_slope([1, 2, 3], [True, True, True])["slope_per_100"] is None
+
+
+def test_decay_command_on_a_run_folder(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from cafe.metrics.decay import decay_command
+    from cafe.store import RunStore
+
+    store = RunStore(tmp_path / "run").create()
+    preds = [pred(i, 10 * i, i % 3 != 0) for i in range(12)]
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(preds)
+    with store.writer("judgements.jsonl") as w:
+        w.write_many([judgement(i, 1, i % 2) for i in range(12)])
+    res = CliRunner().invoke(decay_command, [str(store.root), "--bins", "3", "--min-count", "2"])
+    assert res.exit_code == 0, res.output
+    assert "Pearson r=" in res.output
+    sec = json.loads(store.path("metrics.json").read_text())["decay"]
+    assert [b["n"] for b in sec["bins"]] == [4, 4, 4]
+    # lengths 0..110 in 3 bins of width 110/3: items 0-3, 4-7, 8-11
+    assert sec["bins"][0]["reasoning_acc"] == 50.0  # items 1, 2 correct of 0-3
+    assert sec["bins"][0]["acc_per"] == pytest.approx(100 * 4 / 6)  # 4 matched, 2 hallucinated
+    res = CliRunner().invoke(decay_command, [str(store.root), "--bins", "3", "--bin-width", "5"])
+    assert res.exit_code != 0 and "not both" in res.output

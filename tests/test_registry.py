@@ -87,3 +87,26 @@ def test_adapters_list_and_show_builtin_cards() -> None:
     assert "prompt_style: mpar2" in shown.output and "prompt_template_hash:" in shown.output
     missing = CliRunner().invoke(adapters_command, ["show", "referense"])
     assert missing.exit_code == 1 and "did you mean reference" in missing.output
+
+
+def test_lazy_entry_whose_module_registers_itself(tmp_path, monkeypatch):
+    """A lazily registered module that also uses the decorator must resolve, not KeyError."""
+    from cafe.registry import Registry
+
+    reg = Registry("thing")
+    mod = tmp_path / "selfreg_mod.py"
+    mod.write_text(
+        "import builtins\n"
+        "reg = builtins._cafe_test_registry\n"
+        "@reg.register('thing-a')\n"
+        "class ThingA:\n"
+        "    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import builtins
+
+    monkeypatch.setattr(builtins, "_cafe_test_registry", reg, raising=False)
+    reg.add_lazy("thing-a", "selfreg_mod:ThingA")
+    obj = reg.get("thing-a")
+    assert obj.__name__ == "ThingA"
+    assert reg.get("thing-a") is obj

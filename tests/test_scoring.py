@@ -114,6 +114,10 @@ def test_missing_prediction_counts_wrong_and_failed_sample():
     assert sec["total"] == {"correct": 1, "total": 2, "acc": 50.0}
     assert sec["unanswered"] == 1 and sec["failed"] == 1
     assert sec["official_denominator"]["total"] == 1
+    # a run that produced nothing at all still counts when the run count is given
+    sec = accuracy_section(samples, [_pred("a", 0, "Man")], {}, runs=2)
+    assert sec["total"] == {"correct": 1, "total": 4, "acc": 25.0}
+    assert sec["runs"]["per_run"] == [50.0, 0.0] and sec["runs"]["n"] == 2
 
 
 # --- agreement with the official scripts on the real metadata ----------------------------------
@@ -258,3 +262,29 @@ def test_score_cli_json_and_table(shared_data, tmp_path):
     )
     assert res.exit_code == 0
     assert "total, official denominator" in res.stdout and "Cultural Layer" in res.stdout
+
+
+def test_score_cli_refuses_answerless_metadata(tmp_path):
+    items = [
+        {
+            "id": f"t{i}",
+            "audio_id": f"./test-audios/t{i}.wav",
+            "question": "q?",
+            "choices": ["a b", "c d"],
+            "task": "sound",
+            "difficulty": "easy",
+            "sub-category": "x",
+            "category": "Reasoning",
+            "split": "test",
+        }
+        for i in range(3)
+    ]
+    meta = tmp_path / "mmau-test.json"
+    meta.write_text(json.dumps(items))
+    preds = tmp_path / "p.json"
+    preds.write_text(json.dumps([{"id": "t0", "model_output": "a b"}]))
+    res = CliRunner().invoke(
+        score_command, ["--bench", "mmau", "--meta", str(meta), "--predictions", str(preds)]
+    )
+    assert res.exit_code == 1
+    assert "has no answers (mmau test)" in res.output and "cannot be scored" in res.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def test_items_do_not_depend_on_n(tmp_path):
     small = (tmp_path / "small" / "synth.jsonl").read_text().splitlines()
     big = (tmp_path / "big" / "synth.jsonl").read_text().splitlines()
     assert big[:4] == small
+    # regenerating a smaller set into the same folder leaves no stale clips behind
+    generate(tmp_path / "big", n=4, seed=3)
+    assert _tree_bytes(tmp_path / "big") == _tree_bytes(tmp_path / "small")
 
 
 # --------------------------------------------------------------------------- schema and balance
@@ -120,6 +124,14 @@ def test_answers_follow_from_the_events(samples):
                 assert s.answer == order[i + 1 if "after" in q else i - 1]
         else:
             assert len(req) == 1 and req[0].label == s.answer
+            m = re.search(r"between (\d+\.\d+) s and (\d+\.\d+) s", s.question)
+            if s.meta["difficulty"] == "easy":
+                assert m is None and len(s.events) == 1
+                continue
+            a, b = float(m.group(1)), float(m.group(2))
+            assert req[0].onset < a < b < req[0].offset, s.id
+            # no other event reaches into the asked window
+            assert all(e.offset <= a or e.onset >= b for e in s.events if not e.required), s.id
 
 
 # --------------------------------------------------------------------------- audio vs events

@@ -17,6 +17,10 @@ for _name, _target in {
     "desta2.5": "cafe.adapters.hf.remote:DeSTA25Adapter",
     "reference": "cafe.adapters.reference:ReferenceAdapter",
     "random": "cafe.adapters.random_baseline:RandomAdapter",
+    "openai-compatible": "cafe.adapters.openai_compat:OpenAICompatAdapter",
+    "openai-audio": "cafe.adapters.openai_audio:OpenAIAudioAdapter",
+    "gemini": "cafe.adapters.gemini:GeminiAdapter",
+    "vllm": "cafe.adapters.vllm:VLLMAdapter",
 }.items():
     ADAPTERS.add_lazy(_name, _target)
 

@@ -43,7 +43,7 @@ _INSTRUCTION_START = (
 )
 _WINDOW = re.compile(r"between\s+(\d+(?:\.\d+)?)\s*s?\s+and\s+(\d+(?:\.\d+)?)\s*s")
 FAST_IOI_S = 0.45  # median inter-onset interval below this is "fast"
-IRREGULAR_CV = 0.12  # coefficient of variation of the intervals above this is "irregular"
+REGULAR_TOL = 0.07  # an interval within 7 % of a whole number of beats is on the grid
 
 
 # --------------------------------------------------------------------------- reading the prompt
@@ -202,16 +202,20 @@ def _rhythm(question: str, choices: list[str], events: list[Detected], r: _Reaso
         pulses = max((_target_events(events, lab) for lab in V.LABELS), key=len, default=[])
     iois = np.diff([e.onset for e in pulses]) if len(pulses) >= 3 else np.array([0.6, 0.6])
     med = float(np.median(iois))
-    cv = float(np.std(iois) / max(np.mean(iois), 1e-6))
+    # regular: nearly every interval is a whole multiple of the median (a pulse masked by an
+    # overlapping sound doubles one interval without making the beat uneven)
+    ratio = iois / max(med, 1e-6)
+    whole = np.maximum(np.round(ratio), 1)
+    on_grid = float(np.mean(np.abs(ratio - whole) < REGULAR_TOL))
     tempo = "fast" if med < FAST_IOI_S else "slow"
-    regular = "irregular" if cv > IRREGULAR_CV else "regular"
+    regular = "regular" if on_grid >= 0.75 else "irregular"
     r.step(
         "How far apart are the pulses?",
         f"median interval {med:.2f} s (about {60 / max(med, 1e-3):.0f} per minute): {tempo}",
     )
     r.step(
         "Are the intervals even?",
-        f"they vary by {cv * 100:.0f}% around their mean: {regular}",
+        f"{on_grid * 100:.0f}% of the intervals fall on the beat grid: {regular}",
     )
     r.answer = _choice_by_text(choices, f"{tempo} and {regular}")
     r.evidence = f"{len(pulses)} pulse onsets were timed; intervals range {iois.min():.2f}-" + (

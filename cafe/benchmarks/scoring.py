@@ -73,9 +73,12 @@ def accuracy_section(
     samples: list[Sample],
     predictions: list[Prediction],
     breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
+    *,
+    runs: int | None = None,
 ) -> dict[str, Any]:
     """Accuracy over every (item, run): a missing, unparsed (answer None) or failed prediction
-    counts as wrong. Runs are the distinct run indices present (at least one). Samples without an
+    counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all still
+    counts), plus any other run index present (at least one). Samples without an
     answer (MMAU test) cannot be scored and are only counted under "unscorable".
 
     Returns total / official_denominator (correct over answered (item, run) pairs, as the official
@@ -83,15 +86,15 @@ def accuracy_section(
     / runs (per-run accuracy, mean and sample std)."""
     breakdowns = breakdowns or {}
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
-    runs = sorted({p.run_index for p in predictions}) or [0]
+    run_ids = sorted({p.run_index for p in predictions} | set(range(runs or 0))) or [0]
     scorable = [s for s in samples if s.answer is not None]
 
     correct = total = unanswered = failed = 0
-    per_run = {r: [0, 0] for r in runs}
+    per_run = {r: [0, 0] for r in run_ids}
     cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
     for s in scorable:
         keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
-        for r in runs:
+        for r in run_ids:
             p = by_key.get((s.id, r))
             ok = False
             if p is None or p.error is not None:
@@ -122,7 +125,7 @@ def accuracy_section(
         "parse_rate": _acc(total - unanswered, total),
         "breakdowns": {n: {v: _cell(*cells[n][v]) for v in sorted(cells[n])} for n in breakdowns},
         "runs": {
-            "n": len(runs),
+            "n": len(run_ids),
             "per_run": accs,
             "mean": round(statistics.fmean(exact), 2) if exact else 0.0,
             "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
@@ -299,6 +302,12 @@ def score_command(
     `total` (and are counted under `unanswered`); `official_denominator` leaves them out, which
     is the figure the official evaluation scripts print."""
     section, problems = score_file(bench, meta, predictions, key, version)
+    if section["total"]["total"] == 0 and section["unscorable"]:
+        raise click.ClickException(
+            f"{section['bench']['source']}: the metadata has no answers "
+            f"({section['bench']['name']} {section['bench']['version']}); it cannot be scored "
+            "locally: submit the predictions to the benchmark's leaderboard"
+        )
     for p in problems:
         click.echo(f"warning: {p}", err=True)
     if as_json:

@@ -37,18 +37,12 @@ def make_client(
     return CLIENTS.get(kind)(model, endpoints, **options)
 
 
-_loop = None
-
-
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a client coroutine from synchronous code on one shared background event loop (so
+    """Run a client coroutine from synchronous code on the shared background event loop (so
     every caller shares the client's limiter and connections)."""
-    global _loop
-    from cafe.clients.common import BackgroundLoop
+    from cafe.clients.common import shared_loop
 
-    if _loop is None:
-        _loop = BackgroundLoop()
-    return _loop.run(coro)
+    return shared_loop().run(coro)
 
 
 __all__ = ["CLIENTS", "ChatClient", "ChatReply", "make_client", "run_sync"]

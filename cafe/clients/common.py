@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import os
 import threading
 import weakref
@@ -94,6 +95,41 @@ class PerLoop(Generic[T]):
             return self._items.pop(loop, None)
 
 
+#: connections per httpx client: httpcore's pool scans every connection on each event, so one
+#: client with 64 connections spends more CPU than the calls; many small pools scale linearly
+LANE_CONNECTIONS = 4
+
+
+@functools.cache
+def ssl_context() -> Any:
+    """One TLS context for every HTTP client: loading the CA bundle costs ~0.1 s per client."""
+    import ssl
+
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:
+        return ssl.create_default_context()
+
+
+class Lanes(Generic[T]):
+    """Several small HTTP clients used as one: each call takes the least-busy lane."""
+
+    def __init__(self, factory: Callable[[int], T], connections: int):
+        n = max(1, -(-connections // LANE_CONNECTIONS))
+        self.items = [factory(min(LANE_CONNECTIONS, connections)) for _ in range(n)]
+        self.load = [0] * n
+
+    def take(self) -> int:
+        i = min(range(len(self.items)), key=self.load.__getitem__)
+        self.load[i] += 1
+        return i
+
+    def give(self, i: int) -> None:
+        self.load[i] -= 1
+
+
 class BackgroundLoop:
     """A daemon thread running one event loop; sync code submits coroutines to it. Adapters use
     one per instance so every runner thread shares a single limiter and connection pool."""
@@ -112,3 +148,17 @@ class BackgroundLoop:
             self._thread.join(timeout=5)
         if not self.loop.is_running():
             self.loop.close()
+
+
+_shared_lock = threading.Lock()
+_shared: BackgroundLoop | None = None
+
+
+def shared_loop() -> BackgroundLoop:
+    """The process-wide background loop: the runner calls generate() from several threads, and
+    all of them share one client, limiter and connection pool living on this loop."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = BackgroundLoop()
+        return _shared

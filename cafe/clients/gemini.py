@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe.clients.base import CLIENTS, ChatClient, ChatReply
-from cafe.clients.common import PerLoop, audio_wav, env_key, parts_of, redact, split_system
+from cafe.clients.common import (
+    Lanes,
+    PerLoop,
+    audio_wav,
+    env_key,
+    parts_of,
+    redact,
+    split_system,
+    ssl_context,
+)
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
     CallError,
@@ -80,28 +89,33 @@ class GeminiClient(ChatClient):
         self._rr = itertools.count()
         self._sdk = [PerLoop(lambda url=e.url: self._new_sdk(url)) for e in self.endpoints]
         self._uploaded: dict[tuple[str | None, str], str] = {}  # (endpoint, wav sha) -> file uri
-        self._upload_locks: dict[tuple[str | None, str], asyncio.Lock] = {}
+        self._upload_locks: dict[tuple[str | None, str, int], asyncio.Lock] = {}
         where = ",".join(e.url or "google" for e in self.endpoints)
         self.identity = f"gemini:{model}@{where}"
 
-    def _new_sdk(self, url: str | None) -> Any:
-        import httpx
+    def _new_sdk(self, url: str | None) -> Lanes[Any]:
         from google import genai
         from google.genai import types
 
-        opts: dict[str, Any] = {
-            "api_version": self.api_version,  # the SDK drops to v1 when base_url is set
-            "timeout": int(self.policy.timeout_s * 1000),
-            "retry_options": types.HttpRetryOptions(attempts=1),
-            # an httpx client we own: the SDK would otherwise pick aiohttp when installed
-            "httpx_async_client": httpx.AsyncClient(
-                timeout=self.policy.timeout_s,
-                limits=httpx.Limits(max_connections=self.concurrency),
-            ),
-        }
-        if url:
-            opts["base_url"] = url
-        return genai.Client(api_key=env_key(*KEY_ENV), http_options=types.HttpOptions(**opts))
+        def one(n: int) -> Any:
+            import httpx
+
+            opts: dict[str, Any] = {
+                "api_version": self.api_version,  # the SDK drops to v1 when base_url is set
+                "timeout": int(self.policy.timeout_s * 1000),
+                "retry_options": types.HttpRetryOptions(attempts=1),
+                # an httpx client we own: the SDK would otherwise pick aiohttp when installed
+                "httpx_async_client": httpx.AsyncClient(
+                    timeout=self.policy.timeout_s,
+                    limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                    verify=ssl_context(),
+                ),
+            }
+            if url:
+                opts["base_url"] = url
+            return genai.Client(api_key=env_key(*KEY_ENV), http_options=types.HttpOptions(**opts))
+
+        return Lanes(one, self.concurrency)
 
     def _pick(self) -> int:
         start = next(self._rr) % len(self.endpoints)
@@ -135,7 +149,8 @@ class GeminiClient(ChatClient):
         import io
 
         key = (url, hashlib.sha256(wav).hexdigest())
-        lock = self._upload_locks.setdefault(key, asyncio.Lock())
+        # asyncio locks belong to one loop; the uploaded URI is shared by all
+        lock = self._upload_locks.setdefault((*key, id(asyncio.get_running_loop())), asyncio.Lock())
         async with lock:  # K runs of one clip upload it once
             if key not in self._uploaded:
                 try:
@@ -159,7 +174,6 @@ class GeminiClient(ChatClient):
         seed: int | None = None,
         **extra: Any,
     ) -> ChatReply:
-        from google.genai import types
 
         t0 = time.perf_counter()
         chosen: list[int] = []
@@ -174,31 +188,21 @@ class GeminiClient(ChatClient):
             ep = self.endpoints[i]
             used.append(ep.url)
             ep.calls += 1
-            sdk = self._sdk[i].get()
+            lanes = self._sdk[i].get()
+            lane = lanes.take()
             try:
-                system, contents = await self._contents(sdk, ep.url, messages)
-            except CallError:
-                raise
-            except Exception as e:  # unreadable audio: no retry will fix it
-                raise CallError(f"cannot build request: {e}", retryable=False) from None
-            cfg = {
-                "temperature": temperature,
-                "max_output_tokens": max_tokens,
-                **self.config,
-                **extra,
-            }
-            if seed is not None:
-                cfg["seed"] = seed
-            if system:
-                cfg["system_instruction"] = system
-            try:
-                resp = await sdk.aio.models.generate_content(
-                    model=self.model, contents=contents, config=types.GenerateContentConfig(**cfg)
-                )
-            except Exception as e:
-                raise _as_call_error(e, ep.url) from None
-            return _reply_fields(resp, ep.url)
+                return await self._once(lanes.items[lane], ep.url, messages, cfg)
+            finally:
+                lanes.give(lane)
 
+        cfg: dict[str, Any] = {
+            "temperature": temperature,
+            "max_output_tokens": max_tokens,
+            **self.config,
+            **extra,
+        }
+        if seed is not None:
+            cfg["seed"] = seed
         out = await call_with_retries(once, choose, self.policy, redact=redact)
         latency = time.perf_counter() - t0
         endpoint = (used[-1] or "google") if used else None
@@ -211,10 +215,32 @@ class GeminiClient(ChatClient):
             finish_reason=v["finish_reason"], endpoint=endpoint,
         )  # fmt: skip
 
+    async def _once(
+        self, sdk: Any, url: str | None, messages: list[dict[str, Any]], base_cfg: dict[str, Any]
+    ) -> dict[str, Any]:
+        from google.genai import types
+
+        try:
+            system, contents = await self._contents(sdk, url, messages)
+        except CallError:
+            raise
+        except Exception as e:  # unreadable audio: no retry will fix it
+            raise CallError(f"cannot build request: {e}", retryable=False) from None
+        cfg = dict(base_cfg)
+        if system:
+            cfg["system_instruction"] = system
+        try:
+            resp = await sdk.aio.models.generate_content(
+                model=self.model, contents=contents, config=types.GenerateContentConfig(**cfg)
+            )
+        except Exception as e:
+            raise _as_call_error(e, url) from None
+        return _reply_fields(resp, url)
+
     async def aclose(self) -> None:
         for per_loop in self._sdk:
-            sdk = per_loop.pop_current()
-            if sdk is not None:
+            lanes = per_loop.pop_current()
+            for sdk in lanes.items if lanes is not None else ():
                 http = sdk._api_client._http_options.httpx_async_client
                 if http is not None:
                     await http.aclose()
@@ -271,4 +297,11 @@ def _reply_fields(resp: Any, url: str | None) -> dict[str, Any]:
         }
         if um.thoughts_token_count:
             usage["reasoning_tokens"] = um.thoughts_token_count
+        audio = sum(
+            d.token_count or 0
+            for d in um.prompt_tokens_details or []
+            if str(getattr(d.modality, "value", d.modality)) == "AUDIO"
+        )
+        if audio:  # priced apart by audio models
+            usage["audio_prompt_tokens"] = audio
     return {"text": text, "finish_reason": finish, "usage": usage}

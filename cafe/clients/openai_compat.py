@@ -19,7 +19,15 @@ from typing import Any
 from urllib.parse import urlparse
 
 from cafe.clients.base import CLIENTS, ChatClient, ChatReply
-from cafe.clients.common import PerLoop, audio_b64, env_key, parts_of, redact
+from cafe.clients.common import (
+    Lanes,
+    PerLoop,
+    audio_b64,
+    env_key,
+    parts_of,
+    redact,
+    ssl_context,
+)
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
     CallError,
@@ -103,14 +111,16 @@ class OpenAICompatClient(ChatClient):
         self.identity = f"{self.kind}:{model}@" + ",".join(e.url for e in self.endpoints)
 
     # -- transport ---------------------------------------------------------------------------
-    def _new_http(self) -> Any:
+    def _new_http(self) -> Lanes[Any]:
         import httpx
 
-        n = self.concurrency * len(self.endpoints)
-        return httpx.AsyncClient(
-            timeout=httpx.Timeout(self.policy.timeout_s, connect=min(10.0, self.policy.timeout_s)),
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-        )
+        timeout = httpx.Timeout(self.policy.timeout_s, connect=min(10.0, self.policy.timeout_s))
+
+        def one(n: int) -> httpx.AsyncClient:
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+            return httpx.AsyncClient(timeout=timeout, limits=limits, verify=ssl_context())
+
+        return Lanes(one, self.concurrency * len(self.endpoints))
 
     def _headers(self) -> dict[str, str]:
         key = env_key(self.api_key_env)
@@ -173,10 +183,14 @@ class OpenAICompatClient(ChatClient):
         **extra: Any,
     ) -> ChatReply:
         t0 = time.perf_counter()
+        has_audio = any(p.get("type") == "audio" for m in messages for p in parts_of(m))
         try:
-            body = await asyncio.to_thread(
-                self.body, messages, temperature, max_tokens, seed, extra
-            )
+            if has_audio:  # decoding and encoding clips stays off the event loop
+                body = await asyncio.to_thread(
+                    self.body, messages, temperature, max_tokens, seed, extra
+                )
+            else:
+                body = self.body(messages, temperature, max_tokens, seed, extra)
         except Exception as e:  # unreadable audio etc.: a per-item error, not a crash
             return ChatReply(text=None, error=redact(f"cannot build request: {e}"), attempts=0)
         payload = json.dumps(body).encode()
@@ -210,14 +224,18 @@ class OpenAICompatClient(ChatClient):
         import httpx
 
         headers = {"Content-Type": "application/json", **self._headers()}
+        lanes = self._http.get()
+        lane = lanes.take()
         try:
-            r = await self._http.get().post(
+            r = await lanes.items[lane].post(
                 f"{base}/chat/completions", content=payload, headers=headers
             )
         except httpx.TimeoutException:
             raise CallError(f"{base}: timed out") from None
         except httpx.HTTPError as e:  # connection refused/reset: try again (maybe elsewhere)
             raise CallError(f"{base}: {type(e).__name__}: {e}") from None
+        finally:
+            lanes.give(lane)
         if r.status_code != 200:
             detail = r.text[:200].replace("\n", " ")
             raise CallError(
@@ -229,9 +247,10 @@ class OpenAICompatClient(ChatClient):
         return parse_reply(r.content, base)
 
     async def aclose(self) -> None:
-        http = self._http.pop_current()
-        if http is not None:
-            await http.aclose()
+        lanes = self._http.pop_current()
+        if lanes is not None:
+            for http in lanes.items:
+                await http.aclose()
 
 
 def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
@@ -263,6 +282,9 @@ def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
     details = u.get("completion_tokens_details") or {}
     if details.get("reasoning_tokens") is not None:
         usage["reasoning_tokens"] = details["reasoning_tokens"]
+    prompt_details = u.get("prompt_tokens_details") or {}
+    if prompt_details.get("audio_tokens") is not None:  # priced apart by audio models
+        usage["audio_prompt_tokens"] = prompt_details["audio_tokens"]
     return {"text": content, "finish_reason": choice.get("finish_reason"), "usage": usage}
 
 

@@ -1,8 +1,9 @@
 """`cafe judge-agreement RUN_DIR --judges A B`: how far two judges agree on the same run.
 
-Events are aligned per (item, run): names are normalised (lowercase words, time spans and
-underscores dropped), equal names pair first, then the remaining ones pair greedily by word
-overlap (Jaccard >= 0.5); an event only one judge lists gets the label ``absent`` from the other.
+Events are aligned per (item, run): names are normalised (lowercase words; time spans,
+underscores and filler words such as "the", "sound" dropped), equal names pair first, then the
+remaining ones pair greedily by word overlap (Jaccard >= 0.5); an event only one judge lists gets
+the label ``absent`` from the other.
 Reported: Cohen's kappa over all aligned events (six labels), one-vs-rest kappa per category, raw
 agreement, and the CAFE metric deltas B - A on the (item, run)s both judged ok."""
 
@@ -23,10 +24,13 @@ ABSENT = "absent"
 LABELS = (*CATEGORIES, ABSENT)
 JACCARD_MIN = 0.5
 _SPAN = re.compile(r"\[[^\]]*\]|\([^)]*\d[^)]*\)")
+#: words that name no event ("the dog sound" and "dog" are the same event)
+_STOP = frozenset("a an the of sound sounds is are some one audio clip".split())
 
 
 def normalise(name: str) -> str:
-    return " ".join(re.findall(r"[a-z]+", _SPAN.sub(" ", name.lower().replace("_", " "))))
+    words = re.findall(r"[a-z]+", _SPAN.sub(" ", name.lower().replace("_", " ")))
+    return " ".join(w for w in words if w not in _STOP) or " ".join(words)
 
 
 def _labelled(j: Judgement) -> list[tuple[str, str]]:

@@ -164,6 +164,13 @@ async def caption_samples(
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="First N samples only.")
 @click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="SQLite call cache (default $CAFE_CACHE/captions.sqlite).",
+)
+@click.option(
     "--out",
     required=True,
     type=click.Path(dir_okay=False),
@@ -179,6 +186,7 @@ def caption_command(
     template: str | None,
     concurrency: int,
     limit: int | None,
+    cache_path: str | None,
     out: str,
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
@@ -197,7 +205,12 @@ def caption_command(
     except (InputError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     samples = loaded.samples[:limit] if limit else loaded.samples
-    client = make_client(captioner, model, endpoints=list(endpoints) or None)
+    try:
+        client = make_client(
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
+        )
+    except (KeyError, ValueError) as e:  # unknown kind, missing API key
+        raise click.UsageError(str(e)) from None
 
     async def go() -> dict[str, Any]:
         try:
@@ -207,7 +220,7 @@ def caption_command(
                 out,
                 template=template,
                 concurrency=concurrency,
-                cache=Cache(DEFAULT_DIR / "captions.sqlite"),
+                cache=Cache(cache_path or DEFAULT_DIR / "captions.sqlite"),
             )
         finally:
             await client.aclose()

@@ -61,10 +61,26 @@ def _first_object(text: str) -> dict | None:
     return None
 
 
+_validator: Any = None
+
+
+def _validate(obj: dict) -> str | None:
+    """The first schema error as 'path: message', or None. The validator is built once
+    (jsonschema.validate re-checks the schema itself on every call, which dominated judging)."""
+    global _validator
+    if _validator is None:
+        import jsonschema
+
+        _validator = jsonschema.Draft202012Validator(REPLY_SCHEMA)
+    error = next(iter(sorted(_validator.iter_errors(obj), key=lambda e: list(e.path))), None)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "reply"
+    return f"{where}: {error.message}"
+
+
 def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | None]:
     """(the eight lists, None) for a valid reply, else (None, one-line reason)."""
-    import jsonschema
-
     if not text or not text.strip():
         return None, "empty reply"
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
@@ -76,11 +92,9 @@ def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | No
     if obj is None:
         snippet = " ".join(text.split())[:80]
         return None, f"no JSON object in reply: {snippet!r}"
-    try:
-        jsonschema.validate(obj, REPLY_SCHEMA)
-    except jsonschema.ValidationError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "reply"
-        return None, f"schema: {where}: {e.message}"
+    error = _validate(obj)
+    if error is not None:
+        return None, f"schema: {error}"
     return {k: list(obj[k]) for k in KEYS}, None
 
 
@@ -182,7 +196,7 @@ class LLMJudge(Judge):
                     run_index=pred.run_index,
                     judge=self.identity,
                     template_hash=self.template_hash,
-                    raw_reply=text,
+                    raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
                     status="ok",
                     reason=None if attempt == 0 else f"valid on attempt {attempt + 1}",
                     **lists,

@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -180,9 +181,11 @@ def judge_run(
             continue
         items.append(JudgeItem(s, p, caption_of.get(s.id)))
 
+    t0 = time.perf_counter()
     with store.writer(path.name) as writer:
         writer.write_many(missing_sample)
         fresh = asyncio.run(_judge_all(judge_obj, items, writer, concurrency, progress))
+    judge_wall = time.perf_counter() - t0
 
     keys = {(p.sample_id, p.run_index) for p in preds}
     merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
@@ -190,7 +193,7 @@ def judge_run(
     _write_compact(path, judgements)
     _write_compact(store.path(JUDGEMENTS), judgements)
 
-    section = cafe_section(judgements, samples, mode)
+    section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
     n_correct = sum(p.correct for p in preds)
     section.update(
         judge=judge_obj.describe(),
@@ -202,11 +205,29 @@ def judge_run(
             "acc": round(100.0 * n_correct / len(preds), 2),
             "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
         },
-        calls={"sent": getattr(judge_obj, "calls", 0), "cache_hits": cache.hits},
+        calls={
+            "sent": getattr(judge_obj, "calls", 0),
+            "cache_hits": cache.hits,
+            "judged_now": len(fresh),
+            "judge_wall_s": round(judge_wall, 3),
+        },
     )
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
     return section
+
+
+def _bench_breakdowns(store: RunStore) -> dict[str, Any] | None:
+    """The run's benchmark's own breakdowns (as its accuracy uses), else None (Sample.meta keys)."""
+    from cafe.benchmarks import BENCHMARKS
+
+    try:
+        name = store.read_manifest().get("bench", {}).get("name")
+        if not name:
+            return None
+        return dict(BENCHMARKS.get(name).breakdowns) or None
+    except (FileNotFoundError, KeyError, ValueError, AttributeError):
+        return None
 
 
 def format_cafe(section: dict[str, Any]) -> str:
@@ -232,6 +253,12 @@ def format_cafe(section: dict[str, Any]) -> str:
         extra = f"  95% CI [{f(ci[0])}, {f(ci[1])}]" if ci else ""
         extra += f"  std over runs {f(sd)}" if runs.get("n", 1) > 1 else ""
         lines.append(f"  {label:<9}{f(section[m]):>7}{extra}")
+    ms = section.get("macro_samples")
+    if ms:
+        lines.append(
+            f"  macro = mean of per-(item, run) ratios; skipped: {ms['skipped_zero_pred']} with "
+            f"no predicted events, {ms['skipped_zero_tgt']} with no required events"
+        )
     lines.append(
         f"  judgements: {st['ok']} ok, {st['invalid']} invalid, {st['failed']} failed "
         f"(of {st['total']}); reasoning accuracy {f(section['reasoning_accuracy']['acc'])}"

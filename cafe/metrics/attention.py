@@ -18,12 +18,12 @@ import numpy as np
 
 
 def shares_of(trace: Any) -> list[float]:
-    """The per-generated-token audio shares of one trace (a sequence, or an object / dict with
-    ``shares``)."""
-    if isinstance(trace, dict):
-        trace = trace["shares"]
-    elif hasattr(trace, "shares"):
-        trace = trace.shares
+    """The per-generated-token audio shares of one trace: an AudioAttentionTrace (its
+    layer-averaged ``per_token()``), a dict with "per_token", or a plain sequence."""
+    if hasattr(trace, "per_token"):
+        trace = trace.per_token()
+    elif isinstance(trace, dict):
+        trace = trace["per_token"]
     return [float(v) for v in np.asarray(trace, dtype=float).ravel()]
 
 
@@ -118,7 +118,8 @@ def attention_command(
     for s in tqdm(samples, desc="attention", unit="item"):
         request = build_request(s, prompt_style or card.prompt_style, 0, 0, generation)
         try:
-            traces.append(shares_of(trace_audio_attention(adapter, request)))
+            trace = trace_audio_attention(adapter, request, max_new_tokens=max_new_tokens)
+            traces.append(shares_of(trace))
         except Exception as e:  # one bad item is reported, the rest go on
             problems.append(f"{s.id}: {type(e).__name__}: {e}")
     result = {"model": resolved.label, "bench": bench, **average_by_index(traces, min_items)}

@@ -39,7 +39,7 @@ _DEFS = {
     "err_omit": ("missed", "tgt"),
 }
 #: Sample.meta keys reported as breakdowns where present
-BREAKDOWN_KEYS = ("modality", "layer", "category", "task", "difficulty", "dimension")
+BREAKDOWN_KEYS = ("modality", "layer", "category", "isolation", "task", "difficulty", "dimension")
 
 
 def counts_of(j: Judgement) -> np.ndarray:
@@ -145,8 +145,7 @@ def cafe_ci(
     return out
 
 
-def _values(sample: Sample, key: str) -> list[Any]:
-    v = sample.meta.get(key)
+def _values(v: Any) -> list[str]:
     if v is None:
         return []
     return [str(x) for x in v] if isinstance(v, list) else [str(v)]
@@ -158,11 +157,13 @@ def cafe_section(
     mode: str = "micro",
     *,
     breakdown_keys: Sequence[str] = BREAKDOWN_KEYS,
+    breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
     resamples: int = 1000,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The metrics.json "cafe" section: overall metrics, per-run mean and std, bootstrap CIs and
-    breakdowns by Sample.meta (modality, layer, task, difficulty, dimension…)."""
+    breakdowns: the benchmark's own ``breakdowns`` functions when given, else the Sample.meta keys
+    ``breakdown_keys`` (modality, layer, task, difficulty, dimension…)."""
     section = cafe_metrics(judgements, mode)
     per_run: dict[int, list[Judgement]] = defaultdict(list)
     for j in judgements:
@@ -183,17 +184,18 @@ def cafe_section(
         **cafe_ci(judgements, mode, resamples=resamples, seed=seed),
     }
     by_id = {s.id: s for s in samples}
-    breakdowns: dict[str, dict[str, Any]] = {}
-    for key in breakdown_keys:
+    funcs = breakdowns or {k: (lambda s, k=k: s.meta.get(k)) for k in breakdown_keys}
+    out: dict[str, dict[str, Any]] = {}
+    for key, func in funcs.items():
         groups: dict[str, list[Judgement]] = defaultdict(list)
         for j in judgements:
             s = by_id.get(j.sample_id)
-            for v in _values(s, key) if s else []:
+            for v in _values(func(s)) if s else []:
                 groups[v].append(j)
         if groups:
-            breakdowns[key] = {
+            out[key] = {
                 v: {k: val for k, val in cafe_metrics(js, mode).items() if k != "mode"}
                 for v, js in sorted(groups.items())
             }
-    section["breakdowns"] = breakdowns
+    section["breakdowns"] = out
     return section

@@ -93,6 +93,7 @@ class _Loopback:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+            disable_nagle_algorithm = True  # small replies must not wait for delayed ACKs
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # never log requests (headers carry credentials)
@@ -147,9 +148,10 @@ class _Loopback:
         for k, v in {"Content-Type": "application/json", **headers}.items():
             h.send_header(k, v)
         h.send_header("Content-Length", str(len(payload)))
-        h.end_headers()
+        # headers and body in one write: one packet per small reply
+        h._headers_buffer.append(b"\r\n" + payload)  # type: ignore[attr-defined]
         try:
-            h.wfile.write(payload)
+            h.flush_headers()
         except OSError:
             pass
 
@@ -323,3 +325,24 @@ class GeminiLoopback(_Loopback):
         with self._lock:
             self.files[name] = {"meta": meta, "data": up["data"]}
         return 200, {"X-Goog-Upload-Status": "final"}, json.dumps({"file": meta}).encode()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a loopback in its own process (perf scripts: the server must not share the
+    client's interpreter lock): prints its URL, replies "ok", runs until stdin closes."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m cafe.testing.loopback")
+    ap.add_argument("protocol", choices=["openai", "gemini"])
+    ap.add_argument("--latency", type=float, default=0.0)
+    ap.add_argument("--reply", default="ok")
+    args = ap.parse_args(argv)
+    cls = OpenAILoopback if args.protocol == "openai" else GeminiLoopback
+    with cls(reply=lambda body: args.reply, latency_s=args.latency) as srv:
+        print(srv.url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()

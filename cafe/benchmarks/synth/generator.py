@@ -20,7 +20,7 @@ from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.signals import SR, render_clip
 from cafe.records import Event
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 JSONL_NAME = "synth.jsonl"
 INFO_NAME = "synth-info.json"
 AUDIO_DIR = "audio"
@@ -233,7 +233,10 @@ def _rhythm(rng, level, n_dis, overlap) -> tuple:
         iois = np.maximum(base * (1 + j), pulse + 0.1)
         cv = float(np.std(iois) / np.mean(iois))
         med = float(np.median(iois))
-        if cv >= 0.2 and (med >= 0.55 if tempo == "slow" else med <= 0.35):
+        ratio = iois / med
+        on_beat = float(np.mean(np.abs(ratio - np.maximum(np.round(ratio), 1)) < 0.1))
+        in_band = med >= 0.55 if tempo == "slow" else med <= 0.35
+        if cv >= 0.2 and on_beat <= 0.5 and in_band:
             break
     bpm = round(60.0 / float(np.median(iois)))
     attrs = _attrs(rng, label, level)
@@ -307,9 +310,10 @@ def _timbre(rng, level, n_dis, overlap) -> tuple:
     else:
         tgt = next(e for e in events if e.required)
         span = tgt.offset - tgt.onset
-        a = math.ceil((tgt.onset + 0.2 * span) * 10) / 10
-        b = max(a + 0.1, math.floor((tgt.offset - 0.2 * span) * 10) / 10)
-        q = f"What kind of sound is heard between {a:.1f} s and {b:.1f} s?"
+        # the middle 60 % of the target, to 10 ms: distractors never reach into it
+        a = math.ceil(round((tgt.onset + 0.2 * span) * 100, 6)) / 100
+        b = math.floor(round((tgt.offset - 0.2 * span) * 100, 6)) / 100
+        q = f"What kind of sound is heard between {a:.2f} s and {b:.2f} s?"
     return q, choices, label, events, clip
 
 
@@ -424,6 +428,10 @@ def generate(out: str | Path, n: int = 200, seed: int = 0, progress: bool = Fals
         item, audio = make_item(i, seed)
         write_wav(out / AUDIO_DIR / f"{item.id}.wav", audio, SR)
         lines.append(json.dumps(item.record(), ensure_ascii=False))
+    keep = {f"synth-{i:05d}.wav" for i in range(n)}
+    for stale in (out / AUDIO_DIR).glob("synth-*.wav"):  # from an earlier, larger set
+        if stale.name not in keep:
+            stale.unlink()
     body = ("\n".join(lines) + "\n").encode()
     (out / JSONL_NAME).write_bytes(body)
     info = {

@@ -95,8 +95,10 @@ RHYTHMS: tuple[str, ...] = (
     "fast and irregular",
 )
 
-#: inter-onset intervals (s): slow 0.6-0.9 s (67-100 bpm), fast 0.22-0.3 s (200-270 bpm);
-#: irregular sequences jitter each interval by up to +/-45 %
+#: inter-onset intervals (s): slow 0.6-0.9 s (67-100 bpm), fast 0.22-0.3 s (200-270 bpm).
+#: Regular sequences keep one interval. Irregular ones jitter each interval by 20-45 % and have
+#: no steady beat: at most half of the intervals lie within 10 % of a whole multiple of the
+#: median interval (and their coefficient of variation is at least 0.2).
 TEMPO_IOI: dict[str, tuple[float, float]] = {"slow": (0.6, 0.9), "fast": (0.22, 0.3)}
 IRREGULAR_JITTER = 0.45
 

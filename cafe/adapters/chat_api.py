@@ -1,0 +1,191 @@
+"""The one adapter shape for every model behind a chat API (OpenAI-compatible servers, GPT-4o
+audio, Gemini): requests go out concurrently through a shared chat client (adaptive limiter,
+retries, endpoint sharding), each reply becomes a Completion carrying token usage and cost.
+
+Options (card ``options`` or ``-o KEY=VALUE``): ``model`` (API model name; default the card's
+checkpoint), ``endpoint``/``endpoints`` (base URL or list; default the protocol's environment
+variable), ``concurrency`` (calls in flight per endpoint), ``timeout_s``, ``max_attempts``,
+``base_delay``, ``max_delay``, ``price`` ({"input_per_mtok": $, "output_per_mtok": $}) and the
+client's own extras. Keys come from the environment only and never enter options."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from cafe.adapters.base import Adapter, ModelCard
+from cafe.records import Completion, Request
+
+#: options the adapter consumes itself; the chat client's own keywords go to the client
+_ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price", "max_new_tokens", "batch_size"}
+#: generation keys with the same meaning everywhere; the rest only where a server takes them
+_COMMON = {"temperature", "top_p"}
+
+
+class ChatAPIAdapter(Adapter):
+    client_kind: ClassVar[str]
+    engine: ClassVar[str]
+    #: generation keys beyond temperature/top_p/max_new_tokens this protocol accepts
+    passthrough: ClassVar[frozenset[str]] = frozenset()
+    #: client option defaults (a card's options override them)
+    client_defaults: ClassVar[dict[str, Any]] = {}
+
+    default_batch_size = 64
+    default_concurrency = 8  # generate() calls in flight; all share one client and limiter
+    token_counter = "server-usage"  # output_tokens are the server's completion_tokens
+
+    def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
+        super().__init__(card, checkpoint, **options)
+        from cafe.clients import make_client
+        from cafe.clients.common import shared_loop
+
+        self.model = str(self.options.get("model") or self.checkpoint or card.name)
+        eps = self.options.get("endpoints") or self.options.get("endpoint")
+        self.endpoints = [eps] if isinstance(eps, str) else list(eps or [])
+        self.price = dict(self.options.get("price") or {})
+        if self.options.get("batch_size"):
+            self.default_batch_size = int(self.options["batch_size"])
+        client_opts = {
+            **self.client_defaults,
+            **{k: v for k, v in self.options.items() if k not in _ADAPTER_KEYS},
+        }
+        _check_options(card, self.client_kind, client_opts)
+        self.client = make_client(
+            self.client_kind, self.model, self.endpoints or None, **client_opts
+        )
+        self._loop = shared_loop()
+
+    # -- contract ----------------------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        # the served model, not where it is served: sharding over endpoints keeps cache keys
+        return {"adapter": self.card.adapter, "checkpoint": self.model, "model": self.card.name}
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        return self._loop.run(self.agenerate(requests))
+
+    async def agenerate(self, requests: list[Request]) -> list[Completion]:
+        return list(await asyncio.gather(*(self._one(r) for r in requests)))
+
+    # -- one request -------------------------------------------------------------------------
+    def sampling(self, generation: dict[str, Any]) -> tuple[float, int, dict[str, Any]]:
+        """(temperature, max tokens, extra fields): greedy unless the card samples."""
+        g = dict(generation)
+        temperature = float(g.get("temperature", 0.0)) if g.get("do_sample", True) else 0.0
+        max_tokens = int(g.get("max_new_tokens", g.get("max_tokens", 1024)))
+        if self.options.get("max_new_tokens") is not None:  # an explicit -o cap wins
+            max_tokens = int(self.options["max_new_tokens"])
+        extra = {k: g[k] for k in g if k in (_COMMON - {"temperature"}) | self.passthrough}
+        return temperature, max_tokens, extra
+
+    async def _one(self, request: Request) -> Completion:
+        temperature, max_tokens, extra = self.sampling(request.generation)
+        reply = await self.client.achat(
+            with_audio_paths(request), temperature=temperature, max_tokens=max_tokens,
+            seed=request.seed, **extra,
+        )  # fmt: skip
+        backend: dict[str, Any] = {
+            "engine": self.engine,
+            "model": self.model,
+            "endpoint": reply.endpoint,
+            "attempts": reply.attempts,
+            "finish_reason": reply.finish_reason,
+            "usage": reply.usage,
+        }
+        cost = cost_usd(reply.usage, self.price)
+        if cost is not None:
+            backend["cost_usd"] = cost
+        return Completion(
+            sample_id=request.sample_id,
+            run_index=request.run_index,
+            text=reply.text,
+            output_tokens=reply.usage.get("completion_tokens"),
+            latency_s=reply.latency_s,
+            backend=backend,
+            error=reply.error,
+        )
+
+    def close(self) -> None:
+        try:
+            self._loop.run(self.client.aclose())
+        except Exception:  # closing must never fail a finished run
+            pass
+
+
+def _check_options(card: ModelCard, kind: str, client_opts: dict[str, Any]) -> None:
+    """Unknown options fail at load with the list of known ones, not deep inside a call."""
+    import inspect
+
+    from cafe.clients import CLIENTS
+
+    params = inspect.signature(CLIENTS.get(kind).__init__).parameters
+    known = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    unknown = sorted(set(client_opts) - known)
+    if unknown:
+        raise ValueError(
+            f"model {card.name!r} ({card.adapter}): unknown option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known | _ADAPTER_KEYS))}"
+        )
+
+
+def with_audio_paths(request: Request) -> list[dict[str, Any]]:
+    """The request's messages with every audio part carrying its path: parts without one take
+    ``request.audio`` in order, and audio no message mentions goes first in the last user turn."""
+    paths = iter(request.audio)
+    used = 0
+    out = []
+    for m in request.messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            parts = []
+            for p in content:
+                if p.get("type") == "audio":
+                    used += 1
+                    if "path" not in p:
+                        p = {**p, "path": next(paths)}
+                parts.append(p)
+            m = {**m, "content": parts}
+        out.append(m)
+    if used == 0 and request.audio:
+        for i in range(len(out) - 1, -1, -1):
+            if out[i].get("role") == "user":
+                content = out[i].get("content")
+                text = [{"type": "text", "text": content}] if isinstance(content, str) else content
+                audio = [{"type": "audio", "path": p} for p in request.audio]
+                out[i] = {**out[i], "content": [*audio, *(text or [])]}
+                break
+    return out
+
+
+def cost_usd(usage: dict[str, Any], price: dict[str, Any]) -> float | None:
+    """Cost of one call from the card's price table, USD per million tokens: ``input_per_mtok``,
+    ``output_per_mtok`` and, where audio input is priced apart, ``audio_input_per_mtok`` (applied
+    to the audio share of the prompt the server reports)."""
+    if not price or not usage:
+        return None
+    p_in = float(price.get("input_per_mtok", 0.0))
+    p_audio = float(price.get("audio_input_per_mtok", p_in))
+    p_out = float(price.get("output_per_mtok", 0.0))
+    tokens_in = usage.get("prompt_tokens") or 0
+    audio_in = min(tokens_in, usage.get("audio_prompt_tokens") or 0)
+    tokens_out = usage.get("completion_tokens") or 0
+    return round(((tokens_in - audio_in) * p_in + audio_in * p_audio + tokens_out * p_out) / 1e6, 8)
+
+
+def usage_totals(backends: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Totals for a run manifest from Completion.backend dicts (cached replies cost nothing now
+    and are counted apart)."""
+    tot: dict[str, Any] = {
+        "calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0,
+    }  # fmt: skip
+    for b in backends:
+        if b.get("cached"):
+            tot["cached"] += 1
+            continue
+        usage = b.get("usage") or {}
+        tot["calls"] += 1
+        tot["prompt_tokens"] += usage.get("prompt_tokens") or 0
+        tot["completion_tokens"] += usage.get("completion_tokens") or 0
+        tot["cost_usd"] += b.get("cost_usd") or 0.0
+    tot["cost_usd"] = round(tot["cost_usd"], 6)
+    return tot

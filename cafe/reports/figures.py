@@ -1,0 +1,348 @@
+"""The paper's figures from run-folder data: Figure 3 (perception decay panels), Figure 5 (base vs
+trained decay), Figure 6 (audio attention ratio), Figure 7 (reasoning length by task group) and
+accuracy by breakdown. Each is written as PNG and PDF, sized for a 3.3 in paper column.
+
+matplotlib is imported inside the functions (Agg backend), so metric and table code stays light."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cafe.records import Prediction, Sample
+
+COLUMN_IN = 3.3  # one paper column
+DPI = 300  # PNG resolution (the PDF is vector)
+PANEL_H_IN = 2.3
+PERCEPTION_COLOR = "#1f77b4"
+REASONING_COLOR = "#d62728"
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 7,
+            "axes.titlesize": 7.5,
+            "axes.labelsize": 7,
+            "legend.fontsize": 6,
+            "xtick.labelsize": 6,
+            "ytick.labelsize": 6,
+            "lines.linewidth": 1.2,
+            "lines.markersize": 3,
+            "pdf.fonttype": 42,  # embed TrueType: editable text in the PDF
+            "savefig.bbox": "tight",
+            "savefig.pad_inches": 0.02,
+        }
+    )
+    return plt
+
+
+def _save(fig: Any, out_dir: str | Path, stem: str) -> list[Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.png", out / f"{stem}.pdf"]
+    fig.savefig(paths[0], dpi=DPI)
+    fig.savefig(paths[1])
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return paths
+
+
+def _grid(plt: Any, n: int, ncols_max: int = 2) -> tuple[Any, list[Any]]:
+    ncols = min(n, ncols_max)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(COLUMN_IN * ncols, PANEL_H_IN * nrows), squeeze=False
+    )
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _percent(values: Sequence[float | None]) -> list[float | None]:
+    """Decay series may hold fractions or percent; plot percent either way."""
+    real = [v for v in values if v is not None]
+    scale = 100.0 if real and max(real) <= 1.0 else 1.0
+    return [None if v is None else v * scale for v in values]
+
+
+def _series(decay: dict[str, Any]) -> tuple[list[float], list[float | None], list[float | None]]:
+    bins = decay.get("bins") or []
+    if not bins:
+        raise ValueError("decay section has no bins (run `cafe decay RUN_DIR`)")
+    x = [float(b.get("x", (b.get("lo", 0) + b.get("hi", 0)) / 2)) for b in bins]
+    per = _percent([b.get("acc_per") for b in bins])
+    rea = _percent([b.get("reasoning_acc") for b in bins])
+    return x, per, rea
+
+
+def _sparse(decay: dict[str, Any]) -> list[bool]:
+    return [bool(b.get("sparse")) for b in decay.get("bins") or []]
+
+
+def _plot_xy(
+    ax: Any, x: Sequence[float], y: Sequence[float | None], sparse: Sequence[bool] = (), **kw: Any
+) -> None:
+    pts = [(a, b) for a, b in zip(x, y, strict=True) if b is not None]
+    if not pts:
+        return
+    (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", **kw)
+    # bins too small to enter the correlation are drawn hollow
+    hollow = [(a, b) for a, b, s in zip(x, y, sparse, strict=False) if s and b is not None]
+    if hollow:
+        ax.plot(
+            [p[0] for p in hollow],
+            [p[1] for p in hollow],
+            "o",
+            color=line.get_color(),
+            mfc="white",
+            mec=line.get_color(),
+            zorder=3,
+        )
+
+
+def _corr_text(decay: dict[str, Any]) -> str:
+    parts = []
+    for name, sym in (("pearson", "r"), ("spearman", "ρ")):
+        c = decay.get(name) or {}
+        r = c.get("r", c.get("rho"))  # the decay section names Spearman's coefficient rho
+        if r is not None:
+            p = c.get("p")
+            ptxt = "= n/a" if p is None else (f"= {p:.3f}" if p >= 0.001 else "< 0.001")
+            parts.append(f"{sym} = {r:.2f}, p {ptxt}")
+    return "\n".join(parts)
+
+
+def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True) -> None:
+    x, per, rea = _series(decay)
+    sp = _sparse(decay)
+    _plot_xy(ax, x, per, sp, color=PERCEPTION_COLOR, label="Perception acc. (Acc$_{per}$)")
+    _plot_xy(ax, x, rea, sp, color=REASONING_COLOR, label="Reasoning acc.", linestyle="--")
+    # correlations under the title: never on top of the curves
+    text = _corr_text(decay).replace("\n", "; ")
+    ax.set_title(f"{title}\n{text}" if text else title)
+    ax.set_xlabel("Reasoning length (tokens)")
+    ax.set_ylabel("Accuracy (%)")
+    ax.set_ylim(0, 105)
+    ax.grid(alpha=0.3, linewidth=0.5)
+    if legend:
+        ax.legend(loc="lower left", frameon=False)
+
+
+def figure3(
+    panels: Sequence[tuple[str, dict[str, Any]]], out_dir: str | Path, stem: str = "figure3_decay"
+) -> list[Path]:
+    """Perception decay: one panel per (title, decay section), Acc_per and reasoning accuracy
+    against token-length bins with Pearson r and p annotated."""
+    if not panels:
+        raise ValueError("figure 3 needs at least one run with a decay section")
+    plt = _plt()
+    fig, axes = _grid(plt, len(panels))
+    for i, (ax, (title, decay)) in enumerate(zip(axes, panels, strict=True)):
+        decay_panel(ax, decay, f"({chr(97 + i)}) {title}" if len(panels) > 1 else title)
+    fig.tight_layout()
+    return _save(fig, out_dir, stem)
+
+
+def figure5(
+    base: tuple[str, dict[str, Any]],
+    trained: tuple[str, dict[str, Any]],
+    out_dir: str | Path,
+    stem: str = "figure5_base_vs_trained",
+) -> list[Path]:
+    """Base against trained model: perception (left) and reasoning accuracy (right) by length."""
+    plt = _plt()
+    fig, (ax_p, ax_r) = plt.subplots(1, 2, figsize=(COLUMN_IN * 2, PANEL_H_IN))
+    # fixed colours: the same model has the same colour in both panels
+    for (label, decay), style, color in ((base, "--", "#7f7f7f"), (trained, "-", "#1f77b4")):
+        x, per, rea = _series(decay)
+        r = (decay.get("pearson") or {}).get("r")
+        lab = label + (f" (r = {r:.2f})" if r is not None else "")
+        _plot_xy(ax_p, x, per, _sparse(decay), linestyle=style, label=lab, color=color)
+        _plot_xy(ax_r, x, rea, _sparse(decay), linestyle=style, label=label, color=color)
+    for ax, what in ((ax_p, "Perception accuracy (%)"), (ax_r, "Reasoning accuracy (%)")):
+        ax.set_xlabel("Reasoning length (tokens)")
+        ax.set_ylabel(what)
+        ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3, linewidth=0.5)
+        ax.legend(loc="lower left", frameon=False)
+    fig.tight_layout()
+    return _save(fig, out_dir, stem)
+
+
+def figure6(
+    curves: Sequence[tuple[str, dict[str, Any]]],
+    out_dir: str | Path,
+    stem: str = "figure6_attention",
+) -> list[Path]:
+    """Audio attention ratio per generated token, one curve per (label, attention.json).
+    Reads ``token_index``/``ratio`` or the averaged ``index``/``mean`` (``std`` shaded)."""
+    if not curves:
+        raise ValueError("figure 6 needs at least one attention.json")
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, PANEL_H_IN))
+    top = 0.0
+    for label, att in curves:
+        idx = att.get("token_index", att.get("index")) or []
+        ratio = att.get("ratio", att.get("mean")) or []
+        if len(idx) != len(ratio) or not idx:
+            raise ValueError(f"{label}: attention.json needs token_index and ratio of equal length")
+        (line,) = ax.plot(idx, ratio, label=label)
+        std = att.get("std")
+        if std and len(std) == len(ratio):
+            lo = [max(0.0, m - s) for m, s in zip(ratio, std, strict=True)]
+            hi = [m + s for m, s in zip(ratio, std, strict=True)]
+            ax.fill_between(idx, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+        top = max(top, max(ratio))
+    ax.set_xlabel("Generated token index")
+    ax.set_ylabel("Audio attention ratio")
+    ax.set_ylim(0, max(0.10, top * 1.1))  # the paper's 0-0.10 unless the data goes higher
+    ax.grid(alpha=0.3, linewidth=0.5)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return _save(fig, out_dir, stem)
+
+
+# Figure 7 groups (SPEC §5) --------------------------------------------------------------------
+DIFFICULTY = ("easy", "medium", "hard")
+TASK_TYPES = ("Information Extraction", "Reasoning")
+LOW_LAYERS = {"signal", "perception"}  # MMAR layers read as perception-level
+HIGH_LAYERS = {"semantic", "cultural"}  # MMAR layers read as high-level cognition
+
+
+def _scalar(v: Any) -> Any:
+    # MMAU stores 13 categories as one-element lists
+    return v[0] if isinstance(v, list) and len(v) == 1 else v
+
+
+def task_groups(sample: Sample) -> dict[str, str]:
+    """panel -> group label for one sample; samples lacking a field are left out of that panel."""
+    meta = sample.meta or {}
+    out: dict[str, str] = {}
+    diff = str(meta.get("difficulty", "")).lower()
+    if diff in DIFFICULTY:
+        out["Difficulty"] = diff.capitalize()
+    cat = _scalar(meta.get("category"))
+    if isinstance(cat, str):
+        if cat in TASK_TYPES:
+            out["Question type"] = cat
+        elif cat.lower() in LOW_LAYERS:
+            out["Layer"] = "Perception"
+        elif cat.lower() in HIGH_LAYERS:
+            out["Layer"] = "High-level Cognitive"
+    mod = meta.get("modality")
+    if isinstance(mod, str) and mod:
+        out["Sources"] = "Acoustic Mixtures" if mod.startswith("mix") else "Single-Source"
+    return out
+
+
+PANEL_ORDER = {
+    "Difficulty": ["Easy", "Medium", "Hard"],
+    "Question type": list(TASK_TYPES),
+    "Sources": ["Acoustic Mixtures", "Single-Source"],
+    "Layer": ["Perception", "High-level Cognitive"],
+}
+
+
+def reasoning_length_by_group(
+    samples: Iterable[Sample], predictions: Iterable[Prediction]
+) -> dict[str, dict[str, tuple[float, int]]]:
+    """panel -> group -> (mean reasoning tokens, n predictions); every run's prediction counts.
+    Panels with fewer than two groups are dropped (no contrast to show)."""
+    by_id = {s.id: task_groups(s) for s in samples}
+    sums: dict[str, dict[str, list[float]]] = {}
+    for p in predictions:
+        if p.reasoning_tokens is None or p.sample_id not in by_id:
+            continue
+        for panel, group in by_id[p.sample_id].items():
+            sums.setdefault(panel, {}).setdefault(group, []).append(float(p.reasoning_tokens))
+    out: dict[str, dict[str, tuple[float, int]]] = {}
+    for panel in PANEL_ORDER:
+        groups = sums.get(panel, {})
+        if len(groups) < 2:
+            continue
+        out[panel] = {
+            g: (sum(groups[g]) / len(groups[g]), len(groups[g]))
+            for g in PANEL_ORDER[panel]
+            if g in groups
+        }
+    return out
+
+
+def figure7(
+    title: str,
+    lengths: dict[str, dict[str, tuple[float, int]]],
+    out_dir: str | Path,
+    stem: str = "figure7_reasoning_length",
+) -> list[Path]:
+    """Mean reasoning length per task group (bars), with the largest gap in each panel noted."""
+    if not lengths:
+        raise ValueError(
+            "figure 7 needs predictions with reasoning_tokens and samples with difficulty, "
+            "category or modality in their meta"
+        )
+    plt = _plt()
+    fig, axes = _grid(plt, len(lengths))
+    for ax, (panel, groups) in zip(axes, lengths.items(), strict=True):
+        names = list(groups)
+        means = [groups[g][0] for g in names]
+        bars = ax.bar(range(len(names)), means, color="#4c72b0", width=0.6)
+        for b, g in zip(bars, names, strict=True):
+            ax.annotate(
+                f"{groups[g][0]:.0f}\n(n={groups[g][1]})",
+                (b.get_x() + b.get_width() / 2, b.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=5.5,
+            )
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels([n.replace(" ", "\n", 1) for n in names])
+        ax.set_ylabel("Mean reasoning tokens")
+        ax.set_title(f"{panel} (gap {max(means) - min(means):.0f})")
+        ax.set_ylim(0, max(means) * 1.3 if max(means) > 0 else 1)
+    fig.suptitle(title, fontsize=7.5)
+    fig.tight_layout()
+    return _save(fig, out_dir, stem)
+
+
+def breakdown_figure(
+    title: str, accuracy: dict[str, Any], out_dir: str | Path, stem: str = "accuracy_by_breakdown"
+) -> list[Path]:
+    """Accuracy per value of each breakdown (horizontal bars, total as a dashed line)."""
+    breakdowns = {k: v for k, v in (accuracy.get("breakdowns") or {}).items() if v}
+    if not breakdowns:
+        raise ValueError("accuracy section has no breakdowns")
+    total = (accuracy.get("total") or {}).get("acc")
+    plt = _plt()
+    heights = [max(1.2, 0.16 * len(v) + 0.5) for v in breakdowns.values()]
+    fig, axes = plt.subplots(
+        len(breakdowns),
+        1,
+        figsize=(COLUMN_IN, sum(heights)),
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
+    for ax, (name, values) in zip(axes[:, 0], breakdowns.items(), strict=True):
+        keys = list(values)
+        accs = [values[k].get("acc") or 0.0 for k in keys]
+        ax.barh(range(len(keys)), accs, color="#55a868", height=0.7)
+        ax.set_yticks(range(len(keys)))
+        ax.set_yticklabels([f"{k} (n={values[k].get('total', '?')})" for k in keys])
+        ax.invert_yaxis()
+        ax.set_xlim(0, 100)
+        ax.set_title(name)
+        if total is not None:
+            ax.axvline(total, color="0.3", linestyle="--", linewidth=0.8)
+    axes[-1, 0].set_xlabel("Accuracy (%)" + (f"; dashed: total {total:.2f}" if total else ""))
+    fig.suptitle(title, fontsize=7.5)
+    fig.tight_layout()
+    return _save(fig, out_dir, stem)

@@ -1,0 +1,371 @@
+"""leaderboard.yaml: the paper's published rows plus rows added from our own run folders.
+
+Which file: ``--leaderboard FILE``, else ``$CAFE_LEADERBOARD``, else ``./leaderboard.yaml`` in the
+working directory, else the copy shipped in the package (``cafe/reports/leaderboard.yaml``, the
+paper's rows only). The file is validated against ``leaderboard_schema.json`` on every load; a bad
+row gives one error naming its index, model and field."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
+PACKAGED = Path(__file__).with_name("leaderboard.yaml")
+DEFAULT_NAME = "leaderboard.yaml"
+# the paper's group order; Baseline (reference listeners, synth runs) goes last
+GROUP_ORDER = ("LALM", "LARM", "Commercial", "Ours", "Ablation", "Baseline")
+# breakdown holding the isolated sound/music/speech subsets, per benchmark (SPEC §9)
+MODALITY_BREAKDOWN = {"mmar": "modality", "mmau": "task"}
+CAFE_METRICS = ("acc_per", "err_per", "err_use", "err_omit")
+
+
+class LeaderboardError(click.ClickException):
+    """A leaderboard file or run folder that cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    symbol: str
+    meaning: str
+    tables: tuple[int, ...] = ()  # empty: shown in every table
+
+    def shown_in(self, table: int) -> bool:
+        return not self.tables or table in self.tables
+
+
+@dataclass
+class Row:
+    model: str
+    group: str
+    benchmark: str
+    version: str
+    metrics: dict[str, float | None]
+    source: dict[str, Any]
+    date: str
+    markers: list[str] = field(default_factory=list)
+    label: str | None = None
+    intervals: dict[str, list[float]] = field(default_factory=dict)
+    notes: str | None = None
+    index: int = -1  # position in the file's rows
+
+    @property
+    def display(self) -> str:
+        return self.label or self.model
+
+    @property
+    def is_paper(self) -> bool:
+        return self.source.get("kind") == "paper"
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"model": self.model}
+        if self.label:
+            d["label"] = self.label
+        d.update(
+            group=self.group,
+            benchmark=self.benchmark,
+            version=self.version,
+            metrics=self.metrics,
+            markers=self.markers,
+        )
+        if self.intervals:
+            d["intervals"] = self.intervals
+        d.update(source=self.source, date=self.date)
+        if self.notes:
+            d["notes"] = self.notes
+        return d
+
+
+@dataclass
+class Leaderboard:
+    path: Path
+    rows: list[Row]
+    markers: dict[str, Marker]
+    layout: dict[int, list[str]]
+
+    def select(
+        self, benchmark: str | None = None, version: str | None = None, model: str | None = None
+    ) -> list[Row]:
+        out = []
+        for r in self.rows:
+            if benchmark and r.benchmark != benchmark:
+                continue
+            if version and r.version != version:
+                continue
+            if model and model.lower() not in (r.model.lower(), r.display.lower()):
+                continue
+            out.append(r)
+        return out
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def resolve_path(path: str | Path | None = None) -> Path:
+    if path:
+        return Path(path)
+    env = os.environ.get("CAFE_LEADERBOARD")
+    if env:
+        return Path(env)
+    local = Path.cwd() / DEFAULT_NAME
+    return local if local.exists() else PACKAGED
+
+
+def _field_of(error: Any) -> str:
+    """Dotted field path of a jsonschema error, below the row (required/extra keys included)."""
+    parts = [str(p) for p in error.absolute_path]
+    if parts[:1] == ["rows"]:
+        parts = parts[2:]
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else "?"
+        parts.append(missing)
+    elif error.validator == "additionalProperties" and "'" in error.message:
+        parts.append(error.message.split("'")[1])
+    return ".".join(parts) or "<row>"
+
+
+def _describe(doc: Any, error: Any, where: str) -> str:
+    path = list(error.absolute_path)
+    if len(path) >= 2 and path[0] == "rows" and isinstance(path[1], int):
+        i = path[1]
+        row = doc["rows"][i] if isinstance(doc.get("rows"), list) else {}
+        model = row.get("model", "?") if isinstance(row, dict) else "?"
+        return f"{where}: rows[{i}] ({model}): field {_field_of(error)}: {error.message}"
+    return f"{where}: field {'.'.join(map(str, path)) or '<top>'}: {error.message}"
+
+
+def validate(doc: Any, where: str = DEFAULT_NAME) -> None:
+    """Raise LeaderboardError naming the first bad row (index + model) and field."""
+    import jsonschema
+
+    if not isinstance(doc, dict):
+        raise LeaderboardError(f"{where}: expected a mapping with schema_version and rows")
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        # deepest error of the first failing place: names the field, not just the row
+        first = errors[0]
+        same = [e for e in errors if list(e.absolute_path)[:2] == list(first.absolute_path)[:2]]
+        best = max(same, key=lambda e: len(e.absolute_path))
+        more = len(errors) - 1
+        extra = f" (and {more} more problem{'s' * (more > 1)})" if more else ""
+        raise LeaderboardError(_describe(doc, best, where) + extra)
+    defined = {m["symbol"] for m in doc.get("markers", [])}
+    for i, row in enumerate(doc["rows"]):
+        for sym in row.get("markers", []):
+            if sym not in defined:
+                raise LeaderboardError(
+                    f"{where}: rows[{i}] ({row['model']}): field markers: {sym!r} is not defined "
+                    f"in the top-level markers list"
+                )
+
+
+def parse(doc: dict[str, Any], path: Path) -> Leaderboard:
+    validate(doc, str(path))
+    rows = []
+    for i, d in enumerate(doc["rows"]):
+        rows.append(Row(**{k: v for k, v in d.items()}, index=i))
+    markers = {
+        m["symbol"]: Marker(m["symbol"], m["meaning"], tuple(m.get("tables", ())))
+        for m in doc.get("markers", [])
+    }
+    layout = {int(k): list(v) for k, v in (doc.get("layout") or {}).items()}
+    return Leaderboard(path=path, rows=rows, markers=markers, layout=layout)
+
+
+def load_leaderboard(path: str | Path | None = None) -> Leaderboard:
+    p = resolve_path(path)
+    if not p.exists():
+        raise LeaderboardError(f"{p}: no such leaderboard file (give --leaderboard FILE)")
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise LeaderboardError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
+    return parse(doc, p)
+
+
+# rows from run folders ----------------------------------------------------------------------
+def _r2(x: Any) -> float | None:
+    return None if x is None else round(float(x), 2)
+
+
+def _bench_of(manifest: dict[str, Any]) -> tuple[str, str]:
+    bench = manifest.get("bench") or {}
+    if isinstance(bench, str):
+        return bench, "unspecified"
+    return str(bench.get("name", "unknown")), str(bench.get("version") or "unspecified")
+
+
+def judge_name(judge: Any) -> str | None:
+    """The judge's identity, whether the cafe section stores a name or a dict describing it."""
+    if isinstance(judge, dict):
+        return judge.get("judge") or judge.get("name") or judge.get("model")
+    return None if judge is None else str(judge)
+
+
+def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
+    """A leaderboard row for one run folder: its metrics plus provenance (path, manifest hash)."""
+    from cafe.store import MANIFEST, RunStore
+
+    store = RunStore(run_dir)
+    try:
+        manifest = store.read_manifest()
+    except FileNotFoundError as e:
+        raise LeaderboardError(str(e)) from None
+    metrics_doc = store.read_metrics()
+    acc = metrics_doc.get("accuracy") or {}
+    caf = metrics_doc.get("cafe") or {}
+    if not acc and not caf:
+        raise LeaderboardError(
+            f"{store.root}: metrics.json has no 'accuracy' or 'cafe' section "
+            "(run `cafe run` to score it, `cafe judge` for CAFE)"
+        )
+    card = manifest.get("model") or {}
+    card = card if isinstance(card, dict) else {"name": str(card)}
+    model = name or card.get("name")
+    if not model:
+        raise LeaderboardError(f"{store.root}: manifest has no model name; pass --name")
+    grp = group or card.get("group")
+    if grp not in GROUP_ORDER:
+        raise LeaderboardError(
+            f"{store.root}: model group {grp!r} is not a leaderboard group; pass --group "
+            f"({', '.join(GROUP_ORDER)})"
+        )
+    bench, version = _bench_of(manifest)
+    metrics: dict[str, float | None] = {}
+    intervals: dict[str, list[float]] = {}
+    if acc:
+        metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
+        split = (acc.get("breakdowns") or {}).get(MODALITY_BREAKDOWN.get(bench, ""), {})
+        for key in ("sound", "music", "speech"):
+            if key in split:
+                metrics[key] = _r2(split[key].get("acc"))
+        if acc.get("ci95"):
+            intervals["acc"] = [_r2(v) for v in acc["ci95"]]  # type: ignore[misc]
+    for key in CAFE_METRICS:
+        if caf.get(key) is not None:
+            metrics[key] = _r2(caf[key])
+    for key, ci in (caf.get("ci95") or {}).items():
+        if key in CAFE_METRICS and ci:
+            intervals[key] = [_r2(v) for v in ci]  # type: ignore[misc]
+    metrics = {k: v for k, v in metrics.items() if v is not None}
+    if not metrics:
+        raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")
+    source: dict[str, Any] = {
+        "kind": "run",
+        "run_dir": str(Path(run_dir).resolve()),
+        "manifest_sha256": hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
+    }
+    prompt = manifest.get("prompt") or {}
+    extras = {
+        "prompt_style": prompt.get("style") if isinstance(prompt, dict) else prompt,
+        "runs": manifest.get("runs"),
+        "judge": judge_name(caf.get("judge")),
+        "cafe_mode": caf.get("mode"),
+    }
+    source.update({k: v for k, v in extras.items() if v is not None})
+    date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    return Row(
+        model=str(model),
+        group=grp,
+        benchmark=bench,
+        version=version,
+        metrics=metrics,
+        source=source,
+        date=date,
+        intervals=intervals,
+    )
+
+
+def append_row(row: Row, path: str | Path | None = None) -> Path:
+    """Append one row to the file's `rows` list (text append keeps the file's comments)."""
+    target = Path(path) if path else Path(os.environ.get("CAFE_LEADERBOARD") or DEFAULT_NAME)
+    if not target.exists():
+        shutil.copyfile(PACKAGED, target)  # start from the paper's rows
+    board = load_leaderboard(target)
+    sha = row.source.get("manifest_sha256")
+    for r in board.rows:
+        if sha and r.source.get("manifest_sha256") == sha:
+            raise LeaderboardError(
+                f"{target}: rows[{r.index}] ({r.model}) already holds this run "
+                f"(manifest sha256 {sha[:12]}…)"
+            )
+    block = yaml.safe_dump(
+        [row.to_yaml_dict()], allow_unicode=True, sort_keys=False, default_flow_style=None
+    )
+    text = target.read_text(encoding="utf-8")
+    if not text.endswith("\n"):
+        text += "\n"
+    indented = "".join("  " + line if line.strip() else line for line in block.splitlines(True))
+    new = text + indented
+    parse(yaml.safe_load(new), target)  # never write a file that would not load
+    target.write_text(new, encoding="utf-8")
+    return target
+
+
+# command ------------------------------------------------------------------------------------
+def _fmt_metrics(m: dict[str, float | None]) -> str:
+    return " ".join(f"{k}={'-' if v is None else f'{v:.2f}'}" for k, v in m.items())
+
+
+def _fmt_source(s: dict[str, Any]) -> str:
+    if s.get("kind") == "paper":
+        return f"{s.get('ref')} Table {s.get('table')}"
+    return f"run {s.get('run_dir')} ({str(s.get('manifest_sha256', ''))[:12]})"
+
+
+@click.group("leaderboard")
+def leaderboard_command() -> None:
+    """Show leaderboard.yaml, or add a run folder's row to it.
+
+    The file is --leaderboard FILE, else $CAFE_LEADERBOARD, else ./leaderboard.yaml, else the
+    paper's rows shipped with the package."""
+
+
+@leaderboard_command.command("show")
+@click.option("--bench", help="Only rows of this benchmark (mmar, mmau, synth, ...).")
+@click.option("--version", "version", help="Only rows of this benchmark version.")
+@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
+def show_command(bench: str | None, version: str | None, path: str | None) -> None:
+    """List rows: index, model, group, benchmark/version, metrics, source."""
+    board = load_leaderboard(path)
+    rows = board.select(benchmark=bench, version=version)
+    click.echo(f"# {board.path} ({len(rows)} of {len(board.rows)} rows)")
+    for r in rows:
+        marks = "".join(r.markers)
+        click.echo(
+            f"{r.index:3d}  {r.display + marks:<34} {r.group:<10} {r.benchmark}/{r.version:<12} "
+            f"{_fmt_metrics(r.metrics)}  [{_fmt_source(r.source)}; {r.date}]"
+        )
+
+
+@leaderboard_command.command("add")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--group", type=click.Choice(GROUP_ORDER), help="Table group (default: the card's).")
+@click.option("--name", help="Model name to print (default: the manifest's model name).")
+@click.option(
+    "--leaderboard",
+    "path",
+    type=click.Path(dir_okay=False),
+    help="File to append to (default ./leaderboard.yaml, created from the paper's rows).",
+)
+def add_command(run_dir: str, group: str | None, name: str | None, path: str | None) -> None:
+    """Append RUN_DIR's row (metrics.json numbers, run path, manifest sha256, date)."""
+    row = row_from_run(run_dir, group=group, name=name)
+    target = append_row(row, path)
+    click.echo(
+        f"added {row.model} ({row.group}, {row.benchmark}/{row.version}) to {target}: "
+        f"{_fmt_metrics(row.metrics)}"
+    )

@@ -1,0 +1,308 @@
+"""`cafe report RUN_DIR`: a run folder's report/ (summary.md, tables, figures), the run placed
+beside the paper's rows, and `--compare` deltas against one leaderboard row."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.records import Prediction, Sample
+from cafe.reports import figures, tables
+from cafe.reports.leaderboard import (
+    CAFE_METRICS,
+    GROUP_ORDER,
+    Leaderboard,
+    LeaderboardError,
+    Row,
+    judge_name,
+    load_leaderboard,
+    row_from_run,
+)
+from cafe.store import RunStore, iter_jsonl
+
+SAMPLES = "samples.jsonl"
+ATTENTION = "attention.json"
+# which command writes each part of a run folder (said whenever a part is missing)
+PRODUCERS = {
+    "accuracy": "`cafe run` (or `cafe score`)",
+    "cafe": "`cafe judge RUN_DIR`",
+    "decay": "`cafe decay RUN_DIR`",
+    "attention": "`cafe attention --model M --bench B --out RUN_DIR`",
+    "samples": "`cafe run` (copies samples.jsonl into the run folder)",
+    "predictions": "`cafe run`",
+}
+
+
+class MissingPart(LeaderboardError):
+    """A section or file a report needs is absent; the message names the command that makes it."""
+
+
+def missing(run: str | Path, part: str) -> MissingPart:
+    where = "metrics.json has no" if part in ("accuracy", "cafe", "decay") else "no"
+    return MissingPart(f"{run}: {where} {part!r} (produced by {PRODUCERS[part]})")
+
+
+@dataclass
+class RunData:
+    root: Path
+    manifest: dict[str, Any]
+    metrics: dict[str, Any]
+    _samples: list[Sample] | None = field(default=None, repr=False)
+    _predictions: list[Prediction] | None = field(default=None, repr=False)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> RunData:
+        store = RunStore(run_dir)
+        try:
+            manifest = store.read_manifest()
+        except FileNotFoundError as e:
+            raise LeaderboardError(str(e)) from None
+        return cls(Path(run_dir), manifest, store.read_metrics())
+
+    @property
+    def model(self) -> str:
+        m = self.manifest.get("model") or {}
+        return str(m.get("name") if isinstance(m, dict) else m) or self.root.name
+
+    @property
+    def bench(self) -> tuple[str, str]:
+        b = self.manifest.get("bench") or {}
+        if isinstance(b, str):
+            return b, "unspecified"
+        return str(b.get("name", "unknown")), str(b.get("version") or "unspecified")
+
+    def section(self, name: str) -> dict[str, Any]:
+        sec = self.metrics.get(name)
+        if not sec:
+            raise missing(self.root, name)
+        return sec
+
+    def samples(self) -> list[Sample]:
+        if self._samples is None:
+            path = self.root / SAMPLES
+            if not path.exists():
+                raise missing(self.root, "samples")
+            self._samples = [Sample.from_dict(d) for d in iter_jsonl(path)]
+        return self._samples
+
+    def predictions(self) -> list[Prediction]:
+        if self._predictions is None:
+            preds = RunStore(self.root).predictions()
+            if not preds:
+                raise missing(self.root, "predictions")
+            self._predictions = preds
+        return self._predictions
+
+    def attention(self) -> dict[str, Any]:
+        path = self.root / ATTENTION
+        if not path.exists():
+            raise missing(self.root, "attention")
+        return json.loads(path.read_text())
+
+
+def run_row(run: RunData, group: str | None = None) -> Row:
+    """The run's leaderboard row; a card group outside the table groups is shown as Ours."""
+    card = run.manifest.get("model") or {}
+    card_group = card.get("group") if isinstance(card, dict) else None
+    grp = group or (card_group if card_group in GROUP_ORDER else "Ours")
+    return row_from_run(run.root, group=grp)
+
+
+def tables_for(row: Row) -> list[int]:
+    """Paper tables the run can join (by benchmark, version and what was measured)."""
+    out = []
+    for n, spec in tables.TABLES.items():
+        if n in (4, 5):  # the fixed 3B/7B comparison; ask for it with --table
+            continue
+        if row.benchmark in {c.benchmark for c in spec.columns} and spec.accepts(row):
+            wanted = [spec.requires] if spec.requires else [c.metric for c in spec.columns]
+            if any(row.metrics.get(m) is not None for m in wanted):
+                out.append(n)
+    return out
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else f"{v:.2f}" if isinstance(v, (int, float)) else str(v)
+
+
+def _p(p: Any) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
+def _runs(runs: Any) -> str:
+    return str(runs.get("n", "?")) if isinstance(runs, dict) else str(runs or "?")
+
+
+def _ci(ci: Any) -> str:
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+
+
+def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row: Row | None) -> str:
+    bench, version = run.bench
+    m = run.manifest
+    prompt = m.get("prompt") or {}
+    lines = [f"# Run report: {run.model} on {bench} ({version})", ""]
+    lines += [
+        f"- run folder: `{run.root.resolve()}`",
+        f"- prompt style: {prompt.get('style', '?') if isinstance(prompt, dict) else prompt}",
+        f"- runs per item: {m.get('runs', '?')}",
+    ]
+    if row is not None:
+        lines.append(f"- manifest sha256: `{row.source['manifest_sha256']}`")
+    acc = run.metrics.get("accuracy") or {}
+    if acc:
+        t = acc.get("total") or {}
+        lines += ["", "## Accuracy (official rule, percent)", ""]
+        lines.append(
+            f"Total: **{_fmt(t.get('acc'))}** ({t.get('correct', '?')}/{t.get('total', '?')}; "
+            f"every (item, run) counted; unanswered {acc.get('unanswered', '?')}, "
+            f"failed {acc.get('failed', '?')}, parse rate {_fmt(acc.get('parse_rate'))})"
+        )
+        runs = acc.get("runs") or {}
+        if runs.get("n", 1) and runs.get("n", 1) > 1:
+            lines.append(
+                f"Per run: {', '.join(_fmt(x) for x in runs.get('per_run', []))} "
+                f"(mean {_fmt(runs.get('mean'))}, std {_fmt(runs.get('std'))})"
+            )
+        for name, values in (acc.get("breakdowns") or {}).items():
+            lines += ["", f"| {name} | correct | total | acc |", "|---|---:|---:|---:|"]
+            for k, v in values.items():
+                acc_k = _fmt(v.get("acc"))
+                lines.append(f"| {k} | {v.get('correct')} | {v.get('total')} | {acc_k} |")
+    caf = run.metrics.get("cafe") or {}
+    if caf:
+        ci = caf.get("ci95") or {}
+        lines += ["", "## CAFE (percent)", ""]
+        lines.append(
+            f"Counts pooled **{caf.get('mode', '?')}**; judge {judge_name(caf.get('judge'))}; "
+            f"template {str(caf.get('template_hash', '?'))[:12]}; runs {_runs(caf.get('runs'))}."
+        )
+        lines += ["", "| metric | value | 95% interval |", "|---|---:|---|"]
+        for k in CAFE_METRICS:
+            lines.append(f"| {k} | {_fmt(caf.get(k))} | {_ci(ci.get(k)).strip() or '-'} |")
+    dec = run.metrics.get("decay") or {}
+    if dec:
+        p, s = dec.get("pearson") or {}, dec.get("spearman") or {}
+        lines += ["", "## Perception decay", ""]
+        rho = s.get("rho", s.get("r"))
+        lines.append(
+            f"{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
+            f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
+            "reasoning accuracy against Acc_per across bins."
+        )
+    lines += ["", "## Files", ""]
+    for what, paths in made.items():
+        lines.append(
+            f"- {what}: " + ", ".join(f"`{p.relative_to(run.root / 'report')}`" for p in paths)
+        )
+    if notes:
+        lines += ["", "## Not produced", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_run_report(
+    run_dir: str | Path,
+    board: Leaderboard | None = None,
+    group: str | None = None,
+    out: str | Path | None = None,
+    draw: bool = True,
+) -> Path:
+    """Write report/ for one run: summary.md, tables/ and figures/; returns the folder.
+    Missing parts are listed in summary.md with the command that produces them. ``board``
+    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures."""
+    board = board or load_leaderboard()
+    run = RunData.load(run_dir)
+    report = Path(out) if out else run.root / "report"
+    tdir, fdir = report / "tables", report / "figures"
+    tdir.mkdir(parents=True, exist_ok=True)
+    made: dict[str, list[Path]] = {}
+    notes: list[str] = []
+    title = f"{run.model} ({run.bench[0]})"
+    row = None
+    try:
+        row = run_row(run, group)
+    except LeaderboardError as e:
+        notes.append(f"leaderboard row: {e.message}")
+    if row is not None:
+        joins = tables_for(row)
+        for n in joins:
+            paths = []
+            for fmt in tables.FORMATS:
+                p = tdir / f"table{n}.{fmt}"
+                p.write_text(tables.render_table(n, board, fmt, extra=[row]), encoding="utf-8")
+                paths.append(p)
+            made[f"Table {n} with this run"] = paths
+        if not joins:
+            notes.append(f"paper tables: none covers {row.benchmark}/{row.version}")
+    steps = [
+        ("Figure 3 (decay)", lambda: figures.figure3([(title, run.section("decay"))], fdir)),
+        (
+            "accuracy by breakdown",
+            lambda: figures.breakdown_figure(title, run.section("accuracy"), fdir),
+        ),
+        (
+            "Figure 7 (reasoning length)",
+            lambda: figures.figure7(
+                title, figures.reasoning_length_by_group(run.samples(), run.predictions()), fdir
+            ),
+        ),
+        ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
+    ]
+    # metric sections first, so the summary names them whether or not figures are drawn
+    for part in ("accuracy", "cafe", "decay"):
+        if not run.metrics.get(part):
+            notes.append(f"{part}: {missing(run.root, part).message}")
+    for what, make in steps if draw else []:
+        try:
+            made[what] = make()
+        except MissingPart as e:
+            if e.message not in " ".join(notes):  # a missing section is said once
+                notes.append(f"{what}: {e.message}")
+        except (LeaderboardError, ValueError) as e:
+            notes.append(f"{what}: {getattr(e, 'message', None) or e}")
+    (report / "summary.md").write_text(summary_md(run, made, notes, row), encoding="utf-8")
+    return report
+
+
+def compare(run_dir: str | Path, against: str, board: Leaderboard | None = None) -> str:
+    """Deltas of a run against one leaderboard row of the same benchmark (and MMAU release),
+    with the run's 95% intervals shifted by the row's value where the run has them."""
+    board = board or load_leaderboard()
+    run = RunData.load(run_dir)
+    row = run_row(run)
+    bench, version = run.bench
+    cands = [r for r in board.select(benchmark=bench, model=against)]
+    same_version = [r for r in cands if r.version == version]
+    if bench == "mmau":  # MMAU releases are different tests; never compare across them
+        cands = same_version
+    if not cands:
+        import difflib
+
+        names = sorted({r.model for r in board.select(benchmark=bench)})
+        close = difflib.get_close_matches(against, names, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; rows: {', '.join(names)}"
+        raise LeaderboardError(f"no leaderboard row {against!r} for {bench}/{version}{hint}")
+    ref = (same_version or cands)[-1]
+    lines = [
+        f"{row.model} ({run.root}) vs {ref.display} [{ref.benchmark}/{ref.version}, "
+        f"{'paper Table ' + ref.source.get('table', '?') if ref.is_paper else 'run'}]",
+        f"{'metric':<10} {'run':>8} {'run 95% CI':>18} {'row':>8} {'delta':>8} "
+        f"{'delta 95% CI':>18}",
+    ]
+    lower_better = {"err_per", "err_use", "err_omit"}
+    for key, ours in row.metrics.items():
+        theirs = ref.metrics.get(key)
+        if ours is None or theirs is None:
+            continue
+        ci = row.intervals.get(key)
+        dci = [ci[0] - theirs, ci[1] - theirs] if ci else None
+        arrow = "↓" if key in lower_better else "↑"
+        lines.append(
+            f"{key + ' ' + arrow:<10} {ours:8.2f} {_ci(ci) or '-':>18} {theirs:8.2f} "
+            f"{ours - theirs:+8.2f} {_ci(dci) or '-':>18}"
+        )
+    if len(lines) == 2:
+        lines.append("(no metric in common)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,179 @@
+"""leaderboard.yaml: schema validation with errors naming row and field; `leaderboard add`
+appends a run's row with provenance; `show` filters by benchmark."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from report_runs import make_run
+
+from cafe.reports.leaderboard import (
+    PACKAGED,
+    LeaderboardError,
+    leaderboard_command,
+    load_leaderboard,
+    resolve_path,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _doc() -> dict:
+    return yaml.safe_load((ROOT / "leaderboard.yaml").read_text(encoding="utf-8"))
+
+
+def _write(tmp_path: Path, doc: dict) -> Path:
+    p = tmp_path / "lb.yaml"
+    p.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return p
+
+
+def test_repository_file_loads_and_package_ships_the_same_rows():
+    board = load_leaderboard(ROOT / "leaderboard.yaml")
+    assert len(board.rows) == 56
+    assert {r.group for r in board.rows} == {"LALM", "LARM", "Commercial", "Ours", "Ablation"}
+    assert all(r.is_paper for r in board.rows)
+    # the packaged copy (for installed use) must not drift from the repository's file
+    assert PACKAGED.read_bytes() == (ROOT / "leaderboard.yaml").read_bytes()
+
+
+def test_resolution_order(tmp_path, monkeypatch):
+    monkeypatch.delenv("CAFE_LEADERBOARD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_path() == PACKAGED  # nothing local: the shipped paper rows
+    (tmp_path / "leaderboard.yaml").write_text("x")
+    assert resolve_path() == tmp_path / "leaderboard.yaml"
+    monkeypatch.setenv("CAFE_LEADERBOARD", "/elsewhere.yaml")
+    assert resolve_path() == Path("/elsewhere.yaml")
+    assert resolve_path("given.yaml") == Path("given.yaml")
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (
+            lambda rows: rows[3]["metrics"].__setitem__("acc", "abc"),
+            "rows[3] (Phi-4-Multimodal): field metrics.acc: 'abc' is not of type",
+        ),
+        (lambda rows: rows[5].pop("date"), "rows[5] (Omni-R1): field date: 'date' is a required"),
+        (
+            lambda rows: rows[0].__setitem__("group", "Other"),
+            "rows[0] (MiMo-Audio): field group: 'Other' is not one of",
+        ),
+        (
+            lambda rows: rows[1]["metrics"].__setitem__("acc", 140.0),
+            "rows[1] (Qwen2.5-Omni-7B): field metrics.acc: 140.0 is greater than the maximum",
+        ),
+        (
+            lambda rows: rows[2]["source"].pop("table"),
+            "rows[2] (DeSTA2.5-Audio): field source.table: 'table' is a required property",
+        ),
+        (
+            lambda rows: rows[4].__setitem__("colour", "red"),
+            "rows[4] (Qwen2-Audio-Instruct): field colour: Additional properties",
+        ),
+        (
+            lambda rows: rows[6].__setitem__("markers", ["§"]),
+            "rows[6] (Kimi-Audio): field markers: '§' is not defined",
+        ),
+    ],
+)
+def test_malformed_row_names_row_and_field(tmp_path, mutate, expected):
+    doc = _doc()
+    mutate(doc["rows"])
+    with pytest.raises(LeaderboardError) as err:
+        load_leaderboard(_write(tmp_path, doc))
+    msg = err.value.message
+    assert str(tmp_path / "lb.yaml") in msg
+    assert expected in msg
+    assert "\n" not in msg
+
+
+def test_not_yaml_is_one_clear_line(tmp_path):
+    p = tmp_path / "lb.yaml"
+    p.write_text("rows: [unclosed\n")
+    with pytest.raises(LeaderboardError, match="not valid YAML"):
+        load_leaderboard(p)
+
+
+def test_add_appends_a_row_with_provenance(tmp_path):
+    lb = tmp_path / "lb.yaml"
+    lb.write_text((ROOT / "leaderboard.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    run = make_run(tmp_path / "run", model="Tiny-LALM", group="LALM")
+    res = CliRunner().invoke(
+        leaderboard_command,
+        ["add", str(run), "--group", "Ours", "--name", "MPAR²-tiny", "--leaderboard", str(lb)],
+    )
+    assert res.exit_code == 0, res.output
+    board = load_leaderboard(lb)
+    assert len(board.rows) == 57
+    row = board.rows[-1]
+    assert (row.model, row.group) == ("MPAR²-tiny", "Ours")
+    assert (row.benchmark, row.version) == ("mmar", "v1")
+    # numbers straight from metrics.json: total 9/16; isolated sound 3/4, music 2/4, speech 3/4
+    assert row.metrics == {
+        "acc": 56.25,
+        "sound": 75.0,
+        "music": 50.0,
+        "speech": 75.0,
+        "acc_per": 55.5,
+        "err_per": 20.25,
+        "err_use": 10.0,
+        "err_omit": 35.12,
+    }
+    assert row.intervals == {"acc_per": [48.0, 61.0], "err_per": [15.0, 25.5]}
+    manifest_sha = hashlib.sha256((run / "manifest.json").read_bytes()).hexdigest()
+    assert row.source["kind"] == "run"
+    assert row.source["run_dir"] == str(run.resolve())
+    assert row.source["manifest_sha256"] == manifest_sha
+    assert row.source["cafe_mode"] == "micro" and row.source["judge"] == "rule-v1"
+    assert len(row.date) == 10 and row.date[4] == "-"
+    # the file's comments survive (text append, not a re-dump)
+    assert lb.read_text(encoding="utf-8").startswith("# cafe leaderboard")
+    # adding the same run twice is refused, naming the row that holds it
+    again = CliRunner().invoke(leaderboard_command, ["add", str(run), "--leaderboard", str(lb)])
+    assert again.exit_code != 0 and "rows[56] (MPAR²-tiny) already holds this run" in again.output
+
+
+def test_add_needs_a_table_group_and_metrics(tmp_path):
+    lb = tmp_path / "lb.yaml"
+    run = make_run(tmp_path / "run", group="reference")
+    res = CliRunner().invoke(leaderboard_command, ["add", str(run), "--leaderboard", str(lb)])
+    assert res.exit_code != 0 and "pass --group" in res.output
+    (run / "metrics.json").write_text("{}")
+    res = CliRunner().invoke(
+        leaderboard_command, ["add", str(run), "--group", "Ours", "--leaderboard", str(lb)]
+    )
+    assert res.exit_code != 0 and "cafe judge" in res.output and "cafe run" in res.output
+
+
+def test_add_creates_the_file_from_the_paper_rows(tmp_path):
+    lb = tmp_path / "new.yaml"
+    run = make_run(tmp_path / "run")
+    res = CliRunner().invoke(leaderboard_command, ["add", str(run), "--leaderboard", str(lb)])
+    assert res.exit_code == 0, res.output
+    board = load_leaderboard(lb)
+    assert len(board.rows) == 57 and board.rows[-1].model == "Tiny-LALM"
+
+
+def test_show_filters_by_benchmark():
+    res = CliRunner().invoke(
+        leaderboard_command,
+        [
+            "show",
+            "--bench",
+            "mmau",
+            "--version",
+            "v05.15.25",
+            "--leaderboard",
+            str(ROOT / "leaderboard.yaml"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "(12 of 56 rows)" in lines[0]
+    assert len(lines) == 13 and "Step-Audio 2" in res.output and "mmar" not in res.output

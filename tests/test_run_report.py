@@ -1,0 +1,124 @@
+"""`cafe report RUN_DIR`: report/ with summary, the run beside the paper's rows, figures, and
+missing parts named with the command that makes them; `--compare` deltas with intervals."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from report_runs import make_run
+
+from cafe.reports import figures
+from cafe.reports.cli import report_command
+from cafe.reports.leaderboard import LeaderboardError, load_leaderboard
+from cafe.reports.run_report import compare, write_run_report
+
+ROOT = Path(__file__).resolve().parents[1]
+LB = str(ROOT / "leaderboard.yaml")
+
+
+@pytest.fixture(autouse=True)
+def low_dpi(monkeypatch):
+    monkeypatch.setattr(figures, "DPI", 100)
+
+
+@pytest.fixture(scope="module")
+def board():
+    return load_leaderboard(LB)
+
+
+def test_run_report_writes_summary_tables_and_figures(tmp_path, board):
+    run = make_run(tmp_path / "run", model="Tiny-LALM", group="LALM")
+    report = write_run_report(run, board)
+    assert report == run / "report"
+    summary = (report / "summary.md").read_text(encoding="utf-8")
+    assert "Total: **56.25** (9/16" in summary
+    assert "Counts pooled **micro**; judge rule-v1;" in summary
+    assert "| acc_per | 55.50 | [48.00, 61.00] |" in summary
+    assert "Pearson r = 0.97" in summary
+    # the run joins Tables 1 and 2 (MMAR; CAFE measured), as a LALM row with provenance
+    rows = list(csv.reader(io.StringIO((report / "tables" / "table1.csv").read_text())))
+    assert ["LALM", "Tiny-LALM", "", "55.50", "20.25", "10.00", "35.12", "56.25"] in rows
+    t2 = list(csv.reader(io.StringIO((report / "tables" / "table2.csv").read_text())))
+    mine = next(r for r in t2 if r[1] == "Tiny-LALM")
+    assert mine[3:] == ["", "", "", "", "75.00", "50.00", "75.00", "56.25"]  # no MMAU run
+    assert not (report / "tables" / "table3.csv").exists()  # MMAU v05.15.25 only
+    for stem in ("figure3_decay", "accuracy_by_breakdown", "figure7_reasoning_length"):
+        for ext in (".png", ".pdf"):
+            assert (report / "figures" / (stem + ext)).stat().st_size > 0
+    # attention.json is absent: said, with the command that writes it
+    assert "Figure 6 (attention)" in summary and "`cafe attention --model M" in summary
+
+
+def test_missing_sections_name_their_command(tmp_path, board):
+    run = make_run(tmp_path / "run", cafe=False, decay=False)
+    summary = (write_run_report(run, board, draw=False) / "summary.md").read_text("utf-8")
+    assert "metrics.json has no 'decay' (produced by `cafe decay RUN_DIR`)" in summary
+    assert "## CAFE" not in summary
+    # without CAFE the run joins Table 2 (accuracy) but not Table 1
+    assert (run / "report" / "tables" / "table2.md").exists()
+    assert not (run / "report" / "tables" / "table1.md").exists()
+
+
+def test_mmau_release_selects_the_table(tmp_path, monkeypatch):
+    run = make_run(tmp_path / "run", bench="mmau", version="v05.15.25", cafe=False)
+    monkeypatch.setenv("CAFE_LEADERBOARD", LB)
+    # as cafe.api.report calls it: the leaderboard is found, not passed
+    write_run_report(run, draw=False)
+    assert not (run / "report" / "figures").exists()
+    assert (run / "report" / "tables" / "table3.md").exists()
+    assert not (run / "report" / "tables" / "table2.md").exists()
+
+
+def test_compare_against_a_leaderboard_row(tmp_path, board):
+    run = make_run(tmp_path / "run", model="Tiny-LALM")
+    text = compare(run, "Qwen2.5-Omni-7B", board)
+    lines = {ln.split()[0]: ln for ln in text.splitlines()[2:]}
+    # acc 56.25 - 55.20; acc_per 55.50 - 31.74 with interval [48, 61] - 31.74
+    assert "+1.05" in lines["acc"]
+    assert "+23.76" in lines["acc_per"] and "[16.26, 29.26]" in lines["acc_per"]
+    assert "[48.00, 61.00]" in lines["acc_per"]
+    assert "-9.36" in lines["err_per"]  # 20.25 - 29.61 (lower is better)
+    assert "+21.06" in lines["sound"]  # isolated sound 75.00 - 53.94
+    with pytest.raises(LeaderboardError, match="did you mean Qwen2.5-Omni-7B"):
+        compare(run, "Qwen2.5-Omni-7", board)
+
+
+def test_cli_table_figure_and_compare(tmp_path):
+    run = make_run(tmp_path / "run", attention=True)
+    cli = CliRunner()
+    res = cli.invoke(report_command, ["--table", "2", "--format", "tex", "--leaderboard", LB])
+    assert res.exit_code == 0 and r"\textbf{74.30}" in res.output
+    res = cli.invoke(
+        report_command,
+        [str(run), "--table", "1", "--format", "csv", "--leaderboard", LB, "--group", "Ours"],
+    )
+    assert res.exit_code == 0 and "Ours,Tiny-LALM,,55.50" in res.output
+    out = tmp_path / "figs"
+    res = cli.invoke(
+        report_command, [str(run), "--figure", "6", "--out", str(out), "--leaderboard", LB]
+    )
+    assert res.exit_code == 0, res.output
+    assert (out / "figure6_attention.pdf").exists()
+    res = cli.invoke(report_command, [str(run), "--figure", "5", "--leaderboard", LB])
+    assert res.exit_code != 0 and "two run folders" in res.output
+    res = cli.invoke(
+        report_command, ["--compare", str(run), "--against", "MiMo-Audio", "--leaderboard", LB]
+    )
+    assert res.exit_code == 0 and "MiMo-Audio [mmar/unspecified, paper Table 1, 2]" in res.output
+    res = cli.invoke(report_command, ["--against", "MiMo-Audio", "--leaderboard", LB])
+    assert res.exit_code != 0 and "go together" in res.output
+    res = cli.invoke(report_command, [str(run), "--no-figures", "--leaderboard", LB])
+    assert res.exit_code == 0 and (run / "report" / "summary.md").exists()
+    assert (run / "report" / "tables" / "table1.tex").exists()
+    res = cli.invoke(report_command, ["--leaderboard", LB])
+    assert res.exit_code != 0 and "give RUN_DIR" in res.output
+
+
+def test_figure3_needs_decay_and_says_which_command(tmp_path):
+    run = make_run(tmp_path / "run", decay=False)
+    res = CliRunner().invoke(report_command, [str(run), "--figure", "3", "--leaderboard", LB])
+    assert res.exit_code != 0 and "cafe decay" in res.output
