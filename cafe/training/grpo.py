@@ -283,33 +283,14 @@ def load_policy(path: str | Path, dtype: str = "float32"):
 
 
 def adapter_for_checkpoint(path: str | Path) -> type:
-    """The registered adapter class whose MODEL_TYPES (class or module attribute, mapping a
-    config.json model_type to an adapter or card name) claims this checkpoint."""
-    import sys
-
+    """The adapter class `cafe run --model PATH` would use for this checkpoint folder."""
     from cafe.adapters import ADAPTERS
-    from cafe.adapters.cards import load_cards
+    from cafe.runner import RunError, resolve_model
 
-    config = Path(path) / "config.json"
-    if not config.is_file():
-        raise ValueError(f"{path}: not a checkpoint folder (no config.json)")
-    model_type = json.loads(config.read_text()).get("model_type")
-    cards = load_cards([])
-    for name in ADAPTERS.names():
-        try:
-            cls = ADAPTERS.get(name)
-        except Exception:  # an optional engine that is not installed
-            continue
-        types = getattr(cls, "MODEL_TYPES", None) or getattr(
-            sys.modules[cls.__module__], "MODEL_TYPES", {}
-        )
-        target = types.get(model_type)
-        if target is None or not hasattr(cls, "model_class"):
-            continue
-        if target in cards:
-            return ADAPTERS.get(cards[target].adapter)
-        return ADAPTERS.get(target) if target in ADAPTERS.names() else cls
-    raise ValueError(f"{config}: field model_type: no transformers adapter for {model_type!r}")
+    try:
+        return ADAPTERS.get(resolve_model(str(path)).card.adapter)
+    except RunError as e:
+        raise ValueError(e.message) from None
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

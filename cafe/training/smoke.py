@@ -10,15 +10,14 @@ from typing import Any
 
 
 def _score(
-    model: str, checkpoint: Path, out: Path, limit: int, version: str, max_new_tokens: int
+    checkpoint: Path, out: Path, limit: int, version: str, max_new_tokens: int
 ) -> dict[str, Any]:
-    """`cafe run --model ADAPTER --checkpoint PATH --bench synth` through the runner API."""
+    """`cafe run --model CHECKPOINT --bench synth --limit K` through the runner API."""
     from cafe.runner import run
 
     result = run(
-        model,
+        str(checkpoint),
         "synth",
-        checkpoint=str(checkpoint),
         version=version,
         limit=limit,
         out=out,
@@ -66,10 +65,9 @@ def run_smoke(
     lap("tiny model")
     files = run_pipeline(recipe, workdir=work / "data", echo=lambda s: echo(f"[data] {s}"))
     lap("data pipeline")
-    adapter = recipe.get("base_model", "qwen2-audio")
     eval_version = f"n{max(limit, 1)}-seed{int(recipe.get('eval_seed', 1))}"
     max_new = int(recipe.get("eval_max_new_tokens", 256))
-    before = _score(adapter, base, work / "runs" / "before", limit, eval_version, max_new)
+    before = _score(base, work / "runs" / "before", limit, eval_version, max_new)
     lap("score before")
     sft = train_sft(recipe, model_path=base, data=files["sft"], out=work / "sft")
     lap("SFT")
@@ -77,7 +75,7 @@ def run_smoke(
         recipe, model_path=sft, data=files["rl"], out=work / "grpo", judge=make_judge(recipe)
     )
     lap("GRPO")
-    after = _score(adapter, final, work / "runs" / "after", limit, eval_version, max_new)
+    after = _score(final, work / "runs" / "after", limit, eval_version, max_new)
     lap("score after")
     echo(f"[smoke] checkpoint: {final}")
     echo(f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2:")
