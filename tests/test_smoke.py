@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 
-@pytest.mark.slow
 def test_smoke_end_to_end(tmp_path, monkeypatch):
     from cafe.training.grpo import load_policy
     from cafe.training.recipes import load_recipe

@@ -385,6 +385,13 @@ def _save_into_full_layout(model, base: Path, out: Path, prefix: str) -> None:
     (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
 
 
+def trainer_dir(out: str | Path) -> Path:
+    """TRL's own output (logs, intermediate checkpoints) beside the final checkpoint, not inside
+    it, so the checkpoint folder holds only what the harness loads."""
+    out = Path(out)
+    return out.with_name(out.name + ".trainer")
+
+
 def grpo_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
     """TRL GRPOConfig from the recipe's `grpo:` block (any GRPOConfig field), CPU-safe defaults."""
     from trl import GRPOConfig
@@ -428,7 +435,7 @@ def train_grpo(
     if not rows:
         raise ValueError(f"{data}: no RL rows")
     overrides = {"max_steps": max_steps} if max_steps else {}
-    args = grpo_config(recipe, Path(out) / "trainer", **overrides)
+    args = grpo_config(recipe, trainer_dir(out), **overrides)
     trainer = _trainer_class()(
         model=model,
         reward_funcs=[make_reward_func(judge, RewardWeights.from_dict(recipe.get("rewards")))],

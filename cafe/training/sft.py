@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cafe.training.grpo import load_policy, lora_config, read_rows, save_checkpoint
+from cafe.training.grpo import load_policy, lora_config, read_rows, save_checkpoint, trainer_dir
 
 
 class AudioSFTCollator:
@@ -85,7 +85,7 @@ def build_sft_trainer(
     from datasets import Dataset
     from trl import SFTTrainer
 
-    args = sft_config(recipe, Path(out) / "trainer", **kw)
+    args = sft_config(recipe, trainer_dir(out), **kw)
     return SFTTrainer(
         model=model,
         args=args,
