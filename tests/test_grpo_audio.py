@@ -123,3 +123,61 @@ def test_logps_depend_on_audio(trainer):
         loss_silent = trainer.compute_loss(trainer.model, {**batch, **silent_feats})
     assert torch.isfinite(loss_real) and trainer._audio_forward is None
     assert abs(loss_real.item() - loss_silent.item()) > 1e-7
+
+
+def test_rewards_through_trl_with_loopback_judge(tmp_path):
+    """TRL's own reward dispatch (async reward function on its event loop) with the LLM reward
+    judge talking to a loopback OpenAI-compatible server: every call of the batch in flight."""
+    import threading
+    import time
+
+    from datasets import Dataset
+
+    from cafe.clients import make_client
+    from cafe.testing.loopback import OpenAILoopback
+    from cafe.training.grpo import AudioGRPOTrainer
+    from cafe.training.reward_judge import LLMRewardJudge
+
+    good = (
+        "<thinking><perception>1. [0.00, 0.50]: a dog bark</perception><reasoning>1. Sub-question:"
+        " what comes first? Answer: dog bark</reasoning><review>1. Evidence check: heard. "
+        "2. Logic check: fine.</review></thinking><answer>dog bark</answer>"
+    )
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def reply(body):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.2)
+        with lock:
+            state["now"] -= 1
+        return "0.5"
+
+    t = np.arange(16000) / 16000
+    write_wav(tmp_path / "a.wav", (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32))
+    rows = [_row(str(tmp_path / "a.wav"))] * 2
+    model, proc = load_policy(tiny_models.build_tiny_qwen2_audio(tmp_path / "m"))
+    with OpenAILoopback(reply=reply) as server:
+        client = make_client("openai-compatible", "judge", endpoints=[server.url], concurrency=64)
+        judge = LLMRewardJudge(client)
+        args = grpo_config(
+            {}, tmp_path / "out", per_device_train_batch_size=2, num_generations=2,
+            max_completion_length=4, use_cpu=True,
+        )  # fmt: skip
+        trainer = AudioGRPOTrainer(
+            model=model,
+            reward_funcs=[make_reward_func(judge)],
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=proc,
+        )
+        completions = [[{"role": "assistant", "content": c}] for c in (good, "no tags")]
+        rewards = trainer._calculate_rewards(
+            [dict(r) for r in rows], [r["prompt"] for r in rows], completions, [[1], [1]]
+        )
+    # good: perception, 1 step, holistic, review (correct) = 4 calls, all scored 0.5:
+    # 1.5*0.5 + (0.7*0.5 + 0.3*0.5) + 1.5*(1 + 0.5*0.5) + 0.1*1 = 3.225; "no tags": 0 calls, 0
+    assert rewards[:, 0].tolist() == pytest.approx([3.225, 0.0])
+    assert len(server.requests) == 4 and state["peak"] == 4
