@@ -129,3 +129,26 @@ def test_save_into_full_omni_layout(tmp_path):
     assert torch.equal(reloaded.lm_head.weight, model.lm_head.weight)
     original, _ = load_policy(base)
     assert not torch.equal(original.lm_head.weight, reloaded.lm_head.weight)
+
+
+def test_every_builtin_recipe_builds_its_trl_configs(tmp_path):
+    from cafe.training.grpo import grpo_config, lora_config
+    from cafe.training.recipes import load_recipe, recipe_names
+    from cafe.training.rewards import RewardWeights
+    from cafe.training.sft import sft_config
+
+    cpu = {"use_cpu": True, "bf16": False}
+    for name in recipe_names():
+        r = load_recipe(name)
+        RewardWeights.from_dict(r.get("rewards"))
+        lora_config(r)
+        if r.get("sft"):
+            sft_config(r, tmp_path, **cpu)
+        if r.get("grpo"):
+            c = grpo_config(r, tmp_path, use_vllm=False, **cpu)
+            if name.startswith("mpar2-7b-grpo"):  # the paper's GRPO numbers
+                assert (c.num_generations, c.learning_rate, c.temperature) == (8, 1e-5, 1.0)
+                assert (c.per_device_train_batch_size, c.gradient_accumulation_steps) == (1, 2)
+    authors = load_recipe("mpar2-7b-grpo-authors")
+    assert authors["lora"]["r"] == 32 and authors["lora"]["lora_alpha"] == 64
+    assert authors["grpo"]["beta"] == 0.04 and authors["grpo"]["epsilon"] == 0.2

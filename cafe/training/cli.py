@@ -28,6 +28,7 @@ def _model(recipe: dict[str, Any], model: str | None) -> str:
 
 def make_judge(recipe: dict[str, Any], kind=None, judge_model=None, endpoints=(), cache=None):
     """The reward judge a recipe (or the command line) names: "offline" or a chat client."""
+    from cafe.cache import DEFAULT_DIR
     from cafe.training.reward_judge import make_reward_judge
 
     spec = dict(recipe.get("judge") or {})
@@ -35,7 +36,7 @@ def make_judge(recipe: dict[str, Any], kind=None, judge_model=None, endpoints=()
         kind or spec.get("kind", "offline"),
         judge_model or spec.get("model"),
         list(endpoints) or spec.get("endpoints") or [],
-        cache_path=cache or spec.get("cache"),
+        cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
         templates=spec.get("templates"),
         concurrency=int(spec.get("concurrency", 64)),
     )
