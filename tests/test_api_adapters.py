@@ -222,3 +222,48 @@ def test_no_key_reaches_files_logs_cache_or_errors(
         for t in texts:
             assert secret not in t
             assert "LEAKCHECK" not in t
+
+
+def test_builtin_api_cards_construct_and_gpt5_drops_temperature(clips, monkeypatch):
+    from cafe.adapters.cards import load_cards
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-cards-000000")
+    cards = load_cards()
+    for name in ("gemini-2.5-flash", "gpt-4o-audio", "gemini-3-pro", "gpt-5", "qwen3-32b"):
+        assert cards[name].adapter in ADAPTERS.names()
+    with OpenAILoopback() as srv:
+        ad = ADAPTERS.get("openai-audio")(cards["gpt-5"], endpoint=srv.url, **FAST)
+        out = ad.generate([_request("s", clips[0])])
+        ad4o = ADAPTERS.get("openai-audio")(cards["gpt-4o-audio"], endpoint=srv.url, **FAST)
+        ad4o.generate([_request("s", clips[0])])
+    assert out[0].text == "ok"
+    b5, b4o = srv.requests
+    assert "temperature" not in b5 and b5["model"] == "gpt-5" and "modalities" not in b5
+    assert b5["max_completion_tokens"] == 128  # the request's generation (the runner fills it)
+    assert b4o["model"] == "gpt-4o-audio-preview" and b4o["modalities"] == ["text"]
+    assert b4o["temperature"] == 0.0
+
+
+def test_unknown_option_fails_with_the_known_ones():
+    with pytest.raises(ValueError, match="unknown option.*tempreature.*known:.*concurrency"):
+        ADAPTERS.get("openai-compatible")(_card("openai-compatible", "m"), tempreature=0.1)
+
+
+def test_audio_tokens_priced_apart(clips):
+    body = {
+        "choices": [{"message": {"content": "A"}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 1000,
+            "completion_tokens": 10,
+            "total_tokens": 1010,
+            "prompt_tokens_details": {"audio_tokens": 800},
+        },
+    }
+    price = {"input_per_mtok": 2.5, "audio_input_per_mtok": 40.0, "output_per_mtok": 10.0}
+    with OpenAILoopback(reply=lambda b: body) as srv:
+        ad = ADAPTERS.get("openai-compatible")(
+            _card("openai-compatible", "m", price=price), endpoint=srv.url, **FAST
+        )
+        out = ad.generate([_request("s", clips[0])])
+    # 200 text tokens at 2.5, 800 audio tokens at 40, 10 output tokens at 10 (per million)
+    assert out[0].backend["cost_usd"] == pytest.approx((200 * 2.5 + 800 * 40 + 10 * 10) / 1e6)

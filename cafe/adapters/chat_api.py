@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 from cafe.adapters.base import Adapter, ModelCard
 from cafe.records import Completion, Request
 
-#: options the adapter consumes itself; everything else goes to the chat client
-_ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price"}
+#: options the adapter consumes itself; the chat client's own keywords go to the client
+_ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price", "max_new_tokens", "batch_size"}
 #: generation keys with the same meaning everywhere; the rest only where a server takes them
 _COMMON = {"temperature", "top_p"}
 
@@ -44,10 +44,13 @@ class ChatAPIAdapter(Adapter):
         eps = self.options.get("endpoints") or self.options.get("endpoint")
         self.endpoints = [eps] if isinstance(eps, str) else list(eps or [])
         self.price = dict(self.options.get("price") or {})
+        if self.options.get("batch_size"):
+            self.default_batch_size = int(self.options["batch_size"])
         client_opts = {
             **self.client_defaults,
             **{k: v for k, v in self.options.items() if k not in _ADAPTER_KEYS},
         }
+        _check_options(card, self.client_kind, client_opts)
         self.client = make_client(
             self.client_kind, self.model, self.endpoints or None, **client_opts
         )
@@ -70,6 +73,8 @@ class ChatAPIAdapter(Adapter):
         g = dict(generation)
         temperature = float(g.get("temperature", 0.0)) if g.get("do_sample", True) else 0.0
         max_tokens = int(g.get("max_new_tokens", g.get("max_tokens", 1024)))
+        if self.options.get("max_new_tokens") is not None:  # an explicit -o cap wins
+            max_tokens = int(self.options["max_new_tokens"])
         extra = {k: g[k] for k in g if k in (_COMMON - {"temperature"}) | self.passthrough}
         return temperature, max_tokens, extra
 
@@ -107,6 +112,22 @@ class ChatAPIAdapter(Adapter):
             pass
 
 
+def _check_options(card: ModelCard, kind: str, client_opts: dict[str, Any]) -> None:
+    """Unknown options fail at load with the list of known ones, not deep inside a call."""
+    import inspect
+
+    from cafe.clients import CLIENTS
+
+    params = inspect.signature(CLIENTS.get(kind).__init__).parameters
+    known = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    unknown = sorted(set(client_opts) - known)
+    if unknown:
+        raise ValueError(
+            f"model {card.name!r} ({card.adapter}): unknown option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known | _ADAPTER_KEYS))}"
+        )
+
+
 def with_audio_paths(request: Request) -> list[dict[str, Any]]:
     """The request's messages with every audio part carrying its path: parts without one take
     ``request.audio`` in order, and audio no message mentions goes first in the last user turn."""
@@ -137,14 +158,18 @@ def with_audio_paths(request: Request) -> list[dict[str, Any]]:
 
 
 def cost_usd(usage: dict[str, Any], price: dict[str, Any]) -> float | None:
-    """Cost of one call from the card's price table (USD per million tokens)."""
+    """Cost of one call from the card's price table, USD per million tokens: ``input_per_mtok``,
+    ``output_per_mtok`` and, where audio input is priced apart, ``audio_input_per_mtok`` (applied
+    to the audio share of the prompt the server reports)."""
     if not price or not usage:
         return None
     p_in = float(price.get("input_per_mtok", 0.0))
+    p_audio = float(price.get("audio_input_per_mtok", p_in))
     p_out = float(price.get("output_per_mtok", 0.0))
     tokens_in = usage.get("prompt_tokens") or 0
+    audio_in = min(tokens_in, usage.get("audio_prompt_tokens") or 0)
     tokens_out = usage.get("completion_tokens") or 0
-    return round((tokens_in * p_in + tokens_out * p_out) / 1e6, 8)
+    return round(((tokens_in - audio_in) * p_in + audio_in * p_audio + tokens_out * p_out) / 1e6, 8)
 
 
 def usage_totals(backends: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -89,7 +89,7 @@ class GeminiClient(ChatClient):
         self._rr = itertools.count()
         self._sdk = [PerLoop(lambda url=e.url: self._new_sdk(url)) for e in self.endpoints]
         self._uploaded: dict[tuple[str | None, str], str] = {}  # (endpoint, wav sha) -> file uri
-        self._upload_locks: dict[tuple[str | None, str], asyncio.Lock] = {}
+        self._upload_locks: dict[tuple[str | None, str, int], asyncio.Lock] = {}
         where = ",".join(e.url or "google" for e in self.endpoints)
         self.identity = f"gemini:{model}@{where}"
 
@@ -149,7 +149,8 @@ class GeminiClient(ChatClient):
         import io
 
         key = (url, hashlib.sha256(wav).hexdigest())
-        lock = self._upload_locks.setdefault(key, asyncio.Lock())
+        # asyncio locks belong to one loop; the uploaded URI is shared by all
+        lock = self._upload_locks.setdefault((*key, id(asyncio.get_running_loop())), asyncio.Lock())
         async with lock:  # K runs of one clip upload it once
             if key not in self._uploaded:
                 try:
@@ -296,4 +297,11 @@ def _reply_fields(resp: Any, url: str | None) -> dict[str, Any]:
         }
         if um.thoughts_token_count:
             usage["reasoning_tokens"] = um.thoughts_token_count
+        audio = sum(
+            d.token_count or 0
+            for d in um.prompt_tokens_details or []
+            if str(getattr(d.modality, "value", d.modality)) == "AUDIO"
+        )
+        if audio:  # priced apart by audio models
+            usage["audio_prompt_tokens"] = audio
     return {"text": text, "finish_reason": finish, "usage": usage}

@@ -282,6 +282,9 @@ def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
     details = u.get("completion_tokens_details") or {}
     if details.get("reasoning_tokens") is not None:
         usage["reasoning_tokens"] = details["reasoning_tokens"]
+    prompt_details = u.get("prompt_tokens_details") or {}
+    if prompt_details.get("audio_tokens") is not None:  # priced apart by audio models
+        usage["audio_prompt_tokens"] = prompt_details["audio_tokens"]
     return {"text": content, "finish_reason": choice.get("finish_reason"), "usage": usage}
 
 

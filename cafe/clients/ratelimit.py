@@ -41,12 +41,16 @@ def is_retryable_status(status: int) -> bool:
     return status in (408, 409, 425, 429) or status >= 500
 
 
+#: longest Retry-After honoured: a bogus header must not stall a run for hours
+MAX_RETRY_AFTER_S = 600.0
+
+
 def parse_retry_after(value: str | None) -> float | None:
     """Retry-After in seconds (the HTTP-date form is rare for APIs and treated as absent)."""
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
     except ValueError:
         return None
 

@@ -1,0 +1,277 @@
+"""GPU throughput on MMAR-shaped work (needs a CUDA GPU, vLLM, torch and transformers).
+
+Qwen2.5-Omni-7B-shaped model (config written here, no download: vLLM loads dummy weights,
+transformers loads random weights saved once), ~30 s audio per item, exactly 512 generated tokens
+per item (ignore_eos + min_tokens). Prints items/s for
+
+  harness-vllm   cafe's "vllm" adapter: render + decode audio + LLM.generate, as a run does it
+  raw-vllm       LLM.generate alone on the same prompts (rendered beforehand)
+  transformers   cafe's "qwen2.5-omni" transformers adapter (batch 16)
+
+and the ratios the targets name: vLLM >= 20x transformers, harness >= 90% of raw vLLM.
+
+    PYTHONPATH=. python perf/gpu_throughput.py [--items 128] [--tf-items 32] [--skip-transformers]
+
+Each engine runs in its own subprocess (vLLM does not hand its GPU memory back in-process)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Qwen2.5-Omni-7B thinker dimensions (from the released config)
+TEXT_7B = dict(
+    vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+    num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
+    rms_norm_eps=1e-6, rope_parameters={"rope_theta": 1000000.0, "rope_type": "default",
+                                        "mrope_section": [16, 24, 24]},
+)  # fmt: skip
+AUDIO_7B = dict(
+    d_model=1280, encoder_layers=32, encoder_attention_heads=20, encoder_ffn_dim=5120,
+    num_mel_bins=128, output_dim=3584, n_window=100, max_source_positions=1500,
+)  # fmt: skip
+VISION_7B = dict(
+    depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=3584,
+    fullatt_block_indexes=[7, 15, 23, 31],
+)  # fmt: skip
+
+
+# ---- build --------------------------------------------------------------------------------
+def build(work: Path, with_weights: bool) -> None:
+    """work/vllm: full Omni layout config + tokenizer/processor (vLLM loads dummy weights);
+    work/hf: thinker-only checkpoint with random bf16 weights for the transformers adapter."""
+    import importlib
+
+    from transformers import AutoTokenizer, Qwen2_5OmniConfig
+
+    # the transformers helper's tiny builder writes the tokenizer and processor files
+    tiny_models = importlib.import_module("cafe.testing.tiny_models")
+    tiny = tiny_models.build_tiny_qwen2_5_omni_thinker(work / "tiny")
+    tok = AutoTokenizer.from_pretrained(tiny)
+    ids = tok.convert_tokens_to_ids
+    thinker = dict(
+        text_config={**TEXT_7B, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id},
+        audio_config=AUDIO_7B,
+        vision_config=VISION_7B,
+        audio_token_index=ids("<|AUDIO|>"),
+        image_token_index=ids("<|IMAGE|>"),
+        video_token_index=ids("<|VIDEO|>"),
+        audio_start_token_id=ids("<|audio_bos|>"),
+        audio_end_token_id=ids("<|audio_eos|>"),
+        vision_start_token_id=ids("<|vision_bos|>"),
+        vision_end_token_id=ids("<|vision_eos|>"),
+    )
+    vdir = work / "vllm"
+    vdir.mkdir(parents=True, exist_ok=True)
+    cfg = Qwen2_5OmniConfig(thinker_config=thinker, enable_audio_output=False)
+    cfg.architectures = ["Qwen2_5OmniModel"]  # as the released checkpoint names it
+    cfg.save_pretrained(vdir)
+    _copy_processor(tiny, vdir)
+    if with_weights:
+        import torch
+        from transformers import Qwen2_5OmniThinkerForConditionalGeneration
+
+        hdir = work / "hf"
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            model = Qwen2_5OmniThinkerForConditionalGeneration._from_config(
+                cfg.thinker_config, dtype=torch.bfloat16
+            )
+        model.generation_config.eos_token_id = tok.eos_token_id
+        model.generation_config.pad_token_id = tok.pad_token_id
+        model.save_pretrained(hdir)
+        _copy_processor(tiny, hdir)
+
+
+def _copy_processor(src: Path, dst: Path) -> None:
+    for f in src.iterdir():
+        if f.name not in ("config.json", "generation_config.json") and f.suffix != ".safetensors":
+            shutil.copy(f, dst / f.name)
+
+
+def _clips(work: Path, n: int, seconds: float) -> list[str]:
+    from cafe.audio import write_wav
+
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):
+        p = work / "audio" / f"clip{i:03d}.wav"
+        if not p.exists():
+            p.parent.mkdir(parents=True, exist_ok=True)
+            t = np.arange(int(16000 * seconds)) / 16000
+            x = 0.2 * np.sin(2 * np.pi * (150 + 40 * i) * t) + 0.05 * rng.standard_normal(len(t))
+            write_wav(p, x.astype(np.float32))
+        out.append(str(p))
+    return out
+
+
+def _requests(clips: list[str], n: int, max_new: int) -> list[Any]:
+    from cafe.records import Request
+
+    question = (
+        "Which sound source is heard first, and how many times does it repeat?\n"
+        "Select one option from the provided choices:\n(A) a dog\n(B) a bell\n(C) a car\n(D) rain"
+    )
+    return [
+        Request(
+            sample_id=f"item{i:04d}",
+            run_index=0,
+            messages=[
+                {"role": "system", "content": "You are a helpful assistant."},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "audio", "path": clips[i % len(clips)]},
+                        {"type": "text", "text": question},
+                    ],
+                },
+            ],  # fmt: skip
+            audio=[clips[i % len(clips)]],
+            generation={"max_new_tokens": max_new, "temperature": 0.0},
+            seed=i,
+            prompt_style="lalm",
+            template_hash="perf",
+        )
+        for i in range(n)
+    ]
+
+
+# ---- phases (each in its own process) ------------------------------------------------------
+def phase_vllm(args: argparse.Namespace) -> dict[str, Any]:
+    from vllm import SamplingParams
+
+    from cafe.adapters import ADAPTERS, ModelCard
+
+    work = Path(args.work)
+    clips = _clips(work, 16, args.clip_seconds)
+    reqs = _requests(clips, args.items, args.max_new_tokens)
+    card = ModelCard(name="omni7b-shaped", adapter="vllm", engine="vllm")
+    ad = ADAPTERS.get("vllm")(
+        card, checkpoint=str(work / "vllm"), load_format="dummy", dtype="bfloat16",
+        max_model_len=4096, gpu_memory_utilization=args.gpu_memory_utilization,
+        ignore_eos=True, min_tokens=args.max_new_tokens, max_new_tokens=args.max_new_tokens,
+        enable_prefix_caching=False,  # identical audio must not make later items free
+    )  # fmt: skip
+    ad.generate(reqs[:8])  # warm-up: CUDA graphs, processor caches
+    t0 = time.perf_counter()
+    out = ad.generate(reqs)
+    harness_s = time.perf_counter() - t0
+    tokens = [c.output_tokens for c in out]
+    errors = [c.error for c in out if c.error]
+
+    prompts = [ad.render(r) for r in reqs]
+    sp = SamplingParams(
+        n=1, temperature=0.0, max_tokens=args.max_new_tokens, min_tokens=args.max_new_tokens,
+        ignore_eos=True,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    raw = ad.llm.generate(prompts, sp, use_tqdm=False)
+    raw_s = time.perf_counter() - t0
+    return {
+        "harness_items_per_s": len(reqs) / harness_s,
+        "raw_items_per_s": len(reqs) / raw_s,
+        "items": len(reqs),
+        "harness_tokens": sorted(set(tokens)),
+        "raw_tokens": sorted({len(o.outputs[0].token_ids) for o in raw}),
+        "prompt_tokens": raw[0].prompt_token_ids and len(raw[0].prompt_token_ids),
+        "errors": errors[:3],
+    }
+
+
+def phase_transformers(args: argparse.Namespace) -> dict[str, Any]:
+    from cafe.adapters import ADAPTERS, ModelCard
+
+    work = Path(args.work)
+    clips = _clips(work, 16, args.clip_seconds)
+    reqs = _requests(clips, args.tf_items, args.max_new_tokens)
+    card = ModelCard(name="omni7b-shaped-hf", adapter="qwen2.5-omni")
+    ad = ADAPTERS.get("qwen2.5-omni")(
+        card, checkpoint=str(work / "hf"), dtype="bfloat16", device_map="cuda",
+        batch_size=args.tf_batch_size, max_new_tokens=args.max_new_tokens,
+    )  # fmt: skip
+    ad.model.generation_config.min_new_tokens = args.max_new_tokens  # fixed length, like vLLM
+    ad.generate(reqs[: args.tf_batch_size])  # warm-up
+    t0 = time.perf_counter()
+    out = []
+    for i in range(0, len(reqs), args.tf_batch_size):
+        out += ad.generate(reqs[i : i + args.tf_batch_size])
+    dt = time.perf_counter() - t0
+    return {
+        "items_per_s": len(reqs) / dt,
+        "items": len(reqs),
+        "tokens": sorted({c.output_tokens for c in out}),
+        "errors": [c.error for c in out if c.error][:3],
+    }
+
+
+def _sub(phase: str, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--phase", phase, *sys.argv[1:]]
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", ".")}
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, env=env, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"phase {phase} failed (exit {res.returncode})")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", default="/tmp/cafe-gpu-perf")
+    ap.add_argument("--items", type=int, default=128)
+    ap.add_argument("--tf-items", type=int, default=32)
+    ap.add_argument("--tf-batch-size", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=512)
+    ap.add_argument("--clip-seconds", type=float, default=30.0)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    ap.add_argument("--skip-transformers", action="store_true")
+    ap.add_argument("--phase", choices=["build", "vllm", "transformers"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    work = Path(args.work)
+
+    if args.phase == "build":
+        build(work, with_weights=not args.skip_transformers)
+        print(json.dumps({"built": str(work)}))
+        return
+    if args.phase == "vllm":
+        print(json.dumps(phase_vllm(args)))
+        return
+    if args.phase == "transformers":
+        print(json.dumps(phase_transformers(args)))
+        return
+
+    t0 = time.perf_counter()
+    if not (work / "vllm" / "config.json").exists() or (
+        not args.skip_transformers and not (work / "hf" / "config.json").exists()
+    ):
+        _sub("build", args)
+    print(f"built in {time.perf_counter() - t0:.0f} s: {work}", flush=True)
+    v = _sub("vllm", args)
+    print(
+        f"harness-vllm  {v['harness_items_per_s']:.2f} items/s  ({v['items']} items, "
+        f"tokens/item {v['harness_tokens']}, prompt tokens {v['prompt_tokens']})\n"
+        f"raw-vllm      {v['raw_items_per_s']:.2f} items/s  (tokens/item {v['raw_tokens']})\n"
+        f"harness/raw   {100 * v['harness_items_per_s'] / v['raw_items_per_s']:.1f}% "
+        "(target >= 90%)",
+        flush=True,
+    )
+    if v["errors"]:
+        print(f"harness errors: {v['errors']}")
+    if not args.skip_transformers:
+        t = _sub("transformers", args)
+        print(
+            f"transformers  {t['items_per_s']:.3f} items/s  ({t['items']} items, "
+            f"tokens/item {t['tokens']})\n"
+            f"vllm/transformers {v['harness_items_per_s'] / t['items_per_s']:.1f}x (target >= 20x)"
+        )
+
+
+if __name__ == "__main__":
+    main()

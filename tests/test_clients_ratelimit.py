@@ -1,0 +1,131 @@
+"""The adaptive limiter and retry policy on their own: cap, halving, slow recovery, pauses."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from cafe.clients.ratelimit import (
+    AdaptiveLimiter,
+    CallError,
+    RetryPolicy,
+    call_with_retries,
+    parse_retry_after,
+)
+
+
+def test_cap_is_never_exceeded_and_every_waiter_runs():
+    lim = AdaptiveLimiter(3)
+    peak = 0
+
+    async def job():
+        nonlocal peak
+        await lim.acquire()
+        try:
+            peak = max(peak, lim.in_flight)
+            await asyncio.sleep(0.01)
+        finally:
+            lim.release()
+
+    async def main():
+        await asyncio.gather(*(job() for _ in range(20)))
+
+    asyncio.run(main())
+    assert peak == 3 and lim.in_flight == 0
+
+
+def test_halves_on_429_and_recovers_one_slot_per_streak():
+    lim = AdaptiveLimiter(16, recover_after=5)
+    lim.on_rate_limited()
+    assert lim.limit == 8
+    lim.on_rate_limited()
+    lim.on_rate_limited()
+    lim.on_rate_limited()
+    lim.on_rate_limited()
+    assert lim.limit == 1  # 16 -> 8 -> 4 -> 2 -> 1 -> stays at the floor
+    for _ in range(4):
+        lim.on_success()
+    assert lim.limit == 1
+    lim.on_success()
+    assert lim.limit == 2
+    lim.on_failure()  # a failure breaks the streak
+    for _ in range(4):
+        lim.on_success()
+    assert lim.limit == 2
+    for _ in range(5 * 20):
+        lim.on_success()
+    assert lim.limit == 16  # never above the cap
+
+
+def test_retry_after_pauses_new_calls():
+    lim = AdaptiveLimiter(4)
+    lim.on_rate_limited(retry_after=0.3)
+
+    async def timed():
+        t0 = time.perf_counter()
+        await lim.acquire()
+        lim.release()
+        return time.perf_counter() - t0
+
+    assert asyncio.run(timed()) >= 0.29
+
+
+def test_one_limiter_serves_several_loops_and_threads():
+    lim = AdaptiveLimiter(2)
+    peak = []
+
+    def worker():
+        async def job():
+            await lim.acquire()
+            peak.append(lim.in_flight)
+            await asyncio.sleep(0.02)
+            lim.release()
+
+        async def main():
+            await asyncio.gather(*(job() for _ in range(5)))
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(peak) == 15 and max(peak) <= 2 and lim.in_flight == 0
+
+
+def test_backoff_is_exponential_jittered_and_capped():
+    p = RetryPolicy(base_delay=1.0, max_delay=5.0, jitter=0.5)
+    for attempt, nominal in ((1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (8, 5.0)):
+        d = p.delay(attempt)
+        assert nominal * 0.5 <= d <= nominal * 1.5
+    assert p.delay(1, retry_after=30.0) == 30.0
+    assert parse_retry_after("7") == 7.0 and parse_retry_after("soon") is None
+    assert parse_retry_after("99999") == 600.0
+
+
+def test_non_retryable_errors_stop_and_attempts_are_bounded():
+    calls = []
+
+    async def bad_request():
+        calls.append(1)
+        raise CallError("HTTP 400: nope", status=400, retryable=False)
+
+    async def flaky():
+        calls.append(1)
+        raise CallError("HTTP 503", status=503)
+
+    policy = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.002)
+    out = asyncio.run(call_with_retries(bad_request, AdaptiveLimiter(2), policy))
+    assert out.attempts == 1 and len(calls) == 1 and "400" in out.error
+    calls.clear()
+    out = asyncio.run(call_with_retries(flaky, AdaptiveLimiter(2), policy))
+    assert out.attempts == 4 and len(calls) == 4 and "after 4 attempt(s)" in out.error
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_missing_retry_after(value):
+    assert parse_retry_after(value) is None
