@@ -122,6 +122,9 @@ def test_timeouts_retry_then_error_without_exception():
             "openai-compatible", "m", [srv.url], timeout_s=0.15, max_attempts=2, base_delay=0.01
         )
         reply = run_sync(c.achat(_msgs()))
+        deadline = time.monotonic() + 3  # a loaded machine may read the 2nd request late
+        while srv.count < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert reply.text is None and reply.attempts == 2
     assert "timed out" in reply.error and srv.count == 2
 
@@ -212,3 +215,24 @@ def test_base_url_from_environment(monkeypatch):
         c = make_client("openai-compatible", "m", **FAST)
         assert run_sync(c.achat(_msgs())).text == "ok"
     assert c.endpoints[0].url == srv.url
+
+
+def test_a_cancelled_call_never_hands_its_reply_to_the_next_call():
+    def reply(body):
+        return "answer " + body["messages"][-1]["content"]
+
+    def faults(i, body):  # the first call stalls; the caller gives up on it
+        return Fault("timeout", delay_s=0.4) if i == 0 else None
+
+    with OpenAILoopback(reply=reply, faults=faults) as srv:
+        c = make_client("openai-compatible", "m", [srv.url], concurrency=1, **FAST)
+
+        async def scenario():
+            q1 = [{"role": "user", "content": "q1"}]
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(c.achat(q1), timeout=0.1)
+            await asyncio.sleep(0.5)  # the stale reply to q1 is now on the wire
+            return await c.achat([{"role": "user", "content": "q2"}])
+
+        second = run_sync(scenario())
+    assert second.text == "answer q2"
