@@ -236,3 +236,35 @@ def test_a_cancelled_call_never_hands_its_reply_to_the_next_call():
 
         second = run_sync(scenario())
     assert second.text == "answer q2"
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+@pytest.mark.parametrize("kind", ["openai-compatible", "gemini"])
+def test_every_fault_over_both_http_transports(transport, kind, clip, monkeypatch):
+    """Both transports behind the one httpx API: audio, 429, 500, malformed, timeout, then ok."""
+    if transport == "aiohttp":
+        pytest.importorskip("aiohttp")
+    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+    server = OpenAILoopback if kind != "gemini" else GeminiLoopback
+    faults = [Fault("429", retry_after=0.05), "500", "malformed", Fault("timeout", delay_s=0.6)]
+    with server(reply=lambda b: "heard", faults=faults) as srv:
+        c = make_client(kind, "m", [srv.url], http_transport=transport, timeout_s=0.3,
+                        base_delay=0.01, max_delay=0.05)  # fmt: skip
+        reply = run_sync(c.achat(_msgs(clip)))
+        run_sync(c.aclose())
+    assert reply.text == "heard" and reply.attempts == 5 and srv.count == 5
+    assert c.endpoints[0].limiter.rate_limited == 1
+    body = srv.requests[-1]
+    wav = (
+        body["messages"][1]["content"][1]["input_audio"]["data"]
+        if kind != "gemini"
+        else body["contents"][0]["parts"][1]["inlineData"]["data"]
+    )
+    decode = base64.b64decode if kind != "gemini" else base64.urlsafe_b64decode
+    x, _ = _decode_wav(decode(wav))
+    np.testing.assert_allclose(x, load_audio(clip), atol=1 / 16000)
+
+
+def test_unknown_http_transport_is_refused():
+    with pytest.raises(ValueError, match="http_transport"):
+        make_client("openai-compatible", "m", ["http://127.0.0.1:1/v1"], http_transport="curl")
