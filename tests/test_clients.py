@@ -268,3 +268,27 @@ def test_every_fault_over_both_http_transports(transport, kind, clip, monkeypatc
 def test_unknown_http_transport_is_refused():
     with pytest.raises(ValueError, match="http_transport"):
         make_client("openai-compatible", "m", ["http://127.0.0.1:1/v1"], http_transport="curl")
+
+
+def test_clips_are_encoded_under_a_limiter_slot(clip, monkeypatch):
+    """A large batch must not encode (and hold) every clip before the first call goes out."""
+    import cafe.clients.openai_compat as oc
+
+    seen = []
+    real = oc.audio_b64
+    with OpenAILoopback() as srv:
+        c = make_client("openai-compatible", "m", [srv.url], concurrency=2, **FAST)
+        lim = c.endpoints[0].limiter
+
+        def spy(path):
+            seen.append(lim.in_flight)
+            return real(path)
+
+        monkeypatch.setattr(oc, "audio_b64", spy)
+
+        async def many():
+            return await asyncio.gather(*(c.achat(_msgs(clip)) for _ in range(8)))
+
+        replies = run_sync(many())
+    assert all(r.text == "ok" for r in replies) and len(seen) == 8
+    assert all(1 <= n <= 2 for n in seen)

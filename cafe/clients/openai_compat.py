@@ -184,25 +184,33 @@ class OpenAICompatClient(ChatClient):
         **extra: Any,
     ) -> ChatReply:
         t0 = time.perf_counter()
-        try:
-            if audio_bytes_on_disk(messages) > OFFLOOP_AUDIO_BYTES:
-                # long clips decode in a worker thread; short ones (most) inline, where the
-                # thread handoff would cost more CPU than the encoding itself
-                body = await asyncio.to_thread(
-                    self.body, messages, temperature, max_tokens, seed, extra
-                )
-            else:
-                body = self.body(messages, temperature, max_tokens, seed, extra)
-        except Exception as e:  # unreadable audio etc.: a per-item error, not a crash
-            return ChatReply(text=None, error=redact(f"cannot build request: {e}"), attempts=0)
-        payload = json.dumps(body).encode()
+        built: list[bytes] = []
         used: list[str] = []
 
+        async def payload() -> bytes:
+            """Encoded once, under the first attempt's slot: a batch of thousands never holds
+            all its clips in memory at once, and encoding is paced by the limiter."""
+            if not built:
+                try:
+                    if audio_bytes_on_disk(messages) > OFFLOOP_AUDIO_BYTES:
+                        # long clips decode in a worker thread; short ones (most) inline, where
+                        # a thread handoff costs more CPU than the encoding itself
+                        body = await asyncio.to_thread(
+                            self.body, messages, temperature, max_tokens, seed, extra
+                        )
+                    else:
+                        body = self.body(messages, temperature, max_tokens, seed, extra)
+                except Exception as e:  # unreadable audio etc.: no retry will fix it
+                    raise CallError(f"cannot build request: {e}", retryable=False) from None
+                built.append(json.dumps(body).encode())
+            return built[0]
+
         async def once() -> tuple[dict[str, Any], str]:
+            data = await payload()
             ep = chosen[0]
             used.append(ep.url)
             ep.calls += 1
-            return await self._post(ep.url, payload), ep.url
+            return await self._post(ep.url, data), ep.url
 
         chosen: list[_Endpoint] = []
 
@@ -213,7 +221,7 @@ class OpenAICompatClient(ChatClient):
         out = await call_with_retries(once, choose, self.policy, redact=redact)
         latency = time.perf_counter() - t0
         if out.error is not None:
-            return ChatReply(text=None, error=out.error, attempts=out.attempts, latency_s=latency,
+            return ChatReply(text=None, error=out.error, attempts=len(used), latency_s=latency,
                              endpoint=used[-1] if used else None)  # fmt: skip
         data, url = out.value
         text, finish, usage = data["text"], data["finish_reason"], data["usage"]
