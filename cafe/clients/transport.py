@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import weakref
 from typing import Any
 
 import httpx
@@ -57,13 +58,16 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         import aiohttp
 
         if self._session is None:
-            self._session = aiohttp.ClientSession(
+            self._session = session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.connections, ssl=ssl_context()),
                 timeout=aiohttp.ClientTimeout(
                     total=self.timeout_s, connect=min(10.0, self.timeout_s)
                 ),
                 auto_decompress=True,
             )
+            # a client dropped without aclose() (scripts, tests) closes its sockets when it is
+            # collected, instead of aiohttp logging "Unclosed client session" at exit
+            weakref.finalize(self, _close_quietly, session)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         try:
             async with self._session.request(
@@ -84,3 +88,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _close_quietly(session: Any) -> None:
+    connector = getattr(session, "connector", None)
+    if connector is not None and not connector.closed:
+        try:
+            connector._close()  # synchronous socket close; aiohttp's async close needs a loop
+        except Exception:
+            pass
