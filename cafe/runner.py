@@ -710,6 +710,11 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--judge-model", help="Judge model name (API judges).")
 @click.option("--endpoint", multiple=True, help="Judge endpoint URL (repeat to spread load).")
 @click.option("--judge-concurrency", type=int, help="Judge calls in flight.")
+@click.option(
+    "--captions",
+    type=click.Path(exists=True),
+    help="Ground-truth captions JSONL for an LLM judge (`cafe caption`); synth needs none.",
+)
 @click.option("--strict", is_flag=True, help="Stop with an error at the first bad input.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
 @click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
@@ -733,6 +738,7 @@ def run_command(
     judge_model: str | None,
     endpoint: tuple[str, ...],
     judge_concurrency: int | None,
+    captions: str | None,
     strict: bool,
     no_cache: bool,
     cards: tuple[str, ...],
@@ -752,6 +758,8 @@ def run_command(
         judge_options["endpoints"] = tuple(endpoint)
     if judge_concurrency:
         judge_options["concurrency"] = judge_concurrency
+    if captions:
+        judge_options["captions"] = captions
     result = run(
         model,
         bench,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import tempfile
 
 import pytest
 
@@ -12,6 +13,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# one fresh cache per test session: no test reads a developer's ~/.cache/cafe or leaves one
+os.environ["CAFE_CACHE"] = tempfile.mkdtemp(prefix="cafe-test-cache-")
 
 _real_connect = socket.socket.connect
 

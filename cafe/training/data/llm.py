@@ -1,0 +1,159 @@
+"""LLM-backed stages (the paper's Gemini captioner and Qwen3-32B writers/filters) through the shared
+chat clients. Project templates in cafe/training/templates/data_*.txt (overridable); every call at
+temperature 0 unless the recipe says otherwise, cached by (client identity, template hash, prompt),
+retried when the reply cannot be parsed; a call that never parses marks the item failed with the
+reason (it is counted, never silently dropped)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import Cache, make_key
+from cafe.training.data.rules import DIMENSIONS
+from cafe.training.reward_judge import TEMPLATE_DIR, template_hash
+
+STAGES = ("caption", "question", "question_filter", "cot", "cot_filter")
+_JSON = re.compile(r"\{.*\}", re.S)
+_EVENT = re.compile(
+    r"<event\d+>\s*<description>(.*?)</description>\s*<caption>(.*?)</caption>", re.S | re.I
+)
+
+
+def load_data_templates(overrides: dict[str, str] | None = None) -> dict[str, str]:
+    out = {}
+    for stage in STAGES:
+        path = Path((overrides or {}).get(stage) or TEMPLATE_DIR / f"data_{stage}.txt")
+        out[stage] = path.read_text(encoding="utf-8")
+    return out
+
+
+def parse_json(text: str | None) -> dict[str, Any] | None:
+    m = _JSON.search(text or "")
+    if not m:
+        return None
+    try:
+        value = json.loads(m.group(0))
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _choices_text(choices: list[str]) -> str:
+    return "\n".join(f"{'ABCDEFGH'[i]}. {c}" for i, c in enumerate(choices))
+
+
+class LLMStages:
+    """The five LLM stages over one chat client."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        cache: Cache | None = None,
+        templates: dict[str, str] | None = None,
+        retries: int = 3,
+        concurrency: int = 32,
+    ):
+        self.client = client
+        self.cache = cache or Cache(None)
+        self.templates = templates or load_data_templates()
+        self.hashes = {k: template_hash(v) for k, v in self.templates.items()}
+        self.retries = retries
+        self.limit = asyncio.Semaphore(concurrency)
+        self.identity = client.identity
+
+    async def _ask(self, stage: str, parts: list[dict[str, Any]], parse) -> Any:
+        key = make_key(judge=self.identity, template=self.hashes[stage], stage=stage, parts=parts)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        for _ in range(self.retries):
+            async with self.limit:
+                reply = await self.client.achat(
+                    [{"role": "user", "content": parts}], temperature=0.0, max_tokens=2048
+                )
+            value = parse(reply.text)
+            if value is not None:
+                self.cache.put(key, value)
+                return value
+        return None
+
+    async def caption(self, clip: dict[str, Any]) -> str | None:
+        def parse(text):
+            events = _EVENT.findall(text or "")
+            return " ".join(f"{d.strip()}: {c.strip()}" for d, c in events) or None
+
+        parts = [
+            {"type": "audio", "path": clip["audio"]},
+            {"type": "text", "text": self.templates["caption"]},
+        ]
+        return await self._ask("caption", parts, parse)
+
+    async def question(self, clip: dict[str, Any], dimension: str) -> dict[str, Any] | None:
+        """A question dict, {"not_suitable": True}, or None when the reply never parsed."""
+        prompt = self.templates["question"].format(
+            dimension_name=dimension,
+            dimension_definition=DIMENSIONS[dimension],
+            caption=clip["caption"],
+        )
+
+        def parse(text):
+            if "not suitable" in (text or "").lower() and "{" not in (text or ""):
+                return {"not_suitable": True}
+            q = parse_json(text)
+            ok = (
+                q
+                and isinstance(q.get("question"), str)
+                and isinstance(q.get("choices"), list)
+                and len(q["choices"]) >= 2
+                and str(q.get("answer", "")).strip().upper()[:1] in "ABCDEFGH"
+            )
+            return q if ok else None
+
+        return await self._ask("question", [{"type": "text", "text": prompt}], parse)
+
+    async def question_filter(self, clip: dict[str, Any], q: dict[str, Any]) -> dict | None:
+        prompt = self.templates["question_filter"].format(
+            caption=clip["caption"],
+            question=q["question"],
+            choices=_choices_text(q["choices"]),
+            answer=q["answer_text"],
+        )
+
+        def parse(text):
+            v = parse_json(text)
+            return v if v and isinstance(v.get("score"), (int, float)) else None
+
+        return await self._ask("question_filter", [{"type": "text", "text": prompt}], parse)
+
+    async def cot(self, clip: dict[str, Any], q: dict[str, Any]) -> str | None:
+        prompt = self.templates["cot"].format(
+            caption=clip["caption"],
+            question=q["question"],
+            choices=_choices_text(q["choices"]),
+            answer=q["answer_text"],
+        )
+        return await self._ask(
+            "cot",
+            [{"type": "text", "text": prompt}],
+            lambda t: t.strip() if t and "<answer>" in t else None,
+        )
+
+    async def cot_filter(self, clip: dict[str, Any], q: dict[str, Any], cot: str) -> dict | None:
+        prompt = self.templates["cot_filter"].format(
+            caption=clip["caption"], question=q["question"], answer=q["answer_text"], cot=cot
+        )
+
+        def parse(text):
+            v = parse_json(text)
+            if v and all(
+                isinstance(v.get(k), (int, float)) for k in ("ReasoningScore", "ReviewScore")
+            ):
+                return v
+            return None
+
+        return await self._ask("cot_filter", [{"type": "text", "text": prompt}], parse)

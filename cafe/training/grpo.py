@@ -1,0 +1,448 @@
+"""MPAR² GRPO on TRL's GRPOTrainer (trl==1.16.0), extended so the audio reaches the model.
+
+TRL 1.16 threads images only. `AudioGRPOTrainer` adds audio at the three places it matters:
+1. prompt tokenisation (`_tokenize_prompts`): the processor renders each chat with its clip, so the
+   audio placeholder is expanded and `input_features` / `feature_attention_mask` are produced; the
+   regular generation path forwards those tensors to `generate`;
+2. every log-prob forward (`_get_per_token_logps_and_entropies`): old-policy, reference (full
+   model or PEFT with the adapter disabled) and policy passes get the rows' audio features;
+3. the generation batch (`_generate_and_score_completions`): the features travel in the output
+   dict, so TRL's shuffle/split across gradient-accumulation steps keeps them aligned with rows.
+vLLM rollouts (colocate, tensor parallel 1) get the clip as `multi_modal_data["audio"]`.
+
+Dataset rows (written by `cafe train data`): prompt (chat messages with an audio part), audio
+(path), answer, choices, caption, events. Torch/TRL import lazily (train extra)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cafe.benchmarks.scoring import is_correct
+from cafe.parsing import parse_sections
+from cafe.training.reward_judge import RewardItem, RewardJudge, score_group
+from cafe.training.rewards import RewardWeights, compute_rewards
+
+AUDIO_FEATURE_KEYS = ("input_features", "feature_attention_mask")
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes conversational completions as [{"role": "assistant", "content": text}]."""
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if isinstance(m, dict))
+    return str(completion or "")
+
+
+def make_reward_func(judge: RewardJudge, weights: RewardWeights | None = None):
+    """The TRL reward function: async, so TRL runs it on its event loop and every judge call of
+    the whole generation batch is in flight at once (score_group)."""
+    w = weights or RewardWeights()
+
+    async def mpar2_reward(prompts, completions, answer, choices, **kw) -> list[float]:
+        captions = kw.get("caption") or [""] * len(completions)
+        events = kw.get("events") or [[] for _ in completions]
+        questions = kw.get("question") or [""] * len(completions)
+        items = []
+        for i, c in enumerate(completions):
+            s = parse_sections(completion_text(c))
+            ok = s.answer is not None and is_correct(s.answer, answer[i], list(choices[i]))
+            items.append(
+                RewardItem(s, ok, questions[i], answer[i], captions[i] or "", list(events[i] or []))
+            )
+        scores = await score_group(judge, items)
+        parts = [
+            compute_rewards(it.sections, it.correct, sc, w)
+            for it, sc in zip(items, scores, strict=True)
+        ]
+        log_metric = kw.get("log_metric")
+        if log_metric is not None and parts:
+            for name in ("format", "perception", "spr", "rea", "acc"):
+                log_metric(f"mpar2/{name}", sum(getattr(p, name) for p in parts) / len(parts))
+        return [p.total for p in parts]
+
+    return mpar2_reward
+
+
+def _trainer_class():
+    import functools
+
+    import torch
+    from trl import GRPOTrainer
+    from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+    from cafe.audio import load_audio
+
+    class AudioGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer whose rollouts and log-prob passes see each row's audio clip."""
+
+        _audio_rows: list[Any] | None = None  # waveforms of the batch being generated
+        _audio_forward: dict[str, Any] | None = None  # features aligned with the rows in use
+
+        def __init__(self, model, *args, **kwargs):
+            # TRL suppresses `config.image_token_id` when sampling from a processor-backed model
+            # (a sampled placeholder would mismatch the features). Audio models name their
+            # placeholder differently: suppress the audio token instead, without saving the alias.
+            config = model.config
+            added = False
+            if getattr(config, "image_token_id", None) is None:
+                audio_id = getattr(config, "audio_token_id", None)
+                if audio_id is None:
+                    audio_id = getattr(config, "audio_token_index", None)
+                config.image_token_id = audio_id
+                added = True
+            # TRL builds the reference model from the checkpoint path with the architecture its
+            # config.json names; for a full Qwen2.5-Omni folder that is the whole omni model
+            # (talker, vocoder), while the policy is its thinker: build the policy's class
+            import trl.trainer.grpo_trainer as trl_grpo
+
+            create = trl_grpo.create_model_from_path
+            trl_grpo.create_model_from_path = functools.partial(create, architecture=type(model))
+            try:
+                super().__init__(model, *args, **kwargs)
+            finally:
+                trl_grpo.create_model_from_path = create
+                if added:
+                    del config.image_token_id
+
+        # --- generation batch -------------------------------------------------------------
+        def _generate_and_score_completions(self, inputs):
+            self._audio_rows = [self._load_row_audio(x) for x in inputs]
+            try:
+                output = super()._generate_and_score_completions(inputs)
+                if self._audio_forward:
+                    output.update(self._audio_forward)  # shuffled/split with the rows by TRL
+            finally:
+                self._audio_rows = None
+                self._audio_forward = None
+            return output
+
+        @staticmethod
+        def _load_row_audio(row: dict[str, Any]):
+            path = row.get("audio")
+            if not path:
+                return None
+            return load_audio(path, sample_id=str(row.get("id")) if row.get("id") else None)
+
+        def _tokenize_prompts(self, prompts: list):
+            rows = self._audio_rows
+            if not rows or all(a is None for a in rows):
+                return super()._tokenize_prompts(prompts)
+            proc = self.processing_class
+            texts = [
+                proc.apply_chat_template(
+                    p,
+                    chat_template=self.chat_template,
+                    add_generation_prompt=True,
+                    tokenize=False,
+                    **self.chat_template_kwargs,
+                )
+                for p in prompts
+            ]
+            enc = proc(
+                text=texts,
+                audio=list(rows),
+                sampling_rate=16_000,
+                return_tensors="pt",
+                padding=True,
+            )
+            prompt_ids = [
+                ids[mask.bool()].tolist()
+                for ids, mask in zip(enc["input_ids"], enc["attention_mask"], strict=True)
+            ]
+            feats = {k: enc[k] for k in AUDIO_FEATURE_KEYS if k in enc}
+            self._audio_forward = {k: v.to(self.accelerator.device) for k, v in feats.items()}
+            # tensors in multimodal_fields are passed to generate() by TRL's regular path
+            return prompt_ids, None, dict(self._audio_forward)
+
+        def _generate_single_turn(
+            self, prompt_ids, images, multimodal_fields, num_generations, **kw
+        ):
+            rows = self._audio_rows
+            if not (self.use_vllm and rows and any(a is not None for a in rows)):
+                return super()._generate_single_turn(
+                    prompt_ids, images, multimodal_fields, num_generations, **kw
+                )
+            gen = self.vllm_generation
+            if gen.mode != "colocate" or gen.tensor_parallel_size > 1:
+                # TRL's server protocol and TP gathering carry images only
+                raise ValueError(
+                    "audio GRPO with vLLM needs vllm_mode: colocate and tensor parallel size 1 "
+                    "(or use_vllm: false for transformers generation)"
+                )
+            # TRL builds the vLLM requests (sampling settings, weight sync, sleep mode, logprob
+            # extraction); each request row gets its clip as multi_modal_data on the way in
+            llm = gen.llm
+            generate = llm.generate
+
+            def generate_with_audio(requests, *args, **kwargs):
+                for row, wave in zip(requests, rows, strict=True):
+                    if wave is not None:
+                        row["multi_modal_data"] = {"audio": (wave, 16_000)}
+                return generate(requests, *args, **kwargs)
+
+            llm.generate = generate_with_audio
+            try:
+                return super()._generate_single_turn(
+                    prompt_ids, None, multimodal_fields, num_generations, **kw
+                )
+            finally:
+                llm.generate = generate
+
+        # --- log-prob passes (old policy, reference, policy) ----------------------------
+        def _compute_loss(self, model, inputs):
+            self._audio_forward = {k: inputs[k] for k in AUDIO_FEATURE_KEYS if k in inputs}
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._audio_forward = None
+
+        def _get_per_token_logps_and_entropies(
+            self,
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=None,
+            compute_entropy=False,
+            compute_aux_loss=False,
+            **multimodal,
+        ):
+            audio = self._audio_forward
+            if not audio:
+                return super()._get_per_token_logps_and_entropies(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size=batch_size,
+                    compute_entropy=compute_entropy,
+                    compute_aux_loss=compute_aux_loss,
+                    **multimodal,
+                )
+            # a plain forward with the audio features (TRL's fused head calls the text backbone
+            # directly, which would bypass the audio encoder and its merge into the sequence)
+            batch_size = batch_size or input_ids.size(0)
+            all_logps, all_entropies = [], []
+            for start in range(0, input_ids.size(0), batch_size):
+                end = min(start + batch_size, input_ids.size(0))
+                ids = input_ids[start:end]
+                feats = {k: v[start:end] for k, v in audio.items()}
+                with self.accelerator.autocast():
+                    logits = model(
+                        input_ids=ids,
+                        attention_mask=attention_mask[start:end],
+                        use_cache=False,
+                        **feats,
+                    ).logits
+                logits = logits[:, -logits_to_keep - 1 : -1, :].float() / self.temperature
+                all_logps.append(selective_log_softmax(logits, ids[:, -logits_to_keep:]))
+                if compute_entropy:
+                    with torch.no_grad():
+                        all_entropies.append(entropy_from_logits(logits))
+            logps = torch.cat(all_logps, dim=0)
+            entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
+            return logps, entropies, None
+
+    return AudioGRPOTrainer
+
+
+def __getattr__(name: str):  # `from cafe.training.grpo import AudioGRPOTrainer`, lazily
+    if name == "AudioGRPOTrainer":
+        return _trainer_class()
+    raise AttributeError(name)
+
+
+def load_policy(path: str | Path, dtype: str = "float32"):
+    """Model + processor from a checkpoint folder, loaded the way the harness's transformers
+    adapter loads it (its card's adapter names the model and processor classes), so whatever
+    `cafe run` can score, training can start from. A full Qwen2.5-Omni checkpoint loads as its
+    thinker (the part that is trained; `save_checkpoint` writes it back into the full layout)."""
+    import torch
+    import transformers
+    from transformers import AutoProcessor
+
+    from cafe.adapters.hf.base import audio_only_processor
+
+    adapter = adapter_for_checkpoint(path)
+    model_class = getattr(adapter, "model_class", None)
+    if model_class is None:
+        raise ValueError(f"{path}: its adapter {adapter.__name__} is not a transformers adapter")
+    model = getattr(transformers, model_class).from_pretrained(path, dtype=getattr(torch, dtype))
+    try:
+        processor = AutoProcessor.from_pretrained(path)
+    except (ImportError, OSError, ValueError) as e:
+        # omni processors bundle image/video halves that need torchvision; audio never does
+        if getattr(adapter, "processor_class", None) is None:
+            raise
+        if "torchvision" not in str(e).lower() and "video processor" not in str(e).lower():
+            raise
+        processor = audio_only_processor(adapter.processor_class, str(path))
+    processor.tokenizer.padding_side = "left"
+    return model, processor
+
+
+def adapter_for_checkpoint(path: str | Path) -> type:
+    """The adapter class `cafe run --model PATH` would use for this checkpoint folder."""
+    from cafe.adapters import ADAPTERS
+    from cafe.runner import RunError, resolve_model
+
+    try:
+        return ADAPTERS.get(resolve_model(str(path)).card.adapter)
+    except RunError as e:
+        raise ValueError(e.message) from None
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# full checkpoints whose trained part is a sub-model: model_type -> weight-name prefix of the part
+_WRAPPED_LAYOUTS = {"qwen2_5_omni": "thinker."}
+
+
+def save_checkpoint(model, processor, out: str | Path, base: str | Path | None = None) -> Path:
+    """Save in the layout the harness's adapters load: LoRA merged into the weights, config +
+    safetensors + processor (tokenizer, feature extractor, chat template). When ``base`` is a
+    full checkpoint whose trained part is a sub-model (Qwen2.5-Omni: thinker + talker +
+    token2wav), the output is that full layout with the trained part's tensors replaced."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    prefix = _wrapped_prefix(base)
+    if prefix is None:
+        model.save_pretrained(out, safe_serialization=True)
+    else:
+        _save_into_full_layout(model, Path(base), out, prefix)
+    _save_processor(processor, out, base)
+    return out
+
+
+def _save_processor(processor, out: Path, base: str | Path | None) -> None:
+    """The processor, or for an audio-only build (image/video halves left out, which
+    save_pretrained cannot write) its tokenizer, audio feature extractor and chat template,
+    with the base checkpoint's processor_config.json naming the processor class."""
+    import shutil
+
+    try:
+        processor.save_pretrained(out)
+        return
+    except AttributeError:
+        pass
+    processor.tokenizer.save_pretrained(out)
+    for attr in ("feature_extractor", "audio_processor"):
+        part = getattr(processor, attr, None)
+        if part is not None:
+            part.save_pretrained(out)
+    if getattr(processor, "chat_template", None):
+        (out / "chat_template.jinja").write_text(processor.chat_template)
+    if base is not None and (Path(base) / "processor_config.json").is_file():
+        shutil.copy2(Path(base) / "processor_config.json", out / "processor_config.json")
+
+
+def _wrapped_prefix(base: str | Path | None) -> str | None:
+    if base is None or not (Path(base) / "config.json").is_file():
+        return None
+    model_type = json.loads((Path(base) / "config.json").read_text()).get("model_type")
+    return _WRAPPED_LAYOUTS.get(model_type)
+
+
+def _save_into_full_layout(model, base: Path, out: Path, prefix: str) -> None:
+    """Trained sub-model tensors (saved with their full-layout names) + every other tensor and
+    file of the base checkpoint, as two safetensors shards with an index."""
+    import shutil
+    import tempfile
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        trained = {}
+        for f in sorted(Path(tmp).glob("*.safetensors")):
+            with safe_open(str(f), "pt") as st:
+                trained.update({k: st.get_tensor(k) for k in st.keys()})
+    if not all(k.startswith(prefix) for k in trained):
+        raise ValueError(f"trained weights are not named {prefix}* (transformers layout changed?)")
+    rest = {}
+    for f in sorted(base.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            rest.update({k: st.get_tensor(k) for k in st.keys() if not k.startswith(prefix)})
+    for item in base.iterdir():  # config, speaker dictionary, generation config, …
+        if item.is_file() and not item.name.endswith((".safetensors", ".safetensors.index.json")):
+            shutil.copy2(item, out / item.name)
+    shards = {"model-00001-of-00002.safetensors": trained}
+    shards["model-00002-of-00002.safetensors"] = rest
+    weight_map = {}
+    for name, tensors in shards.items():
+        tensors = {k: v.contiguous() for k, v in tensors.items()}
+        save_file(tensors, str(out / name), metadata={"format": "pt"})
+        weight_map.update({k: name for k in tensors})
+    total = sum(v.numel() * v.element_size() for t in shards.values() for v in t.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+
+
+def trainer_dir(out: str | Path) -> Path:
+    """TRL's own output (logs, intermediate checkpoints) beside the final checkpoint, not inside
+    it, so the checkpoint folder holds only what the harness loads."""
+    out = Path(out)
+    return out.with_name(out.name + ".trainer")
+
+
+def grpo_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
+    """TRL GRPOConfig from the recipe's `grpo:` block (any GRPOConfig field), CPU-safe defaults."""
+    from trl import GRPOConfig
+
+    args = {
+        "output_dir": str(output_dir),
+        "report_to": [],
+        "save_strategy": "no",
+        "logging_steps": 1,
+        "remove_unused_columns": False,
+        "gradient_checkpointing": False,
+        **(recipe.get("grpo") or {}),
+        **overrides,
+    }
+    return GRPOConfig(**args)
+
+
+def lora_config(recipe: dict[str, Any]):
+    spec = recipe.get("lora")
+    if not spec:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(task_type="CAUSAL_LM", **spec)
+
+
+def train_grpo(
+    recipe: dict[str, Any],
+    *,
+    model_path: str | Path,
+    data: str | Path,
+    out: str | Path,
+    judge: RewardJudge,
+    max_steps: int | None = None,
+) -> Path:
+    """Run GRPO from a recipe and save the merged checkpoint to ``out``; returns ``out``."""
+    from datasets import Dataset
+
+    model, processor = load_policy(model_path, recipe.get("dtype", "float32"))
+    rows = read_rows(data)
+    if not rows:
+        raise ValueError(f"{data}: no RL rows")
+    overrides = {"max_steps": max_steps} if max_steps else {}
+    args = grpo_config(recipe, trainer_dir(out), **overrides)
+    trainer = _trainer_class()(
+        model=model,
+        reward_funcs=[make_reward_func(judge, RewardWeights.from_dict(recipe.get("rewards")))],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=processor,
+        peft_config=lora_config(recipe),
+    )
+    trainer.train()
+    return save_checkpoint(trainer.model, processor, out, base=model_path)

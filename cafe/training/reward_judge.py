@@ -1,0 +1,302 @@
+"""Judge scores for MPAR² rewards (SPEC §7): perception, each reasoning step, holistic reasoning
+and review, each a number in [0, 1].
+
+Two backends share one interface (`RewardJudge.score(kind, fields)`):
+- `LLMRewardJudge`: a text judge through the shared chat clients (`cafe.clients`), project
+  templates in cafe/training/templates/*.txt (overridable per kind), reply parsed as its first
+  number clamped to [0, 1], retried up to 5 times (3 for review), 0 when every try fails; calls are
+  cached (cafe.cache) and a whole group of completions is scored with every call in flight at once
+  under a concurrency limit (the authors call the judge one completion, one call at a time).
+- `OfflineRewardJudge`: a deterministic rule judge for the synth benchmark, scoring the same
+  sections against ground-truth events (labelled as a stand-in: no LLM reads anything).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import Cache, make_key
+from cafe.training.rewards import JudgeScores
+
+KINDS = ("perception", "step", "holistic", "review")
+RETRIES = {"perception": 5, "step": 5, "holistic": 5, "review": 3}
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+_NUMBER = re.compile(r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?")
+
+
+def parse_score(text: str | None) -> float | None:
+    """First number in the reply, clamped to [0, 1]; None when there is none."""
+    m = _NUMBER.search(text or "")
+    if m is None:
+        return None
+    return min(1.0, max(0.0, float(m.group(0))))
+
+
+def load_templates(overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """The four judge templates; ``overrides`` maps a kind to a file of the user's own."""
+    out = {}
+    for kind in KINDS:
+        path = Path((overrides or {}).get(kind) or TEMPLATE_DIR / f"{kind}.txt")
+        out[kind] = path.read_text(encoding="utf-8")
+    return out
+
+
+def template_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class RewardItem:
+    """What the judge needs for one completion: the parsed sections and the sample's truth."""
+
+    sections: Any  # cafe.parsing.Sections
+    correct: bool
+    question: str
+    answer: str
+    caption: str = ""
+    events: list[dict[str, Any]] = field(default_factory=list)  # synth ground truth (offline)
+
+
+class RewardJudge(ABC):
+    identity: str
+
+    @abstractmethod
+    async def score(self, kind: str, fields: dict[str, Any]) -> float: ...
+
+    async def aclose(self) -> None:
+        pass
+
+
+class LLMRewardJudge(RewardJudge):
+    def __init__(
+        self,
+        client: Any,
+        *,
+        templates: dict[str, str] | None = None,
+        cache: Cache | None = None,
+        concurrency: int = 64,
+        max_tokens: int = 16,
+    ):
+        self.client = client
+        self.identity = client.identity
+        self.templates = templates or load_templates()
+        self.hashes = {k: template_hash(v) for k, v in self.templates.items()}
+        self.cache = cache or Cache(None)
+        self.max_tokens = max_tokens
+        self.concurrency = concurrency
+        self._limit: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, semaphore)
+        self.calls = 0  # chat calls actually sent (cache hits excluded)
+
+    async def score(self, kind: str, fields: dict[str, Any]) -> float:
+        prompt = self.templates[kind].format_map(_Blank(fields))
+        key = make_key(judge=self.identity, template=self.hashes[kind], kind=kind, prompt=prompt)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return float(cached)
+        loop = asyncio.get_running_loop()
+        if self._limit is None or self._limit[0] is not loop:
+            self._limit = (loop, asyncio.Semaphore(self.concurrency))
+        for _ in range(RETRIES[kind]):
+            async with self._limit[1]:
+                self.calls += 1
+                reply = await self.client.achat(
+                    [{"role": "user", "content": prompt}],
+                    temperature=0.0,
+                    max_tokens=self.max_tokens,
+                )
+            value = parse_score(reply.text)
+            if value is not None:
+                self.cache.put(key, value)
+                return value
+        return 0.0  # the authors' rule: a judge that never answers with a number scores 0
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class _Blank(dict):
+    """format_map that leaves unknown placeholders empty instead of raising (custom templates)."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+_WORD = re.compile(r"[a-z]+")
+_STOP = {"a", "an", "the", "of", "and", "then", "is", "it", "to", "in", "at", "on", "with", "sound"}
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall((text or "").lower().replace("_", " ")) if w not in _STOP}
+
+
+class OfflineRewardJudge(RewardJudge):
+    """Rule-based stand-in for the text judge on the synth benchmark (deterministic, no LLM).
+
+    perception: an event line matches a ground-truth event when it names the event's label words;
+      score = F1 of matched lines vs events, capped at 0.2 when a line is hallucinated or a required
+      event is missed, x0.8 when not chronological; rounded to 0.1 steps.
+    step: 1.0 grounded (names a ground-truth label) with an "Answer:", 0.5 with an answer only,
+      0.1 otherwise. holistic: share of grounded steps, halved when the correct answer's words are
+      not reached. review: evidence and logic checks present and grounded -> 1.0; the checks
+      without grounding 0.5; otherwise 0.1 ("approves without checking")."""
+
+    identity = "offline-rule-reward-judge"
+
+    async def score(self, kind: str, fields: dict[str, Any]) -> float:
+        labels = [_words(e.get("label", "")) for e in fields.get("events") or []]
+        required = [
+            _words(e.get("label", "")) for e in fields.get("events") or [] if e.get("required")
+        ]
+        if kind == "perception":
+            return self._perception(fields.get("perception_events") or [], labels, required)
+        if kind == "step":
+            return self._step(fields.get("step", ""), labels)
+        if kind == "holistic":
+            steps = fields.get("steps") or []
+            if not steps:
+                return 0.0
+            grounded = sum(self._grounded(s, labels) for s in steps) / len(steps)
+            reached = _words(fields.get("answer", "")) <= _words(fields.get("reasoning", ""))
+            return round(grounded * (1.0 if reached else 0.5), 1)
+        if kind == "review":
+            text = fields.get("review", "")
+            checks = "evidence check" in text.lower() and "logic check" in text.lower()
+            if checks and self._grounded(text, labels):
+                return 1.0
+            return 0.5 if checks else 0.1
+        raise ValueError(f"unknown judge kind {kind!r}")
+
+    @staticmethod
+    def _grounded(text: str, labels: Sequence[set[str]]) -> bool:
+        words = _words(text)
+        return any(lab and lab <= words for lab in labels)
+
+    def _step(self, step: str, labels: Sequence[set[str]]) -> float:
+        has_answer = "answer:" in step.lower()
+        if has_answer and self._grounded(step, labels):
+            return 1.0
+        return 0.5 if has_answer else 0.1
+
+    @staticmethod
+    def _perception(
+        lines: list[dict[str, Any]], labels: list[set[str]], required: list[set[str]]
+    ) -> float:
+        if not lines or not labels:
+            return 0.0
+        line_words = [_words(x.get("text", "")) for x in lines]
+        hits = [any(lab and lab <= w for lab in labels) for w in line_words]
+        found = [any(lab and lab <= w for w in line_words) for lab in labels]
+        precision = sum(hits) / len(lines)
+        recall = sum(found) / len(labels)
+        f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+        missed_key = any(not any(r and r <= w for w in line_words) for r in required)
+        if not all(hits) or missed_key:
+            f1 = min(f1, 0.2)
+        starts = [float(x.get("start", 0.0)) for x in lines]
+        if starts != sorted(starts):
+            f1 *= 0.8
+        return round(f1, 1)
+
+
+def _fields(item: RewardItem) -> dict[str, Any]:
+    s = item.sections
+    return {
+        "question": item.question,
+        "answer": item.answer,
+        "caption": item.caption,
+        "events": item.events,
+        "perception": s.perception or "",
+        "perception_events": s.perception_events,
+        "reasoning": s.reasoning or "",
+        "steps": list(s.steps),
+        "review": s.review or "",
+    }
+
+
+async def score_group(judge: RewardJudge, items: Sequence[RewardItem]) -> list[JudgeScores]:
+    """Every judge call for a whole group of completions, in flight at once (the judge's
+    concurrency limit applies). Calls are skipped where the reward would not use them: no section,
+    no steps, or review of a wrong answer (R_rea is gated by correctness)."""
+    jobs: list[tuple[int, str, int, Any]] = []  # (item index, kind, step index, coroutine)
+    for i, item in enumerate(items):
+        f = _fields(item)
+        s = item.sections
+        if (s.perception or "").strip():
+            jobs.append((i, "perception", 0, judge.score("perception", f)))
+        if (s.reasoning or "").strip() and s.steps:
+            for j, step in enumerate(s.steps):
+                history = "\n".join(s.steps[:j]) or "(none)"
+                jobs.append(
+                    (i, "step", j, judge.score("step", {**f, "step": step, "history": history}))
+                )
+            jobs.append((i, "holistic", 0, judge.score("holistic", f)))
+        if item.correct and (s.review or "").strip():
+            jobs.append((i, "review", 0, judge.score("review", f)))
+    values = await asyncio.gather(*(job[3] for job in jobs))
+    out = [JudgeScores(steps=[0.0] * len(it.sections.steps)) for it in items]
+    for (i, kind, j, _), v in zip(jobs, values, strict=True):
+        if kind == "step":
+            out[i].steps[j] = v
+        else:
+            setattr(out[i], kind, v)
+    for i, it in enumerate(items):  # steps were never scored without a reasoning section
+        if not (it.sections.reasoning or "").strip():
+            out[i].steps = []
+    return out
+
+
+async def score_one_at_a_time(judge: RewardJudge, items: Sequence[RewardItem]) -> list[JudgeScores]:
+    """The authors' order (one completion, one call at a time); kept for perf comparison."""
+    out = []
+    for item in items:
+        out.extend([s async for s in _aiter_one(judge, item)])
+    return out
+
+
+async def _aiter_one(judge: RewardJudge, item: RewardItem):
+    f = _fields(item)
+    s = item.sections
+    scores = JudgeScores()
+    if (s.perception or "").strip():
+        scores.perception = await judge.score("perception", f)
+    if (s.reasoning or "").strip() and s.steps:
+        for j, step in enumerate(s.steps):
+            history = "\n".join(s.steps[:j]) or "(none)"
+            scores.steps.append(await judge.score("step", {**f, "step": step, "history": history}))
+        scores.holistic = await judge.score("holistic", f)
+    if item.correct and (s.review or "").strip():
+        scores.review = await judge.score("review", f)
+    yield scores
+
+
+def make_reward_judge(
+    kind: str = "offline",
+    model: str | None = None,
+    endpoints: Sequence[str] = (),
+    *,
+    cache_path: str | Path | None = None,
+    templates: dict[str, str] | None = None,
+    concurrency: int = 64,
+) -> RewardJudge:
+    """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
+    ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini")."""
+    if kind == "offline":
+        return OfflineRewardJudge()
+    from cafe.clients import make_client
+
+    if not model:
+        raise ValueError(f"reward judge {kind!r} needs a judge model name")
+    client = make_client(kind, model, endpoints=list(endpoints) or None, concurrency=concurrency)
+    return LLMRewardJudge(
+        client,
+        templates=load_templates(templates),
+        cache=Cache(cache_path),
+        concurrency=concurrency,
+    )

@@ -1,0 +1,173 @@
+"""Reward judge: first-number parsing, clamping, retries, failure -> 0, caching, concurrency,
+skipped calls (gating), and the offline rule judge against synth ground truth."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from cafe.cache import Cache
+from cafe.clients import make_client
+from cafe.parsing import parse_sections
+from cafe.testing.loopback import OpenAILoopback
+from cafe.training.reward_judge import (
+    LLMRewardJudge,
+    OfflineRewardJudge,
+    RewardItem,
+    parse_score,
+    score_group,
+)
+
+GOOD = (
+    "<thinking><perception>1. [0.00, 1.00]: a dog bark\n2. [1.50, 2.50]: a car horn</perception>"
+    "<reasoning>1. Sub-question: what barks first? Answer: a dog bark\n"
+    "2. Sub-question: what follows? Answer: a car horn</reasoning>"
+    "<review>1. Evidence check: dog bark at 0 s. 2. Logic check: fine.</review></thinking>"
+    "<answer>dog bark</answer>"
+)
+EVENTS = [
+    {"label": "dog_bark", "onset": 0.0, "offset": 1.0, "required": True},
+    {"label": "car_horn", "onset": 1.5, "offset": 2.5, "required": False},
+]
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("0.7", 0.7),
+        ("Score: 0.35 because 0.9", 0.35),
+        ("8", 1.0),
+        ("-0.4", 0.0),
+        (".5", 0.5),
+        ("no idea", None),
+        (None, None),
+    ],
+)
+def test_parse_score_first_number_clamped(text, value):
+    assert parse_score(text) == value
+
+
+class ScriptedJudge:
+    """Loopback judge server replies: a script first, then a default; records peak concurrency."""
+
+    def __init__(self, replies=(), default="0.5", hold_s=0.0):
+        self.replies = list(replies)
+        self.default = default
+        self.hold_s = hold_s
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.peak = 0
+
+    def __call__(self, body):
+        assert body["temperature"] == 0.0  # judges run at a fixed temperature
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            reply = self.replies.pop(0) if self.replies else self.default
+        time.sleep(self.hold_s)
+        with self.lock:
+            self.in_flight -= 1
+        return reply
+
+
+def _judge(server, **kw):
+    client = make_client("openai-compatible", "judge-model", endpoints=[server.url], concurrency=64)
+    return LLMRewardJudge(client, **kw)
+
+
+def _prompts(server):
+    return [b["messages"][-1]["content"] for b in server.requests]
+
+
+def test_retries_then_value_and_failure_zero():
+    with OpenAILoopback(reply=ScriptedJudge(["hmm", "none", "0.6"])) as server:
+        assert asyncio.run(_judge(server).score("perception", {"perception": "x"})) == 0.6
+        assert len(server.requests) == 3
+    # review retries 3 times, then 0; the others 5 times
+    with OpenAILoopback(reply=ScriptedJudge(default="no")) as server:
+        assert asyncio.run(_judge(server).score("review", {"review": "x"})) == 0.0
+        assert len(server.requests) == 3
+    with OpenAILoopback(reply=ScriptedJudge(default="no")) as server:
+        assert asyncio.run(_judge(server).score("step", {})) == 0.0
+        assert len(server.requests) == 5
+
+
+def test_clamped_reply_and_cache_hit_costs_no_call(tmp_path):
+    cache = Cache(tmp_path / "c.sqlite")
+    with OpenAILoopback(reply=ScriptedJudge(["Score: 7 out of 10"])) as server:
+        judge = _judge(server, cache=cache)
+        fields = {"question": "q", "perception": "p"}
+        assert asyncio.run(judge.score("perception", fields)) == 1.0  # 7 clamped to 1
+        assert asyncio.run(judge.score("perception", fields)) == 1.0
+        assert len(server.requests) == 1
+
+
+def test_group_all_calls_in_flight_and_gating():
+    s = parse_sections(GOOD)
+    items = [
+        RewardItem(s, True, "What first?", "dog bark", "A dog barks, then a horn.", EVENTS),
+        RewardItem(s, False, "What first?", "dog bark", "A dog barks, then a horn.", EVENTS),
+        RewardItem(parse_sections("<answer>x</answer>"), True, "q", "a"),
+    ]
+    script = ScriptedJudge(hold_s=0.3)
+    with OpenAILoopback(reply=script) as server:
+        scores = asyncio.run(score_group(_judge(server), items))
+        prompts = _prompts(server)
+    # item 0: perception + 2 steps + holistic + review = 5; item 1: no review (wrong) = 4; item 2: 0
+    assert len(prompts) == 9
+    assert script.peak == 9  # all in flight together
+    assert scores[0].review == 0.5 and scores[1].review is None
+    assert scores[0].steps == [0.5, 0.5] and scores[2].steps == [] and scores[2].perception is None
+    step_prompts = [p for p in prompts if "Step to grade" in p]
+    assert any("what barks first" in p and "(none)" in p for p in step_prompts)
+    assert any("what follows" in p and "what barks first" in p for p in step_prompts)
+    assert all("A dog barks, then a horn." in p for p in prompts)
+
+
+def test_offline_judge_scores_against_events():
+    judge = OfflineRewardJudge()
+    s = parse_sections(GOOD)
+    item = RewardItem(s, True, "What first?", "dog bark", "", EVENTS)
+    scores = asyncio.run(score_group(judge, [item]))[0]
+    assert scores.perception == 1.0  # both events named, in order, nothing invented
+    assert scores.steps == [1.0, 1.0] and scores.holistic == 1.0 and scores.review == 1.0
+    halluc = parse_sections(GOOD.replace("a car horn</perception>", "a violin</perception>"))
+    bad = asyncio.run(score_group(judge, [RewardItem(halluc, True, "q", "dog bark", "", EVENTS)]))
+    assert bad[0].perception == 0.2  # F1 = 0.5 capped at 0.2 by the invented violin
+    shuffled = GOOD.replace("[0.00, 1.00]", "[3.00, 4.00]")
+    s3 = parse_sections(shuffled)
+    out = asyncio.run(score_group(judge, [RewardItem(s3, True, "q", "dog bark", "", EVENTS)]))
+    assert out[0].perception == 0.8  # out of order: 1.0 * 0.8
+
+
+def test_trl_reward_function_adapter():
+    """The async reward function GRPOTrainer calls: TRL's arguments in, R_all per completion out
+    (offline judge, hand-computed), component means logged."""
+    from cafe.training.grpo import make_reward_func
+
+    func = make_reward_func(OfflineRewardJudge())
+    wrong = GOOD.replace("<answer>dog bark</answer>", "<answer>car horn</answer>")
+    completions = [[{"role": "assistant", "content": t}] for t in (GOOD, wrong, "gibberish")]
+    logged: dict[str, float] = {}
+    rewards = asyncio.run(
+        func(
+            prompts=[[{"role": "user", "content": "q"}]] * 3,
+            completions=completions,
+            answer=["dog bark"] * 3,
+            choices=[["dog bark", "car horn"]] * 3,
+            question=["What first?"] * 3,
+            caption=[""] * 3,
+            events=[EVENTS] * 3,
+            log_metric=lambda k, v: logged.__setitem__(k, v),
+        )
+    )
+    # GOOD: perception 1, steps [1, 1], holistic 1, review 1, correct:
+    # 1.5*1 + (0.7*1 + 0.3*1) + 1.5*(1 + 0.5*1) + 0.1*1 = 4.85
+    # wrong answer: R_rea = 0 and the review is never asked: 4.85 - 1.5*1.5 = 2.6 (the holistic
+    # score stays 1.0: the steps still reach the correct answer's words)
+    assert rewards == pytest.approx([4.85, 2.6, 0.0])
+    assert logged["mpar2/acc"] == pytest.approx(1 / 3)
+    assert logged["mpar2/format"] == pytest.approx(2 / 3)

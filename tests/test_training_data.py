@@ -1,0 +1,248 @@
+"""Offline data pipeline from AVQA-style clips with ground-truth events (rule stand-ins for the
+LLM stages): counts per stage, "not suitable", filters, balanced pools, resumability, torn lines,
+output formats, and bad input named by file, id and field."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cafe.audio import write_wav
+from cafe.parsing import parse_sections
+from cafe.records import InputError
+from cafe.training.data.pipeline import run_pipeline
+from cafe.training.data.rules import score_question, write_question
+
+
+def _ev(label, on, off, required=False, **attrs):
+    return {"label": label, "onset": on, "offset": off, "required": required, "attributes": attrs}
+
+
+CLIPS = [
+    # three barks and a horn: every dimension but pitch is suitable
+    {
+        "id": "c1",
+        "events": [
+            _ev("dog_bark", 0.0, 0.3, True),
+            _ev("dog_bark", 1.0, 1.3),
+            _ev("dog_bark", 2.0, 2.3),
+            _ev("car_horn", 2.5, 3.5),
+        ],
+    },
+    # one pitched tone: counting/timbre/pitch only (temporal needs two sources, rhythm three hits)
+    {"id": "c2", "events": [_ev("tone", 0.5, 2.0, True, pitch="rising")]},
+    # two sources, two events
+    {"id": "c3", "events": [_ev("siren", 0.0, 1.0, True), _ev("bell", 1.2, 1.6)]},
+]
+
+
+@pytest.fixture
+def clips_file(tmp_path):
+    rows = []
+    for c in CLIPS:
+        write_wav(tmp_path / f"{c['id']}.wav", np.zeros(8000, dtype=np.float32))
+        rows.append({"id": c["id"], "audio": f"{c['id']}.wav", "events": c["events"]})
+    path = tmp_path / "clips.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+class Answerer:
+    """Outcomes per dimension: temporal always right, timbre always wrong, others mixed."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, samples):
+        self.calls += 1
+        table = {"temporal": [True] * 4, "timbre": [False] * 4}
+        return {s.id: table.get(s.meta["dimension"], [True, False, False, True]) for s in samples}
+
+
+def _recipe(clips_file, sft_size=2):
+    return {
+        "base_model": "unused-here",
+        "data": {"source": "clips", "clips": str(clips_file), "sft_size": sft_size},
+    }
+
+
+def test_rules_not_suitable_and_scores():
+    c2 = {"id": "c2", "events": CLIPS[1]["events"]}
+    assert write_question(c2, "temporal", ["bell"]) is None  # one source: nothing to order
+    assert write_question(c2, "rhythm", ["bell"]) is None
+    q = write_question(c2, "pitch", ["bell"])
+    assert q["choices"]["ABCD".index(q["answer"])] == "rising"
+    counting = write_question({"id": "c1", "events": CLIPS[0]["events"]}, "counting", [])
+    assert counting["choices"]["ABCD".index(counting["answer"])] == "three"
+    # depth: 2 + combines events + two sources + three or more events = 5
+    assert score_question({"events": CLIPS[0]["events"]}, {"dimension": "counting"})["score"] == 5
+    # a single event, timbre: 2 -> dropped below 4
+    low = score_question({"events": CLIPS[1]["events"]}, {"dimension": "timbre"})
+    assert low["score"] == 2 and low["decision"] == "drop" and low["analysis"]
+
+
+def test_pipeline_offline_counts_and_outputs(clips_file, tmp_path):
+    lines: list[str] = []
+    answerer = Answerer()
+    out = run_pipeline(
+        _recipe(clips_file), workdir=tmp_path / "w", answerer=answerer, echo=lines.append
+    )
+    text = "\n".join(lines)
+    # 3 clips x 5 dimensions = 15 asked; not suitable: c2 temporal+rhythm, c3 rhythm+pitch,
+    # c1 pitch -> 5; written 10
+    assert "questions [rule stand-in]: asked 15, written 10, not_suitable 5, failed 0" in text
+    # kept >= 4: c1 counting/temporal/rhythm/timbre (5,5,5,4); c3 counting/temporal (4,4);
+    # c3 timbre = 2+1 = 3 dropped; c2 counting 3, pitch 2, timbre 2 dropped -> 6 kept
+    assert "question_filter [rule stand-in]: scored 10, kept 6" in text
+    # temporal (c1, c3) always right, timbre (c1) always wrong -> 3 kept: c1 counting, c1 rhythm,
+    # c3 counting
+    assert "difficulty: answered 6, kept 3, always_right 2, always_wrong 1" in text
+    # sft_size 2, balanced round robin over dimensions: one counting, one rhythm
+    assert "pools: sft 2, rl 1, sft_counting 1, sft_rhythm 1" in text
+    assert "cot_filter [rule stand-in]: scored 2, kept 2" in text
+    sft = [json.loads(x) for x in out["sft"].read_text().splitlines()]
+    rl = [json.loads(x) for x in out["rl"].read_text().splitlines()]
+    assert len(sft) == 2 and len(rl) == 1
+    target = sft[0]["messages"][1]["content"][0]["text"]
+    assert parse_sections(target).format_ok
+    assert sft[0]["messages"][0]["content"][0]["type"] == "audio"
+    assert rl[0]["answer"] in rl[0]["choices"] and rl[0]["events"] and rl[0]["caption"]
+    assert rl[0]["audio"].endswith(".wav") and rl[0]["prompt"][0]["role"] == "user"
+
+    # resumable: a re-run appends nothing and asks the base model nothing
+    sizes = {p.name: p.stat().st_size for p in (tmp_path / "w").glob("*.jsonl")}
+    lines.clear()
+    run_pipeline(_recipe(clips_file), workdir=tmp_path / "w", answerer=answerer, echo=lines.append)
+    assert answerer.calls == 1
+    assert {p.name: p.stat().st_size for p in (tmp_path / "w").glob("*.jsonl")} == sizes
+
+    # a torn last line (killed mid-write) is redone, not lost
+    diff = tmp_path / "w" / "difficulty.jsonl"
+    body = diff.read_text().splitlines()
+    diff.write_text("\n".join(body[:-1]) + "\n" + body[-1][:10])
+    run_pipeline(_recipe(clips_file), workdir=tmp_path / "w", answerer=answerer, echo=lines.append)
+    assert answerer.calls == 2
+    assert "difficulty: answered 6, kept 3" in "\n".join(lines)
+
+
+def test_bad_clip_row_names_file_id_and_field(tmp_path):
+    path = tmp_path / "clips.jsonl"
+    path.write_text(json.dumps({"id": "x9", "caption": "a dog"}) + "\n")
+    with pytest.raises(InputError) as err:
+        run_pipeline(
+            _recipe(path), workdir=tmp_path / "w", answerer=Answerer(), echo=lambda s: None
+        )
+    msg = str(err.value)
+    assert "clips.jsonl" in msg and "x9" in msg and "audio" in msg
+
+
+def test_cli_data_with_harness_difficulty(clips_file, tmp_path):
+    """`cafe train data` end to end; the difficulty filter asks the harness's `random` baseline
+    adapter (answers vary across tries) through the same request/scoring path as `cafe run`."""
+    import yaml
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+
+    recipe = tmp_path / "r.yaml"
+    data = {"source": "clips", "clips": str(clips_file), "sft_size": 2}
+    data.update(difficulty_model="random", difficulty_n=6)
+    recipe.write_text(yaml.safe_dump({"base_model": "random", "data": data}))
+    res = CliRunner().invoke(
+        main, ["train", "data", "--recipe", str(recipe), "--workdir", str(tmp_path / "w")]
+    )
+    assert res.exit_code == 0, res.output
+    assert "question_filter [rule stand-in]: scored 10, kept 6" in res.output
+    rows = [json.loads(x) for x in (tmp_path / "w" / "difficulty.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and all(len(r["outcomes"]) == 6 for r in rows)
+    kept = sum(any(r["outcomes"]) and not all(r["outcomes"]) for r in rows)
+    assert f"difficulty: answered 6, kept {kept}," in res.output
+    assert "SFT file:" in res.output
+
+    bad = CliRunner().invoke(main, ["train", "data", "--recipe", "mpar2-7b-sfft"])
+    assert bad.exit_code == 2 and "did you mean mpar2-7b-sft" in bad.output
+
+
+def test_llm_stages_through_loopback_judge(clips_file, tmp_path):
+    """The AVQA path: captioner, question writer, filter, CoT writer and CoT filter are LLM calls
+    through the openai-compatible client to a loopback server; bad replies are retried."""
+    from cafe.testing.loopback import OpenAILoopback
+
+    cot = (
+        "<thinking><perception>1. [0.00, 0.30]: a dog bark</perception><reasoning>1. Sub-question:"
+        " what is heard? Answer: a dog bark</reasoning><review>1. Evidence check: ok. 2. Logic "
+        "check: ok.</review></thinking><answer>{}</answer>"
+    )
+    seen = {"question": 0}
+
+    def reply(body):
+        content = body["messages"][-1]["content"]
+        text = (
+            content
+            if isinstance(content, str)
+            else " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+        )
+        if "sound events in the order" in text:
+            return (
+                "<event1><description>dog, [0.0, 0.3]</description><caption>bark</caption></event1>"
+            )
+        if "one multiple-choice question" in text:
+            seen["question"] += 1
+            if seen["question"] == 1:
+                return "I think a question could be..."  # unparseable: retried
+            if "pitch contour" in text:
+                return "not suitable"
+            return json.dumps(
+                {
+                    "question": "What is heard?",
+                    "choices": ["dog", "cat", "cow", "owl"],
+                    "answer": "A",
+                }
+            )
+        if "reasoning depth" in text:
+            return json.dumps({"analysis": "needs listening", "score": 5, "decision": "keep"})
+        if "You grade a reasoning chain" in text:
+            return '{"ReasoningScore": 8, "ReviewScore": 9}'
+        if "Write exactly this format" in text:
+            return cot.format("dog")
+        return "?"
+
+    rows = [json.loads(x) for x in clips_file.read_text().splitlines()]
+    for r in rows:
+        r.pop("events")  # AVQA: clips with no ground truth, captions from the LLM
+    avqa = tmp_path / "avqa.jsonl"
+    avqa.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with OpenAILoopback(reply=reply) as server:
+        data = {
+            "source": "clips",
+            "clips": str(avqa),
+            "sft_size": 2,
+            "backend": "openai-compatible",
+        }
+        data.update(llm_model="qwen3-32b", llm_endpoints=[server.url], cache=str(tmp_path / "c.db"))
+        data.update(dimensions=["counting", "pitch", "temporal"])
+        data.update(difficulty_model="random", difficulty_n=8)
+        recipe = {"data": data}
+        lines: list[str] = []
+        out = run_pipeline(recipe, workdir=tmp_path / "w", echo=lines.append)
+        first = len(server.requests)
+        text = "\n".join(lines)
+        assert "captions: clips 3, captioned 3, failed 0" in text
+        assert "questions: asked 9, written 6, not_suitable 3, failed 0" in text
+        assert "question_filter: scored 6, kept 6" in text
+        audio_parts = [
+            p
+            for b in server.requests
+            for m in b["messages"]
+            if isinstance(m["content"], list)
+            for p in m["content"]
+            if p.get("type") == "input_audio"
+        ]
+        assert len(audio_parts) == 3  # each clip's audio went to the captioner
+        sft = [json.loads(x) for x in out["sft"].read_text().splitlines()]
+        assert sft and sft[0]["messages"][1]["content"][0]["text"] == cot.format("dog")
+        # a re-run is resumed from the stage files: no call at all
+        run_pipeline(recipe, workdir=tmp_path / "w", echo=lines.append)
+        assert len(server.requests) == first
