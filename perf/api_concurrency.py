@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--clip-seconds", type=float, default=1.0)
     ap.add_argument("--batch-size", type=int, default=None, help="default: all items at once")
+    ap.add_argument("--http-transport", default="auto", choices=["auto", "aiohttp", "httpx"])
     ap.add_argument(
         "--in-process",
         action="store_true",
@@ -69,17 +71,20 @@ def main() -> None:
     ]
     card = ModelCard(name="perf", adapter="openai-compatible", checkpoint="perf-model")
     bound = args.concurrency / args.latency
-    with _server(args) as url:
+    with _server(args) as (url, server_cpu):
         cls = ADAPTERS.get("openai-compatible")
-        adapter = cls(card, endpoint=url, concurrency=args.concurrency)
+        adapter = cls(
+            card, endpoint=url, concurrency=args.concurrency, http_transport=args.http_transport
+        )
         adapter.generate(requests[: args.concurrency])  # warm: connections, imports
         bs = args.batch_size or len(requests)
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        t0, cpu0, scpu0 = time.perf_counter(), time.process_time(), server_cpu()
         done = []
         for i in range(0, len(requests), bs):
             done += adapter.generate(requests[i : i + bs])
         dt = time.perf_counter() - t0
         cpu_ms = 1000 * (time.process_time() - cpu0) / len(requests)
+        server_ms = 1000 * (server_cpu() - scpu0) / len(requests)
         adapter.close()
     ok = sum(c.error is None for c in done)
     rate = len(done) / dt
@@ -87,23 +92,32 @@ def main() -> None:
         f"api_concurrency: {rate:.1f} items/s at concurrency {args.concurrency}, "
         f"{args.latency * 1000:.0f} ms latency ({ok}/{len(done)} ok, {dt:.2f} s); "
         f"bound {bound:.0f}/s; share {100 * rate / bound:.1f}% (target >= 80%); "
-        f"client CPU {cpu_ms:.2f} ms/item"
+        f"CPU per item: client {cpu_ms:.2f} ms, loopback {server_ms:.2f} ms; "
+        f"http transport {args.http_transport}"
     )
 
 
 @contextlib.contextmanager
-def _server(args: argparse.Namespace) -> Iterator[str]:
+def _server(args: argparse.Namespace) -> Iterator[tuple[str, Callable[[], float]]]:
     from cafe.testing.loopback import OpenAILoopback
 
     if args.in_process:
         with OpenAILoopback(reply=lambda body: "(A) dog", latency_s=args.latency) as srv:
-            yield srv.url
+            yield srv.url, lambda: 0.0  # shares this process's CPU figure
         return
     cmd = [sys.executable, "-m", "cafe.testing.loopback", "openai", "--latency",
            str(args.latency), "--reply", "(A) dog"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def cpu() -> float:  # user + system seconds of the server process (Linux /proc)
+        try:
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
     try:
-        yield proc.stdout.readline().strip()  # type: ignore[union-attr]
+        yield proc.stdout.readline().strip(), cpu  # type: ignore[union-attr]
     finally:
         proc.stdin.close()  # type: ignore[union-attr]
         proc.wait(timeout=10)

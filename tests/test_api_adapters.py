@@ -267,3 +267,18 @@ def test_audio_tokens_priced_apart(clips):
         out = ad.generate([_request("s", clips[0])])
     # 200 text tokens at 2.5, 800 audio tokens at 40, 10 output tokens at 10 (per million)
     assert out[0].backend["cost_usd"] == pytest.approx((200 * 2.5 + 800 * 40 + 10 * 10) / 1e6)
+
+
+def test_identity_covers_reply_shaping_options_not_endpoints(clips):
+    with OpenAILoopback() as a, OpenAILoopback() as b:
+        cls = ADAPTERS.get("openai-compatible")
+        one = cls(_card("openai-compatible", "m"), endpoint=a.url, concurrency=4)
+        two = cls(_card("openai-compatible", "m"), endpoints=[a.url, b.url], timeout_s=9)
+        shaped = cls(_card("openai-compatible", "m"), endpoint=a.url,
+                     extra_body={"chat_template_kwargs": {"enable_thinking": False}})  # fmt: skip
+        assert one.identity() == two.identity()
+        assert shaped.identity() != one.identity()
+        assert shaped.identity()["options"]["extra_body"]["chat_template_kwargs"]
+        out = one.generate([_request(f"s{i}", clips[0]) for i in range(3)])
+    assert all(c.text == "ok" for c in out)
+    assert one.usage["calls"] == 3 and one.usage["completion_tokens"] == 3  # "ok" x 3

@@ -122,6 +122,9 @@ def test_timeouts_retry_then_error_without_exception():
             "openai-compatible", "m", [srv.url], timeout_s=0.15, max_attempts=2, base_delay=0.01
         )
         reply = run_sync(c.achat(_msgs()))
+        deadline = time.monotonic() + 3  # a loaded machine may read the 2nd request late
+        while srv.count < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert reply.text is None and reply.attempts == 2
     assert "timed out" in reply.error and srv.count == 2
 
@@ -212,3 +215,80 @@ def test_base_url_from_environment(monkeypatch):
         c = make_client("openai-compatible", "m", **FAST)
         assert run_sync(c.achat(_msgs())).text == "ok"
     assert c.endpoints[0].url == srv.url
+
+
+def test_a_cancelled_call_never_hands_its_reply_to_the_next_call():
+    def reply(body):
+        return "answer " + body["messages"][-1]["content"]
+
+    def faults(i, body):  # the first call stalls; the caller gives up on it
+        return Fault("timeout", delay_s=0.4) if i == 0 else None
+
+    with OpenAILoopback(reply=reply, faults=faults) as srv:
+        c = make_client("openai-compatible", "m", [srv.url], concurrency=1, **FAST)
+
+        async def scenario():
+            q1 = [{"role": "user", "content": "q1"}]
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(c.achat(q1), timeout=0.1)
+            await asyncio.sleep(0.5)  # the stale reply to q1 is now on the wire
+            return await c.achat([{"role": "user", "content": "q2"}])
+
+        second = run_sync(scenario())
+    assert second.text == "answer q2"
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+@pytest.mark.parametrize("kind", ["openai-compatible", "gemini"])
+def test_every_fault_over_both_http_transports(transport, kind, clip, monkeypatch):
+    """Both transports behind the one httpx API: audio, 429, 500, malformed, timeout, then ok."""
+    if transport == "aiohttp":
+        pytest.importorskip("aiohttp")
+    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+    server = OpenAILoopback if kind != "gemini" else GeminiLoopback
+    faults = [Fault("429", retry_after=0.05), "500", "malformed", Fault("timeout", delay_s=0.6)]
+    with server(reply=lambda b: "heard", faults=faults) as srv:
+        c = make_client(kind, "m", [srv.url], http_transport=transport, timeout_s=0.3,
+                        base_delay=0.01, max_delay=0.05)  # fmt: skip
+        reply = run_sync(c.achat(_msgs(clip)))
+        run_sync(c.aclose())
+    assert reply.text == "heard" and reply.attempts == 5 and srv.count == 5
+    assert c.endpoints[0].limiter.rate_limited == 1
+    body = srv.requests[-1]
+    wav = (
+        body["messages"][1]["content"][1]["input_audio"]["data"]
+        if kind != "gemini"
+        else body["contents"][0]["parts"][1]["inlineData"]["data"]
+    )
+    decode = base64.b64decode if kind != "gemini" else base64.urlsafe_b64decode
+    x, _ = _decode_wav(decode(wav))
+    np.testing.assert_allclose(x, load_audio(clip), atol=1 / 16000)
+
+
+def test_unknown_http_transport_is_refused():
+    with pytest.raises(ValueError, match="http_transport"):
+        make_client("openai-compatible", "m", ["http://127.0.0.1:1/v1"], http_transport="curl")
+
+
+def test_clips_are_encoded_under_a_limiter_slot(clip, monkeypatch):
+    """A large batch must not encode (and hold) every clip before the first call goes out."""
+    import cafe.clients.openai_compat as oc
+
+    seen = []
+    real = oc.audio_b64
+    with OpenAILoopback() as srv:
+        c = make_client("openai-compatible", "m", [srv.url], concurrency=2, **FAST)
+        lim = c.endpoints[0].limiter
+
+        def spy(path):
+            seen.append(lim.in_flight)
+            return real(path)
+
+        monkeypatch.setattr(oc, "audio_b64", spy)
+
+        async def many():
+            return await asyncio.gather(*(c.achat(_msgs(clip)) for _ in range(8)))
+
+        replies = run_sync(many())
+    assert all(r.text == "ok" for r in replies) and len(seen) == 8
+    assert all(1 <= n <= 2 for n in seen)

@@ -11,6 +11,7 @@ client's own extras. Keys come from the environment only and never enter options
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -19,6 +20,8 @@ from cafe.records import Completion, Request
 
 #: options the adapter consumes itself; the chat client's own keywords go to the client
 _ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price", "max_new_tokens", "batch_size"}
+#: options that change what the model replies (part of the identity, hence of cache keys)
+_SHAPING = ("extra_body", "config", "drop_params", "api_version", "max_new_tokens")
 #: generation keys with the same meaning everywhere; the rest only where a server takes them
 _COMMON = {"temperature", "top_p"}
 
@@ -55,11 +58,26 @@ class ChatAPIAdapter(Adapter):
             self.client_kind, self.model, self.endpoints or None, **client_opts
         )
         self._loop = shared_loop()
+        self._backends: list[dict[str, Any]] = []
+        self._usage_lock = threading.Lock()
 
     # -- contract ----------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        # the served model, not where it is served: sharding over endpoints keeps cache keys
-        return {"adapter": self.card.adapter, "checkpoint": self.model, "model": self.card.name}
+        """The served model and the options that change its replies; not where it is served or
+        how fast (endpoints, concurrency, retries), so sharding keeps cache keys."""
+        shaping = {k: self.options[k] for k in _SHAPING if self.options.get(k) is not None}
+        return {
+            "adapter": self.card.adapter,
+            "checkpoint": self.model,
+            "model": self.card.name,
+            **({"options": shaping} if shaping else {}),
+        }
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """Totals over every call this adapter made (for the run manifest)."""
+        with self._usage_lock:
+            return usage_totals(list(self._backends))
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         return self._loop.run(self.agenerate(requests))
@@ -95,6 +113,8 @@ class ChatAPIAdapter(Adapter):
         cost = cost_usd(reply.usage, self.price)
         if cost is not None:
             backend["cost_usd"] = cost
+        with self._usage_lock:
+            self._backends.append(backend)
         return Completion(
             sample_id=request.sample_id,
             run_index=request.run_index,

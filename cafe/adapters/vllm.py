@@ -49,6 +49,13 @@ _ENGINE_KEYS = (
 )
 
 
+#: options that change what the model generates (part of the identity, hence of cache keys)
+_SHAPING = (
+    "dtype", "load_format", "hf_overrides", "engine_args", "chat_template", "lora_path",
+    "max_new_tokens", "ignore_eos", "min_tokens", "runs_as",
+)  # fmt: skip
+
+
 @ADAPTERS.register("vllm")
 class VLLMAdapter(Adapter):
     default_batch_size = 512  # vLLM schedules continuously; large batches keep it full
@@ -183,6 +190,11 @@ class VLLMAdapter(Adapter):
                         },
                     )
         return [c for c in out if c is not None]
+
+    def identity(self) -> dict[str, Any]:
+        """Checkpoint plus the options that change outputs (not parallelism or memory)."""
+        shaping = {k: self.options[k] for k in _SHAPING if self.options.get(k) is not None}
+        return {**super().identity(), **({"options": shaping} if shaping else {})}
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text or "", add_special_tokens=False))

@@ -47,6 +47,19 @@ def audio_b64(path: str) -> str:
     return base64.b64encode(audio_wav(path)).decode("ascii")
 
 
+def audio_bytes_on_disk(messages: list[dict[str, Any]]) -> int:
+    """Total file size of the audio parts (missing files count 0: the encoder reports them)."""
+    total = 0
+    for m in messages:
+        for p in parts_of(m):
+            if p.get("type") == "audio":
+                try:
+                    total += os.path.getsize(p["path"])
+                except (OSError, KeyError):
+                    pass
+    return total
+
+
 def split_system(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     """System text (joined) and the remaining turns."""
     system = [text_of(m) for m in messages if m.get("role") == "system"]
@@ -95,11 +108,6 @@ class PerLoop(Generic[T]):
             return self._items.pop(loop, None)
 
 
-#: connections per httpx client: httpcore's pool scans every connection on each event, so one
-#: client with 64 connections spends more CPU than the calls; many small pools scale linearly
-LANE_CONNECTIONS = 4
-
-
 @functools.cache
 def ssl_context() -> Any:
     """One TLS context for every HTTP client: loading the CA bundle costs ~0.1 s per client."""
@@ -114,11 +122,11 @@ def ssl_context() -> Any:
 
 
 class Lanes(Generic[T]):
-    """Several small HTTP clients used as one: each call takes the least-busy lane."""
+    """Several HTTP clients used as one: each call takes the least-busy lane."""
 
-    def __init__(self, factory: Callable[[int], T], connections: int):
-        n = max(1, -(-connections // LANE_CONNECTIONS))
-        self.items = [factory(min(LANE_CONNECTIONS, connections)) for _ in range(n)]
+    def __init__(self, factory: Callable[[int], T], connections: int, per_lane: int):
+        n = max(1, -(-connections // per_lane))
+        self.items = [factory(min(per_lane, connections)) for _ in range(n)]
         self.load = [0] * n
 
     def take(self) -> int:

@@ -25,7 +25,6 @@ from cafe.clients.common import (
     parts_of,
     redact,
     split_system,
-    ssl_context,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -65,6 +64,7 @@ class GeminiClient(ChatClient):
         base_delay: float = 1.0,
         max_delay: float = 60.0,
         recover_after: int = 20,
+        http_transport: str = "auto",
         inline_limit_bytes: int = 15_000_000,
         config: dict[str, Any] | None = None,
         api_version: str = "v1beta",
@@ -83,6 +83,9 @@ class GeminiClient(ChatClient):
             timeout_s=timeout_s,
         )  # fmt: skip
         self.concurrency = concurrency
+        if http_transport not in ("auto", "aiohttp", "httpx"):
+            raise ValueError(f"http_transport {http_transport!r}: use auto, aiohttp or httpx")
+        self.http_transport = http_transport  # see cafe.clients.transport
         self.inline_limit_bytes = inline_limit_bytes
         self.config = dict(config or {})
         self.api_version = api_version
@@ -94,28 +97,27 @@ class GeminiClient(ChatClient):
         self.identity = f"gemini:{model}@{where}"
 
     def _new_sdk(self, url: str | None) -> Lanes[Any]:
+        """genai.Client(s) over our HTTP lanes (the SDK would otherwise build its own aiohttp
+        session outside our limits and retries)."""
         from google import genai
         from google.genai import types
 
-        def one(n: int) -> Any:
-            import httpx
+        from cafe.clients.transport import http_lanes
 
+        def sdk(http: Any) -> Any:
             opts: dict[str, Any] = {
                 "api_version": self.api_version,  # the SDK drops to v1 when base_url is set
                 "timeout": int(self.policy.timeout_s * 1000),
                 "retry_options": types.HttpRetryOptions(attempts=1),
-                # an httpx client we own: the SDK would otherwise pick aiohttp when installed
-                "httpx_async_client": httpx.AsyncClient(
-                    timeout=self.policy.timeout_s,
-                    limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-                    verify=ssl_context(),
-                ),
+                "httpx_async_client": http,
             }
             if url:
                 opts["base_url"] = url
             return genai.Client(api_key=env_key(*KEY_ENV), http_options=types.HttpOptions(**opts))
 
-        return Lanes(one, self.concurrency)
+        lanes = http_lanes(self.concurrency, self.policy.timeout_s, self.http_transport)
+        lanes.items = [sdk(http) for http in lanes.items]
+        return lanes
 
     def _pick(self) -> int:
         start = next(self._rr) % len(self.endpoints)

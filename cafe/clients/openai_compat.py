@@ -23,10 +23,10 @@ from cafe.clients.common import (
     Lanes,
     PerLoop,
     audio_b64,
+    audio_bytes_on_disk,
     env_key,
     parts_of,
     redact,
-    ssl_context,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -38,6 +38,8 @@ from cafe.clients.ratelimit import (
 )
 
 OPENAI_URL = "https://api.openai.com/v1"
+#: clips larger than this on disk are encoded off the event loop
+OFFLOOP_AUDIO_BYTES = 2_000_000
 LOCAL_URL = "http://localhost:8000/v1"
 
 
@@ -83,6 +85,7 @@ class OpenAICompatClient(ChatClient):
         base_delay: float = 1.0,
         max_delay: float = 60.0,
         recover_after: int = 20,
+        http_transport: str = "auto",
         api_key_env: str = "OPENAI_API_KEY",
         drop_params: list[str] | tuple[str, ...] = (),
         extra_body: dict[str, Any] | None = None,
@@ -105,6 +108,9 @@ class OpenAICompatClient(ChatClient):
         self.drop_params = set(drop_params)
         self.extra_body = dict(extra_body or {})
         self.concurrency = concurrency
+        if http_transport not in ("auto", "aiohttp", "httpx"):
+            raise ValueError(f"http_transport {http_transport!r}: use auto, aiohttp or httpx")
+        self.http_transport = http_transport  # see cafe.clients.transport
         self._rr = itertools.count()
         self._http = PerLoop(self._new_http)
         # identity names protocol, model and endpoints: never a key
@@ -112,15 +118,10 @@ class OpenAICompatClient(ChatClient):
 
     # -- transport ---------------------------------------------------------------------------
     def _new_http(self) -> Lanes[Any]:
-        import httpx
+        from cafe.clients.transport import http_lanes
 
-        timeout = httpx.Timeout(self.policy.timeout_s, connect=min(10.0, self.policy.timeout_s))
-
-        def one(n: int) -> httpx.AsyncClient:
-            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-            return httpx.AsyncClient(timeout=timeout, limits=limits, verify=ssl_context())
-
-        return Lanes(one, self.concurrency * len(self.endpoints))
+        n = self.concurrency * len(self.endpoints)
+        return http_lanes(n, self.policy.timeout_s, self.http_transport)
 
     def _headers(self) -> dict[str, str]:
         key = env_key(self.api_key_env)
@@ -183,24 +184,33 @@ class OpenAICompatClient(ChatClient):
         **extra: Any,
     ) -> ChatReply:
         t0 = time.perf_counter()
-        has_audio = any(p.get("type") == "audio" for m in messages for p in parts_of(m))
-        try:
-            if has_audio:  # decoding and encoding clips stays off the event loop
-                body = await asyncio.to_thread(
-                    self.body, messages, temperature, max_tokens, seed, extra
-                )
-            else:
-                body = self.body(messages, temperature, max_tokens, seed, extra)
-        except Exception as e:  # unreadable audio etc.: a per-item error, not a crash
-            return ChatReply(text=None, error=redact(f"cannot build request: {e}"), attempts=0)
-        payload = json.dumps(body).encode()
+        built: list[bytes] = []
         used: list[str] = []
 
+        async def payload() -> bytes:
+            """Encoded once, under the first attempt's slot: a batch of thousands never holds
+            all its clips in memory at once, and encoding is paced by the limiter."""
+            if not built:
+                try:
+                    if audio_bytes_on_disk(messages) > OFFLOOP_AUDIO_BYTES:
+                        # long clips decode in a worker thread; short ones (most) inline, where
+                        # a thread handoff costs more CPU than the encoding itself
+                        body = await asyncio.to_thread(
+                            self.body, messages, temperature, max_tokens, seed, extra
+                        )
+                    else:
+                        body = self.body(messages, temperature, max_tokens, seed, extra)
+                except Exception as e:  # unreadable audio etc.: no retry will fix it
+                    raise CallError(f"cannot build request: {e}", retryable=False) from None
+                built.append(json.dumps(body).encode())
+            return built[0]
+
         async def once() -> tuple[dict[str, Any], str]:
+            data = await payload()
             ep = chosen[0]
             used.append(ep.url)
             ep.calls += 1
-            return await self._post(ep.url, payload), ep.url
+            return await self._post(ep.url, data), ep.url
 
         chosen: list[_Endpoint] = []
 
@@ -211,7 +221,7 @@ class OpenAICompatClient(ChatClient):
         out = await call_with_retries(once, choose, self.policy, redact=redact)
         latency = time.perf_counter() - t0
         if out.error is not None:
-            return ChatReply(text=None, error=out.error, attempts=out.attempts, latency_s=latency,
+            return ChatReply(text=None, error=out.error, attempts=len(used), latency_s=latency,
                              endpoint=used[-1] if used else None)  # fmt: skip
         data, url = out.value
         text, finish, usage = data["text"], data["finish_reason"], data["usage"]
@@ -232,7 +242,7 @@ class OpenAICompatClient(ChatClient):
             )
         except httpx.TimeoutException:
             raise CallError(f"{base}: timed out") from None
-        except httpx.HTTPError as e:  # connection refused/reset: try again (maybe elsewhere)
+        except httpx.TransportError as e:  # refused/reset: try again (maybe elsewhere)
             raise CallError(f"{base}: {type(e).__name__}: {e}") from None
         finally:
             lanes.give(lane)

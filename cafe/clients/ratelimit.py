@@ -200,9 +200,11 @@ async def call_with_retries(
         lim = choose()
         await lim.acquire()
         try:
-            value = await asyncio.wait_for(once(), timeout=policy.timeout_s)
+            # the HTTP client enforces timeout_s on the call itself; this outer limit is a
+            # backstop only, so cold-start work (imports, first connection) never eats into it
+            value = await asyncio.wait_for(once(), timeout=policy.timeout_s * 1.5 + 0.5)
         except asyncio.TimeoutError:
-            last = f"timed out after {policy.timeout_s:g} s"
+            last = f"timed out after {policy.timeout_s * 1.5 + 0.5:g} s"
             lim.on_failure()
         except CallError as e:
             last = str(e)
