@@ -476,7 +476,7 @@ def run(
             )
     manifest["created"] = old.get("created", now())
     manifest["updated"] = now()
-    for k in ("adapter", "token_counter"):
+    for k in ("adapter", "token_counter", "usage"):
         if k in old:
             manifest[k] = old[k]
     manifest["status"] = "running"
@@ -539,6 +539,10 @@ def run(
                 )
                 manifest["cache"] = {"hits": job.cache.hits, "misses": job.cache.misses}
                 job.cache.close()
+                # API adapters total tokens and cost; a resumed run adds this session's share
+                session = getattr(adapter, "usage", None)
+                if isinstance(session, dict):
+                    manifest["usage"] = add_usage(manifest.get("usage") or {}, session)
             finally:
                 adapter.close()
 
@@ -564,6 +568,15 @@ def run(
     result.manifest = manifest
     result.metrics = store.read_metrics()
     return result
+
+
+def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Field-wise sum of two usage dicts (calls, tokens, cost)."""
+    out = dict(total)
+    for k, v in more.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = round(out.get(k, 0) + v, 6)
+    return out
 
 
 def _execute(

@@ -43,6 +43,8 @@ def test_cafe_run_api_model_faults_resume_and_no_key_anywhere(
     assert len(preds) == 4 and all(p["raw_output"] == "Reasoning: it barks." for p in preds)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["model"]["name"] == model
+    # 4 successful calls counted once (the failed attempts returned nothing), kept on resume
+    assert manifest["usage"]["calls"] == 4 and manifest["usage"]["completion_tokens"] > 0
 
     texts = [caplog.text, first.output, second.output]
     texts += [p.read_bytes().decode("latin-1") for p in Path(tmp_path).rglob("*") if p.is_file()]
