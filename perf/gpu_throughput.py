@@ -57,18 +57,11 @@ def build(work: Path, with_weights: bool) -> None:
     tiny_models = importlib.import_module("cafe.testing.tiny_models")
     tiny = tiny_models.build_tiny_qwen2_5_omni_thinker(work / "tiny")
     tok = AutoTokenizer.from_pretrained(tiny)
-    ids = tok.convert_tokens_to_ids
     thinker = dict(
         text_config={**TEXT_7B, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id},
         audio_config=AUDIO_7B,
         vision_config=VISION_7B,
-        audio_token_index=ids("<|AUDIO|>"),
-        image_token_index=ids("<|IMAGE|>"),
-        video_token_index=ids("<|VIDEO|>"),
-        audio_start_token_id=ids("<|audio_bos|>"),
-        audio_end_token_id=ids("<|audio_eos|>"),
-        vision_start_token_id=ids("<|vision_bos|>"),
-        vision_end_token_id=ids("<|vision_eos|>"),
+        **tiny_models.omni_token_ids(tok),
     )
     vdir = work / "vllm"
     vdir.mkdir(parents=True, exist_ok=True)

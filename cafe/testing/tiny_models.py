@@ -87,6 +87,60 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _tiny_text_config(tok, max_position_embeddings: int = 2048, **extra: Any) -> dict[str, Any]:
+    """The tiny decoder every family shares (2 layers, width 32, 2 query heads to 1 key/value
+    head), sized to ``tok``'s vocabulary and using its eos and pad ids."""
+    return dict(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=max_position_embeddings,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        **extra,
+    )
+
+
+#: the tiny Whisper-style audio encoder of Qwen2-Audio and the Qwen2.5-Omni thinker
+_TINY_WHISPER_ENCODER = dict(
+    d_model=32,
+    encoder_layers=1,
+    encoder_attention_heads=2,
+    encoder_ffn_dim=64,
+    num_mel_bins=128,
+)
+
+
+def _set_generation_ids(model, tok) -> None:
+    gc = model.generation_config
+    gc.eos_token_id = tok.eos_token_id
+    gc.pad_token_id = tok.pad_token_id
+    gc.bos_token_id = None
+
+
+def _save_tiny(model_cls, config, tok, path: Path, processor=None) -> None:
+    """Random-init ``model_cls`` from ``config``, point its generation config at ``tok``'s
+    eos/pad ids, and save it (and ``processor``, when given) to ``path``."""
+    model = model_cls(config).eval()
+    _set_generation_ids(model, tok)
+    model.save_pretrained(path)
+    if processor is not None:
+        processor.save_pretrained(path)
+
+
+def _write_processor_folder(tok, path: Path, chat_template: str, body: dict[str, Any]) -> None:
+    """Write a processor folder piecewise (tokenizer, chat template, processor_config.json ``body``)
+    for processors that cannot be built in memory without torchvision."""
+    import json
+
+    tok.save_pretrained(path)
+    (path / "chat_template.jinja").write_text(chat_template)
+    (path / "processor_config.json").write_text(json.dumps(body, indent=2, default=str))
+
+
 def build_tiny_qwen2_audio(path: str | Path, seed: int = 0) -> Path:
     """Qwen2-Audio-Instruct architecture (also Audio Reasoner, R1-AQA, SARI checkpoints)."""
     from transformers import (
@@ -101,45 +155,17 @@ def build_tiny_qwen2_audio(path: str | Path, seed: int = 0) -> Path:
     tok = _qwen_tokenizer({})
     config = Qwen2AudioConfig(
         # the Whisper extractor pads to 3000 frames, so the encoder keeps 1500 positions
-        audio_config=dict(
-            d_model=32,
-            encoder_layers=1,
-            encoder_attention_heads=2,
-            encoder_ffn_dim=64,
-            num_mel_bins=128,
-            max_source_positions=1500,
-        ),
-        text_config=dict(
-            model_type="qwen2",
-            vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            max_position_embeddings=2048,
-        ),
+        audio_config=dict(**_TINY_WHISPER_ENCODER, max_source_positions=1500),
+        text_config=_tiny_text_config(tok, model_type="qwen2"),
         audio_token_index=tok.convert_tokens_to_ids("<|AUDIO|>"),
     )
-    config.text_config.eos_token_id = tok.eos_token_id
-    config.text_config.pad_token_id = tok.pad_token_id
-    model = Qwen2AudioForConditionalGeneration(config).eval()
-    _set_generation_ids(model, tok)
     processor = Qwen2AudioProcessor(
         feature_extractor=WhisperFeatureExtractor(feature_size=128),
         tokenizer=tok,
         chat_template=_QWEN_CHAT_TEMPLATE,
     )
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
+    _save_tiny(Qwen2AudioForConditionalGeneration, config, tok, path, processor)
     return path
-
-
-def _set_generation_ids(model, tok) -> None:
-    gc = model.generation_config
-    gc.eos_token_id = tok.eos_token_id
-    gc.pad_token_id = tok.pad_token_id
-    gc.bos_token_id = None
 
 
 def _omni_tokenizer():
@@ -153,44 +179,10 @@ def _omni_tokenizer():
     )
 
 
-def _omni_thinker_config(tok):
-    from transformers import Qwen2_5OmniThinkerConfig
-
+def omni_token_ids(tok) -> dict[str, int]:
+    """The Qwen2.5-Omni thinker config's special-token ids, looked up in ``tok``."""
     ids = tok.convert_tokens_to_ids
-    return Qwen2_5OmniThinkerConfig(
-        audio_config=dict(
-            d_model=32,
-            encoder_layers=1,
-            encoder_attention_heads=2,
-            encoder_ffn_dim=64,
-            num_mel_bins=128,
-            output_dim=32,
-            n_window=50,
-        ),
-        vision_config=dict(
-            depth=1,
-            hidden_size=32,
-            intermediate_size=64,
-            num_heads=2,
-            out_hidden_size=32,
-            fullatt_block_indexes=[0],
-        ),
-        text_config=dict(
-            vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            max_position_embeddings=4096,
-            # transformers 5.x keeps rope settings in rope_parameters (mrope sections sum to
-            # head_dim / 2 = 8)
-            rope_parameters={
-                "rope_theta": 10000.0,
-                "rope_type": "default",
-                "mrope_section": [2, 3, 3],
-            },
-        ),
+    return dict(
         audio_token_index=ids("<|AUDIO|>"),
         image_token_index=ids("<|IMAGE|>"),
         video_token_index=ids("<|VIDEO|>"),
@@ -201,23 +193,47 @@ def _omni_thinker_config(tok):
     )
 
 
+def _omni_thinker_config(tok):
+    from transformers import Qwen2_5OmniThinkerConfig
+
+    return Qwen2_5OmniThinkerConfig(
+        audio_config=dict(**_TINY_WHISPER_ENCODER, output_dim=32, n_window=50),
+        vision_config=dict(
+            depth=1,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=32,
+            fullatt_block_indexes=[0],
+        ),
+        # transformers 5.x keeps rope settings in rope_parameters (mrope sections sum to
+        # head_dim / 2 = 8)
+        text_config=_tiny_text_config(
+            tok,
+            4096,
+            rope_parameters={
+                "rope_theta": 10000.0,
+                "rope_type": "default",
+                "mrope_section": [2, 3, 3],
+            },
+        ),
+        **omni_token_ids(tok),
+    )
+
+
 def _save_omni_processor(tok, path: Path) -> None:
     """Save what Qwen2_5OmniProcessor.save_pretrained writes (tokenizer, chat template, the
     feature extractor and image processor inside processor_config.json). Written piecewise because
     the processor cannot be built without torchvision (its video processor), which audio-only use
     never needs; cafe's adapter loads such a folder either way (see qwen2_5_omni.py)."""
-    import json
-
     from transformers import Qwen2VLImageProcessorPil, WhisperFeatureExtractor
 
-    tok.save_pretrained(path)
-    (path / "chat_template.jinja").write_text(_QWEN_CHAT_TEMPLATE)
     body = {
         "feature_extractor": WhisperFeatureExtractor(feature_size=128).to_dict(),
         "image_processor": Qwen2VLImageProcessorPil().to_dict(),
         "processor_class": "Qwen2_5OmniProcessor",
     }
-    (path / "processor_config.json").write_text(json.dumps(body, indent=2, default=str))
+    _write_processor_folder(tok, path, _QWEN_CHAT_TEMPLATE, body)
 
 
 def build_tiny_qwen2_5_omni_thinker(path: str | Path, seed: int = 0) -> Path:
@@ -228,12 +244,7 @@ def build_tiny_qwen2_5_omni_thinker(path: str | Path, seed: int = 0) -> Path:
     path = Path(path)
     _seed(seed)
     tok = _omni_tokenizer()
-    config = _omni_thinker_config(tok)
-    config.text_config.eos_token_id = tok.eos_token_id
-    config.text_config.pad_token_id = tok.pad_token_id
-    model = Qwen2_5OmniThinkerForConditionalGeneration(config).eval()
-    _set_generation_ids(model, tok)
-    model.save_pretrained(path)
+    _save_tiny(Qwen2_5OmniThinkerForConditionalGeneration, _omni_thinker_config(tok), tok, path)
     _save_omni_processor(tok, path)
     return path
 
@@ -249,12 +260,8 @@ def build_tiny_qwen2_5_omni(path: str | Path, seed: int = 0) -> Path:
     _seed(seed)
     tok = _omni_tokenizer()
     thinker = _omni_thinker_config(tok)
-    thinker.text_config.eos_token_id = tok.eos_token_id
-    thinker.text_config.pad_token_id = tok.pad_token_id
     config = Qwen2_5OmniConfig(thinker_config=thinker.to_dict(), enable_audio_output=False)
-    model = Qwen2_5OmniForConditionalGeneration(config).eval()
-    _set_generation_ids(model, tok)
-    model.save_pretrained(path)
+    _save_tiny(Qwen2_5OmniForConditionalGeneration, config, tok, path)
     _save_omni_processor(tok, path)
     # the released layout ships its talker's speaker table; the full model loader reads it
     torch.save({}, path / "spk_dict.pt")
@@ -287,29 +294,15 @@ def build_tiny_audio_flamingo3(path: str | Path, seed: int = 0) -> Path:
             num_mel_bins=128,
             max_source_positions=1500,
         ),
-        text_config=dict(
-            model_type="qwen2",
-            vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            max_position_embeddings=2048,
-        ),
+        text_config=_tiny_text_config(tok, model_type="qwen2"),
         audio_token_id=tok.convert_tokens_to_ids("<sound>"),
     )
-    config.text_config.eos_token_id = tok.eos_token_id
-    config.text_config.pad_token_id = tok.pad_token_id
-    model = AudioFlamingo3ForConditionalGeneration(config).eval()
-    _set_generation_ids(model, tok)
     processor = AudioFlamingo3Processor(
         feature_extractor=WhisperFeatureExtractor(feature_size=128),
         tokenizer=tok,
         chat_template=_AF3_CHAT_TEMPLATE,
     )
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
+    _save_tiny(AudioFlamingo3ForConditionalGeneration, config, tok, path, processor)
     return path
 
 
@@ -329,8 +322,6 @@ def build_tiny_phi4mm(path: str | Path, seed: int = 0) -> Path:
     """Phi-4-multimodal-instruct architecture (conformer audio encoder, SigLIP vision tower,
     Phi-3 decoder), saved the way the -hf repos are: model plus a processor folder whose image
     processor is written as a plain config (it needs torchvision to be built in memory)."""
-    import json
-
     from transformers import (
         Phi4MultimodalConfig,
         Phi4MultimodalFeatureExtractor,
@@ -351,17 +342,9 @@ def build_tiny_phi4mm(path: str | Path, seed: int = 0) -> Path:
     tok.padding_side = "left"
     ids = tok.convert_tokens_to_ids
     config = Phi4MultimodalConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        original_max_position_embeddings=4096,
-        bos_token_id=tok.pad_token_id,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
+        **_tiny_text_config(
+            tok, 4096, original_max_position_embeddings=4096, bos_token_id=tok.pad_token_id
+        ),
         vision_config=dict(
             hidden_size=32,
             intermediate_size=64,
@@ -383,15 +366,11 @@ def build_tiny_phi4mm(path: str | Path, seed: int = 0) -> Path:
             audio_token_id=ids("<|audio|>"),
         ),
     )
-    model = Phi4MultimodalForCausalLM(config).eval()
-    _set_generation_ids(model, tok)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    (path / "chat_template.jinja").write_text(_PHI4_CHAT_TEMPLATE)
+    _save_tiny(Phi4MultimodalForCausalLM, config, tok, path)
     body = {
         "audio_processor": Phi4MultimodalFeatureExtractor().to_dict(),
         "image_processor": {"image_processor_type": "Phi4MultimodalImageProcessor"},
         "processor_class": "Phi4MultimodalProcessor",
     }
-    (path / "processor_config.json").write_text(json.dumps(body, indent=2, default=str))
+    _write_processor_folder(tok, path, _PHI4_CHAT_TEMPLATE, body)
     return path
