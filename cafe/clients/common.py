@@ -10,8 +10,11 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from cafe.clients.ratelimit import AdaptiveLimiter
 
 T = TypeVar("T")
 
@@ -78,6 +81,34 @@ def parts_of(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def text_of(message: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for p in parts_of(message) if p.get("type") == "text")
+
+
+#: the HTTP stacks a client may run on (see cafe.clients.transport)
+HTTP_TRANSPORTS = ("auto", "aiohttp", "httpx")
+
+
+def check_http_transport(name: str) -> str:
+    if name not in HTTP_TRANSPORTS:
+        raise ValueError(f"http_transport {name!r}: use auto, aiohttp or httpx")
+    return name
+
+
+@dataclass
+class Endpoint:
+    """One base URL a client spreads its calls over, with its own adaptive limiter."""
+
+    url: str | None  # None: the SDK's default endpoint (Gemini: Google's)
+    limiter: AdaptiveLimiter
+    calls: int = 0
+
+
+def least_loaded(endpoints: Sequence[Endpoint], turn: int) -> int:
+    """Index of the endpoint with the fewest calls in flight relative to its current limit;
+    ties go round-robin, starting at ``turn``."""
+    start = turn % len(endpoints)
+    order = list(range(start, len(endpoints))) + list(range(start))
+    lims = [e.limiter for e in endpoints]
+    return min(order, key=lambda i: (lims[i].in_flight + 1) / lims[i].limit)
 
 
 class PerLoop(Generic[T]):

@@ -13,15 +13,17 @@ import asyncio
 import hashlib
 import itertools
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from cafe.clients.base import CLIENTS, ChatClient, ChatReply
 from cafe.clients.common import (
+    Endpoint,
     Lanes,
     PerLoop,
     audio_wav,
+    check_http_transport,
     env_key,
+    least_loaded,
     parts_of,
     redact,
     split_system,
@@ -36,13 +38,6 @@ from cafe.clients.ratelimit import (
 )
 
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-
-
-@dataclass
-class _Endpoint:
-    url: str | None  # None: the SDK's default (Google's endpoint)
-    limiter: AdaptiveLimiter
-    calls: int = 0
 
 
 @CLIENTS.register("gemini")
@@ -76,16 +71,14 @@ class GeminiClient(ChatClient):
         urls: list[str | None] = [u.rstrip("/") for u in endpoints or []] or [None]
         self.model = model
         self.endpoints = [
-            _Endpoint(u, AdaptiveLimiter(concurrency, recover_after=recover_after)) for u in urls
+            Endpoint(u, AdaptiveLimiter(concurrency, recover_after=recover_after)) for u in urls
         ]
         self.policy = RetryPolicy(
             max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
             timeout_s=timeout_s,
         )  # fmt: skip
         self.concurrency = concurrency
-        if http_transport not in ("auto", "aiohttp", "httpx"):
-            raise ValueError(f"http_transport {http_transport!r}: use auto, aiohttp or httpx")
-        self.http_transport = http_transport  # see cafe.clients.transport
+        self.http_transport = check_http_transport(http_transport)  # see cafe.clients.transport
         self.inline_limit_bytes = inline_limit_bytes
         self.config = dict(config or {})
         self.api_version = api_version
@@ -120,10 +113,7 @@ class GeminiClient(ChatClient):
         return lanes
 
     def _pick(self) -> int:
-        start = next(self._rr) % len(self.endpoints)
-        order = list(range(start, len(self.endpoints))) + list(range(start))
-        lims = [e.limiter for e in self.endpoints]
-        return min(order, key=lambda i: (lims[i].in_flight + 1) / lims[i].limit)
+        return least_loaded(self.endpoints, next(self._rr))
 
     # -- protocol ----------------------------------------------------------------------------
     async def _contents(self, sdk: Any, url: str | None, messages: list[dict[str, Any]]) -> Any:

@@ -14,17 +14,19 @@ import itertools
 import json
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 from cafe.clients.base import CLIENTS, ChatClient, ChatReply
 from cafe.clients.common import (
+    Endpoint,
     Lanes,
     PerLoop,
     audio_b64,
     audio_bytes_on_disk,
+    check_http_transport,
     env_key,
+    least_loaded,
     parts_of,
     redact,
 )
@@ -51,13 +53,6 @@ def normalise_base(url: str) -> str:
     if urlparse(url).path in ("", "/"):
         url += "/v1"
     return url
-
-
-@dataclass
-class _Endpoint:
-    url: str
-    limiter: AdaptiveLimiter
-    calls: int = 0
 
 
 @CLIENTS.register("openai-compatible")
@@ -95,7 +90,7 @@ class OpenAICompatClient(ChatClient):
         urls = list(endpoints or []) or [os.environ.get("OPENAI_BASE_URL") or self.default_url]
         self.model = model
         self.endpoints = [
-            _Endpoint(normalise_base(u), AdaptiveLimiter(concurrency, recover_after=recover_after))
+            Endpoint(normalise_base(u), AdaptiveLimiter(concurrency, recover_after=recover_after))
             for u in urls
         ]
         self.policy = RetryPolicy(
@@ -108,9 +103,7 @@ class OpenAICompatClient(ChatClient):
         self.drop_params = set(drop_params)
         self.extra_body = dict(extra_body or {})
         self.concurrency = concurrency
-        if http_transport not in ("auto", "aiohttp", "httpx"):
-            raise ValueError(f"http_transport {http_transport!r}: use auto, aiohttp or httpx")
-        self.http_transport = http_transport  # see cafe.clients.transport
+        self.http_transport = check_http_transport(http_transport)  # see cafe.clients.transport
         self._rr = itertools.count()
         self._http = PerLoop(self._new_http)
         # identity names protocol, model and endpoints: never a key
@@ -127,14 +120,8 @@ class OpenAICompatClient(ChatClient):
         key = env_key(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def _pick(self) -> _Endpoint:
-        """Least loaded (in flight relative to its current limit); round-robin among ties."""
-        start = next(self._rr)
-        order = (
-            self.endpoints[start % len(self.endpoints) :]
-            + self.endpoints[: start % len(self.endpoints)]
-        )
-        return min(order, key=lambda e: (e.limiter.in_flight + 1) / e.limiter.limit)
+    def _pick(self) -> Endpoint:
+        return self.endpoints[least_loaded(self.endpoints, next(self._rr))]
 
     # -- protocol ----------------------------------------------------------------------------
     def convert_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -212,7 +199,7 @@ class OpenAICompatClient(ChatClient):
             ep.calls += 1
             return await self._post(ep.url, data), ep.url
 
-        chosen: list[_Endpoint] = []
+        chosen: list[Endpoint] = []
 
         def choose() -> AdaptiveLimiter:
             chosen[:] = [self._pick()]

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from cafe.clients.common import Lanes, ssl_context
+from cafe.clients.common import HTTP_TRANSPORTS, Lanes, ssl_context
 
 #: connections per httpx-transport client (see module docstring)
 LANE_CONNECTIONS = 4
@@ -23,7 +23,7 @@ _WIRE_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
 _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding"}
 
 
-TRANSPORTS = ("auto", "aiohttp", "httpx")
+TRANSPORTS = HTTP_TRANSPORTS
 
 
 def http_lanes(connections: int, timeout_s: float, transport: str = "auto") -> Lanes[Any]:
