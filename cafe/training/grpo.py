@@ -392,21 +392,34 @@ def trainer_dir(out: str | Path) -> Path:
     return out.with_name(out.name + ".trainer")
 
 
-def grpo_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
-    """TRL GRPOConfig from the recipe's `grpo:` block (any GRPOConfig field), CPU-safe defaults."""
-    from trl import GRPOConfig
-
-    args = {
+def trl_args(
+    recipe: dict[str, Any],
+    block: str,
+    output_dir: str | Path,
+    overrides: dict[str, Any],
+    **defaults: Any,
+) -> dict[str, Any]:
+    """Fields for a TRL trainer config: the CPU-safe defaults every cafe trainer uses (plus
+    ``defaults``), then the recipe's ``block`` section (any field of that config), then
+    ``overrides``."""
+    return {
         "output_dir": str(output_dir),
         "report_to": [],
         "save_strategy": "no",
         "logging_steps": 1,
         "remove_unused_columns": False,
         "gradient_checkpointing": False,
-        **(recipe.get("grpo") or {}),
+        **defaults,
+        **(recipe.get(block) or {}),
         **overrides,
     }
-    return GRPOConfig(**args)
+
+
+def grpo_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
+    """TRL GRPOConfig from the recipe's `grpo:` block (any GRPOConfig field), CPU-safe defaults."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(**trl_args(recipe, "grpo", output_dir, overrides))
 
 
 def lora_config(recipe: dict[str, Any]):

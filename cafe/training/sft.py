@@ -14,7 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cafe.training.grpo import load_policy, lora_config, read_rows, save_checkpoint, trainer_dir
+from cafe.training.grpo import (
+    load_policy,
+    lora_config,
+    read_rows,
+    save_checkpoint,
+    trainer_dir,
+    trl_args,
+)
 
 
 class AudioSFTCollator:
@@ -65,18 +72,9 @@ class AudioSFTCollator:
 def sft_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
     from trl import SFTConfig
 
-    args = {
-        "output_dir": str(output_dir),
-        "report_to": [],
-        "save_strategy": "no",
-        "logging_steps": 1,
-        "remove_unused_columns": False,
-        "gradient_checkpointing": False,
-        "dataset_kwargs": {"skip_prepare_dataset": True},
-        **(recipe.get("sft") or {}),
-        **overrides,
-    }
-    return SFTConfig(**args)
+    # TRL prepares text and image datasets only: AudioSFTCollator renders each batch instead
+    skip = {"skip_prepare_dataset": True}
+    return SFTConfig(**trl_args(recipe, "sft", output_dir, overrides, dataset_kwargs=skip))
 
 
 def build_sft_trainer(
