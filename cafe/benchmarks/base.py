@@ -21,6 +21,11 @@ class LoadedBenchmark:
     problems: list[Problem] = field(default_factory=list)
 
 
+def by_meta(*keys: str) -> dict[str, Callable[[Sample], Any]]:
+    """Breakdowns that each read one Sample.meta field of the same name."""
+    return {k: (lambda s, k=k: s.meta.get(k)) for k in keys}
+
+
 class Benchmark(ABC):
     name: str = ""
     #: breakdown name -> function of a Sample giving its value (or list of values)

@@ -81,6 +81,16 @@ def read_rows(path: Path) -> tuple[list[tuple[int, Any]], list[Problem]]:
     return rows, problems
 
 
+def join_list_category(item: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Keep ``category`` a string when an item gives it as a list (joined with '|'), remember the
+    original form and note the quirk (13 MMAU test-mini items; MMAR alike)."""
+    cat = item.get("category")
+    if isinstance(cat, list):
+        meta["category"] = "|".join(str(c) for c in cat)
+        meta["category_original"] = cat
+        meta["quirks"].append("category given as a list")
+
+
 def find_metadata(data: str | Path, spec: MetadataSpec, version: str | None) -> Path:
     """The metadata file for ``data``: the file itself, or the official file in a folder (a
     Hugging Face hub snapshot included). With several candidates ``version`` chooses."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, LoadedBenchmark
-from cafe.benchmarks.metadata import MetadataSpec, load_official
+from cafe.benchmarks.base import Benchmark, LoadedBenchmark, by_meta
+from cafe.benchmarks.metadata import MetadataSpec, join_list_category, load_official
 
 ISOLATED = ("sound", "music", "speech")
 
@@ -30,16 +30,13 @@ SPEC = MetadataSpec(
 
 
 def normalise(item: dict[str, Any], meta: dict[str, Any]) -> None:
-    """Isolated (sound / music / speech) vs mixed (mix-*); languages as a list (null -> [])."""
+    """Isolated (sound / music / speech) vs mixed (mix-*); languages as a list (null -> []);
+    category as a string."""
     modality = item.get("modality")
     meta["isolation"] = "isolated" if modality in ISOLATED else "mixed"
     lang = item.get("language")
     meta["languages"] = [x for x in str(lang).split("|") if x] if lang else []
-    cat = item.get("category")
-    if isinstance(cat, list):
-        meta["category"] = "|".join(str(c) for c in cat)
-        meta["category_original"] = cat
-        meta["quirks"].append("category given as a list")
+    join_list_category(item, meta)
 
 
 class MMAR(Benchmark):
@@ -47,12 +44,7 @@ class MMAR(Benchmark):
     sub-category) plus isolation (isolated vs mixed)."""
 
     name = "mmar"
-    breakdowns = {
-        "modality": lambda s: s.meta.get("modality"),
-        "category": lambda s: s.meta.get("category"),
-        "sub-category": lambda s: s.meta.get("sub-category"),
-        "isolation": lambda s: s.meta.get("isolation"),
-    }
+    breakdowns = by_meta("modality", "category", "sub-category", "isolation")
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, LoadedBenchmark
-from cafe.benchmarks.metadata import MetadataSpec, load_official
+from cafe.benchmarks.base import Benchmark, LoadedBenchmark, by_meta
+from cafe.benchmarks.metadata import MetadataSpec, join_list_category, load_official
 
 SPEC = MetadataSpec(
     bench="mmau",
@@ -32,11 +32,7 @@ SPEC = MetadataSpec(
 def normalise(item: dict[str, Any], meta: dict[str, Any]) -> None:
     """13 test-mini items carry category as a one-element list: keep a string (joined with '|'
     if a list ever has several), remember the original form."""
-    cat = item.get("category")
-    if isinstance(cat, list):
-        meta["category"] = "|".join(str(c) for c in cat)
-        meta["category_original"] = cat
-        meta["quirks"].append("category given as a list")
+    join_list_category(item, meta)
 
 
 class MMAU(Benchmark):
@@ -44,12 +40,7 @@ class MMAU(Benchmark):
     difficulty, sub-category) plus category (Information Extraction / Reasoning)."""
 
     name = "mmau"
-    breakdowns = {
-        "task": lambda s: s.meta.get("task"),
-        "difficulty": lambda s: s.meta.get("difficulty"),
-        "sub-category": lambda s: s.meta.get("sub-category"),
-        "category": lambda s: s.meta.get("category"),
-    }
+    breakdowns = by_meta("task", "difficulty", "sub-category", "category")
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise)

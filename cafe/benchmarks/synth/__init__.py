@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from cafe.benchmarks.base import Benchmark, LoadedBenchmark
+from cafe.benchmarks.base import Benchmark, LoadedBenchmark, by_meta
 from cafe.benchmarks.synth.generator import (
     GENERATOR_VERSION,
     INFO_NAME,
@@ -62,10 +62,7 @@ class SynthBenchmark(Benchmark):
     set when ``data`` is None."""
 
     name = "synth"
-    breakdowns = {
-        "dimension": lambda s: s.meta.get("dimension"),
-        "difficulty": lambda s: s.meta.get("difficulty"),
-    }
+    breakdowns = by_meta("dimension", "difficulty")
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         if data is None:
