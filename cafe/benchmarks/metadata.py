@@ -63,13 +63,19 @@ def read_rows(path: Path) -> tuple[list[tuple[int, Any]], list[Problem]]:
         raise InputError(Problem(str(path), f"cannot read metadata ({e})")) from None
     if not text.strip():
         raise InputError(Problem(str(path), "metadata file is empty"))
+    try:
+        return parse_rows(text, path)
+    except json.JSONDecodeError as e:
+        msg = f"not valid JSON ({e.msg} at line {e.lineno})"
+        raise InputError(Problem(str(path), msg)) from None
+
+
+def parse_rows(text: str, path: str | Path) -> tuple[list[tuple[int, Any]], list[Problem]]:
+    """(position, object) pairs of JSON list or JSONL ``text`` read from ``path``: item numbers
+    for a list, line numbers for JSONL. A malformed JSONL line is a Problem (the other lines
+    load); a JSON list that does not parse raises json.JSONDecodeError."""
     if text.lstrip().startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            msg = f"not valid JSON ({e.msg} at line {e.lineno})"
-            raise InputError(Problem(str(path), msg)) from None
-        return list(enumerate(data, 1)), []
+        return list(enumerate(json.loads(text), 1)), []
     rows, problems = [], []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from cafe.benchmarks.metadata import parse_rows
 from cafe.records import Prediction, Problem, Sample
 
 _WORD = re.compile(r"\b\w+\b")
@@ -147,24 +148,11 @@ def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]
     Problems; the rest is returned."""
     p = Path(path)
     text = p.read_text(encoding="utf-8-sig")
-    problems: list[Problem] = []
-    if text.lstrip().startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise click.ClickException(f"{p}: not valid JSON ({e.msg}, line {e.lineno})") from None
-        rows = list(enumerate(data, 1))
-        where = "item"
-    else:
-        rows = []
-        where = "line"
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((i, json.loads(line)))
-            except json.JSONDecodeError as e:
-                problems.append(Problem(str(p), f"line {i}: not valid JSON ({e.msg})"))
+    try:
+        rows, problems = parse_rows(text, p)
+    except json.JSONDecodeError as e:
+        raise click.ClickException(f"{p}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    where = "item" if text.lstrip().startswith("[") else "line"
     out = []
     for i, row in rows:
         if isinstance(row, dict):
