@@ -24,10 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
-from cafe.audio import load_audio
+from cafe.adapters.hf.base import to_processor_chat
 from cafe.records import Completion, InputError, Request
 
 #: LLM(...) keywords the adapter forwards from options as they are
@@ -210,31 +208,6 @@ class VLLMAdapter(Adapter):
             torch.cuda.empty_cache()
         except Exception:
             pass
-
-
-def to_processor_chat(
-    request: Request, sampling_rate: int
-) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
-    """cafe messages -> processor chat format (audio parts as ``{"type": "audio"}``, so the
-    template renders the placeholder and never opens a file) plus the decoded clips in order."""
-    paths = iter(request.audio)
-    conv: list[dict[str, Any]] = []
-    clips: list[np.ndarray] = []
-    for m in request.messages:
-        content = m.get("content")
-        if isinstance(content, str):
-            conv.append({"role": m["role"], "content": [{"type": "text", "text": content}]})
-            continue
-        parts = []
-        for p in content or []:
-            if p.get("type") == "audio":
-                path = p.get("path") or next(paths)
-                clips.append(load_audio(path, sampling_rate, sample_id=request.sample_id))
-                parts.append({"type": "audio"})
-            elif p.get("type") == "text":
-                parts.append({"type": "text", "text": p.get("text", "")})
-        conv.append({"role": m["role"], "content": parts})
-    return conv, clips
 
 
 class _TemplateRenderer:

@@ -96,30 +96,7 @@ class TransformersAdapter(Adapter):
         return int(getattr(fe, "sampling_rate", 16_000))
 
     def convert_messages(self, request: Request) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
-        """cafe messages -> the processor's chat format plus the decoded clips, in order.
-
-        Audio parts become ``{"type": "audio"}`` (the chat template renders the placeholder; the
-        arrays go to the processor separately, so no template ever opens a file itself)."""
-        audio_paths = iter(request.audio)
-        clips: list[np.ndarray] = []
-        conv: list[dict[str, Any]] = []
-        for m in request.messages:
-            content = m.get("content")
-            if isinstance(content, str):
-                conv.append({"role": m["role"], "content": [{"type": "text", "text": content}]})
-                continue
-            parts = []
-            for part in content or []:
-                if part.get("type") == "audio":
-                    path = part.get("path") or part.get("audio") or next(audio_paths, None)
-                    if path is None:
-                        raise InputError_for(request, "an audio part has no path")
-                    clips.append(load_audio(path, self.sampling_rate, sample_id=request.sample_id))
-                    parts.append({"type": "audio"})
-                elif part.get("type") == "text":
-                    parts.append({"type": "text", "text": part.get("text", "")})
-            conv.append({"role": m["role"], "content": parts})
-        return conv, clips
+        return to_processor_chat(request, self.sampling_rate)
 
     def render(self, conv: list[dict[str, Any]]) -> str:
         return self.processor.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
@@ -301,6 +278,36 @@ class TransformersAdapter(Adapter):
                 torch.cuda.empty_cache()
         except ImportError:
             pass
+
+
+def to_processor_chat(
+    request: Request, sampling_rate: int
+) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+    """cafe messages -> the processor's chat format plus the decoded clips, in order (the
+    transformers and vLLM adapters both render through this).
+
+    Audio parts become ``{"type": "audio"}`` (the chat template renders the placeholder; the
+    arrays go to the processor separately, so no template ever opens a file itself)."""
+    audio_paths = iter(request.audio)
+    clips: list[np.ndarray] = []
+    conv: list[dict[str, Any]] = []
+    for m in request.messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            conv.append({"role": m["role"], "content": [{"type": "text", "text": content}]})
+            continue
+        parts = []
+        for part in content or []:
+            if part.get("type") == "audio":
+                path = part.get("path") or part.get("audio") or next(audio_paths, None)
+                if path is None:
+                    raise InputError_for(request, "an audio part has no path")
+                clips.append(load_audio(path, sampling_rate, sample_id=request.sample_id))
+                parts.append({"type": "audio"})
+            elif part.get("type") == "text":
+                parts.append({"type": "text", "text": part.get("text", "")})
+        conv.append({"role": m["role"], "content": parts})
+    return conv, clips
 
 
 def InputError_for(request: Request, message: str) -> InputError:  # noqa: N802 (error factory)
