@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from math import gcd
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -16,9 +18,24 @@ from cafe.records import InputError, Problem
 
 TARGET_SR = 16_000
 
+T = TypeVar("T")
+
 
 def _problem(path: str | Path, message: str, sample_id: str | None) -> InputError:
     return InputError(Problem(file=str(path), sample_id=sample_id, field="audio", message=message))
+
+
+def _read(p: Path, sample_id: str | None, read: Callable[[str], T]) -> T:
+    """``read(file)`` on a file that exists and is not empty; missing or empty files, and any
+    failure of ``read`` itself, raise the matching InputError."""
+    if not p.exists():
+        raise _problem(p, "file not found", sample_id)
+    if p.stat().st_size == 0:
+        raise _problem(p, "file is empty", sample_id)
+    try:
+        return read(str(p))
+    except Exception as e:  # soundfile raises LibsndfileError / RuntimeError on bad content
+        raise _problem(p, f"cannot decode audio ({str(e).splitlines()[0]})", sample_id) from None
 
 
 def load_audio(
@@ -29,14 +46,7 @@ def load_audio(
     import soundfile as sf
 
     p = Path(path)
-    if not p.exists():
-        raise _problem(p, "file not found", sample_id)
-    if p.stat().st_size == 0:
-        raise _problem(p, "file is empty", sample_id)
-    try:
-        data, file_sr = sf.read(str(p), dtype="float32", always_2d=True)
-    except Exception as e:  # soundfile raises LibsndfileError / RuntimeError on bad content
-        raise _problem(p, f"cannot decode audio ({str(e).splitlines()[0]})", sample_id) from None
+    data, file_sr = _read(p, sample_id, lambda f: sf.read(f, dtype="float32", always_2d=True))
     if data.shape[0] == 0:
         raise _problem(p, "audio has no samples", sample_id)
     mono = data.mean(axis=1)
@@ -54,14 +64,7 @@ def check_audio(path: str | Path, *, sample_id: str | None = None) -> None:
     import soundfile as sf
 
     p = Path(path)
-    if not p.exists():
-        raise _problem(p, "file not found", sample_id)
-    if p.stat().st_size == 0:
-        raise _problem(p, "file is empty", sample_id)
-    try:
-        info = sf.info(str(p))
-    except Exception as e:
-        raise _problem(p, f"cannot decode audio ({str(e).splitlines()[0]})", sample_id) from None
+    info = _read(p, sample_id, sf.info)
     if info.frames <= 0:
         raise _problem(p, "audio has no samples", sample_id)
 
