@@ -9,10 +9,14 @@ Messages use the OpenAI chat shape with our own audio part, which each client co
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cafe.clients.common import Endpoint, check_http_transport, least_loaded
+from cafe.clients.ratelimit import AdaptiveLimiter, RetryPolicy
 from cafe.registry import Registry
 
 
@@ -45,6 +49,38 @@ class ChatClient(ABC):
 
     async def aclose(self) -> None:
         pass
+
+
+class PooledChatClient(ChatClient):
+    """A client that spreads its calls over several endpoints, each with its own adaptive
+    limiter, under one retry policy and HTTP transport choice."""
+
+    def _init_pool(
+        self,
+        urls: Sequence[str | None],
+        *,
+        concurrency: int,
+        timeout_s: float,
+        max_attempts: int,
+        base_delay: float,
+        max_delay: float,
+        recover_after: int,
+        http_transport: str,
+    ) -> None:
+        self.endpoints = [
+            Endpoint(u, AdaptiveLimiter(concurrency, recover_after=recover_after)) for u in urls
+        ]
+        self.policy = RetryPolicy(
+            max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        self.concurrency = concurrency
+        self.http_transport = check_http_transport(http_transport)  # see cafe.clients.transport
+        self._rr = itertools.count()
+
+    def _pick(self) -> int:
+        """Index of the endpoint for the next call (least loaded; round-robin among ties)."""
+        return least_loaded(self.endpoints, next(self._rr))
 
 
 CLIENTS: Registry[type[ChatClient]] = Registry("chat client", entry_point_group="cafe.clients")

@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import time
 from typing import Any
 
-from cafe.clients.base import CLIENTS, ChatClient, ChatReply
+from cafe.clients.base import CLIENTS, ChatReply, PooledChatClient
 from cafe.clients.common import (
-    Endpoint,
     Lanes,
     PerLoop,
     audio_wav,
-    check_http_transport,
     env_key,
-    least_loaded,
     parts_of,
     redact,
     split_system,
@@ -31,7 +27,6 @@ from cafe.clients.common import (
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
     CallError,
-    RetryPolicy,
     call_with_retries,
     is_retryable_status,
     parse_retry_after,
@@ -41,7 +36,7 @@ KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
 @CLIENTS.register("gemini")
-class GeminiClient(ChatClient):
+class GeminiClient(PooledChatClient):
     """Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
     ``max_delay``, ``recover_after``, ``inline_limit_bytes``, ``api_version``, ``config`` (extra
     GenerateContentConfig fields, e.g. ``{"thinking_config": {"thinking_budget": 0}}``)."""
@@ -70,19 +65,14 @@ class GeminiClient(ChatClient):
             endpoints = [endpoints]
         urls: list[str | None] = [u.rstrip("/") for u in endpoints or []] or [None]
         self.model = model
-        self.endpoints = [
-            Endpoint(u, AdaptiveLimiter(concurrency, recover_after=recover_after)) for u in urls
-        ]
-        self.policy = RetryPolicy(
-            max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
-            timeout_s=timeout_s,
+        self._init_pool(
+            urls, concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts,
+            base_delay=base_delay, max_delay=max_delay, recover_after=recover_after,
+            http_transport=http_transport,
         )  # fmt: skip
-        self.concurrency = concurrency
-        self.http_transport = check_http_transport(http_transport)  # see cafe.clients.transport
         self.inline_limit_bytes = inline_limit_bytes
         self.config = dict(config or {})
         self.api_version = api_version
-        self._rr = itertools.count()
         self._sdk = [PerLoop(lambda url=e.url: self._new_sdk(url)) for e in self.endpoints]
         self._uploaded: dict[tuple[str | None, str], str] = {}  # (endpoint, wav sha) -> file uri
         self._upload_locks: dict[tuple[str | None, str, int], asyncio.Lock] = {}
@@ -111,9 +101,6 @@ class GeminiClient(ChatClient):
         lanes = http_lanes(self.concurrency, self.policy.timeout_s, self.http_transport)
         lanes.items = [sdk(http) for http in lanes.items]
         return lanes
-
-    def _pick(self) -> int:
-        return least_loaded(self.endpoints, next(self._rr))
 
     # -- protocol ----------------------------------------------------------------------------
     async def _contents(self, sdk: Any, url: str | None, messages: list[dict[str, Any]]) -> Any:

@@ -10,30 +10,26 @@ each endpoint with its own adaptive limiter."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import time
 from typing import Any
 from urllib.parse import urlparse
 
-from cafe.clients.base import CLIENTS, ChatClient, ChatReply
+from cafe.clients.base import CLIENTS, ChatReply, PooledChatClient
 from cafe.clients.common import (
     Endpoint,
     Lanes,
     PerLoop,
     audio_b64,
     audio_bytes_on_disk,
-    check_http_transport,
     env_key,
-    least_loaded,
     parts_of,
     redact,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
     CallError,
-    RetryPolicy,
     call_with_retries,
     is_retryable_status,
     parse_retry_after,
@@ -56,7 +52,7 @@ def normalise_base(url: str) -> str:
 
 
 @CLIENTS.register("openai-compatible")
-class OpenAICompatClient(ChatClient):
+class OpenAICompatClient(PooledChatClient):
     """Chat client for the OpenAI chat-completions protocol.
 
     Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
@@ -89,22 +85,16 @@ class OpenAICompatClient(ChatClient):
             endpoints = [endpoints]
         urls = list(endpoints or []) or [os.environ.get("OPENAI_BASE_URL") or self.default_url]
         self.model = model
-        self.endpoints = [
-            Endpoint(normalise_base(u), AdaptiveLimiter(concurrency, recover_after=recover_after))
-            for u in urls
-        ]
-        self.policy = RetryPolicy(
-            max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
-            timeout_s=timeout_s,
-        )  # fmt: skip
         self.api_key_env = api_key_env
         if self.key_required and not env_key(api_key_env):
             raise ValueError(f"{self.kind} client: set the {api_key_env} environment variable")
+        self._init_pool(
+            [normalise_base(u) for u in urls], concurrency=concurrency, timeout_s=timeout_s,
+            max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
+            recover_after=recover_after, http_transport=http_transport,
+        )  # fmt: skip
         self.drop_params = set(drop_params)
         self.extra_body = dict(extra_body or {})
-        self.concurrency = concurrency
-        self.http_transport = check_http_transport(http_transport)  # see cafe.clients.transport
-        self._rr = itertools.count()
         self._http = PerLoop(self._new_http)
         # identity names protocol, model and endpoints: never a key
         self.identity = f"{self.kind}:{model}@" + ",".join(e.url for e in self.endpoints)
@@ -119,9 +109,6 @@ class OpenAICompatClient(ChatClient):
     def _headers(self) -> dict[str, str]:
         key = env_key(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _pick(self) -> Endpoint:
-        return self.endpoints[least_loaded(self.endpoints, next(self._rr))]
 
     # -- protocol ----------------------------------------------------------------------------
     def convert_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -202,7 +189,7 @@ class OpenAICompatClient(ChatClient):
         chosen: list[Endpoint] = []
 
         def choose() -> AdaptiveLimiter:
-            chosen[:] = [self._pick()]
+            chosen[:] = [self.endpoints[self._pick()]]
             return chosen[0].limiter
 
         out = await call_with_retries(once, choose, self.policy, redact=redact)
