@@ -593,7 +593,7 @@ def _execute(
     from tqdm import tqdm
 
     batch_size, concurrency = max(1, batch_size), max(1, concurrency)
-    written = 0
+    written = failures = 0
     bar = tqdm(total=len(items), desc=desc, unit="item", disable=not progress, file=sys.stderr)
     batches = _batches(items, batch_size)
     in_flight: set[Future[list[Prediction]]] = set()
@@ -613,6 +613,11 @@ def _execute(
                     writer.write_many(preds)
                     written += len(preds)
                     bar.update(len(preds))
+                    for p in preds:  # say why an item failed as it happens, not only on disk
+                        if p.parse_status == "failed" and p.error:
+                            failures += 1
+                            if failures <= MAX_WARNINGS:
+                                bar.write(f"error: {p.error}", file=sys.stderr)
         except (
             BaseException
         ) as e:  # --strict stop, Ctrl-C: drop queued batches, keep what's written
@@ -623,6 +628,12 @@ def _execute(
             raise
         finally:
             bar.close()
+            if failures > MAX_WARNINGS:
+                click.echo(
+                    f"error: … and {failures - MAX_WARNINGS} more failed items "
+                    "(each reason is in predictions.jsonl)",
+                    err=True,
+                )
     return written
 
 

@@ -73,6 +73,9 @@ def test_bad_items_fail_with_reasons_and_the_run_goes_on(tmp_path: Path) -> None
     warnings = result.stderr if hasattr(result, "stderr") else result.output
     assert f"warning: {meta}: sample t0: field id: duplicate id; later copy skipped" in warnings
     assert f"warning: {meta}: line 11: not valid JSON" in warnings
+    # audio found bad while running is reported on the console too, one line per item
+    assert f"error: {root / 'nope.wav'}: sample t1: field audio: file not found\n" in warnings
+    assert f"error: {root / 't2.wav'}: sample t2: field audio: file is empty\n" in warnings
     manifest = json.loads((out / "manifest.json").read_text())
     assert len(manifest["bench"]["problems"]) == 4  # bad line, dimension, duplicate, answer
 
