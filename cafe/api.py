@@ -38,7 +38,7 @@ def _target(name: str) -> Any:
         ) from e
 
 
-def run(model: str = "reference", bench: str = "synth", **options: Any) -> Any:
+def run(model: str = "reference", bench: str = "synth", /, **options: Any) -> Any:
     """Run a model on a benchmark into a resumable run folder -> RunResult (run_dir, metrics).
     Options as cafe.runner.run (checkpoint, data, runs, limit, out, prompt_style, judge…)."""
     return _target("run")(model, bench, **options)

@@ -380,6 +380,7 @@ def _cache(enabled: bool) -> cache_mod.Cache:
 def run(
     model: str = DEFAULT_MODEL,
     bench: str = DEFAULT_BENCH,
+    /,  # positional-only, so an adapter option may itself be called "model" (served models)
     *,
     checkpoint: str | None = None,
     data: str | None = None,
@@ -732,7 +733,14 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 )
 @click.option("--judge", help="CAFE judge after the run (rule for synth by default; none: skip).")
 @click.option("--judge-model", help="Judge model name (API judges).")
-@click.option("--endpoint", multiple=True, help="Judge endpoint URL (repeat to spread load).")
+@click.option(
+    "--endpoint",
+    multiple=True,
+    help="Model server base URL for server-backed models (repeat: work is sharded across them).",
+)
+@click.option(
+    "--judge-endpoint", multiple=True, help="Judge server base URL (repeat to spread load)."
+)
 @click.option("--judge-concurrency", type=int, help="Judge calls in flight.")
 @click.option(
     "--captions",
@@ -761,6 +769,7 @@ def run_command(
     judge: str | None,
     judge_model: str | None,
     endpoint: tuple[str, ...],
+    judge_endpoint: tuple[str, ...],
     judge_concurrency: int | None,
     captions: str | None,
     strict: bool,
@@ -778,12 +787,15 @@ def run_command(
     judge_options: dict[str, Any] = {}
     if judge_model:
         judge_options["judge_model"] = judge_model
-    if endpoint:
-        judge_options["endpoints"] = tuple(endpoint)
+    if judge_endpoint:
+        judge_options["endpoints"] = tuple(judge_endpoint)
     if judge_concurrency:
         judge_options["concurrency"] = judge_concurrency
     if captions:
         judge_options["captions"] = captions
+    adapter_options = _parse_options(options)
+    if endpoint:
+        adapter_options["endpoints"] = list(endpoint)
     result = run(
         model,
         bench,
@@ -804,7 +816,7 @@ def run_command(
         progress=not quiet,
         cache=not no_cache,
         cards=list(cards),
-        **_parse_options(options),
+        **adapter_options,
     )
     for note in result.notes:
         click.echo(note, err=True)

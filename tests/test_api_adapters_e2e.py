@@ -50,3 +50,23 @@ def test_cafe_run_api_model_faults_resume_and_no_key_anywhere(
     texts += [p.read_bytes().decode("latin-1") for p in Path(tmp_path).rglob("*") if p.is_file()]
     for t in texts:
         assert "E2ELEAK" not in t
+
+
+def test_cafe_run_shards_a_served_model_across_endpoints(tmp_path, monkeypatch):
+    """`cafe run --endpoint A --endpoint B`: the model's requests are spread over both servers,
+    every item answered once."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    reply = "<answer>x</answer>"
+    with OpenAILoopback(reply=lambda b: reply, latency_s=0.05) as a:
+        with OpenAILoopback(reply=lambda b: reply, latency_s=0.05) as b:
+            args = ["run", "--model", "openai-compatible", "-o", "model=served-x",
+                    "--bench", "synth", "--version", "n8-seed0", "--out", str(out),
+                    "--judge", "none", "--quiet",
+                    "--endpoint", a.url, "--endpoint", b.url]  # fmt: skip
+            result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert a.count + b.count == 8 and a.count > 0 and b.count > 0
+    assert all(body["model"] == "served-x" for body in [*a.requests, *b.requests])
+    preds = (out / "predictions.jsonl").read_text().splitlines()
+    assert len(preds) == 8

@@ -41,7 +41,7 @@ def test_inline_llm_judge_reads_captions_file(tmp_path: Path) -> None:
                 "--model", "tone", "--bench", "tone", "--data", str(meta),
                 "--out", str(tmp_path / "run"), "--quiet",
                 "--judge", "openai-compatible", "--judge-model", "judge-x",
-                "--endpoint", judge.url, "--captions", str(caps),
+                "--judge-endpoint", judge.url, "--captions", str(caps),
             ],
         )  # fmt: skip
         prompts = [json.dumps(b["messages"]) for b in judge.requests]
