@@ -6,6 +6,7 @@ unmappable answer is recorded as such and scored wrong."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -138,13 +139,25 @@ def _norm(text: str) -> str:
     return text.strip(" \t\"'`*.,;:!")
 
 
+def _has_words(text: str, phrase: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+
+
+def _named_choices(text: str, norms: Iterable[str]) -> list[str]:
+    """The choices named in ``text`` as whole words, less those that are whole words of another
+    named choice ("a dog" yields to "a dog barking", as under the official rule, where such a
+    choice adds no distractor tokens). "2" is not a word of "12", nor "cat" of "bobcat"."""
+    found = [n for n in norms if n and _has_words(text, n)]
+    return [n for n in found if not any(n != o and _has_words(o, n) for o in found)]
+
+
 def extract_answer(text: str | None, choices: list[str]) -> tuple[str | None, str]:
     """Map an answer to a choice: (choice, "ok"), or (None, "no_answer" | "unmapped").
 
     In order: the choice text itself (case- and space-insensitive); a letter "A", "(B)", "C."
     (optionally followed by the option text) mapped by position; the one choice whose text the
-    answer contains (when several are found, a choice contained in another found one yields to
-    it; still several: ambiguous, unmapped)."""
+    answer contains (when several are found, a choice that is whole words of another found one
+    yields to it; still several: ambiguous, unmapped)."""
     if text is None or not text.strip():
         return None, "no_answer"
     answer = _norm(text)
@@ -169,11 +182,10 @@ def extract_answer(text: str | None, choices: list[str]) -> tuple[str | None, st
         if rest in by_norm:
             return by_norm[rest], "ok"
         if 0 <= idx < len(choices) and _norm(choices[idx]) in rest:
-            return choices[idx], "ok"
-    found = [
-        n for n in by_norm if n and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", answer) is not None
-    ]
-    maximal = [n for n in found if not any(n != o and n in o for o in found)]
+            # the letter's option, unless the text also names another option (ambiguous)
+            if not set(_named_choices(rest, by_norm)) - {_norm(choices[idx])}:
+                return choices[idx], "ok"
+    maximal = _named_choices(answer, by_norm)
     if len(maximal) == 1:
         return by_norm[maximal[0]], "ok"
     return None, "unmapped"

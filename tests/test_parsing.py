@@ -109,3 +109,26 @@ def test_extract_answer(text: str | None, expected: tuple[str | None, str]) -> N
 def test_extract_answer_duplicate_choices_map_to_the_text() -> None:
     assert extract_answer("Rain", ["rain", "snow", "rain"]) == ("rain", "ok")
     assert extract_answer("C", ["rain", "snow", "rain"]) == ("rain", "ok")
+
+
+@pytest.mark.parametrize(
+    ("text", "choices"),
+    [
+        # "2" is a substring of "12" but not one of its words: both are named, so ambiguous
+        ("2 or 12", ["2", "12", "3"]),
+        # "cat" is a substring of "bobcat", not one of its words: both are named
+        ("cat or bobcat", ["cat", "bobcat"]),
+        # the letter's option plus another option: the text names two choices
+        ("(A) cat and dog", ["cat", "dog"]),
+    ],
+)
+def test_extract_answer_naming_two_choices_is_ambiguous(text: str, choices: list[str]) -> None:
+    # a prediction that names two options must not be mapped to one (and so scored correct)
+    assert extract_answer(text, choices) == (None, "unmapped")
+
+
+def test_extract_answer_choice_only_inside_a_longer_one_still_yields() -> None:
+    assert extract_answer("12 barks", ["2", "12"]) == ("12", "ok")
+    # "a dog" is words of "a dog barking": as under the official rule, the longer choice wins
+    assert extract_answer("a dog, or maybe a dog barking", CHOICES) == ("a dog barking", "ok")
+    assert extract_answer("(B) the dog barks twice", ["cat", "dog barks"]) == ("dog barks", "ok")
