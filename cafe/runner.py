@@ -551,7 +551,7 @@ def run(
     final = store.predictions() if result.new_predictions else list(done.values())
     predictions = [p for p in final if (p.sample_id, p.run_index) in keys]
     store.update_metrics(
-        "accuracy", accuracy_section(samples, predictions, dict(bench_obj.breakdowns))
+        "accuracy", accuracy_section(samples, predictions, dict(bench_obj.breakdowns), runs=runs)
     )
     manifest["status"] = "complete"
     manifest["counts"] = {

@@ -4,6 +4,7 @@ appends a run's row with provenance; `show` filters by benchmark."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,22 @@ def test_show_filters_by_benchmark():
     lines = res.output.splitlines()
     assert "(12 of 56 rows)" in lines[0]
     assert len(lines) == 13 and "Step-Audio 2" in res.output and "mmar" not in res.output
+
+
+def test_add_takes_the_mean_over_runs_for_cafe(tmp_path):
+    """Several runs: CAFE figures are the mean of per-run values (the paper averages its three
+    runs), not the pooled counts."""
+    lb = tmp_path / "lb.yaml"
+    run = make_run(tmp_path / "run", model="Tiny-LALM", group="LALM")
+    metrics = json.loads((run / "metrics.json").read_text())
+    # pooled acc_per stays 55.5; two runs at 50 and 70 average to 60
+    metrics["cafe"]["runs"] = {
+        "n": 2,
+        "acc_per": {"n": 2, "mean": 60.0, "std": 14.14, "per_run": [50.0, 70.0]},
+    }
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    res = CliRunner().invoke(leaderboard_command, ["add", str(run), "--leaderboard", str(lb)])
+    assert res.exit_code == 0, res.output
+    row = load_leaderboard(lb).rows[-1]
+    assert row.metrics["acc_per"] == 60.0
+    assert row.metrics["err_per"] == 20.25  # no per-run values: the pooled figure

@@ -254,9 +254,14 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
                 metrics[key] = _r2(split[key].get("acc"))
         if acc.get("ci95"):
             intervals["acc"] = [_r2(v) for v in acc["ci95"]]  # type: ignore[misc]
+    # the paper averages CAFE over its three runs: the mean of per-run values, when there are runs
+    per_run = caf.get("runs") or {}
+    several = isinstance(per_run, dict) and (per_run.get("n") or 1) > 1
     for key in CAFE_METRICS:
-        if caf.get(key) is not None:
-            metrics[key] = _r2(caf[key])
+        mean = (per_run.get(key) or {}).get("mean") if several else None
+        value = mean if mean is not None else caf.get(key)
+        if value is not None:
+            metrics[key] = _r2(value)
     for key, ci in (caf.get("ci95") or {}).items():
         if key in CAFE_METRICS and ci:
             intervals[key] = [_r2(v) for v in ci]  # type: ignore[misc]
