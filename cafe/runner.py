@@ -509,7 +509,14 @@ def run(
         if todo:
             if runs > 1 and not generation.get("do_sample") and not generation.get("temperature"):
                 _warn([f"--runs {runs} with greedy decoding: runs will be identical"])
-            adapter = adapter_cls(card, checkpoint=resolved.checkpoint, **adapter_options)
+            try:
+                adapter = adapter_cls(card, checkpoint=resolved.checkpoint, **adapter_options)
+            except (OSError, ValueError, ImportError) as e:  # missing weights, key, extra
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise RunError(
+                    f"cannot load model {card.name!r} (adapter {card.adapter}, checkpoint "
+                    f"{resolved.checkpoint or '-'}): {first}"
+                ) from e
             result.model_loaded = True
             try:
                 manifest["adapter"] = without_secrets(adapter.identity())

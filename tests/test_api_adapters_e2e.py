@@ -70,3 +70,16 @@ def test_cafe_run_shards_a_served_model_across_endpoints(tmp_path, monkeypatch):
     assert all(body["model"] == "served-x" for body in [*a.requests, *b.requests])
     preds = (out / "predictions.jsonl").read_text().splitlines()
     assert len(preds) == 8
+
+
+def test_cafe_run_without_a_key_says_what_to_set(tmp_path, monkeypatch):
+    for k in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    args = ["run", "--model", "gemini-2.5-flash", "--bench", "synth", "--version", "n4-seed0",
+            "--out", str(tmp_path / "run"), "--judge", "none", "--quiet"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert "cannot load model 'gemini-2.5-flash'" in result.output
+    assert "GEMINI_API_KEY" in result.output
