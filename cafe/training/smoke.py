@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,13 +28,71 @@ def _score(
         max_new_tokens=max_new_tokens,
     )
     acc = result.metrics.get("accuracy", {})
+    preds = [
+        json.loads(line)
+        for line in (Path(result.run_dir) / "predictions.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    format_ok = sum(bool((p.get("sections") or {}).get("format_ok")) for p in preds)
     return {
         "run_dir": str(result.run_dir),
         "acc": acc.get("total", {}).get("acc"),
         "parse_rate": acc.get("parse_rate"),
+        # SPEC §7 strict tag order, share of predictions in percent (the runner has no such metric)
+        "format_ok_rate": round(100.0 * format_ok / len(preds), 2) if preds else None,
         "cafe_acc_per": (result.metrics.get("cafe") or {}).get("acc_per"),
         "cafe_err_omit": (result.metrics.get("cafe") or {}).get("err_omit"),
     }
+
+
+def tokenizer_corpus() -> list[str]:
+    """Domain text the tiny model's tokenizer is trained on, so that words are single tokens as
+    in a real model's vocabulary (a byte-level BPE of 400 symbols spells most words letter by
+    letter, which makes every MPAR² target a few hundred tokens): the synth vocabulary and
+    answer words, the mpar2 prompt, and one concise MPAR² chain per source."""
+    from cafe.benchmarks.synth import vocabulary as v
+    from cafe.training.data import rules
+    from cafe.training.data.formats import prompt_text
+
+    words = [
+        *rules.NUMBER_WORDS,
+        *v.PITCH_CONTOURS,
+        *v.RHYTHMS,
+        *v.DIMENSIONS,
+        *(w for f in rules.FALLBACK_LABELS for w in rules.words(f).split()),
+        "steady regular irregular accelerating slowing heard first longest sound source clip",
+    ]
+    out = [" ".join(words)]
+    for src in v.SOURCES.values():
+        clip = {"events": [{"label": src.label, "onset": 0.4, "offset": 1.2}]}
+        cot = rules.write_cot(clip, {"answer_text": src.label, "dimension": "timbre"}, "concise")
+        question = f"Which of these sound sources makes the {src.label} in the clip?"
+        out += [cot, prompt_text(question, list(src.synonyms)), src.description]
+    return out
+
+
+def _log_history(checkpoint: Path) -> list[dict[str, Any]]:
+    from cafe.training.grpo import trainer_dir
+
+    path = trainer_dir(checkpoint) / "log_history.json"
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def training_signals(sft: Path, grpo: Path) -> dict[str, Any]:
+    """What the trainers logged: SFT loss per step, GRPO reward mean/std, loss and grad norm per
+    step (TRL's own figures from `<checkpoint>.trainer/log_history.json`)."""
+    sft_loss = [h["loss"] for h in _log_history(sft) if "loss" in h]
+    keys = ("reward", "reward_std", "loss", "grad_norm", "mpar2/format", "mpar2/acc")
+    grpo_steps = [
+        {k: h.get(k) for k in (*keys, "completions/mean_length")}
+        for h in _log_history(grpo)
+        if "reward" in h
+    ]
+    return {"sft_loss": sft_loss, "grpo_steps": grpo_steps}
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
 
 def run_smoke(
@@ -61,7 +120,11 @@ def run_smoke(
         t = now
         echo(f"[smoke] {name} done in {timings[name]} s")
 
-    base = build_tiny_qwen2_audio(work / "base")
+    tiny = dict(recipe.get("tiny_model") or {})
+    vocab = int(tiny.pop("vocab_size", 400))
+    base = build_tiny_qwen2_audio(
+        work / "base", vocab_size=vocab, corpus=tokenizer_corpus(), text=tiny
+    )
     lap("tiny model")
     files = run_pipeline(recipe, workdir=work / "data", echo=lambda s: echo(f"[data] {s}"))
     lap("data pipeline")
@@ -77,11 +140,32 @@ def run_smoke(
     lap("GRPO")
     after = _score(final, work / "runs" / "after", limit, eval_version, max_new)
     lap("score after")
+    signals = training_signals(sft, final)
     echo(f"[smoke] checkpoint: {final}")
-    echo(f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2:")
+    losses = signals["sft_loss"]
+    if losses:
+        echo(
+            f"[smoke] SFT loss: first {_fmt(losses[0], 4)}, last {_fmt(losses[-1], 4)} "
+            f"({len(losses)} steps)"
+        )
+    for i, st in enumerate(signals["grpo_steps"], 1):
+        echo(
+            f"[smoke] GRPO step {i}: reward mean {_fmt(st['reward'])} std {_fmt(st['reward_std'])}"
+            f"  format {_fmt(st['mpar2/format'])} acc {_fmt(st['mpar2/acc'])}"
+            f"  loss {_fmt(st['loss'])} grad norm {_fmt(st['grad_norm'])}"
+            f"  mean length {_fmt(st['completions/mean_length'])}"
+        )
+    echo(f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2, {max_new} new tokens:")
+    echo(f"[smoke]   {'':6s} {'acc %':>7s} {'parse %':>8s} {'format %':>9s} {'CAFE Acc_per':>13s}")
     for name, s in (("before", before), ("after", after)):
         echo(
-            f"[smoke]   {name:6s} acc {s['acc']}%  parse rate {s['parse_rate']}  "
-            f"CAFE Acc_per {s['cafe_acc_per']} Err_omit {s['cafe_err_omit']}  ({s['run_dir']})"
+            f"[smoke]   {name:6s} {_fmt(s['acc']):>7s} {_fmt(s['parse_rate']):>8s} "
+            f"{_fmt(s['format_ok_rate']):>9s} {_fmt(s['cafe_acc_per']):>13s}  ({s['run_dir']})"
         )
-    return {"before": before, "after": after, "checkpoint": str(final), "timings": timings}
+    return {
+        "before": before,
+        "after": after,
+        "checkpoint": str(final),
+        "timings": timings,
+        **signals,
+    }
