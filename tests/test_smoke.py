@@ -25,6 +25,7 @@ def test_smoke_end_to_end(tmp_path, monkeypatch):
     out = run_smoke(tmp_path / "w", limit=2, recipe=recipe, echo=lines.append)
 
     text = "\n".join(lines)
+    print(text)
     for stage in ("clips", "questions", "question_filter", "difficulty", "pools", "cot_filter"):
         assert f"[data] {stage}" in text
     assert "[smoke] SFT loss: first" in text and "[smoke] GRPO step 1: reward mean" in text
@@ -33,9 +34,16 @@ def test_smoke_end_to_end(tmp_path, monkeypatch):
     losses = out["sft_loss"]
     assert len(losses) == 40
     assert losses[-1] < 0.5 * losses[0]
+    ok_train, n_train = out["sft_train_format_ok"]
+    assert n_train == 4 and 0 <= ok_train <= n_train
+    assert f"training prompts: {ok_train}/4 in the strict MPAR² format" in text
     # GRPO: TRL's reward mean/std for the one step, read back from its log history
     (step,) = out["grpo_steps"]
     assert step["reward"] >= 0 and step["reward_std"] >= 0
+    # after 40 SFT steps the rollouts carry MPAR² sections the offline judge scores, so the group's
+    # rewards differ and the policy gradient is non-zero (seeded run: tiny model 0, TRL 42; it
+    # was exactly 0 with 16-token completions)
+    assert step["reward_std"] > 0 and step["grad_norm"] > 0
     assert step["completions/mean_length"] > 16  # room for MPAR² tags (was capped at 16)
     for name in ("before", "after"):
         run_dir = tmp_path / "w" / "runs" / name

@@ -71,6 +71,31 @@ def tokenizer_corpus() -> list[str]:
     return out
 
 
+def format_on_training_items(checkpoint: Path, sft_rows: Path, max_new_tokens: int) -> int:
+    """How many of the SFT items (prompts seen in training) the checkpoint answers, greedily, in
+    the strict MPAR² format: whether SFT took, apart from whether it generalises."""
+    import torch
+
+    from cafe.audio import load_audio
+    from cafe.parsing import parse_sections
+    from cafe.training.grpo import load_policy, read_rows
+
+    model, proc = load_policy(checkpoint)
+    rows = read_rows(sft_rows)
+    texts = [
+        proc.apply_chat_template(r["messages"][:1], add_generation_prompt=True, tokenize=False)
+        for r in rows
+    ]
+    audio = [load_audio(r["audio"], sample_id=r.get("id")) for r in rows]
+    enc = proc(text=texts, audio=audio, sampling_rate=16_000, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
+    replies = proc.tokenizer.batch_decode(
+        out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
+    )
+    return sum(parse_sections(t).format_ok for t in replies)
+
+
 def _log_history(checkpoint: Path) -> list[dict[str, Any]]:
     from cafe.training.grpo import trainer_dir
 
@@ -134,6 +159,9 @@ def run_smoke(
     lap("score before")
     sft = train_sft(recipe, model_path=base, data=files["sft"], out=work / "sft")
     lap("SFT")
+    n_sft = sum(1 for line in Path(files["sft"]).read_text().splitlines() if line.strip())
+    sft_format_ok = format_on_training_items(sft, files["sft"], max_new)
+    lap("SFT format check")
     final = train_grpo(
         recipe, model_path=sft, data=files["rl"], out=work / "grpo", judge=make_judge(recipe)
     )
@@ -148,6 +176,10 @@ def run_smoke(
             f"[smoke] SFT loss: first {_fmt(losses[0], 4)}, last {_fmt(losses[-1], 4)} "
             f"({len(losses)} steps)"
         )
+    echo(
+        f"[smoke] SFT checkpoint on its {n_sft} training prompts: {sft_format_ok}/{n_sft} in the "
+        "strict MPAR² format (greedy)"
+    )
     for i, st in enumerate(signals["grpo_steps"], 1):
         echo(
             f"[smoke] GRPO step {i}: reward mean {_fmt(st['reward'])} std {_fmt(st['reward_std'])}"
@@ -167,5 +199,6 @@ def run_smoke(
         "after": after,
         "checkpoint": str(final),
         "timings": timings,
+        "sft_train_format_ok": [sft_format_ok, n_sft],
         **signals,
     }
