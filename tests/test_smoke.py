@@ -1,5 +1,6 @@
-"""`cafe train smoke` end to end at the smallest scale: tiny model, synth data through the offline
-pipeline, one SFT step, one GRPO step, a merged checkpoint scored by `cafe run` before/after."""
+"""`cafe train smoke` end to end at a reduced scale: tiny model, synth data through the offline
+pipeline, 40 SFT steps (the loss must fall), one GRPO step (its reward mean/std are reported), a
+merged checkpoint scored by `cafe run` before/after with a format-ok rate counted from the run."""
 
 from __future__ import annotations
 
@@ -18,17 +19,32 @@ def test_smoke_end_to_end(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     recipe = load_recipe("smoke")
-    recipe["data"].update(synth_n=10, sft_size=2, difficulty_n=3)
-    recipe["sft"]["max_steps"] = 1
+    recipe["sft"]["max_steps"] = 40
     recipe["grpo"]["max_steps"] = 1
-    recipe["eval_max_new_tokens"] = 16
     lines: list[str] = []
     out = run_smoke(tmp_path / "w", limit=2, recipe=recipe, echo=lines.append)
 
     text = "\n".join(lines)
+    print(text)
     for stage in ("clips", "questions", "question_filter", "difficulty", "pools", "cot_filter"):
         assert f"[data] {stage}" in text
-    assert "before acc" in text and "after  acc" in text
+    assert "[smoke] SFT loss: first" in text and "[smoke] GRPO step 1: reward mean" in text
+    assert "before" in text and "after" in text and "format %" in text
+    # SFT learns: full fine-tuning at a high LR on 4 concise targets (6.5 -> ~0.5 in 40 steps)
+    losses = out["sft_loss"]
+    assert len(losses) == 40
+    assert losses[-1] < 0.5 * losses[0]
+    ok_train, n_train = out["sft_train_format_ok"]
+    assert n_train == 4 and 0 <= ok_train <= n_train
+    assert f"training prompts: {ok_train}/4 in the strict MPAR² format" in text
+    # GRPO: TRL's reward mean/std for the one step, read back from its log history
+    (step,) = out["grpo_steps"]
+    assert step["reward"] >= 0 and step["reward_std"] >= 0
+    # after 40 SFT steps the rollouts carry MPAR² sections the offline judge scores, so the group's
+    # rewards differ and the policy gradient is non-zero (seeded run: tiny model 0, TRL 42; it
+    # was exactly 0 with 16-token completions)
+    assert step["reward_std"] > 0 and step["grad_norm"] > 0
+    assert step["completions/mean_length"] > 16  # room for MPAR² tags (was capped at 16)
     for name in ("before", "after"):
         run_dir = tmp_path / "w" / "runs" / name
         preds = (run_dir / "predictions.jsonl").read_text().splitlines()
@@ -36,6 +52,8 @@ def test_smoke_end_to_end(tmp_path, monkeypatch):
         metrics = json.loads((run_dir / "metrics.json").read_text())
         assert metrics["accuracy"]["total"]["total"] == 2
         assert out[name]["acc"] == metrics["accuracy"]["total"]["acc"]
+        ok = sum(json.loads(p)["sections"]["format_ok"] for p in preds)
+        assert out[name]["format_ok_rate"] == 100.0 * ok / 2
     # the merged checkpoint loads like any checkpoint, and training changed its weights
     final, _ = load_policy(out["checkpoint"])
     base, _ = load_policy(tmp_path / "w" / "base")
@@ -49,3 +67,24 @@ def test_smoke_end_to_end(tmp_path, monkeypatch):
         manifest = json.loads((tmp_path / "w" / "runs" / name / "manifest.json").read_text())
         assert manifest["checkpoint"]["path"] == str(folder)
         assert manifest["model"]["adapter"] == "qwen2-audio"
+
+
+def test_concise_cot_is_mpar2_format_with_one_line_per_source():
+    from cafe.parsing import parse_sections
+    from cafe.training.data.rules import write_cot
+
+    clip = {
+        "events": [
+            {"label": "tone", "onset": 2.04, "offset": 2.12},
+            {"label": "noise_burst", "onset": 0.26, "offset": 1.81},
+            {"label": "tone", "onset": 0.37, "offset": 0.45},
+        ]
+    }
+    q = {"answer_text": "two", "dimension": "counting"}
+    s = parse_sections(write_cot(clip, q, "concise"))
+    assert s.format_ok and s.answer == "two"
+    # each source once, at its first occurrence, chronological, 1-decimal times
+    assert s.perception == "1. [0.3, 1.8]: a noise burst\n2. [0.4, 0.5]: a tone"
+    assert s.steps == ["Sub-question: which option fits the noise burst? Answer: two"]
+    full = parse_sections(write_cot(clip, q))
+    assert full.format_ok and len(full.perception_events) == 3 and len(full.steps) == 3

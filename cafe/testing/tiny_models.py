@@ -8,6 +8,7 @@ well under a second. torch/transformers are imported inside the builders (option
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,10 @@ def _train_tokenizer(
     specials: list[str],
     vocab_size: int = 400,
     extra: dict[str, Any] | None = None,
+    corpus: Sequence[str] = (),
 ):
-    """A byte-level BPE trained on _CORPUS, wrapped as a fast tokenizer with ``specials`` as
-    added special tokens (each one id, never split)."""
+    """A byte-level BPE trained on _CORPUS (+ ``corpus``), wrapped as a fast tokenizer with
+    ``specials`` as added special tokens (each one id, never split)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -68,15 +70,19 @@ def _train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    tok.train_from_iterator([*_CORPUS, *corpus], trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, **(extra or {}))
 
 
-def _qwen_tokenizer(extra_tokens: dict[str, str]):
+def _qwen_tokenizer(
+    extra_tokens: dict[str, str], vocab_size: int = 400, corpus: Sequence[str] = ()
+):
     specials = list(dict.fromkeys([*_QWEN_SPECIALS.values(), *extra_tokens.values()]))
     named = {k: v for k, v in {**_QWEN_SPECIALS, **extra_tokens}.items() if k != "bos"}
     core = {k: named.pop(k) for k in ("pad_token", "eos_token")}
-    tok = _train_tokenizer(specials, extra={**core, "extra_special_tokens": named})
+    tok = _train_tokenizer(
+        specials, vocab_size, extra={**core, "extra_special_tokens": named}, corpus=corpus
+    )
     tok.padding_side = "left"
     return tok
 
@@ -141,8 +147,18 @@ def _write_processor_folder(tok, path: Path, chat_template: str, body: dict[str,
     (path / "processor_config.json").write_text(json.dumps(body, indent=2, default=str))
 
 
-def build_tiny_qwen2_audio(path: str | Path, seed: int = 0) -> Path:
-    """Qwen2-Audio-Instruct architecture (also Audio Reasoner, R1-AQA, SARI checkpoints)."""
+def build_tiny_qwen2_audio(
+    path: str | Path,
+    seed: int = 0,
+    *,
+    vocab_size: int = 400,
+    corpus: Sequence[str] = (),
+    text: dict[str, Any] | None = None,
+) -> Path:
+    """Qwen2-Audio-Instruct architecture (also Audio Reasoner, R1-AQA, SARI checkpoints).
+    For the train smoke (a tiny model that has to learn the MPAR² format): ``corpus`` (+ a larger
+    ``vocab_size``) trains the tokenizer on domain text too, so words are single tokens as in a
+    real model's vocabulary, and ``text`` overrides decoder sizes (hidden_size, layers, …)."""
     from transformers import (
         Qwen2AudioConfig,
         Qwen2AudioForConditionalGeneration,
@@ -152,11 +168,11 @@ def build_tiny_qwen2_audio(path: str | Path, seed: int = 0) -> Path:
 
     path = Path(path)
     _seed(seed)
-    tok = _qwen_tokenizer({})
+    tok = _qwen_tokenizer({}, vocab_size, corpus)
     config = Qwen2AudioConfig(
         # the Whisper extractor pads to 3000 frames, so the encoder keeps 1500 positions
         audio_config=dict(**_TINY_WHISPER_ENCODER, max_source_positions=1500),
-        text_config=_tiny_text_config(tok, model_type="qwen2"),
+        text_config={**_tiny_text_config(tok, model_type="qwen2"), **(text or {})},
         audio_token_index=tok.convert_tokens_to_ids("<|AUDIO|>"),
     )
     processor = Qwen2AudioProcessor(

@@ -392,6 +392,15 @@ def trainer_dir(out: str | Path) -> Path:
     return out.with_name(out.name + ".trainer")
 
 
+def save_log_history(trainer, out: str | Path) -> Path:
+    """The trainer's per-step log (loss, grad norm, GRPO reward mean/std, …) as
+    `<out>.trainer/log_history.json`: with save_strategy "no" TRL writes no trainer state."""
+    path = trainer_dir(out) / "log_history.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(trainer.state.log_history, indent=1, default=float))
+    return path
+
+
 def trl_args(
     recipe: dict[str, Any],
     block: str,
@@ -458,4 +467,5 @@ def train_grpo(
         peft_config=lora_config(recipe),
     )
     trainer.train()
+    save_log_history(trainer, out)
     return save_checkpoint(trainer.model, processor, out, base=model_path)

@@ -19,6 +19,7 @@ from cafe.training.grpo import (
     lora_config,
     read_rows,
     save_checkpoint,
+    save_log_history,
     trainer_dir,
     trl_args,
 )
@@ -110,4 +111,5 @@ def train_sft(
     overrides = {"max_steps": max_steps} if max_steps else {}
     trainer = build_sft_trainer(recipe, model, processor, rows, out, **overrides)
     trainer.train()
+    save_log_history(trainer, out)
     return save_checkpoint(trainer.model, processor, out, base=model_path)

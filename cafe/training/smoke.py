@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,13 +28,96 @@ def _score(
         max_new_tokens=max_new_tokens,
     )
     acc = result.metrics.get("accuracy", {})
+    preds = [
+        json.loads(line)
+        for line in (Path(result.run_dir) / "predictions.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    format_ok = sum(bool((p.get("sections") or {}).get("format_ok")) for p in preds)
     return {
         "run_dir": str(result.run_dir),
         "acc": acc.get("total", {}).get("acc"),
         "parse_rate": acc.get("parse_rate"),
+        # SPEC §7 strict tag order, share of predictions in percent (the runner has no such metric)
+        "format_ok_rate": round(100.0 * format_ok / len(preds), 2) if preds else None,
         "cafe_acc_per": (result.metrics.get("cafe") or {}).get("acc_per"),
         "cafe_err_omit": (result.metrics.get("cafe") or {}).get("err_omit"),
     }
+
+
+def tokenizer_corpus() -> list[str]:
+    """Domain text the tiny model's tokenizer is trained on, so that words are single tokens as
+    in a real model's vocabulary (a byte-level BPE of 400 symbols spells most words letter by
+    letter, which makes every MPAR² target a few hundred tokens): the synth vocabulary and
+    answer words, the mpar2 prompt, and one concise MPAR² chain per source."""
+    from cafe.benchmarks.synth import vocabulary as v
+    from cafe.training.data import rules
+    from cafe.training.data.formats import prompt_text
+
+    words = [
+        *rules.NUMBER_WORDS,
+        *v.PITCH_CONTOURS,
+        *v.RHYTHMS,
+        *v.DIMENSIONS,
+        *(w for f in rules.FALLBACK_LABELS for w in rules.words(f).split()),
+        "steady regular irregular accelerating slowing heard first longest sound source clip",
+    ]
+    out = [" ".join(words)]
+    for src in v.SOURCES.values():
+        clip = {"events": [{"label": src.label, "onset": 0.4, "offset": 1.2}]}
+        cot = rules.write_cot(clip, {"answer_text": src.label, "dimension": "timbre"}, "concise")
+        question = f"Which of these sound sources makes the {src.label} in the clip?"
+        out += [cot, prompt_text(question, list(src.synonyms)), src.description]
+    return out
+
+
+def format_on_training_items(checkpoint: Path, sft_rows: Path, max_new_tokens: int) -> int:
+    """How many of the SFT items (prompts seen in training) the checkpoint answers, greedily, in
+    the strict MPAR² format: whether SFT took, apart from whether it generalises."""
+    import torch
+
+    from cafe.audio import load_audio
+    from cafe.parsing import parse_sections
+    from cafe.training.grpo import load_policy, read_rows
+
+    model, proc = load_policy(checkpoint)
+    rows = read_rows(sft_rows)
+    texts = [
+        proc.apply_chat_template(r["messages"][:1], add_generation_prompt=True, tokenize=False)
+        for r in rows
+    ]
+    audio = [load_audio(r["audio"], sample_id=r.get("id")) for r in rows]
+    enc = proc(text=texts, audio=audio, sampling_rate=16_000, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
+    replies = proc.tokenizer.batch_decode(
+        out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
+    )
+    return sum(parse_sections(t).format_ok for t in replies)
+
+
+def _log_history(checkpoint: Path) -> list[dict[str, Any]]:
+    from cafe.training.grpo import trainer_dir
+
+    path = trainer_dir(checkpoint) / "log_history.json"
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def training_signals(sft: Path, grpo: Path) -> dict[str, Any]:
+    """What the trainers logged: SFT loss per step, GRPO reward mean/std, loss and grad norm per
+    step (TRL's own figures from `<checkpoint>.trainer/log_history.json`)."""
+    sft_loss = [h["loss"] for h in _log_history(sft) if "loss" in h]
+    keys = ("reward", "reward_std", "loss", "grad_norm", "mpar2/format", "mpar2/acc")
+    grpo_steps = [
+        {k: h.get(k) for k in (*keys, "completions/mean_length")}
+        for h in _log_history(grpo)
+        if "reward" in h
+    ]
+    return {"sft_loss": sft_loss, "grpo_steps": grpo_steps}
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
 
 def run_smoke(
@@ -61,7 +145,11 @@ def run_smoke(
         t = now
         echo(f"[smoke] {name} done in {timings[name]} s")
 
-    base = build_tiny_qwen2_audio(work / "base")
+    tiny = dict(recipe.get("tiny_model") or {})
+    vocab = int(tiny.pop("vocab_size", 400))
+    base = build_tiny_qwen2_audio(
+        work / "base", vocab_size=vocab, corpus=tokenizer_corpus(), text=tiny
+    )
     lap("tiny model")
     files = run_pipeline(recipe, workdir=work / "data", echo=lambda s: echo(f"[data] {s}"))
     lap("data pipeline")
@@ -71,17 +159,46 @@ def run_smoke(
     lap("score before")
     sft = train_sft(recipe, model_path=base, data=files["sft"], out=work / "sft")
     lap("SFT")
+    n_sft = sum(1 for line in Path(files["sft"]).read_text().splitlines() if line.strip())
+    sft_format_ok = format_on_training_items(sft, files["sft"], max_new)
+    lap("SFT format check")
     final = train_grpo(
         recipe, model_path=sft, data=files["rl"], out=work / "grpo", judge=make_judge(recipe)
     )
     lap("GRPO")
     after = _score(final, work / "runs" / "after", limit, eval_version, max_new)
     lap("score after")
+    signals = training_signals(sft, final)
     echo(f"[smoke] checkpoint: {final}")
-    echo(f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2:")
+    losses = signals["sft_loss"]
+    if losses:
+        echo(
+            f"[smoke] SFT loss: first {_fmt(losses[0], 4)}, last {_fmt(losses[-1], 4)} "
+            f"({len(losses)} steps)"
+        )
+    echo(
+        f"[smoke] SFT checkpoint on its {n_sft} training prompts: {sft_format_ok}/{n_sft} in the "
+        "strict MPAR² format (greedy)"
+    )
+    for i, st in enumerate(signals["grpo_steps"], 1):
+        echo(
+            f"[smoke] GRPO step {i}: reward mean {_fmt(st['reward'])} std {_fmt(st['reward_std'])}"
+            f"  format {_fmt(st['mpar2/format'])} acc {_fmt(st['mpar2/acc'])}"
+            f"  loss {_fmt(st['loss'])} grad norm {_fmt(st['grad_norm'])}"
+            f"  mean length {_fmt(st['completions/mean_length'])}"
+        )
+    echo(f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2, {max_new} new tokens:")
+    echo(f"[smoke]   {'':6s} {'acc %':>7s} {'parse %':>8s} {'format %':>9s} {'CAFE Acc_per':>13s}")
     for name, s in (("before", before), ("after", after)):
         echo(
-            f"[smoke]   {name:6s} acc {s['acc']}%  parse rate {s['parse_rate']}  "
-            f"CAFE Acc_per {s['cafe_acc_per']} Err_omit {s['cafe_err_omit']}  ({s['run_dir']})"
+            f"[smoke]   {name:6s} {_fmt(s['acc']):>7s} {_fmt(s['parse_rate']):>8s} "
+            f"{_fmt(s['format_ok_rate']):>9s} {_fmt(s['cafe_acc_per']):>13s}  ({s['run_dir']})"
         )
-    return {"before": before, "after": after, "checkpoint": str(final), "timings": timings}
+    return {
+        "before": before,
+        "after": after,
+        "checkpoint": str(final),
+        "timings": timings,
+        "sft_train_format_ok": [sft_format_ok, n_sft],
+        **signals,
+    }

@@ -49,6 +49,7 @@ class DataConfig:
     sft_size: int = 5000
     cot_min_reasoning: float = 7.0
     cot_min_review: float = 7.0
+    cot_style: str = "full"  # rule CoT writer only: full | concise (rules.COT_STYLES)
     templates: dict[str, str] = field(default_factory=dict)
     cache: str | None = None
 
@@ -392,7 +393,7 @@ class Pipeline:
         todo = [q for q in questions if q["id"] not in f.rows]
         if todo:
             if self._rule():
-                got = [rules.write_cot(by_clip[q["clip"]], q) for q in todo]
+                got = [rules.write_cot(by_clip[q["clip"]], q, self.cfg.cot_style) for q in todo]
             else:
                 got = asyncio.run(self._gather([self.llm.cot(by_clip[q["clip"]], q) for q in todo]))
             f.add([{"id": q["id"], "cot": c} for q, c in zip(todo, got, strict=True)])

@@ -128,25 +128,46 @@ def score_question(clip: dict[str, Any], question: dict[str, Any]) -> dict[str, 
     }
 
 
-def write_cot(clip: dict[str, Any], question: dict[str, Any]) -> str:
-    """An MPAR²-format chain built from the events (the rule CoT writer)."""
+COT_STYLES = ("full", "concise")
+
+
+def write_cot(clip: dict[str, Any], question: dict[str, Any], style: str = "full") -> str:
+    """An MPAR²-format chain built from the events (the rule CoT writer). "full": every event
+    with 2-decimal times and three sub-questions; "concise" (the CPU smoke: a target a tiny model
+    learns in a few dozen steps): each sound source once (its first occurrence) with 1-decimal
+    times, one grounded sub-question and a one-line review."""
+    if style not in COT_STYLES:
+        raise ValueError(f"CoT style {style!r}: use one of {', '.join(COT_STYLES)}")
     events = sorted(clip.get("events") or [], key=lambda e: e["onset"])
+    places = 2 if style == "full" else 1
+    if style == "concise":  # each source once, at its first occurrence
+        firsts: dict[str, dict[str, Any]] = {}
+        for e in events:
+            firsts.setdefault(e["label"], e)
+        events = list(firsts.values())
     lines = [
-        f"{i}. [{e['onset']:.2f}, {e['offset']:.2f}]: a {words(e['label'])}"
+        f"{i}. [{e['onset']:.{places}f}, {e['offset']:.{places}f}]: a {words(e['label'])}"
         for i, e in enumerate(events, 1)
     ]
     answer = question["answer_text"]
     labels = list(dict.fromkeys(words(e["label"]) for e in events))
-    steps = [
-        f"Sub-question: which sounds are present? Answer: {', '.join(labels)}",
-        f"Sub-question: what does the question ask about them? Answer: {question['dimension']}",
-        f"Sub-question: which option fits the perceived events? Answer: {answer}",
-    ]
+    if style == "concise":
+        heard = labels[0] if labels else "clip"
+        steps = [f"Sub-question: which option fits the {heard}? Answer: {answer}"]
+        review = (
+            f"1. Evidence check: the {heard} was heard. 2. Logic check: the steps lead to {answer}."
+        )
+    else:
+        steps = [
+            f"Sub-question: which sounds are present? Answer: {', '.join(labels)}",
+            f"Sub-question: what does the question ask about them? Answer: {question['dimension']}",
+            f"Sub-question: which option fits the perceived events? Answer: {answer}",
+        ]
+        review = (
+            f"1. Evidence check: the {labels[0] if labels else 'clip'} and the other events were "
+            f"heard at the listed times. 2. Logic check: the steps lead to {answer}."
+        )
     reasoning = "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
-    review = (
-        f"1. Evidence check: the {labels[0] if labels else 'clip'} and the other events were "
-        f"heard at the listed times. 2. Logic check: the steps lead to {answer}."
-    )
     return (
         f"<thinking><perception>{chr(10).join(lines)}</perception>\n<reasoning>{reasoning}"
         f"</reasoning>\n<review>{review}</review></thinking><answer>{answer}</answer>"
