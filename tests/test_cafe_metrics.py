@@ -104,6 +104,9 @@ def test_section_runs_breakdowns_and_ci(judgements):
     assert sec["breakdowns"]["difficulty"]["hard"]["judgements"]["invalid"] == 1
     lo, hi = sec["ci95"]["acc_per"]
     assert lo <= sec["acc_per"] <= hi
+    # by hand: the units are s1 (3/6 = 50%), s2 (0/3) and s3 (0/0, undefined), so a resample lies
+    # in [0, 50]; 7 of the 26 defined draw patterns hold no s1 (27%), so the 2.5% point is 0
+    assert lo == 0.0 and 100 * 3 / 9 < hi <= 50.0
     assert cafe_ci(judgements, "micro", resamples=200, seed=3)["acc_per"] == [lo, hi]
     macro = cafe_ci(judgements, "macro", resamples=200, seed=3)["acc_per"]
     assert macro[0] <= cafe_metrics(judgements, "macro")["acc_per"] <= macro[1]

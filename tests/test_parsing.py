@@ -31,6 +31,15 @@ def test_mpar2_sections_events_and_steps() -> None:
     assert s.answer == "the dog barking"
     assert s.think is not None and s.think.startswith("<perception>")
     assert reasoning_text(MPAR2, s) == s.think
+    # by hand: the sections are the literal text between their tags, the think part everything
+    # inside <thinking>...</thinking>
+    assert s.perception == MPAR2[len("<thinking><perception>") : MPAR2.index("</perception>")]
+    assert s.reasoning == (
+        "1. Sub-question: how many barks are there? Answer: two\n"
+        "2. Sub-question: which comes first? Answer: the dog"
+    )
+    think = MPAR2[len("<thinking>") : MPAR2.index("</thinking>")]
+    assert s.think == think and reasoning_text(MPAR2, s) == think
 
 
 @pytest.mark.parametrize(
