@@ -182,6 +182,10 @@ class GeminiClient(PooledChatClient):
         }
         if seed is not None:
             cfg["seed"] = seed
+        # build this loop's SDK clients (the first one imports google.genai: about a second)
+        # before the timed attempts, so a cold start is never counted as a timed-out call
+        for per_loop in self._sdk:
+            per_loop.get()
         out = await call_with_retries(once, choose, self.policy, redact=redact)
         latency = time.perf_counter() - t0
         endpoint = (used[-1] or "google") if used else None
