@@ -108,8 +108,8 @@ def test_render_uses_the_checkpoints_chat_template_and_passes_audio_arrays(tmp_p
     from transformers import AutoTokenizer
 
     from cafe.adapters.vllm import _load_renderer, _sampling_rate
+    from cafe.testing import tiny_models as tiny
 
-    tiny = pytest.importorskip("cafe.testing.tiny_models")
     ckpt = tiny.build_tiny_qwen2_5_omni_thinker(tmp_path / "omni")
     clip = tmp_path / "c.wav"
     write_wav(clip, (0.3 * np.sin(np.arange(8000) / 3)).astype(np.float32))

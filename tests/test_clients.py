@@ -242,8 +242,6 @@ def test_a_cancelled_call_never_hands_its_reply_to_the_next_call():
 @pytest.mark.parametrize("kind", ["openai-compatible", "gemini"])
 def test_every_fault_over_both_http_transports(transport, kind, clip, monkeypatch):
     """Both transports behind the one httpx API: audio, 429, 500, malformed, timeout, then ok."""
-    if transport == "aiohttp":
-        pytest.importorskip("aiohttp")
     monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
     server = OpenAILoopback if kind != "gemini" else GeminiLoopback
     faults = [Fault("429", retry_after=0.05), "500", "malformed", Fault("timeout", delay_s=0.6)]

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+import trl  # noqa: F401  (needed installed: fail, never skip)
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-
-from cafe.audio import write_wav  # noqa: E402
-from cafe.testing import tiny_models  # noqa: E402
-from cafe.training.grpo import (  # noqa: E402
+from cafe.audio import write_wav
+from cafe.testing import tiny_models
+from cafe.training.grpo import (
     AUDIO_FEATURE_KEYS,
     grpo_config,
     load_policy,
     make_reward_func,
 )
-from cafe.training.reward_judge import OfflineRewardJudge  # noqa: E402
+from cafe.training.reward_judge import OfflineRewardJudge
 
 
 def _row(audio_path: str) -> dict:

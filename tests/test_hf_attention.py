@@ -4,9 +4,9 @@ eager forward computed by hand, and a per-token memory of one float per layer.""
 from __future__ import annotations
 
 import pytest
+import torch  # noqa: F401  (needed installed: fail, never skip)
+import transformers  # noqa: F401  (needed installed: fail, never skip)
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
 pytest.register_assert_rewrite("hf_tiny_fixtures")
 
 from hf_tiny_fixtures import make_request  # noqa: E402
@@ -18,7 +18,6 @@ pytest_plugins = ["hf_tiny_fixtures"]
 
 @pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])
 def test_trace_shapes_ratios_and_memory(family, tiny_adapter, clips):
-    import torch
 
     adapter = tiny_adapter(family)
     request = make_request("t", clips["tone"], "What sound?", max_new_tokens=5)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch  # noqa: F401  (needed installed: fail, never skip)
+import transformers  # noqa: F401  (needed installed: fail, never skip)
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
 pytest.register_assert_rewrite("hf_tiny_fixtures")
 
 from click.testing import CliRunner  # noqa: E402

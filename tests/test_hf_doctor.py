@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch  # noqa: F401  (needed installed: fail, never skip)
+import transformers  # noqa: F401  (needed installed: fail, never skip)
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
 pytest.register_assert_rewrite("hf_tiny_fixtures")
 
 from hf_tiny_fixtures import make_request  # noqa: E402

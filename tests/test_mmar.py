@@ -138,8 +138,9 @@ def test_jsonl_bad_lines_and_items(tmp_path):
 
 
 def test_parquet_copy_with_embedded_audio(shared_data, tmp_path, monkeypatch):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     raw = [json.loads(x) for x in open(os.path.join(shared_data, "mmar", "MMAR-meta.jsonl"))]
     keep = ("id", "question", "choices", "answer", "modality", "category", "sub-category")

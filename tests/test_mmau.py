@@ -195,7 +195,8 @@ def _write_wav(path: Path, seconds: float = 0.1) -> bytes:
 
 
 def test_hf_save_to_disk_copy(shared_data, tmp_path, monkeypatch):
-    datasets = pytest.importorskip("datasets")
+    import datasets
+
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     # 20 real items: enough for the path; version-by-content is covered by the parquet and
     # re-serialised tests, and importing datasets is the slow part

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+import trl  # noqa: F401  (needed installed: fail, never skip)
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-
-from cafe.audio import write_wav  # noqa: E402
-from cafe.testing.tiny_models import build_tiny_qwen2_audio as build_tiny_policy  # noqa: E402
-from cafe.training.grpo import load_policy  # noqa: E402
-from cafe.training.sft import AudioSFTCollator, build_sft_trainer  # noqa: E402
+from cafe.audio import write_wav
+from cafe.testing.tiny_models import build_tiny_qwen2_audio as build_tiny_policy
+from cafe.training.grpo import load_policy
+from cafe.training.sft import AudioSFTCollator, build_sft_trainer
 
 TARGET = "<thinking><perception>1. [0.00, 1.00]: a dog bark</perception></thinking>"
 

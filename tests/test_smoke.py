@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
+import torch
+import trl  # noqa: F401  (needed installed: fail, never skip)
 
 
 def test_smoke_end_to_end(tmp_path, monkeypatch):
