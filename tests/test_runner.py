@@ -211,6 +211,9 @@ def test_async_adapter_on_many_threads_gives_the_same_run(bench: Path, tmp_path:
     threaded = run("async-tone", "tone", data=str(bench), out=tmp_path / "b", runs=2,
                    batch_size=1, concurrency=4, progress=False, cache=False)  # fmt: skip
     assert threaded.metrics["accuracy"] == serial.metrics["accuracy"]
+    # by hand: t3's clip is a low tone labelled high, so 3 of 4 right in each of the 2 runs
+    assert threaded.metrics["accuracy"]["total"] == {"correct": 6, "total": 8, "acc": 75.0}
+    assert threaded.metrics["accuracy"]["runs"]["per_run"] == [75.0, 75.0]
     keys = [(p["sample_id"], p["run_index"]) for p in _lines(tmp_path / "b" / "predictions.jsonl")]
     assert len(keys) == len(set(keys)) == 8
 
