@@ -39,6 +39,9 @@ class MissingPart(LeaderboardError):
     """A section or file a report needs is absent; the message names the command that makes it."""
 
 
+MODE_MEANING = {"micro": "counts pooled over items", "macro": "mean of per-sample ratios"}
+
+
 def missing(run: str | Path, part: str) -> MissingPart:
     where = "metrics.json has no" if part in ("accuracy", "cafe", "decay") else "no"
     return MissingPart(f"{run}: {where} {part!r} (produced by {PRODUCERS[part]})")
@@ -175,8 +178,10 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
     if caf:
         ci = caf.get("ci95") or {}
         lines += ["", "## CAFE (percent)", ""]
+        mode = caf.get("mode", "?")
         lines.append(
-            f"Counts pooled **{caf.get('mode', '?')}**; judge {judge_name(caf.get('judge'))}; "
+            f"Mode **{mode}** ({MODE_MEANING.get(mode, '?')}); "
+            f"judge {judge_name(caf.get('judge'))}; "
             f"template {str(caf.get('template_hash', '?'))[:12]}; runs {_runs(caf.get('runs'))}."
         )
         lines += ["", "| metric | value | 95% interval |", "|---|---:|---|"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from cafe.benchmarks.scoring import is_correct
 from cafe.parsing import parse_sections
+from cafe.store import iter_jsonl
 from cafe.training.reward_judge import RewardItem, RewardJudge, score_group
 from cafe.training.rewards import RewardWeights, compute_rewards
 
@@ -294,8 +295,19 @@ def adapter_for_checkpoint(path: str | Path) -> type:
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """Rows of a pipeline JSONL file (the store's reader: a torn last line is skipped)."""
+    return list(iter_jsonl(Path(path)))
+
+
+def load_training_inputs(
+    recipe: dict[str, Any], model_path: str | Path, data: str | Path, what: str
+):
+    """(model, processor, rows) for a trainer; an empty data file is an error naming it."""
+    model, processor = load_policy(model_path, recipe.get("dtype", "float32"))
+    rows = read_rows(data)
+    if not rows:
+        raise ValueError(f"{data}: no {what} rows")
+    return model, processor, rows
 
 
 # full checkpoints whose trained part is a sub-model: model_type -> weight-name prefix of the part
@@ -452,10 +464,7 @@ def train_grpo(
     """Run GRPO from a recipe and save the merged checkpoint to ``out``; returns ``out``."""
     from datasets import Dataset
 
-    model, processor = load_policy(model_path, recipe.get("dtype", "float32"))
-    rows = read_rows(data)
-    if not rows:
-        raise ValueError(f"{data}: no RL rows")
+    model, processor, rows = load_training_inputs(recipe, model_path, data, "RL")
     overrides = {"max_steps": max_steps} if max_steps else {}
     args = grpo_config(recipe, trainer_dir(out), **overrides)
     trainer = _trainer_class()(

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from cafe.training.grpo import (
-    load_policy,
+    load_training_inputs,
     lora_config,
-    read_rows,
     save_checkpoint,
     save_log_history,
     trainer_dir,
@@ -104,10 +103,7 @@ def train_sft(
     max_steps: int | None = None,
 ) -> Path:
     """SFT from a recipe; saves the merged checkpoint (+ processor) to ``out``."""
-    model, processor = load_policy(model_path, recipe.get("dtype", "float32"))
-    rows = read_rows(data)
-    if not rows:
-        raise ValueError(f"{data}: no SFT rows")
+    model, processor, rows = load_training_inputs(recipe, model_path, data, "SFT")
     overrides = {"max_steps": max_steps} if max_steps else {}
     trainer = build_sft_trainer(recipe, model, processor, rows, out, **overrides)
     trainer.train()
