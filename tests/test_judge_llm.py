@@ -100,7 +100,7 @@ def test_llm_judge_metrics_equal_hand_counts_and_rejudge_is_free(tmp_path):
         assert cafe["breakdowns"]["modality"]["speech"]["acc_per"] == 50.0  # q-c: 1 of 2
         assert cafe["judge"] == {"judge": "openai-compatible:judge-m", "temperature": 0.0,
                                  "template_hash": cafe["template_hash"], "retries": 2,
-                                 "max_tokens": 2048}  # fmt: skip
+                                 "max_tokens": 2048, "thinking": False}  # fmt: skip
         all_rows = [json.loads(x) for x in store.path("judgements.jsonl").open()]
         rows = {j["sample_id"]: j for j in all_rows if j["run_index"] == 0}
         failed = [j for j in all_rows if j["status"] == "failed"]

@@ -29,6 +29,14 @@ class ChatReply:
     error: str | None = None  # set when every retry failed; text is then None
     finish_reason: str | None = None  # as the server reported it (stop, length, …)
     endpoint: str | None = None  # base URL that answered (several endpoints share the load)
+    reasoning: str | None = None  # thinking the server split off (also in text, as <think>)
+
+    @property
+    def final(self) -> str:
+        """The reply without any thinking: what a judge parses (cafe.clients.thinking)."""
+        from cafe.clients.thinking import final_answer
+
+        return final_answer(self.text)
 
 
 class ChatClient(ABC):

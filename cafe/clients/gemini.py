@@ -58,6 +58,7 @@ class GeminiClient(PooledChatClient):
         inline_limit_bytes: int = 15_000_000,
         config: dict[str, Any] | None = None,
         api_version: str = "v1beta",
+        thinking: bool | None = None,  # judges pass it; thought parts never reach .text anyway
     ):
         if not env_key(*KEY_ENV):
             raise ValueError("gemini client: set the GEMINI_API_KEY (or GOOGLE_API_KEY) variable")

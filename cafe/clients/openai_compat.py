@@ -58,12 +58,14 @@ class OpenAICompatClient(PooledChatClient):
     Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
     ``max_delay``, ``recover_after`` (successes per regained slot), ``api_key_env`` (variable
     holding the key), ``drop_params`` (request fields a model rejects, e.g. temperature for
-    gpt-5), ``extra_body`` (merged into every request)."""
+    gpt-5), ``extra_body`` (merged into every request), ``thinking`` (None: the server's default;
+    False: ask a Qwen3-style template not to think, as judges do by default)."""
 
     kind = "openai-compatible"
     default_url = LOCAL_URL
     key_required = False
     token_field = "max_tokens"  # older vLLM/SGLang only know max_tokens
+    thinking_switch = True  # the server takes chat_template_kwargs (vLLM, SGLang)
 
     def __init__(
         self,
@@ -80,6 +82,7 @@ class OpenAICompatClient(PooledChatClient):
         api_key_env: str = "OPENAI_API_KEY",
         drop_params: list[str] | tuple[str, ...] = (),
         extra_body: dict[str, Any] | None = None,
+        thinking: bool | None = None,
     ):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
@@ -95,6 +98,13 @@ class OpenAICompatClient(PooledChatClient):
         )  # fmt: skip
         self.drop_params = set(drop_params)
         self.extra_body = dict(extra_body or {})
+        self.thinking = thinking
+        if thinking is False and self.thinking_switch:
+            from cafe.clients.thinking import NO_THINKING_BODY
+
+            kwargs = {**NO_THINKING_BODY["chat_template_kwargs"]}
+            kwargs.update(self.extra_body.get("chat_template_kwargs") or {})
+            self.extra_body["chat_template_kwargs"] = kwargs
         self._http = PerLoop(self._new_http)
         # identity names protocol, model and endpoints: never a key
         self.identity = f"{self.kind}:{model}@" + ",".join(e.url for e in self.endpoints)
@@ -201,7 +211,7 @@ class OpenAICompatClient(PooledChatClient):
         text, finish, usage = data["text"], data["finish_reason"], data["usage"]
         return ChatReply(
             text=text, usage=usage, latency_s=latency, attempts=out.attempts,
-            finish_reason=finish, endpoint=url,
+            finish_reason=finish, endpoint=url, reasoning=data.get("reasoning"),
         )  # fmt: skip
 
     async def _post(self, base: str, payload: bytes) -> dict[str, Any]:
@@ -257,6 +267,8 @@ def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
     reasoning = msg.get("reasoning_content") or msg.get("reasoning")
     if isinstance(reasoning, str) and reasoning.strip():
         content = f"<think>{reasoning}</think>{content}"
+    else:
+        reasoning = None
     u = data.get("usage") or {}
     usage = {
         "prompt_tokens": u.get("prompt_tokens"),
@@ -269,7 +281,12 @@ def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
     prompt_details = u.get("prompt_tokens_details") or {}
     if prompt_details.get("audio_tokens") is not None:  # priced apart by audio models
         usage["audio_prompt_tokens"] = prompt_details["audio_tokens"]
-    return {"text": content, "finish_reason": choice.get("finish_reason"), "usage": usage}
+    return {
+        "text": content,
+        "finish_reason": choice.get("finish_reason"),
+        "usage": usage,
+        "reasoning": reasoning,
+    }
 
 
 @CLIENTS.register("openai")
@@ -281,3 +298,4 @@ class OpenAIClient(OpenAICompatClient):
     default_url = OPENAI_URL
     key_required = True
     token_field = "max_completion_tokens"
+    thinking_switch = False  # api.openai.com rejects chat_template_kwargs

@@ -106,10 +106,12 @@ async def caption_samples(
                 reply = await client.achat(
                     [{"role": "user", "content": content}], temperature=TEMPERATURE, max_tokens=1024
                 )
-            if reply.error or not (reply.text or "").strip():
-                problems.append(Problem(str(out), f"captioner: {reply.error or 'empty'}", s.id))
+            caption = reply.final  # a thinking captioner's reasoning is not the caption
+            if reply.error or not caption:
+                why = reply.error or ("only thinking, no caption" if reply.text else "empty")
+                problems.append(Problem(str(out), f"captioner: {why}", s.id))
                 return None
-            cached = {"text": reply.text.strip()}
+            cached = {"text": caption}
             cache.put(key, cached)
         return {
             "sample_id": s.id,
@@ -207,7 +209,11 @@ def caption_command(
     samples = loaded.samples[:limit] if limit else loaded.samples
     try:
         client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
+            captioner,
+            model,
+            endpoints=list(endpoints) or None,
+            concurrency=concurrency,
+            thinking=False,  # a captioner is a judge: asked not to think (where the server can)
         )
     except (KeyError, ValueError) as e:  # unknown kind, missing API key
         raise click.UsageError(str(e)) from None

@@ -51,6 +51,19 @@ from cafe.judge import JUDGES
     default=None,
     help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
 )
+@click.option(
+    "--thinking/--no-thinking",
+    default=False,
+    show_default=True,
+    help="Let a thinking judge think (OpenAI-compatible servers are otherwise sent "
+    "chat_template_kwargs enable_thinking=false). Its reasoning is kept, never parsed.",
+)
+@click.option(
+    "--thinking-budget",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def judge_command(
@@ -63,6 +76,8 @@ def judge_command(
     captions: str | None,
     macro: bool,
     cache_path: str | None,
+    thinking: bool,
+    thinking_budget: int | None,
     as_json: bool,
     no_progress: bool,
 ) -> None:
@@ -94,6 +109,7 @@ def judge_command(
             progress=not no_progress,
             captions=captions,
             cache=cache_path,
+            **({"thinking": True, "thinking_budget": thinking_budget} if thinking else {}),
         )
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None

@@ -2,8 +2,12 @@
 Q, answer A and caption C and sorts every audio event into matched / hallucinated / misused /
 neutral / missed, as JSON.
 
-Replies are validated against a JSON schema (the eight lists of strings); a code fence, prose
-before the object and trailing text are tolerated. An invalid reply is retried; after the retries
+Replies are validated against a JSON schema: the paper's six lists (A.2: all_reasoning_events and
+the five category lists) are required, the two analysis lists of our template (required_events,
+all_caption_events) are optional; without required_events it is derived as matched ∪ missed. A
+code fence, prose before the object and trailing text are tolerated; server thinking
+(``reasoning_content``, ``<think>`` blocks) is kept in the raw reply and never parsed. An invalid
+reply is retried with a format reminder naming what was wrong; after the retries
 the Judgement is ``invalid`` with the reason and every raw reply kept. A call that fails (network,
 server errors after the client's own retries) gives ``failed``. Every reply is cached by judge
 identity + template hash + prompt + temperature + attempt number, so a re-judge replays the
@@ -16,12 +20,12 @@ import re
 from typing import Any
 
 from cafe.cache import Cache, make_key
+from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Judge, JudgeItem, load_template
 from cafe.records import Judgement
 
-KEYS = (
-    "required_events",
-    "all_caption_events",
+#: the paper's printed output format (A.2): every reply must hold these
+PAPER_KEYS = (
     "all_reasoning_events",
     "matched_events",
     "error_matched",
@@ -29,9 +33,12 @@ KEYS = (
     "neutral_events",
     "missed_events",
 )
+#: the analysis lists our template asks for first; optional in a reply
+ANALYSIS_KEYS = ("required_events", "all_caption_events")
+KEYS = (*ANALYSIS_KEYS, *PAPER_KEYS)
 REPLY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": list(KEYS),
+    "required": list(PAPER_KEYS),
     "properties": {k: {"type": "array", "items": {"type": "string"}} for k in KEYS},
 }
 TEMPERATURE = 0.0  # fixed: the judge must be deterministic to be cached and compared
@@ -80,9 +87,13 @@ def _validate(obj: dict) -> str | None:
 
 
 def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | None]:
-    """(the eight lists, None) for a valid reply, else (None, one-line reason)."""
-    if not text or not text.strip():
-        return None, "empty reply"
+    """(the eight lists, None) for a valid reply, else (None, one-line reason). Only the final
+    answer is read (thinking cut away); a six-list reply gets required_events = matched ∪ missed
+    and an empty all_caption_events."""
+    had_text = bool(text and text.strip())
+    text = final_answer(text)
+    if not text:
+        return None, "empty reply" if not had_text else "no answer after the thinking"
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     obj = None
     for c in candidates:
@@ -95,7 +106,18 @@ def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | No
     error = _validate(obj)
     if error is not None:
         return None, f"schema: {error}"
-    return {k: list(obj[k]) for k in KEYS}, None
+    out = {k: list(obj.get(k) or []) for k in KEYS}
+    if "required_events" not in obj:
+        out["required_events"] = list(dict.fromkeys(out["matched_events"] + out["missed_events"]))
+    return out, None
+
+
+def reminder(reason: str | None) -> str:
+    """Appended to the prompt on a retry: the same prompt at temperature 0 gives the same reply."""
+    return (
+        f"\n\nYour previous reply could not be used ({reason}). Reply with the JSON object only: "
+        "the lists named above, each a list of strings, and nothing else."
+    )
 
 
 class LLMJudge(Judge):
@@ -112,6 +134,8 @@ class LLMJudge(Judge):
         retries: int = 2,
         max_tokens: int = 2048,
         client: Any = None,
+        thinking: bool = False,
+        thinking_budget: int | None = None,
         **client_options: Any,
     ):
         if not model:
@@ -123,10 +147,11 @@ class LLMJudge(Judge):
         self.temperature = TEMPERATURE
         self.cache = cache or Cache(None)
         self.retries = retries
-        self.max_tokens = max_tokens
+        self.thinking = bool(thinking)
+        self.max_tokens = judge_max_tokens(max_tokens, self.thinking, thinking_budget)
         self.calls = 0  # requests actually sent (cache misses)
         self._endpoints = list(endpoints) or None
-        self._client_options = client_options
+        self._client_options = {"thinking": self.thinking, **client_options}
         self._client = client
 
     def _get_client(self) -> Any:
@@ -150,7 +175,12 @@ class LLMJudge(Judge):
         )
 
     def describe(self) -> dict:
-        return {**super().describe(), "retries": self.retries, "max_tokens": self.max_tokens}
+        return {
+            **super().describe(),
+            "retries": self.retries,
+            "max_tokens": self.max_tokens,
+            "thinking": self.thinking,
+        }
 
     async def ajudge(self, item: JudgeItem) -> Judgement:
         pred = item.prediction
@@ -158,10 +188,11 @@ class LLMJudge(Judge):
             return self.failed(item, f"prediction failed: {pred.error or 'no output'}")
         if not item.caption:
             return self.failed(item, "no caption: run `cafe caption` or pass --captions FILE")
-        prompt = self.prompt_for(item)
+        base_prompt = self.prompt_for(item)
         raws: list[str] = []
         reason = None
         for attempt in range(self.retries + 1):
+            prompt = base_prompt if attempt == 0 else base_prompt + reminder(reason)
             key = make_key(
                 task="cafe-extraction",
                 judge=self.identity,
@@ -169,6 +200,7 @@ class LLMJudge(Judge):
                 prompt=prompt,
                 temperature=self.temperature,
                 max_tokens=self.max_tokens,
+                thinking=self.thinking,
                 attempt=attempt,
             )
             cached = self.cache.get(key)

@@ -187,6 +187,12 @@ def judge_run(
         fresh = asyncio.run(_judge_all(judge_obj, items, writer, concurrency, progress))
     judge_wall = time.perf_counter() - t0
 
+    health = reply_health(fresh)
+    if health["warning"]:
+        import click
+
+        click.echo(f"warning: {health['warning']}", err=True)
+
     keys = {(p.sample_id, p.run_index) for p in preds}
     merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
     judgements = [j for k, j in merged.items() if k in keys]
@@ -205,6 +211,7 @@ def judge_run(
             "acc": round(100.0 * n_correct / len(preds), 2),
             "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
         },
+        replies=health,
         calls={
             "sent": getattr(judge_obj, "calls", 0),
             "cache_hits": cache.hits,
@@ -215,6 +222,35 @@ def judge_run(
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
     return section
+
+
+def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
+    """Counts of this batch's judge replies by outcome, and a warning when most were not usable
+    (a thinking judge out of budget, a wrong template, a dead server: never a quiet gap)."""
+    out = {"judged": len(judgements), "ok": 0, "empty": 0, "unparseable": 0, "failed": 0}
+    first: str | None = None
+    for j in judgements:
+        if j.status == "ok":
+            out["ok"] += 1
+            continue
+        why = j.reason or ""
+        kind = (
+            "failed"
+            if j.status == "failed"
+            else "empty"
+            if "empty reply" in why or "no answer after the thinking" in why
+            else "unparseable"
+        )
+        out[kind] += 1
+        first = first or why
+    bad = out["judged"] - out["ok"]
+    out["warning"] = (
+        f"{bad} of {out['judged']} judge replies unusable ({out['empty']} empty or thinking only, "
+        f"{out['unparseable']} unparseable, {out['failed']} failed calls); first: {first}"
+        if out["judged"] and bad * 2 > out["judged"]
+        else None
+    )
+    return out
 
 
 def _bench_breakdowns(store: RunStore) -> dict[str, Any] | None:

@@ -39,6 +39,9 @@ def make_judge(recipe: dict[str, Any], kind=None, judge_model=None, endpoints=()
         cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
         templates=spec.get("templates"),
         concurrency=int(spec.get("concurrency", 64)),
+        # recipe judge.thinking: true lets a thinking judge think (budget judge.thinking_budget)
+        thinking=bool(spec.get("thinking", False)),
+        thinking_budget=spec.get("thinking_budget"),
     )
 
 

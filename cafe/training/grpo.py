@@ -16,6 +16,7 @@ Dataset rows (written by `cafe train data`): prompt (chat messages with an audio
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,9 @@ def make_reward_func(judge: RewardJudge, weights: RewardWeights | None = None):
             items.append(
                 RewardItem(s, ok, questions[i], answer[i], captions[i] or "", list(events[i] or []))
             )
+        asked, failed = judge.asked, judge.failed
         scores = await score_group(judge, items)
+        step_asked, step_failed = judge.asked - asked, judge.failed - failed
         parts = [
             compute_rewards(it.sections, it.correct, sc, w)
             for it, sc in zip(items, scores, strict=True)
@@ -60,6 +63,15 @@ def make_reward_func(judge: RewardJudge, weights: RewardWeights | None = None):
         if log_metric is not None and parts:
             for name in ("format", "perception", "spr", "rea", "acc"):
                 log_metric(f"mpar2/{name}", sum(getattr(p, name) for p in parts) / len(parts))
+            # never a silent 0: the share of judge scores that fell back to 0 this step
+            log_metric("mpar2/judge_failed", step_failed / step_asked if step_asked else 0.0)
+        if step_asked and step_failed * 2 > step_asked:
+            warnings.warn(
+                f"reward judge {judge.identity}: {step_failed} of {step_asked} scores this step "
+                "had no number after the retries and count 0 (the judged rewards are off; "
+                "check the judge server, its thinking and its token budget)",
+                stacklevel=1,
+            )
         return [p.total for p in parts]
 
     return mpar2_reward

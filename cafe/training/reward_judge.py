@@ -4,9 +4,12 @@ and review, each a number in [0, 1].
 Two backends share one interface (`RewardJudge.score(kind, fields)`):
 - `LLMRewardJudge`: a text judge through the shared chat clients (`cafe.clients`), project
   templates in cafe/training/templates/*.txt (overridable per kind), reply parsed as its first
-  number clamped to [0, 1], retried up to 5 times (3 for review), 0 when every try fails; calls are
-  cached (cafe.cache) and a whole group of completions is scored with every call in flight at once
-  under a concurrency limit (the authors call the judge one completion, one call at a time).
+  number clamped to [0, 1] (server thinking is never parsed: only the final answer), retried up to
+  5 times (3 for review), each retry with a format reminder appended (the same prompt at
+  temperature 0 would repeat the same reply); 0 when every try fails, counted in ``failed`` (GRPO
+  logs the share per step); calls are cached (cafe.cache) and a whole group of completions is
+  scored with every call in flight at once under a concurrency limit (the authors call the judge
+  one completion, one call at a time).
 - `OfflineRewardJudge`: a deterministic rule judge for the synth benchmark, scoring the same
   sections against ground-truth events (labelled as a stand-in: no LLM reads anything).
 """
@@ -31,9 +34,18 @@ TEMPLATE_DIR = Path(__file__).parent / "templates"
 _NUMBER = re.compile(r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?")
 
 
+REMINDER = (
+    "\n\nYour previous reply held no score. Reply with one number between 0 and 1 (for "
+    "example 0.7) and nothing else."
+)
+
+
 def parse_score(text: str | None) -> float | None:
-    """First number in the reply, clamped to [0, 1]; None when there is none."""
-    m = _NUMBER.search(text or "")
+    """First number of the final answer (thinking cut away), clamped to [0, 1]; None when there
+    is none."""
+    from cafe.clients.thinking import final_answer
+
+    m = _NUMBER.search(final_answer(text))
     if m is None:
         return None
     return min(1.0, max(0.0, float(m.group(0))))
@@ -66,6 +78,8 @@ class RewardItem:
 
 class RewardJudge(ABC):
     identity: str
+    asked = 0  # scores asked for (cache hits included)
+    failed = 0  # scores that fell back to 0 because no try gave a number
 
     @abstractmethod
     async def score(self, kind: str, fields: dict[str, Any]) -> float: ...
@@ -83,31 +97,42 @@ class LLMRewardJudge(RewardJudge):
         cache: Cache | None = None,
         concurrency: int = 64,
         max_tokens: int = 16,
+        thinking: bool = False,
+        thinking_budget: int | None = None,
     ):
+        from cafe.clients.thinking import judge_max_tokens
+
         self.client = client
         self.identity = client.identity
         self.templates = templates or load_templates()
         self.hashes = {k: template_hash(v) for k, v in self.templates.items()}
         self.cache = cache or Cache(None)
-        self.max_tokens = max_tokens
+        self.thinking = thinking
+        # a thinking judge gets its thinking budget on top: 16 tokens of thinking is no answer
+        self.max_tokens = judge_max_tokens(max_tokens, thinking, thinking_budget)
+        self.asked = self.failed = 0
         self.concurrency = concurrency
         self._limit: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, semaphore)
         self.calls = 0  # chat calls actually sent (cache hits excluded)
 
     async def score(self, kind: str, fields: dict[str, Any]) -> float:
         prompt = self.templates[kind].format_map(_Blank(fields))
-        key = make_key(judge=self.identity, template=self.hashes[kind], kind=kind, prompt=prompt)
+        self.asked += 1
+        key = make_key(
+            judge=self.identity, template=self.hashes[kind], kind=kind, prompt=prompt,
+            thinking=self.thinking, max_tokens=self.max_tokens,
+        )  # fmt: skip
         cached = self.cache.get(key)
         if cached is not None:
             return float(cached)
         loop = asyncio.get_running_loop()
         if self._limit is None or self._limit[0] is not loop:
             self._limit = (loop, asyncio.Semaphore(self.concurrency))
-        for _ in range(RETRIES[kind]):
+        for attempt in range(RETRIES[kind]):
             async with self._limit[1]:
                 self.calls += 1
                 reply = await self.client.achat(
-                    [{"role": "user", "content": prompt}],
+                    [{"role": "user", "content": prompt if attempt == 0 else prompt + REMINDER}],
                     temperature=0.0,
                     max_tokens=self.max_tokens,
                 )
@@ -115,6 +140,7 @@ class LLMRewardJudge(RewardJudge):
             if value is not None:
                 self.cache.put(key, value)
                 return value
+        self.failed += 1
         return 0.0  # the authors' rule: a judge that never answers with a number scores 0
 
     async def aclose(self) -> None:
@@ -284,6 +310,8 @@ def make_reward_judge(
     cache_path: str | Path | None = None,
     templates: dict[str, str] | None = None,
     concurrency: int = 64,
+    thinking: bool = False,
+    thinking_budget: int | None = None,
 ) -> RewardJudge:
     """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
     ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini")."""
@@ -293,10 +321,14 @@ def make_reward_judge(
 
     if not model:
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
-    client = make_client(kind, model, endpoints=list(endpoints) or None, concurrency=concurrency)
+    client = make_client(
+        kind, model, endpoints=list(endpoints) or None, concurrency=concurrency, thinking=thinking
+    )
     return LLMRewardJudge(
         client,
         templates=load_templates(templates),
         cache=Cache(cache_path),
         concurrency=concurrency,
+        thinking=thinking,
+        thinking_budget=thinking_budget,
     )
