@@ -138,9 +138,11 @@ class Prediction(Record):
     template_hash: str
     raw_output: str | None
     sections: dict[str, Any] = field(default_factory=dict)  # parsed output sections
-    answer: str | None = None  # extracted answer mapped to a choice where possible
-    parse_status: str = "ok"  # ok | no_answer | unmapped | failed
-    correct: bool = False
+    answer: str | None = None  # the answer mapped to a choice where possible (lenient)
+    parse_status: str = "ok"  # mapping: ok | no_answer | unmapped | failed
+    correct: bool = False  # the benchmark's rule on answer_text (the headline)
+    answer_text: str | None = None  # the answer section as the official script sees it
+    correct_lenient: bool = False  # the same rule on the mapped choice
     reasoning_tokens: int | None = None
     seed: int | None = None
     latency_s: float = 0.0

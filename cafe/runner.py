@@ -222,26 +222,30 @@ def score_completion(
     completion: Completion,
     base: dict[str, Any],
     count_tokens: Callable[[str], int],
-    is_correct: Callable[[str, str, list[str]], bool],
+    is_correct: Callable[[str | None, Sample], bool],
 ) -> Prediction:
+    """``is_correct`` is the benchmark's rule (`Benchmark.is_correct`) on the answer text: the
+    headline. The choice-mapped answer gives the lenient figure beside it."""
+    from cafe.benchmarks.scoring import is_correct as official
+
     if completion.error or completion.text is None:
         reason = completion.error or "adapter returned no text"
         return failed_prediction(sample.id, completion.run_index, base, reason, "model")
     sections = parse_sections(completion.text)
     answer, status = extract_answer(sections.answer, sample.choices)
-    correct = bool(
-        answer is not None
-        and sample.answer is not None
-        and is_correct(answer, sample.answer, sample.choices)
-    )
+    has_truth = sample.answer is not None
     return Prediction(
         sample_id=sample.id,
         run_index=completion.run_index,
         raw_output=completion.text,
         sections=sections.to_dict(),
         answer=answer,
+        answer_text=sections.answer,
         parse_status=status,
-        correct=correct,
+        correct=bool(has_truth and is_correct(sections.answer, sample)),
+        correct_lenient=bool(
+            has_truth and answer is not None and official(answer, sample.answer, sample.choices)
+        ),
         reasoning_tokens=count_tokens(reasoning_text(completion.text, sections)),
         latency_s=completion.latency_s,
         **base,
@@ -260,7 +264,7 @@ class _Job:
     model_name: str
     cache: cache_mod.Cache
     strict: bool
-    is_correct: Callable[[str, str, list[str]], bool]
+    is_correct: Callable[[str | None, Sample], bool]  # the benchmark's rule
 
     def base(self, run_index: int) -> dict[str, Any]:
         return {
@@ -496,7 +500,7 @@ def run(
     base = {"model": card.name, "prompt_style": template.style, "template_hash": template.hash}
     result = RunResult(run_dir=run_dir, metrics={}, problems=problems)
 
-    from cafe.benchmarks.scoring import accuracy_section, is_correct
+    from cafe.benchmarks.scoring import accuracy_section
 
     with store.writer("predictions.jsonl") as writer:
         bad = [(s, r) for s, r in pending if s.error]
@@ -534,7 +538,7 @@ def run(
                     model_name=card.name,
                     cache=_cache(cache),
                     strict=strict,
-                    is_correct=is_correct,
+                    is_correct=bench_obj.is_correct,
                 )
                 result.new_predictions += _execute(
                     job,
@@ -558,7 +562,10 @@ def run(
     final = store.predictions() if result.new_predictions else list(done.values())
     predictions = [p for p in final if (p.sample_id, p.run_index) in keys]
     store.update_metrics(
-        "accuracy", accuracy_section(samples, predictions, dict(bench_obj.breakdowns), runs=runs)
+        "accuracy",
+        accuracy_section(
+            samples, predictions, dict(bench_obj.breakdowns), runs=runs, rule=bench_obj.is_correct
+        ),
     )
     manifest["status"] = "complete"
     manifest["counts"] = {
@@ -625,7 +632,12 @@ def _execute(
                         if p.parse_status == "failed" and p.error:
                             failures += 1
                             if failures <= MAX_WARNINGS:
-                                bar.write(f"error: {p.error}", file=sys.stderr)
+                                who = (
+                                    ""
+                                    if p.sample_id in p.error
+                                    else (f"sample {p.sample_id} (run {p.run_index}): ")
+                                )  # every failure names its sample
+                                bar.write(f"error: {who}{p.error}", file=sys.stderr)
         except (
             BaseException
         ) as e:  # --strict stop, Ctrl-C: drop queued batches, keep what's written
@@ -671,7 +683,8 @@ def summary_table(metrics: dict[str, Any]) -> str:
                 (f"{name}={value}", cell.get("correct"), cell.get("total"), cell.get("acc"))
             )
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'':{width}}  correct  total     acc"]
+    lines = [f"accuracy: {acc.get('rule') or 'official string match on the answer text'}"]
+    lines.append(f"{'':{width}}  correct  total     acc")
     for label, correct, n, a in rows:
         lines.append(f"{label:{width}}  {correct!s:>7}  {n!s:>5}  {a!s:>6}")
     runs = acc.get("runs") or {}
@@ -689,6 +702,14 @@ def summary_table(metrics: dict[str, Any]) -> str:
         lines.append(
             "official scripts' denominator (answered only): "
             f"{official.get('correct')}/{official.get('total')} = {official.get('acc')}"
+        )
+    lenient = acc.get("lenient")
+    if lenient:
+        lt, st = lenient.get("total") or {}, acc.get("parse_status") or {}
+        lines.append(
+            f"lenient (answer mapped to a choice first; not the official figure): "
+            f"{lt.get('correct')}/{lt.get('total')} = {lt.get('acc')}   mapping: "
+            + ", ".join(f"{k} {v}" for k, v in st.items() if v)
         )
     cafe = metrics.get("cafe")
     if cafe:

@@ -124,7 +124,7 @@ def make_run(
                 "err_use": 10.0,
                 "err_omit": 35.125,
                 "mode": "micro",
-                "judge": {"judge": "rule-v1", "template_hash": "t" * 12, "temperature": None},
+                "judge": {"judge": "rule-v2", "template_hash": "t" * 12, "temperature": None},
                 "template_hash": "t" * 12,
                 "runs": 2,
                 "counts": {"matched": 10},

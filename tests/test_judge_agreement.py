@@ -114,7 +114,7 @@ def test_rule_judge_agrees_with_scripted_judge(tmp_path, monkeypatch, capsys):
 
     # the rule judge recovers the generated truth exactly
     rule = {json.loads(x)["sample_id"]: json.loads(x)
-            for x in store.path("judgements.rule-v1.jsonl").open()}  # fmt: skip
+            for x in store.path("judgements.rule-v2.jsonl").open()}  # fmt: skip
     for sid, cats in truth.items():
         for cat, key in KEY.items():
             got = sorted(name.split(" [")[0].removeprefix("a ") for name in rule[sid][key])

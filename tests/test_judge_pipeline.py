@@ -57,14 +57,14 @@ def test_rule_judge_end_to_end_and_resume(tmp_path):
     assert cafe["err_use"] == pytest.approx(100 * 2 / 6)
     assert cafe["err_omit"] == pytest.approx(100 * 2 / 4)
     assert cafe["judgements"] == {"ok": 4, "invalid": 0, "failed": 1, "total": 5}
-    assert cafe["judge"]["judge"] == "rule-v1" and len(cafe["template_hash"]) == 64
+    assert cafe["judge"]["judge"] == "rule-v2" and len(cafe["template_hash"]) == 64
     assert cafe["breakdowns"]["dimension"]["timbre"]["acc_per"] == 50.0
     assert cafe["runs"]["n"] == 2
     assert m["decay"]["n"] == 4 and "pearson" in m["decay"]
     assert "Acc_per" in res.output
 
     # torn tail from a kill, then resume: nothing duplicated, failed item retried
-    path = store.path("judgements.rule-v1.jsonl")
+    path = store.path("judgements.rule-v2.jsonl")
     with path.open("a") as f:
         f.write('{"sample_id": "s9", "run_')
     res = cli.invoke(judge_command, [str(store.root), "--no-progress", "--macro",
@@ -84,7 +84,7 @@ def test_rule_judge_end_to_end_and_resume(tmp_path):
     agree = json.loads(res.output)
     assert agree["kappa"] == pytest.approx(1.0) and agree["delta_b_minus_a"]["acc_per"] == 0
     res = cli.invoke(agreement_command, [str(store.root), "--judges", "rule", "nope"])
-    assert res.exit_code != 0 and "known: rule-v1" in res.output
+    assert res.exit_code != 0 and "known: rule-v2" in res.output
 
 
 def test_llm_judge_without_captions_says_how_to_add_them(tmp_path):

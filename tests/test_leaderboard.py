@@ -131,7 +131,7 @@ def test_add_appends_a_row_with_provenance(tmp_path):
     assert row.source["kind"] == "run"
     assert row.source["run_dir"] == str(run.resolve())
     assert row.source["manifest_sha256"] == manifest_sha
-    assert row.source["cafe_mode"] == "micro" and row.source["judge"] == "rule-v1"
+    assert row.source["cafe_mode"] == "micro" and row.source["judge"] == "rule-v2"
     assert len(row.date) == 10 and row.date[4] == "-"
     # the file's comments survive (text append, not a re-dump)
     assert lb.read_text(encoding="utf-8").startswith("# cafe leaderboard")

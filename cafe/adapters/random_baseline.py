@@ -1,6 +1,10 @@
 """The chance baseline: picks one of the request's choices with a generator seeded from the
 request (seed, sample id, run index), so a run is reproducible and its accuracy sits near
-1 / number of choices. It reads choices from the prompt exactly as the reference adapter does."""
+1 / number of choices. It reads choices from the prompt exactly as the reference adapter does
+(through the prompt style's template when the request was rendered from it).
+
+Option ``letters: true`` answers with the option's letter, "(B)", instead of its text: the bare
+letter the official rule scores wrong (SPEC §9) and the lenient mapping scores right."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import hashlib
 import random
 
 from cafe.adapters.base import Adapter
-from cafe.adapters.reference import prompt_text, read_question_and_choices
+from cafe.adapters.reference import request_choices
 from cafe.records import Completion, Request
 
 
@@ -26,13 +30,16 @@ class RandomAdapter(Adapter):
     def generate(self, requests: list[Request]) -> list[Completion]:
         out = []
         for req in requests:
-            _, choices = read_question_and_choices(prompt_text(req))
+            _, choices = request_choices(req)
             if not choices:
                 out.append(
                     Completion(req.sample_id, req.run_index, None, error="prompt has no choices")
                 )
                 continue
-            text = f"<answer>{pick(req, choices)}</answer>"
+            choice = pick(req, choices)
+            if self.options.get("letters"):
+                choice = f"({chr(ord('A') + choices.index(choice))})"
+            text = f"<answer>{choice}</answer>"
             out.append(
                 Completion(
                     req.sample_id,

@@ -11,6 +11,7 @@ instruction verb, or run past 14 words)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any
@@ -96,6 +97,49 @@ def read_question_and_choices(text: str) -> tuple[str, list[str]]:
         return question, [m.group(3) for m in lettered]
     after = [_BULLET.sub("", ln) for ln in lines[q_idx + 1 :]]
     return question, [ln for ln in after if not _is_instruction(ln)]
+
+
+def split_rendered(template_text: str, rendered: str) -> tuple[str, list[str]] | None:
+    """(question, choices) of a prompt rendered from ``template_text`` (cafe.prompts renders the
+    choices one per line between the template's literal parts), or None when it does not fit.
+    Exact for any choice text: "first speaker …", "1. …", long options."""
+    body = template_text.rstrip("\n")
+    if body.count("{question}") != 1 or body.count("{choices}") != 1:
+        return None
+    qi, ci = body.index("{question}"), body.index("{choices}")
+    if qi > ci:
+        return None
+    a, b, c = body[:qi], body[qi + len("{question}") : ci], body[ci + len("{choices}") :]
+    if not rendered.startswith(a) or not rendered.endswith(c) or len(rendered) < len(a) + len(c):
+        return None
+    mid = rendered[len(a) : len(rendered) - len(c)]
+    j = mid.find(b) if b else -1
+    if j < 0:
+        return None
+    block = mid[j + len(b) :]
+    return mid[:j], block.split("\n") if block else []
+
+
+@functools.lru_cache(maxsize=64)
+def _packaged(style: str) -> Any:
+    from cafe.prompts import load_template
+
+    try:
+        return load_template(style)
+    except (KeyError, ValueError, OSError):
+        return None
+
+
+def request_choices(request: Request) -> tuple[str, list[str]]:
+    """(question, choices) of a request: exactly, through its prompt style's own template when
+    the request was rendered from it (same hash); else read from the text by rule."""
+    text = prompt_text(request)
+    template = _packaged(request.prompt_style)
+    if template is not None and template.hash == request.template_hash:
+        parsed = split_rendered(template.text, text)
+        if parsed is not None:
+            return parsed
+    return read_question_and_choices(text)
 
 
 # --------------------------------------------------------------------------- reasoning
@@ -353,7 +397,7 @@ class ReferenceAdapter(Adapter):
                 if path is None:
                     raise ValueError("request has no audio")
                 events = listen(load_audio(path, sample_id=req.sample_id))
-                question, choices = read_question_and_choices(prompt_text(req))
+                question, choices = request_choices(req)
                 text = answer(question, choices, events)
                 out.append(
                     Completion(

@@ -32,6 +32,14 @@ class Benchmark(ABC):
     breakdowns: dict[str, Callable[[Sample], Any]] = {}
     #: whether items carry answers (MMAU test does not: predictions and export only)
 
+    def is_correct(self, answer_text: str | None, sample: Sample) -> bool:
+        """The benchmark's one correctness rule, used by the runner, the difficulty filter, the
+        GRPO accuracy reward and the smoke run: the official string match on the model's answer
+        text as the official script would see it (SPEC §9; a bare letter is wrong)."""
+        from cafe.benchmarks.scoring import is_correct
+
+        return sample.answer is not None and is_correct(answer_text, sample.answer, sample.choices)
+
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...
 

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from cafe.benchmarks.metadata import ADDED_META
+from cafe.benchmarks.scoring import official_text
 from cafe.records import Sample
 from cafe.store import RunStore, iter_jsonl, write_json_atomic
 
@@ -54,7 +55,9 @@ def export_run(
     skip_unanswered: bool = False,
 ) -> dict[str, int]:
     """Write the export; returns counts (items, answered, unanswered). The prediction is the
-    extracted answer (``field="answer"``) or the raw model output (``field="raw"``). Unanswered
+    model's answer text (``field="answer"``: the answer section, unmodified, so the official
+    scripts on this file reproduce the headline item for item), the answer mapped to a choice
+    (``field="choice"``: the lenient figure) or the raw model output (``field="raw"``). Unanswered
     and failed items get an empty prediction, so the official script counts them as wrong; with
     ``skip_unanswered`` they get no key and the official script skips them (its own default)."""
     store = RunStore(run_dir)
@@ -70,7 +73,7 @@ def export_run(
         p = preds.get(s.id)
         value = None
         if p is not None and p.error is None:
-            value = p.answer if field == "answer" else p.raw_output
+            value = {"answer": official_text(p), "choice": p.answer, "raw": p.raw_output}[field]
         if value is not None:
             answered += 1
             item[key] = value
@@ -106,10 +109,11 @@ def export_run(
 @click.option("--run-index", default=0, show_default=True, help="Which sampled run to export.")
 @click.option(
     "--field",
-    type=click.Choice(["answer", "raw"]),
+    type=click.Choice(["answer", "choice", "raw"]),
     default="answer",
     show_default=True,
-    help="Export the extracted answer or the raw model output.",
+    help="answer: the model's answer text (what the headline scores); choice: the answer mapped "
+    "to a choice (the lenient figure); raw: the whole model output.",
 )
 @click.option(
     "--skip-unanswered",

@@ -5,7 +5,12 @@ The rule (SPEC §9): lowercase, tokens = the set of ``\\w+`` words. A prediction
 has at least one token, every answer token is in it, and it shares no token with the other
 choices' tokens minus the answer's tokens (a choice whose token set equals the answer's adds
 nothing). The official scripts silently skip items without a prediction; we keep them in the
-denominator as wrong, count them, and also report the figure under the scripts' denominator."""
+denominator as wrong, count them, and also report the figure under the scripts' denominator.
+
+The headline applies the rule to the model's answer text (the answer section its prompt style
+defines, unmodified: what `cafe export` writes and the official scripts read), so a bare "(A)" is
+wrong. The lenient figure maps the answer to a choice first (a letter, the option text) and is
+reported beside it, labelled, with the mapping's parse status counts."""
 
 from __future__ import annotations
 
@@ -55,6 +60,45 @@ def is_correct(prediction: str | None, answer: str, choices: Iterable[str]) -> b
     return pred.isdisjoint(distractors)
 
 
+def answer_text_of(output: str | None) -> str | None:
+    """The answer section of a model output as the official script sees it (cafe.parsing)."""
+    from cafe.parsing import parse_sections
+
+    return parse_sections(output).answer
+
+
+def output_is_correct(output: str | None, answer: str, choices: Iterable[str]) -> bool:
+    """The one rule on a whole output: the official match on its answer text. The difficulty
+    filter and the GRPO accuracy reward call this; the runner applies the same rule through the
+    benchmark (`Benchmark.is_correct`)."""
+    return is_correct(answer_text_of(output), answer, choices)
+
+
+@lru_cache(maxsize=32)
+def rule_for(bench: str | None) -> Callable[[str | None, Sample], bool]:
+    """The correctness rule of a registered benchmark (its ``is_correct``); the official rule for
+    anything else."""
+    from cafe.benchmarks import BENCHMARKS
+
+    try:
+        return BENCHMARKS.get(bench or "")().is_correct
+    except (KeyError, ValueError):
+        return lambda text, s: s.answer is not None and is_correct(text, s.answer, s.choices)
+
+
+def official_text(p: Prediction) -> str | None:
+    """What the rule reads: the answer text (records from before it was kept: the answer)."""
+    return p.answer_text if p.answer_text is not None else p.answer
+
+
+RULE_LABEL = "official string match on the model's answer text (what `cafe export` writes)"
+LENIENT_LABEL = (
+    "lenient: the answer mapped to a choice first (a letter or the option text), then the "
+    "official match; not comparable with the official scripts"
+)
+PARSE_STATUSES = ("ok", "no_answer", "unmapped", "failed", "missing")
+
+
 def _acc(correct: int, total: int) -> float:
     return round(100.0 * correct / total, 2) if total else 0.0
 
@@ -76,38 +120,54 @@ def accuracy_section(
     breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
     *,
     runs: int | None = None,
+    rule: Callable[[str | None, Sample], bool] | None = None,
 ) -> dict[str, Any]:
-    """Accuracy over every (item, run): a missing, unparsed (answer None) or failed prediction
-    counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all still
-    counts), plus any other run index present (at least one). Samples without an
+    """Accuracy over every (item, run): a missing, unanswered (no answer text) or failed
+    prediction counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all
+    still counts), plus any other run index present (at least one). Samples without an
     answer (MMAU test) cannot be scored and are only counted under "unscorable".
 
-    Returns total / official_denominator (correct over answered (item, run) pairs, as the official
-    scripts compute it) / unanswered / failed / parse_rate (answered share, percent) / breakdowns
-    / runs (per-run accuracy, mean and sample std)."""
+    The headline (total, breakdowns, runs) is ``rule`` (the benchmark's; default the official
+    match) on the answer text. Returns total / official_denominator (correct over answered (item,
+    run) pairs, as the official scripts compute it) / unanswered / failed / parse_rate (share with
+    an answer text, percent) / breakdowns / runs (per-run accuracy, mean and sample std) /
+    lenient (the choice-mapped figure, labelled) / parse_status (mapping outcome counts)."""
     breakdowns = breakdowns or {}
+    if rule is None:
+        rule = rule_for(None)
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
     run_ids = sorted({p.run_index for p in predictions} | set(range(runs or 0))) or [0]
     scorable = [s for s in samples if s.answer is not None]
 
     correct = total = unanswered = failed = 0
+    lenient = 0
+    lenient_run = {r: 0 for r in run_ids}
+    status = dict.fromkeys(PARSE_STATUSES, 0)
     per_run = {r: [0, 0] for r in run_ids}
     cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
     for s in scorable:
         keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
         for r in run_ids:
             p = by_key.get((s.id, r))
-            ok = False
+            ok = lenient_ok = False
             if p is None or p.error is not None:
                 unanswered += 1
+                status["missing" if p is None else "failed"] += 1
                 if (p is not None and p.error is not None) or (p is None and s.error is not None):
                     failed += 1
-            elif p.answer is None:
-                unanswered += 1
             else:
-                ok = is_correct(p.answer, s.answer, s.choices)  # type: ignore[arg-type]
+                status[p.parse_status if p.parse_status in status else "unmapped"] += 1
+                text = official_text(p)
+                if text is None:
+                    unanswered += 1
+                else:
+                    ok = bool(rule(text, s))
+                if p.answer is not None:
+                    lenient_ok = is_correct(p.answer, s.answer, s.choices)  # type: ignore[arg-type]
             total += 1
             correct += ok
+            lenient += lenient_ok
+            lenient_run[r] += lenient_ok
             per_run[r][0] += ok
             per_run[r][1] += 1
             for n, vals in keys.items():
@@ -117,7 +177,9 @@ def accuracy_section(
 
     accs = [_acc(c, t) for c, t in per_run.values()]
     exact = [100.0 * c / t for c, t in per_run.values() if t]
+    lenient_exact = [100.0 * lenient_run[r] / t for r, (_, t) in per_run.items() if t]
     return {
+        "rule": RULE_LABEL,
         "total": _cell(correct, total),
         "official_denominator": _cell(correct, total - unanswered),
         "unanswered": unanswered,
@@ -131,6 +193,15 @@ def accuracy_section(
             "mean": round(statistics.fmean(exact), 2) if exact else 0.0,
             "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
         },
+        "lenient": {
+            "label": LENIENT_LABEL,
+            "total": _cell(lenient, total),
+            "runs": {
+                "per_run": [_acc(lenient_run[r], t) for r, (_, t) in per_run.items()],
+                "mean": round(statistics.fmean(lenient_exact), 2) if lenient_exact else 0.0,
+            },
+        },
+        "parse_status": status,
     }
 
 
@@ -185,15 +256,16 @@ def predictions_from_file(
             problems.append(
                 Problem(str(path), "duplicate id; the last prediction is used", sid, "id")
             )
+        text = value if isinstance(value, str) else None
         preds[sid] = Prediction(
             sample_id=sid,
             run_index=0,
             model="file",
             prompt_style="",
             template_hash="",
-            raw_output=value if isinstance(value, str) else None,
-            answer=value if isinstance(value, str) else None,
-            parse_status="ok" if isinstance(value, str) else "no_answer",
+            raw_output=text,
+            answer_text=text,
+            parse_status="ok" if text is not None else "no_answer",
         )
     return list(preds.values()), problems
 
@@ -214,6 +286,8 @@ def score_loaded(
     bench: Any, loaded: Any, predictions: str | Path, key: str | None = None
 ) -> tuple[dict[str, Any], list[Problem]]:
     """score_file for an already loaded benchmark (a Benchmark and its LoadedBenchmark)."""
+    from cafe.parsing import extract_answer
+
     preds, problems = predictions_from_file(predictions, bench.name, key)
     by_id = {s.id: s for s in loaded.samples}
     for p in preds:
@@ -222,9 +296,12 @@ def score_loaded(
             problems.append(
                 Problem(str(predictions), "id not in the metadata; ignored", p.sample_id, "id")
             )
-        elif s.answer is not None:
-            p.correct = is_correct(p.answer, s.answer, s.choices)
-    section = accuracy_section(loaded.samples, preds, bench.breakdowns)
+            continue
+        # the lenient figure beside the headline: the prediction mapped to a choice first
+        p.answer, p.parse_status = extract_answer(p.answer_text, s.choices)
+        if s.answer is not None:
+            p.correct = bench.is_correct(p.answer_text, s)
+    section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct)
     section["bench"] = {
         "name": bench.name,
         "version": loaded.version,
@@ -249,6 +326,15 @@ def format_table(section: dict[str, Any]) -> str:
     lines.append(
         f"unanswered (wrong above, skipped by the official scripts): {section['unanswered']}"
     )
+    lenient = section.get("lenient")
+    if lenient:
+        lt = lenient["total"]
+        st = section.get("parse_status") or {}
+        lines.append(
+            f"{'lenient (choice-mapped; not official)':{w}} {lt['acc']:7.2f} "
+            f"{lt['correct']:8d} {lt['total']:6d}"
+        )
+        lines.append("mapping: " + ", ".join(f"{k} {v}" for k, v in st.items() if v))
     for name, cells in section["breakdowns"].items():
         lines.append("")
         lines.append(f"by {name}")

@@ -25,7 +25,7 @@ from typing import Any
 from cafe.judge.base import Judge, JudgeItem, sha256_text
 from cafe.records import Event, Judgement
 
-RULE_VERSION = "rule-v1"
+RULE_VERSION = "rule-v2"  # v2: the answer section alone is never a perception statement
 TOLERANCE_S = 0.5  # a perceived span may miss the true one by this much and still overlap
 _CONCLUSION = re.compile(
     r"\b(so|therefore|thus|hence|because|since|answer|indicates?|suggests?|means|must|"
@@ -39,6 +39,7 @@ _SET_ASIDE = re.compile(
 )
 _NOT_EVENTS = re.compile(r"^\W*(silence|silent|pause|quiet|nothing|no sound)\W*$", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
+_ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.I | re.S)
 
 
 def default_vocabulary() -> dict[str, list[str]]:
@@ -120,16 +121,30 @@ class RuleJudge(Judge):
             labels = self._labels_in(text, patterns) or [None]
             for label in labels:
                 out.append(_Mention(text, label, pe.get("start"), pe.get("end")))
-        if out:
-            parts = [sec.get("reasoning"), sec.get("review"), sec.get("answer")]
-            reasoning = "\n".join(p for p in parts if p)
-        else:  # no structured perception: every sentence of the output counts
-            reasoning = pred.raw_output or ""
+        reasoning = self._reasoning_text(pred.raw_output or "", sec, structured=bool(out))
         for sentence in _SENTENCES.split(reasoning):
             uses = bool(_CONCLUSION.search(sentence)) and not _SET_ASIDE.search(sentence)
             for label in self._labels_in(sentence, patterns):
                 out.append(_Mention(sentence.strip(), label, reasoning=True, uses=uses))
         return out
+
+    @staticmethod
+    def _reasoning_text(raw: str, sec: dict[str, Any], structured: bool) -> str:
+        """Where perception statements are read besides perception lines: the reasoning, review
+        and thinking sections; without any, the output less its answer. Never the answer alone:
+        a bare ``<answer>tone</answer>`` perceives nothing (the answer is the conclusion, not a
+        statement of what was heard)."""
+        parts = [sec.get("reasoning"), sec.get("review")]
+        if not structured:
+            parts.insert(0, sec.get("think"))
+        text = "\n".join(p for p in parts if p)
+        if text or structured:
+            return text
+        rest = _ANSWER_BLOCK.sub("\n", raw).strip()
+        answer = (sec.get("answer") or "").strip()
+        if rest == answer and len([x for x in _SENTENCES.split(rest) if x.strip()]) <= 1:
+            return ""  # a plain one-sentence answer: no reasoning to read
+        return rest
 
     def _bind(self, m: _Mention, events: Sequence[Event], used: set[int]) -> list[int]:
         """Indices of the ground-truth events this mention refers to ([] = hallucinated)."""

@@ -48,7 +48,8 @@ def make_reward_func(judge: RewardJudge, weights: RewardWeights | None = None):
         items = []
         for i, c in enumerate(completions):
             s = parse_sections(completion_text(c))
-            ok = s.answer is not None and is_correct(s.answer, answer[i], list(choices[i]))
+            # the benchmarks' one rule: the official match on the answer text (no mapping)
+            ok = is_correct(s.answer, answer[i], list(choices[i]))
             items.append(
                 RewardItem(s, ok, questions[i], answer[i], captions[i] or "", list(events[i] or []))
             )

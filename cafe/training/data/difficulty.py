@@ -33,8 +33,7 @@ def harness_answerer(
         from tqdm import tqdm
 
         from cafe.adapters import ADAPTERS
-        from cafe.benchmarks.scoring import is_correct
-        from cafe.parsing import parse_sections
+        from cafe.benchmarks.scoring import answer_text_of, rule_for
         from cafe.prompts import build_request, load_template
         from cafe.runner import resolve_model
 
@@ -55,10 +54,8 @@ def harness_answerer(
                 batch = requests[i : i + size]
                 for req, comp in zip(batch, adapter.generate(batch), strict=True):
                     s = by_id[req.sample_id]
-                    text = comp.text or ""
-                    sections = parse_sections(text)
-                    given = sections.answer if sections.answer is not None else text
-                    ok = comp.error is None and is_correct(given, s.answer or "", s.choices)
+                    # the benchmark's one rule on the answer text, as the runner scores it
+                    ok = comp.error is None and rule_for(s.bench)(answer_text_of(comp.text), s)
                     out[s.id].append(ok)
         finally:
             adapter.close()
