@@ -717,7 +717,9 @@ def summary_table(metrics: dict[str, Any]) -> str:
         lines.append(
             "CAFE "
             + "  ".join(f"{k} {_num(cafe.get(k))}" for k in keys)
-            + f"  ({cafe.get('mode', 'micro')})"
+            + f"  ({cafe.get('mode', 'micro')}"
+            + (", mean over runs" if "headline" in cafe else "")
+            + ")"
         )
     return "\n".join(lines)
 

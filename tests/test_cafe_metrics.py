@@ -127,3 +127,34 @@ def test_attention_average_by_index_on_fixed_arrays():
     assert shares_of({"per_token": [0.5, 0.25]}) == [0.5, 0.25]
     assert shares_of(np.array([0.5, 0.25], dtype=np.float32)) == [0.5, 0.25]
     assert average_by_index([])["index"] == []
+
+
+def test_headline_is_the_mean_over_runs_with_the_pooled_figure_beside_it():
+    """Two items, three runs; hand counts (mat, hal) per judgement:
+    run 0: a (1, 1), b (0, 2) -> micro 1/4 = 25;   macro (50 + 0)/2 = 25
+    run 1: a (1, 0), b (1, 0) -> micro 2/2 = 100;  macro 100
+    run 2: a (1, 3), b invalid -> micro 1/4 = 25;  macro 25
+    mean over runs: micro (25 + 100 + 25)/3 = 50, macro 50;
+    pooled: micro 4/10 = 40, macro (50 + 0 + 100 + 100 + 25)/5 = 55.
+    Bootstrap over items: {a, a} -> (50 + 100 + 25)/3 = 58.33, {b, b} -> (0 + 100)/2 = 50,
+    {a, b} -> 50; so the interval is [50, 58.33]."""
+    from cafe.metrics.cafe import cafe_section
+    from cafe.records import Judgement
+
+    def j(sid, run, mat, hal, status="ok"):
+        return Judgement(sid, run, "t", "h", None, matched_events=["m"] * mat,
+                         error_matched=["h"] * hal, status=status)  # fmt: skip
+
+    js = [j("a", 0, 1, 1), j("b", 0, 0, 2), j("a", 1, 1, 0), j("b", 1, 1, 0), j("a", 2, 1, 3),
+          j("b", 2, 0, 0, status="invalid")]  # fmt: skip
+    micro = cafe_section(js, mode="micro")
+    assert micro["acc_per"] == pytest.approx(50.0)
+    assert micro["runs"]["acc_per"]["per_run"] == pytest.approx([25.0, 100.0, 25.0])
+    assert micro["pooled"]["acc_per"] == pytest.approx(40.0)
+    assert micro["counts"]["matched"] == 4 and micro["judgements"]["invalid"] == 1
+    assert micro["ci95"]["acc_per"] == pytest.approx([50.0, 175 / 3], abs=1e-6)
+    assert "mean over runs" in micro["headline"]
+    macro = cafe_section(js, mode="macro")
+    assert macro["acc_per"] == pytest.approx(50.0)
+    assert macro["pooled"]["acc_per"] == pytest.approx(55.0)
+    assert macro["ci95"]["acc_per"] == pytest.approx([50.0, 175 / 3], abs=1e-6)

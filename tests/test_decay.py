@@ -66,7 +66,8 @@ def test_bins_accuracies_and_pearson_by_hand():
     preds.append(Prediction("bad", 0, "m", "lalm", "h", None, error="timeout"))
     sec = decay_section(preds, judgements, bins=3, min_count=3)
     assert [b["n"] for b in sec["bins"]] == [4, 3, 4]
-    assert [b["x"] for b in sec["bins"]] == pytest.approx([15.0, 50.0, 84.75])
+    assert [b["x_mean"] for b in sec["bins"]] == pytest.approx([15.0, 50.0, 84.75])
+    assert [b["x"] for b in sec["bins"]] == pytest.approx([16.5, 49.5, 82.5])  # midpoints of 0-99
     accs = [75.0, 100 / 3, 25.0]
     pers = [75.0, 50.0, 25.0]
     assert [b["reasoning_acc"] for b in sec["bins"]] == pytest.approx(accs)
@@ -75,7 +76,7 @@ def test_bins_accuracies_and_pearson_by_hand():
     assert sec["excluded_no_length_or_failed"] == 1
 
     # min count 4: the 3-item middle bin merges into its smaller neighbour (the first)
-    merged = decay_section(preds, judgements, bins=3, min_count=4)
+    merged = decay_section(preds, judgements, bins=3, min_count=4, merge=True)
     assert [b["n"] for b in merged["bins"]] == [7, 4]
     assert merged["bins"][0]["reasoning_acc"] == pytest.approx(100 * 4 / 7)
     flagged = decay_section(preds, judgements, bins=3, min_count=4, merge=False)
@@ -124,3 +125,27 @@ def test_decay_command_on_a_run_folder(tmp_path):
     assert sec["bins"][0]["acc_per"] == pytest.approx(100 * 4 / 6)  # 4 matched, 2 hallucinated
     res = CliRunner().invoke(decay_command, [str(store.root), "--bins", "3", "--bin-width", "5"])
     assert res.exit_code != 0 and "not both" in res.output
+
+
+def test_default_is_the_papers_binning_on_a_hand_made_length_distribution():
+    """Lengths 0..100 in 5 equal bins of width 20: [0,20) 6 items, [20,40) 6, [40,60) 2 (sparse),
+    [60,80) none (empty), [80,100] 5; no merging: the sparse bin stays, flagged, at x = 50, and
+    the near-zero tail (0 of 5 right in the last bin) is not smoothed away."""
+    lengths = [0, 2, 5, 8, 12, 19, 20, 25, 30, 31, 35, 39, 41, 55, 80, 85, 90, 95, 100]
+    correct = [1] * 6 + [1, 1, 1, 0, 0, 0] + [1, 0] + [0] * 5
+    preds = [pred(i, n, bool(c)) for i, (n, c) in enumerate(zip(lengths, correct, strict=True))]
+    judgements = [judgement(i, 1, 1) for i in range(len(preds))]
+    sec = decay_section(preds, judgements, bins=5)
+    assert [(b["lo"], b["hi"], b["n"]) for b in sec["bins"]] == [
+        (0, 20, 6), (20, 40, 6), (40, 60, 2), (80, 100, 5)
+    ]  # fmt: skip
+    assert [b["x"] for b in sec["bins"]] == [10.0, 30.0, 50.0, 90.0]
+    assert [b["x_mean"] for b in sec["bins"]] == pytest.approx([46 / 6, 180 / 6, 48.0, 90.0])
+    assert [b["sparse"] for b in sec["bins"]] == [False, False, True, False]
+    assert [b["reasoning_acc"] for b in sec["bins"]] == pytest.approx([100.0, 50.0, 50.0, 0.0])
+    assert sec["empty_bins"] == 1 and sec["series_bins"] == 3
+    merged = decay_section(preds, judgements, bins=5, merge=True)
+    # merging (the option): the sparse bin joins its smaller neighbour, [80, 100] (5 < 6)
+    assert [(b["lo"], b["hi"], b["n"]) for b in merged["bins"]] == [
+        (0, 20, 6), (20, 40, 6), (40, 100, 7)
+    ]  # fmt: skip

@@ -36,7 +36,7 @@ def test_run_report_writes_summary_tables_and_figures(tmp_path, board):
     assert report == run / "report"
     summary = (report / "summary.md").read_text(encoding="utf-8")
     assert "Total: **56.25** (9/16" in summary
-    assert "Mode **micro** (counts pooled over items); judge rule-v2;" in summary
+    assert "Mode **micro** (counts pooled over items within a run); judge rule-v2;" in summary
     assert "| acc_per | 55.50 | [48.00, 61.00] |" in summary
     assert "Pearson r = 0.97" in summary
     # the run joins Tables 1 and 2 (MMAR; CAFE measured), as a LALM row with provenance

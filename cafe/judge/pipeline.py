@@ -275,8 +275,8 @@ def format_cafe(section: dict[str, Any]) -> str:
     st = section["judgements"]
     runs = section.get("runs", {})
     lines = [
-        f"CAFE ({section['mode']}, judge {section['judge']['judge']}, "
-        f"template {section['template_hash'][:12]}, runs {runs.get('n', 1)})",
+        f"CAFE: {section.get('headline', section['mode'])}; judge {section['judge']['judge']}, "
+        f"template {section['template_hash'][:12]}, runs {runs.get('n', 1)}",
     ]
     for m, label in (
         ("acc_per", "Acc_per"),
@@ -288,6 +288,8 @@ def format_cafe(section: dict[str, Any]) -> str:
         sd = runs.get(m, {}).get("std")
         extra = f"  95% CI [{f(ci[0])}, {f(ci[1])}]" if ci else ""
         extra += f"  std over runs {f(sd)}" if runs.get("n", 1) > 1 else ""
+        pooled = (section.get("pooled") or {}).get(m)
+        extra += f"  (pooled over (item, run): {f(pooled)})" if runs.get("n", 1) > 1 else ""
         lines.append(f"  {label:<9}{f(section[m]):>7}{extra}")
     ms = section.get("macro_samples")
     if ms:

@@ -1,7 +1,11 @@
 """Perception decay (SPEC §3): group (item, run) predictions by reasoning length into equal-width
-bins, report per bin the mean length (x), reasoning accuracy and CAFE Acc_per, and correlate the
-two series across bins (Pearson r and p, as in the paper; Spearman as a rank check). A per-sample
-logistic slope of correctness on length is a robustness check that needs no binning at all."""
+bins, report per bin its position (x, the interval's midpoint, as the paper's evenly spaced
+ticks), the mean length inside it (x_mean), reasoning accuracy and CAFE Acc_per, and correlate the
+two series across bins (Pearson r and p, as in the paper; Spearman as a rank check). The default
+is the paper's binning: equal width, no merging; a bin under ``min_count`` is kept, drawn and
+flagged sparse (left out of the correlations; ``pearson_all_bins`` keeps it); merging sparse bins
+into a neighbour is an option. A per-sample logistic slope of correctness on length is a
+robustness check that needs no binning at all."""
 
 from __future__ import annotations
 
@@ -124,12 +128,12 @@ def decay_section(
     bins: int | None = None,
     bin_width: float | None = None,
     min_count: int = DEFAULT_MIN_COUNT,
-    merge: bool = True,
+    merge: bool = False,
     mode: str = "micro",
 ) -> dict[str, Any]:
     """The metrics.json "decay" section. Bins hold (item, run) predictions with a reasoning length;
-    bins under ``min_count`` are merged into a neighbour (``merge``) or kept and flagged sparse and
-    left out of the correlations."""
+    bins under ``min_count`` are kept and flagged sparse and left out of the correlations (the
+    paper's way), or merged into a neighbour with ``merge`` (then unequal widths)."""
     if bins is not None and bin_width is not None:
         raise ValueError("give either bins or bin_width, not both")
     usable = [p for p in predictions if p.reasoning_tokens is not None and p.error is None]
@@ -138,6 +142,7 @@ def decay_section(
         "bin_width": bin_width,
         "min_count": min_count,
         "sparse": "merged into the smaller neighbour" if merge else "flagged, not correlated",
+        "x": "interval midpoint (x_mean: mean length inside the bin)",
         "acc_per_mode": mode,
     }
     out: dict[str, Any] = {
@@ -156,11 +161,14 @@ def decay_section(
     raw = [_Bin(float(edges[i]), float(edges[i + 1])) for i in range(len(edges) - 1)]
     for p, i in zip(usable, idx, strict=True):
         raw[i].members.append(p)
-    raw = [b for b in raw if b.members]  # an empty interval has no x value
+    out["empty_bins"] = sum(not b.members for b in raw)
+    raw = [b for b in raw if b.members]  # an empty interval has no accuracy to draw
     final = _merge_sparse(raw, min_count) if merge else raw
 
     by_key = {(j.sample_id, j.run_index): j for j in judgements}
     xs, accs, pers = [], [], []
+    all_accs: list[float] = []
+    all_pers: list[float] = []
     for b in final:
         n = len(b.members)
         acc = 100.0 * sum(p.correct for p in b.members) / n
@@ -170,13 +178,17 @@ def decay_section(
             "lo": b.lo,
             "hi": b.hi,
             "n": n,
-            "x": float(np.mean([p.reasoning_tokens for p in b.members])),
+            "x": (b.lo + b.hi) / 2.0,
+            "x_mean": float(np.mean([p.reasoning_tokens for p in b.members])),
             "reasoning_acc": acc,
             "acc_per": cm["acc_per"],
             "judged_ok": cm["judgements"]["ok"],
             "sparse": n < min_count,
         }
         out["bins"].append(row)
+        if row["acc_per"] is not None:
+            all_accs.append(acc)
+            all_pers.append(row["acc_per"])
         if not row["sparse"] and row["acc_per"] is not None:
             xs.append(row["x"])
             accs.append(acc)
@@ -184,6 +196,7 @@ def decay_section(
     out["series_bins"] = len(xs)
     out["pearson"] = pearson(accs, pers)  # reasoning accuracy vs perception accuracy (paper)
     out["spearman"] = spearman(accs, pers)
+    out["pearson_all_bins"] = pearson(all_accs, all_pers)  # sparse bins included
     out["pearson_length_acc_per"] = pearson(xs, pers)
     out["logistic"] = logistic_slope(lengths, [p.correct for p in usable])
     return out
@@ -194,11 +207,18 @@ def _fmt(v: Any, nd: int = 2) -> str:
 
 
 def format_decay(section: dict[str, Any]) -> str:
-    lines = [f"{'bin':>17} {'n':>5} {'x':>8} {'acc':>7} {'acc_per':>8}"]
+    st = section.get("settings") or {}
+    lines = [
+        f"bins: {st.get('bins') or 'width ' + str(st.get('bin_width'))}, equal width; sparse "
+        f"(< {st.get('min_count')}): {st.get('sparse')}; x = interval midpoint, "
+        f"mean = mean length in the bin; Acc_per {st.get('acc_per_mode')}",
+        f"{'bin':>17} {'n':>5} {'x':>8} {'mean':>8} {'acc':>7} {'acc_per':>8}",
+    ]
     for b in section["bins"]:
         flag = " sparse" if b["sparse"] else ""
         lines.append(
             f"{b['lo']:>8.1f}-{b['hi']:<8.1f} {b['n']:>5} {b['x']:>8.1f} "
+            f"{b.get('x_mean', b['x']):>8.1f} "
             f"{_fmt(b['reasoning_acc']):>7} {_fmt(b['acc_per']):>8}{flag}"
         )
     pe, sp, lg = section["pearson"], section["spearman"], section["logistic"]
@@ -229,12 +249,14 @@ def format_decay(section: dict[str, Any]) -> str:
     type=click.IntRange(min=1),
     default=DEFAULT_MIN_COUNT,
     show_default=True,
-    help="Bins with fewer predictions are merged into a neighbour.",
+    help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
 )
 @click.option(
-    "--flag-sparse",
-    is_flag=True,
-    help="Keep sparse bins (flagged, left out of the correlations) instead of merging.",
+    "--merge-sparse/--flag-sparse",
+    default=False,
+    show_default=True,
+    help="Merge sparse bins into their smaller neighbour (bins then differ in width) instead of "
+    "keeping them flagged, as the paper's equal-width bins do.",
 )
 @click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
 @click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
@@ -243,7 +265,7 @@ def decay_command(
     bins: int | None,
     bin_width: float | None,
     min_count: int,
-    flag_sparse: bool,
+    merge_sparse: bool,
     macro: bool,
     as_json: bool,
 ) -> None:
@@ -264,7 +286,7 @@ def decay_command(
         bins=bins,
         bin_width=bin_width,
         min_count=min_count,
-        merge=not flag_sparse,
+        merge=merge_sparse,
         mode="macro" if macro else "micro",
     )
     store.update_metrics("decay", section)

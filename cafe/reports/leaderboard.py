@@ -254,11 +254,12 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
                 metrics[key] = _r2(split[key].get("acc"))
         if acc.get("ci95"):
             intervals["acc"] = [_r2(v) for v in acc["ci95"]]  # type: ignore[misc]
-    # the paper averages CAFE over its three runs: the mean of per-run values, when there are runs
+    # the paper averages CAFE over its three runs: the section's headline is the mean of per-run
+    # values (sections written before it was: take the per-run mean when there are several runs)
     per_run = caf.get("runs") or {}
     several = isinstance(per_run, dict) and (per_run.get("n") or 1) > 1
     for key in CAFE_METRICS:
-        mean = (per_run.get(key) or {}).get("mean") if several else None
+        mean = (per_run.get(key) or {}).get("mean") if several and "headline" not in caf else None
         value = mean if mean is not None else caf.get(key)
         if value is not None:
             metrics[key] = _r2(value)

@@ -39,7 +39,10 @@ class MissingPart(LeaderboardError):
     """A section or file a report needs is absent; the message names the command that makes it."""
 
 
-MODE_MEANING = {"micro": "counts pooled over items", "macro": "mean of per-sample ratios"}
+MODE_MEANING = {
+    "micro": "counts pooled over items within a run",
+    "macro": "mean of per-sample ratios within a run",
+}
 
 
 def missing(run: str | Path, part: str) -> MissingPart:
@@ -184,9 +187,17 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
             f"judge {judge_name(caf.get('judge'))}; "
             f"template {str(caf.get('template_hash', '?'))[:12]}; runs {_runs(caf.get('runs'))}."
         )
-        lines += ["", "| metric | value | 95% interval |", "|---|---:|---|"]
+        lines.append(
+            f"Headline: {caf.get('headline', 'pooled over every (item, run)')}; the interval is a "
+            "bootstrap over items of that statistic. Pooled: every (item, run) at once."
+        )
+        pooled = caf.get("pooled") or {}
+        lines += ["", "| metric | value | 95% interval | pooled |", "|---|---:|---|---:|"]
         for k in CAFE_METRICS:
-            lines.append(f"| {k} | {_fmt(caf.get(k))} | {_ci(ci.get(k)).strip() or '-'} |")
+            lines.append(
+                f"| {k} | {_fmt(caf.get(k))} | {_ci(ci.get(k)).strip() or '-'} "
+                f"| {_fmt(pooled.get(k))} |"
+            )
     dec = run.metrics.get("decay") or {}
     if dec:
         p, s = dec.get("pearson") or {}, dec.get("spearman") or {}
