@@ -171,3 +171,28 @@ def test_trl_reward_function_adapter():
     assert rewards == pytest.approx([4.85, 2.6, 0.0])
     assert logged["mpar2/acc"] == pytest.approx(1 / 3)
     assert logged["mpar2/format"] == pytest.approx(2 / 3)
+
+
+def test_templates_carry_the_papers_caps_and_inputs_and_a_retry_changes_the_prompt():
+    from cafe.training.reward_judge import load_templates
+
+    t = load_templates()
+    assert "0.0 to 0.1" in t["step"]  # critical penalty (F.2)
+    assert "caps the score at 0.0 to\n  0.2" in t["holistic"]  # propagated errors (F.3)
+    assert "{annotations}" in t["review"] and "{caption}" in t["review"]  # F.4 inputs
+    assert "caps the score at 0.2" in t["perception"]
+    s = parse_sections(GOOD)
+    with OpenAILoopback(reply=ScriptedJudge(["none", "0.8"])) as server:
+        items = [RewardItem(s, True, "What first?", "dog bark", "a dog, then a horn", EVENTS)]
+        judge = _judge(server)
+        out = asyncio.run(judge.score("review", {**_fields_of(items[0])}))
+        prompts = _prompts(server)
+    assert out == 0.8 and len(prompts) == 2
+    assert "[0.00, 1.00]: dog bark (needed for the answer)\n[1.50, 2.50]: car horn" in prompts[0]
+    assert prompts[1].startswith(prompts[0]) and "Your previous reply held no score" in prompts[1]
+
+
+def _fields_of(item):
+    from cafe.training.reward_judge import _fields
+
+    return _fields(item)

@@ -231,6 +231,18 @@ class OfflineRewardJudge(RewardJudge):
         return round(f1, 1)
 
 
+def annotations_text(events: Sequence[dict[str, Any]]) -> str:
+    """Ground-truth events as "[start, end]: label" lines (the review judge's annotations input,
+    SPEC §F.4 equivalent); "(none)" when the item carries no structured events."""
+    lines = []
+    for e in events or []:
+        start, end = e.get("onset", e.get("start")), e.get("offset", e.get("end"))
+        span = f"[{float(start):.2f}, {float(end):.2f}]" if start is not None else "[?, ?]"
+        label = str(e.get("label") or e.get("text") or "").replace("_", " ")
+        lines.append(f"{span}: {label}" + (" (needed for the answer)" if e.get("required") else ""))
+    return "\n".join(lines) or "(none)"
+
+
 def _fields(item: RewardItem) -> dict[str, Any]:
     s = item.sections
     return {
@@ -238,6 +250,7 @@ def _fields(item: RewardItem) -> dict[str, Any]:
         "answer": item.answer,
         "caption": item.caption,
         "events": item.events,
+        "annotations": annotations_text(item.events),
         "perception": s.perception or "",
         "perception_events": s.perception_events,
         "reasoning": s.reasoning or "",
