@@ -46,6 +46,11 @@ def test_run_report_writes_summary_tables_and_figures(tmp_path, board):
     mine = next(r for r in t2 if r[1] == "Tiny-LALM")
     assert mine[3:] == ["", "", "", "", "75.00", "50.00", "75.00", "56.25"]  # no MMAU run
     assert not (report / "tables" / "table3.csv").exists()  # MMAU v05.15.25 only
+    # ... and Tables 4 and 5 (the 3B/7B comparisons have the same columns as Tables 2 and 1)
+    t4 = list(csv.reader(io.StringIO((report / "tables" / "table4.csv").read_text())))
+    assert next(r for r in t4 if r[1] == "Tiny-LALM")[3:] == mine[3:]
+    t5 = list(csv.reader(io.StringIO((report / "tables" / "table5.csv").read_text())))
+    assert ["LALM", "Tiny-LALM", "", "55.50", "20.25", "10.00", "35.12", "56.25"] in t5
     for stem in ("figure3_decay", "accuracy_by_breakdown", "figure7_reasoning_length"):
         for ext in (".png", ".pdf"):
             assert (report / "figures" / (stem + ext)).stat().st_size > 0

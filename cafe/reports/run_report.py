@@ -117,11 +117,11 @@ def run_row(run: RunData, group: str | None = None) -> Row:
 
 
 def tables_for(row: Row) -> list[int]:
-    """Paper tables the run can join (by benchmark, version and what was measured)."""
+    """Every paper table the run can join (by benchmark, version and what was measured),
+    Tables 4 and 5 (the 3B/7B comparisons) included: an MMAR or MMAU-original run belongs there
+    as it belongs to Table 2."""
     out = []
     for n, spec in tables.TABLES.items():
-        if n in (4, 5):  # the fixed 3B/7B comparison; ask for it with --table
-            continue
         if row.benchmark in {c.benchmark for c in spec.columns} and spec.accepts(row):
             wanted = [spec.requires] if spec.requires else [c.metric for c in spec.columns]
             if any(row.metrics.get(m) is not None for m in wanted):
