@@ -282,3 +282,22 @@ def test_identity_covers_reply_shaping_options_not_endpoints(clips):
         out = one.generate([_request(f"s{i}", clips[0]) for i in range(3)])
     assert all(c.text == "ok" for c in out)
     assert one.usage["calls"] == 3 and one.usage["completion_tokens"] == 3  # "ok" x 3
+
+
+def test_a_sampling_card_without_temperature_sends_the_providers_default(clips):
+    """Cards replicating the paper's three runs sample with the model's published settings: no
+    temperature in the request (the server's / provider's default), not a greedy 0."""
+    from cafe.adapters.cards import load_cards
+
+    cards = load_cards()
+    assert cards["qwen2.5-omni-7b-vllm"].generation == {"max_new_tokens": 2048, "do_sample": True}
+    with OpenAILoopback() as srv:
+        ad = ADAPTERS.get("openai-compatible")(_card("openai-compatible", "m"), endpoint=srv.url,
+                                               **FAST)  # fmt: skip
+        req = _request("s", clips[0])
+        req.generation = {"max_new_tokens": 64, "do_sample": True}
+        ad.generate([req])
+        req.generation = {"max_new_tokens": 64, "do_sample": True, "temperature": 0.7}
+        ad.generate([req])
+    sampled, explicit = srv.requests
+    assert "temperature" not in sampled and explicit["temperature"] == 0.7

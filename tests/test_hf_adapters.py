@@ -122,6 +122,7 @@ def test_hf_cards_point_at_known_adapters_and_defaults():
         if card.adapter in hf_adapters:
             assert card.adapter in ADAPTERS
             assert card.generation["max_new_tokens"] == 2048
-            assert card.generation["temperature"] == 0.0
+            # the paper averages three sampled runs: the checkpoint's published settings
+            assert card.generation["do_sample"] is True and "temperature" not in card.generation
         if card.adapter == "openai-compatible":
             assert card.launch and card.options["endpoint"].startswith("http")

@@ -87,9 +87,14 @@ class ChatAPIAdapter(Adapter):
 
     # -- one request -------------------------------------------------------------------------
     def sampling(self, generation: dict[str, Any]) -> tuple[float, int, dict[str, Any]]:
-        """(temperature, max tokens, extra fields): greedy unless the card samples."""
+        """(temperature, max tokens, extra fields): greedy unless the card samples. A card that
+        samples (``do_sample: true``) without naming a temperature sends none: the server's or
+        provider's default, i.e. the model's published generation settings."""
         g = dict(generation)
-        temperature = float(g.get("temperature", 0.0)) if g.get("do_sample", True) else 0.0
+        if g.get("do_sample") is True and g.get("temperature") is None:
+            temperature: float | None = None
+        else:
+            temperature = float(g.get("temperature") or 0.0) if g.get("do_sample", True) else 0.0
         max_tokens = int(g.get("max_new_tokens", g.get("max_tokens", 1024)))
         if self.options.get("max_new_tokens") is not None:  # an explicit -o cap wins
             max_tokens = int(self.options["max_new_tokens"])

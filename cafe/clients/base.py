@@ -49,7 +49,7 @@ class ChatClient(ABC):
         self,
         messages: list[dict[str, Any]],
         *,
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
         max_tokens: int = 1024,
         seed: int | None = None,
         **extra: Any,

@@ -149,7 +149,7 @@ class GeminiClient(PooledChatClient):
         self,
         messages: list[dict[str, Any]],
         *,
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
         max_tokens: int = 1024,
         seed: int | None = None,
         **extra: Any,
@@ -183,6 +183,8 @@ class GeminiClient(PooledChatClient):
         }
         if seed is not None:
             cfg["seed"] = seed
+        if cfg.get("temperature") is None:  # None: the provider's default
+            cfg.pop("temperature", None)
         # build this loop's SDK clients (the first one imports google.genai: about a second)
         # before the timed attempts, so a cold start is never counted as a timed-out call
         for per_loop in self._sdk:

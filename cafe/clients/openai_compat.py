@@ -141,7 +141,7 @@ class OpenAICompatClient(PooledChatClient):
         return out
 
     def body(
-        self, messages: list[dict[str, Any]], temperature: float, max_tokens: int,
+        self, messages: list[dict[str, Any]], temperature: float | None, max_tokens: int,
         seed: int | None, extra: dict[str, Any],
     ) -> dict[str, Any]:  # fmt: skip
         body: dict[str, Any] = {
@@ -154,6 +154,8 @@ class OpenAICompatClient(PooledChatClient):
         }
         if seed is not None:
             body["seed"] = seed
+        if body.get("temperature") is None:  # None: the server's default (model's settings)
+            body.pop("temperature", None)
         for k in self.drop_params:
             body.pop(k, None)
         return body
@@ -162,7 +164,7 @@ class OpenAICompatClient(PooledChatClient):
         self,
         messages: list[dict[str, Any]],
         *,
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
         max_tokens: int = 1024,
         seed: int | None = None,
         **extra: Any,
