@@ -212,3 +212,27 @@ def test_csv_command_prints_table_1(tmp_path, monkeypatch):
     res = CliRunner().invoke(report_command, ["--table", "1", "--format", "csv"])
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[1] == "LALM,MiMo-Audio,,42.79,27.70,22.40,48.84,59.87"
+
+
+def test_identical_runs_are_flagged_in_tables(board, tmp_path):
+    import json
+
+    from cafe.benchmarks.scoring import accuracy_section
+    from cafe.records import Prediction, Sample
+
+    s = [Sample("a", "mmar", "v1", "q?", ["x", "y"], "x", [])]
+    same = [Prediction("a", r, "m", "lalm", "h", "<answer>x</answer>", answer_text="x")
+            for r in (0, 1)]  # fmt: skip
+    assert accuracy_section(s, same, runs=2)["identical_runs"] is True
+    other = Prediction("a", 1, "m", "lalm", "h", "<answer>y</answer>", answer_text="y")
+    differ = [same[0], other]
+    assert accuracy_section(s, differ, runs=2)["identical_runs"] is False
+    assert accuracy_section(s, same[:1], runs=1)["identical_runs"] is False
+
+    run = make_run(tmp_path / "run")
+    doc = json.loads((run / "metrics.json").read_text())
+    doc["accuracy"]["identical_runs"] = True
+    (run / "metrics.json").write_text(json.dumps(doc))
+    text = render_table(2, board, "md", extra=[row_from_run(run)])
+    assert "| Tiny-LALM ≡ |" in text
+    assert "≡ its runs gave identical outputs (greedy decoding)" in text

@@ -193,6 +193,7 @@ def accuracy_section(
             "mean": round(statistics.fmean(exact), 2) if exact else 0.0,
             "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
         },
+        "identical_runs": _identical_runs(predictions, run_ids),
         "lenient": {
             "label": LENIENT_LABEL,
             "total": _cell(lenient, total),
@@ -203,6 +204,21 @@ def accuracy_section(
         },
         "parse_status": status,
     }
+
+
+def _identical_runs(predictions: list[Prediction], run_ids: list[int]) -> bool:
+    """True when there are several runs and every item's outputs are the same in all of them
+    (greedy decoding): the spread over runs is then no sampling spread, and tables say so."""
+    if len(run_ids) < 2:
+        return False
+    outputs: dict[str, set[str | None]] = defaultdict(set)
+    counts: dict[str, int] = defaultdict(int)
+    for p in predictions:
+        outputs[p.sample_id].add(p.raw_output)
+        counts[p.sample_id] += 1
+    return bool(outputs) and all(
+        len(o) == 1 and counts[sid] == len(run_ids) and None not in o for sid, o in outputs.items()
+    )
 
 
 # `cafe score` -----------------------------------------------------------------------------------

@@ -280,6 +280,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         "runs": manifest.get("runs"),
         "judge": judge_name(caf.get("judge")),
         "cafe_mode": caf.get("mode"),
+        "identical_runs": True if acc.get("identical_runs") else None,
     }
     source.update({k: v for k, v in extras.items() if v is not None})
     date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()

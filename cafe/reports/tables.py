@@ -61,6 +61,11 @@ def _split_columns(bench: str, prefix: str) -> tuple[Column, ...]:
 
 
 MMAU_ORIGINAL = {"mmau": ("original",)}
+IDENTICAL = "≡"
+IDENTICAL_MEANING = (
+    "its runs gave identical outputs (greedy decoding): not three sampled runs as in the paper, "
+    "and no spread over runs"
+)
 CAFE_NOTE = "CAFE metrics in percent, averaged over three inference runs."
 TABLES: dict[int, TableSpec] = {
     1: TableSpec(1, "CAFE perception metrics on MMAR", _cafe_columns(), {}, "acc_per", CAFE_NOTE),
@@ -189,12 +194,16 @@ def build_table(number: int, board: Leaderboard, extra: Iterable[Row] = ()) -> T
                 mk = board.markers.get(m)
                 if mk and mk.shown_in(number) and m not in markers:
                     markers.append(m)
+        if any(r.source.get("identical_runs") for r in got.values()):
+            markers.append(IDENTICAL)  # greedy decoding: no spread over runs to speak of
         shown += [m for m in markers if m not in shown]
         name = primary.display
         if key[1] == "run" and name in paper_names:
             name += " (run)"
         rows.append(TableRow(name, primary.group, markers, values, list(got.values())))
     notes = [(m, board.markers[m].meaning) for m in board.markers if m in shown]
+    if IDENTICAL in shown:
+        notes.append((IDENTICAL, IDENTICAL_MEANING))
     return Table(spec, rows, notes)
 
 
@@ -282,6 +291,7 @@ _TEX_CHARS = {
     "²": r"\textsuperscript{2}",
     "†": r"\textsuperscript{\dag}",
     "‡": r"\textsuperscript{\ddag}",
+    "≡": r"$\equiv$",
     "↑": r"$\uparrow$",
     "↓": r"$\downarrow$",
 }
