@@ -246,6 +246,19 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     bench, version = _bench_of(manifest)
     metrics: dict[str, float | None] = {}
     intervals: dict[str, list[float]] = {}
+    markers: list[str] = []
+    judged = metrics_doc.get("judged_accuracy") or {}
+    extra_source: dict[str, Any] = {}
+    if judged and acc:
+        # the paper's † rows: accuracy as an LLM judge read the outputs, marked and footnoted
+        # with the judge and the official figure it stands in for
+        extra_source = {
+            "judged_by": judge_name(judged.get("judge")),
+            "official_acc": _r2((acc.get("total") or {}).get("acc")),
+        }
+        acc = {**acc, "total": judged.get("total"), "breakdowns": judged.get("breakdowns")}
+        acc.pop("ci95", None)
+        markers.append("†")
     if acc:
         metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
         split = (acc.get("breakdowns") or {}).get(MODALITY_BREAKDOWN.get(bench, ""), {})
@@ -283,6 +296,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         "identical_runs": True if acc.get("identical_runs") else None,
     }
     source.update({k: v for k, v in extras.items() if v is not None})
+    source.update(extra_source)
     date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
     return Row(
         model=str(model),
@@ -293,6 +307,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         source=source,
         date=date,
         intervals=intervals,
+        markers=markers,
     )
 
 

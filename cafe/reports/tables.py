@@ -227,6 +227,12 @@ def _footnotes(table: Table) -> list[str]:
             f"{r.display} ({r.benchmark}/{r.version}): run {s.get('run_dir')}, manifest sha256 "
             f"{str(s.get('manifest_sha256'))[:12]}, {r.date}"
             + (f", CAFE {s['cafe_mode']}" if s.get("cafe_mode") else "")
+            + (
+                f", accuracy judged by {s['judged_by']} "
+                f"(official rule: {_num(s.get('official_acc'))})"
+                if s.get("judged_by")
+                else ""
+            )
             + "."
         )
     return lines

@@ -1,0 +1,241 @@
+"""Judged accuracy (the paper's † figures: an LLM reads each output and names the option chosen).
+
+`judge_accuracy_run` asks an answer-extraction judge (any chat client kind: openai-compatible,
+openai, gemini) to name the option each (item, run) output chose, maps its reply (final answer
+only; thinking is kept raw, never parsed) to a choice, scores that choice with the benchmark's
+rule, and writes the metrics.json "judged_accuracy" section: a separate, labelled accuracy with
+the judge named, beside (never instead of) the official headline. Replies are cached like every
+judge call; a retry appends a format reminder."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cafe.cache import DEFAULT_DIR, Cache, make_key
+from cafe.clients.thinking import final_answer, judge_max_tokens
+from cafe.judge.base import load_template
+from cafe.judge.extraction import build_prompt
+from cafe.parsing import extract_answer
+from cafe.records import Prediction, Sample
+from cafe.store import RunStore
+
+SECTION = "judged_accuracy"
+MAX_TOKENS = 16
+RETRIES = 1  # one retry, with a reminder: the same prompt again would give the same reply
+REMINDER = "\n\nReply with one option letter (A, B, C, ...) or NONE, and nothing else."
+DEFAULT_CACHE = DEFAULT_DIR / "judge.sqlite"
+
+
+@dataclass
+class Verdict:
+    sample_id: str
+    run_index: int
+    choice: str | None  # the option the judge says the model chose
+    status: str  # ok | none (the model chose nothing) | unparseable | failed
+    raw: str | None = None
+
+
+def lettered(choices: Sequence[str]) -> str:
+    return "\n".join(f"({chr(ord('A') + i)}) {c}" for i, c in enumerate(choices))
+
+
+def read_verdict(text: str | None, choices: Sequence[str]) -> tuple[str | None, str]:
+    """(choice, status) from a judge reply: a letter or the option text, or NONE."""
+    reply = final_answer(text)
+    if not reply:
+        return None, "unparseable"
+    if reply.strip().strip(".").upper() == "NONE":
+        return None, "none"
+    choice, status = extract_answer(reply, list(choices))
+    return (choice, "ok") if choice is not None else (None, "unparseable")
+
+
+class AnswerJudge:
+    def __init__(
+        self,
+        kind: str,
+        model: str,
+        endpoints: Sequence[str] = (),
+        *,
+        template: str | Path | None = None,
+        cache: Cache | None = None,
+        concurrency: int = 16,
+        thinking: bool = False,
+        thinking_budget: int | None = None,
+        client: Any = None,
+    ):
+        self.kind, self.model = kind, model
+        self.identity = f"{kind}:{model}"
+        self.template, self.template_hash = load_template("answer", template)
+        self.cache = cache or Cache(None)
+        self.thinking = thinking
+        self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
+        self.calls = 0
+        if client is None:
+            from cafe.clients import make_client
+
+            client = make_client(kind, model, endpoints=list(endpoints) or None,
+                                 concurrency=concurrency, thinking=thinking)  # fmt: skip
+        self.client = client
+
+    async def verdict(self, sample: Sample, pred: Prediction) -> Verdict:
+        if pred.raw_output is None or pred.error:
+            return Verdict(pred.sample_id, pred.run_index, None, "failed", pred.error)
+        prompt = build_prompt(self.template, question=sample.question, output=pred.raw_output,
+                              choices=lettered(sample.choices))  # fmt: skip
+        raws: list[str] = []
+        for attempt in range(RETRIES + 1):
+            text_in = prompt if attempt == 0 else prompt + REMINDER
+            key = make_key(task="answer-extraction", judge=self.identity, prompt=text_in,
+                           template=self.template_hash, max_tokens=self.max_tokens,
+                           thinking=self.thinking)  # fmt: skip
+            hit = self.cache.get(key)
+            if hit is not None:
+                text = hit["text"]
+            else:
+                self.calls += 1
+                reply = await self.client.achat(
+                    [{"role": "user", "content": text_in}], temperature=0.0,
+                    max_tokens=self.max_tokens,
+                )  # fmt: skip
+                if reply.error or reply.text is None:
+                    return Verdict(pred.sample_id, pred.run_index, None, "failed", reply.error)
+                text = reply.text
+                self.cache.put(key, {"text": text})
+            raws.append(text)
+            choice, status = read_verdict(text, sample.choices)
+            if status != "unparseable":
+                return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
+        return Verdict(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws))
+
+
+def judged_section(
+    samples: Sequence[Sample],
+    predictions: Sequence[Prediction],
+    verdicts: Sequence[Verdict],
+    judge: AnswerJudge,
+    breakdowns: dict[str, Any] | None,
+    runs: int | None,
+    rule: Any,
+) -> dict[str, Any]:
+    """The "judged_accuracy" section: the benchmark's rule on the judge-named choice."""
+    from cafe.benchmarks.scoring import accuracy_section
+
+    by_key = {(v.sample_id, v.run_index): v for v in verdicts}
+    judged = []
+    for p in predictions:
+        v = by_key.get((p.sample_id, p.run_index))
+        choice = v.choice if v is not None else None
+        judged.append(replace(p, answer=choice, answer_text=choice, parse_status="ok"))
+    acc = accuracy_section(list(samples), judged, breakdowns, runs=runs, rule=rule)
+    statuses = {k: 0 for k in ("ok", "none", "unparseable", "failed")}
+    for v in verdicts:
+        statuses[v.status] += 1
+    return {
+        "label": f"judged accuracy: {judge.identity} names the option each output chose, then "
+        "the benchmark's rule (the paper's † figures; not the official headline)",
+        "judge": {
+            "judge": judge.identity,
+            "template_hash": judge.template_hash,
+            "temperature": 0.0,
+            "thinking": judge.thinking,
+        },  # fmt: skip
+        "total": acc["total"],
+        "breakdowns": acc["breakdowns"],
+        "runs": acc["runs"],
+        "verdicts": statuses,
+        "calls": judge.calls,
+    }
+
+
+def judge_accuracy_run(
+    run_dir: str | Path,
+    judge: str,
+    judge_model: str,
+    endpoints: Sequence[str] = (),
+    *,
+    concurrency: int = 16,
+    template: str | Path | None = None,
+    cache: Cache | str | Path | None = None,
+    thinking: bool = False,
+    thinking_budget: int | None = None,
+    client: Any = None,
+) -> dict[str, Any]:
+    """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy"."""
+    from cafe.benchmarks.scoring import rule_for
+    from cafe.judge.pipeline import _bench_breakdowns, read_samples
+
+    store = RunStore(run_dir)
+    samples = read_samples(store)
+    preds = store.predictions()
+    if not preds:
+        raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
+    by_id = {s.id: s for s in samples}
+    cache_obj = cache if isinstance(cache, Cache) else Cache(cache or DEFAULT_CACHE)
+    aj = AnswerJudge(judge, judge_model, endpoints, template=template, cache=cache_obj,
+                     concurrency=concurrency, thinking=thinking,
+                     thinking_budget=thinking_budget, client=client)  # fmt: skip
+
+    async def go() -> list[Verdict]:
+        sem = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(p: Prediction) -> Verdict:
+            async with sem:
+                s = by_id.get(p.sample_id)
+                if s is None:
+                    return Verdict(p.sample_id, p.run_index, None, "failed", "sample not found")
+                return await aj.verdict(s, p)
+
+        try:
+            return list(await asyncio.gather(*(one(p) for p in preds)))
+        finally:
+            await aj.client.aclose()
+
+    verdicts = asyncio.run(go())
+    manifest = store.read_manifest() if store.path("manifest.json").exists() else {}
+    bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
+    section = judged_section(samples, preds, verdicts, aj, _bench_breakdowns(store),
+                             manifest.get("runs"), rule_for(bench))  # fmt: skip
+    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
+    if bad * 2 > len(verdicts):
+        click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
+                   f"({section['verdicts']})", err=True)  # fmt: skip
+    store.update_metrics(SECTION, section)
+    return section
+
+
+@click.command("judge-accuracy")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--judge", "judge", required=True,
+              help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
+@click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
+@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
+@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
+              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
+@click.option("--template", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Your own template ({question} {choices} {output}).")  # fmt: skip
+@click.option("--thinking/--no-thinking", default=False, show_default=True,
+              help="Let a thinking judge think (budget --thinking-budget).")  # fmt: skip
+@click.option("--thinking-budget", type=click.IntRange(min=0), default=None)
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
+                           thinking, thinking_budget, cache_path) -> None:  # fmt: skip
+    """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
+    chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
+    official headline; tables print it in the † rows' place."""
+    try:
+        sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
+                                 template=template, cache=cache_path, thinking=thinking,
+                                 thinking_budget=thinking_budget)  # fmt: skip
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        raise click.ClickException(str(e)) from None
+    t = sec["total"]
+    click.echo(f"{sec['label']}\n  total {t['acc']:.2f} ({t['correct']}/{t['total']}); "
+               f"verdicts {sec['verdicts']}")  # fmt: skip

@@ -1,0 +1,94 @@
+"""Judged accuracy (the paper's † figures): a loopback answer-extraction judge names the option
+each output chose; the figure is written beside the official headline, labelled with its judge,
+and tables print it in the † rows' place."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cafe.judge.answer import judge_accuracy_command, read_verdict
+from cafe.records import Prediction, Sample
+from cafe.store import RunStore
+from cafe.testing.loopback import OpenAILoopback
+
+CHOICES = ["dog barking", "cat meowing", "bird song"]
+# sample id -> (model output, judge reply, judged choice right?)
+CASES = {
+    "s1": ("It is (A), the dog.", "A", True),
+    "s2": ("Probably the cat, so B.", "<think>The model says B, maybe A…</think>B", False),
+    "s3": ("I cannot tell.", "NONE", False),
+    "s4": ("bird, i.e. C", "(C) bird song", False),
+    "s5": ("dog", "no idea", False),  # unparseable, after the reminder too
+}
+
+
+def _run(root: Path) -> RunStore:
+    store = RunStore(root).create()
+    store.write_manifest({"model": {"name": "Tiny", "group": "LALM"}, "runs": 1,
+                          "bench": {"name": "mmar", "version": "v1"}})  # fmt: skip
+    samples = [Sample(k, "mmar", "v1", f"Which source [{k}]?", CHOICES, "dog barking", [],
+                      meta={"modality": "sound" if k in ("s1", "s2") else "speech"})
+               for k in CASES]  # fmt: skip
+    store.path("samples.jsonl").write_text("".join(s.to_json() + "\n" for s in samples))
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(Prediction(k, 0, "Tiny", "lalm", "h", out, answer_text=out)
+                     for k, (out, _, _) in CASES.items())  # fmt: skip
+    # the official headline as the runner would have written it (all five wrong: prose answers)
+    store.update_metrics("accuracy", {"total": {"correct": 0, "total": 5, "acc": 0.0},
+                                      "breakdowns": {}})  # fmt: skip
+    return store
+
+
+def test_read_verdict():
+    assert read_verdict("<think>A or B</think> B", CHOICES) == ("cat meowing", "ok")
+    assert read_verdict("none.", CHOICES) == (None, "none")
+    assert read_verdict("<think>only thinking", CHOICES) == (None, "unparseable")
+
+
+def test_judge_accuracy_end_to_end_and_in_the_tables(tmp_path):
+    store = _run(tmp_path / "run")
+
+    def reply(body):
+        prompt = body["messages"][0]["content"]
+        assert "(A) dog barking\n(B) cat meowing\n(C) bird song" in prompt
+        assert body["chat_template_kwargs"] == {"enable_thinking": False}
+        key = next(k for k in CASES if f"[{k}]" in prompt)
+        return CASES[key][1]
+
+    with OpenAILoopback(reply=reply) as srv:
+        res = CliRunner().invoke(judge_accuracy_command, [
+            str(store.root), "--judge", "openai-compatible", "--judge-model", "gpt-5",
+            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 6  # s5 asked twice (the retry adds a reminder)
+    sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
+    # by hand: only s1's named option (A = dog barking) is the answer -> 1 of 5
+    assert sec["total"] == {"correct": 1, "total": 5, "acc": 20.0}
+    assert sec["verdicts"] == {"ok": 3, "none": 1, "unparseable": 1, "failed": 0}
+    assert sec["judge"]["judge"] == "openai-compatible:gpt-5" and "†" in sec["label"]
+    assert sec["breakdowns"]["modality"]["sound"]["acc"] == 50.0
+
+    from cafe.reports.leaderboard import load_leaderboard, row_from_run
+    from cafe.reports.tables import render_table
+
+    row = row_from_run(store.root)
+    assert row.metrics["acc"] == 20.0 and row.markers == ["†"]
+    board = load_leaderboard(str(Path(__file__).resolve().parents[1] / "leaderboard.yaml"))
+    text = render_table(2, board, "md", extra=[row])
+    assert "| Tiny † |" in text
+    assert "accuracy judged by openai-compatible:gpt-5 (official rule: 0.00)" in text
+
+
+@pytest.mark.parametrize("reply", ["", "<think>thinking only"])
+def test_mostly_unusable_verdicts_warn(tmp_path, reply):
+    store = _run(tmp_path / "run")
+    with OpenAILoopback(reply=lambda body: reply) as srv:
+        res = CliRunner().invoke(judge_accuracy_command, [
+            str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
+            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "warning: 5 of 5 answer-judge replies unusable" in res.output
