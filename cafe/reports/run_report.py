@@ -160,12 +160,23 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
     acc = run.metrics.get("accuracy") or {}
     if acc:
         t = acc.get("total") or {}
-        lines += ["", "## Accuracy (official rule, percent)", ""]
+        lines += ["", "## Accuracy (official rule on the answer text, percent)", ""]
         lines.append(
             f"Total: **{_fmt(t.get('acc'))}** ({t.get('correct', '?')}/{t.get('total', '?')}; "
             f"every (item, run) counted; unanswered {acc.get('unanswered', '?')}, "
             f"failed {acc.get('failed', '?')}, parse rate {_fmt(acc.get('parse_rate'))})"
         )
+        lenient = acc.get("lenient") or {}
+        if lenient:
+            lt = lenient.get("total") or {}
+            status = ", ".join(f"{k} {v}" for k, v in (acc.get("parse_status") or {}).items() if v)
+            lines.append(
+                f"Lenient (answer mapped to a choice first; not the official figure): "
+                f"{_fmt(lt.get('acc'))} ({lt.get('correct')}/{lt.get('total')}); "
+                f"mapping: {status}"
+            )
+        if acc.get("identical_runs"):
+            lines.append("Runs: identical outputs in every run (greedy decoding): no spread.")
         runs = acc.get("runs") or {}
         if runs.get("n", 1) and runs.get("n", 1) > 1:
             lines.append(
@@ -177,6 +188,14 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
             for k, v in values.items():
                 acc_k = _fmt(v.get("acc"))
                 lines.append(f"| {k} | {v.get('correct')} | {v.get('total')} | {acc_k} |")
+    judged = run.metrics.get("judged_accuracy") or {}
+    if judged:
+        jt = judged.get("total") or {}
+        lines += ["", "## Judged accuracy (percent; the paper's † kind, not the headline)", ""]
+        lines.append(
+            f"{judged.get('label', '')}: **{_fmt(jt.get('acc'))}** "
+            f"({jt.get('correct')}/{jt.get('total')}); verdicts {judged.get('verdicts')}"
+        )
     caf = run.metrics.get("cafe") or {}
     if caf:
         ci = caf.get("ci95") or {}

@@ -187,7 +187,10 @@ def run_smoke(
             f"  loss {_fmt(st['loss'])} grad norm {_fmt(st['grad_norm'])}"
             f"  mean length {_fmt(st['completions/mean_length'])}"
         )
-    echo(f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2, {max_new} new tokens:")
+    echo(
+        f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2, {max_new} new tokens "
+        "(acc: the official rule on the answer text; CAFE: mean over runs):"
+    )
     echo(f"[smoke]   {'':6s} {'acc %':>7s} {'parse %':>8s} {'format %':>9s} {'CAFE Acc_per':>13s}")
     for name, s in (("before", before), ("after", after)):
         echo(
