@@ -34,7 +34,10 @@ def test_final_answer_cuts_thinking_away():
     assert final_answer("<think>draft {}</think> final") == "final"
     assert final_answer("reasoning the template opened</think>\n0.4") == "0.4"
     assert final_answer("<think>cut off by the budget, 0.9") == ""  # no answer at all
-    assert final_answer("<THINKING>a</THINKING>b<think>c</think>d") == "bd"
+    assert final_answer("<THINK>a</THINK>b<think>c</think>d") == "bd"
+    # MPAR² sections are answers, not server thinking: a CoT writer's reply keeps them
+    mpar2 = "<thinking><reasoning>x</reasoning></thinking><answer>y</answer>"
+    assert final_answer("<think>plan</think>" + mpar2) == mpar2
     assert final_answer(None) == ""
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 
-_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
-_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
-_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
+# only <think>: servers and Qwen3-style templates use it; <thinking> and <reasoning> are MPAR²
+# sections that a CoT writer's final answer legitimately holds
+_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 
 #: the request field that switches a Qwen3-style chat template's thinking off
 NO_THINKING_BODY = {"chat_template_kwargs": {"enable_thinking": False}}

@@ -76,7 +76,7 @@ class LLMStages:
                 reply = await self.client.achat(
                     [{"role": "user", "content": parts}], temperature=0.0, max_tokens=2048
                 )
-            value = parse(reply.text)
+            value = parse(reply.final)  # the final answer: a thinking server's reasoning is not
             if value is not None:
                 self.cache.put(key, value)
                 return value
