@@ -99,7 +99,9 @@ class VLLMAdapter(Adapter):
         from vllm import SamplingParams
 
         g = generation
-        greedy = not g.get("do_sample", (g.get("temperature") or 0) > 0)
+        greedy = not g.get("do_sample", (g.get("temperature") or 0) > 0) or (
+            g.get("temperature") is not None and g["temperature"] <= 0
+        )
         kw: dict[str, Any] = {
             "n": n,
             "max_tokens": int(self.options.get("max_new_tokens") or g.get("max_new_tokens", 2048)),
@@ -132,7 +134,9 @@ class VLLMAdapter(Adapter):
         as_n = self.options.get("runs_as", "seeds") == "n"
         for idx in groups.values():
             g = requests[idx[0]].generation
-            greedy = not g.get("do_sample", (g.get("temperature") or 0) > 0)
+            greedy = not g.get("do_sample", (g.get("temperature") or 0) > 0) or (
+                g.get("temperature") is not None and g["temperature"] <= 0
+            )
             if greedy:
                 plan.append((idx, requests[idx[0]].seed, 1))
             elif as_n:
