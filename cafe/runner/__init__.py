@@ -9,7 +9,20 @@
 The summary the command prints lives in cafe/reports/summary.py; model resolution in
 cafe/adapters/resolve.py."""
 
-from cafe.runner.main import RunResult, run
+from __future__ import annotations
+
+from typing import Any
+
 from cafe.runner.spec import RunError, RunSpec
 
 __all__ = ["RunError", "RunResult", "RunSpec", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    # run() pulls in numpy and the audio stack: import it on first use, so `cafe run --help`
+    # (which imports cafe.runner.cli) stays fast
+    if name in ("run", "RunResult"):
+        from cafe.runner import main
+
+        return getattr(main, name)
+    raise AttributeError(f"module 'cafe.runner' has no attribute {name!r}")

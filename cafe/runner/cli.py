@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from cafe.runner.main import DEFAULT_BENCH, DEFAULT_MODEL
+from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:

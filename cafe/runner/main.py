@@ -21,11 +21,9 @@ from cafe.records import InputError, Prediction, Problem, Request, Sample
 from cafe.runner.execute import CachedAdapter, open_cache, run_batches
 from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, warn
 from cafe.runner.score import failed_prediction, score_completion
-from cafe.runner.spec import RunError
+from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
 from cafe.store import PREDICTIONS
 
-DEFAULT_MODEL = "reference"
-DEFAULT_BENCH = "synth"
 #: metrics sections computed from the predictions by a later stage (stale once they change)
 DERIVED_SECTIONS = ("cafe", "decay")
 

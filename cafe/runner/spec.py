@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+DEFAULT_MODEL = "reference"
+DEFAULT_BENCH = "synth"
 #: run folder format: 1 wrote no spec (cafe before the run spec); 2 writes manifest["spec"]
 FORMAT = 2
 
