@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
+from cafe.errors import CafeError
 
 
-class ModelNotFound(ValueError):
+class ModelNotFound(CafeError, ValueError):
     """--model names no card, adapter or checkpoint folder; the message says what to pass."""
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(CafeError, RuntimeError):
     """The adapter could not load the model (no weights, no key, missing extra): one line."""
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from cafe.cli_options import Command
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
 
 
@@ -23,7 +24,7 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-@click.command("run")
+@click.command("run", cls=Command)
 @click.option(
     "--model",
     default=DEFAULT_MODEL,
@@ -113,7 +114,6 @@ def run_command(
     from cafe.records import InputError
     from cafe.reports.summary import summary_table
     from cafe.runner.main import run
-    from cafe.runner.spec import RunError
 
     judge_options: dict[str, Any] = {}
     if judge_model:
@@ -151,7 +151,7 @@ def run_command(
             cards=list(cards),
             options=adapter_options,
         )
-    except (RunError, InputError) as e:  # what the user must fix: one line, no traceback
+    except InputError as e:  # a bad input under --strict: one line, no traceback
         raise click.ClickException(str(e)) from None
     for note in result.notes:
         click.echo(note, err=True)
