@@ -75,15 +75,12 @@ def output_is_correct(output: str | None, answer: str, choices: Iterable[str]) -
 
 
 @lru_cache(maxsize=32)
-def rule_for(bench: str | None) -> Callable[[str | None, Sample], bool]:
-    """The correctness rule of a registered benchmark (its ``is_correct``); the official rule for
-    anything else."""
-    from cafe.benchmarks import BENCHMARKS
+def rule_for(bench: str | None) -> Callable[[str | None, str, list[str]], bool]:
+    """The correctness rule of a benchmark (its ``is_correct``; the official rule for one that
+    is not installed)."""
+    from cafe.benchmarks.base import benchmark_class
 
-    try:
-        return BENCHMARKS.get(bench or "")().is_correct
-    except (KeyError, ValueError):
-        return lambda text, s: s.answer is not None and is_correct(text, s.answer, s.choices)
+    return benchmark_class(bench or "")().is_correct
 
 
 def official_text(p: Prediction) -> str | None:
@@ -120,7 +117,7 @@ def accuracy_section(
     breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
     *,
     runs: int | None = None,
-    rule: Callable[[str | None, Sample], bool] | None = None,
+    rule: Callable[[str | None, str, list[str]], bool] | None = None,
 ) -> dict[str, Any]:
     """Accuracy over every (item, run): a missing, unanswered (no answer text) or failed
     prediction counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all
@@ -133,8 +130,7 @@ def accuracy_section(
     an answer text, percent) / breakdowns / runs (per-run accuracy, mean and sample std) /
     lenient (the choice-mapped figure, labelled) / parse_status (mapping outcome counts)."""
     breakdowns = breakdowns or {}
-    if rule is None:
-        rule = rule_for(None)
+    rule = rule or is_correct
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
     run_ids = sorted({p.run_index for p in predictions} | set(range(runs or 0))) or [0]
     scorable = [s for s in samples if s.answer is not None]
@@ -161,9 +157,9 @@ def accuracy_section(
                 if text is None:
                     unanswered += 1
                 else:
-                    ok = bool(rule(text, s))
+                    ok = bool(rule(text, s.answer, s.choices))  # type: ignore[arg-type]
                 if p.answer is not None:
-                    lenient_ok = is_correct(p.answer, s.answer, s.choices)  # type: ignore[arg-type]
+                    lenient_ok = bool(rule(p.answer, s.answer, s.choices))  # type: ignore[arg-type]
             total += 1
             correct += ok
             lenient += lenient_ok
@@ -316,7 +312,7 @@ def score_loaded(
         # the lenient figure beside the headline: the prediction mapped to a choice first
         p.answer, p.parse_status = extract_answer(p.answer_text, s.choices)
         if s.answer is not None:
-            p.correct = bench.is_correct(p.answer_text, s)
+            p.correct = bench.is_correct(p.answer_text, s.answer, s.choices)
     section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct)
     section["bench"] = {
         "name": bench.name,
