@@ -31,7 +31,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("rule")
     kw = dict(version="n20-seed0", judge="none", progress=False, cache=False)
     plain = run("random", "synth", out=root / "plain", **kw)
-    letters = run("random", "synth", out=root / "letters", letters=True, **kw)
+    letters = run("random", "synth", out=root / "letters", options={"letters": True}, **kw)
     return plain, letters
 
 
