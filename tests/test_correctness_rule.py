@@ -101,3 +101,14 @@ def test_grpo_accuracy_reward_uses_the_rule_on_the_answer_text():
         )
     )
     assert logged["mpar2/acc"] == 0.5  # the bare letter earns no accuracy reward
+
+
+def test_option_temperature_zero_overrides_a_sampling_card(tmp_path):
+    """`-o temperature=0` sets the decoding of a card that samples (the paper's cards do): it
+    goes into the run's generation settings, not to the adapter as an option."""
+    res = run("random", "synth", version="n20-seed0", judge="none", progress=False, cache=False,
+              out=tmp_path / "r", options={"temperature": 0, "do_sample": False})  # fmt: skip
+    manifest = json.loads((res.run_dir / "manifest.json").read_text())
+    text = json.dumps(manifest)
+    assert '"temperature": 0' in text and '"do_sample": false' in text
+    assert "temperature" not in json.dumps(manifest.get("adapter_options") or {})

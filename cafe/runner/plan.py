@@ -27,6 +27,8 @@ from cafe.runner.spec import FORMAT, RunError, RunSpec, mismatch_message
 from cafe.store import RunStore
 
 MAX_WARNINGS = 20
+#: `-o` keys that set the card's decoding, not an adapter option
+GENERATION_OPTIONS = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
 
 def warn(lines: list[str], prefix: str = "warning") -> None:
@@ -211,6 +213,9 @@ def plan_run(
     adapter_options = dict(options or {})
     execution = getattr(adapter_cls, "execution_options", frozenset())
     generation = dict(card.generation)
+    for key in GENERATION_OPTIONS:  # -o temperature=0 etc. override the card's decoding
+        if key in adapter_options:
+            generation[key] = adapter_options.pop(key)
     if max_new_tokens is not None:
         generation["max_new_tokens"] = int(max_new_tokens)
     spec = RunSpec(
