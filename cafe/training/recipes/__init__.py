@@ -14,7 +14,10 @@ KEYS = frozenset(
     {"name", "description", "recipe_file", "base_model", "model", "dtype", "tiny_model"}
     | {"data", "rewards", "judge", "lora", "sft", "grpo", "eval_seed", "eval_max_new_tokens"}
 )
-JUDGE_KEYS = frozenset({"kind", "model", "endpoints", "cache", "templates", "concurrency"})
+JUDGE_KEYS = frozenset(
+    {"kind", "model", "endpoints", "cache", "templates", "concurrency", "thinking"}
+    | {"thinking_budget"}
+)
 
 
 def recipe_names() -> list[str]:
