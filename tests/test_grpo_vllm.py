@@ -127,9 +127,9 @@ AUDIO_TOKENS_PER_SECOND = 25
 
 @pytest.mark.parametrize("family", ["qwen2_audio", "qwen2_5_omni"])
 def test_vllm_gets_unexpanded_prompt_and_mapped_weights(tmp_path, monkeypatch, family):
+    import trl.generation.vllm_generation as trl_vllm
     from datasets import Dataset
 
-    import trl.generation.vllm_generation as trl_vllm
     from cafe.training.grpo import AudioGRPOTrainer
 
     monkeypatch.setattr(trl_vllm, "SamplingParams", lambda **kw: kw, raising=False)
@@ -161,7 +161,9 @@ def test_vllm_gets_unexpanded_prompt_and_mapped_weights(tmp_path, monkeypatch, f
 
     assert len(engine.requests) == 2
     n = AUDIO_TOKENS_PER_SECOND
-    for req, ids, mask in zip(engine.requests, batch["prompt_ids"], batch["prompt_mask"]):
+    for req, ids, mask in zip(
+        engine.requests, batch["prompt_ids"], batch["prompt_mask"], strict=True
+    ):
         vllm_ids = req["prompt_token_ids"]
         train_ids = ids[mask.bool()].tolist()
         assert vllm_ids.count(audio) == 1  # one placeholder: vLLM expands it once

@@ -68,13 +68,20 @@ def _make_llm(**engine: Any) -> Any:
     return LLM(**engine)
 
 
+def _make_sampling_params(**kw: Any) -> Any:
+    from vllm import SamplingParams
+
+    return SamplingParams(**kw)
+
+
 @ADAPTERS.register("vllm")
 class VLLMAdapter(Adapter):
     default_batch_size = 512  # vLLM schedules continuously; large batches keep it full
     default_concurrency = 1  # one engine per process
 
-    #: builds the engine from LLM(...) keywords (tests hand in a double of the engine)
+    #: the engine and its request parameters (tests hand in a double of the engine)
     engine_factory = staticmethod(_make_llm)
+    sampling_factory = staticmethod(_make_sampling_params)
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
         super().__init__(card, checkpoint, **options)
@@ -153,9 +160,7 @@ class VLLMAdapter(Adapter):
         return prompt
 
     def sampling_params(self, generation: dict[str, Any], seed: int | None, n: int = 1) -> Any:
-        from vllm import SamplingParams
-
-        return SamplingParams(**self.sampling_kwargs(generation, seed, n))
+        return self.sampling_factory(**self.sampling_kwargs(generation, seed, n))
 
     def sampling_kwargs(self, generation: dict[str, Any], seed: int | None, n: int = 1):
         g = generation
