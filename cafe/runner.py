@@ -24,7 +24,7 @@ from typing import Any
 import click
 
 from cafe import cache as cache_mod
-from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
+from cafe.adapters.base import ADAPTERS, Adapter, ModelCard, is_greedy
 from cafe.audio import check_audio, file_sha256
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 from cafe.manifest import (
@@ -507,7 +507,7 @@ def run(
         result.new_predictions += len(bad)
         todo = [(s, r) for s, r in pending if not s.error]
         if todo:
-            if runs > 1 and not generation.get("do_sample") and not generation.get("temperature"):
+            if runs > 1 and is_greedy(generation):  # temperature 0 is greedy even if sampling
                 _warn([f"--runs {runs} with greedy decoding: runs will be identical"])
             try:
                 adapter = adapter_cls(card, checkpoint=resolved.checkpoint, **adapter_options)

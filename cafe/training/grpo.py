@@ -86,7 +86,7 @@ def _trainer_class():
         _vllm_prompt_ids: list[list[int]] | None = None  # the same prompts, placeholder unexpanded
         _audio_forward: dict[str, Any] | None = None  # features aligned with the rows in use
 
-        def __init__(self, model, *args, **kwargs):
+        def __init__(self, model, *args, vllm_engine_args: dict | None = None, **kwargs):
             # TRL suppresses `config.image_token_id` when sampling from a processor-backed model
             # (a sampled placeholder would mismatch the features). Audio models name their
             # placeholder differently: where the config has no image token, alias the audio
@@ -101,7 +101,8 @@ def _trainer_class():
             # TRL builds the reference model from the checkpoint path with the architecture its
             # config.json names; for a full Qwen2.5-Omni folder that is the whole omni model
             # (talker, vocoder), while the policy is its thinker: build the policy's class.
-            # TRL's colocated vLLM gets the family's modality limits (no vision tower).
+            # TRL's colocated vLLM gets the family's modality limits (no vision tower) and any
+            # `vllm_engine_args` (e.g. load_format "dummy": the first weight sync fills it).
             import trl.generation.vllm_generation as trl_vllm
             import trl.trainer.grpo_trainer as trl_grpo
 
@@ -109,7 +110,8 @@ def _trainer_class():
             trl_grpo.create_model_from_path = functools.partial(create, architecture=type(model))
             engine = getattr(trl_vllm, "LLM", None)
             if engine is not None:
-                trl_vllm.LLM = functools.partial(engine, **vllm_engine_overrides(model))
+                overrides = {**vllm_engine_overrides(model), **(vllm_engine_args or {})}
+                trl_vllm.LLM = functools.partial(engine, **overrides)
             try:
                 super().__init__(model, *args, **kwargs)
             finally:
