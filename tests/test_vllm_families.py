@@ -260,3 +260,16 @@ def test_data_parallel_shards_keep_a_samples_runs_together():
     assert device_slices(2, 2, ["0", "1", "2", "3"]) == [["0", "1"], ["2", "3"]]
     with pytest.raises(ValueError, match="needs 4 GPUs; 3 visible"):
         device_slices(2, 2, ["0", "1", "2"])
+
+
+def test_adapters_list_says_which_cards_are_greedy_or_unsupported():
+    from click.testing import CliRunner
+
+    from cafe.adapters import list_command
+
+    out = CliRunner().invoke(list_command, []).output.splitlines()
+    row = {line.split()[0]: line.split() for line in out[1:]}
+    assert "decoding" in out[0].split()
+    assert row["kimi-audio-vllm"][5] == "unsupported"
+    assert row["qwen2-audio-7b-instruct-vllm"][5] == "greedy"  # temperature 0.0
+    assert row["random"][5] == "sampled"  # do_sample: true
