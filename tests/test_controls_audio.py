@@ -90,8 +90,9 @@ def test_listening_gap_hand_case(tmp_path):
     )
     # control: s2 has only run 0 (run 1 missing: wrong), s3 right once
     ctrl = preds({"s0": [False, False], "s1": [True, False], "s2": [True], "s3": [False, True]})
-    sec = listening_section(samples, real, {"silence": {"predictions": ctrl, "run_dir": "c"}},
-                            {"dimension": lambda s: s.meta["dimension"]}, resamples=2000)  # fmt: skip
+    by_dim = {"dimension": lambda s: s.meta["dimension"]}
+    controls = {"silence": {"predictions": ctrl, "run_dir": "c"}}
+    sec = listening_section(samples, real, controls, by_dim, resamples=2000)
     c = sec["controls"]["silence"]
     # real per item 100, 50, 100, 0 -> 62.5; control 0, 50, 50, 50 -> 37.5; gap 25
     assert (c["real_acc"], c["acc"], c["gap"], c["n"]) == (62.5, 37.5, 25.0, 4)
