@@ -374,3 +374,9 @@ def add_command(run_dir: str, group: str | None, name: str | None, path: str | N
         f"added {row.model} ({row.group}, {row.benchmark}/{row.version}) to {target}: "
         f"{_fmt_metrics(row.metrics)}"
     )
+    from cafe.reports.protocol import paper_row_for
+    from cafe.reports.run_report import compare
+
+    board = load_leaderboard(target)
+    if paper_row_for(board, row.model, row.benchmark, row.version) is not None:
+        click.echo(compare(run_dir, None, board), nl=False)  # the gap to the paper, explained
