@@ -215,6 +215,20 @@ def judge_name(judge: Any) -> str | None:
     return None if judge is None else str(judge)
 
 
+def listening_metrics(metrics_doc: dict[str, Any]) -> dict[str, float | None]:
+    """The "is it listening?" numbers of a run: MMAR rubric score, cue recall (offline matcher
+    and judge) and the listening gap per control (gap_<control>, may be negative)."""
+    out: dict[str, float | None] = {}
+    rub = metrics_doc.get("rubric") or {}
+    out["rubric"] = _r2(rub.get("score"))
+    cues = metrics_doc.get("cues") or {}
+    out["cue_recall"] = _r2((cues.get("offline") or {}).get("recall"))
+    out["cue_recall_judge"] = _r2((cues.get("judge") or {}).get("recall"))
+    for name, c in ((metrics_doc.get("listening") or {}).get("controls") or {}).items():
+        out["gap_" + name.replace("-", "_")] = _r2(c.get("gap"))
+    return out
+
+
 def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
     """A leaderboard row for one run folder: its metrics plus provenance (path, manifest hash)."""
     from cafe.store import MANIFEST, RunStore
@@ -265,6 +279,13 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     for key, ci in (caf.get("ci95") or {}).items():
         if key in CAFE_METRICS and ci:
             intervals[key] = [_r2(v) for v in ci]  # type: ignore[misc]
+    metrics.update(listening_metrics(metrics_doc))
+    for name, c in ((metrics_doc.get("listening") or {}).get("controls") or {}).items():
+        if c.get("ci95"):
+            intervals["gap_" + name.replace("-", "_")] = [_r2(v) for v in c["ci95"]]  # type: ignore[misc]
+    rub_ci = (metrics_doc.get("rubric") or {}).get("ci95")
+    if rub_ci:
+        intervals["rubric"] = [_r2(v) for v in rub_ci]  # type: ignore[misc]
     metrics = {k: v for k, v in metrics.items() if v is not None}
     if not metrics:
         raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")

@@ -142,7 +142,16 @@ def _ci(ci: Any) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
 
-def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row: Row | None) -> str:
+LISTENING_PARTS = ("rubric", "cues", "listening")
+
+
+def summary_md(
+    run: RunData,
+    made: dict[str, list[Path]],
+    notes: list[str],
+    row: Row | None,
+    signals: str | None = None,
+) -> str:
     bench, version = run.bench
     m = run.manifest
     prompt = m.get("prompt") or {}
@@ -197,6 +206,9 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
+    if signals:
+        lines += ["", "## Is it listening? Accuracy, perception, rubric, cues, controls", ""]
+        lines.append(signals.rstrip("\n"))
     lines += ["", "## Files", ""]
     for what, paths in made.items():
         lines.append(
@@ -267,7 +279,15 @@ def write_run_report(
                 notes.append(f"{what}: {e.message}")
         except (LeaderboardError, ValueError) as e:
             notes.append(f"{what}: {getattr(e, 'message', None) or e}")
-    (report / "summary.md").write_text(summary_md(run, made, notes, row), encoding="utf-8")
+    signals = None
+    if any(run.metrics.get(p) for p in LISTENING_PARTS):
+        from cafe.reports.signals import format_signals, run_signals
+
+        signals = format_signals(run_signals(run.root, board))
+        path = tdir / "signals.md"
+        path.write_text(signals, encoding="utf-8")
+        made["signals (accuracy, Acc_per, rubric, cue recall, listening gap)"] = [path]
+    (report / "summary.md").write_text(summary_md(run, made, notes, row, signals), encoding="utf-8")
     return report
 
 
