@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import random
 import threading
@@ -65,10 +66,24 @@ def _write_once(path: Path, audio: np.ndarray) -> str:
     return str(path)
 
 
-def silence_clip(path: str, folder: Path, sample_id: str) -> str:
-    from cafe.audio import load_audio
+def decoded_length(path: str, sample_id: str) -> int:
+    """Samples at 16 kHz that load_audio would return, from the header alone (polyphase
+    resampling gives ceil(n * 16000 / rate) samples)."""
+    import soundfile as sf
 
-    n = len(load_audio(path, sample_id=sample_id))
+    from cafe.audio import TARGET_SR, check_audio
+
+    check_audio(path, sample_id=sample_id)  # missing / empty / not audio: one InputError
+    info = sf.info(path)
+    if info.samplerate == TARGET_SR:
+        return int(info.frames)
+    g = math.gcd(int(info.samplerate), TARGET_SR)
+    up, down = TARGET_SR // g, int(info.samplerate) // g
+    return -(-int(info.frames) * up // down)
+
+
+def silence_clip(path: str, folder: Path, sample_id: str) -> str:
+    n = decoded_length(path, sample_id)
     return _write_once(folder / "silence" / f"{n}.wav", np.zeros(n, dtype=np.float32))
 
 
@@ -76,12 +91,12 @@ def noise_clip(path: str, folder: Path, sample_id: str, seed: int, k: int = 0) -
     """White noise with the clip's RMS (the clip's level) and length, seeded per item."""
     from cafe.audio import file_sha256, load_audio
 
-    x = load_audio(path, sample_id=sample_id)
-    rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
     name = hashlib.sha256(f"{file_sha256(path)}:{seed}:{sample_id}:{k}".encode()).hexdigest()
     out = folder / "noise" / f"{name[:32]}.wav"
-    if out.exists():
+    if out.exists():  # made before: no decode
         return str(out)
+    x = load_audio(path, sample_id=sample_id)
+    rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
     rng = np.random.default_rng(_item_seed(seed, sample_id, k))
     noise = rng.standard_normal(len(x)) * rms
     # a clip near full scale would clip its noise; keep the level and the length, cap peaks
@@ -121,35 +136,99 @@ def control_samples(
     seed: int = DEFAULT_SEED,
     folder: str | Path | None = None,
 ) -> list[Sample]:
-    """The samples as the model sees them under ``control`` (ids, questions, choices and answers
-    untouched; only ``audio``). Items that failed to load (Sample.error) pass through as they
-    are; an unreadable clip makes its item failed, with the reason, like any bad input."""
-    from cafe.records import InputError
-
+    """The samples as the model sees them under ``control``: ids, questions, choices and
+    answers untouched; ``audio`` replaced; events and caption set to what the model actually
+    got (for judges). Items that failed to load (Sample.error) pass through as they are; an
+    unreadable clip makes its item failed, with the reason, like any bad input."""
     if control not in CONTROLS:
         raise ValueError(f"unknown control {control!r}; choose from {', '.join(CONTROLS)}")
-    folder = Path(folder) if folder is not None else default_folder()
+    sources = _sources(samples, control, seed)
+    out = _replace_audio(samples, control, seed, sources, folder)
+    return [_with_truth(s, control, src) for s, src in zip(out, sources, strict=True)]
+
+
+#: what the model got, for judges: under these controls no sound event exists
+SILENT_TRUTH = {
+    "silence": "The clip is digital silence: there is no sound in it at all.",
+    "noise": "The clip is steady white noise: there is no sound event in it.",
+    "text-only": "No audio was given: there is no sound at all.",
+}
+
+
+def _sources(samples: Sequence[Sample], control: str, seed: int) -> list[Sample | None]:
+    """Per sample, the sample whose clip it gets under ``shuffled`` (None otherwise)."""
+    if control != "shuffled":
+        return [None] * len(samples)
     usable = [s for s in samples if s.error is None and s.audio]
-    if control == "text-only":
-        return [dataclasses.replace(s, audio=[]) if s.error is None else s for s in samples]
-    if control == "shuffled":
-        keys = ["\n".join(s.audio) for s in usable]
-        src = derangement(keys, seed)
-        swapped = {s.id: usable[src[i]].audio for i, s in enumerate(usable)}
-        return [dataclasses.replace(s, audio=list(swapped[s.id])) if s.id in swapped else s
-                for s in samples]  # fmt: skip
+    src = derangement(["\n".join(s.audio) for s in usable], seed)
+    by_id = {s.id: usable[src[i]] for i, s in enumerate(usable)}
+    return [by_id.get(s.id) for s in samples]
+
+
+def _replace_audio(
+    samples: Sequence[Sample],
+    control: str,
+    seed: int,
+    sources: Sequence[Sample | None],
+    folder: str | Path | None,
+) -> list[Sample]:
+    from cafe.records import InputError
+
+    root = Path(folder) if folder is not None else default_folder()
     out = []
-    for s in samples:
+    for s, source in zip(samples, sources, strict=True):
         if s.error is not None or not s.audio:
             out.append(s)
             continue
+        if control == "text-only":
+            out.append(dataclasses.replace(s, audio=[]))
+            continue
+        if control == "shuffled":
+            out.append(s if source is None else dataclasses.replace(s, audio=list(source.audio)))
+            continue
         try:
             if control == "silence":
-                clips = [silence_clip(p, folder, s.id) for p in s.audio]
+                clips = [silence_clip(p, root, s.id) for p in s.audio]
             else:
-                clips = [noise_clip(p, folder, s.id, seed, k) for k, p in enumerate(s.audio)]
+                clips = [noise_clip(p, root, s.id, seed, k) for k, p in enumerate(s.audio)]
         except InputError as e:
             out.append(dataclasses.replace(s, error=str(e)))
             continue
         out.append(dataclasses.replace(s, audio=clips))
+    return out
+
+
+def _with_truth(s: Sample, control: str, source: Sample | None) -> Sample:
+    """The ground truth a judge must use under the control: no event under silence, noise and
+    text-only (every event the model reports is then a hallucination); the played clip's
+    events and caption under shuffled (none of them required by this question)."""
+    from cafe.judge.rule import NO_SOUND
+
+    if s.error is not None:
+        return s
+    if control in SILENT_TRUTH:
+        return dataclasses.replace(
+            s, events=[] if s.events is not None else None, caption=SILENT_TRUTH[control],
+            meta={**s.meta, NO_SOUND: True},
+        )  # fmt: skip
+    if source is None:
+        return s
+    events = None
+    if source.events is not None:
+        events = [dataclasses.replace(e, required=False) for e in source.events]
+    meta = {**s.meta, NO_SOUND: not events} if events is not None else s.meta
+    return dataclasses.replace(s, events=events, caption=source.caption, meta=meta)
+
+
+def control_captions(
+    samples: Sequence[Sample], control: str, seed: int, captions: dict[str, str]
+) -> dict[str, str]:
+    """A captions map (sample id -> caption) for judging a control run whose real run was
+    judged with ``captions``: the played clip's caption, or the silent truth."""
+    out = {}
+    for s, source in zip(samples, _sources(samples, control, seed), strict=True):
+        if control in SILENT_TRUTH:
+            out[s.id] = SILENT_TRUTH[control]
+        elif source is not None and source.id in captions:
+            out[s.id] = captions[source.id]
     return out

@@ -102,3 +102,33 @@ def test_listening_gap_hand_case(tmp_path):
     assert x["gap"] == pytest.approx(50.0) and x["n"] == 3
     assert c["breakdowns"]["dimension"]["y"]["gap"] == -50.0
     assert sec["chance"] == 25.0
+
+
+def test_judges_get_what_the_model_got(tmp_path):
+    from cafe.controls import SILENT_TRUTH, control_captions
+    from cafe.judge.base import JudgeItem
+    from cafe.judge.rule import RuleJudge
+    from cafe.records import Event
+
+    samples = make_samples(tmp_path, n=3)
+    for i, s in enumerate(samples):
+        s.events = [Event(0.0, 1.0, ["dog_bark", "bell", "siren"][i], required=True)]
+        s.caption = f"caption of {s.id}"
+    sil = control_samples(samples, "silence", folder=tmp_path / "ctl")
+    assert all(t.events == [] and t.caption == SILENT_TRUTH["silence"] for t in sil)
+    assert all(t.meta["no_sound"] for t in sil) and "no_sound" not in samples[0].meta
+    shuf = control_samples(samples, "shuffled", seed=2)
+    for t in shuf:
+        src = next(s for s in samples if s.audio == t.audio)
+        assert src.id != t.id and t.caption == src.caption
+        assert [e.label for e in t.events] == [e.label for e in src.events]
+        assert not any(e.required for e in t.events)
+    caps = control_captions(samples, "shuffled", 2, {s.id: f"file {s.id}" for s in samples})
+    assert caps == {t.id: f"file {next(s for s in samples if s.audio == t.audio).id}" for t in shuf}
+    assert set(control_captions(samples, "noise", 0, {}).values()) == {SILENT_TRUTH["noise"]}
+    # under silence a reported dog bark is a hallucination, not a match
+    pred = Prediction(sil[0].id, 0, "m", "lalm", "h", "A dog barks, so the answer is a.")
+    j = RuleJudge(vocabulary={"dog_bark": ["dog bark", "dog barks"]}).judge(
+        JudgeItem(sil[0], pred, None)
+    )
+    assert j.status == "ok" and j.error_matched == ["dog_bark"] and j.matched_events == []
