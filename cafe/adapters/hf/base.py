@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from cafe.adapters.base import Adapter, ModelCard
+from cafe.adapters.base import Adapter, ModelCard, is_greedy
 from cafe.audio import load_audio
 from cafe.records import Completion, InputError, Request
 
@@ -153,9 +153,8 @@ class TransformersAdapter(Adapter):
         if self.options.get("max_new_tokens") is not None:  # an explicit option wins (-o)
             kw["max_new_tokens"] = int(self.options["max_new_tokens"])
         kw.setdefault("max_new_tokens", 2048)
-        t = generation.get("temperature")
         # an explicit temperature 0 means greedy, whatever the card's do_sample (-o temperature=0)
-        sample = bool(generation.get("do_sample", (t or 0) > 0)) and not (t is not None and t <= 0)
+        sample = not is_greedy(generation)
         kw["do_sample"] = sample
         if not sample:  # greedy: drop sampling knobs so transformers does not warn about them
             for k in ("temperature", "top_p", "top_k", "min_p"):
