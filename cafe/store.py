@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cafe.records import Judgement, Prediction, Record
+from cafe.records import Judgement, Prediction, Record, Sample
 
 R = TypeVar("R", bound=Record)
 
@@ -20,6 +20,7 @@ MANIFEST = "manifest.json"
 PREDICTIONS = "predictions.jsonl"
 JUDGEMENTS = "judgements.jsonl"
 METRICS = "metrics.json"
+SAMPLES = "samples.jsonl"
 REPORT_DIR = "report"
 
 
@@ -141,6 +142,10 @@ class RunStore:
 
     def judgements(self) -> list[Judgement]:
         return self.read_records(JUDGEMENTS, Judgement)
+
+    def samples(self) -> list[Sample]:
+        """The items that ran, in run order ([] for a folder without samples.jsonl)."""
+        return [Sample.from_dict(d) for d in iter_jsonl(self.path(SAMPLES))]
 
     def writer(self, name: str) -> JsonlWriter:
         return JsonlWriter(self.path(name))

@@ -374,3 +374,19 @@ def add_command(run_dir: str, group: str | None, name: str | None, path: str | N
         f"added {row.model} ({row.group}, {row.benchmark}/{row.version}) to {target}: "
         f"{_fmt_metrics(row.metrics)}"
     )
+
+
+@leaderboard_command.command("html")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default="leaderboard.html",
+    show_default=True,
+    help="Page to write.",
+)
+@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
+def html_command(out: str, path: str | None) -> None:
+    """Write one self-contained page: Tables 1-5 and every row, sortable, with provenance."""
+    from cafe.reports.leaderboard_html import write_leaderboard_html
+
+    click.echo(f"wrote {write_leaderboard_html(load_leaderboard(path), out)}")
