@@ -166,12 +166,13 @@
       return n ? '<span class="chip ev-' + c + '" title="' + c + '">' + n + "</span>" : "";
     }).join("");
   }
-  function renderList() {
-    var shown = sorted(rows.filter(passes));
-    count.textContent = shown.length + " of " + rows.length + " (item, run) outputs";
+  // the table is built once; filters hide rows and sorting moves them (a 3,000-row report
+  // stays responsive)
+  var TBODY = null;
+  function buildList() {
     var html = ['<table id="rows"><thead><tr><th>item</th><th>run</th><th></th><th>parse</th>' +
       "<th>answer</th><th>tokens</th><th>judge</th></tr></thead><tbody>"];
-    shown.forEach(function (r) {
+    rows.forEach(function (r) {
       var p = r.p;
       html.push('<tr data-key="' + esc(r.key) + '" class="' + (p.ok ? "ok" : "bad") + '">' +
         '<td><a href="#' + esc(r.key) + '">' + esc(r.it.id) + "</a></td><td>" + esc(runLabel(p)) +
@@ -180,8 +181,34 @@
     });
     html.push("</tbody></table>");
     LIST.innerHTML = html.join("");
+    TBODY = LIST.querySelector("tbody");
+    var trs = TBODY.children;
+    rows.forEach(function (r, i) { r.tr = trs[i]; });
+  }
+  var sortedBy = "";
+  function renderList() {
+    var n = 0;
+    rows.forEach(function (r) {
+      var ok = passes(r);
+      if (r.tr.hidden === ok) r.tr.hidden = !ok;
+      if (ok) n++;
+    });
+    var s = val("f-sort");
+    if (s !== sortedBy) {
+      sortedBy = s;
+      var frag = document.createDocumentFragment();
+      sorted(rows).forEach(function (r) { frag.appendChild(r.tr); });
+      TBODY.appendChild(frag);
+    }
+    count.textContent = n + " of " + rows.length + " (item, run) outputs";
     markCurrent();
   }
+  var typing = null;
+  text.removeEventListener("input", renderList);
+  text.addEventListener("input", function () {
+    clearTimeout(typing);
+    typing = setTimeout(renderList, 150);
+  });
 
   // detail ----------------------------------------------------------------------------------
   var DETAIL = document.getElementById("detail");
@@ -336,6 +363,7 @@
     document.getElementById("items").scrollIntoView();
   }
   window.addEventListener("hashchange", route);
+  buildList();
   renderList();
   route();
 })();
