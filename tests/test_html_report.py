@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from cafe.reports.cli import report_command
-from cafe.reports.html import event_spans, pack, script_json
+from cafe.reports.html import event_spans, pack, script_json, sections_html
 from cafe.reports.leaderboard import leaderboard_command
 from cafe.runner import run_command
 
@@ -289,3 +289,45 @@ def test_pack_and_script_json_round_trip() -> None:
     blob = script_json({"x": "</script><!--&"})
     assert "<" not in blob and ">" not in blob and "&" not in blob
     assert json.loads(blob) == {"x": "</script><!--&"}
+
+
+def test_summary_shows_every_section_and_labelled_variants() -> None:
+    """Sections and keys the page has no label for still show; a labelled variant (lenient)
+    appears under its own label beside the headline."""
+    metrics = {
+        "accuracy": {
+            "rule": "official MMAR match on the answer text",
+            "total": {"correct": 3, "total": 8, "acc": 37.5},
+            "lenient": {
+                "label": "lenient (choice-mapped)",
+                "total": {"correct": 5, "total": 8, "acc": 62.5},
+            },
+            "parse_status": {"ok": 6, "no_answer": 2},
+        },
+        "rubrics": {"coverage": 0.75, "per_item": [{"id": "x", "score": 2}]},
+    }
+    page = sections_html(metrics)
+    assert "Accuracy (official MMAR match on the answer text)" in page and "37.50" in page
+    assert "lenient (choice-mapped)" in page and "62.50" in page and "5/8" in page
+    assert "ok 6 · no_answer 2" in page
+    assert 'id="sec-rubrics"' in page and "coverage" in page and "0.75" in page and "score" in page
+
+
+def test_embed_audio_only_when_asked_and_only_short_clips(runs, tmp_path: Path) -> None:
+    import soundfile as sf
+
+    from cafe.reports.html import Source, items_blob
+
+    src = Source.load(runs["A"])
+    linked, _ = items_blob([src], tmp_path)
+    assert all(not a["src"].startswith("data:") for it in linked for a in it["audio"])
+    durations = {s.id: sf.info(s.audio[0]).duration for s in src.samples}
+    cut = sorted(durations.values())[len(durations) // 2]
+    embedded, _ = items_blob([src], tmp_path, embed_audio_s=cut)
+    for it in embedded:
+        a = it["audio"][0]
+        short = durations[it["id"]] <= cut
+        assert a["src"].startswith("data:audio/wav;base64,") == short, it["id"]
+        if short:
+            wav = Path(src.samples[0].audio[0]).parent / a["name"]
+            assert a["src"].endswith(__import__("base64").b64encode(wav.read_bytes()).decode())

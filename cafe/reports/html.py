@@ -42,6 +42,7 @@ LABELS = {
     "lenient": "Lenient (letter or option text mapped to a choice)",
     "acc": "Accuracy (%)",
     "parse_rate": "Parse rate (%)",
+    "parse_status": "Parse status (item, run counts)",
     "unanswered": "Unanswered",
     "failed": "Failed",
     "unscorable": "Unscorable",
@@ -388,18 +389,36 @@ def _cell(v: Any) -> str:
     return _num(v)
 
 
+def _rate(v: Any) -> dict[str, Any] | None:
+    """A {correct, total, acc} cell, directly or as the ``total`` of a labelled variant."""
+    if isinstance(v, dict) and "acc" in v and not isinstance(v.get("acc"), dict):
+        return v
+    if isinstance(v, dict) and isinstance(v.get("total"), dict):
+        return _rate(v["total"])
+    return None
+
+
 def _rate_rows(section: dict[str, Any]) -> str:
-    """Rows for every {correct, total, acc} entry of a section (total, lenient, …)."""
+    """Rows for every rate the section holds: the headline ``total`` (named by the section's
+    ``rule`` when it says which), and any variant beside it (official denominator, lenient, …)
+    under its own ``label`` when it carries one."""
     out = ""
     for k, v in section.items():
-        if isinstance(v, dict) and "acc" in v and not isinstance(v.get("acc"), dict):
-            frac = f"{v.get('correct', '?')}/{v.get('total', '?')}"
-            ci = v.get("ci95") or (section.get("ci95") if k == "total" else None)
-            ci_txt = f" <span class=ci>[{_num(ci[0])}, {_num(ci[1])}]</span>" if ci else ""
-            out += (
-                f"<tr><th>{_e(label(k))}</th><td class=big>{_num(v.get('acc'))}</td>"
-                f"<td>{_e(frac)}{ci_txt}</td></tr>"
-            )
+        cell = _rate(v)
+        if cell is None or k == "breakdowns":
+            continue
+        name = label(k)
+        if k == "total" and isinstance(section.get("rule"), str):
+            name = f"Accuracy ({section['rule']})"
+        elif isinstance(v, dict) and isinstance(v.get("label"), str):
+            name = v["label"]
+        frac = f"{cell.get('correct', '?')}/{cell.get('total', '?')}"
+        ci = cell.get("ci95") or (section.get("ci95") if k == "total" else None)
+        ci_txt = f" <span class=ci>[{_num(ci[0])}, {_num(ci[1])}]</span>" if ci else ""
+        out += (
+            f"<tr><th>{_e(name)}</th><td class=big>{_num(cell.get('acc'))}</td>"
+            f"<td>{_e(frac)}{ci_txt}</td></tr>"
+        )
     return out
 
 
@@ -408,6 +427,10 @@ def accuracy_html(acc: dict[str, Any]) -> str:
     for k in ("parse_rate", "unanswered", "failed", "unscorable"):
         if k in acc:
             rows += f"<tr><th>{_e(label(k))}</th><td>{_num(acc[k])}</td><td></td></tr>"
+    status = acc.get("parse_status")
+    if isinstance(status, dict) and status:
+        counts = " · ".join(f"{k} {_num(v)}" for k, v in status.items())
+        rows += f"<tr><th>{_e(label('parse_status'))}</th><td colspan=2>{_e(counts)}</td></tr>"
     runs = acc.get("runs") or {}
     if isinstance(runs, dict) and (runs.get("n") or 1) > 1:
         per = ", ".join(_num(x) for x in runs.get("per_run") or [])
@@ -485,6 +508,10 @@ def sections_html(metrics: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _get(d: Any, key: str) -> Any:
+    return d.get(key) if isinstance(d, dict) else d
+
+
 def protocol_html(s: Source) -> str:
     m = s.manifest
     prompt = m.get("prompt") or {}
@@ -495,7 +522,7 @@ def protocol_html(s: Source) -> str:
     rows = [
         ("model", s.model),
         ("adapter", (model or {}).get("adapter")),
-        ("checkpoint", (m.get("checkpoint") or {}).get("path")),
+        ("checkpoint", _get(m.get("checkpoint"), "path")),
         ("benchmark", "/".join(s.bench)),
         (
             "items",
@@ -729,7 +756,8 @@ def write_html_report(
         ]
         if not s.metrics:
             notes.append(f"{s.store.root}: metrics.json holds no section yet (`cafe run`)")
-    body = [f'<section id="summary"><h2>Summary</h2>{"".join(summary)}</section>']
+    grid = ' class="pair"' if len(sources) > 1 else ""  # the two runs side by side
+    body = [f'<section id="summary"><h2>Summary</h2><div{grid}>{"".join(summary)}</div></section>']
     nav = ""
     comparison = None
     if len(sources) == 2:
