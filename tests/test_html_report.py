@@ -232,27 +232,40 @@ def test_script_breakout_and_odd_ids_render_as_text(tmp_path: Path, browser) -> 
 def test_leaderboard_page_marks_sorting_provenance(runs, browser, tmp_path: Path) -> None:
     board = tmp_path / "leaderboard.yaml"
     _cafe(leaderboard_command, ["add", str(runs["A"]), "--leaderboard", str(board)])
+    from report_runs import make_run  # an MMAR-shaped run with CAFE: it joins Table 1
+
+    mmar = make_run(tmp_path / "mmar-run", model="Tiny-LALM")
+    _cafe(leaderboard_command, ["add", str(mmar), "--leaderboard", str(board)])
     page_path = tmp_path / "lb.html"
     _cafe(leaderboard_command, ["html", "--leaderboard", str(board), "--out", str(page_path)])
     o = Opened(browser, page_path)
     pg = o.page
-    # Table 1, LALM group: best Acc_per is Omni-R1's 51.21, second MiMo-Audio's 42.79 (paper)
-    best = pg.eval_on_selector_all(
-        '#table1 tbody[data-group="LALM"] td.best', "c => c.map(x => x.textContent)"
-    )
-    assert "51.21" in best and "12.90" in best  # Acc_per (high best) and Err_use (low best)
-    second = pg.eval_on_selector_all(
-        '#table1 tbody[data-group="LALM"] td.second', "c => c.map(x => x.textContent)"
-    )
-    assert "42.79" in second
-    first_model = '#table1 tbody[data-group="LALM"] tr:not(.group) td:first-child'
+    # Table 1, LALM group, with Tiny-LALM (Acc_per 55.50, Err_per 20.25, Err_use 10.00,
+    # Err_omit 35.12, acc 56.25) among the paper's rows: it takes the four CAFE bests; Omni-R1
+    # keeps the best MMAR accuracy (62.10); seconds are Omni-R1's Acc_per 51.21, MiMo-Audio's
+    # Err_per 27.70 and Omni-R1's Err_use 12.90
+    lalm = '#table1 tbody[data-group="LALM"]'
+    best = pg.eval_on_selector_all(f"{lalm} td.best", "c => c.map(x => x.textContent)")
+    assert sorted(best) == sorted(["55.50", "20.25", "10.00", "35.12", "62.10"])
+    second = pg.eval_on_selector_all(f"{lalm} td.second", "c => c.map(x => x.textContent)")
+    assert {"51.21", "27.70", "12.90"} <= set(second)
+    first_model = f"{lalm} tr:not(.group) td:first-child"
     pg.click('#table1 th[data-col="1"]')  # Acc_per: highest first
-    assert pg.inner_text(first_model).startswith("Omni-R1")
+    assert pg.inner_text(first_model) == "Tiny-LALM"
+    pg.click('#table1 th[data-col="1"]')  # again: lowest first
+    assert pg.inner_text(first_model).startswith("Qwen2-Audio-Instruct")  # 8.27
     pg.click('#table1 th[data-col="2"]')  # Err_per (lower is better): lowest first
-    assert pg.inner_text(first_model).startswith("MiMo-Audio")  # 27.70
+    rows = pg.eval_on_selector_all(first_model, "c => c.map(x => x.textContent)")
+    assert rows[:2] == ["Tiny-LALM", "MiMo-Audio"]
+    # the user's MMAR row sits in Table 1's LALM group, with its provenance
+    tiny = pg.locator('#table1 tbody[data-group="LALM"] tr.run')
+    assert tiny.count() == 1 and tiny.locator("td").first.inner_text() == "Tiny-LALM"
+    assert tiny.locator("td.num").first.inner_text() == "55.50"  # its Acc_per
+    mmar_sha = __import__("hashlib").sha256((mmar / "manifest.json").read_bytes()).hexdigest()
+    assert mmar_sha[:12] in tiny.locator("td.prov").inner_text()
     # the user's run row carries its provenance
     sha = __import__("hashlib").sha256((runs["A"] / "manifest.json").read_bytes()).hexdigest()
-    row = pg.locator("#rows-all tr.run")
+    row = pg.locator("#rows-all tr.run").filter(has_text="reference")
     assert row.count() == 1
     prov = row.locator("td.prov")
     assert str(runs["A"].resolve()) in prov.inner_text() and sha[:12] in prov.inner_text()
