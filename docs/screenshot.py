@@ -18,7 +18,7 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 from cafe.reports.cli import report_command
-from cafe.runner import run_command
+from cafe.runner.cli import run_command
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from cafe.reports.cli import report_command
 from cafe.reports.html import event_spans, pack, script_json, sections_html
 from cafe.reports.leaderboard import leaderboard_command
-from cafe.runner import run_command
+from cafe.runner.cli import run_command
 
 N_ITEMS, RUNS = 45, 2
 # Debian's browser; CAFE_CHROMIUM names another build

@@ -104,7 +104,7 @@ class Source:
             store,
             manifest,
             store.read_metrics(),
-            store.samples(),
+            store.samples() if store.has_samples() else [],
             store.predictions(),
             store.judgements(),
             hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
