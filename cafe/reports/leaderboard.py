@@ -353,7 +353,7 @@ def _fmt_source(s: dict[str, Any]) -> str:
 
 @click.group("leaderboard")
 def leaderboard_command() -> None:
-    """Show leaderboard.yaml, or add a run folder's row to it.
+    """Show leaderboard.yaml, add a run folder's row to it, or write it as one HTML page.
 
     The file is --leaderboard FILE, else $CAFE_LEADERBOARD, else ./leaderboard.yaml, else the
     paper's rows shipped with the package."""
