@@ -82,6 +82,13 @@ class Opened:
             self.outside.append(request.url)
             route.abort()
 
+    def open_item(self, item_id: str, run: str) -> None:
+        """Follow a deep link; the page renders the item on hashchange, so wait for it."""
+        self.page.goto(f"{self.url}#item={item_id}&run={run}")
+        expect(self.page.locator("#detail .pred").first).to_have_attribute(
+            "data-key", f"item={item_id}&run={run}"
+        )
+
     def count(self) -> int:
         return self.page.locator("#rows tbody tr:not([hidden])").count()
 
@@ -114,7 +121,7 @@ def test_run_page_items_filters_highlights_audio_offline(runs, browser) -> None:
     assert set(keys) == want
     for key in sorted(want):  # each one opens its own detail, by clicking its row
         pg.click(f'#rows tr[data-key="{key}"] a')
-        assert pg.get_attribute("#detail .pred", "data-key") == key
+        expect(pg.locator("#detail .pred")).to_have_attribute("data-key", key)  # hashchange
     # filters narrow to hand counts: counting items are i % 5 == 0 (9 of 45), hard ones have
     # i % 15 in 10..14; both: items 10, 25, 40, in each of the 2 runs
     o.choose("f-bd-dimension", "counting")
@@ -133,7 +140,7 @@ def test_run_page_items_filters_highlights_audio_offline(runs, browser) -> None:
     hallucinated = {k: j["error_matched"] for k, j in judged.items() if j["error_matched"]}
     assert hallucinated, "the rule judge found no hallucination in the first 45 synth items"
     (sid, r), events = sorted(hallucinated.items())[0]
-    pg.goto(f"{o.url}#item={sid}&run=0.{r}")
+    o.open_item(sid, f"0.{r}")
     marks = pg.eval_on_selector_all(
         "#detail mark.ev", "ms => ms.map(m => [m.dataset.cat, m.textContent, m.className])"
     )
@@ -150,7 +157,7 @@ def test_run_page_items_filters_highlights_audio_offline(runs, browser) -> None:
     o.choose("f-cat", "hallucinated")
     assert o.count() == len(hallucinated)
     # the audio element points at the sample's clip, which exists
-    pg.goto(f"{o.url}#item=synth-00007&run=0.1")
+    o.open_item("synth-00007", "0.1")
     src = pg.get_attribute("#detail audio", "src")
     assert not src.startswith(("/", "file:", "data:"))  # a relative link
     resolved = pg.eval_on_selector("#detail audio", "a => a.src")
@@ -201,6 +208,7 @@ def test_compare_page_flips_and_deltas(runs, browser, tmp_path: Path) -> None:
     assert o.count() == N_ITEMS
     # side by side: A's and B's run 0 of one item
     pg.goto(f"{o.url}#item=synth-00003&run=1.0")
+    expect(pg.locator("#detail .pred")).to_have_count(2)
     cols = pg.eval_on_selector_all("#detail .pred", "ps => ps.map(p => p.dataset.key)")
     assert cols == ["item=synth-00003&run=0.0", "item=synth-00003&run=1.0"]
     assert pg.inner_text("#detail .pred:nth-child(2) .ps") == "no_answer"
