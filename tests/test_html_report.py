@@ -278,7 +278,7 @@ def test_leaderboard_page_marks_sorting_provenance(runs, browser, tmp_path: Path
     prov = row.locator("td.prov")
     assert str(runs["A"].resolve()) in prov.inner_text() and sha[:12] in prov.inner_text()
     assert prov.locator("code").get_attribute("title") == sha
-    assert "rule-v1" in prov.inner_text()
+    assert "rule-v2" in prov.inner_text()
     # markers keep their meaning
     dagger = pg.locator('#table1 sup.marker:text("†")').first
     assert "GPT-5" in dagger.get_attribute("title")
