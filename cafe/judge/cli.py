@@ -51,6 +51,48 @@ from cafe.judge import JUDGES
     default=None,
     help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
 )
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send through the service's batch endpoints (about half price, up to 24 h); batch ids "
+    "are kept in RUN_DIR/batches/, so a killed command resumes by polling them.",
+)
+@click.option(
+    "--batch-retry",
+    type=click.Choice(["resubmit", "direct"]),
+    default="resubmit",
+    show_default=True,
+    help="What failed or expired batch items get: a new batch, or a direct call.",
+)
+@click.option(
+    "--batch-poll",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds between the first batch status checks (grows to 5 min).",
+)
+@click.option(
+    "--batch-no-wait",
+    is_flag=True,
+    help="Submit (or check once) and exit; run again later to collect.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
+)
+@click.option(
+    "--selective",
+    is_flag=True,
+    help="Judge each distinct judge prompt once (runs that answered alike share a "
+    "judgement) and skip what the judge decides without a call; saving reported.",
+)
+@click.option(
+    "--prices",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Your price table (shape of cafe/clients/prices.yaml; also $CAFE_PRICES).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def judge_command(
@@ -65,6 +107,13 @@ def judge_command(
     cache_path: str | None,
     as_json: bool,
     no_progress: bool,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    dry_run: bool = False,
+    selective: bool = False,
+    prices: str | None = None,
 ) -> None:
     """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit (micro
     by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
@@ -76,6 +125,7 @@ def judge_command(
     cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
+    from cafe.judge.batching import format_dry_run
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
     if judge not in JUDGES:
@@ -94,7 +144,36 @@ def judge_command(
             progress=not no_progress,
             captions=captions,
             cache=cache_path,
+            batch=batch,
+            dry_run=dry_run,
+            selective=selective,
+            prices=prices,
+            batch_options={"retry": batch_retry, "poll_s": batch_poll, "wait": not batch_no_wait},
         )
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
+    if dry_run:
+        click.echo(dumps(section) if as_json else format_dry_run(section))
+        return
     click.echo(dumps(section) if as_json else format_cafe(section))
+    _echo_costs(section)
+
+
+def _echo_costs(section: dict) -> None:
+    calls = section.get("calls", {})
+    cost = calls.get("cost") or {}
+    for identity, st in (cost.get("batches") or {}).items():
+        counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
+        click.echo(f"batch ({st['protocol']}, {identity}): {counts}")
+    if cost.get("by_client"):
+        total = cost.get("total_cost_usd")
+        click.echo(
+            f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
+            f"({calls.get('cache_hits', 0)} cache hits)"
+        )
+    sel = section.get("selective")
+    if sel:
+        click.echo(
+            f"selective: {sel['items_without_own_call']} of {sel['items']} judged without "
+            f"a call of their own (~{sel['calls_saved_est']} calls saved)"
+        )
