@@ -79,6 +79,7 @@ class LineResult:
     reply: dict[str, Any] | None = None  # text, usage, finish_reason
     error: str | None = None
     retryable: bool = False
+    expired: bool = False  # the batch ended before this line was reached
 
 
 class BatchBackend(ABC):
@@ -405,7 +406,7 @@ class BatchClient(ChatClient):
             elif st.outcome == "cancelled":
                 self._cancelled(r.custom_id, batch_id)
             else:
-                self.stats["line_errors"] += 1
+                self.stats["expired_items" if r.expired else "line_errors"] += 1
                 self._failed(r.custom_id, f"batch {batch_id}: {r.error}", r.retryable)
         for cid in ids:
             if cid in seen:

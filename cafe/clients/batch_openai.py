@@ -126,5 +126,8 @@ def parse_line(d: dict[str, Any]) -> LineResult:
         )
     c = str(err.get("code") or "error")
     return LineResult(
-        cid, error=f"{c}: {err.get('message', '')}"[:300], retryable=c in _RETRY_CODES
+        cid,
+        error=f"{c}: {err.get('message', '')}"[:300],
+        retryable=c in _RETRY_CODES,
+        expired=c == "batch_expired",
     )

@@ -1,0 +1,282 @@
+"""`cafe judge --batch` against a loopback speaking OpenAI's Files + Batches endpoints: judgements
+equal the direct path's on the same replies, every line is paid once (the loopback counts
+submissions and answers per custom_id), failed / expired / cancelled items are handled with
+counts, a killed command resumes by polling the same batch, and no key is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cafe.judge.cli import judge_command
+from cafe.judge.pipeline import judge_run
+from cafe.records import Prediction
+from cafe.testing.batch_loopback import BatchPlan
+from cafe.testing.loopback import OpenAILoopback
+from tests.test_judge_llm import build_run, scripted
+
+FAST = {"poll_s": 0.02, "collect_s": 0.05}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def judgements(store) -> dict:
+    rows = [json.loads(x) for x in store.path("judgements.jsonl").open()]
+    keep = ("status", "raw_reply", "matched_events", "error_matched", "error_use",
+            "missed_events", "neutral_events", "reason")  # fmt: skip
+    return {(r["sample_id"], r["run_index"]): {k: r.get(k) for k in keep} for r in rows}
+
+
+def direct_reference(tmp_path):
+    store = build_run(tmp_path / "direct")
+    with OpenAILoopback(reply=scripted()) as srv:
+        sec = judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                        progress=False, cache=tmp_path / "direct.sqlite")  # fmt: skip
+        assert len(srv.requests) == 7
+    return sec, judgements(store)
+
+
+def batch_run(store, srv, cache, **kw):
+    opts = {**FAST, **kw.pop("batch_options", {})}
+    return judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4, progress=False,
+                     cache=cache, batch=True, batch_options=opts, **kw)  # fmt: skip
+
+
+def test_batch_equals_direct_and_pays_each_line_once(tmp_path):
+    ref_sec, ref = direct_reference(tmp_path)
+    store = build_run(tmp_path / "run")
+    with OpenAILoopback(reply=scripted()) as srv:
+        sec = batch_run(store, srv, tmp_path / "b.sqlite")
+        assert srv.requests == []  # nothing went the direct way
+        # round 1: the four usable predictions; q-c and q-d retried (invalid) in rounds 2, 3
+        assert srv.batches.created == 3
+        assert sum(srv.batches.submitted.values()) == 7
+        assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 7
+    assert judgements(store) == ref
+    for k in ("acc_per", "err_per", "err_use", "err_omit", "judgements"):
+        assert sec[k] == ref_sec[k]
+    cost = sec["calls"]["cost"]
+    (stats,) = cost["batches"].values()
+    assert stats["submitted"] == 7 and stats["succeeded"] == 7 and stats["batches"] == 3
+    # every batch id went into the log before the first status check of that batch
+    (folder,) = store.path("batches").iterdir()
+    events = [json.loads(x) for x in (folder / "log.jsonl").open()]
+    assert [e["event"] for e in events if e["event"] != "uploaded"] == [
+        "prepared", "submitted", "finished"] * 3  # fmt: skip
+    # the ledger, in the manifest: the loopback's token counts, summed
+    tally = json.loads(store.path("manifest.json").read_text())["costs"]["by_client"]
+    (modes,) = tally.values()
+    assert modes["batch"]["calls"] == 7 and "direct" not in modes
+    # a re-run from scratch replays the cache: no batch at all
+    for p in store.root.glob("judgements*.jsonl"):
+        p.unlink()
+    with OpenAILoopback(reply=scripted()) as srv:
+        again = batch_run(store, srv, tmp_path / "b.sqlite")
+        assert srv.batches.created == 0 and srv.requests == []
+    assert again["calls"]["cache_hits"] == 7 and again["acc_per"] == ref_sec["acc_per"]
+
+
+def test_expired_batch_and_line_errors_are_resubmitted_never_repaid(tmp_path):
+    _, ref = direct_reference(tmp_path)
+    store = build_run(tmp_path / "run")
+    # batch 0 (4 lines): line 0 answered, line 1 a 500 (retryable), then it expires (2, 3 never
+    # reached); every later batch completes
+    plans = [BatchPlan(outcome="expired", done=2, line_errors={1: 500}), BatchPlan()]
+    with OpenAILoopback(reply=scripted(), batch_plans=plans) as srv:
+        sec = batch_run(store, srv, tmp_path / "b.sqlite")
+        assert set(srv.batches.paid.values()) == {1}  # nothing answered twice
+        resubmitted = [c for c, n in srv.batches.submitted.items() if n == 2]
+        assert len(resubmitted) == 3  # the 500 and the two expired lines
+    assert judgements(store) == ref
+    (stats,) = sec["calls"]["cost"]["batches"].values()
+    assert stats["resubmitted"] == 3 and stats["expired_items"] == 2
+    assert stats["line_errors"] == 1 and stats["batches_expired"] == 1
+
+
+def test_failed_items_can_go_direct_and_client_errors_fail_the_item(tmp_path):
+    store = build_run(tmp_path / "run")
+    # batch 0: line 0 (q-a) a 400: that item fails with the reason; the rest expire unreached
+    # and go the direct way; later batches (the retries of invalid replies) complete
+    plans = [BatchPlan(outcome="expired", done=1, line_errors={0: 400}), BatchPlan()]
+    with OpenAILoopback(reply=scripted(), batch_plans=plans) as srv:
+        sec = batch_run(store, srv, tmp_path / "b.sqlite", batch_options={"retry": "direct"})
+        assert len(srv.requests) == 3  # q-b, q-c, q-d, directly
+        assert srv.batches.created == 3  # round 1, then the retries of invalid replies
+    (stats,) = sec["calls"]["cost"]["batches"].values()
+    assert stats["sent_direct"] == 3 and stats["failed"] == 1
+    rows = judgements(store)
+    assert rows[("q-a", 0)]["status"] == "failed" and "HTTP 400" in rows[("q-a", 0)]["reason"]
+    assert sec["judgements"] == {"ok": 2, "invalid": 1, "failed": 2, "total": 5}
+    (modes,) = sec["calls"]["cost"]["by_client"].values()
+    assert modes["direct"]["calls"] == 3 and modes["batch"]["calls"] == 3
+
+
+def test_cancelled_batch_fails_its_open_items_and_a_rerun_submits_only_those(tmp_path):
+    _, ref = direct_reference(tmp_path)
+    store = build_run(tmp_path / "run")
+    with OpenAILoopback(reply=scripted(), batch_plans=[BatchPlan(outcome="cancelled", done=2),
+                                                       BatchPlan()]) as srv:  # fmt: skip
+        sec = batch_run(store, srv, tmp_path / "b.sqlite")
+        first_paid = dict(srv.batches.paid)
+        (stats,) = sec["calls"]["cost"]["batches"].values()
+        assert stats["cancelled_items"] == 2 and stats["batches_cancelled"] == 1
+        rows = judgements(store)
+        cancelled = [k for k, v in rows.items() if "cancelled" in (v["reason"] or "")]
+        assert len(cancelled) == 2
+        batch_run(store, srv, tmp_path / "b.sqlite")
+        assert set(srv.batches.paid.values()) == {1}
+        assert set(first_paid) <= set(srv.batches.paid)
+    assert judgements(store) == ref
+
+
+def _wait_for(path: Path, word: str, timeout: float = 60.0) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if path.exists() and word in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never said {word!r}")
+
+
+def test_a_kill_between_submit_and_poll_resumes_the_same_batch(tmp_path):
+    _, ref = direct_reference(tmp_path)
+    store = build_run(tmp_path / "run")
+    cache = tmp_path / "b.sqlite"
+    with OpenAILoopback(reply=scripted(), batch_plans=[BatchPlan(outcome="stall")]) as srv:
+        cmd = [sys.executable, "-m", "cafe.cli", "judge", str(store.root), "--judge",
+               "openai-compatible", "--judge-model", "judge-m", "--endpoint", srv.url,
+               "--cache", str(cache), "--no-progress", "--batch",
+               "--batch-poll", "0.05"]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            logs = store.path("batches")
+            t0 = time.time()
+            while not list(logs.glob("*/log.jsonl")) and time.time() - t0 < 60:
+                time.sleep(0.05)
+            (log,) = logs.glob("*/log.jsonl")
+            _wait_for(log, '"submitted"')
+            while srv.batches.status_checks == 0:  # it is polling now
+                time.sleep(0.02)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert srv.batches.created == 1 and srv.batches.paid == {}
+        # the service finishes the batch while nobody is watching; the resume polls it
+        srv.batches.jobs["batch_0"]["plan"] = BatchPlan()
+        srv.batches.plans = [BatchPlan()]
+        sec = batch_run(store, srv, cache)
+        (stats,) = sec["calls"]["cost"]["batches"].values()
+        assert stats["batches_adopted"] == 1 and stats["adopted"] == 4
+        assert set(srv.batches.submitted.values()) == {1}  # nothing submitted twice
+        assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 7
+    assert judgements(store) == ref
+
+
+def test_a_kill_between_create_and_log_finds_the_batch_by_submission_id(tmp_path):
+    store = build_run(tmp_path / "run")
+    cache = tmp_path / "b.sqlite"
+    with OpenAILoopback(reply=scripted(), batch_plans=[BatchPlan(polls=3), BatchPlan()]) as srv:
+        # --batch-no-wait: submit, check once, leave it (the items stay failed as "pending")
+        sec = batch_run(store, srv, cache, batch_options={"wait": False})
+        assert sec["judgements"]["failed"] == 5
+        assert "still in_progress" in json.dumps(list(judgements(store).values()))
+        # as if killed before "submitted" reached the log: drop it
+        (log,) = store.path("batches").glob("*/log.jsonl")
+        lines = [x for x in log.read_text().splitlines() if '"submitted"' not in x]
+        log.write_text("\n".join(lines) + "\n")
+        sec = batch_run(store, srv, cache)
+        first = [cid for cid, _ in srv.batches.jobs["batch_0"]["lines"]]
+        assert all(srv.batches.submitted[c] == 1 for c in first)
+    assert sec["judgements"] == {"ok": 3, "invalid": 1, "failed": 1, "total": 5}
+    assert '"found": true' in log.read_text()
+
+
+def test_no_key_is_written_and_it_goes_only_to_its_service(tmp_path, monkeypatch):
+    import hashlib
+
+    key = "sk-planted-SECRET-8d1f3a"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    store = build_run(tmp_path / "run")
+    cache = tmp_path / "b.sqlite"
+    with OpenAILoopback(reply=scripted()) as srv:
+        sec = judge_run(store.root, "openai", "gpt-4o-mini", [srv.url], 4, progress=False,
+                        cache=cache, batch=True, batch_options=FAST)  # fmt: skip
+        assert hashlib.sha256(key.encode()).hexdigest() in srv.credential_hashes
+    assert sec["judgements"]["ok"] == 3
+    # priced from the table: gpt-4o-mini at 0.15 / 0.60 per M tokens, half in batch
+    (modes,) = sec["calls"]["cost"]["by_client"].values()
+    t = modes["batch"]
+    want = (t["prompt_tokens"] * 0.15 + t["completion_tokens"] * 0.60) / 1e6 * 0.5
+    assert t["cost_usd"] == pytest.approx(want, abs=1e-6) and want > 0
+    for path in [*store.root.rglob("*"), *tmp_path.glob("b.sqlite*")]:
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+
+
+def test_dry_run_counts_calls_and_hits_and_prices_both_ways_sending_nothing(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("models:\n  - {match: 'openai-compatible:judge-m', input: 4.0, "
+                      "output: 10.0, batch: 0.5}\n")  # fmt: skip
+    store = build_run(tmp_path / "run")
+    cache = tmp_path / "c.sqlite"
+    with OpenAILoopback(reply=scripted()) as srv:
+        args = [str(store.root), "--judge", "openai-compatible", "--judge-model", "judge-m",
+                "--endpoint", srv.url, "--cache", str(cache), "--no-progress", "--dry-run",
+                "--prices", str(prices), "--json"]  # fmt: skip
+        res = CliRunner().invoke(judge_command, args)
+        assert res.exit_code == 0, res.output
+        assert srv.count == 0 and srv.batches.created == 0
+        d = json.loads(res.output)
+        assert not store.path("judgements.jsonl").exists()
+        # a real run, to learn the prompts the judge sends (first attempts only)
+        judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4, progress=False,
+                  cache=cache)  # fmt: skip
+        firsts = {}
+        for body in srv.requests:
+            firsts.setdefault(body["messages"][0]["content"], body)
+    assert d["calls"] == 4 and d["cache_hits"] == 0 and d["already_judged"] == 0
+    tokens = sum(-(-len(p) // 4) for p in firsts)
+    assert d["prompt_tokens_est"] == tokens and d["completion_tokens_est"] == 4 * 300
+    want = (tokens * 4.0 + 4 * 300 * 10.0) / 1e6
+    assert d["cost_usd_direct_est"] == pytest.approx(want, abs=1e-4)
+    assert d["cost_usd_batch_est"] == pytest.approx(want / 2, abs=1e-4)
+    assert d["cost_usd_direct_max"] == pytest.approx((tokens * 4.0 + 4 * 2048 * 10.0) / 1e6,
+                                                     abs=1e-4)  # fmt: skip
+    # after the real run, from scratch: every first attempt is a cache hit, nothing to send
+    for p in store.root.glob("judgements*.jsonl"):
+        p.unlink()
+    res = CliRunner().invoke(judge_command, args[:-1])
+    assert res.exit_code == 0, res.output
+    assert "calls to send         0" in res.output and "cache hits" in res.output
+
+
+def test_selective_judges_each_distinct_prompt_once_and_reports_the_saving(tmp_path):
+    store = build_run(tmp_path / "run")
+    # two more runs that answered exactly like run 0 (greedy decoding): same judge prompt
+    base = [p for p in store.predictions() if p.run_index == 0]
+    more = [Prediction(p.sample_id, r, p.model, p.prompt_style, p.template_hash, p.raw_output,
+                       correct=p.correct, reasoning_tokens=5) for p in base for r in (1, 2)
+            if not (p.sample_id == "q-a" and r == 1)]  # fmt: skip
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(more)
+    with OpenAILoopback(reply=scripted()) as srv:
+        sec = judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                        progress=False, cache=tmp_path / "c.sqlite", selective=True)  # fmt: skip
+        assert len(srv.requests) == 7  # as for run 0 alone
+    rows = judgements(store)
+    assert len(rows) == 12  # 4 samples x 3 runs
+    assert rows[("q-b", 2)]["matched_events"] == rows[("q-b", 0)]["matched_events"]
+    assert "shared: same judge prompt as q-b run 0" in rows[("q-b", 2)]["reason"]
+    assert rows[("q-a", 1)]["status"] == "failed"  # the failed prediction is not shared
+    sel = sec["selective"]
+    assert sel["items"] == 12 and sel["judged"] == 5 and sel["shared_same_prompt"] == 7
+    assert sel["calls_saved_est"] == pytest.approx(7 * 7 / 5, abs=0.1)
+    assert sec["judgements"] == {"ok": 8, "invalid": 3, "failed": 1, "total": 12}
