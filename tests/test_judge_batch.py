@@ -280,3 +280,88 @@ def test_selective_judges_each_distinct_prompt_once_and_reports_the_saving(tmp_p
     assert sel["items"] == 12 and sel["judged"] == 5 and sel["shared_same_prompt"] == 7
     assert sel["calls_saved_est"] == pytest.approx(7 * 7 / 5, abs=0.1)
     assert sec["judgements"] == {"ok": 8, "invalid": 3, "failed": 1, "total": 12}
+
+
+# -- Gemini batch mode (google-genai against the loopback's batch routes) --------------------
+def gemini_reply():
+    reply_for = scripted()
+
+    def reply(body):
+        text = "".join(p.get("text", "") for p in body["contents"][0]["parts"])
+        assert body["_model"] == "gemini-3-pro"
+        return reply_for({"messages": [{"content": text}], "temperature": 0})
+
+    return reply
+
+
+def gemini_run(store, srv, cache, **opts):
+    return judge_run(store.root, "gemini", "gemini-3-pro", [srv.url], 4, progress=False,
+                     cache=cache, batch=True, batch_options={**FAST, **opts})  # fmt: skip
+
+
+@pytest.mark.parametrize("inline_max_bytes", [10_000_000, 10], ids=["inline", "jsonl-file"])
+def test_gemini_batch_equals_direct_inline_and_as_a_file(tmp_path, monkeypatch,
+                                                         inline_max_bytes):  # fmt: skip
+    from cafe.testing.loopback import GeminiLoopback
+
+    key = "gm-planted-SECRET-51c2"
+    monkeypatch.setenv("GEMINI_API_KEY", key)
+    ref_store = build_run(tmp_path / "direct")
+    with GeminiLoopback(reply=gemini_reply()) as srv:
+        ref_sec = judge_run(ref_store.root, "gemini", "gemini-3-pro", [srv.url], 4,
+                            progress=False, cache=tmp_path / "d.sqlite")  # fmt: skip
+    store = build_run(tmp_path / "run")
+    with GeminiLoopback(reply=gemini_reply()) as srv:
+        sec = gemini_run(store, srv, tmp_path / "b.sqlite", inline_max_bytes=inline_max_bytes)
+        assert srv.requests == [] and srv.batches.created == 3
+        assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 7
+        uploads = [p for p in srv.paths if p.startswith("/upload/")]
+        assert bool(uploads) == (inline_max_bytes == 10)  # the large-batch path uploads JSONL
+    assert judgements(store) == judgements(ref_store)
+    assert sec["acc_per"] == ref_sec["acc_per"] and sec["judgements"] == ref_sec["judgements"]
+    for path in [*store.root.rglob("*"), *tmp_path.glob("b.sqlite*")]:
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+
+
+def test_gemini_expired_job_line_errors_and_a_cancel_then_resume(tmp_path, monkeypatch):
+    from cafe.testing.loopback import GeminiLoopback
+
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    ref_store = build_run(tmp_path / "direct")
+    with GeminiLoopback(reply=gemini_reply()) as srv:
+        judge_run(ref_store.root, "gemini", "gemini-3-pro", [srv.url], 4, progress=False,
+                  cache=tmp_path / "d.sqlite")  # fmt: skip
+    ref = judgements(ref_store)
+
+    # job 0 expires after two lines, the second of them an internal error (rpc 13): three
+    # items resubmitted, none answered twice
+    store = build_run(tmp_path / "run")
+    plans = [BatchPlan(outcome="expired", done=2, line_errors={1: 500}), BatchPlan()]
+    with GeminiLoopback(reply=gemini_reply(), batch_plans=plans) as srv:
+        sec = gemini_run(store, srv, tmp_path / "b.sqlite")
+        assert set(srv.batches.paid.values()) == {1}
+        assert sum(1 for n in srv.batches.submitted.values() if n == 2) == 3
+    (stats,) = sec["calls"]["cost"]["batches"].values()
+    assert stats["resubmitted"] == 3 and stats["batches_expired"] == 1
+    assert judgements(store) == ref
+
+    # a job left running (--batch-no-wait), its "submitted" lost from the log as by a kill:
+    # the next run finds it by display name, and a cancel at the service fails its open items
+    store = build_run(tmp_path / "run2")
+    cache = tmp_path / "b2.sqlite"
+    with GeminiLoopback(reply=gemini_reply(), batch_plans=[BatchPlan(polls=5)]) as srv:
+        gemini_run(store, srv, cache, wait=False)
+        (log,) = store.path("batches").glob("*/log.jsonl")
+        log.write_text("".join(x + "\n" for x in log.read_text().splitlines()
+                               if '"submitted"' not in x))  # fmt: skip
+        srv.batches.jobs["batch-0"]["cancel"] = True
+        srv.batches.jobs["batch-0"]["plan"] = BatchPlan(done=1)
+        srv.batches.plans = [BatchPlan()]
+        sec = gemini_run(store, srv, cache)
+        (stats,) = sec["calls"]["cost"]["batches"].values()
+        assert stats["batches_adopted"] == 1 and stats["cancelled_items"] == 3
+        assert '"found": true' in log.read_text()
+        sec = gemini_run(store, srv, cache)  # the cancelled items, submitted anew
+        assert set(srv.batches.paid.values()) == {1}
+    assert judgements(store) == ref

@@ -113,7 +113,8 @@ class BatchBackend(ABC):
     async def status(self, batch_id: str) -> BatchStatus: ...
 
     @abstractmethod
-    async def results(self, batch_id: str, status: BatchStatus) -> list[LineResult]: ...
+    async def results(self, batch_id: str, status: BatchStatus, ids: list[str]) -> list[LineResult]:
+        """Every line the batch answered (``ids``: the submitted custom ids, in order)."""
 
     @abstractmethod
     async def cancel(self, batch_id: str) -> None: ...
@@ -377,7 +378,7 @@ class BatchClient(ChatClient):
             await asyncio.sleep(delay)
             delay = min(self.spec.max_poll_s, delay * 1.5)
         try:
-            lines = await self.backend.results(batch_id, st) if st.outcome != "failed" else []
+            lines = await self.backend.results(batch_id, st, ids) if st.outcome != "failed" else []
         except Exception as e:
             lines = []
             st.message = (st.message + f"; results unreadable: {redact(str(e))[:200]}").strip("; ")

@@ -85,7 +85,7 @@ class OpenAIBatch(BatchBackend):
         )
         return BatchStatus(b.status, _OUTCOME.get(b.status, "failed"), errors)
 
-    async def results(self, batch_id: str, status: BatchStatus) -> list[LineResult]:
+    async def results(self, batch_id: str, status: BatchStatus, ids: list[str]) -> list[LineResult]:
         b = await self._client().batches.retrieve(batch_id)
         out: list[LineResult] = []
         for file_id in (b.output_file_id, b.error_file_id):

@@ -219,3 +219,112 @@ class OpenAIBatchRoutes(_BatchBook):
         }
         obj["status"] = outcome
         return obj
+
+
+class GeminiBatchRoutes(_BatchBook):
+    """``POST /{v}/models/{model}:batchGenerateContent`` (inline requests or an uploaded JSONL
+    file), ``GET /{v}/batches/{id}``, ``POST /{v}/batches/{id}:cancel``, ``GET /{v}/batches``
+    and the responses file's download; line errors are google.rpc codes (a 500 in the plan
+    becomes code 13, a 400 code 3)."""
+
+    _RPC = {400: 3, 429: 8, 500: 13, 503: 14}
+
+    def route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Response | None:
+        import re
+
+        bare = path.split("?")[0]
+        with self.server._lock:
+            m = re.match(r"^/(v1\w*)/models/([^/:]+):batchGenerateContent$", bare)
+            if m and method == "POST":
+                return self._create(m.group(2), json.loads(raw))
+            m = re.match(r"^/(v1\w*)/batches$", bare)
+            if m and method == "GET":
+                ops = [self._advance(b) for b in reversed(list(self.jobs))]
+                return _j(200, {"operations": ops})
+            m = re.match(r"^/(v1\w*)/batches/([^/:]+)(:cancel)?$", bare)
+            if m and m.group(2) in self.jobs:
+                job = self.jobs[m.group(2)]
+                if m.group(3) and method == "POST":
+                    job["cancel"] = True
+                    return _j(200, {})
+                if method == "GET":
+                    self.status_checks += 1
+                    job["polls"] += 1
+                    return _j(200, self._advance(m.group(2)))
+            m = re.match(r"^(?:/download)?/(v1\w*)/files/([^/:]+):download$", bare)
+            if m and method == "GET":
+                f = self.server.files.get(f"files/{m.group(2)}")
+                if f is None:
+                    return _j(404, {"error": {"code": 404, "message": "no such file"}})
+                return 200, {"Content-Type": "application/octet-stream"}, f["data"]
+        return None
+
+    def _create(self, model: str, req: dict[str, Any]) -> Response:
+        batch = req.get("batch") or {}
+        src = batch.get("inputConfig") or {}
+        lines: list[tuple[str, dict[str, Any]]] = []
+        inline = "requests" in src
+        if inline:
+            for i, r in enumerate(src["requests"].get("requests", [])):
+                key = (r.get("metadata") or {}).get("key") or str(i)
+                lines.append((key, r["request"]))
+        else:
+            f = self.server.files.get(src.get("fileName", ""))
+            if f is None:
+                return _j(400, {"error": {"code": 400, "message": "fileName not found"}})
+            for raw in f["data"].splitlines():
+                if raw.strip():
+                    d = json.loads(raw)
+                    lines.append((d["key"], d["request"]))
+        for key, _ in lines:
+            self.submitted[key] += 1
+        bid = f"batch-{self.created}"
+        self.jobs[bid] = {
+            "lines": lines, "plan": self.plan(self.created), "polls": 0, "cancel": False,
+            "model": model, "inline": inline,
+            "meta": {"model": f"models/{model}", "displayName": batch.get("displayName"),
+                     "state": "BATCH_STATE_PENDING", "name": f"batches/{bid}"},
+        }  # fmt: skip
+        self.created += 1
+        return _j(200, {"name": f"batches/{bid}", "metadata": self.jobs[bid]["meta"]})
+
+    def _advance(self, bid: str) -> dict[str, Any]:
+        job = self.jobs[bid]
+        meta, plan = job["meta"], job["plan"]
+        op = {"name": f"batches/{bid}", "metadata": meta}
+        if meta["state"] not in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
+            return {**op, "done": True}
+        if job["cancel"]:
+            outcome = "cancelled"
+        elif plan.outcome == "stall" or job["polls"] < plan.polls:
+            meta["state"] = "BATCH_STATE_RUNNING"
+            return op
+        else:
+            outcome = plan.outcome
+        states = {"completed": "SUCCEEDED", "expired": "EXPIRED", "cancelled": "CANCELLED",
+                  "failed": "FAILED"}  # fmt: skip
+        meta["state"] = f"BATCH_STATE_{states[outcome]}"
+        if outcome == "failed":
+            return {**op, "done": True, "error": {"code": 3, "message": "scripted failure"}}
+        rows = []
+        for key, status, req in self.run_lines(job["lines"], plan, outcome):
+            if status is None:  # never reached: no line at all
+                continue
+            if status == 200:
+                body = {**req, "_model": job["model"]}
+                rows.append(
+                    {"key": key, "response": self.server._ok(body)(self.server.reply(body))}
+                )
+            else:
+                code = self._RPC.get(status, 13)
+                rows.append({"key": key, "error": {"code": code, "message": f"scripted {status}"}})
+        if job["inline"]:
+            inl = [{"metadata": {"key": r["key"]}, **{k: v for k, v in r.items() if k != "key"}}
+                   for r in rows]  # fmt: skip
+            meta["output"] = {"inlinedResponses": {"inlinedResponses": inl}}
+        else:
+            name = f"files/batch-{bid}-out"
+            data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+            self.server.files[name] = {"meta": {"name": name}, "data": data}
+            meta["output"] = {"responsesFile": name}
+        return {**op, "done": True}

@@ -255,14 +255,21 @@ class GeminiLoopback(_Loopback):
 
     _GEN = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:?]+):generateContent")
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, batch_plans: Any = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
+        from cafe.testing.batch_loopback import GeminiBatchRoutes
+
         self.files: dict[str, dict[str, Any]] = {}  # name -> {"meta": {...}, "data": bytes}
         self._uploads: dict[str, dict[str, Any]] = {}
+        self.batches = GeminiBatchRoutes(self, batch_plans)  # batch mode (see batch_loopback)
 
     def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
         h = {k.lower(): v for k, v in headers.items()}
         bare = path.split("?")[0]
+        if "batch" in bare or bare.endswith(":download"):
+            answered = self.batches.route(method, path, headers, raw)
+            if answered is not None:
+                return answered
         m = self._GEN.match(bare)
         if m and method == "POST":
             try:
