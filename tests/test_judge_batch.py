@@ -23,7 +23,7 @@ from cafe.testing.batch_loopback import BatchPlan
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_judge_llm import build_run, scripted
 
-FAST = {"poll_s": 0.02, "collect_s": 0.05}
+FAST = {"poll_s": 0.02, "collect_s": 0.2}
 ROOT = Path(__file__).resolve().parents[1]
 
 
