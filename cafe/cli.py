@@ -7,6 +7,8 @@ import importlib
 
 import click
 
+from cafe.cli_options import Group
+
 # command name -> "module:click_command"; modules define the command next to the code it calls
 COMMANDS: dict[str, str] = {
     "run": "cafe.runner:run_command",
@@ -43,7 +45,7 @@ HELP = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
