@@ -366,3 +366,98 @@ def test_gemini_expired_job_line_errors_and_a_cancel_then_resume(tmp_path, monke
         sec = gemini_run(store, srv, cache)  # the cancelled items, submitted anew
         assert set(srv.batches.paid.values()) == {1}
     assert judgements(store) == ref
+
+
+# -- captions through the batch transport ------------------------------------------------------
+def test_caption_command_batch_equals_direct_and_keeps_state_beside_the_file(tmp_path):
+    from cafe.benchmarks.synth.generator import generate
+    from cafe.judge.captions import caption_command, load_captions
+
+    data = generate(tmp_path / "synth", n=3, seed=1)
+
+    def reply(body):
+        parts = body["messages"][0]["content"]
+        assert parts[0]["type"] == "input_audio" and parts[0]["input_audio"]["data"]
+        return f"A clip of {len(parts[0]['input_audio']['data'])} base64 characters."
+
+    caps = {}
+    for mode in ("direct", "batch"):
+        out = tmp_path / f"{mode}.jsonl"
+        args = [
+            "--bench",
+            "synth",
+            "--data",
+            str(data),
+            "--captioner",
+            "openai-compatible",
+            "--model",
+            "omni",
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / f"{mode}.sqlite"),
+        ]
+        if mode == "batch":
+            args += ["--batch", "--batch-poll", "0.02"]
+        with OpenAILoopback(reply=reply) as srv:
+            res = CliRunner().invoke(caption_command, [*args, "--endpoint", srv.url])
+            assert res.exit_code == 0, res.output
+            assert "3 captions written" in res.output
+            if mode == "batch":
+                assert srv.requests == [] and srv.batches.created == 1
+                assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 3
+                assert "batch (openai-batch" in res.output and "submitted 3" in res.output
+                assert (tmp_path / "batch.jsonl.batches").is_dir()
+        caps[mode] = load_captions(out)
+    assert caps["batch"] == caps["direct"] and len(caps["direct"]) == 3
+
+
+def test_gemini_caption_batch_sends_the_audio_inline(tmp_path, monkeypatch):
+    import asyncio
+
+    import numpy as np
+
+    from cafe.audio import write_wav
+    from cafe.cache import Cache
+    from cafe.clients import make_client
+    from cafe.judge.batching import call_plan
+    from cafe.judge.captions import caption_samples, load_captions
+    from cafe.records import Sample
+    from cafe.testing.loopback import GeminiLoopback
+
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    samples = []
+    for i in range(2):
+        wav = tmp_path / f"clip{i}.wav"
+        write_wav(wav, np.sin(np.arange(1600 * (i + 1)) / 10).astype("float32") * 0.1)
+        samples.append(Sample(f"c{i}", "mmar", "1", "q", ["x"], "x", [str(wav)]))
+    out = tmp_path / "caps.jsonl"
+    sizes = []
+
+    def reply(body):
+        (audio,) = [p for p in body["contents"][0]["parts"] if "inlineData" in p]
+        sizes.append(len(audio["inlineData"]["data"]))
+        return f"{len(audio['inlineData']['data'])} characters of audio."
+
+    async def go(srv):
+        plan = call_plan(f"{out}.", batch=True, batch_options=FAST)
+        client = make_client("gemini", "gemini-3-pro", endpoints=[srv.url], calls=plan)
+        try:
+            return await caption_samples(
+                samples,
+                client,
+                out,
+                concurrency=plan.item_concurrency(2),
+                cache=Cache(tmp_path / "c.sqlite"),
+                progress=False,
+            )
+        finally:
+            await client.aclose()
+
+    with GeminiLoopback(reply=reply) as srv:
+        res = asyncio.run(go(srv))
+        assert res["written"] == 2 and srv.batches.created == 1 and srv.requests == []
+    # 16 kHz 16-bit WAV: 44-byte header + 2 bytes a sample, base64 (4 chars per 3 bytes)
+    want = sorted(-(-(44 + 2 * 1600 * k) // 3) * 4 for k in (1, 2))
+    assert sorted(sizes) == want
+    assert sorted(load_captions(out).values()) == [f"{n} characters of audio." for n in want]

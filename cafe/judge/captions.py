@@ -18,6 +18,7 @@ import click
 
 from cafe.cache import DEFAULT_DIR, Cache, make_key
 from cafe.judge.base import load_template
+from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
 
@@ -176,6 +177,7 @@ async def caption_samples(
     type=click.Path(dir_okay=False),
     help="Captions JSONL (appended to; done clips are skipped).",
 )
+@batch_click_options
 def caption_command(
     bench: str,
     data: str | None,
@@ -188,6 +190,11 @@ def caption_command(
     limit: int | None,
     cache_path: str | None,
     out: str,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    prices: str | None = None,
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
@@ -205,10 +212,14 @@ def caption_command(
     except (InputError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     samples = loaded.samples[:limit] if limit else loaded.samples
+    # batch state beside the captions file: <out>.batches/
+    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
+    plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
     try:
         client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
-        )
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
+            calls=plan,
+        )  # fmt: skip
     except (KeyError, ValueError) as e:  # unknown kind, missing API key
         raise click.UsageError(str(e)) from None
 
@@ -219,7 +230,7 @@ def caption_command(
                 client,
                 out,
                 template=template,
-                concurrency=concurrency,
+                concurrency=plan.item_concurrency(concurrency),
                 cache=Cache(cache_path or DEFAULT_DIR / "captions.sqlite"),
             )
         finally:
@@ -233,3 +244,4 @@ def caption_command(
         f"{len(res['problems'])} problems",
         file=sys.stdout,
     )
+    echo_costs({"cost": {**plan.ledger.summary(), "batches": plan.batch_stats()}})

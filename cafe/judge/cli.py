@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cafe.judge import JUDGES
+from cafe.judge.batching import batch_click_options
 
 
 @click.command("judge")
@@ -51,31 +52,7 @@ from cafe.judge import JUDGES
     default=None,
     help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
 )
-@click.option(
-    "--batch",
-    is_flag=True,
-    help="Send through the service's batch endpoints (about half price, up to 24 h); batch ids "
-    "are kept in RUN_DIR/batches/, so a killed command resumes by polling them.",
-)
-@click.option(
-    "--batch-retry",
-    type=click.Choice(["resubmit", "direct"]),
-    default="resubmit",
-    show_default=True,
-    help="What failed or expired batch items get: a new batch, or a direct call.",
-)
-@click.option(
-    "--batch-poll",
-    type=float,
-    default=30.0,
-    show_default=True,
-    help="Seconds between the first batch status checks (grows to 5 min).",
-)
-@click.option(
-    "--batch-no-wait",
-    is_flag=True,
-    help="Submit (or check once) and exit; run again later to collect.",
-)
+@batch_click_options
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -86,12 +63,6 @@ from cafe.judge import JUDGES
     is_flag=True,
     help="Judge each distinct judge prompt once (runs that answered alike share a "
     "judgement) and skip what the judge decides without a call; saving reported.",
-)
-@click.option(
-    "--prices",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Your price table (shape of cafe/clients/prices.yaml; also $CAFE_PRICES).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
@@ -125,7 +96,7 @@ def judge_command(
     cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
-    from cafe.judge.batching import format_dry_run
+    from cafe.judge.batching import batch_options, echo_costs, format_dry_run
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
     if judge not in JUDGES:
@@ -148,7 +119,7 @@ def judge_command(
             dry_run=dry_run,
             selective=selective,
             prices=prices,
-            batch_options={"retry": batch_retry, "poll_s": batch_poll, "wait": not batch_no_wait},
+            batch_options=batch_options(batch_retry, batch_poll, batch_no_wait),
         )
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
@@ -156,24 +127,4 @@ def judge_command(
         click.echo(dumps(section) if as_json else format_dry_run(section))
         return
     click.echo(dumps(section) if as_json else format_cafe(section))
-    _echo_costs(section)
-
-
-def _echo_costs(section: dict) -> None:
-    calls = section.get("calls", {})
-    cost = calls.get("cost") or {}
-    for identity, st in (cost.get("batches") or {}).items():
-        counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
-        click.echo(f"batch ({st['protocol']}, {identity}): {counts}")
-    if cost.get("by_client"):
-        total = cost.get("total_cost_usd")
-        click.echo(
-            f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
-            f"({calls.get('cache_hits', 0)} cache hits)"
-        )
-    sel = section.get("selective")
-    if sel:
-        click.echo(
-            f"selective: {sel['items_without_own_call']} of {sel['items']} judged without "
-            f"a call of their own (~{sel['calls_saved_est']} calls saved)"
-        )
+    echo_costs(section.get("calls", {}), section.get("selective"))
