@@ -136,8 +136,8 @@ def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None
     ``costs``; returns the invocation's own summary."""
     from cafe.clients.costs import merge_summaries
 
-    if plan.ledger is None:
-        return None
+    if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
+        return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
     mine = plan.ledger.summary()
     mine["cache_hits"] = cache_hits
     batches = plan.batch_stats()
