@@ -101,22 +101,26 @@ def test_expired_batch_and_line_errors_are_resubmitted_never_repaid(tmp_path):
 
 
 def test_failed_items_can_go_direct_and_client_errors_fail_the_item(tmp_path):
+    _, ref = direct_reference(tmp_path)
     store = build_run(tmp_path / "run")
-    # batch 0: line 0 (q-a) a 400: that item fails with the reason; the rest expire unreached
-    # and go the direct way; later batches (the retries of invalid replies) complete
+    # batch 0: its first line a 400 (that item fails, with the reason); the other three expire
+    # unreached and go the direct way; later batches (retries of invalid replies) complete
     plans = [BatchPlan(outcome="expired", done=1, line_errors={0: 400}), BatchPlan()]
     with OpenAILoopback(reply=scripted(), batch_plans=plans) as srv:
         sec = batch_run(store, srv, tmp_path / "b.sqlite", batch_options={"retry": "direct"})
-        assert len(srv.requests) == 3  # q-b, q-c, q-d, directly
-        # round 1 (4 lines), then the retries of invalid replies (q-c once, q-d twice), batched
-        assert sum(srv.batches.submitted.values()) == 4 + 3
+        assert len(srv.requests) == 3  # the three expired lines, directly
+        refused = srv.batches.jobs["batch_0"]["lines"][0][1]["messages"][0]["content"]
     (stats,) = sec["calls"]["cost"]["batches"].values()
     assert stats["sent_direct"] == 3 and stats["failed"] == 1
     rows = judgements(store)
-    assert rows[("q-a", 0)]["status"] == "failed" and "HTTP 400" in rows[("q-a", 0)]["reason"]
-    assert sec["judgements"] == {"ok": 2, "invalid": 1, "failed": 2, "total": 5}
+    bad = [k for k, v in rows.items() if "HTTP 400" in (v["reason"] or "")]
+    assert len(bad) == 1 and f"[{bad[0][0]}]" in refused and rows[bad[0]]["status"] == "failed"
+    # every other item judged as on the direct path (the 400'd one's retries never happen)
+    assert {k: v for k, v in rows.items() if k != bad[0]} == {
+        k: v for k, v in ref.items() if k != bad[0]
+    }
     (modes,) = sec["calls"]["cost"]["by_client"].values()
-    assert modes["direct"]["calls"] == 3 and modes["batch"]["calls"] == 3
+    assert modes["direct"]["calls"] == 3
 
 
 def test_cancelled_batch_fails_its_open_items_and_a_rerun_submits_only_those(tmp_path):
