@@ -61,13 +61,13 @@ def show_command(name: str, cards: tuple[str, ...]) -> None:
 
     import yaml
 
+    from cafe.adapters.resolve import ModelNotFound, resolve_model
     from cafe.prompts import load_template
-    from cafe.runner import RunError, resolve_model
 
     try:
         card = resolve_model(name, None, list(cards)).card
-    except RunError as e:
-        raise click.ClickException(e.message) from None
+    except ModelNotFound as e:
+        raise click.ClickException(str(e)) from None
     data = dataclasses.asdict(card)
     data["prompt_template_hash"] = load_template(card.prompt_style).hash
     click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())

@@ -26,22 +26,6 @@ def _model(recipe: dict[str, Any], model: str | None) -> str:
     return str(path)
 
 
-def make_judge(recipe: dict[str, Any], kind=None, judge_model=None, endpoints=(), cache=None):
-    """The reward judge a recipe (or the command line) names: "offline" or a chat client."""
-    from cafe.cache import DEFAULT_DIR
-    from cafe.training.reward_judge import make_reward_judge
-
-    spec = dict(recipe.get("judge") or {})
-    return make_reward_judge(
-        kind or spec.get("kind", "offline"),
-        judge_model or spec.get("model"),
-        list(endpoints) or spec.get("endpoints") or [],
-        cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
-        templates=spec.get("templates"),
-        concurrency=int(spec.get("concurrency", 64)),
-    )
-
-
 @click.group("train")
 def train_command() -> None:
     """MPAR² training: `data` builds SFT/RL files, `sft` and `grpo` train on TRL, `smoke` runs
@@ -107,7 +91,9 @@ def grpo_command(recipe, data, out, model, judge_kind, judge_model, endpoint, ma
     from cafe.training.grpo import train_grpo
 
     r = _recipe(recipe)
-    judge = make_judge(r, judge_kind, judge_model, endpoint)
+    from cafe.training.reward_judge import judge_from_recipe
+
+    judge = judge_from_recipe(r, judge_kind, judge_model, endpoint)
     path = train_grpo(
         r, model_path=_model(r, model), data=data, out=out, judge=judge, max_steps=max_steps
     )
