@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from cafe.clients.batch import BatchBackend, BatchLog, BatchSpec, BatchStatus, LineResult
-from cafe.clients.common import env_key
 from cafe.clients.ratelimit import CallError, is_retryable_status
 
 ENDPOINT = "/v1/chat/completions"
@@ -39,7 +38,10 @@ class OpenAIBatch(BatchBackend):
         if self._sdk is None:
             from openai import AsyncOpenAI
 
-            key = env_key(getattr(self.direct, "api_key_env", "OPENAI_API_KEY"))
+            # exactly the credential the direct client would send to this endpoint (its key
+            # scoping rules apply unchanged), or none
+            auth = self.direct._headers().get("Authorization", "")
+            key = auth.removeprefix("Bearer ") or None
             self._sdk = AsyncOpenAI(
                 base_url=self.direct.endpoints[0].url,
                 api_key=key or "no-key",  # keyless local servers; the SDK insists on a value
