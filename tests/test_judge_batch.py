@@ -465,3 +465,30 @@ def test_gemini_caption_batch_sends_the_audio_inline(tmp_path, monkeypatch):
     want = sorted(-(-(44 + 2 * 1600 * k) // 3) * 4 for k in (1, 2))
     assert sorted(sizes) == want
     assert sorted(load_captions(out).values()) == [f"{n} characters of audio." for n in want]
+
+
+# -- MMAR rubric scoring through the batch transport ---------------------------------------
+def test_rubric_batch_gives_the_hand_counted_scores_with_five_raters_as_five_lines(tmp_path):
+    from cafe.judge.rubric_run import rubric_command
+    from tests.test_rubric import args as rubric_args
+    from tests.test_rubric import build_run as rubric_build
+    from tests.test_rubric import scripted as rubric_scripted
+
+    store = rubric_build(tmp_path / "run")
+    with OpenAILoopback(reply=rubric_scripted()) as srv:
+        cmd = [*rubric_args(store, srv.url, tmp_path / "c.sqlite"), "--batch",
+               "--batch-poll", "0.02"]  # fmt: skip
+        res = CliRunner().invoke(rubric_command, cmd)
+        assert res.exit_code == 0, res.output
+        assert srv.requests == []
+        # a 5 raters, b 5 + 2 retries, d 5 raters x 4 attempts: each call its own line, once
+        assert sum(srv.batches.paid.values()) == 5 + 7 + 20
+        assert set(srv.batches.paid.values()) == {1}
+        assert "batch (openai-batch" in res.output
+    sec = json.loads(store.path("metrics.json").read_text())["rubric"]
+    # the same hand counts as the direct test: a 0.5, b 0.75, c 0 (wrong), d 0 (invalid)
+    assert sec["score"] == pytest.approx(100 * (0.5 + 0.75) / 4)
+    assert sec["status"]["ok"] == 2 and sec["status"]["invalid"] == 1
+    assert sec["invalid_replies"] == 2 + 20
+    costs = json.loads(store.path("manifest.json").read_text())["costs"]["by_client"]
+    assert next(iter(costs.values()))["batch"]["calls"] == 32

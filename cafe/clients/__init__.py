@@ -40,6 +40,7 @@ def make_client(
     cls = CLIENTS.get(kind)
     if calls is None:
         return cls(model, endpoints, **options)
+    options = calls.client_options(options)
     return calls.build(kind, model, lambda: cls(model, endpoints, **options))
 
 

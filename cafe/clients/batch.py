@@ -7,13 +7,14 @@ the service's batch input, submits the lines as a batch, polls it, and answers e
          ▲                                                                           │ poll
          └── retryable failures resubmitted (or sent directly) ◀── results ◀────────┘
 
-Every line's ``custom_id`` is a hash of its request body, so identical requests share one line,
-and a request that is in a batch already is never submitted again. The state folder (a run
-folder's ``batches/<client>/``) holds an append-only ``log.jsonl`` (prepared → uploaded →
-submitted → finished, fsynced, the batch id written the moment the service returns it, before
-any polling), each submission's input file and its results: a killed command, run again, polls
-the same batches (found by submission id at the service if the kill came between create and
-log) and collects finished results without paying twice.
+Every line's ``custom_id`` is a hash of its request body plus the count of earlier calls with
+that body in this process: one call is one line (as on the direct path), and a resumed run maps
+its calls onto the lines a killed one submitted, so nothing in a batch is submitted again. The
+state folder (a run folder's ``batches/<client>/``) holds an append-only ``log.jsonl`` (prepared
+→ uploaded → submitted → finished, fsynced, the batch id written the moment the service returns
+it, before any polling), each submission's input file and its results: a killed command, run
+again, polls the same batches (found by submission id at the service if the kill came between
+create and log) and collects finished results without paying twice.
 
 Failed items: a per-line error the service marks retryable (429, 5xx), an item an expired or
 failed batch did not reach: resubmitted in a new batch (``retry="resubmit"``, at most
@@ -222,7 +223,7 @@ class BatchClient(ChatClient):
         slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in self.identity)[:120]
         self.log = BatchLog(spec.state_dir / slug.strip("-"))
         self.stats: Counter[str] = Counter()
-        self._answered: Counter[str] = Counter()  # body hash -> answers delivered
+        self._occurrence: Counter[str] = Counter()  # body hash -> calls made with it
         self._calls: dict[str, _Call] = {}  # unanswered custom ids
         self._owner: dict[str, str] = {}  # custom id -> sid of the unfinished batch holding it
         self._done: dict[str, dict[str, Any]] = {}  # custom id -> reply, from finished batches
@@ -249,25 +250,22 @@ class BatchClient(ChatClient):
             body = self.backend.body(messages, temperature, max_tokens, seed, extra)
         except Exception as e:  # unreadable audio etc.: no batch will fix it
             return ChatReply(text=None, error=redact(f"cannot build request: {e}"))
-        # a request asked again after it was answered (a judge's retry of an invalid reply at
-        # temperature 0 resends the same body) is a new line: suffix = answers so far
+        # one call, one line, as on the direct path: five raters sending the same body are five
+        # lines, and a retry of an invalid reply (same body at temperature 0) is a new line. The
+        # suffix counts this body's calls in this process, so a resumed run maps its calls onto
+        # the same lines (identical bodies are interchangeable)
         base = custom_id(body)
-        cid = f"{base}-{self._answered[base]}"
+        cid = f"{base}-{self._occurrence[base]}"
+        self._occurrence[base] += 1
         if cid in self._done:
             self.stats["from_finished_batches"] += 1
-            self._answered[base] += 1
             return self._reply(self._done[cid], self._done[cid].get("_batch", ""))
         fut: asyncio.Future[ChatReply] = asyncio.get_running_loop().create_future()
-        call = self._calls.get(cid)
-        if call is not None:  # in a batch already, or waiting for one: share it
-            call.futures.append(fut)
-            self.stats["deduplicated"] += 1
+        self._calls[cid] = _Call(messages, kw, [fut])
+        if cid in self._owner:
+            self.stats["adopted"] += 1
         else:
-            self._calls[cid] = _Call(messages, kw, [fut])
-            if cid in self._owner:
-                self.stats["adopted"] += 1
-            else:
-                self._enqueue(cid, body)
+            self._enqueue(cid, body)
         return await fut
 
     def _reply(self, r: dict[str, Any], batch_id: str) -> ChatReply:
@@ -279,8 +277,6 @@ class BatchClient(ChatClient):
         )
 
     def _answer(self, cid: str, reply: ChatReply) -> None:
-        if reply.error is None:
-            self._answered[cid.rsplit("-", 1)[0]] += 1
         call = self._calls.pop(cid, None)
         for fut in call.futures if call else ():
             if not fut.done():

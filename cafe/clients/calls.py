@@ -17,6 +17,8 @@ from cafe.clients.base import ChatClient
 MODES = ("direct", "batch", "dry-run")
 #: calls in flight a caller allows in batch mode: all of them (each waits on the batch)
 BATCH_CONCURRENCY = 1_000_000
+#: the direct client a batch client falls back on, when the caller's bound was lifted
+DIRECT_FALLBACK_CONCURRENCY = 16
 
 
 @dataclass
@@ -35,6 +37,13 @@ class CallPlan:
 
     def item_concurrency(self, requested: int) -> int:
         return BATCH_CONCURRENCY if self.mode == "batch" else requested
+
+    def client_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """A caller that passes its lifted bound on to the client as well (one ``concurrency``
+        for both) gets the direct client (fallbacks only) at a sane size."""
+        if options.get("concurrency", 0) >= BATCH_CONCURRENCY:
+            return {**options, "concurrency": DIRECT_FALLBACK_CONCURRENCY}
+        return options
 
     def build(self, kind: str, model: str, direct: Callable[[], ChatClient]) -> ChatClient:
         """The client for ``kind``/``model``; ``direct()`` builds the plain one."""
