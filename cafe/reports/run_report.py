@@ -229,7 +229,7 @@ def write_run_report(
     try:
         row = run_row(run, group)
     except LeaderboardError as e:
-        notes.append(f"leaderboard row: {e.message}")
+        notes.append(f"leaderboard row: {e}")
     if row is not None:
         joins = tables_for(row)
         for n in joins:

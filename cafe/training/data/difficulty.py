@@ -21,26 +21,26 @@ def harness_answerer(
     model: str,
     checkpoint: str | None = None,
     *,
+    cards: list[str] | tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
     n: int = 16,
     seed: int = 0,
     prompt_style: str | None = None,
     generation: dict[str, Any] | None = None,
 ) -> Answerer:
-    """Answers through `cafe.runner.resolve_model` + the registered adapter; sampling
+    """Answers through the model as `cafe run` loads it (card, adapter, ``options``); sampling
     (temperature 1.0 unless the recipe says otherwise) so the N answers can differ."""
 
     def answer(samples: list[Sample]) -> dict[str, list[bool]]:
         from tqdm import tqdm
 
-        from cafe.adapters import ADAPTERS
+        from cafe.adapters import load_model
         from cafe.benchmarks.scoring import is_correct
         from cafe.parsing import parse_sections
         from cafe.prompts import build_request, load_template
-        from cafe.runner import resolve_model
 
-        resolved = resolve_model(model, checkpoint)
+        resolved, adapter = load_model(model, checkpoint, cards, options)
         card = resolved.card
-        adapter = ADAPTERS.get(card.adapter)(card, resolved.checkpoint)
         style = prompt_style or card.prompt_style
         template = load_template(style)
         gen = {**card.generation, "temperature": 1.0, **(generation or {})}
