@@ -36,4 +36,6 @@ class Benchmark(ABC):
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...
 
 
-BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", entry_point_group="cafe.benchmarks")
+BENCHMARKS: Registry[type[Benchmark]] = Registry(
+    "benchmark", entry_point_group="cafe.benchmarks", base=Benchmark
+)

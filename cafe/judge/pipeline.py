@@ -22,6 +22,7 @@ from typing import Any
 from cafe.cache import DEFAULT_DIR, Cache
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
+from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
@@ -214,6 +215,7 @@ def judge_run(
     )
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
+    compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
     return section
 
 

@@ -197,6 +197,17 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
+    from cafe.metrics import METRICS
+
+    for name in METRICS.names():  # registered metrics: their scalar values
+        section = run.metrics.get(name)
+        if isinstance(section, dict):
+            lines += ["", f"## {name}", "", "| key | value |", "|---|---:|"]
+            lines += [
+                f"| {k} | {_fmt(v)} |"
+                for k, v in section.items()
+                if isinstance(v, int | float | str) or v is None
+            ]
     lines += ["", "## Files", ""]
     for what, paths in made.items():
         lines.append(
@@ -217,7 +228,10 @@ def write_run_report(
     """Write report/ for one run: summary.md, tables/ and figures/; returns the folder.
     Missing parts are listed in summary.md with the command that produces them. ``board``
     defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures."""
+    from cafe.metrics import compute_metrics
+
     board = board or load_leaderboard()
+    compute_metrics(run_dir)  # registered metrics are recomputed with every report
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
     tdir, fdir = report / "tables", report / "figures"
@@ -274,7 +288,10 @@ def write_run_report(
 def compare(run_dir: str | Path, against: str, board: Leaderboard | None = None) -> str:
     """Deltas of a run against one leaderboard row of the same benchmark (and MMAU release),
     with the run's 95% intervals shifted by the row's value where the run has them."""
+    from cafe.metrics import compute_metrics
+
     board = board or load_leaderboard()
+    compute_metrics(run_dir)  # registered metrics are recomputed with every report
     run = RunData.load(run_dir)
     row = run_row(run)
     bench, version = run.bench
