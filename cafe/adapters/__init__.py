@@ -9,7 +9,6 @@ import click
 
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
 from cafe.cli_options import group
-from cafe.errors import CafeError
 
 # name -> "module:Class"; heavy engines import only when their adapter is asked for
 for _name, _target in {
@@ -31,33 +30,19 @@ for _name, _target in {
 __all__ = ["ADAPTERS", "Adapter", "ModelCard", "adapters_command", "load_model"]
 
 
-class ModelLoadError(CafeError):
-    """The adapter could not load the model (no weights, no key, missing extra): one line."""
-
-
 def load_model(
     model: str,
     checkpoint: str | None = None,
     cards: list[str] | tuple[str, ...] = (),
     options: dict[str, Any] | None = None,
 ) -> tuple[Any, Adapter]:
-    """(resolved model, loaded adapter) for a --model argument as `cafe run` resolves it, with
-    adapter ``options`` (-o pairs, endpoints). Failing to load is one ModelLoadError line
-    naming model, adapter and checkpoint, never a traceback."""
-    from cafe.runner import resolve_model
+    """(resolved model, loaded adapter) for a --model argument as `cafe run` resolves and loads
+    it, with adapter ``options`` (-o pairs, endpoints). A model that cannot be found or loaded
+    is one ModelNotFound / ModelLoadError line, never a traceback."""
+    from cafe.adapters.resolve import load_adapter, resolve_model
 
     resolved = resolve_model(model, checkpoint, list(cards))
-    card = resolved.card
-    try:
-        adapter = ADAPTERS.get(card.adapter)(
-            card, checkpoint=resolved.checkpoint, **(options or {})
-        )
-    except (OSError, ValueError, ImportError) as e:  # missing weights, key, extra
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ModelLoadError(
-            f"cannot load model {card.name!r} (adapter {card.adapter}, checkpoint "
-            f"{resolved.checkpoint or '-'}): {first}"
-        ) from e
+    adapter = load_adapter(resolved, options)
     return resolved, adapter
 
 
@@ -103,8 +88,8 @@ def show_model(name: str, cards: list[str] | tuple[str, ...] = ()) -> dict[str, 
     """One model card (or an adapter's default card) as a dict, with its prompt template hash."""
     import dataclasses
 
+    from cafe.adapters.resolve import resolve_model
     from cafe.prompts import load_template
-    from cafe.runner import resolve_model
 
     card = resolve_model(name, None, list(cards)).card
     data = dataclasses.asdict(card)

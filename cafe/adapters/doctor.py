@@ -106,11 +106,14 @@ def silent_copy(request: Request, folder: str | Path) -> Request:
 
 
 def check_audio(adapter: Any, requests: list[Request]) -> DoctorReport:
-    """Run each request with real and silent audio through ``adapter`` and compare."""
+    """Run each request with real and silent audio through ``adapter`` (the runner's execute
+    stage: batches, async adapters, per-item errors) and compare."""
+    from cafe.runner.execute import generate
+
     with tempfile.TemporaryDirectory(prefix="cafe-doctor-") as tmp:
         silent = [silent_copy(r, tmp) for r in requests]
-        real_out = adapter.generate(requests)
-        silent_out = adapter.generate(silent)
+        real_out = generate(adapter, requests)
+        silent_out = generate(adapter, silent)
         diffs: list[float | None] = [None] * len(requests)
         logits_checked = callable(getattr(adapter, "next_token_logits", None))
         if logits_checked:

@@ -36,29 +36,6 @@ def _model(r: dict[str, Any], model: str | Path | None) -> str:
     return str(path)
 
 
-def reward_judge(
-    r: dict[str, Any],
-    kind: str | None = None,
-    judge_model: str | None = None,
-    endpoints: list[str] | tuple[str, ...] = (),
-    cache: str | Path | None = None,
-    concurrency: int | None = None,
-):
-    """The reward judge a recipe (or the command line) names: "offline" or a chat client."""
-    from cafe.cache import DEFAULT_DIR
-    from cafe.training.reward_judge import make_reward_judge
-
-    spec = dict(r.get("judge") or {})
-    return make_reward_judge(
-        kind or spec.get("kind", "offline"),
-        judge_model or spec.get("model"),
-        list(endpoints) or spec.get("endpoints") or [],
-        cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
-        templates=spec.get("templates"),
-        concurrency=int(concurrency or spec.get("concurrency", 64)),
-    )
-
-
 def data(
     recipe: Recipe,
     *,
@@ -122,7 +99,9 @@ def grpo(
     from cafe.training.grpo import train_grpo
 
     r = load(recipe)
-    rj = reward_judge(r, judge, judge_model, judge_endpoints, concurrency=judge_concurrency)
+    from cafe.training.reward_judge import judge_from_recipe
+
+    rj = judge_from_recipe(r, judge, judge_model, judge_endpoints, concurrency=judge_concurrency)
     return train_grpo(
         r, model_path=_model(r, model), data=data, out=out, judge=rj, max_steps=max_steps
     )

@@ -300,3 +300,26 @@ def make_reward_judge(
         cache=Cache(cache_path),
         concurrency=concurrency,
     )
+
+
+def judge_from_recipe(
+    recipe: dict[str, Any],
+    kind: str | None = None,
+    judge_model: str | None = None,
+    endpoints: Sequence[str] = (),
+    cache: str | Path | None = None,
+    concurrency: int | None = None,
+) -> RewardJudge:
+    """The reward judge a recipe's ``judge:`` block names ("offline" or a chat client kind);
+    the arguments (from the command line) override the recipe."""
+    from cafe.cache import DEFAULT_DIR
+
+    spec = dict(recipe.get("judge") or {})
+    return make_reward_judge(
+        kind or spec.get("kind", "offline"),
+        judge_model or spec.get("model"),
+        list(endpoints) or spec.get("endpoints") or [],
+        cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
+        templates=spec.get("templates"),
+        concurrency=int(concurrency or spec.get("concurrency", 64)),
+    )
