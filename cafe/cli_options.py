@@ -133,13 +133,13 @@ def no_progress_option(old=()):
     return option("--no-progress", is_flag=True, help="No progress bar.", old=old)
 
 
-def max_new_tokens_option(default: int | None, old=()):
+def max_new_tokens_option(default: int | None, help: str = "Token budget per answer.", old=()):
     return option(
         "--max-new-tokens",
         type=click.IntRange(min=1),
         default=default,
         show_default=default is not None,
-        help="Token budget per answer.",
+        help=help,
         old=old,
     )
 

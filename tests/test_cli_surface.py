@@ -70,8 +70,6 @@ def test_every_command_resolves_to_a_cafe_command() -> None:
     assert len(commands) > len(cli.COMMANDS)  # the groups' subcommands are in
     for name, cmd in commands:
         assert isinstance(cmd, click.Command), name
-        if name == "run":  # TODO(h-spec): the runner split gives `run` the cafe class too
-            continue
         assert isinstance(cmd, Command | Group), f"{name}: {type(cmd).__name__} not a cafe class"
 
 
@@ -85,6 +83,7 @@ def test_old_spellings_are_hidden_from_help() -> None:
                 olds[(name, old)] = p.opts[0]
                 assert old not in helped.output.split(), (name, old)
     assert olds == {
+        ("run", "--quiet"): "--no-progress",
         ("score", "--meta"): "--data",
         ("export", "--format"): "--bench",
         ("bench synth", "--n"): "--limit",
@@ -103,13 +102,13 @@ def test_shared_names_mean_one_thing() -> None:
             if "--format" in shown:
                 assert set(p.type.choices) <= {"md", "tex", "csv", "json", "jsonl"}, name
             if "--endpoint" in shown:
-                assert p.name == "endpoints" or name in {"run", "caption"}, name
+                assert p.name == "endpoints", name
 
 
 def test_model_loading_commands_share_the_model_options() -> None:
     want = {"--model", "--checkpoint", "--cards", "--option", "--endpoint"}
     for name, cmd in _all_commands():
-        if name in {"doctor", "attention", "train data"}:
+        if name in {"run", "doctor", "attention", "train data"}:
             got = {o for p in cmd.params for o in p.opts}
             assert want <= got, (name, want - got)
             assert "-o" in got

@@ -16,13 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cafe.errors import CafeError
+
 DEFAULT_MODEL = "reference"
 DEFAULT_BENCH = "synth"
 #: run folder format: 1 wrote no spec (cafe before the run spec); 2 writes manifest["spec"]
 FORMAT = 2
 
 
-class RunError(ValueError):
+class RunError(CafeError, ValueError):
     """A run that cannot start or must stop (--strict); one line saying what to fix. Library code
     raises it; the command line prints it as an error."""
 
