@@ -48,15 +48,14 @@ METRICS: Registry[MetricFn] = Registry(
 
 def read_run(run_dir: str | Path) -> RunRecords:
     """The records of a run folder for the metric functions."""
-    from cafe.judge.pipeline import read_samples
     from cafe.store import RunStore
 
     store = RunStore(run_dir)
-    manifest = store.read_manifest() if store.path("manifest.json").exists() else {}
+    manifest = store.read_manifest() if store.has_manifest() else {}
     return RunRecords(
         root=store.root,
         manifest=manifest,
-        samples=read_samples(store),
+        samples=store.samples(),
         predictions=store.predictions(),
         judgements=store.judgements(),
         metrics=store.read_metrics(),
