@@ -83,12 +83,14 @@ class Option(click.Option):
 
 def note_deprecated(command: click.Command, args: list[str]) -> None:
     """One stderr line per old option spelling used in ``args``."""
+    noted: set[str] = set()
     for arg in args:
         if arg == "--":
             break
         name = arg.split("=", 1)[0]
         for p in command.params:
-            if name in getattr(p, "old", ()):
+            if name in getattr(p, "old", ()) and name not in noted:
+                noted.add(name)
                 new = next(o for o in p.opts if o not in p.old)
                 click.echo(f"note: {name} is deprecated, use {new}", err=True)
 
