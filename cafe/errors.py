@@ -23,3 +23,7 @@ class CafeUsageError(CafeError):
 
 class RunFolderError(CafeError, FileNotFoundError):
     """A run folder lacks what the operation reads (manifest, samples, predictions)."""
+
+
+class ConfigError(CafeError, ValueError):
+    """A file or setting the user gave that cannot be used as it is (names file and field)."""

@@ -18,7 +18,7 @@ import click
 
 from cafe.cache import DEFAULT_DIR, Cache, make_key
 from cafe.cli_options import command, concurrency_option, limit_option
-from cafe.errors import CafeError, CafeUsageError
+from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
@@ -31,7 +31,10 @@ def load_captions(path: str | Path) -> dict[str, str]:
     {id: caption}. A line without a sample id or caption is an InputError naming it."""
     path = Path(path)
     if path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
         if not isinstance(data, dict):
             raise InputError(Problem(str(path), "expected a JSON object {sample_id: caption}"))
         return {str(k): str(v) for k, v in data.items()}

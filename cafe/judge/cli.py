@@ -70,19 +70,16 @@ def judge_command(
         raise click.UsageError(f"unknown judge {judge!r}; choose from {', '.join(JUDGES.names())}")
     if judge != "rule" and not judge_model:
         raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
-    try:
-        section = judge_run(
-            run_dir,
-            judge=judge,
-            judge_model=judge_model,
-            endpoints=judge_endpoints,
-            concurrency=judge_concurrency,
-            template=template,
-            mode="macro" if macro else "micro",
-            progress=not no_progress,
-            captions=captions,
-            cache=cache_path,
-        )
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
+    section = judge_run(
+        run_dir,
+        judge=judge,
+        judge_model=judge_model,
+        endpoints=judge_endpoints,
+        concurrency=judge_concurrency,
+        template=template,
+        mode="macro" if macro else "micro",
+        progress=not no_progress,
+        captions=captions,
+        cache=cache_path,
+    )
     click.echo(dumps(section) if as_json else format_cafe(section))
