@@ -24,6 +24,8 @@ command line               function
 ``cafe caption``           caption
 ``cafe judge``             judge
 ``cafe judge-agreement``   judge_agreement
+``cafe rubric``            rubric
+``cafe cues``              cues
 ``cafe decay``             decay
 ``cafe attention``         attention
 ``cafe report``            report, table, figure, compare
@@ -49,6 +51,8 @@ TARGETS: dict[str, str] = {
     "caption": "cafe.judge.captions:caption",
     "judge": "cafe.judge.pipeline:judge_run",
     "judge_agreement": "cafe.judge.agreement:judge_agreement",
+    "rubric": "cafe.judge.rubric_run:rubric_run",
+    "cues": "cafe.judge.cues:cues_run",
     "decay": "cafe.metrics.decay:decay",
     "attention": "cafe.metrics.attention:attention",
     "report": "cafe.reports.run_report:write_run_report",
@@ -152,6 +156,20 @@ def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") ->
     return _target("judge_agreement")(run_dir, a, b, mode)
 
 
+def rubric(run_dir: str | Path, **options: Any) -> Any:
+    """MMAR rubric scores of a run's correct answers (the MMAR authors' protocol) -> the
+    metrics.json "rubric" section. Options: judge, judge_model, endpoints, concurrency, raters,
+    trim, temperature, seed, retries, template, cache, progress."""
+    return _target("rubric")(run_dir, **options)
+
+
+def cues(run_dir: str | Path, **options: Any) -> Any:
+    """Cue recall of an MMAR run (offline matcher, optionally the CAFE judge) -> the
+    metrics.json "cues" section. Options: judge, judge_model, endpoints, concurrency, template,
+    captions, cache, progress."""
+    return _target("cues")(run_dir, **options)
+
+
 def decay(run_dir: str | Path, **options: Any) -> Any:
     """Perception decay by reasoning length -> the metrics.json "decay" section. Options:
     bins, bin_width, min_count, merge, mode."""
@@ -177,8 +195,11 @@ def figure(number: int | str, run_dirs: Any, out: str | Path) -> Any:
     return _target("figure")(number, run_dirs, out)
 
 
-def compare(run_dir: str | Path, against: str, leaderboard: str | Path | None = None) -> Any:
-    """A run's numbers against a leaderboard row (Markdown text with deltas)."""
+def compare(
+    run_dir: str | Path, against: str | None = None, leaderboard: str | Path | None = None
+) -> Any:
+    """A run's numbers against a leaderboard row (default: the paper's row for the run's
+    model): Markdown text with deltas and the protocol settings of both."""
     board = _target("leaderboard")(leaderboard)
     return _target("compare")(run_dir, against, board)
 
@@ -236,6 +257,8 @@ FUNCTIONS = (
     "caption",
     "judge",
     "judge_agreement",
+    "rubric",
+    "cues",
     "decay",
     "report",
     "table",

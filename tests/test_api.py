@@ -63,6 +63,8 @@ COMMAND_FUNCTIONS = {
     "caption": ["caption"],
     "judge": ["judge"],
     "judge-agreement": ["judge_agreement"],
+    "rubric": ["rubric"],
+    "cues": ["cues"],
     "decay": ["decay"],
     "attention": ["attention"],
     "report": ["report", "table", "figure", "compare"],

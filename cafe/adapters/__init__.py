@@ -52,11 +52,12 @@ def adapters_command() -> None:
 
 
 def list_models(cards: list[str] | tuple[str, ...] = ()) -> list[dict[str, str]]:
-    """Every model card (name, adapter, engine, group, prompt style, checkpoint), then the
-    registered adapters no card uses (run them with --model ADAPTER)."""
+    """Every model card (name, adapter, engine, group, prompt style, decoding, checkpoint), then
+    the registered adapters no card uses (run them with --model ADAPTER)."""
     from cafe.adapters.cards import load_cards
 
     all_cards = load_cards(list(cards))
+    # decoding: greedy cards give identical --runs (marked "greedy"); unsupported ones say so
     rows = [
         {
             "name": c.name,
@@ -64,6 +65,7 @@ def list_models(cards: list[str] | tuple[str, ...] = ()) -> list[dict[str, str]]
             "engine": c.engine,
             "group": c.group,
             "prompt_style": c.prompt_style,
+            "decoding": "unsupported" if c.unsupported else "greedy" if c.greedy else "sampled",
             "checkpoint": c.checkpoint or "-",
         }
         for c in sorted(all_cards.values(), key=lambda c: (c.group, c.name))
@@ -78,6 +80,7 @@ def list_models(cards: list[str] | tuple[str, ...] = ()) -> list[dict[str, str]]
                     "engine": "-",
                     "group": "-",
                     "prompt_style": "-",
+                    "decoding": "-",
                     "checkpoint": "(adapter, no card)",
                 }
             )
@@ -102,7 +105,7 @@ def show_model(name: str, cards: list[str] | tuple[str, ...] = ()) -> dict[str, 
 def list_command(cards: tuple[str, ...]) -> None:
     """Every model card (name, engine, group, checkpoint, prompt style), then registered
     adapters that no card uses (run them with --model ADAPTER)."""
-    header = ("name", "adapter", "engine", "group", "prompt style", "checkpoint")
+    header = ("name", "adapter", "engine", "group", "prompt style", "decoding", "checkpoint")
     rows = [header, *(tuple(r.values()) for r in list_models(cards))]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
     for r in rows:
