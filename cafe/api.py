@@ -29,7 +29,7 @@ command line               function
 ``cafe decay``             decay
 ``cafe attention``         attention
 ``cafe report``            report, table, figure, compare
-``cafe leaderboard``       leaderboard, leaderboard_add
+``cafe leaderboard``       leaderboard, leaderboard_add, leaderboard_html
 ``cafe train``             train_data, train_sft, train_grpo, train_smoke, train_recipes
 """
 
@@ -61,6 +61,7 @@ TARGETS: dict[str, str] = {
     "compare": "cafe.reports.run_report:compare",
     "leaderboard": "cafe.reports.leaderboard:load_leaderboard",
     "leaderboard_add": "cafe.reports.leaderboard:add_run",
+    "leaderboard_html": "cafe.reports.leaderboard_html:write_leaderboard_html",
     "train_data": "cafe.training.api:data",
     "train_sft": "cafe.training.api:sft",
     "train_grpo": "cafe.training.api:grpo",
@@ -216,6 +217,12 @@ def leaderboard_add(run_dir: str | Path, **options: Any) -> Any:
     return _target("leaderboard_add")(run_dir, **options)
 
 
+def leaderboard_html(out: str | Path = "leaderboard.html", path: str | Path | None = None) -> Any:
+    """Write the leaderboard as one self-contained page (Tables 1-5 and every row, sortable,
+    with provenance) -> the page's path."""
+    return _target("leaderboard_html")(_target("leaderboard")(path), out)
+
+
 # training ----------------------------------------------------------------------------------
 def train_data(recipe: Any, **options: Any) -> Any:
     """MPAR² data pipeline for a recipe (name, path or dict) -> {"sft": path, "rl": path}.
@@ -266,6 +273,7 @@ FUNCTIONS = (
     "compare",
     "leaderboard",
     "leaderboard_add",
+    "leaderboard_html",
     "train_data",
     "train_sft",
     "train_grpo",

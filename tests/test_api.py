@@ -68,7 +68,7 @@ COMMAND_FUNCTIONS = {
     "decay": ["decay"],
     "attention": ["attention"],
     "report": ["report", "table", "figure", "compare"],
-    "leaderboard": ["leaderboard", "leaderboard_add"],
+    "leaderboard": ["leaderboard", "leaderboard_add", "leaderboard_html"],
     "train": ["train_data", "train_sft", "train_grpo", "train_smoke", "train_recipes"],
 }
 
@@ -112,6 +112,8 @@ def test_api_pipeline_on_a_synth_run(tmp_path: Path) -> None:
     board = api.leaderboard(tmp_path / "lb.yaml")
     assert row.model == "ref-test" and board.rows[-1].model == "ref-test"
     assert path == tmp_path / "lb.yaml"
+    page = api.leaderboard_html(tmp_path / "lb.html", path=tmp_path / "lb.yaml")
+    assert page == tmp_path / "lb.html" and "ref-test" in page.read_text()
     rows = api.adapters()
     assert any(r["name"] == "reference" and r["adapter"] == "reference" for r in rows)
     assert api.adapters("reference")["prompt_style"] == "mpar2"
