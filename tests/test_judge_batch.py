@@ -156,7 +156,7 @@ def test_a_kill_between_submit_and_poll_resumes_the_same_batch(tmp_path):
     cache = tmp_path / "b.sqlite"
     with OpenAILoopback(reply=scripted(), batch_plans=[BatchPlan(outcome="stall")]) as srv:
         cmd = [sys.executable, "-m", "cafe.cli", "judge", str(store.root), "--judge",
-               "openai-compatible", "--judge-model", "judge-m", "--endpoint", srv.url,
+               "openai-compatible", "--judge-model", "judge-m", "--judge-endpoint", srv.url,
                "--cache", str(cache), "--no-progress", "--batch",
                "--batch-poll", "0.05"]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -234,7 +234,7 @@ def test_dry_run_counts_calls_and_hits_and_prices_both_ways_sending_nothing(tmp_
     cache = tmp_path / "c.sqlite"
     with OpenAILoopback(reply=scripted()) as srv:
         args = [str(store.root), "--judge", "openai-compatible", "--judge-model", "judge-m",
-                "--endpoint", srv.url, "--cache", str(cache), "--no-progress", "--dry-run",
+                "--judge-endpoint", srv.url, "--cache", str(cache), "--no-progress", "--dry-run",
                 "--prices", str(prices), "--json"]  # fmt: skip
         res = CliRunner().invoke(judge_command, args)
         assert res.exit_code == 0, res.output
