@@ -325,9 +325,12 @@ def make_reward_judge(
     concurrency: int = 64,
     thinking: bool = False,
     thinking_budget: int | None = None,
+    calls: Any = None,
 ) -> RewardJudge:
     """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
-    ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini")."""
+    ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini"). ``calls``: a
+    cafe.clients.calls.CallPlan (cost ledger, dry run; batch makes sense only offline, since a
+    GRPO step waits for its rewards)."""
     if kind == "offline":
         return OfflineRewardJudge()
     from cafe.clients import make_client
@@ -335,7 +338,12 @@ def make_reward_judge(
     if not model:
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
     client = make_client(
-        kind, model, endpoints=list(endpoints) or None, concurrency=concurrency, thinking=thinking
+        kind,
+        model,
+        endpoints=list(endpoints) or None,
+        concurrency=concurrency,
+        calls=calls,
+        thinking=thinking,
     )
     return LLMRewardJudge(
         client,
@@ -353,6 +361,7 @@ def judge_from_recipe(
     judge_model: str | None = None,
     endpoints: Sequence[str] = (),
     cache: str | Path | None = None,
+    concurrency: int | None = None,
 ) -> RewardJudge:
     """The reward judge a recipe's ``judge:`` block names ("offline" or a chat client kind);
     the arguments (from the command line) override the recipe."""
@@ -365,7 +374,7 @@ def judge_from_recipe(
         list(endpoints) or spec.get("endpoints") or [],
         cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
         templates=spec.get("templates"),
-        concurrency=int(spec.get("concurrency", 64)),
+        concurrency=int(concurrency or spec.get("concurrency", 64)),
         # recipe judge.thinking: true lets a thinking judge think (budget judge.thinking_budget)
         thinking=bool(spec.get("thinking", False)),
         thinking_budget=spec.get("thinking_budget"),
