@@ -24,6 +24,7 @@ command line               function
 ``cafe caption``           caption
 ``cafe judge``             judge
 ``cafe judge-agreement``   judge_agreement
+``cafe judge-accuracy``    judge_accuracy
 ``cafe rubric``            rubric
 ``cafe cues``              cues
 ``cafe decay``             decay
@@ -51,6 +52,7 @@ TARGETS: dict[str, str] = {
     "caption": "cafe.judge.captions:caption",
     "judge": "cafe.judge.pipeline:judge_run",
     "judge_agreement": "cafe.judge.agreement:judge_agreement",
+    "judge_accuracy": "cafe.judge.answer:judge_accuracy_run",
     "rubric": "cafe.judge.rubric_run:rubric_run",
     "cues": "cafe.judge.cues:cues_run",
     "decay": "cafe.metrics.decay:decay",
@@ -155,6 +157,13 @@ def judge(run_dir: str | Path, **options: Any) -> Any:
 def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> Any:
     """Two judges on one run -> Cohen's kappa (overall, per category) and CAFE deltas B - A."""
     return _target("judge_agreement")(run_dir, a, b, mode)
+
+
+def judge_accuracy(run_dir: str | Path, judge: str, judge_model: str, **options: Any) -> Any:
+    """Judged accuracy (the paper's † figures): an LLM names the option each output chose ->
+    the metrics.json "judged_accuracy" section. Options: endpoints, concurrency, template,
+    cache, thinking, thinking_budget."""
+    return _target("judge_accuracy")(run_dir, judge, judge_model, **options)
 
 
 def rubric(run_dir: str | Path, **options: Any) -> Any:
@@ -264,6 +273,7 @@ FUNCTIONS = (
     "caption",
     "judge",
     "judge_agreement",
+    "judge_accuracy",
     "rubric",
     "cues",
     "decay",

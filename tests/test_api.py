@@ -63,6 +63,7 @@ COMMAND_FUNCTIONS = {
     "caption": ["caption"],
     "judge": ["judge"],
     "judge-agreement": ["judge_agreement"],
+    "judge-accuracy": ["judge_accuracy"],
     "rubric": ["rubric"],
     "cues": ["cues"],
     "decay": ["decay"],
