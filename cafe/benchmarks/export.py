@@ -1,6 +1,7 @@
 """Export a run folder's predictions in the official scripts' input format: the metadata items
-with the prediction added under `model_output` (MMAU evaluation.py) or `answer_prediction` (MMAR
-code/evaluation.py), as a JSON list (.json) or JSONL (.jsonl)."""
+with the prediction added under the benchmark's ``export_format.prediction_key`` (MMAU
+evaluation.py: `model_output`; MMAR code/evaluation.py: `answer_prediction`), as a JSON list
+(.json) or JSONL (.jsonl)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,16 @@ from typing import Any
 
 import click
 
+from cafe.benchmarks.base import ExportFormat, benchmark_class
 from cafe.benchmarks.metadata import ADDED_META
 from cafe.records import Sample
-from cafe.store import RunStore, iter_jsonl, write_json_atomic
-
-SAMPLES = "samples.jsonl"  # written by the runner beside predictions.jsonl
-
-#: format -> (prediction key, audio field) of the official script
-FORMATS: dict[str, tuple[str, str]] = {
-    "mmau": ("model_output", "audio_id"),
-    "mmar": ("answer_prediction", "audio_path"),
-}
+from cafe.store import RunStore, write_json_atomic
 
 
-def official_item(sample: Sample, fmt: str) -> dict[str, Any]:
+def official_item(sample: Sample, fmt: ExportFormat) -> dict[str, Any]:
     """The metadata item as the official file has it (original category form restored, fields
     the loader added left out), keys in the official order."""
-    _, audio_field = FORMATS[fmt]
+    audio_field = fmt.audio_field
     meta = dict(sample.meta)
     item: dict[str, Any] = {"id": sample.id}
     if audio_field in meta:
@@ -53,20 +47,19 @@ def export_run(
     field: str = "answer",
     skip_unanswered: bool = False,
 ) -> dict[str, int]:
-    """Write the export; returns counts (items, answered, unanswered). The prediction is the
+    """Write the export in benchmark ``fmt``'s format (``Benchmark.export_format``); returns
+    counts (items, answered, unanswered). The prediction is the
     extracted answer (``field="answer"``) or the raw model output (``field="raw"``). Unanswered
     and failed items get an empty prediction, so the official script counts them as wrong; with
     ``skip_unanswered`` they get no key and the official script skips them (its own default)."""
     store = RunStore(run_dir)
-    samples_path = store.path(SAMPLES)
-    if not samples_path.exists():
-        raise FileNotFoundError(f"{store.root}: no {SAMPLES} (not a finished run folder?)")
-    key, _ = FORMATS[fmt]
+    samples = store.samples()  # FileNotFoundError names the folder
+    export = benchmark_class(fmt).export_format
+    key = export.prediction_key
     preds = {p.sample_id: p for p in store.predictions() if p.run_index == run_index}
     items, answered = [], 0
-    for d in iter_jsonl(samples_path):
-        s = Sample.from_dict(d)
-        item = official_item(s, fmt)
+    for s in samples:
+        item = official_item(s, export)
         p = preds.get(s.id)
         value = None
         if p is not None and p.error is None:
@@ -93,9 +86,8 @@ def export_run(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(sorted(FORMATS)),
     default=None,
-    help="Official script to feed (default: the run's benchmark).",
+    help="Benchmark whose official script to feed (default: the run's benchmark).",
 )
 @click.option(
     "--out",
@@ -126,8 +118,15 @@ def export_command(
             fmt = RunStore(run_dir).read_manifest().get("bench", {}).get("name")
         except FileNotFoundError:
             fmt = None
-        if fmt not in FORMATS:
-            raise click.UsageError("pass --format mmau or --format mmar")
+        if not fmt:
+            raise click.UsageError("pass --format BENCH (mmau, mmar, …): the run names none")
+    else:
+        from cafe.benchmarks import BENCHMARKS
+
+        try:
+            BENCHMARKS.get(fmt)  # an explicit name must be a known benchmark (did you mean…)
+        except KeyError as e:
+            raise click.UsageError(str(e)) from None
     try:
         counts = export_run(run_dir, fmt, out, run_index, field, skip_unanswered)
     except FileNotFoundError as e:

@@ -25,9 +25,8 @@ from cafe.judge.base import Judge, JudgeItem
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import JUDGEMENTS, RunStore, iter_jsonl
+from cafe.store import JUDGEMENTS, SAMPLES, RunStore, iter_jsonl
 
-SAMPLES = "samples.jsonl"
 FLUSH_EVERY = 32
 DEFAULT_CACHE = DEFAULT_DIR / "judge.sqlite"
 
@@ -39,15 +38,6 @@ def judge_slug(identity: str) -> str:
 
 def judgements_file(store: RunStore, identity: str) -> Path:
     return store.path(f"judgements.{judge_slug(identity)}.jsonl")
-
-
-def read_samples(store: RunStore) -> list[Sample]:
-    path = store.path(SAMPLES)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{store.root}: no {SAMPLES} (the runner writes it; re-run `cafe run` on this folder)"
-        )
-    return [Sample.from_dict(d) for d in iter_jsonl(path)]
 
 
 def read_judgements(path: Path) -> list[Judgement]:
@@ -132,7 +122,7 @@ def judge_run(
 
     ``cache``: a Cache, a path to the SQLite file, or None for ``$CAFE_CACHE/judge.sqlite``."""
     store = RunStore(run_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     preds: list[Prediction] = store.predictions()
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")

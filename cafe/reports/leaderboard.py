@@ -25,8 +25,6 @@ PACKAGED = Path(__file__).with_name("leaderboard.yaml")
 DEFAULT_NAME = "leaderboard.yaml"
 # the paper's group order; Baseline (reference listeners, synth runs) goes last
 GROUP_ORDER = ("LALM", "LARM", "Commercial", "Ours", "Ablation", "Baseline")
-# breakdown holding the isolated sound/music/speech subsets, per benchmark (SPEC §9)
-MODALITY_BREAKDOWN = {"mmar": "modality", "mmau": "task"}
 CAFE_METRICS = ("acc_per", "err_per", "err_use", "err_omit")
 
 
@@ -268,7 +266,11 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     intervals: dict[str, list[float]] = {}
     if acc:
         metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
-        split = (acc.get("breakdowns") or {}).get(MODALITY_BREAKDOWN.get(bench, ""), {})
+        # the isolated sound / music / speech subsets (SPEC §9): the benchmark says where
+        from cafe.benchmarks.base import benchmark_class
+
+        modality = benchmark_class(bench).modality_breakdown
+        split = (acc.get("breakdowns") or {}).get(modality or "", {})
         for key in ("sound", "music", "speech"):
             if key in split:
                 metrics[key] = _r2(split[key].get("acc"))
