@@ -138,6 +138,7 @@ def accuracy_section(
 
 # `cafe score` -----------------------------------------------------------------------------------
 
+
 def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     """A JSON list or JSONL file of objects. Malformed JSONL lines and non-objects become
     Problems; the rest is returned."""
