@@ -241,9 +241,14 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         manifest = store.read_manifest()
     except FileNotFoundError as e:
         raise LeaderboardError(str(e)) from None
-    metrics_doc = store.read_metrics()
-    acc = metrics_doc.get("accuracy") or {}
-    caf = metrics_doc.get("cafe") or {}
+    from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
+
+    try:  # typed and version-checked: a folder from a newer cafe says so
+        acc_s, caf_s = store.read_section(AccuracySection), store.read_section(CafeSection)
+    except SectionError as e:
+        raise LeaderboardError(str(e)) from None
+    acc = acc_s.to_dict() if acc_s else {}
+    caf = caf_s.to_dict() if caf_s else {}
     if not acc and not caf:
         raise LeaderboardError(
             f"{store.root}: metrics.json has no 'accuracy' or 'cafe' section "
