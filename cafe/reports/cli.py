@@ -89,7 +89,11 @@ def _figure(number: str, run_dirs: tuple[str, ...], out: Path) -> list[Path]:
     type=RUN_DIR,
     help="Run folder to compare against a leaderboard row (needs --against).",
 )
-@click.option("--against", help='Leaderboard model to compare with, e.g. "Qwen2.5-Omni-7B".')
+@click.option(
+    "--against",
+    help='Leaderboard model to compare with, e.g. "Qwen2.5-Omni-7B" (default: the paper\'s row '
+    "for the run's model).",
+)
 def report_command(
     run_dirs: tuple[str, ...],
     table: str | None,
@@ -110,14 +114,18 @@ def report_command(
     cafe report RUN_DIR                       RUN_DIR/report/: summary.md, tables/, figures/
     cafe report BASE TRAINED --figure 5       base vs trained decay
     cafe report --compare RUN_DIR --against "Qwen2.5-Omni-7B"
+    cafe report --compare RUN_DIR              the paper's row for the run's model
     """
-    if bool(compare_dir) != bool(against):
-        raise click.UsageError("--compare RUN_DIR and --against MODEL go together")
+    if against and not compare_dir:
+        raise click.UsageError(
+            "--against MODEL and --compare RUN_DIR go together (--compare alone takes the "
+            "paper's row for the run's model)"
+        )
     board = load_leaderboard(leaderboard_path)
     if compare_dir:
         from cafe.reports.run_report import compare
 
-        click.echo(compare(compare_dir, against or "", board), nl=False)
+        click.echo(compare(compare_dir, against, board), nl=False)
         return
     if table:
         from cafe.reports.run_report import RunData, run_row
@@ -134,7 +142,7 @@ def report_command(
             click.echo(text, nl=False)
         return
     if not run_dirs:
-        raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR --against MODEL")
+        raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR [--against MODEL]")
     if figure:
         target = Path(out) if out else Path(run_dirs[0]) / "report" / "figures"
         for p in _figure(figure, run_dirs, target):
