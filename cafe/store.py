@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cafe.errors import ConfigError, RunFolderError
 from cafe.records import Judgement, Prediction, Record, Sample
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         except json.JSONDecodeError:
             if i >= len(lines) - 2:  # the final line (with or without trailing newline)
                 return
-            raise ValueError(f"{path}: line {i + 1}: not valid JSON") from None
+            raise ConfigError(f"{path}: line {i + 1}: not valid JSON") from None
 
 
 class JsonlWriter:
@@ -118,7 +119,7 @@ class RunStore:
     def read_manifest(self) -> dict[str, Any]:
         p = self.path(MANIFEST)
         if not p.exists():
-            raise FileNotFoundError(f"{self.root}: not a run folder (no {MANIFEST})")
+            raise RunFolderError(f"{self.root}: not a run folder (no {MANIFEST})")
         return json.loads(p.read_text())
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
@@ -157,7 +158,9 @@ class RunStore:
         from cafe.metrics.sections import SECTIONS
 
         if section in SECTIONS and isinstance(value, dict):
-            value = SECTIONS[section].from_dict(value, where=str(self.path(METRICS))).to_dict()
+            cls = SECTIONS[section]
+            cls.from_dict(value, where=str(self.path(METRICS)))  # raises if it is not one
+            value["version"] = cls.VERSION  # stamped in place: the caller's copy says it too
         metrics = self.read_metrics()
         metrics[section] = value
         write_json_atomic(self.path(METRICS), metrics)
@@ -179,7 +182,7 @@ class RunStore:
         """The samples the run folder was run on (what judge, export and reports read)."""
         path = self.path(SAMPLES)
         if not path.exists():
-            raise FileNotFoundError(
+            raise RunFolderError(
                 f"{self.root}: no {SAMPLES} (the runner writes it; "
                 "re-run `cafe run` on this folder)"
             )

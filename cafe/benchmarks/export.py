@@ -13,6 +13,8 @@ import click
 
 from cafe.benchmarks.base import ExportFormat, benchmark_class
 from cafe.benchmarks.metadata import ADDED_META
+from cafe.cli_options import command, option
+from cafe.errors import CafeUsageError
 from cafe.records import Sample
 from cafe.store import RunStore, write_json_atomic
 
@@ -52,9 +54,11 @@ def export_run(
     extracted answer (``field="answer"``) or the raw model output (``field="raw"``). Unanswered
     and failed items get an empty prediction, so the official script counts them as wrong; with
     ``skip_unanswered`` they get no key and the official script skips them (its own default)."""
-    store = RunStore(run_dir)
-    samples = store.samples()  # FileNotFoundError names the folder
     export = benchmark_class(fmt).export_format
+    if export is None:
+        raise CafeUsageError(f"{fmt} has no official scorer to export for: {_with_formats()}")
+    store = RunStore(run_dir)
+    samples = store.samples()  # RunFolderError names the folder
     key = export.prediction_key
     preds = {p.sample_id: p for p in store.predictions() if p.run_index == run_index}
     items, answered = [], 0
@@ -81,13 +85,54 @@ def export_run(
     return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}
 
 
-@click.command("export")
+def _with_formats() -> str:
+    """'pass --bench A or --bench B': the registered benchmarks that declare an export format."""
+    from cafe.benchmarks import BENCHMARKS
+
+    names = []
+    for name in BENCHMARKS.names():
+        try:
+            if BENCHMARKS.get(name).export_format is not None:
+                names.append(name)
+        except ImportError:  # a plugin whose package is broken: not offered
+            continue
+    return "pass " + " or ".join(f"--bench {n}" for n in names)
+
+
+def export(
+    run_dir: str | Path,
+    out: str | Path,
+    bench: str | None = None,
+    run_index: int = 0,
+    field: str = "answer",
+    skip_unanswered: bool = False,
+) -> dict[str, int]:
+    """Export a run folder's predictions as ``bench``'s official scorer input (default: the
+    run's own benchmark) -> counts (items, answered, unanswered). See export_run."""
+    if bench is None:
+        try:
+            bench = RunStore(run_dir).read_manifest().get("bench", {}).get("name")
+        except FileNotFoundError:
+            bench = None
+        if not bench:
+            raise CafeUsageError(f"the run names no benchmark: {_with_formats()}")
+    else:
+        from cafe.benchmarks import BENCHMARKS
+
+        try:
+            BENCHMARKS.get(bench)  # an explicit name must be a known benchmark (did you mean…)
+        except KeyError as e:
+            raise CafeUsageError(str(e)) from None
+    return export_run(run_dir, bench, out, run_index, field, skip_unanswered)
+
+
+@command("export")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--format",
-    "fmt",
+@option(
+    "--bench",
     default=None,
     help="Benchmark whose official script to feed (default: the run's benchmark).",
+    old=("--format",),
 )
 @click.option(
     "--out",
@@ -110,27 +155,10 @@ def export_run(
     "them) instead of an empty prediction (counted wrong).",
 )
 def export_command(
-    run_dir: str, fmt: str | None, out: str, run_index: int, field: str, skip_unanswered: bool
+    run_dir: str, bench: str | None, out: str, run_index: int, field: str, skip_unanswered: bool
 ) -> None:
     """Export RUN_DIR's predictions as the official MMAU / MMAR evaluation script's input."""
-    if fmt is None:
-        try:
-            fmt = RunStore(run_dir).read_manifest().get("bench", {}).get("name")
-        except FileNotFoundError:
-            fmt = None
-        if not fmt:
-            raise click.UsageError("pass --format BENCH (mmau, mmar, …): the run names none")
-    else:
-        from cafe.benchmarks import BENCHMARKS
-
-        try:
-            BENCHMARKS.get(fmt)  # an explicit name must be a known benchmark (did you mean…)
-        except KeyError as e:
-            raise click.UsageError(str(e)) from None
-    try:
-        counts = export_run(run_dir, fmt, out, run_index, field, skip_unanswered)
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from None
+    counts = export(run_dir, out, bench, run_index, field, skip_unanswered)
     click.echo(
         f"wrote {counts['items']} items to {out} ({counts['answered']} answered, "
         f"{counts['unanswered']} unanswered)"

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import DEFAULT_DIR, Cache
+from cafe.errors import ConfigError, RunFolderError
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
+from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
@@ -125,12 +127,12 @@ def judge_run(
     samples = store.samples()
     preds: list[Prediction] = store.predictions()
     if not preds:
-        raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
+        raise RunFolderError(f"{run_dir}: no predictions.jsonl records to judge")
     by_id = {s.id: s for s in samples}
     caption_of = load_caption_map(samples, captions)
     judge_cls = JUDGES.get(judge)
     if getattr(judge_cls, "needs_caption", True) and not caption_of:
-        raise ValueError(
+        raise ConfigError(
             f"{run_dir}: no sample has a caption; the {judge} judge needs ground-truth captions: "
             "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
             "--captions FILE (or use --judge rule on the synth benchmark)"
@@ -204,6 +206,7 @@ def judge_run(
     )
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
+    compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
     return section
 
 

@@ -20,6 +20,9 @@ from typing import Any
 import click
 import yaml
 
+from cafe.cli_options import group
+from cafe.errors import CafeError
+
 SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
 PACKAGED = Path(__file__).with_name("leaderboard.yaml")
 DEFAULT_NAME = "leaderboard.yaml"
@@ -28,7 +31,7 @@ GROUP_ORDER = ("LALM", "LARM", "Commercial", "Ours", "Ablation", "Baseline")
 CAFE_METRICS = ("acc_per", "err_per", "err_use", "err_omit")
 
 
-class LeaderboardError(click.ClickException):
+class LeaderboardError(CafeError):
     """A leaderboard file or run folder that cannot be used; the message says what to fix."""
 
 
@@ -370,6 +373,17 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
 
 
 # command ------------------------------------------------------------------------------------
+def add_run(
+    run_dir: str | Path,
+    group: str | None = None,
+    name: str | None = None,
+    path: str | Path | None = None,
+) -> tuple[Row, Path]:
+    """Append a run folder's row to the leaderboard file -> (the row, the file written)."""
+    row = row_from_run(run_dir, group=group, name=name)
+    return row, append_row(row, path)
+
+
 def _fmt_metrics(m: dict[str, float | None]) -> str:
     return " ".join(f"{k}={'-' if v is None else f'{v:.2f}'}" for k, v in m.items())
 
@@ -380,9 +394,9 @@ def _fmt_source(s: dict[str, Any]) -> str:
     return f"run {s.get('run_dir')} ({str(s.get('manifest_sha256', ''))[:12]})"
 
 
-@click.group("leaderboard")
+@group("leaderboard")
 def leaderboard_command() -> None:
-    """Show leaderboard.yaml, or add a run folder's row to it.
+    """Show leaderboard.yaml, add a run folder's row to it, or write it as one HTML page.
 
     The file is --leaderboard FILE, else $CAFE_LEADERBOARD, else ./leaderboard.yaml, else the
     paper's rows shipped with the package."""
@@ -417,8 +431,7 @@ def show_command(bench: str | None, version: str | None, path: str | None) -> No
 )
 def add_command(run_dir: str, group: str | None, name: str | None, path: str | None) -> None:
     """Append RUN_DIR's row (metrics.json numbers, run path, manifest sha256, date)."""
-    row = row_from_run(run_dir, group=group, name=name)
-    target = append_row(row, path)
+    row, target = add_run(run_dir, group=group, name=name, path=path)
     click.echo(
         f"added {row.model} ({row.group}, {row.benchmark}/{row.version}) to {target}: "
         f"{_fmt_metrics(row.metrics)}"
@@ -429,3 +442,19 @@ def add_command(run_dir: str, group: str | None, name: str | None, path: str | N
     board = load_leaderboard(target)
     if paper_row_for(board, row.model, row.benchmark, row.version) is not None:
         click.echo(compare(run_dir, None, board), nl=False)  # the gap to the paper, explained
+
+
+@leaderboard_command.command("html")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default="leaderboard.html",
+    show_default=True,
+    help="Page to write.",
+)
+@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
+def html_command(out: str, path: str | None) -> None:
+    """Write one self-contained page: Tables 1-5 and every row, sortable, with provenance."""
+    from cafe.reports.leaderboard_html import write_leaderboard_html
+
+    click.echo(f"wrote {write_leaderboard_html(load_leaderboard(path), out)}")

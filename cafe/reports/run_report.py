@@ -205,6 +205,17 @@ def summary_md(
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
+    from cafe.metrics import METRICS
+
+    for name in METRICS.names():  # registered metrics: their scalar values
+        section = run.metrics.get(name)
+        if isinstance(section, dict):
+            lines += ["", f"## {name}", "", "| key | value |", "|---|---:|"]
+            lines += [
+                f"| {k} | {_fmt(v)} |"
+                for k, v in section.items()
+                if isinstance(v, int | float | str) or v is None
+            ]
     if signals:
         lines += ["", "## Is it listening? Accuracy, perception, rubric, cues, controls", ""]
         lines.append(signals.rstrip("\n"))
@@ -224,11 +235,19 @@ def write_run_report(
     group: str | None = None,
     out: str | Path | None = None,
     draw: bool = True,
+    html: bool = True,
+    compare_with: str | Path | None = None,
+    embed_audio_s: float | None = None,
 ) -> Path:
-    """Write report/ for one run: summary.md, tables/ and figures/; returns the folder.
-    Missing parts are listed in summary.md with the command that produces them. ``board``
-    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures."""
+    """Write report/ for one run: summary.md, tables/, figures/ and index.html; returns the
+    folder. Missing parts are listed in summary.md with the command that produces them. ``board``
+    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures;
+    ``html=False`` skips index.html, ``compare_with`` (a second run folder) adds a comparison to
+    it, and clips up to ``embed_audio_s`` seconds are embedded in it (cafe.reports.html)."""
+    from cafe.metrics import compute_metrics
+
     board = board or load_leaderboard()
+    compute_metrics(run_dir)  # registered metrics are recomputed with every report
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
     tdir, fdir = report / "tables", report / "figures"
@@ -240,7 +259,7 @@ def write_run_report(
     try:
         row = run_row(run, group)
     except LeaderboardError as e:
-        notes.append(f"leaderboard row: {e.message}")
+        notes.append(f"leaderboard row: {e}")
     if row is not None:
         joins = tables_for(row)
         for n in joins:
@@ -286,6 +305,12 @@ def write_run_report(
         path = tdir / "signals.md"
         path.write_text(signals, encoding="utf-8")
         made["signals (accuracy, Acc_per, rubric, cue recall, listening gap)"] = [path]
+    if html:
+        from cafe.reports.html import write_html_report
+
+        page = write_html_report(run.root, compare_with, report, embed_audio_s, draw)
+        made["HTML report (open in a browser)"] = [page.path]
+        notes += [f"index.html: {n}" for n in page.notes]
     (report / "summary.md").write_text(summary_md(run, made, notes, row, signals), encoding="utf-8")
     return report
 
