@@ -172,3 +172,31 @@ def test_missing_weights_are_one_line(command: str, tmp_path) -> None:
     assert lines[0].startswith(
         f"Error: cannot load model 'qwen2-audio' (adapter qwen2-audio, checkpoint {tmp_path}"
     )
+
+
+def test_attention_on_a_served_model_says_why_in_one_line(tmp_path) -> None:
+    """A served model loads through the same options, then attention says it needs weights."""
+    res = CliRunner().invoke(
+        cli.main,
+        [
+            "attention",
+            "--model",
+            "openai-compatible",
+            "-o",
+            "model=served-x",
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--bench",
+            "synth",
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path / "a.json"),
+        ],  # fmt: skip
+    )
+    assert res.exit_code == 1
+    assert res.output == (
+        "Error: model 'openai-compatible': attention tracing needs a transformers adapter "
+        "(adapter openai-compatible has no model weights to trace)\n"
+    )
+    assert not (tmp_path / "a.json").exists()
