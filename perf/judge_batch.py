@@ -140,7 +140,7 @@ def part1(n: int, model: str) -> None:
                 now = srv.counts()
                 calls = (now[0] - before[0]) + (now[1] - before[1])
                 before = now
-                cost = sec["calls"].get("cost", {}).get("total_cost_usd")
+                cost = (sec["calls"].get("cost") or {}).get("total_cost_usd") or 0.0
                 rows.append((label, calls, cost, wall, sec["judgements"]["ok"]))
             print(f"{'mode':<14}{'calls':>8}{'cost USD':>12}{'wall s':>9}{'ok':>7}")
             for label, calls, cost, wall, ok in rows:

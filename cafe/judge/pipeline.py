@@ -27,9 +27,8 @@ from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import JUDGEMENTS, RunStore, iter_jsonl
+from cafe.store import JUDGEMENTS, SAMPLES, RunStore, iter_jsonl
 
-SAMPLES = "samples.jsonl"
 FLUSH_EVERY = 32
 DEFAULT_CACHE = DEFAULT_DIR / "judge.sqlite"
 
@@ -41,15 +40,6 @@ def judge_slug(identity: str) -> str:
 
 def judgements_file(store: RunStore, identity: str) -> Path:
     return store.path(f"judgements.{judge_slug(identity)}.jsonl")
-
-
-def read_samples(store: RunStore) -> list[Sample]:
-    path = store.path(SAMPLES)
-    if not path.exists():
-        raise RunFolderError(
-            f"{store.root}: no {SAMPLES} (the runner writes it; re-run `cafe run` on this folder)"
-        )
-    return [Sample.from_dict(d) for d in iter_jsonl(path)]
 
 
 def read_judgements(path: Path) -> list[Judgement]:
@@ -150,7 +140,7 @@ def judge_run(
     from cafe.judge import batching
 
     store = RunStore(run_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     preds: list[Prediction] = store.predictions()
     if not preds:
         raise RunFolderError(f"{run_dir}: no predictions.jsonl records to judge")

@@ -32,7 +32,6 @@ from cafe.judge.pipeline import (
     _bench_breakdowns,
     _write_compact,
     judge_slug,
-    read_samples,
 )
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
@@ -108,7 +107,7 @@ def rubric_run(
     """Rate a run folder against its MMAR rubrics; returns (and writes) the "rubric" section.
     ``judge`` is a chat client kind (openai, gemini, openai-compatible)."""
     store = RunStore(run_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     preds = store.predictions()
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records to rate")
