@@ -99,7 +99,7 @@ def test_plugin_benchmark_through_every_command(tmp_path: Path) -> None:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["judge"]["name"] == "rule"  # the benchmark's default judge ran
     # each output perceives "[0.00, 0.50]: a steady … tone": the one required event, matched
-    assert metrics["cafe"]["judge"]["judge"] == "rule-v1"
+    assert metrics["cafe"]["judge"]["judge"] == "rule-v2"
     assert metrics["cafe"]["counts"]["matched"] == 3 and metrics["cafe"]["counts"]["n_tgt"] == 3
 
     out = tmp_path / "export.json"
