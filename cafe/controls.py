@@ -135,14 +135,20 @@ def control_samples(
     control: str,
     seed: int = DEFAULT_SEED,
     folder: str | Path | None = None,
+    pool: Sequence[Sample] | None = None,
 ) -> list[Sample]:
     """The samples as the model sees them under ``control``: ids, questions, choices and
     answers untouched; ``audio`` replaced; events and caption set to what the model actually
     got (for judges). Items that failed to load (Sample.error) pass through as they are; an
-    unreadable clip makes its item failed, with the reason, like any bad input."""
+    unreadable clip makes its item failed, with the reason, like any bad input.
+
+    ``pool``: the whole benchmark, when ``samples`` is a selection of it (--limit): the
+    derangement is drawn over the pool, so an item gets the same clip whatever the selection."""
     if control not in CONTROLS:
         raise ValueError(f"unknown control {control!r}; choose from {', '.join(CONTROLS)}")
-    sources = _sources(samples, control, seed)
+    drawn = dict(zip((s.id for s in pool or samples),
+                     _sources(pool or samples, control, seed), strict=True))  # fmt: skip
+    sources = [drawn.get(s.id) for s in samples]
     out = _replace_audio(samples, control, seed, sources, folder)
     return [_with_truth(s, control, src) for s, src in zip(out, sources, strict=True)]
 

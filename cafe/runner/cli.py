@@ -73,6 +73,12 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
 @click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
 @click.option("-o", "--option", "options", multiple=True, help="Adapter option KEY=VALUE.")
+@click.option(
+    "--controls",
+    help="Listening controls after the run: silence, noise, shuffled, text-only (comma-"
+    "separated, or all); each its own folder RUN_DIR-ctl-NAME, the gap in metrics.json.",
+)
+@click.option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--quiet", is_flag=True, hidden=True, help="Old name of --no-progress.")
 def run_command(
@@ -100,6 +106,8 @@ def run_command(
     no_cache: bool,
     cards: tuple[str, ...],
     options: tuple[str, ...],
+    controls: str | None,
+    control_seed: int,
     no_progress: bool,
     quiet: bool,
 ) -> None:
@@ -127,30 +135,27 @@ def run_command(
     adapter_options = parse_options(options)
     if endpoint:
         adapter_options["endpoints"] = list(endpoint)
+    from cafe.controls import parse_controls
+
+    try:
+        control_names = parse_controls(controls)
+    except ValueError as e:
+        raise click.UsageError(f"--controls: {e}") from None
+    spec_options = {
+        "model": model, "bench": bench, "checkpoint": checkpoint, "data": data,
+        "version": bench_version, "runs": runs, "limit": limit, "seed": seed,
+        "prompt_style": prompt_style, "prompt_template": prompt_template,
+        "max_new_tokens": max_new_tokens, "options": adapter_options,
+    }  # fmt: skip
+    execution = {
+        "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
+        "progress": not (no_progress or quiet), "cache": not no_cache, "cards": list(cards),
+    }  # fmt: skip
     try:
         result = run(
-            model,
-            bench,
-            checkpoint=checkpoint,
-            data=data,
-            version=bench_version,
-            runs=runs,
-            limit=limit,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            seed=seed,
-            out=out,
-            prompt_style=prompt_style,
-            prompt_template=prompt_template,
-            max_new_tokens=max_new_tokens,
-            judge=judge,
-            judge_options=judge_options,
-            strict=strict,
-            progress=not (no_progress or quiet),
-            cache=not no_cache,
-            cards=list(cards),
-            options=adapter_options,
-        )
+            model, bench, **{k: v for k, v in spec_options.items() if k not in ("model", "bench")},
+            out=out, judge=judge, judge_options=judge_options, **execution,
+        )  # fmt: skip
     except InputError as e:  # a bad input under --strict: one line, no traceback
         raise click.ClickException(str(e)) from None
     for note in result.notes:
@@ -158,3 +163,15 @@ def run_command(
     click.echo(summary_table(result.metrics))
     state = "model loaded" if result.model_loaded else "nothing left to run, no model loaded"
     click.echo(f"{result.new_predictions} new predictions ({state}); run folder: {result.run_dir}")
+    if control_names and "accuracy" in result.metrics:
+        from cafe.listen import run_controls
+        from cafe.metrics.listening import format_listening
+
+        try:
+            section = run_controls(
+                result.run_dir, control_names, control_seed=control_seed,
+                run_options=spec_options, judge=judge, judge_options=judge_options, **execution,
+            )  # fmt: skip
+        except InputError as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(format_listening(section))

@@ -26,6 +26,8 @@ from cafe.store import PREDICTIONS
 
 #: metrics sections computed from the predictions by a later stage (stale once they change)
 DERIVED_SECTIONS = ("cafe", "decay")
+#: sections other commands compute from the predictions (stale once they change)
+LISTENING_SECTIONS = ("rubric", "cues", "listening")
 
 
 @dataclass
@@ -63,11 +65,17 @@ def run(
     cache: bool = True,
     cards: list[str] | None = None,
     options: dict[str, Any] | None = None,
+    control: str | None = None,
+    control_seed: int = 0,
+    control_of: str | Path | None = None,
 ) -> RunResult:
     """Run ``model`` on ``bench`` into a run folder and return its metrics. Re-running the same
     call resumes. ``options``: the adapter's options (``-o KEY=VALUE``), kept apart from the
     run's own, so any name may be one (model, seed, batch_size, concurrency…).
     ``judge=None`` means the benchmark's ``default_judge``; "none" skips judging.
+
+    ``control``: a listening control (cafe.controls: silence, noise, shuffled, text-only) with
+    ``control_seed``; ``control_of``: the real run's folder, linked from the manifest.
 
     Raises RunError for what the user must fix (a folder holding another run, an unknown model,
     a model that cannot load) and on the first bad input with ``strict``."""
@@ -87,6 +95,8 @@ def run(
         strict=strict,
         cards=cards,
         options=options,
+        control=control,
+        control_seed=control_seed,
     )
     if plan.mode == "subset":
         return _read_subset(plan)
@@ -98,6 +108,12 @@ def run(
     for k in ("adapter", "token_counter", "usage"):
         if k in old:
             manifest[k] = old[k]
+    if control:
+        manifest["control"] = {
+            "name": control,
+            "seed": control_seed,
+            "real_run": str(Path(control_of).resolve()) if control_of else None,
+        }
     manifest["status"] = "running"
     store.write_manifest(manifest)
     if plan.mode in ("new", "extend") or not store.has_samples():
@@ -117,6 +133,13 @@ def run(
             )
             result.model_loaded = True
 
+    if result.new_predictions:  # rubric, cues and controls covered the earlier predictions
+        gone = store.drop_metrics(*LISTENING_SECTIONS)
+        if gone:
+            result.notes.append(
+                f"removed the {', '.join(gone)} section(s) of metrics.json: they covered the "
+                f"earlier predictions (`cafe rubric`, `cafe cues`, `cafe listen` redo them)"
+            )
     final = store.predictions() if result.new_predictions else list(plan.done.values())
     predictions = [p for p in final if (p.sample_id, p.run_index) in plan.keys]
     store.update_metrics("accuracy", _accuracy(plan, predictions))

@@ -91,6 +91,8 @@ def default_folder(spec: RunSpec, label: str, card_defaults: dict[str, Any]) -> 
     variant = spec.variant(card_defaults)
     if variant:
         parts.append(spec.short_hash(variant))
+    if spec.control:  # beside the real run's folder: <real>-ctl-<control>
+        parts.append(f"ctl-{spec.control['name']}")
     return Path("runs") / _slug("-".join(parts))
 
 
@@ -174,6 +176,8 @@ def plan_run(
     strict: bool = False,
     cards: list[str] | None = None,
     options: dict[str, Any] | None = None,
+    control: str | None = None,
+    control_seed: int = 0,
 ) -> RunPlan:
     if runs < 1:
         raise RunError("--runs must be at least 1")
@@ -197,8 +201,16 @@ def plan_run(
     problems = [*loaded.problems, *own_problems]
     if limit is not None and limit >= len(samples):
         limit = None  # all of them: the same selection as no limit
+    pool = samples
     if limit is not None:
         samples = samples[:limit]
+    if control:  # a listening control: the same items, the audio replaced (cafe.controls)
+        from cafe.controls import control_samples
+
+        try:
+            samples = control_samples(samples, control, control_seed, pool=pool)
+        except ValueError as e:
+            raise RunError(str(e)) from None
     if strict:
         if problems:
             raise RunError(f"--strict: {problems[0]}")
@@ -232,6 +244,7 @@ def plan_run(
         prompt_style=template.style,
         template_hash=template.hash,
         generation=generation,
+        control=None if not control else {"name": control, "seed": control_seed},
     )
     defaults = {
         "options": without_secrets(dict(card.options)),
