@@ -185,8 +185,12 @@ def score_reply(
 
 def answer_prediction(p: Prediction) -> str:
     """What the official MMAR scripts read as ``answer_prediction``: the run's exported answer
-    (cafe export), empty when there is none (then it fails the string match)."""
-    return p.answer if p.answer is not None else ""
+    (`cafe export`: the model's answer text where the record keeps it, else the answer), empty
+    when there is none (then it fails the string match)."""
+    text = getattr(p, "answer_text", None)
+    if text is None:
+        text = p.answer
+    return text if text is not None else ""
 
 
 def reasoning_of(p: Prediction) -> str:
