@@ -141,7 +141,9 @@ def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> di
     help=f"Comma-separated controls: {', '.join(CONTROLS)} (or all).",
 )
 @click.option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
-@click.option("--judge", help="CAFE judge on the controls (default: the benchmark's; none: skip).")
+@click.option(
+    "--judge", help="CAFE judge on the controls (default: the real run's judge; none: skip)."
+)
 @click.option("--judge-model", help="Judge model name (API judges).")
 @click.option("--judge-endpoint", multiple=True, help="Judge server base URL (repeatable).")
 @click.option("--judge-concurrency", type=int, help="Judge calls in flight.")
@@ -182,7 +184,8 @@ def listen_command(
 
     try:
         names = parse_controls(controls)
-        opts = rerun_options(RunStore(run_dir).read_manifest())
+        manifest = RunStore(run_dir).read_manifest()
+        opts = rerun_options(manifest)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     if endpoint:
@@ -196,6 +199,10 @@ def listen_command(
         jopts["concurrency"] = judge_concurrency
     if captions:
         jopts["captions"] = captions
+    if judge is None and manifest.get("judge"):  # the real run's judge (keys: environment)
+        recorded = dict(manifest["judge"])
+        judge = recorded.pop("name", None)
+        jopts = {**recorded, **jopts}
     section = run_controls(
         run_dir, names, control_seed=control_seed, run_options=opts, judge=judge,
         judge_options=jopts, concurrency=concurrency, batch_size=batch_size,
