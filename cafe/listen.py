@@ -58,7 +58,7 @@ def rerun_options(manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _control_captions_file(
+def control_captions_file(
     real_dir: Path, out: Path, control: str, seed: int, captions: str | Path
 ) -> str:
     """The captions a control run's LLM judge needs: the played clip's, or the silent truth."""
@@ -68,11 +68,8 @@ def _control_captions_file(
     samples = read_samples(RunStore(real_dir))
     mapping = control_captions(samples, control, seed, load_captions(captions))
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "control_captions.jsonl"
-    path.write_text(
-        "".join(json.dumps({"id": k, "caption": v}) + "\n" for k, v in mapping.items()),
-        encoding="utf-8",
-    )
+    path = out / "control_captions.json"  # {sample_id: caption}, as load_captions reads it
+    path.write_text(json.dumps(mapping, ensure_ascii=False, indent=1), encoding="utf-8")
     return str(path)
 
 
@@ -102,7 +99,7 @@ def run_controls(
         out = control_dir(real, name)
         jopts = dict(judge_options or {})
         if jopts.get("captions"):
-            jopts["captions"] = _control_captions_file(real, out, name, control_seed,
+            jopts["captions"] = control_captions_file(real, out, name, control_seed,
                                                        jopts["captions"])  # fmt: skip
         res = run(
             model, bench, **opts, out=out, control=name, control_seed=control_seed,

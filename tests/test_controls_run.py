@@ -84,3 +84,21 @@ def test_random_baseline_gap_is_zero(tmp_path, cache):
 def test_bad_control_name_is_a_usage_error(tmp_path, cache):
     res = CliRunner().invoke(run_command, ["--version", "n10-seed0", "--controls", "loud"])
     assert res.exit_code == 2 and "unknown control(s) loud" in res.output
+
+
+def test_control_captions_for_an_llm_judge(tmp_path, cache):
+    from cafe.judge.captions import load_captions
+    from cafe.listen import control_captions_file
+
+    out = tmp_path / "ref"
+    res = CliRunner().invoke(run_command, ["--version", "n10-seed0", "--out", str(out),
+                                           "--judge", "none", "--no-progress"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    ids = [json.loads(x)["id"] for x in (out / "samples.jsonl").read_text().splitlines()]
+    caps = tmp_path / "caps.jsonl"
+    caps.write_text("".join(json.dumps({"sample_id": i, "caption": f"cap {i}"}) + "\n"
+                            for i in ids))  # fmt: skip
+    shuffled = load_captions(control_captions_file(out, tmp_path / "c", "shuffled", 0, caps))
+    assert set(shuffled) == set(ids) and all(shuffled[i] != f"cap {i}" for i in ids)
+    silent = load_captions(control_captions_file(out, tmp_path / "s", "silence", 0, caps))
+    assert set(silent.values()) == {"The clip is digital silence: there is no sound in it at all."}
