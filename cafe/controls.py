@@ -45,9 +45,10 @@ def parse_controls(text: str | Sequence[str] | None) -> list[str]:
 
 
 def default_folder() -> Path:
+    """$CAFE_CACHE/controls, read at call time (like the synth generator's folder)."""
     from cafe.cache import DEFAULT_DIR
 
-    return DEFAULT_DIR / "controls"
+    return Path(os.environ.get("CAFE_CACHE") or DEFAULT_DIR) / "controls"
 
 
 def _item_seed(seed: int, sample_id: str, k: int) -> int:
