@@ -46,7 +46,7 @@ HELP = {
     "decay": "Perception decay curves: accuracy and Acc_per by reasoning length.",
     "attention": "Audio attention ratio per generated token (Figure 6).",
     "report": "Regenerate the paper's tables and figures from runs and leaderboard.yaml.",
-    "leaderboard": "Add run rows to leaderboard.yaml, or show it.",
+    "leaderboard": "Show leaderboard.yaml, add run rows to it, or write it as a page.",
     "train": "MPAR² training: data pipeline, SFT, GRPO, smoke test.",
 }
 

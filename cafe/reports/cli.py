@@ -94,6 +94,18 @@ def _figure(number: str, run_dirs: tuple[str, ...], out: Path) -> list[Path]:
     help='Leaderboard model to compare with, e.g. "Qwen2.5-Omni-7B" (default: the paper\'s row '
     "for the run's model).",
 )
+@click.option(
+    "--html/--no-html",
+    default=None,
+    help="Write report/index.html, one self-contained page (default: on). With two RUN_DIRs, "
+    "--html adds a comparison of RUN_B against RUN_A to RUN_A's page.",
+)
+@click.option(
+    "--embed-audio",
+    "embed_audio",
+    type=click.FloatRange(min=0),
+    help="Embed clips up to this many seconds in index.html (default: relative links).",
+)
 def report_command(
     run_dirs: tuple[str, ...],
     table: str | None,
@@ -105,13 +117,17 @@ def report_command(
     no_figures: bool,
     compare_dir: str | None,
     against: str | None,
+    html: bool | None,
+    embed_audio: float | None,
 ) -> None:
     """Regenerate the paper's tables and figures, and write run reports.
 
     \b
     cafe report --table 1 --format csv        Table 1 from leaderboard.yaml
     cafe report RUN_DIR --table 2 --format tex  Table 2 with your run beside the paper's rows
-    cafe report RUN_DIR                       RUN_DIR/report/: summary.md, tables/, figures/
+    cafe report RUN_DIR                       RUN_DIR/report/: summary.md, index.html, tables/,
+                                              figures/
+    cafe report RUN_A RUN_B --html            RUN_A's index.html compares B against A
     cafe report BASE TRAINED --figure 5       base vs trained decay
     cafe report --compare RUN_DIR --against "Qwen2.5-Omni-7B"
     cafe report --compare RUN_DIR              the paper's row for the run's model
@@ -152,6 +168,20 @@ def report_command(
 
     if out and len(run_dirs) > 1:
         raise click.UsageError("--out takes one RUN_DIR (each run gets its own report/)")
-    for d in run_dirs:
-        folder = write_run_report(d, board, group=group, out=out, draw=not no_figures)
+    pair = html is True and len(run_dirs) == 2
+    if html is True and len(run_dirs) > 2:
+        raise click.UsageError("--html compares two RUN_DIRs (RUN_A RUN_B); give one or two")
+    for i, d in enumerate(run_dirs):
+        folder = write_run_report(
+            d,
+            board,
+            group=group,
+            out=out,
+            draw=not no_figures,
+            html=html is not False,
+            compare_with=run_dirs[1] if pair and i == 0 else None,
+            embed_audio_s=embed_audio,
+        )
         click.echo(f"wrote {folder / 'summary.md'}")
+        if html is not False:
+            click.echo(f"wrote {folder / 'index.html'}")

@@ -374,7 +374,7 @@ def _fmt_source(s: dict[str, Any]) -> str:
 
 @click.group("leaderboard")
 def leaderboard_command() -> None:
-    """Show leaderboard.yaml, or add a run folder's row to it.
+    """Show leaderboard.yaml, add a run folder's row to it, or write it as one HTML page.
 
     The file is --leaderboard FILE, else $CAFE_LEADERBOARD, else ./leaderboard.yaml, else the
     paper's rows shipped with the package."""
@@ -421,3 +421,19 @@ def add_command(run_dir: str, group: str | None, name: str | None, path: str | N
     board = load_leaderboard(target)
     if paper_row_for(board, row.model, row.benchmark, row.version) is not None:
         click.echo(compare(run_dir, None, board), nl=False)  # the gap to the paper, explained
+
+
+@leaderboard_command.command("html")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default="leaderboard.html",
+    show_default=True,
+    help="Page to write.",
+)
+@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
+def html_command(out: str, path: str | None) -> None:
+    """Write one self-contained page: Tables 1-5 and every row, sortable, with provenance."""
+    from cafe.reports.leaderboard_html import write_leaderboard_html
+
+    click.echo(f"wrote {write_leaderboard_html(load_leaderboard(path), out)}")

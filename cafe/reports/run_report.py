@@ -225,10 +225,15 @@ def write_run_report(
     group: str | None = None,
     out: str | Path | None = None,
     draw: bool = True,
+    html: bool = True,
+    compare_with: str | Path | None = None,
+    embed_audio_s: float | None = None,
 ) -> Path:
-    """Write report/ for one run: summary.md, tables/ and figures/; returns the folder.
-    Missing parts are listed in summary.md with the command that produces them. ``board``
-    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures."""
+    """Write report/ for one run: summary.md, tables/, figures/ and index.html; returns the
+    folder. Missing parts are listed in summary.md with the command that produces them. ``board``
+    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures;
+    ``html=False`` skips index.html, ``compare_with`` (a second run folder) adds a comparison to
+    it, and clips up to ``embed_audio_s`` seconds are embedded in it (cafe.reports.html)."""
     board = board or load_leaderboard()
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
@@ -287,6 +292,12 @@ def write_run_report(
         path = tdir / "signals.md"
         path.write_text(signals, encoding="utf-8")
         made["signals (accuracy, Acc_per, rubric, cue recall, listening gap)"] = [path]
+    if html:
+        from cafe.reports.html import write_html_report
+
+        page = write_html_report(run.root, compare_with, report, embed_audio_s, draw)
+        made["HTML report (open in a browser)"] = [page.path]
+        notes += [f"index.html: {n}" for n in page.notes]
     (report / "summary.md").write_text(summary_md(run, made, notes, row, signals), encoding="utf-8")
     return report
 
