@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from cafe.errors import CafeError
+
 T = TypeVar("T", bound="Record")
 
 
@@ -65,7 +67,7 @@ class Problem(Record):
         return ": ".join(parts) + f": {self.message}"
 
 
-class InputError(ValueError):
+class InputError(CafeError, ValueError):
     """Raised for bad input; carries the Problem. Caught per item unless --strict."""
 
     def __init__(self, problem: Problem):

@@ -17,6 +17,8 @@ from typing import Any
 import click
 
 from cafe.cache import DEFAULT_DIR, Cache, make_key
+from cafe.cli_options import command, concurrency_option, limit_option
+from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
@@ -29,7 +31,10 @@ def load_captions(path: str | Path) -> dict[str, str]:
     {id: caption}. A line without a sample id or caption is an InputError naming it."""
     path = Path(path)
     if path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
         if not isinstance(data, dict):
             raise InputError(Problem(str(path), "expected a JSON object {sample_id: caption}"))
         return {str(k): str(v) for k, v in data.items()}
@@ -144,7 +149,59 @@ async def caption_samples(
     }
 
 
-@click.command("caption")
+def caption(
+    bench: str,
+    out: str | Path,
+    *,
+    captioner: str,
+    model: str,
+    data: str | None = None,
+    version: str | None = None,
+    endpoints: Sequence[str] = (),
+    template: str | None = None,
+    concurrency: int = 8,
+    limit: int | None = None,
+    cache: str | Path | None = None,
+) -> dict[str, Any]:
+    """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
+    openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
+    and "problems" (the benchmark's and the failed calls')."""
+    from cafe.benchmarks import BENCHMARKS
+    from cafe.clients import make_client
+
+    if not model:
+        raise CafeUsageError("--model is required: the captioner's model name")
+    try:
+        loaded = BENCHMARKS.get(bench)().load(data, version)
+    except (InputError, FileNotFoundError) as e:
+        raise CafeError(str(e)) from None
+    samples = loaded.samples[:limit] if limit else loaded.samples
+    try:
+        client = make_client(
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
+        )
+    except (KeyError, ValueError) as e:  # unknown kind, missing API key
+        raise CafeUsageError(str(e)) from None
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await caption_samples(
+                samples,
+                client,
+                out,
+                template=template,
+                concurrency=concurrency,
+                cache=Cache(cache or DEFAULT_DIR / "captions.sqlite"),
+            )
+        finally:
+            await client.aclose()
+
+    res = asyncio.run(go())
+    res["problems"] = [*loaded.problems, *res["problems"]]
+    return res
+
+
+@command("caption")
 @click.option("--bench", required=True, help="Benchmark name (mmar, mmau).")
 @click.option("--data", default=None, help="Benchmark metadata file or folder.")
 @click.option("--version", "version", default=None, help="Benchmark version.")
@@ -161,8 +218,8 @@ async def caption_samples(
     default=None,
     help="Your own caption instruction file.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="First N samples only.")
+@concurrency_option(8, help="Captioner calls in flight.")
+@limit_option(help="First N samples only.")
 @click.option(
     "--cache",
     "cache_path",
@@ -193,40 +250,20 @@ def caption_command(
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
     template and audio content are skipped. Keys come from the environment
     (GEMINI_API_KEY, OPENAI_API_KEY)."""
-    from cafe.benchmarks import BENCHMARKS
-    from cafe.clients import make_client
-
-    if not model:
-        raise click.UsageError("--model is required: the captioner's model name")
-    try:
-        loaded = BENCHMARKS.get(bench)().load(data, version)
-    except KeyError as e:
-        raise click.UsageError(str(e)) from None
-    except (InputError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    samples = loaded.samples[:limit] if limit else loaded.samples
-    try:
-        client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
-        )
-    except (KeyError, ValueError) as e:  # unknown kind, missing API key
-        raise click.UsageError(str(e)) from None
-
-    async def go() -> dict[str, Any]:
-        try:
-            return await caption_samples(
-                samples,
-                client,
-                out,
-                template=template,
-                concurrency=concurrency,
-                cache=Cache(cache_path or DEFAULT_DIR / "captions.sqlite"),
-            )
-        finally:
-            await client.aclose()
-
-    res = asyncio.run(go())
-    for p in [*loaded.problems, *res["problems"]]:
+    res = caption(
+        bench,
+        out,
+        captioner=captioner,
+        model=model or "",
+        data=data,
+        version=version,
+        endpoints=endpoints,
+        template=template,
+        concurrency=concurrency,
+        limit=limit,
+        cache=cache_path,
+    )
+    for p in res["problems"]:
         click.echo(str(p), err=True)
     click.echo(
         f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import DEFAULT_DIR, Cache
+from cafe.errors import ConfigError, RunFolderError
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
+from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
@@ -44,7 +46,7 @@ def judgements_file(store: RunStore, identity: str) -> Path:
 def read_samples(store: RunStore) -> list[Sample]:
     path = store.path(SAMPLES)
     if not path.exists():
-        raise FileNotFoundError(
+        raise RunFolderError(
             f"{store.root}: no {SAMPLES} (the runner writes it; re-run `cafe run` on this folder)"
         )
     return [Sample.from_dict(d) for d in iter_jsonl(path)]
@@ -135,12 +137,12 @@ def judge_run(
     samples = read_samples(store)
     preds: list[Prediction] = store.predictions()
     if not preds:
-        raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
+        raise RunFolderError(f"{run_dir}: no predictions.jsonl records to judge")
     by_id = {s.id: s for s in samples}
     caption_of = load_caption_map(samples, captions)
     judge_cls = JUDGES.get(judge)
     if getattr(judge_cls, "needs_caption", True) and not caption_of:
-        raise ValueError(
+        raise ConfigError(
             f"{run_dir}: no sample has a caption; the {judge} judge needs ground-truth captions: "
             "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
             "--captions FILE (or use --judge rule on the synth benchmark)"
@@ -214,6 +216,7 @@ def judge_run(
     )
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
+    compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
     return section
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from cafe.cache import Cache
+from cafe.cli_options import command
 from cafe.judge.pipeline import (
     DEFAULT_CACHE,
     FLUSH_EVERY,
@@ -176,7 +177,7 @@ def rubric_run(
     return section
 
 
-@click.command("rubric")
+@command("rubric")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--judge",

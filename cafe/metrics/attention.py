@@ -16,6 +16,17 @@ from typing import Any
 import click
 import numpy as np
 
+from cafe.cli_options import (
+    adapter_options,
+    command,
+    data_option,
+    limit_option,
+    max_new_tokens_option,
+    model_options,
+    no_progress_option,
+)
+from cafe.errors import CafeError
+
 
 def shares_of(trace: Any) -> list[float]:
     """The per-generated-token audio shares of one trace: an AudioAttentionTrace (its
@@ -54,20 +65,78 @@ def average_by_index(traces: Sequence[Sequence[float]], min_items: int = 1) -> d
     }
 
 
-@click.command("attention")
-@click.option("--model", required=True, help="Model card, adapter name or checkpoint folder.")
-@click.option("--checkpoint", default=None, help="Checkpoint overriding the card's.")
+def attention(
+    model: str,
+    bench: str,
+    *,
+    checkpoint: str | None = None,
+    data: str | None = None,
+    limit: int = 20,
+    prompt_style: str | None = None,
+    max_new_tokens: int = 128,
+    min_items: int = 1,
+    out: str | Path | None = "attention.json",
+    cards: list[str] | tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Audio attention share per generated token over the first ``limit`` items of ``bench``
+    (Figure 6) -> the attention.json dict (also written to ``out``: a file, or a run folder's
+    attention.json; None writes nothing). Needs a transformers adapter; an item that fails is
+    listed under "problems" and the rest go on."""
+    from cafe.adapters import load_model
+    from cafe.benchmarks import BENCHMARKS
+    from cafe.prompts import build_request
+
+    try:
+        from cafe.adapters.hf.attention import trace_audio_attention
+    except ImportError as e:
+        raise CafeError(f"attention tracing needs the [hf] extra: {e}") from None
+    resolved, adapter = load_model(model, checkpoint, cards, options)
+    try:
+        card = resolved.card
+        if not callable(getattr(adapter, "prepare_requests", None)):
+            raise CafeError(
+                f"model {card.name!r}: attention tracing needs a transformers adapter "
+                f"(adapter {card.adapter} has no model weights to trace)"
+            )
+        loaded = BENCHMARKS.get(bench)().load(data)
+        samples = [s for s in loaded.samples if not s.error][:limit]
+        if not samples:
+            raise CafeError(f"{bench}: no usable samples to trace")
+        generation = {**card.generation, "max_new_tokens": max_new_tokens, "temperature": 0.0}
+        traces, problems = [], []
+        from tqdm import tqdm
+
+        for s in tqdm(samples, desc="attention", unit="item", disable=not progress):
+            request = build_request(s, prompt_style or card.prompt_style, 0, 0, generation)
+            try:
+                trace = trace_audio_attention(adapter, request, max_new_tokens=max_new_tokens)
+                traces.append(shares_of(trace))
+            except Exception as e:  # one bad item is reported, the rest go on
+                problems.append(f"{s.id}: {type(e).__name__}: {e}")
+    finally:
+        adapter.close()
+    result = {"model": resolved.label, "bench": bench, **average_by_index(traces, min_items)}
+    result["problems"] = problems
+    if out is not None:
+        path = Path(out)
+        if path.is_dir():
+            path = path / "attention.json"
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        result["path"] = str(path)
+    return result
+
+
+@command("attention")
+@model_options(required=True)
 @click.option("--bench", required=True, help="Benchmark name.")
-@click.option("--data", default=None, help="Benchmark metadata file or folder.")
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=20,
-    show_default=True,
-    help="Items to trace (one forward pass with attentions per generated token).",
+@data_option()
+@limit_option(
+    default=20, help="Items to trace (one forward pass with attentions per generated token)."
 )
 @click.option("--prompt-style", default=None, help="Override the card's prompt style.")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=128, show_default=True)
+@max_new_tokens_option(default=128)
 @click.option(
     "--min-items",
     type=click.IntRange(min=1),
@@ -82,9 +151,13 @@ def average_by_index(traces: Sequence[Sequence[float]], min_items: int = 1) -> d
     show_default=True,
     help="Output JSON file, or a run folder (writes RUN/attention.json).",
 )
+@no_progress_option()
 def attention_command(
     model: str,
     checkpoint: str | None,
+    cards: tuple[str, ...],
+    options: tuple[str, ...],
+    endpoints: tuple[str, ...],
     bench: str,
     data: str | None,
     limit: int,
@@ -92,44 +165,27 @@ def attention_command(
     max_new_tokens: int,
     min_items: int,
     out: str,
+    no_progress: bool,
 ) -> None:
     """Audio attention share per generated token, averaged over the first LIMIT items of a
     benchmark (Figure 6). Needs a transformers adapter (eager attention is used for tracing)."""
-    from cafe.adapters.resolve import ModelLoadError, ModelNotFound, load_adapter, resolve_model
-    from cafe.benchmarks import BENCHMARKS
-    from cafe.prompts import build_request
-
-    try:
-        from cafe.adapters.hf.attention import trace_audio_attention
-    except ImportError as e:
-        raise click.ClickException(f"attention tracing needs the [hf] extra: {e}") from None
-    try:
-        resolved = resolve_model(model, checkpoint)
-        adapter = load_adapter(resolved)
-    except (ModelNotFound, ModelLoadError) as e:
-        raise click.ClickException(str(e)) from None
-    card = resolved.card
-    loaded = BENCHMARKS.get(bench)().load(data)
-    samples = [s for s in loaded.samples if not s.error][:limit]
-    if not samples:
-        raise click.ClickException(f"{bench}: no usable samples to trace")
-    generation = {**card.generation, "max_new_tokens": max_new_tokens, "temperature": 0.0}
-    traces, problems = [], []
-    from tqdm import tqdm
-
-    for s in tqdm(samples, desc="attention", unit="item"):
-        request = build_request(s, prompt_style or card.prompt_style, 0, 0, generation)
-        try:
-            trace = trace_audio_attention(adapter, request, max_new_tokens=max_new_tokens)
-            traces.append(shares_of(trace))
-        except Exception as e:  # one bad item is reported, the rest go on
-            problems.append(f"{s.id}: {type(e).__name__}: {e}")
-    result = {"model": resolved.label, "bench": bench, **average_by_index(traces, min_items)}
-    result["problems"] = problems
-    path = Path(out)
-    if path.is_dir():
-        path = path / "attention.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    for p in problems:
+    result = attention(
+        model,
+        bench,
+        checkpoint=checkpoint,
+        data=data,
+        limit=limit,
+        prompt_style=prompt_style,
+        max_new_tokens=max_new_tokens,
+        min_items=min_items,
+        out=out,
+        cards=cards,
+        options=adapter_options(options, endpoints),
+        progress=not no_progress,
+    )
+    for p in result["problems"]:
         click.echo(p, err=True)
-    click.echo(f"{len(traces)} items traced; mean audio share {result['overall_mean']}; -> {path}")
+    click.echo(
+        f"{result['items']} items traced; mean audio share {result['overall_mean']}; "
+        f"-> {result['path']}"
+    )

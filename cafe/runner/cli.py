@@ -7,83 +7,70 @@ from typing import Any
 
 import click
 
-from cafe.cli_options import Command
+from cafe.cli_options import (
+    adapter_options,
+    command,
+    concurrency_option,
+    data_option,
+    judge_server_options,
+    limit_option,
+    max_new_tokens_option,
+    model_options,
+    no_progress_option,
+    option,
+)
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     """-o KEY=VALUE pairs; values are YAML scalars (numbers, booleans, lists)."""
-    import yaml
-
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.UsageError(f"--option {pair!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
-    return out
+    return adapter_options(pairs)
 
 
-@click.command("run", cls=Command)
-@click.option(
-    "--model",
-    default=DEFAULT_MODEL,
-    show_default=True,
-    help="Model card name, registered adapter name, or a checkpoint folder (its config.json "
-    "model_type picks the card).",
-)
-@click.option("--checkpoint", help="Checkpoint path or hub id overriding the card's.")
-@click.option("--bench", default=DEFAULT_BENCH, show_default=True, help="Benchmark name.")
-@click.option("--data", help="Benchmark metadata file or folder (default: the benchmark's own).")
-@click.option("--version", "bench_version", help="Benchmark version (default: detected).")
-@click.option("--runs", default=1, show_default=True, help="Sampled generations per item.")
-@click.option("--limit", type=int, help="Only the first N items.")
-@click.option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
-@click.option("--concurrency", type=int, help="generate() calls in flight [adapter default].")
-@click.option("--seed", default=0, show_default=True, help="Seed of run 0; run k uses seed+k.")
-@click.option(
+@command("run")
+@model_options(required=False, default=DEFAULT_MODEL)
+@option("--bench", default=DEFAULT_BENCH, show_default=True, help="Benchmark name.")
+@data_option()
+@option("--version", "bench_version", help="Benchmark version (default: detected).")
+@option("--runs", default=1, show_default=True, help="Sampled generations per item.")
+@limit_option()
+@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
+@concurrency_option(help="generate() calls in flight [adapter default].")
+@option("--seed", default=0, show_default=True, help="Seed of run 0; run k uses seed+k.")
+@option(
     "--out",
     type=click.Path(),
     help="Run folder [runs/<model>[-<served model>]-<bench>-<version>[-<hash of other choices>]].",
 )
-@click.option("--prompt-style", help="Override the card's prompt style (`cafe adapters show`).")
-@click.option(
+@option("--prompt-style", help="Override the card's prompt style (`cafe adapters show`).")
+@option(
     "--prompt-template",
     type=click.Path(exists=True, dir_okay=False),
     help="Template file ({question}, {choices}) replacing the style's text.",
 )
-@click.option("--max-new-tokens", type=int, help="Token budget per answer [the card's].")
-@click.option("--judge", help="CAFE judge after the run (the benchmark's default; none: skip).")
-@click.option("--judge-model", help="Judge model name (API judges).")
-@click.option(
-    "--endpoint",
-    multiple=True,
-    help="Model server base URL for server-backed models (repeat: work is sharded across them).",
-)
-@click.option(
-    "--judge-endpoint", multiple=True, help="Judge server base URL (repeat to spread load)."
-)
-@click.option("--judge-concurrency", type=int, help="Judge calls in flight.")
-@click.option(
+@max_new_tokens_option(default=None, help="Token budget per answer [the card's].")
+@option("--judge", help="CAFE judge after the run (the benchmark's default; none: skip).")
+@judge_server_options()
+@option(
     "--captions",
     type=click.Path(exists=True),
     help="Ground-truth captions JSONL for an LLM judge (`cafe caption`); synth needs none.",
 )
-@click.option("--strict", is_flag=True, help="Stop with an error at the first bad input.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
-@click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
-@click.option("-o", "--option", "options", multiple=True, help="Adapter option KEY=VALUE.")
-@click.option(
+@option("--strict", is_flag=True, help="Stop with an error at the first bad input.")
+@option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
+@option(
     "--controls",
     help="Listening controls after the run: silence, noise, shuffled, text-only (comma-"
     "separated, or all); each its own folder RUN_DIR-ctl-NAME, the gap in metrics.json.",
 )
-@click.option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--quiet", is_flag=True, hidden=True, help="Old name of --no-progress.")
+@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
+@no_progress_option(old=("--quiet",))
 def run_command(
     model: str,
     checkpoint: str | None,
+    cards: tuple[str, ...],
+    options: tuple[str, ...],
+    endpoints: tuple[str, ...],
     bench: str,
     data: str | None,
     bench_version: str | None,
@@ -98,18 +85,14 @@ def run_command(
     max_new_tokens: int | None,
     judge: str | None,
     judge_model: str | None,
-    endpoint: tuple[str, ...],
-    judge_endpoint: tuple[str, ...],
+    judge_endpoints: tuple[str, ...],
     judge_concurrency: int | None,
     captions: str | None,
     strict: bool,
     no_cache: bool,
-    cards: tuple[str, ...],
-    options: tuple[str, ...],
     controls: str | None,
     control_seed: int,
     no_progress: bool,
-    quiet: bool,
 ) -> None:
     """Run a model on a benchmark into a resumable run folder.
 
@@ -119,45 +102,39 @@ def run_command(
     model, -o option, prompt, data…) is refused with the differing fields named: pass --out for
     a separate run. Results: manifest.json, predictions.jsonl, samples.jsonl, metrics.json (and
     judgements.jsonl after judging)."""
-    from cafe.records import InputError
     from cafe.reports.summary import summary_table
     from cafe.runner.main import run
 
     judge_options: dict[str, Any] = {}
     if judge_model:
         judge_options["judge_model"] = judge_model
-    if judge_endpoint:
-        judge_options["endpoints"] = tuple(judge_endpoint)
+    if judge_endpoints:
+        judge_options["endpoints"] = tuple(judge_endpoints)
     if judge_concurrency:
         judge_options["concurrency"] = judge_concurrency
     if captions:
         judge_options["captions"] = captions
-    adapter_options = parse_options(options)
-    if endpoint:
-        adapter_options["endpoints"] = list(endpoint)
     from cafe.controls import parse_controls
 
     try:
         control_names = parse_controls(controls)
     except ValueError as e:
         raise click.UsageError(f"--controls: {e}") from None
+    # what the real run is; its controls are the same with the audio replaced (cafe.listen)
     spec_options = {
-        "model": model, "bench": bench, "checkpoint": checkpoint, "data": data,
-        "version": bench_version, "runs": runs, "limit": limit, "seed": seed,
-        "prompt_style": prompt_style, "prompt_template": prompt_template,
-        "max_new_tokens": max_new_tokens, "options": adapter_options,
+        "checkpoint": checkpoint, "data": data, "version": bench_version, "runs": runs,
+        "limit": limit, "seed": seed, "prompt_style": prompt_style,
+        "prompt_template": prompt_template, "max_new_tokens": max_new_tokens,
+        "options": adapter_options(options, endpoints),
     }  # fmt: skip
     execution = {
         "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
-        "progress": not (no_progress or quiet), "cache": not no_cache, "cards": list(cards),
+        "progress": not no_progress, "cache": not no_cache, "cards": list(cards),
     }  # fmt: skip
-    try:
-        result = run(
-            model, bench, **{k: v for k, v in spec_options.items() if k not in ("model", "bench")},
-            out=out, judge=judge, judge_options=judge_options, **execution,
-        )  # fmt: skip
-    except InputError as e:  # a bad input under --strict: one line, no traceback
-        raise click.ClickException(str(e)) from None
+    result = run(
+        model, bench, **spec_options, out=out, judge=judge, judge_options=judge_options,
+        **execution,
+    )  # fmt: skip
     for note in result.notes:
         click.echo(note, err=True)
     click.echo(summary_table(result.metrics))
@@ -167,11 +144,9 @@ def run_command(
         from cafe.listen import run_controls
         from cafe.metrics.listening import format_listening
 
-        try:
-            section = run_controls(
-                result.run_dir, control_names, control_seed=control_seed,
-                run_options=spec_options, judge=judge, judge_options=judge_options, **execution,
-            )  # fmt: skip
-        except InputError as e:
-            raise click.ClickException(str(e)) from None
+        section = run_controls(
+            result.run_dir, control_names, control_seed=control_seed,
+            run_options={"model": model, "bench": bench, **spec_options}, judge=judge,
+            judge_options=judge_options, **execution,
+        )  # fmt: skip
         click.echo(format_listening(section))

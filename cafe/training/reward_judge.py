@@ -308,6 +308,7 @@ def judge_from_recipe(
     judge_model: str | None = None,
     endpoints: Sequence[str] = (),
     cache: str | Path | None = None,
+    concurrency: int | None = None,
 ) -> RewardJudge:
     """The reward judge a recipe's ``judge:`` block names ("offline" or a chat client kind);
     the arguments (from the command line) override the recipe."""
@@ -320,5 +321,5 @@ def judge_from_recipe(
         list(endpoints) or spec.get("endpoints") or [],
         cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
         templates=spec.get("templates"),
-        concurrency=int(spec.get("concurrency", 64)),
+        concurrency=int(concurrency or spec.get("concurrency", 64)),
     )
