@@ -12,6 +12,13 @@ from typing import Any
 
 import click
 
+from cafe.cli_options import (
+    command,
+    concurrency_option,
+    judge_server_options,
+    no_progress_option,
+    option,
+)
 from cafe.controls import CONTROLS, control_captions, parse_controls
 from cafe.store import RunStore
 
@@ -129,41 +136,42 @@ def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> di
     return section
 
 
-@click.command("listen")
+@command("listen")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
+@option(
     "--controls",
     default="all",
     show_default=True,
     help=f"Comma-separated controls: {', '.join(CONTROLS)} (or all).",
 )
-@click.option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
-@click.option(
-    "--judge", help="CAFE judge on the controls (default: the real run's judge; none: skip)."
+@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
+@option("--judge", help="CAFE judge on the controls (default: the real run's judge; none: skip).")
+@judge_server_options()
+@option("--captions", type=click.Path(exists=True), help="The real run's captions file.")
+@option(
+    "--endpoint",
+    "endpoints",
+    multiple=True,
+    help="Model server base URL for served models (repeat to shard the work).",
 )
-@click.option("--judge-model", help="Judge model name (API judges).")
-@click.option("--judge-endpoint", multiple=True, help="Judge server base URL (repeatable).")
-@click.option("--judge-concurrency", type=int, help="Judge calls in flight.")
-@click.option("--captions", type=click.Path(exists=True), help="The real run's captions file.")
-@click.option("--endpoint", multiple=True, help="Model server base URL (repeatable).")
-@click.option("--concurrency", type=int, help="generate() calls in flight [adapter default].")
-@click.option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
-@click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
+@concurrency_option(help="generate() calls in flight [adapter default].")
+@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
+@option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
+@no_progress_option()
 def listen_command(
     run_dir: str,
     controls: str,
     control_seed: int,
     judge: str | None,
     judge_model: str | None,
-    judge_endpoint: tuple[str, ...],
+    judge_endpoints: tuple[str, ...],
     judge_concurrency: int | None,
     captions: str | None,
-    endpoint: tuple[str, ...],
+    endpoints: tuple[str, ...],
+    cards: tuple[str, ...],
     concurrency: int | None,
     batch_size: int | None,
-    cards: tuple[str, ...],
     no_cache: bool,
     no_progress: bool,
 ) -> None:
@@ -185,13 +193,13 @@ def listen_command(
         opts = rerun_options(manifest)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
-    if endpoint:
-        opts["options"] = {**opts["options"], "endpoints": list(endpoint)}
+    if endpoints:
+        opts["options"] = {**opts["options"], "endpoints": list(endpoints)}
     jopts: dict[str, Any] = {}
     if judge_model:
         jopts["judge_model"] = judge_model
-    if judge_endpoint:
-        jopts["endpoints"] = tuple(judge_endpoint)
+    if judge_endpoints:
+        jopts["endpoints"] = tuple(judge_endpoints)
     if judge_concurrency:
         jopts["concurrency"] = judge_concurrency
     if captions:
