@@ -20,6 +20,7 @@ from cafe.cache import DEFAULT_DIR, Cache, make_key
 from cafe.cli_options import command, concurrency_option, limit_option
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
+from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
 
@@ -162,10 +163,12 @@ def caption(
     concurrency: int = 8,
     limit: int | None = None,
     cache: str | Path | None = None,
+    calls: Any = None,
 ) -> dict[str, Any]:
     """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
     openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
-    and "problems" (the benchmark's and the failed calls')."""
+    and "problems" (the benchmark's and the failed calls'). ``calls``: a CallPlan
+    (cafe.judge.batching.call_plan: batch transport, cost ledger)."""
     from cafe.benchmarks import BENCHMARKS
     from cafe.clients import make_client
 
@@ -178,8 +181,9 @@ def caption(
     samples = loaded.samples[:limit] if limit else loaded.samples
     try:
         client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
-        )
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
+            calls=calls,
+        )  # fmt: skip
     except (KeyError, ValueError) as e:  # unknown kind, missing API key
         raise CafeUsageError(str(e)) from None
 
@@ -190,7 +194,7 @@ def caption(
                 client,
                 out,
                 template=template,
-                concurrency=concurrency,
+                concurrency=calls.item_concurrency(concurrency) if calls else concurrency,
                 cache=Cache(cache or DEFAULT_DIR / "captions.sqlite"),
             )
         finally:
@@ -233,6 +237,7 @@ def caption(
     type=click.Path(dir_okay=False),
     help="Captions JSONL (appended to; done clips are skipped).",
 )
+@batch_click_options
 def caption_command(
     bench: str,
     data: str | None,
@@ -245,11 +250,19 @@ def caption_command(
     limit: int | None,
     cache_path: str | None,
     out: str,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    prices: str | None = None,
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
     template and audio content are skipped. Keys come from the environment
     (GEMINI_API_KEY, OPENAI_API_KEY)."""
+    # batch state beside the captions file: <out>.batches/
+    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
+    plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
     res = caption(
         bench,
         out,
@@ -262,6 +275,7 @@ def caption_command(
         concurrency=concurrency,
         limit=limit,
         cache=cache_path,
+        calls=plan,
     )
     for p in res["problems"]:
         click.echo(str(p), err=True)
@@ -270,3 +284,4 @@ def caption_command(
         f"{len(res['problems'])} problems",
         file=sys.stdout,
     )
+    echo_costs({"cost": {**plan.ledger.summary(), "batches": plan.batch_stats()}})

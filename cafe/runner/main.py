@@ -101,27 +101,13 @@ def run(
     )
     if plan.mode == "subset":
         return _read_subset(plan)
-    store = plan.store.create()
-    manifest = plan.manifest()
-    old = plan.old_manifest
-    manifest["created"] = old.get("created", now())
-    manifest["updated"] = now()
-    for k in ("adapter", "token_counter", "usage"):
-        if k in old:
-            manifest[k] = old[k]
+    link = None
     if control:
-        manifest["control"] = {
-            "name": control,
-            "seed": control_seed,
-            "real_run": str(Path(control_of).resolve()) if control_of else None,
-        }
-    manifest["status"] = "running"
-    store.write_manifest(manifest)
-    if plan.mode in ("new", "extend") or not store.has_samples():
-        store.write_samples(plan.samples)
-
-    result = RunResult(run_dir=store.root, metrics={}, problems=plan.problems)
-    with store.writer(PREDICTIONS) as writer:
+        link = {"name": control, "seed": control_seed,
+                "real_run": str(Path(control_of).resolve()) if control_of else None}  # fmt: skip
+    manifest = _open_folder(plan, link)
+    result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
+    with plan.store.writer(PREDICTIONS) as writer:
         bad = [(s, r) for s, r in plan.pending if s.error]
         writer.write_many(
             failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
@@ -133,7 +119,42 @@ def run(
                 plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
             )
             result.model_loaded = True
+    _finish(plan, manifest, result, judge, judge_options or {}, progress)
+    return result
 
+
+def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Create or reopen the folder: the manifest (marked running until the end; what an
+    earlier session learnt about the adapter and its usage carried over; a listening control
+    linked to its real run) and samples.jsonl."""
+    store = plan.store.create()
+    manifest = plan.manifest()
+    old = plan.old_manifest
+    manifest["created"] = old.get("created", now())
+    manifest["updated"] = now()
+    for k in ("adapter", "token_counter", "usage"):
+        if k in old:
+            manifest[k] = old[k]
+    if control:
+        manifest["control"] = control
+    manifest["status"] = "running"
+    store.write_manifest(manifest)
+    if plan.mode in ("new", "extend") or not store.has_samples():
+        store.write_samples(plan.samples)
+    return manifest
+
+
+def _finish(
+    plan: RunPlan,
+    manifest: dict[str, Any],
+    result: RunResult,
+    judge: str | None,
+    judge_options: dict[str, Any],
+    progress: bool,
+) -> None:
+    """The accuracy section over the folder's whole selection, the judge (the benchmark's
+    default unless told), and the manifest marked complete."""
+    store = plan.store
     if result.new_predictions:  # rubric, cues and controls covered the earlier predictions
         gone = store.drop_metrics(*LISTENING_SECTIONS)
         if gone:
@@ -153,9 +174,9 @@ def run(
 
     judge_name = judge if judge is not None else plan.bench.default_judge
     if judge_name and judge_name != "none":
-        manifest["judge"] = {"name": judge_name, **without_secrets(judge_options or {})}
+        manifest["judge"] = {"name": judge_name, **without_secrets(judge_options)}
         store.write_manifest(manifest)
-        result.notes.extend(_judge(store.root, judge_name, judge_options or {}, progress))
+        result.notes.extend(_judge(store.root, judge_name, judge_options, progress))
     elif result.new_predictions:
         gone = store.drop_metrics(*DERIVED_SECTIONS)
         if gone:
@@ -171,7 +192,6 @@ def run(
     store.write_manifest(manifest)
     result.manifest = manifest
     result.metrics = store.read_metrics()
-    return result
 
 
 def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:

@@ -284,16 +284,21 @@ def make_reward_judge(
     cache_path: str | Path | None = None,
     templates: dict[str, str] | None = None,
     concurrency: int = 64,
+    calls: Any = None,
 ) -> RewardJudge:
     """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
-    ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini")."""
+    ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini"). ``calls``: a
+    cafe.clients.calls.CallPlan (cost ledger, dry run; batch makes sense only offline, since a
+    GRPO step waits for its rewards)."""
     if kind == "offline":
         return OfflineRewardJudge()
     from cafe.clients import make_client
 
     if not model:
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
-    client = make_client(kind, model, endpoints=list(endpoints) or None, concurrency=concurrency)
+    client = make_client(
+        kind, model, endpoints=list(endpoints) or None, concurrency=concurrency, calls=calls
+    )
     return LLMRewardJudge(
         client,
         templates=load_templates(templates),
