@@ -70,9 +70,8 @@ def control_captions_file(
 ) -> str:
     """The captions a control run's LLM judge needs: the played clip's, or the silent truth."""
     from cafe.judge.captions import load_captions
-    from cafe.judge.pipeline import read_samples
 
-    samples = read_samples(RunStore(real_dir))
+    samples = RunStore(real_dir).samples()
     mapping = control_captions(samples, control, seed, load_captions(captions))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "control_captions.json"  # {sample_id: caption}, as load_captions reads it
@@ -118,11 +117,11 @@ def run_controls(
 
 def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> dict[str, Any]:
     """The real run's "listening" section from its control folders."""
-    from cafe.judge.pipeline import _bench_breakdowns, read_samples
+    from cafe.judge.pipeline import _bench_breakdowns
     from cafe.metrics.listening import listening_section
 
     store = RunStore(real_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     data = {}
     for name, d in controls.items():
         ctl = RunStore(d)
