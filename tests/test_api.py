@@ -64,6 +64,7 @@ COMMAND_FUNCTIONS = {
     "judge-accuracy": ["judge_accuracy"],
     "rubric": ["rubric"],
     "cues": ["cues"],
+    "listen": ["listen"],
     "decay": ["decay"],
     "attention": ["attention"],
     "report": ["report", "table", "figure", "compare"],

@@ -36,7 +36,7 @@ from cafe.judge.pipeline import (
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
-from cafe.store import RunStore, iter_jsonl
+from cafe.store import RunStore, latest_records
 
 SECTION = "rubric"
 
@@ -46,11 +46,7 @@ def rubric_file(store: RunStore, identity: str) -> Path:
 
 
 def read_scores(path: Path) -> list[RubricScore]:
-    by_key: dict[tuple[str, int], RubricScore] = {}
-    for d in iter_jsonl(path):
-        r = RubricScore.from_dict(d)
-        by_key[(r.sample_id, r.run_index)] = r
-    return list(by_key.values())
+    return latest_records(path, RubricScore)
 
 
 async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool) -> list:
@@ -61,7 +57,7 @@ async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool
             try:
                 return await judge.ascore(sample, pred)
             except Exception as e:  # a bug in one item must not lose the rest
-                return judge._record(pred, "failed", reason=f"{type(e).__name__}: {e}")
+                return judge.record(pred, "failed", reason=f"{type(e).__name__}: {e}")
 
     bar = None
     if progress:
@@ -142,7 +138,7 @@ def rubric_run(
         s = by_id.get(p.sample_id)
         if s is None:
             orphans.append(
-                scorer._record(p, "failed", reason=f"samples.jsonl: sample {p.sample_id} not found")
+                scorer.record(p, "failed", reason=f"samples.jsonl: sample {p.sample_id} not found")
             )
             continue
         jobs.append((s, p))
