@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from cafe.cache import DEFAULT_DIR, Cache, make_key
+from cafe.cli_options import command
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
@@ -169,10 +170,10 @@ def judge_accuracy_run(
 ) -> dict[str, Any]:
     """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy"."""
     from cafe.benchmarks.scoring import rule_for
-    from cafe.judge.pipeline import _bench_breakdowns, read_samples
+    from cafe.judge.pipeline import _bench_breakdowns
 
     store = RunStore(run_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     preds = store.predictions()
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
@@ -210,7 +211,7 @@ def judge_accuracy_run(
     return section
 
 
-@click.command("judge-accuracy")
+@command("judge-accuracy")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--judge", "judge", required=True,
               help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
