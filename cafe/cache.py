@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cafe.redaction import scrub_text
+
 DEFAULT_DIR = Path(os.environ.get("CAFE_CACHE", Path.home() / ".cache" / "cafe"))
 
 
@@ -56,7 +58,7 @@ class Cache:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO calls (key, value) VALUES (?, ?)",
-                (key, json.dumps(value, ensure_ascii=False)),
+                (key, scrub_text(json.dumps(value, ensure_ascii=False))),
             )
             self._db.commit()
 

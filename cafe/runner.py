@@ -652,7 +652,10 @@ def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) ->
         return [
             f"CAFE judge not available in this install; add it later with `cafe judge {run_dir}`"
         ]
-    judge_run(run_dir, judge=name, progress=progress, **options)
+    try:
+        judge_run(run_dir, judge=name, progress=progress, **options)
+    except (ValueError, FileNotFoundError) as e:  # no server named, no key, no captions
+        return [f"judge {name} not run: {e}; judge later with `cafe judge {run_dir}`"]
     return []
 
 
@@ -750,6 +753,17 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 )
 @click.option("--judge-concurrency", type=int, help="Judge calls in flight.")
 @click.option(
+    "--api-key-env",
+    metavar="NAME",
+    help="Variable holding the key for the --endpoint server(s) [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's own URL takes OPENAI_API_KEY].",
+)
+@click.option(
+    "--judge-api-key-env",
+    metavar="NAME",
+    help="Variable holding the key for the --judge-endpoint server(s) [CAFE_ENDPOINT_API_KEY].",
+)
+@click.option(
     "--captions",
     type=click.Path(exists=True),
     help="Ground-truth captions JSONL for an LLM judge (`cafe caption`); synth needs none.",
@@ -778,6 +792,8 @@ def run_command(
     endpoint: tuple[str, ...],
     judge_endpoint: tuple[str, ...],
     judge_concurrency: int | None,
+    api_key_env: str | None,
+    judge_api_key_env: str | None,
     captions: str | None,
     strict: bool,
     no_cache: bool,
@@ -800,9 +816,13 @@ def run_command(
         judge_options["concurrency"] = judge_concurrency
     if captions:
         judge_options["captions"] = captions
+    if judge_api_key_env:
+        judge_options["api_key_env"] = judge_api_key_env
     adapter_options = _parse_options(options)
     if endpoint:
         adapter_options["endpoints"] = list(endpoint)
+    if api_key_env:
+        adapter_options["api_key_env"] = api_key_env
     result = run(
         model,
         bench,

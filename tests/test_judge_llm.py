@@ -148,7 +148,7 @@ def test_gemini_judge_speaks_generate_content(tmp_path, monkeypatch):
     from cafe.judge.pipeline import judge_run
     from cafe.testing.loopback import GeminiLoopback
 
-    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "test-key")
     store = build_run(tmp_path / "run")
     reply_for = scripted()
 

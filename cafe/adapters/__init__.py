@@ -68,6 +68,8 @@ def show_command(name: str, cards: tuple[str, ...]) -> None:
         card = resolve_model(name, None, list(cards)).card
     except RunError as e:
         raise click.ClickException(e.message) from None
-    data = dataclasses.asdict(card)
+    from cafe.redaction import scrub
+
+    data = scrub(dataclasses.asdict(card))  # card options may name credentials or URL keys
     data["prompt_template_hash"] = load_template(card.prompt_style).hash
     click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())

@@ -43,11 +43,20 @@ def load_captions(path: str | Path) -> dict[str, str]:
     return out
 
 
+def captioner_identity(client: Any) -> str:
+    """Protocol and model, never where it is served: resuming through another spelling of the
+    same server (localhost vs 127.0.0.1, a second replica) captions nothing twice."""
+    kind, model = getattr(client, "kind", None), getattr(client, "model", None)
+    return f"{kind}:{model}" if kind and model else str(client.identity).split("@")[0]
+
+
 def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]:
+    # files written before identities dropped the endpoint carry "kind:model@url"
     return {
         (d["sample_id"], d.get("audio_sha256", ""))
         for d in iter_jsonl(path)
-        if d.get("captioner") == identity and d.get("template_hash") == template_hash
+        if str(d.get("captioner", "")).split("@")[0] == identity
+        and d.get("template_hash") == template_hash
     }
 
 
@@ -66,7 +75,7 @@ async def caption_samples(
     from cafe.audio import file_sha256
 
     text, template_hash = load_template("caption", template)
-    identity = client.identity
+    identity = captioner_identity(client)
     cache = cache or Cache(None)
     out = Path(out)
     done = _done(out, identity, template_hash)
@@ -156,6 +165,12 @@ async def caption_samples(
 @click.option("--model", "model", default=None, help="Captioner model name (e.g. gemini-3-pro).")
 @click.option("--endpoint", "endpoints", multiple=True, help="Server base URL; repeatable.")
 @click.option(
+    "--api-key-env",
+    metavar="NAME",
+    default=None,
+    help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
+)
+@click.option(
     "--template",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
@@ -183,6 +198,7 @@ def caption_command(
     captioner: str,
     model: str | None,
     endpoints: tuple[str, ...],
+    api_key_env: str | None,
     template: str | None,
     concurrency: int,
     limit: int | None,
@@ -191,8 +207,9 @@ def caption_command(
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
-    template and audio content are skipped. Keys come from the environment
-    (GEMINI_API_KEY, OPENAI_API_KEY)."""
+    template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
+    OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
+    --api-key-env NAME) for a server named with --endpoint."""
     from cafe.benchmarks import BENCHMARKS
     from cafe.clients import make_client
 
@@ -207,8 +224,9 @@ def caption_command(
     samples = loaded.samples[:limit] if limit else loaded.samples
     try:
         client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency
-        )
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
     except (KeyError, ValueError) as e:  # unknown kind, missing API key
         raise click.UsageError(str(e)) from None
 

@@ -25,6 +25,15 @@ from cafe.judge import JUDGES
     help="Judge server base URL; repeat to share the load over several servers.",
 )
 @click.option(
+    "--api-key-env",
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    default=None,
+    help="Variable holding the judge server's key [CAFE_ENDPOINT_API_KEY for a named server; "
+    "OPENAI_API_KEY / GEMINI_API_KEY only for OpenAI's / Google's own endpoint].",
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(min=1),
     default=16,
@@ -58,6 +67,7 @@ def judge_command(
     judge: str,
     judge_model: str | None,
     endpoints: tuple[str, ...],
+    api_key_env: str | None,
     concurrency: int,
     template: str | None,
     captions: str | None,
@@ -94,6 +104,7 @@ def judge_command(
             progress=not no_progress,
             captions=captions,
             cache=cache_path,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
         )
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None

@@ -128,6 +128,9 @@ class LLMJudge(Judge):
         self._endpoints = list(endpoints) or None
         self._client_options = client_options
         self._client = client
+        # built now: a judge with no server named or no key fails once, before any item is
+        # marked failed, with the one line that says what to set
+        self._get_client()
 
     def _get_client(self) -> Any:
         if self._client is None:

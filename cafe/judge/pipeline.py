@@ -59,10 +59,13 @@ def read_judgements(path: Path) -> list[Judgement]:
 
 
 def _write_compact(path: Path, records: Sequence[Judgement]) -> None:
+    from cafe.redaction import scrub_text, secret_values
+
+    secrets = secret_values()
     tmp = path.with_suffix(path.suffix + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:
         for r in records:
-            f.write(r.to_json() + "\n")
+            f.write(scrub_text(r.to_json(), secrets) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -127,7 +127,9 @@ def attention_command(
     path = Path(out)
     if path.is_dir():
         path = path / "attention.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    from cafe.redaction import scrub_text
+
+    path.write_text(scrub_text(json.dumps(result, indent=2)) + "\n")
     for p in problems:
         click.echo(p, err=True)
     click.echo(f"{len(traces)} items traced; mean audio share {result['overall_mean']}; -> {path}")

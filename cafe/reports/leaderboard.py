@@ -307,8 +307,10 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
                 f"{target}: rows[{r.index}] ({r.model}) already holds this run "
                 f"(manifest sha256 {sha[:12]}…)"
             )
+    from cafe.redaction import scrub
+
     block = yaml.safe_dump(
-        [row.to_yaml_dict()], allow_unicode=True, sort_keys=False, default_flow_style=None
+        [scrub(row.to_yaml_dict())], allow_unicode=True, sort_keys=False, default_flow_style=None
     )
     text = target.read_text(encoding="utf-8")
     if not text.endswith("\n"):

@@ -267,7 +267,10 @@ def write_run_report(
                 notes.append(f"{what}: {e.message}")
         except (LeaderboardError, ValueError) as e:
             notes.append(f"{what}: {getattr(e, 'message', None) or e}")
-    (report / "summary.md").write_text(summary_md(run, made, notes, row), encoding="utf-8")
+    from cafe.redaction import scrub_text
+
+    text = scrub_text(summary_md(run, made, notes, row))
+    (report / "summary.md").write_text(text, encoding="utf-8")
     return report
 
 

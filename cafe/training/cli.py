@@ -26,7 +26,9 @@ def _model(recipe: dict[str, Any], model: str | None) -> str:
     return str(path)
 
 
-def make_judge(recipe: dict[str, Any], kind=None, judge_model=None, endpoints=(), cache=None):
+def make_judge(
+    recipe: dict[str, Any], kind=None, judge_model=None, endpoints=(), cache=None, api_key_env=None
+):
     """The reward judge a recipe (or the command line) names: "offline" or a chat client."""
     from cafe.cache import DEFAULT_DIR
     from cafe.training.reward_judge import make_reward_judge
@@ -39,6 +41,7 @@ def make_judge(recipe: dict[str, Any], kind=None, judge_model=None, endpoints=()
         cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
         templates=spec.get("templates"),
         concurrency=int(spec.get("concurrency", 64)),
+        api_key_env=api_key_env or spec.get("api_key_env"),
     )
 
 
@@ -100,14 +103,24 @@ def sft_command(recipe: str, data: str, out: str, model: str | None, max_steps: 
 @click.option("--judge", "judge_kind", help="Reward judge: offline or a chat client kind.")
 @click.option("--judge-model", help="Judge model name (e.g. Qwen/Qwen3-32B).")
 @click.option("--endpoint", multiple=True, help="Judge endpoint URL (repeat to spread load).")
+@click.option(
+    "--api-key-env",
+    metavar="NAME",
+    help="Variable holding the judge server's key [CAFE_ENDPOINT_API_KEY].",
+)
 @click.option("--max-steps", type=int, help="Stop after N optimizer steps.")
-def grpo_command(recipe, data, out, model, judge_kind, judge_model, endpoint, max_steps) -> None:
+def grpo_command(
+    recipe, data, out, model, judge_kind, judge_model, endpoint, api_key_env, max_steps
+) -> None:
     """GRPO with the MPAR² rewards (TRL GRPOTrainer extended with audio; vLLM rollouts on GPU
     per the recipe, transformers generation on CPU)."""
     from cafe.training.grpo import train_grpo
 
     r = _recipe(recipe)
-    judge = make_judge(r, judge_kind, judge_model, endpoint)
+    try:
+        judge = make_judge(r, judge_kind, judge_model, endpoint, api_key_env=api_key_env)
+    except ValueError as e:  # no server named, no key
+        raise click.ClickException(str(e)) from None
     path = train_grpo(
         r, model_path=_model(r, model), data=data, out=out, judge=judge, max_steps=max_steps
     )

@@ -284,6 +284,7 @@ def make_reward_judge(
     cache_path: str | Path | None = None,
     templates: dict[str, str] | None = None,
     concurrency: int = 64,
+    api_key_env: str | None = None,
 ) -> RewardJudge:
     """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
     ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini")."""
@@ -293,7 +294,10 @@ def make_reward_judge(
 
     if not model:
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
-    client = make_client(kind, model, endpoints=list(endpoints) or None, concurrency=concurrency)
+    extra = {"api_key_env": api_key_env} if api_key_env else {}
+    client = make_client(
+        kind, model, endpoints=list(endpoints) or None, concurrency=concurrency, **extra
+    )
     return LLMRewardJudge(
         client,
         templates=load_templates(templates),
