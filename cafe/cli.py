@@ -4,10 +4,10 @@ imported only when invoked, so `cafe --help` stays fast and heavy extras stay op
 from __future__ import annotations
 
 import importlib
-import sys
-from typing import Any
 
 import click
+
+from cafe.cli_options import Group
 
 # command name -> "module:click_command"; modules define the command next to the code it calls
 COMMANDS: dict[str, str] = {
@@ -45,22 +45,7 @@ HELP = {
 }
 
 
-class LazyGroup(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        """Every command runs with its printed lines, log records and error messages scrubbed
-        of secrets (cafe.redaction): the last net under the per-writer scrubbing."""
-        from cafe.redaction import ScrubbingStream, install_log_scrubbing, scrub_exception
-
-        install_log_scrubbing()
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = ScrubbingStream(sys.stdout), ScrubbingStream(sys.stderr)
-        try:
-            return super().invoke(ctx)
-        except Exception as e:
-            raise scrub_exception(e) from e.__cause__
-        finally:
-            sys.stdout, sys.stderr = saved
-
+class LazyGroup(Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
