@@ -372,8 +372,7 @@ def _slug(text: str) -> str:
 def _cache(enabled: bool) -> cache_mod.Cache:
     if not enabled:
         return cache_mod.Cache(None)
-    root = Path(os.environ["CAFE_CACHE"]) if os.environ.get("CAFE_CACHE") else cache_mod.DEFAULT_DIR
-    return cache_mod.Cache(root / "calls.sqlite")
+    return cache_mod.Cache(cache_mod.cache_file("calls.sqlite"))
 
 
 # the run -----------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def _msgs() -> list[dict]:
 
 
 @pytest.fixture
-def keys(monkeypatch):
+def keys(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))  # no reply replayed from elsewhere
     for k in ("OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "CAFE_ENDPOINT_API_KEY", "MY_KEY"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI)

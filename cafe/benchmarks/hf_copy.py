@@ -46,7 +46,9 @@ def is_hf_copy(data: str | Path) -> bool:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("CAFE_CACHE", Path.home() / ".cache" / "cafe")) / "hf_audio"
+    from cafe.cache import cache_file
+
+    return cache_file("hf_audio")
 
 
 def _rows_from_saved(p: Path) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from cafe.cache import DEFAULT_DIR, Cache, make_key
+from cafe.cache import Cache, cache_file, make_key
 from cafe.judge.base import load_template
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
@@ -238,7 +238,7 @@ def caption_command(
                 out,
                 template=template,
                 concurrency=concurrency,
-                cache=Cache(cache_path or DEFAULT_DIR / "captions.sqlite"),
+                cache=Cache(cache_path or cache_file("captions.sqlite")),
             )
         finally:
             await client.aclose()

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import DEFAULT_DIR, Cache
+from cafe.cache import Cache, cache_file
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.metrics.cafe import cafe_section
@@ -29,7 +29,6 @@ from cafe.store import JUDGEMENTS, RunStore, iter_jsonl
 
 SAMPLES = "samples.jsonl"
 FLUSH_EVERY = 32
-DEFAULT_CACHE = DEFAULT_DIR / "judge.sqlite"
 
 
 def judge_slug(identity: str) -> str:
@@ -150,7 +149,7 @@ def judge_run(
         )
     if not isinstance(cache, Cache):
         use = getattr(judge_cls, "uses_cache", True)
-        cache = Cache((cache if cache is not None else DEFAULT_CACHE) if use else None)
+        cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
     judge_obj: Judge = build_judge(
         judge,
         model=judge_model,

@@ -30,7 +30,7 @@ def make_judge(
     recipe: dict[str, Any], kind=None, judge_model=None, endpoints=(), cache=None, api_key_env=None
 ):
     """The reward judge a recipe (or the command line) names: "offline" or a chat client."""
-    from cafe.cache import DEFAULT_DIR
+    from cafe.cache import cache_file
     from cafe.training.reward_judge import make_reward_judge
 
     spec = dict(recipe.get("judge") or {})
@@ -38,7 +38,7 @@ def make_judge(
         kind or spec.get("kind", "offline"),
         judge_model or spec.get("model"),
         list(endpoints) or spec.get("endpoints") or [],
-        cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
+        cache_path=cache or spec.get("cache") or cache_file("reward-judge.sqlite"),
         templates=spec.get("templates"),
         concurrency=int(spec.get("concurrency", 64)),
         api_key_env=api_key_env or spec.get("api_key_env"),

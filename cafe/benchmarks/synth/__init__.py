@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -32,8 +31,9 @@ _VERSION_RE = re.compile(r"^n(\d+)-seed(\d+)$")
 
 def cache_root() -> Path:
     """$CAFE_CACHE/synth, default ~/.cache/cafe/synth."""
-    base = os.environ.get("CAFE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cafe")
-    return Path(base) / "synth"
+    from cafe.cache import cache_file
+
+    return cache_file("synth")
 
 
 def ensure_generated(n: int = DEFAULT_N, seed: int = DEFAULT_SEED, progress: bool = False) -> Path:
