@@ -57,6 +57,26 @@ def load_audio(
     return mono.astype(np.float32, copy=False)
 
 
+def contained_audio(
+    rel: str, roots: list[Path], *, file: str, sample_id: str | None, field: str
+) -> tuple[str | None, Problem | None]:
+    """The absolute path of a metadata audio path (relative to ``roots[0]``), or a Problem when
+    it resolves, after symlinks, outside every root: an absolute or ``../`` path in a metadata
+    file must not make a model, an API upload or a captioner read an arbitrary file."""
+    base = roots[0]
+    p = Path(rel.replace("\\", "/")).expanduser()
+    given = os.path.normpath(p if p.is_absolute() else base / p)
+    full = Path(given).resolve()
+    for root in roots:
+        if full.is_relative_to(root.resolve()):
+            return given, None  # the path as written (normalised); its target was checked
+    msg = (
+        f"audio path {rel!r} resolves to {full}, outside the data folder {base.resolve()}; "
+        "keep audio under it or pass --audio-root DIR"
+    )
+    return None, Problem(file=file, sample_id=sample_id, field=field, message=msg)
+
+
 def check_audio(path: str | Path, *, sample_id: str | None = None) -> None:
     """Cheap validation before a model call (header only, no decode): missing, empty, non-audio
     or corrupt-header files and files without samples raise the same InputErrors as load_audio.

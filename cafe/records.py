@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from cafe.errors import CafeError
+
 T = TypeVar("T", bound="Record")
 
 
@@ -65,8 +67,9 @@ class Problem(Record):
         return ": ".join(parts) + f": {self.message}"
 
 
-class InputError(ValueError):
-    """Raised for bad input; carries the Problem. Caught per item unless --strict."""
+class InputError(CafeError, ValueError):
+    """Raised for bad input; carries the Problem. Caught per item unless --strict; a CafeError,
+    so a command it escapes from prints its one line (file, sample id, field), no traceback."""
 
     def __init__(self, problem: Problem):
         super().__init__(str(problem))

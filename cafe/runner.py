@@ -398,6 +398,7 @@ def run(
     progress: bool = True,
     cache: bool = True,
     cards: list[str] | None = None,
+    audio_root: str | Path | None = None,
     **adapter_options: Any,
 ) -> RunResult:
     """Run ``model`` on ``bench`` into a run folder and return its metrics. Re-running the same
@@ -418,6 +419,8 @@ def run(
         bench_obj: Benchmark = BENCHMARKS.get(bench)()
     except KeyError as e:
         raise RunError(str(e)) from None
+    if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
+        bench_obj.audio_root = str(audio_root)
     loaded = bench_obj.load(data=data, version=version)
     samples, own_problems = check_samples(loaded)
     problems = [*loaded.problems, *own_problems]
@@ -728,6 +731,12 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--bench", default=DEFAULT_BENCH, show_default=True, help="Benchmark name.")
 @click.option("--data", help="Benchmark metadata file or folder (default: the benchmark's own).")
 @click.option("--version", "bench_version", help="Benchmark version (default: detected).")
+@click.option(
+    "--audio-root",
+    type=click.Path(file_okay=False),
+    help="Folder the metadata's audio paths are relative to and must stay inside [the metadata "
+    "file's folder]; paths resolving outside it fail their item.",
+)
 @click.option("--runs", default=1, show_default=True, help="Sampled generations per item.")
 @click.option("--limit", type=int, help="Only the first N items.")
 @click.option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
@@ -778,6 +787,7 @@ def run_command(
     bench: str,
     data: str | None,
     bench_version: str | None,
+    audio_root: str | None,
     runs: int,
     limit: int | None,
     batch_size: int | None,
@@ -842,6 +852,7 @@ def run_command(
         progress=not quiet,
         cache=not no_cache,
         cards=list(cards),
+        audio_root=audio_root,
         **adapter_options,
     )
     for note in result.notes:

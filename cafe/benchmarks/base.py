@@ -31,6 +31,9 @@ class Benchmark(ABC):
     #: breakdown name -> function of a Sample giving its value (or list of values)
     breakdowns: dict[str, Callable[[Sample], Any]] = {}
     #: whether items carry answers (MMAU test does not: predictions and export only)
+    #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
+    #: None: the metadata file's own folder
+    audio_root: str | None = None
 
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...

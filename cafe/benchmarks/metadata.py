@@ -161,9 +161,13 @@ def build_samples(
     version: str,
     normalise: Callable[[dict[str, Any], dict[str, Any]], None],
     official_layout: bool = True,
+    extra_roots: tuple[Path, ...] = (),
 ) -> tuple[list[Sample], list[Problem]]:
     """Validate and convert rows. ``normalise(item, meta)`` fills benchmark-specific meta and
-    quirk notes. Bad items become Problems and, when their id is known, Samples with .error."""
+    quirk notes. Bad items become Problems and, when their id is known, Samples with .error.
+    Audio paths resolve against ``base_dir`` and must stay inside it (or ``extra_roots``)."""
+    from cafe.audio import contained_audio
+
     src = str(source)
     samples: list[Sample] = []
     problems: list[Problem] = []
@@ -222,7 +226,14 @@ def build_samples(
         audio_rel = item.get(spec.audio_field)
         audio: list[str] = []
         if _text(audio_rel) and audio_rel:
-            audio = [os.path.normpath(str(base_dir / audio_rel.replace("\\", "/")))]
+            path, outside = contained_audio(
+                audio_rel, [base_dir, *extra_roots], file=src, sample_id=sid,
+                field=spec.audio_field,
+            )  # fmt: skip
+            if outside is not None:
+                errors.append((spec.audio_field, outside.message))
+            else:
+                audio = [str(path)]
             if (
                 official_layout
                 and spec.default_audio
@@ -256,18 +267,23 @@ def load_official(
     data: str | Path | None,
     version: str | None,
     normalise: Callable[[dict[str, Any], dict[str, Any]], None],
+    audio_root: str | Path | None = None,
 ) -> LoadedBenchmark:
-    """The whole load: locate (file, folder or HF copy), read, detect version, build samples."""
+    """The whole load: locate (file, folder or HF copy), read, detect version, build samples.
+    ``audio_root``: the folder audio paths are relative to and must stay inside (default: the
+    metadata file's folder)."""
     from cafe.benchmarks import hf_copy
 
     if data is None:
         data = default_data(spec)
     problems: list[Problem] = []
     from_hf = hf_copy.is_hf_copy(data)
+    extra_roots: tuple[Path, ...] = ()
     if from_hf:
         rows_list, base_dir, sha = hf_copy.load_rows(data, spec.audio_field)
         source = Path(data)
         rows = list(enumerate(rows_list, 1))
+        extra_roots = (hf_copy.audio_dir(data),)  # clips cafe itself wrote out of the copy
     else:
         source = find_metadata(data, spec, version)
         rows, problems = read_rows(source)
@@ -282,9 +298,14 @@ def load_official(
     else:
         problems += vprobs
     ver = version or detected
+    if audio_root is not None:
+        base_dir = Path(audio_root).expanduser()
+        if not base_dir.is_dir():
+            raise InputError(Problem(str(base_dir), "--audio-root is not a folder"))
     samples, item_problems = build_samples(
-        rows, spec, source, base_dir, ver, normalise, official_layout=not from_hf
-    )
+        rows, spec, source, base_dir, ver, normalise, official_layout=not from_hf,
+        extra_roots=extra_roots,
+    )  # fmt: skip
     return LoadedBenchmark(
         samples=samples,
         version=ver,

@@ -47,4 +47,4 @@ class MMAR(Benchmark):
     breakdowns = by_meta("modality", "category", "sub-category", "isolation")
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
-        return load_official(SPEC, data, version, normalise)
+        return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

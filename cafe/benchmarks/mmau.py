@@ -43,4 +43,4 @@ class MMAU(Benchmark):
     breakdowns = by_meta("task", "difficulty", "sub-category", "category")
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
-        return load_official(SPEC, data, version, normalise)
+        return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

@@ -158,6 +158,12 @@ async def caption_samples(
 @click.option("--data", default=None, help="Benchmark metadata file or folder.")
 @click.option("--version", "version", default=None, help="Benchmark version.")
 @click.option(
+    "--audio-root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder the metadata's audio paths are relative to and must stay inside.",
+)
+@click.option(
     "--captioner",
     required=True,
     help="Client kind of an audio-capable model: gemini, openai, openai-compatible.",
@@ -195,6 +201,7 @@ def caption_command(
     bench: str,
     data: str | None,
     version: str | None,
+    audio_root: str | None,
     captioner: str,
     model: str | None,
     endpoints: tuple[str, ...],
@@ -216,7 +223,9 @@ def caption_command(
     if not model:
         raise click.UsageError("--model is required: the captioner's model name")
     try:
-        loaded = BENCHMARKS.get(bench)().load(data, version)
+        bench_obj = BENCHMARKS.get(bench)()
+        bench_obj.audio_root = audio_root
+        loaded = bench_obj.load(data, version)
     except KeyError as e:
         raise click.UsageError(str(e)) from None
     except (InputError, FileNotFoundError) as e:
