@@ -77,6 +77,19 @@ def contained_audio(
     return None, Problem(file=file, sample_id=sample_id, field=field, message=msg)
 
 
+def audio_state(paths: list[str]) -> str:
+    """Size and mtime of each clip ("missing" where absent): a failed clip is retried when this
+    changes, i.e. once the user adds or repairs the file."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append(f"{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            out.append("missing")
+    return "|".join(out)
+
+
 def check_audio(path: str | Path, *, sample_id: str | None = None) -> None:
     """Cheap validation before a model call (header only, no decode): missing, empty, non-audio
     or corrupt-header files and files without samples raise the same InputErrors as load_audio.

@@ -25,8 +25,9 @@ import click
 
 from cafe import cache as cache_mod
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
-from cafe.audio import check_audio, file_sha256
+from cafe.audio import audio_state, check_audio, file_sha256
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
+from cafe.failures import most_failed
 from cafe.manifest import (
     card_dict,
     checkpoint_fingerprint,
@@ -61,6 +62,8 @@ class RunResult:
     model_loaded: bool = False  # whether this call constructed the adapter
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failure_lines: list[str] = field(default_factory=list)  # distinct reasons with counts
+    most_failed: bool = False  # more than half of the (item, run)s failed: the CLI exits 1
 
 
 # model resolution --------------------------------------------------------------------------
@@ -205,7 +208,7 @@ def read_samples(run_dir: str | Path) -> list[Sample]:
 def failed_prediction(
     sample_id: str, run_index: int, base: dict[str, Any], reason: str, kind: str
 ) -> Prediction:
-    """kind "input" is final (bad audio or metadata); kind "model" is retried on re-run."""
+    """``kind``: input, audio, model or adapter (see cafe.failures: which are retried)."""
     return Prediction(
         sample_id=sample_id,
         run_index=run_index,
@@ -261,6 +264,7 @@ class _Job:
     cache: cache_mod.Cache
     strict: bool
     is_correct: Callable[[str, str, list[str]], bool]
+    log: Any = None  # cafe.failures.RunLog: tracebacks of adapter exceptions, once each
 
     def base(self, run_index: int) -> dict[str, Any]:
         return {
@@ -305,9 +309,9 @@ class _Job:
             except InputError as e:
                 if self.strict:
                     raise
-                out[(sample.id, run_index)] = failed_prediction(
-                    sample.id, run_index, self.base(run_index), str(e), "input"
-                )
+                pred = failed_prediction(sample.id, run_index, self.base(run_index), str(e), "audio")
+                pred.sections["audio_state"] = audio_state(sample.audio)
+                out[(sample.id, run_index)] = pred
                 continue
             request = build_request(
                 sample, self.template.style, run_index, self.seed + run_index,
@@ -332,11 +336,18 @@ class _Job:
                     raise RuntimeError(
                         f"adapter returned {len(completions)} completions for {len(misses)}"
                     )
-            except Exception as e:  # the contract says per-item errors; be safe anyway
-                reason = f"{type(e).__name__}: {e}"
-                completions = [
-                    Completion(r.sample_id, r.run_index, None, error=reason) for _, r, _ in misses
-                ]
+            except Exception as e:  # adapter code raised: deterministic, never retried blindly
+                first = (str(e).strip().splitlines() or [""])[0]
+                reason = f"adapter error: {type(e).__name__}: {first}"
+                if self.log is not None:
+                    self.log.exception(f"{self.model_name}: generate() raised", e)
+                    reason += f" (traceback in {self.log.path})"
+                for sample, request, _ in misses:
+                    out[(sample.id, request.run_index)] = failed_prediction(
+                        sample.id, request.run_index, self.base(request.run_index), reason,
+                        "adapter",
+                    )  # fmt: skip
+                return [out[(s.id, r)] for s, r in items]
             for (sample, request, key), completion in zip(misses, completions, strict=True):
                 if not completion.error and completion.text:  # failed/empty: retried next time
                     self.cache.put(key, completion.to_dict())
@@ -399,6 +410,7 @@ def run(
     cache: bool = True,
     cards: list[str] | None = None,
     audio_root: str | Path | None = None,
+    retry_failed: bool = False,
     **adapter_options: Any,
 ) -> RunResult:
     """Run ``model`` on ``bench`` into a run folder and return its metrics. Re-running the same
@@ -490,11 +502,20 @@ def run(
 
     done = {(p.sample_id, p.run_index): p for p in store.predictions()}
 
-    def is_pending(sid: str, r: int) -> bool:
-        p = done.get((sid, r))
-        return p is None or (p.parse_status == "failed" and p.sections.get("failure") == "model")
+    from cafe.failures import RETRIED, RunLog
 
-    pending = [(s, r) for r in range(runs) for s in samples if is_pending(s.id, r)]
+    retry = (*RETRIED, "adapter") if retry_failed else RETRIED
+
+    def is_pending(s: Sample, r: int) -> bool:
+        p = done.get((s.id, r))
+        if p is None or p.parse_status != "failed":
+            return p is None
+        kind = p.sections.get("failure")
+        if kind == "audio":  # retried once its files changed (added, replaced, repaired)
+            return p.sections.get("audio_state") != audio_state(s.audio)
+        return kind in retry
+
+    pending = [(s, r) for r in range(runs) for s in samples if is_pending(s, r)]
     base = {"model": card.name, "prompt_style": template.style, "template_hash": template.hash}
     result = RunResult(run_dir=run_dir, metrics={}, problems=problems)
 
@@ -515,10 +536,15 @@ def run(
                 adapter = adapter_cls(card, checkpoint=resolved.checkpoint, **adapter_options)
             except (OSError, ValueError, ImportError) as e:  # missing weights, key, extra
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                raise RunError(
+                msg = (
                     f"cannot load model {card.name!r} (adapter {card.adapter}, checkpoint "
                     f"{resolved.checkpoint or '-'}): {first}"
-                ) from e
+                )
+                manifest["status"] = "failed"  # never left "running" by a model that won't load
+                manifest["error"] = msg
+                manifest["updated"] = now()
+                store.write_manifest(manifest)
+                raise RunError(msg) from e
             result.model_loaded = True
             try:
                 manifest["adapter"] = without_secrets(adapter.identity())
@@ -537,6 +563,7 @@ def run(
                     cache=_cache(cache),
                     strict=strict,
                     is_correct=is_correct,
+                    log=RunLog(run_dir),
                 )
                 result.new_predictions += _execute(
                     job,
@@ -563,10 +590,11 @@ def run(
         "accuracy", accuracy_section(samples, predictions, dict(bench_obj.breakdowns), runs=runs)
     )
     manifest["status"] = "complete"
-    manifest["counts"] = {
-        "predictions": len(predictions),
-        "failed": sum(p.parse_status == "failed" for p in predictions),
-    }
+    manifest.pop("error", None)
+    failed = [p for p in predictions if p.parse_status == "failed"]
+    manifest["counts"] = {"predictions": len(predictions), "failed": len(failed)}
+    result.failure_lines = _failure_summary(failed, len(predictions), run_dir)
+    result.most_failed = bool(predictions) and most_failed(len(failed), len(predictions))
     manifest["updated"] = now()
 
     judge_name = judge if judge is not None else DEFAULT_JUDGE.get(bench)
@@ -578,6 +606,24 @@ def run(
     result.manifest = manifest
     result.metrics = store.read_metrics()
     return result
+
+
+def _failure_summary(failed: list[Prediction], total: int, run_dir: Path) -> list[str]:
+    """Distinct reasons with counts, and what to do about the kinds a user can fix."""
+    from cafe.failures import summary_lines
+
+    kinds = {p.sections.get("failure") for p in failed}
+    hints = []
+    if "audio" in kinds:
+        hints.append("missing or unreadable audio is retried once the file changes: add or "
+                     "fix the files and run the same command again")  # fmt: skip
+    if "adapter" in kinds:
+        hints.append(f"adapter errors are not retried (tracebacks in {run_dir / 'run.log'}); "
+                     "after a fix, run again with --retry-failed")  # fmt: skip
+    if "model" in kinds:
+        hints.append("model/server failures are retried by running the same command again")
+    pairs = [(p.error or "failed", p.sample_id) for p in failed]
+    return summary_lines("items", pairs, total, "; ".join(hints) or None)
 
 
 def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -777,6 +823,12 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     help="Ground-truth captions JSONL for an LLM judge (`cafe caption`); synth needs none.",
 )
 @click.option("--strict", is_flag=True, help="Stop with an error at the first bad input.")
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Also retry items whose adapter raised (after fixing it); missing audio and server "
+    "failures are always retried.",
+)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
 @click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
 @click.option("-o", "--option", "options", multiple=True, help="Adapter option KEY=VALUE.")
@@ -805,6 +857,7 @@ def run_command(
     judge_api_key_env: str | None,
     captions: str | None,
     strict: bool,
+    retry_failed: bool,
     no_cache: bool,
     cards: tuple[str, ...],
     options: tuple[str, ...],
@@ -853,6 +906,7 @@ def run_command(
         cache=not no_cache,
         cards=list(cards),
         audio_root=audio_root,
+        retry_failed=retry_failed,
         **adapter_options,
     )
     for note in result.notes:
@@ -860,3 +914,7 @@ def run_command(
     click.echo(summary_table(result.metrics))
     state = "model loaded" if result.model_loaded else "nothing left to run, no model loaded"
     click.echo(f"{result.new_predictions} new predictions ({state}); run folder: {result.run_dir}")
+    for line in result.failure_lines:
+        click.echo(line, err=True)
+    if result.most_failed:  # a run that produced (almost) nothing must not look like success
+        raise RunError("most items failed (reasons above); the run folder keeps what succeeded")
