@@ -309,7 +309,9 @@ class _Job:
             except InputError as e:
                 if self.strict:
                     raise
-                pred = failed_prediction(sample.id, run_index, self.base(run_index), str(e), "audio")
+                pred = failed_prediction(
+                    sample.id, run_index, self.base(run_index), str(e), "audio"
+                )
                 pred.sections["audio_state"] = audio_state(sample.audio)
                 out[(sample.id, run_index)] = pred
                 continue
