@@ -64,6 +64,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     failure_lines: list[str] = field(default_factory=list)  # distinct reasons with counts
     most_failed: bool = False  # more than half of the (item, run)s failed: the CLI exits 1
+    judge_failed: bool = False  # the inline judge did not run or most judgements failed
 
 
 # model resolution --------------------------------------------------------------------------
@@ -603,7 +604,9 @@ def run(
     if judge_name and judge_name != "none":
         manifest["judge"] = {"name": judge_name, **without_secrets(judge_options or {})}
         store.write_manifest(manifest)
-        result.notes.extend(_judge(run_dir, judge_name, judge_options or {}, progress))
+        judge_notes = _judge(run_dir, judge_name, judge_options or {}, progress)
+        result.notes.extend(judge_notes)
+        result.judge_failed = any(n.startswith("error:") for n in judge_notes)
     store.write_manifest(manifest)
     result.manifest = manifest
     result.metrics = store.read_metrics()
@@ -702,10 +705,14 @@ def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) ->
         return [
             f"CAFE judge not available in this install; add it later with `cafe judge {run_dir}`"
         ]
+    from cafe.judge.pipeline import JudgeFailedError
+
     try:
         judge_run(run_dir, judge=name, progress=progress, **options)
     except (ValueError, FileNotFoundError) as e:  # no server named, no key, no captions
-        return [f"judge {name} not run: {e}; judge later with `cafe judge {run_dir}`"]
+        return [f"error: judge {name} not run: {e}; judge later with `cafe judge {run_dir}`"]
+    except JudgeFailedError as e:  # earlier judgements and CAFE metrics were kept
+        return [f"error: {e}"]
     return []
 
 
@@ -920,3 +927,5 @@ def run_command(
         click.echo(line, err=True)
     if result.most_failed:  # a run that produced (almost) nothing must not look like success
         raise RunError("most items failed (reasons above); the run folder keeps what succeeded")
+    if result.judge_failed:
+        raise RunError("the model run is complete, but its CAFE judge failed (reason above)")

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file
+from cafe.errors import CafeError
+from cafe.failures import most_failed, summary_lines
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.metrics.cafe import cafe_section
@@ -29,6 +31,11 @@ from cafe.store import JUDGEMENTS, RunStore, iter_jsonl
 
 SAMPLES = "samples.jsonl"
 FLUSH_EVERY = 32
+
+
+class JudgeFailedError(CafeError):
+    """Most judgements failed: the run's current judgements and CAFE metrics were left as they
+    were (a failed judge never replaces a good one); the message gives the reasons with counts."""
 
 
 def judge_slug(identity: str) -> str:
@@ -147,6 +154,11 @@ def judge_run(
             "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
             "--captions FILE (or use --judge rule on the synth benchmark)"
         )
+    if getattr(judge_cls, "needs_events", False) and not any(s.events for s in samples):
+        raise ValueError(
+            f"{run_dir}: the {judge} judge needs ground-truth events, which no sample of this "
+            "benchmark carries (synth has them); use an LLM judge with --captions FILE"
+        )
     if not isinstance(cache, Cache):
         use = getattr(judge_cls, "uses_cache", True)
         cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
@@ -192,7 +204,21 @@ def judge_run(
     keys = {(p.sample_id, p.run_index) for p in preds}
     merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
     judgements = [j for k, j in merged.items() if k in keys]
-    _write_compact(path, judgements)
+    _write_compact(path, judgements)  # this judge's own file: failed ones retried next time
+    attempted = [*missing_sample, *fresh]
+    failed = [(j.reason or "failed", j.sample_id) for j in attempted if j.status == "failed"]
+    reasons = summary_lines("judgements", failed, len(attempted))
+    # the judge's own record: of the predictions that have an output to judge, how many did it
+    # fail on (a failed prediction's judgement fails whatever the judge)
+    outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
+    judged = [j for j in judgements if (j.sample_id, j.run_index) in outputs]
+    judge_failed = sum(j.status == "failed" for j in judged)
+    if attempted and most_failed(judge_failed, len(judged)):
+        raise JudgeFailedError(
+            "\n".join([*reasons, f"judge {judge_obj.identity} failed: {run_dir}'s judgements.jsonl "
+                        "and its CAFE metrics were left as they were; fix the cause and run the "
+                        "same command again (failed judgements are retried)"])
+        )  # fmt: skip
     _write_compact(store.path(JUDGEMENTS), judgements)
 
     section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
@@ -214,6 +240,8 @@ def judge_run(
             "judge_wall_s": round(judge_wall, 3),
         },
     )
+    if reasons:
+        section["failed_reasons"] = reasons
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
     return section
@@ -265,6 +293,7 @@ def format_cafe(section: dict[str, Any]) -> str:
         f"  judgements: {st['ok']} ok, {st['invalid']} invalid, {st['failed']} failed "
         f"(of {st['total']}); reasoning accuracy {f(section['reasoning_accuracy']['acc'])}"
     )
+    lines += section.get("failed_reasons") or []
     return "\n".join(lines)
 
 
