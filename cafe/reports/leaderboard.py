@@ -233,8 +233,10 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
             "(run `cafe run` to score it, `cafe judge` for CAFE)"
         )
     counts = caf.get("judgements") or {}
-    if isinstance(counts, dict) and counts.get("total") and (
-        2 * int(counts.get("failed") or 0) > int(counts["total"])
+    if (
+        isinstance(counts, dict)
+        and counts.get("total")
+        and (2 * int(counts.get("failed") or 0) > int(counts["total"]))
     ):  # a judge that mostly failed measured nothing: its numbers must not look like a result
         raise LeaderboardError(
             f"{store.root}: {counts.get('failed')} of {counts['total']} CAFE judgements failed; "
