@@ -104,3 +104,43 @@ def test_reason_key_groups_what_varies_per_item():
     lines = summary_lines("items", [(a, "t3"), (b, "t4"), ("HTTP 500 after 6 attempt(s)", "t5")], 9)
     assert lines[0] == "3 of 9 items failed (2 distinct reason(s)):"
     assert lines[1] == f"  2 x {a}" and lines[2] == "  1 x HTTP 500 after 6 attempt(s)"
+
+
+def test_a_broken_adapter_module_names_the_module_and_the_missing_package(tmp_path, monkeypatch):
+    import pytest
+
+    from cafe.registry import EntryImportError, Registry
+
+    (tmp_path / "needs_pkg.py").write_text("import no_such_package_xyz\nclass A: pass\n")
+    (tmp_path / "has_bug.py").write_text("class A:\n    pass\nundefined_name\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry = Registry("adapter")
+    reg.add_lazy("needs", "needs_pkg:A")
+    reg.add_lazy("buggy", "has_bug:A")
+    with pytest.raises(EntryImportError) as e:
+        reg.get("needs")
+    assert str(e.value) == (
+        "adapter 'needs': cannot import module needs_pkg (missing package "
+        "'no_such_package_xyz'; install it (or the extra that provides it))"
+    )
+    with pytest.raises(EntryImportError, match=r"cannot import module has_bug \(NameError: "
+                       r"name 'undefined_name' is not defined at .*has_bug.py:3\)"):  # fmt: skip
+        reg.get("buggy")
+
+
+def test_a_checkpoint_whose_adapter_module_is_broken_says_so(tmp_path, monkeypatch):
+    from cafe.adapters import ADAPTERS
+
+    (tmp_path / "broken_adapter_mod.py").write_text("import missing_engine_pkg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ADAPTERS.add_lazy("broken-x", "broken_adapter_mod:Adapter")
+    try:
+        ckpt = tmp_path / "ckpt"
+        ckpt.mkdir()
+        (ckpt / "config.json").write_text('{"model_type": "broken_x"}')
+        r = CliRunner().invoke(run_command, ["--model", str(ckpt), "--quiet"])
+    finally:
+        ADAPTERS._lazy.pop("broken-x", None)
+    assert r.exit_code == 1 and "no adapter declares 'broken_x'" in r.output
+    assert "broken_adapter_mod (missing package 'missing_engine_pkg'" in r.output
+    assert "Traceback" not in r.output

@@ -35,6 +35,46 @@ class MetadataSpec:
     default_audio: Callable[[str], str] | None = None  # id -> the usual relative audio path
     extra_names: tuple[str, ...] = field(default_factory=tuple)  # other file names to accept
 
+    def __post_init__(self) -> None:
+        SPECS[self.bench] = self
+
+    def fits(self, row: dict[str, Any]) -> bool:
+        """Whether an item has this benchmark's audio field and its own required fields."""
+        return all(k in row for k in (self.audio_field, *self.required))
+
+
+#: every official benchmark's spec, so a file given to the wrong one can be named
+SPECS: dict[str, MetadataSpec] = {}
+
+
+def check_shape(spec: MetadataSpec, rows: list[dict[str, Any]], source: str) -> None:
+    """One line, instead of an error per item, when most items lack this benchmark's fields:
+    say which benchmark the file looks like (``--bench mmau`` on an MMAR file)."""
+    if not rows or 2 * sum(spec.fits(r) for r in rows) > len(rows):
+        return
+    from cafe.benchmarks import BENCHMARKS
+
+    for name in BENCHMARKS.names():  # importing each benchmark module registers its spec
+        try:
+            BENCHMARKS.get(name)
+        except Exception:  # a broken third-party benchmark must not hide this message
+            continue
+    others = [s for s in SPECS.values() if s.bench != spec.bench]
+    best = max(others, key=lambda s: sum(s.fits(r) for r in rows), default=None)
+    keys = sorted({k for r in rows[:50] for k in r})[:12]
+    if best is not None and 2 * sum(best.fits(r) for r in rows) > len(rows):
+        msg = (
+            f"this looks like {best.bench.upper()} metadata (items have {best.audio_field!r}), "
+            f"not {spec.bench.upper()} ({spec.audio_field!r}); use --bench {best.bench}"
+        )
+    else:
+        want = ", ".join((spec.audio_field, *spec.required))
+        msg = (
+            f"not {spec.bench.upper()} metadata: most items lack {want} (they have "
+            f"{', '.join(keys)})"
+        )
+    raise InputError(Problem(source, msg))
+
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
@@ -290,6 +330,7 @@ def load_official(
         base_dir = source.parent
         sha = sha256_file(source)
     dict_rows = [r for _, r in rows if isinstance(r, dict)]
+    check_shape(spec, dict_rows, str(source))
     detected, vprobs = detect_version(spec, sha, dict_rows, str(source))
     if version:
         if detected not in ("unknown", version):
