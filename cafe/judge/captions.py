@@ -253,10 +253,23 @@ def caption_command(
             await client.aclose()
 
     res = asyncio.run(go())
-    for p in [*loaded.problems, *res["problems"]]:
+    for p in loaded.problems:
         click.echo(str(p), err=True)
+    from cafe.failures import most_failed, summary_lines
+
+    failures = [(str(p), p.sample_id) for p in res["problems"]]
+    for p in res["problems"][:20]:
+        click.echo(str(p), err=True)
+    for line in summary_lines("clips", failures, len(samples)):
+        click.echo(line, err=True)
     click.echo(
         f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "
         f"{len(res['problems'])} problems",
         file=sys.stdout,
     )
+    attempted = len(samples) - res["skipped_done"]
+    if attempted and most_failed(len(res["problems"]), attempted):
+        raise click.ClickException(
+            f"{len(res['problems'])} of {attempted} clips were not captioned (reasons above); "
+            "run the same command again to retry them"
+        )

@@ -122,6 +122,16 @@ def attention_command(
             traces.append(shares_of(trace))
         except Exception as e:  # one bad item is reported, the rest go on
             problems.append(f"{s.id}: {type(e).__name__}: {e}")
+    from cafe.failures import most_failed, summary_lines
+
+    failures = [(p, p.split(":", 1)[0]) for p in problems]
+    for line in summary_lines("items", failures, len(samples)):
+        click.echo(line, err=True)
+    if most_failed(len(problems), len(samples)):  # nothing worth writing: keep any earlier file
+        raise click.ClickException(
+            f"{len(problems)} of {len(samples)} items could not be traced (reasons above); "
+            "nothing written"
+        )
     result = {"model": resolved.label, "bench": bench, **average_by_index(traces, min_items)}
     result["problems"] = problems
     path = Path(out)
@@ -130,6 +140,4 @@ def attention_command(
     from cafe.redaction import scrub_text
 
     path.write_text(scrub_text(json.dumps(result, indent=2)) + "\n")
-    for p in problems:
-        click.echo(p, err=True)
     click.echo(f"{len(traces)} items traced; mean audio share {result['overall_mean']}; -> {path}")
