@@ -19,7 +19,7 @@ from typing import Any
 
 #: operation -> "module:function" that implements it
 TARGETS: dict[str, str] = {
-    "run": "cafe.runner:run",
+    "run": "cafe.runner.main:run",
     "score": "cafe.benchmarks.scoring:score_file",
     "judge": "cafe.judge.pipeline:judge_run",
     "report": "cafe.reports.run_report:write_run_report",
@@ -40,7 +40,8 @@ def _target(name: str) -> Any:
 
 def run(model: str = "reference", bench: str = "synth", /, **options: Any) -> Any:
     """Run a model on a benchmark into a resumable run folder -> RunResult (run_dir, metrics).
-    Options as cafe.runner.run (checkpoint, data, runs, limit, out, prompt_style, judge…)."""
+    Options as cafe.runner.run (checkpoint, data, runs, limit, out, prompt_style, judge…;
+    adapter options go in options={...})."""
     return _target("run")(model, bench, **options)
 
 

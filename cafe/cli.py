@@ -11,7 +11,7 @@ from cafe.cli_options import Group
 
 # command name -> "module:click_command"; modules define the command next to the code it calls
 COMMANDS: dict[str, str] = {
-    "run": "cafe.runner:run_command",
+    "run": "cafe.runner.cli:run_command",
     "score": "cafe.benchmarks.scoring:score_command",
     "export": "cafe.benchmarks.export:export_command",
     "bench": "cafe.benchmarks.synth:bench_command",

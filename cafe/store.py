@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cafe.records import Judgement, Prediction, Record
+from cafe.records import Judgement, Prediction, Record, Sample
 
 R = TypeVar("R", bound=Record)
 
@@ -20,6 +20,7 @@ MANIFEST = "manifest.json"
 PREDICTIONS = "predictions.jsonl"
 JUDGEMENTS = "judgements.jsonl"
 METRICS = "metrics.json"
+SAMPLES = "samples.jsonl"  # the items that ran, so judge and reports never need the originals
 REPORT_DIR = "report"
 
 
@@ -114,6 +115,9 @@ class RunStore:
         return self.root / name
 
     # manifest / metrics -------------------------------------------------------------------
+    def has_manifest(self) -> bool:
+        return self.path(MANIFEST).exists()
+
     def read_manifest(self) -> dict[str, Any]:
         p = self.path(MANIFEST)
         if not p.exists():
@@ -128,6 +132,16 @@ class RunStore:
     def read_metrics(self) -> dict[str, Any]:
         p = self.path(METRICS)
         return json.loads(p.read_text()) if p.exists() else {}
+
+    def drop_metrics(self, *sections: str) -> list[str]:
+        """Remove sections (stale after the predictions changed); returns those removed."""
+        metrics = self.read_metrics()
+        gone = [s for s in sections if s in metrics]
+        if gone:
+            write_json_atomic(
+                self.path(METRICS), {k: v for k, v in metrics.items() if k not in gone}
+            )
+        return gone
 
     def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
         """metrics.json maps sections (accuracy, cafe, decay…) to values; one stage owns each."""
@@ -144,6 +158,26 @@ class RunStore:
             rec = cls.from_dict(d)
             by_key[(rec.sample_id, rec.run_index)] = rec  # type: ignore[attr-defined]
         return list(by_key.values())
+
+    def has_samples(self) -> bool:
+        return self.path(SAMPLES).exists()
+
+    def samples(self) -> list[Sample]:
+        """The samples the run folder was run on (what judge, export and reports read)."""
+        path = self.path(SAMPLES)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{self.root}: no {SAMPLES} (the runner writes it; "
+                "re-run `cafe run` on this folder)"
+            )
+        return [Sample.from_dict(d) for d in iter_jsonl(path)]
+
+    def write_samples(self, samples: Iterable[Sample]) -> None:
+        path = self.path(SAMPLES)
+        tmp = path.with_suffix(".jsonl.tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.writelines(s.to_json() + "\n" for s in samples)
+        os.replace(tmp, path)
 
     def predictions(self) -> list[Prediction]:
         return self.read_records(PREDICTIONS, Prediction)

@@ -35,8 +35,10 @@ STAGES = ("bench load", "load and decode", "model", "parse + score + write")
 def _child(n: int, out: Path, model: str) -> dict:
     """One run in this process, stages timed by wrapping the runner's collaborators."""
     import cafe.audio as audio_mod
-    import cafe.runner as runner
+    import cafe.runner.execute as execute
+    import cafe.runner.main as runner
     from cafe.adapters import ADAPTERS
+    from cafe.adapters.resolve import resolve_model
     from cafe.benchmarks import BENCHMARKS
     from cafe.benchmarks.synth import ensure_generated
     from cafe.store import JsonlWriter
@@ -61,8 +63,8 @@ def _child(n: int, out: Path, model: str) -> dict:
     bench_cls = BENCHMARKS.get("synth")
     bench_cls.load = timed("bench load", bench_cls.load)
     runner.check_audio = timed("load and decode", runner.check_audio)
-    runner.file_sha256 = timed("load and decode", runner.file_sha256)
-    adapter_cls = ADAPTERS.get(runner.resolve_model(model).card.adapter)
+    execute.file_sha256 = timed("load and decode", execute.file_sha256)
+    adapter_cls = ADAPTERS.get(resolve_model(model).card.adapter)
     adapter_cls.generate = timed("generate", adapter_cls.generate)
     audio_mod.load_audio = timed("decode", audio_mod.load_audio)
     runner.score_completion = timed("parse + score + write", runner.score_completion)

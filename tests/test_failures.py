@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
 from cafe.failures import reason_key, summary_lines
-from cafe.runner import run_command
+from cafe.runner.cli import run_command
 
 register()
 

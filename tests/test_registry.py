@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from runner_helpers import register, write_dist
 
+from cafe.adapters.resolve import ModelNotFound, resolve_model
 from cafe.registry import Registry, UnknownNameError
-from cafe.runner import RunError, resolve_model
 
 register()
 
@@ -66,9 +66,9 @@ def test_resolve_card_adapter_and_errors(tmp_path: Path) -> None:
     assert r.checkpoint == "/other/ckpt" and r.label == "tone-card@ckpt"
     r = resolve_model("tone")  # an adapter without a card: its default card
     assert (r.card.adapter, r.card.prompt_style) == ("tone", "mpar2")
-    with pytest.raises(RunError, match="not a checkpoint folder"):
+    with pytest.raises(ModelNotFound, match="not a checkpoint folder"):
         resolve_model(str(tmp_path))
-    with pytest.raises(RunError, match="unknown model 'nothing-like-it'"):
+    with pytest.raises(ModelNotFound, match="unknown model 'nothing-like-it'"):
         resolve_model("nothing-like-it")
 
 

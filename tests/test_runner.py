@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
 from cafe.audio import write_wav
-from cafe.runner import RunError, run, run_command
+from cafe.runner import RunError, run
+from cafe.runner.cli import run_command
 
 register()
 
@@ -68,7 +69,7 @@ def test_runs_have_distinct_recorded_seeds(bench: Path, tmp_path: Path) -> None:
 def test_finished_run_rerun_loads_no_model(bench: Path, tmp_path: Path) -> None:
     log = tmp_path / "constructed.log"
     kw = dict(data=str(bench), out=tmp_path / "r", progress=False, cache=False,
-              construct_log=str(log))  # fmt: skip
+              options={"construct_log": str(log)})  # fmt: skip
     first = run("tone", "tone", **kw)
     again = run("tone", "tone", **kw)
     assert log.read_text().count("constructed") == 1
@@ -79,7 +80,8 @@ def test_finished_run_rerun_loads_no_model(bench: Path, tmp_path: Path) -> None:
 
 def test_extending_runs_and_limit_only_runs_the_missing(bench: Path, tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
-    kw = dict(data=str(bench), out=tmp_path / "r", progress=False, cache=False, log=str(log))
+    kw = dict(data=str(bench), out=tmp_path / "r", progress=False, cache=False,
+              options={"log": str(log)})  # fmt: skip
     run("tone", "tone", limit=2, **kw)
     res = run("tone", "tone", runs=2, **kw)
     assert res.new_predictions == 6  # t2, t3 for run 0 and all four for run 1
@@ -100,19 +102,40 @@ def test_cache_hits_skip_the_model_and_failures_are_not_cached(
     t = np.arange(8000) / 16000  # a clip of its own, so no cache entry of another item fits it
     write_wav(meta.parent / "t2.wav", 0.3 * np.sin(2 * np.pi * 880 * t))
     log = tmp_path / "calls.log"
-    first = run("tone", "tone", data=str(meta), out=tmp_path / "r1", progress=False, log=str(log))
+    first = run(
+        "tone",
+        "tone",
+        data=str(meta),
+        out=tmp_path / "r1",
+        progress=False,
+        options={"log": str(log)},
+    )
     assert first.metrics["accuracy"]["failed"] == 1
     fail = [p for p in _lines(tmp_path / "r1" / "predictions.jsonl") if p["sample_id"] == "fail-me"]
     assert fail[0]["parse_status"] == "failed" and fail[0]["error"] == "backend exploded"
     n_first = sum(int(x) for x in log.read_text().split())
     assert n_first == 3
     # a new folder, same inputs: the two good answers come from the cache, the failure is retried
-    second = run("tone", "tone", data=str(meta), out=tmp_path / "r2", progress=False, log=str(log))
+    second = run(
+        "tone",
+        "tone",
+        data=str(meta),
+        out=tmp_path / "r2",
+        progress=False,
+        options={"log": str(log)},
+    )
     assert sum(int(x) for x in log.read_text().split()) == n_first + 1
     assert second.manifest["cache"] == {"hits": 2, "misses": 1}
     assert second.metrics["accuracy"]["total"] == first.metrics["accuracy"]["total"]
     # re-running the first folder retries only the model failure
-    again = run("tone", "tone", data=str(meta), out=tmp_path / "r1", progress=False, log=str(log))
+    again = run(
+        "tone",
+        "tone",
+        data=str(meta),
+        out=tmp_path / "r1",
+        progress=False,
+        options={"log": str(log)},
+    )
     assert again.new_predictions == 1 and again.model_loaded
 
 
@@ -219,7 +242,7 @@ def test_async_adapter_on_many_threads_gives_the_same_run(bench: Path, tmp_path:
 
 
 def test_summary_table_formats_hand_made_metrics() -> None:
-    from cafe.runner import summary_table
+    from cafe.reports.summary import summary_table
 
     cell = {"correct": 1, "total": 3, "acc": 33.33}
     metrics = {
@@ -249,7 +272,7 @@ def test_summary_table_formats_hand_made_metrics() -> None:
 
 def test_manifest_never_holds_a_secret(bench: Path, tmp_path: Path) -> None:
     res = run("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
-              api_key="sk-very-secret", judge="none")  # fmt: skip
+              options={"api_key": "sk-very-secret"}, judge="none")  # fmt: skip
     text = (tmp_path / "r" / "manifest.json").read_text()
     assert "sk-very-secret" not in text and "api_key" not in text
     assert res.manifest["adapter_options"] == {}

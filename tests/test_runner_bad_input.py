@@ -11,7 +11,8 @@ import soundfile as sf
 from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
-from cafe.runner import run, run_command
+from cafe.runner import run
+from cafe.runner.cli import run_command
 
 register()
 
@@ -99,7 +100,7 @@ def test_strict_stops_on_bad_audio_found_while_running(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     try:
         run("tone", "tone", data=str(meta), out=tmp_path / "r", progress=False, cache=False,
-            strict=True, batch_size=1, log=str(log))  # fmt: skip
+            strict=True, batch_size=1, options={"log": str(log)})  # fmt: skip
     except Exception as e:
         assert type(e).__name__ == "RunError"
         assert (

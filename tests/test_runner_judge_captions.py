@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
-from cafe.runner import run_command
+from cafe.runner.cli import run_command
 from cafe.testing.loopback import OpenAILoopback
 
 register()

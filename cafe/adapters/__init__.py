@@ -61,13 +61,13 @@ def show_command(name: str, cards: tuple[str, ...]) -> None:
 
     import yaml
 
+    from cafe.adapters.resolve import ModelNotFound, resolve_model
     from cafe.prompts import load_template
-    from cafe.runner import RunError, resolve_model
 
     try:
         card = resolve_model(name, None, list(cards)).card
-    except RunError as e:
-        raise click.ClickException(e.message) from None
+    except ModelNotFound as e:
+        raise click.ClickException(str(e)) from None
     from cafe.redaction import scrub
 
     data = scrub(dataclasses.asdict(card))  # card options may name credentials or URL keys

@@ -58,6 +58,13 @@ class Adapter(ABC):
     default_concurrency: int = 1
     #: name of the token counter used for reasoning lengths ("fallback-words" or a tokenizer id)
     token_counter: str = "fallback-words"
+    #: options that change how calls are made, not what the model replies (batching, threads,
+    #: servers, timeouts): recorded in the manifest but not part of a run's identity, so a run
+    #: can be resumed with another concurrency or a restarted server
+    execution_options: frozenset[str] = frozenset(
+        {"batch_size", "concurrency", "endpoint", "endpoints", "timeout_s", "max_retries"}
+        | {"base_delay", "max_delay"}
+    )
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
         self.card = card

@@ -97,11 +97,14 @@ def silent_copy(request: Request, folder: str | Path) -> Request:
 
 
 def check_audio(adapter: Any, requests: list[Request]) -> DoctorReport:
-    """Run each request with real and silent audio through ``adapter`` and compare."""
+    """Run each request with real and silent audio through ``adapter`` (the runner's execute
+    stage: batches, async adapters, per-item errors) and compare."""
+    from cafe.runner.execute import generate
+
     with tempfile.TemporaryDirectory(prefix="cafe-doctor-") as tmp:
         silent = [silent_copy(r, tmp) for r in requests]
-        real_out = adapter.generate(requests)
-        silent_out = adapter.generate(silent)
+        real_out = generate(adapter, requests)
+        silent_out = generate(adapter, silent)
         diffs: list[float | None] = [None] * len(requests)
         logits_checked = callable(getattr(adapter, "next_token_logits", None))
         if logits_checked:
@@ -156,12 +159,15 @@ def doctor_command(
     """Check that MODEL hears its audio: each item is sent with its real clip and with silence
     of the same length; unchanged outputs (and, for transformers models, unchanged first-token
     logits) mean the audio is being dropped."""
-    from cafe.adapters import ADAPTERS
-    from cafe.runner import resolve_model  # the same resolution as `cafe run --model`
+    # the same resolution and loading as `cafe run --model`
+    from cafe.adapters.resolve import ModelLoadError, ModelNotFound, load_adapter, resolve_model
 
-    resolved = resolve_model(model, checkpoint)
+    try:
+        resolved = resolve_model(model, checkpoint)
+        adapter = load_adapter(resolved)
+    except (ModelNotFound, ModelLoadError) as e:
+        raise click.ClickException(str(e)) from None
     card = resolved.card
-    adapter = ADAPTERS.get(card.adapter)(card, checkpoint=resolved.checkpoint)
     try:
         report = check_audio(adapter, _requests(card, bench, data, n, max_new_tokens))
     finally:

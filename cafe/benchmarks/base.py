@@ -26,11 +26,35 @@ def by_meta(*keys: str) -> dict[str, Callable[[Sample], Any]]:
     return {k: (lambda s, k=k: s.meta.get(k)) for k in keys}
 
 
+@dataclass(frozen=True)
+class ExportFormat:
+    """The official evaluation script's input: the metadata items with the prediction added."""
+
+    prediction_key: str  # where the official script reads the prediction
+    audio_field: str  # the field holding the clip path in the official file
+
+
 class Benchmark(ABC):
+    """A benchmark and every fact about it that the rest of cafe needs, so that nothing keys
+    behaviour on a benchmark's name and one registered from another package (entry point group
+    ``cafe.benchmarks``) works with run, score, export, judge, report and leaderboard."""
+
     name: str = ""
     #: breakdown name -> function of a Sample giving its value (or list of values)
     breakdowns: dict[str, Callable[[Sample], Any]] = {}
-    #: whether items carry answers (MMAU test does not: predictions and export only)
+    #: judge run after `cafe run` when --judge is not given (None: no judge; samples need
+    #: ground-truth events or captions for one)
+    default_judge: str | None = None
+    #: keys an official-format predictions file holds the prediction under (first present
+    #: wins), for `cafe score`
+    prediction_keys: tuple[str, ...] = ("model_output",)
+    #: the official script's input format for `cafe export` (default: a generic one)
+    export_format: ExportFormat = ExportFormat("model_output", "audio")
+    #: the breakdown whose values include the isolated sound / music / speech subsets that the
+    #: leaderboard shows as columns (None: no such columns)
+    modality_breakdown: str | None = None
+    #: whether results of two versions may be compared (False: each release is another test)
+    versions_comparable: bool = True
     #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
     #: None: the metadata file's own folder
     audio_root: str | None = None
@@ -38,5 +62,31 @@ class Benchmark(ABC):
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...
 
+    def has_answers(self, version: str) -> bool:
+        """Whether this version's items carry answers (one without them is predictions and
+        export only: it is scored by the benchmark's own leaderboard)."""
+        return True
+
+    def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
+        """The benchmark's correctness rule, used by the runner, `cafe score`, the training
+        data filter and rewards alike. Default: the official MMAU / MMAR string match."""
+        from cafe.benchmarks.scoring import is_correct
+
+        return is_correct(prediction, answer, choices)
+
+
+def benchmark_class(name: str) -> type[Benchmark]:
+    """The registered class, or the plain Benchmark facts for a name no installed package
+    registers (a run folder written elsewhere): reading a folder never needs its plugin."""
+    try:
+        return BENCHMARKS.get(name)
+    except (KeyError, ImportError):
+        return _Unregistered
+
 
 BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", entry_point_group="cafe.benchmarks")
+
+
+class _Unregistered(Benchmark):
+    def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
+        raise KeyError("benchmark not installed")

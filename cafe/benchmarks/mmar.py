@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, LoadedBenchmark, by_meta
+from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
 from cafe.benchmarks.metadata import MetadataSpec, join_list_category, load_official
 
 ISOLATED = ("sound", "music", "speech")
@@ -45,6 +45,9 @@ class MMAR(Benchmark):
 
     name = "mmar"
     breakdowns = by_meta("modality", "category", "sub-category", "isolation")
+    prediction_keys = ("answer_prediction", "model_prediction")  # code/evaluation.py
+    export_format = ExportFormat("answer_prediction", "audio_path")
+    modality_breakdown = "modality"  # sound / music / speech (and the mix-* modalities)
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

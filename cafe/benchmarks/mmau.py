@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, LoadedBenchmark, by_meta
+from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
 from cafe.benchmarks.metadata import MetadataSpec, join_list_category, load_official
 
 SPEC = MetadataSpec(
@@ -41,6 +41,13 @@ class MMAU(Benchmark):
 
     name = "mmau"
     breakdowns = by_meta("task", "difficulty", "sub-category", "category")
+    prediction_keys = ("model_output",)  # evaluation.py
+    export_format = ExportFormat("model_output", "audio_id")
+    modality_breakdown = "task"  # sound / music / speech
+    versions_comparable = False  # the two test-mini releases are different tests
+
+    def has_answers(self, version: str) -> bool:
+        return version != SPEC.answerless_version
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

@@ -76,6 +76,7 @@ def accuracy_section(
     breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
     *,
     runs: int | None = None,
+    rule: Callable[[str | None, str, list[str]], bool] | None = None,
 ) -> dict[str, Any]:
     """Accuracy over every (item, run): a missing, unparsed (answer None) or failed prediction
     counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all still
@@ -86,6 +87,7 @@ def accuracy_section(
     scripts compute it) / unanswered / failed / parse_rate (answered share, percent) / breakdowns
     / runs (per-run accuracy, mean and sample std)."""
     breakdowns = breakdowns or {}
+    rule = rule or is_correct
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
     run_ids = sorted({p.run_index for p in predictions} | set(range(runs or 0))) or [0]
     scorable = [s for s in samples if s.answer is not None]
@@ -105,7 +107,7 @@ def accuracy_section(
             elif p.answer is None:
                 unanswered += 1
             else:
-                ok = is_correct(p.answer, s.answer, s.choices)  # type: ignore[arg-type]
+                ok = rule(p.answer, s.answer, s.choices)  # type: ignore[arg-type]
             total += 1
             correct += ok
             per_run[r][0] += ok

@@ -95,18 +95,20 @@ def attention_command(
 ) -> None:
     """Audio attention share per generated token, averaged over the first LIMIT items of a
     benchmark (Figure 6). Needs a transformers adapter (eager attention is used for tracing)."""
-    from cafe.adapters import ADAPTERS
+    from cafe.adapters.resolve import ModelLoadError, ModelNotFound, load_adapter, resolve_model
     from cafe.benchmarks import BENCHMARKS
     from cafe.prompts import build_request
-    from cafe.runner import resolve_model
 
     try:
         from cafe.adapters.hf.attention import trace_audio_attention
     except ImportError as e:
         raise click.ClickException(f"attention tracing needs the [hf] extra: {e}") from None
-    resolved = resolve_model(model, checkpoint)
+    try:
+        resolved = resolve_model(model, checkpoint)
+        adapter = load_adapter(resolved)
+    except (ModelNotFound, ModelLoadError) as e:
+        raise click.ClickException(str(e)) from None
     card = resolved.card
-    adapter = ADAPTERS.get(card.adapter)(card, checkpoint=resolved.checkpoint)
     loaded = BENCHMARKS.get(bench)().load(data)
     samples = [s for s in loaded.samples if not s.error][:limit]
     if not samples:

@@ -215,6 +215,25 @@ def judge_name(judge: Any) -> str | None:
     return None if judge is None else str(judge)
 
 
+def served_model(manifest: dict[str, Any]) -> str | None:
+    """The model a server-backed adapter asked for (``-o model=NAME``), from the run spec (or
+    the adapter options of an older folder)."""
+    options = (manifest.get("spec") or {}).get("adapter_options") or manifest.get("adapter_options")
+    name = (options or {}).get("model") if isinstance(options, dict) else None
+    return None if name is None else str(name)
+
+
+def served_group(served: str) -> str | None:
+    """The table group of the card that names the served model (by card name or checkpoint):
+    a vLLM-served Qwen2-Audio is an LALM, whatever adapter talked to it."""
+    from cafe.adapters.cards import load_cards
+
+    for card in load_cards().values():
+        if served in (card.name, card.checkpoint) and card.group in GROUP_ORDER:
+            return card.group
+    return None
+
+
 def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
     """A leaderboard row for one run folder: its metrics plus provenance (path, manifest hash)."""
     from cafe.store import MANIFEST, RunStore
@@ -244,10 +263,11 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         )
     card = manifest.get("model") or {}
     card = card if isinstance(card, dict) else {"name": str(card)}
-    model = name or card.get("name")
+    served = served_model(manifest)
+    model = name or served or card.get("name")
     if not model:
         raise LeaderboardError(f"{store.root}: manifest has no model name; pass --name")
-    grp = group or card.get("group")
+    grp = group or (served and served_group(served)) or card.get("group")
     if grp not in GROUP_ORDER:
         raise LeaderboardError(
             f"{store.root}: model group {grp!r} is not a leaderboard group; pass --group "

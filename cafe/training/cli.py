@@ -26,25 +26,6 @@ def _model(recipe: dict[str, Any], model: str | None) -> str:
     return str(path)
 
 
-def make_judge(
-    recipe: dict[str, Any], kind=None, judge_model=None, endpoints=(), cache=None, api_key_env=None
-):
-    """The reward judge a recipe (or the command line) names: "offline" or a chat client."""
-    from cafe.cache import cache_file
-    from cafe.training.reward_judge import make_reward_judge
-
-    spec = dict(recipe.get("judge") or {})
-    return make_reward_judge(
-        kind or spec.get("kind", "offline"),
-        judge_model or spec.get("model"),
-        list(endpoints) or spec.get("endpoints") or [],
-        cache_path=cache or spec.get("cache") or cache_file("reward-judge.sqlite"),
-        templates=spec.get("templates"),
-        concurrency=int(spec.get("concurrency", 64)),
-        api_key_env=api_key_env or spec.get("api_key_env"),
-    )
-
-
 @click.group("train")
 def train_command() -> None:
     """MPAR² training: `data` builds SFT/RL files, `sft` and `grpo` train on TRL, `smoke` runs
@@ -117,8 +98,10 @@ def grpo_command(
     from cafe.training.grpo import train_grpo
 
     r = _recipe(recipe)
+    from cafe.training.reward_judge import judge_from_recipe
+
     try:
-        judge = make_judge(r, judge_kind, judge_model, endpoint, api_key_env=api_key_env)
+        judge = judge_from_recipe(r, judge_kind, judge_model, endpoint, api_key_env=api_key_env)
     except ValueError as e:  # no server named, no key
         raise click.ClickException(str(e)) from None
     path = train_grpo(

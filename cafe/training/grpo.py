@@ -286,12 +286,9 @@ def load_policy(path: str | Path, dtype: str = "float32"):
 def adapter_for_checkpoint(path: str | Path) -> type:
     """The adapter class `cafe run --model PATH` would use for this checkpoint folder."""
     from cafe.adapters import ADAPTERS
-    from cafe.runner import RunError, resolve_model
+    from cafe.adapters.resolve import resolve_model
 
-    try:
-        return ADAPTERS.get(resolve_model(str(path)).card.adapter)
-    except RunError as e:
-        raise ValueError(e.message) from None
+    return ADAPTERS.get(resolve_model(str(path)).card.adapter)  # ModelNotFound: a ValueError
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -440,6 +437,9 @@ def grpo_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any
     """TRL GRPOConfig from the recipe's `grpo:` block (any GRPOConfig field), CPU-safe defaults."""
     from trl import GRPOConfig
 
+    from cafe.training.recipes import check_trainer_block
+
+    check_trainer_block(recipe, "grpo", GRPOConfig)
     return GRPOConfig(**trl_args(recipe, "grpo", output_dir, overrides))
 
 

@@ -304,3 +304,27 @@ def make_reward_judge(
         cache=Cache(cache_path),
         concurrency=concurrency,
     )
+
+
+def judge_from_recipe(
+    recipe: dict[str, Any],
+    kind: str | None = None,
+    judge_model: str | None = None,
+    endpoints: Sequence[str] = (),
+    cache: str | Path | None = None,
+    api_key_env: str | None = None,
+) -> RewardJudge:
+    """The reward judge a recipe's ``judge:`` block names ("offline" or a chat client kind);
+    the arguments (from the command line) override the recipe."""
+    from cafe.cache import cache_file
+
+    spec = dict(recipe.get("judge") or {})
+    return make_reward_judge(
+        kind or spec.get("kind", "offline"),
+        judge_model or spec.get("model"),
+        list(endpoints) or spec.get("endpoints") or [],
+        cache_path=cache or spec.get("cache") or cache_file("reward-judge.sqlite"),
+        templates=spec.get("templates"),
+        concurrency=int(spec.get("concurrency", 64)),
+        api_key_env=api_key_env or spec.get("api_key_env"),
+    )

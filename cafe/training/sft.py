@@ -72,6 +72,9 @@ class AudioSFTCollator:
 def sft_config(recipe: dict[str, Any], output_dir: str | Path, **overrides: Any):
     from trl import SFTConfig
 
+    from cafe.training.recipes import check_trainer_block
+
+    check_trainer_block(recipe, "sft", SFTConfig)
     # TRL prepares text and image datasets only: AudioSFTCollator renders each batch instead
     skip = {"skip_prepare_dataset": True}
     return SFTConfig(**trl_args(recipe, "sft", output_dir, overrides, dataset_kwargs=skip))

@@ -128,9 +128,9 @@ def run_smoke(
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     from cafe.testing.tiny_models import build_tiny_qwen2_audio
-    from cafe.training.cli import make_judge
     from cafe.training.data.pipeline import run_pipeline
     from cafe.training.grpo import train_grpo
+    from cafe.training.reward_judge import judge_from_recipe
     from cafe.training.sft import train_sft
 
     work = workdir or Path(tempfile.mkdtemp(prefix="cafe-train-smoke-"))
@@ -163,7 +163,7 @@ def run_smoke(
     sft_format_ok = format_on_training_items(sft, files["sft"], max_new)
     lap("SFT format check")
     final = train_grpo(
-        recipe, model_path=sft, data=files["rl"], out=work / "grpo", judge=make_judge(recipe)
+        recipe, model_path=sft, data=files["rl"], out=work / "grpo", judge=judge_from_recipe(recipe)
     )
     lap("GRPO")
     after = _score(final, work / "runs" / "after", limit, eval_version, max_new)

@@ -64,6 +64,7 @@ class SynthBenchmark(Benchmark):
 
     name = "synth"
     breakdowns = by_meta("dimension", "difficulty")
+    default_judge = "rule"  # items carry their ground-truth events
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         if data is None:

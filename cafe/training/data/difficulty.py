@@ -26,21 +26,19 @@ def harness_answerer(
     prompt_style: str | None = None,
     generation: dict[str, Any] | None = None,
 ) -> Answerer:
-    """Answers through `cafe.runner.resolve_model` + the registered adapter; sampling
+    """Answers through the same model resolution and execute stage as `cafe run`; sampling
     (temperature 1.0 unless the recipe says otherwise) so the N answers can differ."""
 
     def answer(samples: list[Sample]) -> dict[str, list[bool]]:
-        from tqdm import tqdm
-
-        from cafe.adapters import ADAPTERS
-        from cafe.benchmarks.scoring import is_correct
+        from cafe.adapters.resolve import load_adapter, resolve_model
+        from cafe.benchmarks.base import benchmark_class
         from cafe.parsing import parse_sections
         from cafe.prompts import build_request, load_template
-        from cafe.runner import resolve_model
+        from cafe.runner.execute import generate
 
         resolved = resolve_model(model, checkpoint)
         card = resolved.card
-        adapter = ADAPTERS.get(card.adapter)(card, resolved.checkpoint)
+        adapter = load_adapter(resolved)
         style = prompt_style or card.prompt_style
         template = load_template(style)
         gen = {**card.generation, "temperature": 1.0, **(generation or {})}
@@ -48,20 +46,19 @@ def harness_answerer(
             build_request(s, style, r, seed + r, gen, template) for s in samples for r in range(n)
         ]
         by_id = {s.id: s for s in samples}
+        rules = {b: benchmark_class(b)() for b in {s.bench for s in samples}}
         out: dict[str, list[bool]] = {s.id: [] for s in samples}
-        size = max(1, adapter.default_batch_size)
         try:
-            for i in tqdm(range(0, len(requests), size), desc="difficulty", leave=False):
-                batch = requests[i : i + size]
-                for req, comp in zip(batch, adapter.generate(batch), strict=True):
-                    s = by_id[req.sample_id]
-                    text = comp.text or ""
-                    sections = parse_sections(text)
-                    given = sections.answer if sections.answer is not None else text
-                    ok = comp.error is None and is_correct(given, s.answer or "", s.choices)
-                    out[s.id].append(ok)
+            completions = generate(adapter, requests, progress=True, desc="difficulty")
         finally:
             adapter.close()
+        for req, comp in zip(requests, completions, strict=True):
+            s = by_id[req.sample_id]
+            text = comp.text or ""
+            sections = parse_sections(text)
+            given = sections.answer if sections.answer is not None else text
+            ok = comp.error is None and rules[s.bench].is_correct(given, s.answer or "", s.choices)
+            out[s.id].append(ok)
         return out
 
     return answer

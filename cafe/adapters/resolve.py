@@ -1,0 +1,129 @@
+"""From a --model argument to a model card, a checkpoint and a loaded adapter: the one model
+resolution that `cafe run`, doctor, attention, the training data filter and GRPO all use."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
+from cafe.errors import CafeError
+
+
+class ModelNotFound(CafeError, ValueError):
+    """--model names no card, adapter or checkpoint folder; the message says what to pass."""
+
+
+class ModelLoadError(CafeError, RuntimeError):
+    """The adapter could not load the model (no weights, no key, missing extra): one line."""
+
+
+@dataclass
+class ResolvedModel:
+    card: ModelCard
+    label: str  # names the default run folder
+    checkpoint: str | None
+
+
+def default_card(name: str, cls: type[Adapter]) -> ModelCard:
+    """The card of an adapter named directly: its ``default_card`` or one from its attributes."""
+    card = getattr(cls, "default_card", None)
+    if isinstance(card, ModelCard):
+        return card
+    return ModelCard(
+        name=name,
+        adapter=name,
+        prompt_style=getattr(cls, "prompt_style", "lalm"),
+        group=getattr(cls, "group", "Baseline"),
+        engine=getattr(cls, "engine", "cpu"),
+        description=(cls.__doc__ or "").strip().split("\n")[0],
+    )
+
+
+#: why adapters were skipped by the last model_type_cards() (their module would not import)
+IMPORT_FAILURES: list[str] = []
+
+
+def model_type_cards() -> dict[str, str]:
+    """config.json ``model_type`` -> card or adapter name, from the ``MODEL_TYPES`` dicts that
+    adapter classes or their modules declare (e.g. ``MODEL_TYPES = {"qwen2_audio":
+    "qwen2-audio"}``). Only used when --model is a checkpoint folder; adapters whose engine is
+    not installed are skipped."""
+    mapping: dict[str, str] = {}
+    IMPORT_FAILURES.clear()
+    for name in ADAPTERS.names():
+        try:
+            cls = ADAPTERS.get(name)
+        except Exception as e:  # an optional engine not installed, or a broken module
+            IMPORT_FAILURES.append(str(e))
+            continue
+        module = sys.modules.get(getattr(cls, "__module__", ""))
+        mapping.update(getattr(module, "MODEL_TYPES", None) or {})
+        mapping.update(getattr(cls, "MODEL_TYPES", None) or {})
+    return mapping
+
+
+def resolve_model(
+    model: str, checkpoint: str | None = None, cards_files: list[str] | None = None
+) -> ResolvedModel:
+    """--model is a card name, a registered adapter name, or a checkpoint folder."""
+    from cafe.adapters.cards import load_cards
+
+    cards = load_cards(list(cards_files or []))
+    if model in cards:
+        card = cards[model]
+        label = card.name if checkpoint is None else f"{card.name}@{Path(checkpoint).name}"
+        return ResolvedModel(card, label, checkpoint or card.checkpoint)
+    if model in ADAPTERS.names():
+        card = default_card(model, ADAPTERS.get(model))
+        label = model if checkpoint is None else f"{model}@{Path(checkpoint).name}"
+        return ResolvedModel(card, label, checkpoint or card.checkpoint)
+    path = Path(model)
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.exists():
+            raise ModelNotFound(f"{path}: not a checkpoint folder (no config.json)")
+        try:
+            model_type = json.loads(config.read_text()).get("model_type")
+        except (json.JSONDecodeError, AttributeError):
+            raise ModelNotFound(f"{config}: field model_type: not readable JSON") from None
+        name = model_type_cards().get(str(model_type))
+        if name in cards:
+            card = cards[name]
+        elif name is not None and name in ADAPTERS.names():
+            card = default_card(name, ADAPTERS.get(name))
+        else:
+            skipped = f"; adapters that could not be imported: {'; '.join(IMPORT_FAILURES)}"
+            raise ModelNotFound(
+                f"{config}: field model_type: no adapter declares {model_type!r}; "
+                "pass --model CARD --checkpoint PATH (see `cafe adapters list`)"
+                + (skipped if IMPORT_FAILURES else "")
+            )
+        return ResolvedModel(replace(card, checkpoint=str(path)), path.name, str(path))
+    import difflib
+
+    known = sorted(set(cards) | set(ADAPTERS.names()))
+    close = difflib.get_close_matches(model, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ModelNotFound(
+        f"unknown model {model!r}{hint} (a card name, an adapter name or a checkpoint folder; "
+        "`cafe adapters list` shows them)"
+    )
+
+
+def load_adapter(resolved: ResolvedModel, options: dict[str, Any] | None = None) -> Adapter:
+    """Construct (load) the resolved model's adapter with ``options`` (the -o pairs). A model
+    that cannot load is one ModelLoadError line naming model, adapter and checkpoint."""
+    card = resolved.card
+    cls = ADAPTERS.get(card.adapter)
+    try:
+        return cls(card, checkpoint=resolved.checkpoint, **(options or {}))
+    except (OSError, ValueError, ImportError) as e:  # missing weights, key, extra
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ModelLoadError(
+            f"cannot load model {card.name!r} (adapter {card.adapter}, checkpoint "
+            f"{resolved.checkpoint or '-'}): {first}"
+        ) from e

@@ -1,0 +1,49 @@
+"""The console summary `cafe run` prints: accuracy by breakdown, parse rate, runs, CAFE."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _num(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def summary_table(metrics: dict[str, Any]) -> str:
+    acc = metrics.get("accuracy") or {}
+    total = acc.get("total") or {}
+    rows = [("total", total.get("correct"), total.get("total"), total.get("acc"))]
+    for name, values in (acc.get("breakdowns") or {}).items():
+        for value, cell in values.items():
+            rows.append(
+                (f"{name}={value}", cell.get("correct"), cell.get("total"), cell.get("acc"))
+            )
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'':{width}}  correct  total     acc"]
+    for label, correct, n, a in rows:
+        lines.append(f"{label:{width}}  {correct!s:>7}  {n!s:>5}  {a!s:>6}")
+    runs = acc.get("runs") or {}
+    pr = acc.get("parse_rate")
+    lines.append(
+        f"parse rate {pr}%   unanswered {acc.get('unanswered')}   failed {acc.get('failed')}"
+        + (
+            f"   runs {runs.get('n')}: mean {runs.get('mean')} ± {runs.get('std')}"
+            if runs.get("n", 1) > 1
+            else ""
+        )
+    )
+    official = acc.get("official_denominator")
+    if official:
+        lines.append(
+            "official scripts' denominator (answered only): "
+            f"{official.get('correct')}/{official.get('total')} = {official.get('acc')}"
+        )
+    cafe = metrics.get("cafe")
+    if cafe:
+        keys = ("acc_per", "err_per", "err_use", "err_omit")
+        lines.append(
+            "CAFE "
+            + "  ".join(f"{k} {_num(cafe.get(k))}" for k in keys)
+            + f"  ({cafe.get('mode', 'micro')})"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,28 @@
+"""The run in stages (DESIGN.md "the one data flow"):
+
+- spec.py     RunSpec: the frozen identity of a run, compared whole on resume
+- plan.py     model, prompt and benchmark resolved and checked; folder, spec, pending pairs
+- execute.py  requests -> completions: batches, threads, async adapters, the call cache
+- score.py    completion -> Prediction by the benchmark's own correctness rule
+- main.py     run(): the stages in order, the manifest kept in step, then the judge
+- cli.py      `cafe run`
+The summary the command prints lives in cafe/reports/summary.py; model resolution in
+cafe/adapters/resolve.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cafe.runner.spec import RunError, RunSpec
+
+__all__ = ["RunError", "RunResult", "RunSpec", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    # run() pulls in numpy and the audio stack: import it on first use, so `cafe run --help`
+    # (which imports cafe.runner.cli) stays fast
+    if name in ("run", "RunResult"):
+        from cafe.runner import main
+
+        return getattr(main, name)
+    raise AttributeError(f"module 'cafe.runner' has no attribute {name!r}")

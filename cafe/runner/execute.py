@@ -1,0 +1,197 @@
+"""Execute: requests -> completions through an adapter, the same way for every caller (`cafe
+run`, doctor, the training difficulty filter, the smoke run's format check).
+
+- ``call_adapter``: one generate() call; an async generate runs on its own event loop, and an
+  exception or a wrong count becomes a per-item error instead of losing the batch.
+- ``CachedAdapter``: the call cache as a wrapper with the adapter's own contract.
+- ``run_batches``: batches on C threads, at most two batches per thread in flight (memory stays
+  flat), each finished batch handed to ``on_done`` (the runner makes it durable there).
+- ``generate``: all of the above for a plain list of requests."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
+
+from cafe import cache as cache_mod
+from cafe.audio import file_sha256
+from cafe.records import Completion, Request
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def call_adapter(adapter: Any, requests: list[Request], log: Any = None) -> list[Completion]:
+    """One generate() call. The contract says per-item errors; an exception raised by adapter
+    code (a bug, not the weather) becomes a one-line error per item marked as an adapter
+    failure (not retried by re-runs), its traceback once in ``log`` (cafe.failures.RunLog)."""
+    try:
+        completions = adapter.generate(requests)
+        if inspect.isawaitable(completions):  # an async generate: one loop per batch
+            completions = asyncio.run(completions)  # type: ignore[arg-type]
+        if len(completions) != len(requests):
+            raise RuntimeError(
+                f"adapter returned {len(completions)} completions for {len(requests)}"
+            )
+        return list(completions)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        reason = f"adapter error: {type(e).__name__}: {first}"
+        if log is not None:
+            log.exception("generate() raised", e)
+            reason += f" (traceback in {log.path})"
+        return [
+            Completion(r.sample_id, r.run_index, None, error=reason, backend={"failure": "adapter"})
+            for r in requests
+        ]
+
+
+def open_cache(enabled: bool) -> cache_mod.Cache:
+    """$CAFE_CACHE/calls.sqlite (default ~/.cache/cafe), or a disabled cache."""
+    if not enabled:
+        return cache_mod.Cache(None)
+    return cache_mod.Cache(cache_mod.cache_file("calls.sqlite"))
+
+
+class CachedAdapter:
+    """An adapter behind the call cache: a request whose key is cached costs no model call.
+    The key covers the model identity, template hash, messages (audio by content hash),
+    generation settings and seed. Failed or empty completions are not cached (retried)."""
+
+    def __init__(
+        self, adapter: Any, cache: cache_mod.Cache, identity: dict[str, Any], log: Any = None
+    ):
+        self.adapter = adapter
+        self.cache = cache
+        self.identity = identity
+        self.log = log
+
+    def key(self, request: Request) -> str:
+        def part(p: dict[str, Any]) -> dict[str, Any]:
+            if p.get("type") == "audio":
+                return {"type": "audio", "sha256": file_sha256(p["path"]) if p.get("path") else ""}
+            return p
+
+        messages = [
+            {
+                **m,
+                "content": [part(p) for p in m["content"]]
+                if isinstance(m.get("content"), list)
+                else m.get("content"),
+            }
+            for m in request.messages
+        ]
+        return cache_mod.make_key(
+            kind="generate",
+            model=self.identity,
+            template_hash=request.template_hash,
+            messages=messages,
+            generation=request.generation,
+            seed=request.seed,
+        )
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        if self.cache.path is None:
+            return call_adapter(self.adapter, requests, self.log)
+        out: list[Completion | None] = [None] * len(requests)
+        misses: list[tuple[int, str]] = []
+        for i, r in enumerate(requests):
+            key = self.key(r)
+            hit = self.cache.get(key)
+            if hit is None:
+                misses.append((i, key))
+                continue
+            c = Completion.from_dict({**hit, "sample_id": r.sample_id, "run_index": r.run_index})
+            c.backend = {**c.backend, "cached": True}
+            out[i] = c
+        if misses:
+            fresh = call_adapter(self.adapter, [requests[i] for i, _ in misses], self.log)
+            for (i, key), c in zip(misses, fresh, strict=True):
+                if not c.error and c.text:
+                    self.cache.put(key, c.to_dict())
+                out[i] = c
+        return out  # type: ignore[return-value]
+
+
+def batches(items: list[T], size: int) -> Iterator[list[T]]:
+    size = max(1, size)
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def run_batches(
+    work: Callable[[list[T]], list[R]],
+    items: list[T],
+    *,
+    batch_size: int,
+    concurrency: int,
+    on_done: Callable[[list[R]], None] | None = None,
+    progress: bool = False,
+    desc: str = "",
+) -> list[R]:
+    """``work`` on batches of ``items`` from ``concurrency`` threads; results in finishing order
+    are handed to ``on_done`` and returned in the items' order. An exception from ``work``
+    (a --strict stop) or Ctrl-C drops the queued batches and propagates; what ``on_done``
+    already took is kept."""
+    from tqdm import tqdm
+
+    concurrency = max(1, concurrency)
+    bar = tqdm(total=len(items), desc=desc, unit="item", disable=not progress, file=sys.stderr)
+    pending = enumerate(batches(items, batch_size))
+    results: dict[int, list[R]] = {}
+    in_flight: dict[Future[list[R]], int] = {}
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        try:
+            while True:
+                while len(in_flight) < 2 * concurrency:
+                    nxt = next(pending, None)
+                    if nxt is None:
+                        break
+                    in_flight[pool.submit(work, nxt[1])] = nxt[0]
+                if not in_flight:
+                    break
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    index = in_flight.pop(fut)
+                    done = fut.result()
+                    results[index] = done
+                    if on_done is not None:
+                        on_done(done)
+                    bar.update(len(done))
+        except BaseException:
+            for fut in in_flight:
+                fut.cancel()
+            raise
+        finally:
+            bar.close()
+    return [r for i in sorted(results) for r in results[i]]
+
+
+def generate(
+    adapter: Any,
+    requests: list[Request],
+    *,
+    batch_size: int | None = None,
+    concurrency: int | None = None,
+    cache: cache_mod.Cache | None = None,
+    identity: dict[str, Any] | None = None,
+    progress: bool = False,
+    desc: str = "generate",
+) -> list[Completion]:
+    """Completions for ``requests``, in order, through the same batching, threads, async
+    handling and (optional) call cache as `cafe run`."""
+    target: Any = adapter
+    if cache is not None and cache.path is not None:
+        target = CachedAdapter(adapter, cache, identity or adapter.identity())
+    return run_batches(
+        lambda batch: call_adapter(target, batch) if target is adapter else target.generate(batch),
+        requests,
+        batch_size=batch_size or getattr(adapter, "default_batch_size", 1),
+        concurrency=concurrency or getattr(adapter, "default_concurrency", 1),
+        progress=progress,
+        desc=desc,
+    )

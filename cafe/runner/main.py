@@ -1,0 +1,361 @@
+"""`run()`: plan -> execute -> score -> judge, into a resumable run folder (DESIGN.md "the one
+data flow"). Each stage is its own module in this package; this one only sequences them and
+keeps the folder's manifest in step.
+
+Resume: an (item, run) is done once its prediction line is on disk; a SIGKILL loses at most the
+batches in flight, and the same command picks up exactly the missing ones (transient model
+failures are retried, unreadable audio once its file changed, adapter errors with
+--retry-failed, bad metadata never: cafe.failures). A finished run re-run loads no model."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.adapters.resolve import ModelLoadError, load_adapter
+from cafe.audio import audio_state, check_audio
+from cafe.failures import RunLog, most_failed
+from cafe.manifest import now, without_secrets
+from cafe.prompts import build_request
+from cafe.records import InputError, Prediction, Problem, Request, Sample
+from cafe.runner.execute import CachedAdapter, open_cache, run_batches
+from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, warn
+from cafe.runner.score import failed_prediction, score_completion
+from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
+from cafe.store import PREDICTIONS
+
+#: metrics sections computed from the predictions by a later stage (stale once they change)
+DERIVED_SECTIONS = ("cafe", "decay")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    metrics: dict[str, Any]
+    manifest: dict[str, Any] = field(default_factory=dict)
+    new_predictions: int = 0  # predictions written by this call
+    model_loaded: bool = False  # whether this call constructed the adapter
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failure_lines: list[str] = field(default_factory=list)  # distinct reasons with counts
+    most_failed: bool = False  # more than half of the (item, run)s failed: the CLI exits 1
+    judge_failed: bool = False  # the judge did not run, or most judgements failed
+
+
+def run(
+    model: str = DEFAULT_MODEL,
+    bench: str = DEFAULT_BENCH,
+    /,
+    *,
+    checkpoint: str | None = None,
+    data: str | None = None,
+    version: str | None = None,
+    runs: int = 1,
+    limit: int | None = None,
+    batch_size: int | None = None,
+    concurrency: int | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    prompt_style: str | None = None,
+    prompt_template: str | Path | None = None,
+    max_new_tokens: int | None = None,
+    judge: str | None = None,
+    judge_options: dict[str, Any] | None = None,
+    strict: bool = False,
+    progress: bool = True,
+    cache: bool = True,
+    cards: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+    audio_root: str | Path | None = None,
+    retry_failed: bool = False,
+) -> RunResult:
+    """Run ``model`` on ``bench`` into a run folder and return its metrics. Re-running the same
+    call resumes. ``options``: the adapter's options (``-o KEY=VALUE``), kept apart from the
+    run's own, so any name may be one (model, seed, batch_size, concurrency…).
+    ``judge=None`` means the benchmark's ``default_judge``; "none" skips judging.
+
+    Raises RunError for what the user must fix (a folder holding another run, an unknown model,
+    a model that cannot load) and on the first bad input with ``strict``."""
+    plan = plan_run(
+        model,
+        bench,
+        checkpoint=checkpoint,
+        data=data,
+        version=version,
+        runs=runs,
+        limit=limit,
+        seed=seed,
+        out=out,
+        prompt_style=prompt_style,
+        prompt_template=prompt_template,
+        max_new_tokens=max_new_tokens,
+        strict=strict,
+        cards=cards,
+        options=options,
+        audio_root=audio_root,
+        retry_failed=retry_failed,
+    )
+    if plan.mode == "subset":
+        return _read_subset(plan)
+    store = plan.store.create()
+    manifest = plan.manifest()
+    old = plan.old_manifest
+    manifest["created"] = old.get("created", now())
+    manifest["updated"] = now()
+    for k in ("adapter", "token_counter", "usage"):
+        if k in old:
+            manifest[k] = old[k]
+    manifest["status"] = "running"
+    store.write_manifest(manifest)
+    if plan.mode in ("new", "extend") or not store.has_samples():
+        store.write_samples(plan.samples)
+
+    result = RunResult(run_dir=store.root, metrics={}, problems=plan.problems)
+    with store.writer(PREDICTIONS) as writer:
+        bad = [(s, r) for s, r in plan.pending if s.error]
+        writer.write_many(
+            failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
+        )
+        result.new_predictions += len(bad)
+        todo = [(s, r) for s, r in plan.pending if not s.error]
+        if todo:
+            result.new_predictions += _generate(
+                plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
+            )
+            result.model_loaded = True
+
+    final = store.predictions() if result.new_predictions else list(plan.done.values())
+    predictions = [p for p in final if (p.sample_id, p.run_index) in plan.keys]
+    store.update_metrics("accuracy", _accuracy(plan, predictions))
+    manifest["status"] = "complete"
+    manifest.pop("error", None)
+    failed = [p for p in predictions if p.parse_status == "failed"]
+    manifest["counts"] = {"predictions": len(predictions), "failed": len(failed)}
+    manifest["updated"] = now()
+    result.failure_lines = failure_summary(failed, len(predictions), store.root)
+    result.most_failed = bool(predictions) and most_failed(len(failed), len(predictions))
+
+    judge_name = judge if judge is not None else plan.bench.default_judge
+    if judge_name and judge_name != "none":
+        manifest["judge"] = {"name": judge_name, **without_secrets(judge_options or {})}
+        store.write_manifest(manifest)
+        judge_notes = _judge(store.root, judge_name, judge_options or {}, progress)
+        result.notes.extend(judge_notes)
+        result.judge_failed = any(n.startswith("error:") for n in judge_notes)
+    elif result.new_predictions:
+        gone = store.drop_metrics(*DERIVED_SECTIONS)
+        if gone:
+            result.notes.append(
+                f"removed the {', '.join(gone)} section(s) of metrics.json: they covered the "
+                f"earlier predictions; `cafe judge {store.root}` computes them again"
+            )
+    if not plan.bench.has_answers(plan.spec.version):
+        result.notes.append(
+            f"{plan.spec.bench} {plan.spec.version} has no answers: accuracy cannot be computed "
+            f"here; `cafe export {store.root}` writes the file its leaderboard scores"
+        )
+    store.write_manifest(manifest)
+    result.manifest = manifest
+    result.metrics = store.read_metrics()
+    return result
+
+
+def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:
+    from cafe.benchmarks.scoring import accuracy_section
+
+    return accuracy_section(
+        plan.samples,
+        predictions,
+        dict(plan.bench.breakdowns),
+        runs=plan.spec.runs,
+        rule=plan.bench.is_correct,
+    )
+
+
+def _read_subset(plan: RunPlan) -> RunResult:
+    """A smaller selection on a finished folder: its results for that subset, computed in
+    memory; nothing in the folder changes (it keeps describing the whole run)."""
+    predictions = [p for p in plan.done.values() if (p.sample_id, p.run_index) in plan.keys]
+    old = plan.old_manifest
+    note = (
+        f"{plan.store.root} holds {_selection(old)}; reporting its results for "
+        f"{plan.spec.selection()} without changing the folder (pass --out NEW_FOLDER for a "
+        "separate run)"
+    )
+    return RunResult(
+        run_dir=plan.store.root,
+        metrics={"accuracy": _accuracy(plan, predictions)},
+        manifest=old,
+        problems=plan.problems,
+        notes=[note],
+    )
+
+
+def _selection(manifest: dict[str, Any]) -> str:
+    from cafe.runner.spec import RunSpec
+
+    return RunSpec.from_dict(manifest["spec"]).selection()
+
+
+class _Work:
+    """One batch of (item, run) pairs -> Predictions, run on a worker thread: the audio check
+    (a bad clip fails its item, or stops the run with --strict), the request, the cached
+    adapter call and the scoring."""
+
+    def __init__(self, plan: RunPlan, adapter: Any, target: CachedAdapter, strict: bool):
+        self.plan, self.adapter, self.target, self.strict = plan, adapter, target, strict
+
+    def __call__(self, items: list[tuple[Sample, int]]) -> list[Prediction]:
+        plan = self.plan
+        out: dict[tuple[str, int], Prediction] = {}
+        ready: list[tuple[Sample, Request]] = []
+        for sample, r in items:
+            try:
+                for path in sample.audio:
+                    check_audio(path, sample_id=sample.id)
+            except InputError as e:
+                if self.strict:
+                    raise
+                pred = failed_prediction(sample.id, r, plan.base(r), str(e), "audio")
+                pred.sections["audio_state"] = audio_state(sample.audio)  # retried once changed
+                out[(sample.id, r)] = pred
+                continue
+            request = build_request(
+                sample, plan.template.style, r, plan.spec.seed + r,
+                dict(plan.spec.generation), plan.template,
+            )  # fmt: skip
+            ready.append((sample, request))
+        if ready:
+            completions = self.target.generate([req for _, req in ready])
+            for (sample, req), completion in zip(ready, completions, strict=True):
+                out[(sample.id, req.run_index)] = score_completion(
+                    sample,
+                    completion,
+                    plan.base(req.run_index),
+                    self.adapter.count_tokens,
+                    plan.bench.is_correct,
+                )
+        return [out[(s.id, r)] for s, r in items]
+
+
+def _generate(
+    plan: RunPlan,
+    todo: list[tuple[Sample, int]],
+    manifest: dict[str, Any],
+    writer: Any,
+    batch_size: int | None,
+    concurrency: int | None,
+    cache: bool,
+    strict: bool,
+    progress: bool,
+) -> int:
+    """Load the model, run ``todo`` through the execute stage, write each batch durably."""
+    generation = plan.spec.generation
+    if plan.spec.runs > 1 and not generation.get("do_sample") and not generation.get("temperature"):
+        warn([f"--runs {plan.spec.runs} with greedy decoding: runs will be identical"])
+    try:
+        adapter = load_adapter(plan.resolved, plan.adapter_options)
+    except ModelLoadError as e:
+        manifest["status"] = "failed"  # never left "running" by a model that cannot load
+        manifest["error"] = str(e)
+        manifest["updated"] = now()
+        plan.store.write_manifest(manifest)
+        raise RunError(str(e)) from e
+    store = plan.store
+    calls = open_cache(cache)
+    written = failures = 0
+
+    def on_done(preds: list[Prediction]) -> None:
+        nonlocal written, failures
+        writer.write_many(preds)
+        written += len(preds)
+        for p in preds:  # say why an item failed as it happens, not only on disk
+            if p.parse_status == "failed" and p.error:
+                failures += 1
+                if failures <= MAX_WARNINGS:
+                    from tqdm import tqdm
+
+                    tqdm.write(f"error: {p.error}", file=sys.stderr)
+
+    try:
+        manifest["adapter"] = without_secrets(adapter.identity())
+        manifest["token_counter"] = adapter.token_counter
+        store.write_manifest(manifest)
+        identity = {**manifest["adapter"], "fingerprint": plan.spec.fingerprint}
+        log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
+        work = _Work(plan, adapter, CachedAdapter(adapter, calls, identity, log), strict)
+        try:
+            run_batches(
+                work,
+                todo,
+                batch_size=batch_size or adapter.default_batch_size,
+                concurrency=concurrency or adapter.default_concurrency,
+                on_done=on_done,
+                progress=progress,
+                desc=f"{plan.resolved.label} on {plan.spec.bench}",
+            )
+        except InputError as e:  # --strict: what is written stays
+            raise RunError(f"--strict: {e}") from None
+        finally:
+            if failures > MAX_WARNINGS:
+                print(
+                    f"error: … and {failures - MAX_WARNINGS} more failed items "
+                    "(each reason is in predictions.jsonl)",
+                    file=sys.stderr,
+                )
+        manifest["cache"] = {"hits": calls.hits, "misses": calls.misses}
+        # API adapters total tokens and cost; a resumed run adds this session's share
+        session = getattr(adapter, "usage", None)
+        if isinstance(session, dict):
+            manifest["usage"] = add_usage(manifest.get("usage") or {}, session)
+    finally:
+        calls.close()
+        adapter.close()
+    return written
+
+
+def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Field-wise sum of two usage dicts (calls, tokens, cost)."""
+    out = dict(total)
+    for k, v in more.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = round(out.get(k, 0) + v, 6)
+    return out
+
+
+def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) -> list[str]:
+    try:
+        from cafe.judge.pipeline import judge_run
+    except ImportError:
+        return [
+            f"CAFE judge not available in this install; add it later with `cafe judge {run_dir}`"
+        ]
+    from cafe.judge.pipeline import JudgeFailedError
+
+    try:
+        judge_run(run_dir, judge=name, progress=progress, **options)
+    except (ValueError, FileNotFoundError) as e:  # no server named, no key, no captions
+        return [f"error: judge {name} not run: {e}; judge later with `cafe judge {run_dir}`"]
+    except JudgeFailedError as e:  # earlier judgements and CAFE metrics were kept
+        return [f"error: {e}"]
+    return []
+
+
+def failure_summary(failed: list[Prediction], total: int, run_dir: Path) -> list[str]:
+    """Distinct reasons with counts, and what to do about the kinds a user can fix."""
+    from cafe.failures import RUN_LOG, summary_lines
+
+    kinds = {p.sections.get("failure") for p in failed}
+    hints = []
+    if "audio" in kinds:
+        hints.append("missing or unreadable audio is retried once the file changes: add or "
+                     "fix the files and run the same command again")  # fmt: skip
+    if "adapter" in kinds:
+        hints.append(f"adapter errors are not retried (tracebacks in {run_dir / RUN_LOG}); "
+                     "after a fix, run again with --retry-failed")  # fmt: skip
+    if "model" in kinds:
+        hints.append("model/server failures are retried by running the same command again")
+    pairs = [(p.error or "failed", p.sample_id) for p in failed]
+    return summary_lines("items", pairs, total, "; ".join(hints) or None)

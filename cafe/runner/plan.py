@@ -1,0 +1,305 @@
+"""Plan: everything decided before a model loads. Resolve the model and prompt, load and check
+the benchmark, build the run spec, pick the folder and compare the spec with the one it holds,
+and list the (item, run) pairs still to run.
+
+Resuming a folder (the spec's identity must match whole):
+- the same selection: only the missing pairs run (none: no model loads);
+- a larger selection (more items or runs): the folder grows to it;
+- a smaller one on a finished folder: its results for that subset are read, and nothing in the
+  folder is rewritten; on an unfinished folder it is refused (finish the folder first)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cafe.adapters.base import ADAPTERS, Adapter
+from cafe.adapters.resolve import ModelNotFound, ResolvedModel, resolve_model
+from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
+from cafe.manifest import card_dict, checkpoint_fingerprint, environment, without_secrets
+from cafe.prompts import PromptTemplate, load_template
+from cafe.records import Prediction, Problem, Sample
+from cafe.runner.score import is_pending
+from cafe.runner.spec import FORMAT, RunError, RunSpec, mismatch_message
+from cafe.store import RunStore
+
+MAX_WARNINGS = 20
+
+
+def warn(lines: list[str], prefix: str = "warning") -> None:
+    """At most MAX_WARNINGS lines on stderr, then a count (the rest is in the manifest)."""
+    for line in lines[:MAX_WARNINGS]:
+        print(f"{prefix}: {line}", file=sys.stderr)
+    if len(lines) > MAX_WARNINGS:
+        print(f"{prefix}: … and {len(lines) - MAX_WARNINGS} more (manifest.json)", file=sys.stderr)
+
+
+def check_samples(loaded: LoadedBenchmark) -> tuple[list[Sample], list[Problem]]:
+    """Generic sanity every benchmark shares: unique ids, a question, choices, an answer among
+    them. A bad item keeps its place as a failed sample (Sample.error); a duplicate id cannot
+    (predictions are keyed by id) and is dropped with a Problem."""
+    seen: set[str] = set()
+    samples, problems = [], []
+    for s in loaded.samples:
+        if s.id in seen:
+            problems.append(
+                Problem(loaded.source, "duplicate id; later copy skipped", str(s.id), "id")
+            )
+            continue
+        seen.add(s.id)
+        problem = None
+        if s.error is None:
+            if not isinstance(s.question, str) or not s.question.strip():
+                problem = Problem(loaded.source, "missing or empty", s.id, "question")
+            elif not s.choices or not all(isinstance(c, str) for c in s.choices):
+                problem = Problem(
+                    loaded.source, "must be a non-empty list of strings", s.id, "choices"
+                )
+            elif s.answer is not None and s.answer.strip() not in {c.strip() for c in s.choices}:
+                problem = Problem(
+                    loaded.source, f"answer {s.answer!r} is not among the choices", s.id, "answer"
+                )
+            elif not s.audio:
+                problem = Problem(loaded.source, "no audio file", s.id, "audio")
+        if problem is not None:
+            problems.append(problem)
+            s = replace(s, error=str(problem))
+        elif s.error and loaded.source not in s.error:  # the reason must name file and item
+            s = replace(s, error=str(Problem(loaded.source, s.error, s.id)))
+        samples.append(s)
+    return samples, problems
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^\w.@+-]+", "_", text).strip("_") or "run"
+
+
+def default_folder(spec: RunSpec, label: str, card_defaults: dict[str, Any]) -> Path:
+    """runs/<model>[-<served model>]-<bench>-<version>[-<hash of other choices>]: runs whose
+    identities differ get different folders; the selection (limit, runs) is not in the name, so
+    a larger one grows the same folder."""
+    parts = [label]
+    if spec.served_model and spec.served_model != label:
+        parts.append(spec.served_model)
+    version = spec.version
+    if version.startswith(spec.bench + "-"):  # synth-v3-…: no "synth-synth"
+        version = version[len(spec.bench) + 1 :]
+    parts += [spec.bench, version]
+    variant = spec.variant(card_defaults)
+    if variant:
+        parts.append(spec.short_hash(variant))
+    return Path("runs") / _slug("-".join(parts))
+
+
+@dataclass
+class RunPlan:
+    spec: RunSpec
+    resolved: ResolvedModel
+    adapter_cls: type[Adapter]
+    adapter_options: dict[str, Any]  # everything passed to the adapter (secrets included)
+    bench: Benchmark
+    loaded: LoadedBenchmark
+    samples: list[Sample]  # the selection, in order
+    problems: list[Problem]
+    template: PromptTemplate
+    store: RunStore
+    #: "new" | "resume" (same selection) | "extend" (larger) | "subset" (read-only, smaller)
+    mode: str
+    old_manifest: dict[str, Any] = field(default_factory=dict)
+    done: dict[tuple[str, int], Prediction] = field(default_factory=dict)
+    pending: list[tuple[Sample, int]] = field(default_factory=list)
+
+    @property
+    def keys(self) -> set[tuple[str, int]]:
+        return {(s.id, r) for s in self.samples for r in range(self.spec.runs)}
+
+    def base(self, run_index: int) -> dict[str, Any]:
+        """Fields every prediction of this run carries."""
+        return {
+            "model": self.resolved.card.name,
+            "prompt_style": self.template.style,
+            "template_hash": self.template.hash,
+            "seed": self.spec.seed + run_index,
+        }
+
+    def manifest(self) -> dict[str, Any]:
+        """manifest.json: the spec (the identity), plus what ran in readable sections."""
+        spec, loaded = self.spec, self.loaded
+        return {
+            "cafe": {"format": FORMAT},
+            "spec": spec.to_dict(),
+            "model": card_dict(self.resolved.card),
+            "checkpoint": {"path": spec.checkpoint, "fingerprint": spec.fingerprint},
+            "adapter_options": without_secrets(self.adapter_options),
+            "bench": {
+                "name": spec.bench,
+                "version": spec.version,
+                "source": loaded.source,
+                "sha256": spec.data_sha256,
+                "n_samples": len(self.samples),
+                "problems": [str(p) for p in self.problems],
+            },
+            "prompt": {
+                "style": self.template.style,
+                "template_hash": self.template.hash,
+                "template_source": self.template.source,
+                "system": self.template.system,
+            },
+            "runs": spec.runs,
+            "seed": spec.seed,
+            "seeds": spec.seeds,
+            "limit": spec.limit,
+            "generation": dict(spec.generation),
+            **environment(),
+        }
+
+
+def plan_run(
+    model: str,
+    bench: str,
+    *,
+    checkpoint: str | None = None,
+    data: str | None = None,
+    version: str | None = None,
+    runs: int = 1,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    prompt_style: str | None = None,
+    prompt_template: str | Path | None = None,
+    max_new_tokens: int | None = None,
+    strict: bool = False,
+    cards: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+    audio_root: str | Path | None = None,
+    retry_failed: bool = False,
+) -> RunPlan:
+    if runs < 1:
+        raise RunError("--runs must be at least 1")
+    if limit is not None and limit < 1:
+        raise RunError("--limit must be at least 1")
+    try:
+        resolved = resolve_model(model, checkpoint, cards)
+    except ModelNotFound as e:
+        raise RunError(str(e)) from None
+    card = resolved.card
+    try:
+        template = load_template(prompt_style or card.prompt_style, prompt_template)
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        raise RunError(str(e)) from None
+    try:
+        bench_obj: Benchmark = BENCHMARKS.get(bench)()
+    except KeyError as e:
+        raise RunError(str(e)) from None
+    if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
+        bench_obj.audio_root = str(audio_root)
+    loaded = bench_obj.load(data=data, version=version)
+    samples, own_problems = check_samples(loaded)
+    problems = [*loaded.problems, *own_problems]
+    if limit is not None and limit >= len(samples):
+        limit = None  # all of them: the same selection as no limit
+    if limit is not None:
+        samples = samples[:limit]
+    if strict:
+        if problems:
+            raise RunError(f"--strict: {problems[0]}")
+        bad = next((s for s in samples if s.error), None)
+        if bad is not None:
+            raise RunError(f"--strict: {bad.error}")
+    warn([str(p) for p in problems])
+
+    adapter_cls = ADAPTERS.get(card.adapter)
+    adapter_options = dict(options or {})
+    execution = getattr(adapter_cls, "execution_options", frozenset())
+    generation = dict(card.generation)
+    if max_new_tokens is not None:
+        generation["max_new_tokens"] = int(max_new_tokens)
+    spec = RunSpec(
+        model=card.name,
+        adapter=card.adapter,
+        adapter_options={
+            k: v
+            for k, v in without_secrets({**card.options, **adapter_options}).items()
+            if k not in execution
+        },
+        checkpoint=resolved.checkpoint,
+        fingerprint=checkpoint_fingerprint(resolved.checkpoint),
+        bench=bench,
+        version=loaded.version,
+        data_sha256=loaded.sha256,
+        limit=limit,
+        runs=runs,
+        seed=seed,
+        prompt_style=template.style,
+        template_hash=template.hash,
+        generation=generation,
+    )
+    defaults = {
+        "options": without_secrets(dict(card.options)),
+        "prompt_style": card.prompt_style,
+        "template_hash": load_template(card.prompt_style).hash if not prompt_template else None,
+        "generation": dict(card.generation),
+    }
+    run_dir = Path(out) if out else default_folder(spec, resolved.label, defaults)
+    store = RunStore(run_dir)
+    plan = RunPlan(
+        spec=spec,
+        resolved=resolved,
+        adapter_cls=adapter_cls,
+        adapter_options=adapter_options,
+        bench=bench_obj,
+        loaded=loaded,
+        samples=samples,
+        problems=problems,
+        template=template,
+        store=store,
+        mode="new",
+    )
+    if store.has_manifest():
+        plan.old_manifest = store.read_manifest()
+        plan.mode = _resume_mode(run_dir, plan.old_manifest, spec)
+    if plan.mode != "new":
+        plan.done = {(p.sample_id, p.run_index): p for p in store.predictions()}
+    plan.pending = [
+        (s, r)
+        for r in range(runs)
+        for s in samples
+        if is_pending(plan.done.get((s.id, r)), s, retry_failed)
+    ]
+    if plan.mode == "subset" and (plan.pending or plan.old_manifest.get("status") != "complete"):
+        old = RunSpec.from_dict(plan.old_manifest["spec"])
+        raise RunError(
+            f"{run_dir} holds an unfinished run of {old.selection()}; finish it with the same "
+            f"selection first, or pass --out NEW_FOLDER for a separate run of {spec.selection()}"
+        )
+    return plan
+
+
+def _resume_mode(run_dir: Path, old_manifest: dict[str, Any], spec: RunSpec) -> str:
+    fmt = (old_manifest.get("cafe") or {}).get("format", 1)
+    if "spec" not in old_manifest or fmt < FORMAT:
+        raise RunError(
+            f"{run_dir} was written by an older cafe (run folder format {fmt}, no run spec): it "
+            "still reads for judge, export and reports but cannot be resumed; pass --out "
+            "NEW_FOLDER for a new run"
+        )
+    try:
+        old = RunSpec.from_dict(old_manifest["spec"])
+    except (TypeError, ValueError) as e:
+        raise RunError(f"{run_dir}/manifest.json: field spec: {e}") from None
+    mismatch = mismatch_message(run_dir, old, spec)
+    if mismatch:
+        raise RunError(mismatch)
+    if old.limit == spec.limit and old.runs == spec.runs:
+        return "resume"
+    if spec.covers(old):
+        return "extend"
+    if old.covers(spec):
+        return "subset"
+    raise RunError(
+        f"{run_dir} holds {old.selection()}, this call asks for {spec.selection()}: neither "
+        "contains the other; ask for both (the larger limit and runs) or pass --out NEW_FOLDER"
+    )

@@ -1,0 +1,80 @@
+"""Score: a completion becomes a Prediction (sections parsed, answer extracted, correctness by the
+benchmark's own rule); an item that could not run becomes a failed Prediction with its reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cafe.parsing import extract_answer, parse_sections, reasoning_text
+from cafe.records import Completion, Prediction, Sample
+
+#: (prediction text, answer, choices) -> correct; a benchmark's ``is_correct``
+Rule = Callable[[str, str, list[str]], bool]
+
+
+def failed_prediction(
+    sample_id: str, run_index: int, base: dict[str, Any], reason: str, kind: str
+) -> Prediction:
+    """``kind``: input, audio, model or adapter (cafe.failures says which are retried)."""
+    return Prediction(
+        sample_id=sample_id,
+        run_index=run_index,
+        raw_output=None,
+        sections={"failure": kind},
+        parse_status="failed",
+        error=reason.splitlines()[0] if reason else kind + " failure",
+        **base,
+    )
+
+
+def score_completion(
+    sample: Sample,
+    completion: Completion,
+    base: dict[str, Any],
+    count_tokens: Callable[[str], int],
+    is_correct: Rule,
+) -> Prediction:
+    if completion.error or completion.text is None:
+        reason = completion.error or "adapter returned no text"
+        # an exception raised by adapter code is deterministic (call_adapter marks it)
+        kind = "adapter" if completion.backend.get("failure") == "adapter" else "model"
+        return failed_prediction(sample.id, completion.run_index, base, reason, kind)
+    sections = parse_sections(completion.text)
+    answer, status = extract_answer(sections.answer, sample.choices)
+    correct = bool(
+        answer is not None
+        and sample.answer is not None
+        and is_correct(answer, sample.answer, sample.choices)
+    )
+    return Prediction(
+        sample_id=sample.id,
+        run_index=completion.run_index,
+        raw_output=completion.text,
+        sections=sections.to_dict(),
+        answer=answer,
+        parse_status=status,
+        correct=correct,
+        reasoning_tokens=count_tokens(reasoning_text(completion.text, sections)),
+        latency_s=completion.latency_s,
+        **base,
+    )
+
+
+def is_pending(
+    prediction: Prediction | None, sample: Sample | None = None, retry_failed: bool = False
+) -> bool:
+    """An (item, run) still to run: no prediction yet; a transient model failure; an unreadable
+    clip whose file has changed since (added, repaired); an adapter error with
+    ``retry_failed`` (after a fix). Bad metadata stays failed until the file is fixed."""
+    from cafe.audio import audio_state
+    from cafe.failures import RETRIED
+
+    if prediction is None:
+        return True
+    if prediction.parse_status != "failed":
+        return False
+    kind = prediction.sections.get("failure")
+    if kind == "audio" and sample is not None:
+        return prediction.sections.get("audio_state") != audio_state(sample.audio)
+    return kind in RETRIED or (retry_failed and kind == "adapter")

@@ -1,0 +1,147 @@
+"""The run spec: one frozen value that says everything deciding a run's predictions (after HELM's
+RunSpec). It is built once from the command line or the API, written as manifest.json's "spec",
+and compared whole when a folder is resumed.
+
+Left out on purpose, because they do not change a prediction: how calls are made (batch size,
+concurrency, servers: ``Adapter.execution_options``), the cache, --strict, progress, and the
+judge (each judge writes its own judgements.<judge>.jsonl beside the same predictions). Secrets
+(options named like key / token / password) are never written; pass them in the environment."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cafe.errors import CafeError
+
+DEFAULT_MODEL = "reference"
+DEFAULT_BENCH = "synth"
+#: run folder format: 1 wrote no spec (cafe before the run spec); 2 writes manifest["spec"]
+FORMAT = 2
+
+
+class RunError(CafeError, ValueError):
+    """A run that cannot start or must stop (--strict); one line saying what to fix. Library code
+    raises it; the command line prints it as an error."""
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: str  # model card name
+    adapter: str  # registry name of the adapter class
+    adapter_options: Mapping[str, Any]  # card options + -o pairs (no secrets, no execution)
+    checkpoint: str | None
+    fingerprint: str | None  # content fingerprint of a local checkpoint (None: hub id / API)
+    bench: str
+    version: str
+    data_sha256: str | None  # of the benchmark's metadata file
+    limit: int | None  # the first N items; None: all of them
+    runs: int  # sampled generations per item; run k uses seed + k
+    seed: int
+    prompt_style: str
+    template_hash: str
+    generation: Mapping[str, Any]  # decoding settings sent with every request
+
+    #: fields that select which (item, run) pairs the folder holds; the rest is its identity
+    SELECTION = ("limit", "runs")
+
+    def __hash__(self) -> int:
+        return hash(_canonical(self.to_dict()))
+
+    @property
+    def served_model(self) -> str | None:
+        """The model a server-backed adapter asks for (``-o model=NAME``)."""
+        name = self.adapter_options.get("model")
+        return None if name is None else str(name)
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed + k for k in range(self.runs)]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["adapter_options"] = dict(self.adapter_options)
+        d["generation"] = dict(self.generation)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunSpec:
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        missing = sorted(set(names) - set(data))
+        if unknown or missing:
+            raise ValueError(f"run spec with fields {unknown or missing} is not this cafe's format")
+        return cls(**{k: data[k] for k in names})
+
+    def differences(self, other: RunSpec) -> list[tuple[str, Any, Any]]:
+        """(field, self's value, other's value) for every identity field that differs; dict
+        fields name the differing key (``adapter_options.model``)."""
+        out: list[tuple[str, Any, Any]] = []
+        for f in dataclasses.fields(self):
+            if f.name in self.SELECTION:
+                continue
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(a, Mapping) and isinstance(b, Mapping):
+                for k in sorted(set(a) | set(b)):
+                    if a.get(k) != b.get(k):
+                        out.append((f"{f.name}.{k}", a.get(k), b.get(k)))
+            elif a != b:
+                out.append((f.name, a, b))
+        return out
+
+    def covers(self, other: RunSpec) -> bool:
+        """Whether this spec's selection holds every (item, run) pair of ``other``'s."""
+        big = float("inf")
+        return (self.limit or big) >= (other.limit or big) and self.runs >= other.runs
+
+    def selection(self) -> str:
+        items = "all items" if self.limit is None else f"{self.limit} items"
+        return f"{items} x {self.runs} run{'s' if self.runs != 1 else ''}"
+
+    def variant(self, card_defaults: Mapping[str, Any]) -> dict[str, Any]:
+        """The identity choices that differ from the model card's defaults and that the folder
+        name does not already spell (the served model does): a hash of them tells folders
+        apart."""
+        mine = {
+            "adapter_options": {
+                k: v
+                for k, v in self.adapter_options.items()
+                if k != "model" and card_defaults.get("options", {}).get(k) != v
+            },
+            "prompt_style": self.prompt_style,
+            "template_hash": self.template_hash,
+            "generation": dict(self.generation),
+            "seed": self.seed,
+        }
+        base = {
+            "adapter_options": {},
+            "prompt_style": card_defaults.get("prompt_style"),
+            "template_hash": card_defaults.get("template_hash"),
+            "generation": dict(card_defaults.get("generation") or {}),
+            "seed": 0,
+        }
+        return {k: v for k, v in mine.items() if v != base[k]}
+
+    def short_hash(self, value: Any) -> str:
+        return hashlib.sha256(_canonical(value).encode()).hexdigest()[:8]
+
+
+def mismatch_message(folder: Any, old: RunSpec, new: RunSpec) -> str | None:
+    """One line naming each differing identity field with the folder's and this call's values,
+    or None when the identities agree."""
+    diffs = old.differences(new)
+    if not diffs:
+        return None
+    fields = "; ".join(f"{name}: {a!r} in the folder, {b!r} now" for name, a, b in diffs)
+    return (
+        f"{folder} holds a different run ({fields}); pass --out NEW_FOLDER to start a separate "
+        "run (or delete the folder)"
+    )
