@@ -34,7 +34,9 @@ def _preds(out: Path) -> dict[str, dict]:
 def test_adapter_exception_is_logged_once_and_not_retried_until_asked(tmp_path):
     meta = write_tone_bench(tmp_path / "b", [HIGH, LOW, HIGH, LOW])
     out = tmp_path / "r"
-    first = _run(meta, out, "-o", "raise_on=[t1, t2]")
+    bug = tmp_path / "bug.txt"
+    bug.write_text("t1 t2")
+    first = _run(meta, out, "-o", f"bug_file={bug}")
     assert first.exit_code == 0, first.output  # 2 of 4 failed: not most
     preds = _preds(out)
     for sid in ("t1", "t2"):
@@ -48,9 +50,10 @@ def test_adapter_exception_is_logged_once_and_not_retried_until_asked(tmp_path):
     assert "2 of 4 items failed" in first.output and "--retry-failed" in first.output
     assert "Traceback" not in first.output
 
-    again = _run(meta, out, "-o", "raise_on=[t1, t2]")  # a plain re-run: the bug is not retried
+    bug.unlink()  # the adapter is fixed
+    again = _run(meta, out, "-o", f"bug_file={bug}")  # a plain re-run: adapter errors stay
     assert "0 new predictions (nothing left to run, no model loaded)" in again.output
-    fixed = _run(meta, out, "--retry-failed")  # fixed adapter (no raise_on), asked to retry
+    fixed = _run(meta, out, "-o", f"bug_file={bug}", "--retry-failed")  # asked to retry them
     assert "2 new predictions" in fixed.output
     assert {p["parse_status"] for p in _preds(out).values()} == {"ok"}
 
