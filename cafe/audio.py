@@ -17,6 +17,34 @@ import numpy as np
 from cafe.records import InputError, Problem
 
 TARGET_SR = 16_000
+#: longest clip decoded, in seconds (CAFE_MAX_AUDIO_S overrides): a two-hour file in a
+#: benchmark of seconds-long clips is a mistake, and decoding it would take gigabytes
+DEFAULT_MAX_AUDIO_S = 1800.0
+
+
+def max_audio_s() -> float:
+    try:
+        return float(os.environ.get("CAFE_MAX_AUDIO_S") or DEFAULT_MAX_AUDIO_S)
+    except ValueError:
+        return DEFAULT_MAX_AUDIO_S
+
+
+def _check_info(p: Path, info: object, sample_id: str | None) -> None:
+    """Header facts every reader checks before decoding: frames, a real rate, a sane length."""
+    frames, rate = getattr(info, "frames", 0), getattr(info, "samplerate", 0)
+    if rate <= 0:
+        raise _problem(p, f"sample rate is {rate} Hz", sample_id)
+    if frames <= 0:
+        raise _problem(p, "audio has no samples", sample_id)
+    seconds, limit = frames / rate, max_audio_s()
+    if seconds > limit:
+        raise _problem(
+            p,
+            f"audio is {seconds:.0f} s long, over the {limit:.0f} s limit (set CAFE_MAX_AUDIO_S "
+            "to allow longer clips)",
+            sample_id,
+        )
+
 
 T = TypeVar("T")
 
@@ -46,6 +74,7 @@ def load_audio(
     import soundfile as sf
 
     p = Path(path)
+    _check_info(p, _read(p, sample_id, sf.info), sample_id)  # before decoding a byte
     data, file_sr = _read(p, sample_id, lambda f: sf.read(f, dtype="float32", always_2d=True))
     if data.shape[0] == 0:
         raise _problem(p, "audio has no samples", sample_id)
@@ -97,9 +126,7 @@ def check_audio(path: str | Path, *, sample_id: str | None = None) -> None:
     import soundfile as sf
 
     p = Path(path)
-    info = _read(p, sample_id, sf.info)
-    if info.frames <= 0:
-        raise _problem(p, "audio has no samples", sample_id)
+    _check_info(p, _read(p, sample_id, sf.info), sample_id)
 
 
 def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:

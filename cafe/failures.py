@@ -46,7 +46,11 @@ def most_failed(failed: int, total: int) -> bool:
 
 
 def summary_lines(
-    what: str, failures: Iterable[tuple[str, str | None]], total: int, hint: str | None = None
+    what: str,
+    failures: Iterable[tuple[str, str | None]],
+    total: int,
+    hint: str | None = None,
+    verb: str = "failed",
 ) -> list[str]:
     """``failures``: (error, sample id) pairs. One header line with the count, then each distinct
     reason with its count and one example, most frequent first."""
@@ -59,7 +63,7 @@ def summary_lines(
     n = sum(counts.values())
     if not n:
         return []
-    lines = [f"{n} of {total} {what} failed ({len(counts)} distinct reason(s)):"]
+    lines = [f"{n} of {total} {what} {verb} ({len(counts)} distinct reason(s)):"]
     for key, c in counts.most_common(MAX_REASONS):
         lines.append(f"  {c} x {example[key]}")
     if len(counts) > MAX_REASONS:

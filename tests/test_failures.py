@@ -42,7 +42,9 @@ def test_adapter_exception_is_logged_once_and_not_retried_until_asked(tmp_path):
     for sid in ("t1", "t2"):
         p = preds[sid]
         assert p["sections"]["failure"] == "adapter" and "\n" not in p["error"]
-        assert p["error"].startswith(f"adapter error: KeyError: 'adapter bug on {sid}'")
+        assert p["error"].startswith(
+            f"sample {sid}: adapter error: KeyError: 'adapter bug on {sid}'"
+        )
         assert "run.log" in p["error"]
     log = (out / "run.log").read_text()
     assert log.count("Traceback (most recent call last)") == 1  # the same bug: logged once

@@ -206,8 +206,14 @@ def judge_run(
     judgements = [j for k, j in merged.items() if k in keys]
     _write_compact(path, judgements)  # this judge's own file: failed ones retried next time
     attempted = [*missing_sample, *fresh]
-    failed = [(j.reason or "failed", j.sample_id) for j in attempted if j.status == "failed"]
+
+    def said(j: Judgement) -> tuple[str, str]:  # one line naming the file and the item
+        return f"{path.name}: sample {j.sample_id}: {j.reason or j.status}", j.sample_id
+
+    failed = [said(j) for j in attempted if j.status == "failed"]
     reasons = summary_lines("judgements", failed, len(attempted))
+    invalid = [said(j) for j in attempted if j.status == "invalid"]
+    reasons += summary_lines("judge replies", invalid, len(attempted), verb="were unusable")
     # the judge's own record: of the predictions that have an output to judge, how many did it
     # fail on (a failed prediction's judgement fails whatever the judge)
     outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
