@@ -86,6 +86,11 @@ def load_audio(
     return mono.astype(np.float32, copy=False)
 
 
+@lru_cache(maxsize=64)
+def _realpath(root: str) -> str:
+    return os.path.realpath(root)
+
+
 def contained_audio(
     rel: str, roots: list[Path], *, file: str, sample_id: str | None, field: str
 ) -> tuple[str | None, Problem | None]:
@@ -93,14 +98,15 @@ def contained_audio(
     it resolves, after symlinks, outside every root: an absolute or ``../`` path in a metadata
     file must not make a model, an API upload or a captioner read an arbitrary file."""
     base = roots[0]
-    p = Path(rel.replace("\\", "/")).expanduser()
-    given = os.path.normpath(p if p.is_absolute() else base / p)
-    full = Path(given).resolve()
+    p = os.path.expanduser(rel.replace("\\", "/"))
+    given = os.path.normpath(p if os.path.isabs(p) else os.path.join(base, p))
+    full = os.path.realpath(given)
     for root in roots:
-        if full.is_relative_to(root.resolve()):
+        real = _realpath(str(root))
+        if full == real or full.startswith(real.rstrip(os.sep) + os.sep):
             return given, None  # the path as written (normalised); its target was checked
     msg = (
-        f"audio path {rel!r} resolves to {full}, outside the data folder {base.resolve()}; "
+        f"audio path {rel!r} resolves to {full}, outside the data folder {_realpath(str(base))}; "
         "keep audio under it or pass --audio-root DIR"
     )
     return None, Problem(file=file, sample_id=sample_id, field=field, message=msg)
