@@ -59,7 +59,10 @@ def summary_lines(
     for error, sid in failures:
         key = reason_key(error, sid)
         counts[key] += 1
-        example.setdefault(key, error.splitlines()[0] if error else key)
+        line = error.splitlines()[0] if error else key
+        if sid and f"sample {sid}" not in line:  # every line names its item
+            line = f"sample {sid}: {line}"
+        example.setdefault(key, line)
     n = sum(counts.values())
     if not n:
         return []

@@ -290,7 +290,7 @@ def _judged_run(tmp: Path, reply: Callable[[dict], str], says: list[str]):
 
     return Case(["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
                  "--endpoint", "{url}", "--captions", str(caps), "--no-progress"],
-                ["judgements.openai-compatible-j.jsonl", "sample s1", *says],
+                ["judgements.openai-compatible-j.jsonl", "sample s", *says],
                 reply=answer)  # fmt: skip
 
 

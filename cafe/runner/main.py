@@ -277,7 +277,9 @@ def _generate(
                 if failures <= MAX_WARNINGS:
                     from tqdm import tqdm
 
-                    tqdm.write(f"error: {p.error}", file=sys.stderr)
+                    named = f"sample {p.sample_id}" in p.error
+                    said = p.error if named else f"sample {p.sample_id}: {p.error}"
+                    tqdm.write(f"error: {said}", file=sys.stderr)
 
     try:
         manifest["adapter"] = without_secrets(adapter.identity())

@@ -37,8 +37,6 @@ def score_completion(
 ) -> Prediction:
     if completion.error or completion.text is None:
         reason = completion.error or "adapter returned no text"
-        if f"sample {sample.id}" not in reason:  # every failure line names its item
-            reason = f"sample {sample.id}: {reason}"
         # an exception raised by adapter code is deterministic (call_adapter marks it)
         kind = "adapter" if completion.backend.get("failure") == "adapter" else "model"
         return failed_prediction(sample.id, completion.run_index, base, reason, kind)
