@@ -6,8 +6,13 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= hf,api,train,dev
 
-.PHONY: setup run test lint
+.PHONY: setup run test lint chromium
 setup: $(VENV)/.installed
+
+# the HTML report tests open pages in Debian's headless Chromium (Playwright drives it; its own
+# browser download is not used)
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,5 +27,5 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint
+test: lint chromium
 	HF_HUB_OFFLINE=1 $(PY) -m pytest

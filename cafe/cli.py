@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "judge": "cafe.judge.cli:judge_command",
     "caption": "cafe.judge.captions:caption_command",
     "judge-agreement": "cafe.judge.agreement:agreement_command",
+    "rubric": "cafe.judge.rubric_run:rubric_command",
+    "cues": "cafe.judge.cues:cues_command",
     "decay": "cafe.metrics.decay:decay_command",
     "attention": "cafe.metrics.attention:attention_command",
     "report": "cafe.reports.cli:report_command",
@@ -37,10 +39,12 @@ HELP = {
     "judge": "Run the CAFE judge on a run folder and compute perception metrics.",
     "caption": "Write ground-truth captions for a benchmark's clips.",
     "judge-agreement": "Compare two judges on the same run (Cohen's kappa, metric deltas).",
+    "cues": "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events.",
+    "rubric": "Score MMAR predictions against each item's rubric (the MMAR authors' protocol).",
     "decay": "Perception decay curves: accuracy and Acc_per by reasoning length.",
     "attention": "Audio attention ratio per generated token (Figure 6).",
     "report": "Regenerate the paper's tables and figures from runs and leaderboard.yaml.",
-    "leaderboard": "Add run rows to leaderboard.yaml, or show it.",
+    "leaderboard": "Show leaderboard.yaml, add run rows to it, or write it as a page.",
     "train": "MPAR² training: data pipeline, SFT, GRPO, smoke test.",
 }
 

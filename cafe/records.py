@@ -170,6 +170,25 @@ class Judgement(Record):
     reason: str | None = None
 
 
+@dataclass
+class RubricScore(Record):
+    """One (item, run) scored against its MMAR rubric by an LLM judge (cafe.judge.rubric)."""
+
+    sample_id: str
+    run_index: int
+    judge: str  # judge identity (client kind + model)
+    template_hash: str
+    status: str  # ok | wrong | invalid | failed | no_rubric | no_prediction
+    correct: bool = False  # the answer passes the official string match (only those are rated)
+    score: float | None = None  # 0-1: trimmed mean of the raters; 0.0 when wrong
+    rater_scores: list[float | None] = field(default_factory=list)  # None: rater never valid
+    raw_replies: list[list[str]] = field(default_factory=list)  # per rater, every attempt
+    invalid_replies: int = 0  # replies that failed validation (each was retried)
+    notes: list[str] = field(default_factory=list)  # e.g. criterion names the judge renamed
+    protocol: dict[str, Any] = field(default_factory=dict)  # raters, trim, temperature, seed
+    reason: str | None = None
+
+
 def key_of(record: Any) -> tuple[str, int]:
     """The identity of one (item, run) in a run folder."""
     return (record.sample_id, record.run_index)

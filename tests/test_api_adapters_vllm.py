@@ -108,12 +108,14 @@ def test_render_uses_the_checkpoints_chat_template_and_passes_audio_arrays(tmp_p
     from transformers import AutoTokenizer
 
     from cafe.adapters.vllm import _load_renderer, _sampling_rate
+    from cafe.adapters.vllm_families import FAMILIES
     from cafe.testing import tiny_models as tiny
 
     ckpt = tiny.build_tiny_qwen2_5_omni_thinker(tmp_path / "omni")
     clip = tmp_path / "c.wav"
     write_wav(clip, (0.3 * np.sin(np.arange(8000) / 3)).astype(np.float32))
     ad = _bare()
+    ad.family = FAMILIES.get("chat-template")  # the checkpoint's own template
     ad.renderer = _load_renderer(str(ckpt), {}, AutoTokenizer.from_pretrained(ckpt))
     ad.sampling_rate = _sampling_rate(ad.renderer)
     prompt = ad.render(_req("a", 0, 1, clip=str(clip)))

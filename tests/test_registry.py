@@ -80,7 +80,16 @@ def test_adapters_list_and_show_builtin_cards() -> None:
     listed = CliRunner().invoke(adapters_command, ["list"])
     assert listed.exit_code == 0, listed.output
     header, *rows = listed.output.splitlines()
-    assert header.split() == ["name", "adapter", "engine", "group", "prompt", "style", "checkpoint"]
+    assert header.split() == [
+        "name",
+        "adapter",
+        "engine",
+        "group",
+        "prompt",
+        "style",
+        "decoding",
+        "checkpoint",
+    ]
     ref = next(r for r in rows if r.startswith("reference "))
     assert ref.split()[:5] == ["reference", "reference", "cpu", "Baseline", "mpar2"]
     shown = CliRunner().invoke(adapters_command, ["show", "reference"])

@@ -122,3 +122,24 @@ def test_figure3_needs_decay_and_says_which_command(tmp_path):
     run = make_run(tmp_path / "run", decay=False)
     res = CliRunner().invoke(report_command, [str(run), "--figure", "3", "--leaderboard", LB])
     assert res.exit_code != 0 and "cafe decay" in res.output
+
+
+def test_compare_defaults_to_the_papers_row_and_names_protocol_differences(tmp_path, board):
+    run = make_run(tmp_path / "run", model="qwen2.5-omni-7b")  # a card name: matched by name
+    text = compare(run, None, board)
+    assert text.startswith("qwen2.5-omni-7b") and "vs Qwen2.5-Omni-7B [mmar/unspecified" in text
+    assert "+1.05" in text  # acc 56.25 - 55.20
+    proto = {ln.replace("≠", " ").split()[0]: ln for ln in text.splitlines() if ln[:2] == "  "}
+    # the run: 2 runs, lalm prompt, rule judge, no decoding set; the paper (authors' code for
+    # Qwen2.5-Omni): 3 runs, their MMAR prompt, Gemini-3-pro judge, 2048 tokens with rp 1.03
+    assert proto["runs"].startswith("  ≠") and "run: 2" in proto["runs"]
+    assert (
+        proto["prompt_style"].startswith("  ≠") and "paper: authors-mmar" in proto["prompt_style"]
+    )
+    assert proto["judge"].startswith("  ≠") and "gemini-3-pro" in proto["judge"]
+    assert "repetition_penalty=1.03" in proto["decoding"] and proto["decoding"].startswith("  ≠")
+    assert proto["cafe_mode"].startswith("   ")  # micro vs unspecified: nothing to hold against
+    assert "benchmark version: run v1, row unspecified" in text
+    other = make_run(tmp_path / "other", model="Tiny-LALM")
+    with pytest.raises(LeaderboardError, match="no paper row for 'Tiny-LALM'"):
+        compare(other, None, board)

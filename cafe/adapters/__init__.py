@@ -40,13 +40,17 @@ def list_command(cards: tuple[str, ...]) -> None:
     from cafe.adapters.cards import load_cards
 
     all_cards = load_cards(list(cards))
-    rows = [("name", "adapter", "engine", "group", "prompt style", "checkpoint")]
+    # decoding: greedy cards give identical --runs (marked "greedy"); unsupported ones say so
+    rows = [("name", "adapter", "engine", "group", "prompt style", "decoding", "checkpoint")]
     for c in sorted(all_cards.values(), key=lambda c: (c.group, c.name)):
-        rows.append((c.name, c.adapter, c.engine, c.group, c.prompt_style, c.checkpoint or "-"))
+        decoding = "unsupported" if c.unsupported else "greedy" if c.greedy else "sampled"
+        rows.append(
+            (c.name, c.adapter, c.engine, c.group, c.prompt_style, decoding, c.checkpoint or "-")
+        )
     used = {c.adapter for c in all_cards.values()}
     for name in ADAPTERS.names():
         if name not in used and name not in all_cards:
-            rows.append((name, name, "-", "-", "-", "(adapter, no card)"))
+            rows.append((name, name, "-", "-", "-", "-", "(adapter, no card)"))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(f"{v!s:{w}}" for v, w in zip(r, widths, strict=True)).rstrip())

@@ -24,6 +24,7 @@ class ModelCard:
     description: str = ""
     launch: str | None = None  # how to start its server, for server-backed models
     options: dict[str, Any] = field(default_factory=dict)  # adapter keyword arguments
+    unsupported: str | None = None  # why this card cannot run as written (refused at load)
 
     @classmethod
     def from_dict(cls, name: str, data: dict[str, Any]) -> ModelCard:
@@ -32,6 +33,20 @@ class ModelCard:
         if unknown:
             raise ValueError(f"model card {name!r}: unknown field(s) {sorted(unknown)}")
         return cls(**{**data, "name": name})
+
+    @property
+    def greedy(self) -> bool:
+        """Greedy decoding: ``--runs K`` would repeat one generation K times."""
+        return is_greedy(self.generation)
+
+
+def is_greedy(generation: dict[str, Any]) -> bool:
+    """Whether these decoding settings are greedy. Temperature 0 is greedy whatever
+    ``do_sample`` says (engines treat it so); without a temperature, ``do_sample`` decides."""
+    temperature = generation.get("temperature")
+    if temperature is not None and float(temperature) == 0.0:
+        return True
+    return not generation.get("do_sample", (temperature or 0) > 0)
 
 
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -67,6 +82,8 @@ class Adapter(ABC):
     )
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
+        if card.unsupported:
+            raise ValueError(f"model card {card.name!r} is not supported: {card.unsupported}")
         self.card = card
         self.checkpoint = checkpoint or card.checkpoint
         self.options = {**card.options, **options}

@@ -26,6 +26,7 @@ from cafe.judge.base import Judge, JudgeItem, sha256_text
 from cafe.records import Event, Judgement
 
 RULE_VERSION = "rule-v1"
+NO_SOUND = "no_sound"  # Sample.meta flag: the clip the model got holds no sound event
 TOLERANCE_S = 0.5  # a perceived span may miss the true one by this much and still overlap
 _CONCLUSION = re.compile(
     r"\b(so|therefore|thus|hence|because|since|answer|indicates?|suggests?|means|must|"
@@ -157,10 +158,13 @@ class RuleJudge(Judge):
         pred, events = item.prediction, item.sample.events
         if pred.raw_output is None or pred.error:
             return self.failed(item, f"prediction failed: {pred.error or 'no output'}")
-        if not events:
+        # a listening control's silent clip (meta "no_sound") has no event by construction:
+        # then every mention is a hallucination; otherwise no events means none were recorded
+        if not events and not item.sample.meta.get(NO_SOUND):
             return self.failed(
                 item, "rule judge needs structured events (synth benchmark); use an LLM judge"
             )
+        events = events or []
         patterns = self._patterns(events)
         used: set[int] = set()
         leaned: set[int] = set()

@@ -89,7 +89,23 @@ def _figure(number: str, run_dirs: tuple[str, ...], out: Path) -> list[Path]:
     type=RUN_DIR,
     help="Run folder to compare against a leaderboard row (needs --against).",
 )
-@click.option("--against", help='Leaderboard model to compare with, e.g. "Qwen2.5-Omni-7B".')
+@click.option(
+    "--against",
+    help='Leaderboard model to compare with, e.g. "Qwen2.5-Omni-7B" (default: the paper\'s row '
+    "for the run's model).",
+)
+@click.option(
+    "--html/--no-html",
+    default=None,
+    help="Write report/index.html, one self-contained page (default: on). With two RUN_DIRs, "
+    "--html adds a comparison of RUN_B against RUN_A to RUN_A's page.",
+)
+@click.option(
+    "--embed-audio",
+    "embed_audio",
+    type=click.FloatRange(min=0),
+    help="Embed clips up to this many seconds in index.html (default: relative links).",
+)
 def report_command(
     run_dirs: tuple[str, ...],
     table: str | None,
@@ -101,23 +117,31 @@ def report_command(
     no_figures: bool,
     compare_dir: str | None,
     against: str | None,
+    html: bool | None,
+    embed_audio: float | None,
 ) -> None:
     """Regenerate the paper's tables and figures, and write run reports.
 
     \b
     cafe report --table 1 --format csv        Table 1 from leaderboard.yaml
     cafe report RUN_DIR --table 2 --format tex  Table 2 with your run beside the paper's rows
-    cafe report RUN_DIR                       RUN_DIR/report/: summary.md, tables/, figures/
+    cafe report RUN_DIR                       RUN_DIR/report/: summary.md, index.html, tables/,
+                                              figures/
+    cafe report RUN_A RUN_B --html            RUN_A's index.html compares B against A
     cafe report BASE TRAINED --figure 5       base vs trained decay
     cafe report --compare RUN_DIR --against "Qwen2.5-Omni-7B"
+    cafe report --compare RUN_DIR              the paper's row for the run's model
     """
-    if bool(compare_dir) != bool(against):
-        raise click.UsageError("--compare RUN_DIR and --against MODEL go together")
+    if against and not compare_dir:
+        raise click.UsageError(
+            "--against MODEL and --compare RUN_DIR go together (--compare alone takes the "
+            "paper's row for the run's model)"
+        )
     board = load_leaderboard(leaderboard_path)
     if compare_dir:
         from cafe.reports.run_report import compare
 
-        click.echo(compare(compare_dir, against or "", board), nl=False)
+        click.echo(compare(compare_dir, against, board), nl=False)
         return
     if table:
         from cafe.reports.run_report import RunData, run_row
@@ -136,7 +160,7 @@ def report_command(
             click.echo(text, nl=False)
         return
     if not run_dirs:
-        raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR --against MODEL")
+        raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR [--against MODEL]")
     if figure:
         target = Path(out) if out else Path(run_dirs[0]) / "report" / "figures"
         for p in _figure(figure, run_dirs, target):
@@ -146,6 +170,20 @@ def report_command(
 
     if out and len(run_dirs) > 1:
         raise click.UsageError("--out takes one RUN_DIR (each run gets its own report/)")
-    for d in run_dirs:
-        folder = write_run_report(d, board, group=group, out=out, draw=not no_figures)
+    pair = html is True and len(run_dirs) == 2
+    if html is True and len(run_dirs) > 2:
+        raise click.UsageError("--html compares two RUN_DIRs (RUN_A RUN_B); give one or two")
+    for i, d in enumerate(run_dirs):
+        folder = write_run_report(
+            d,
+            board,
+            group=group,
+            out=out,
+            draw=not no_figures,
+            html=html is not False,
+            compare_with=run_dirs[1] if pair and i == 0 else None,
+            embed_audio_s=embed_audio,
+        )
         click.echo(f"wrote {folder / 'summary.md'}")
+        if html is not False:
+            click.echo(f"wrote {folder / 'index.html'}")

@@ -7,6 +7,7 @@ matplotlib is imported inside the functions (Agg backend), so metric and table c
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,23 @@ def _save(fig: Any, out_dir: str | Path, stem: str) -> list[Path]:
 
     plt.close(fig)
     return paths
+
+
+def to_svg(fig: Any, name: str) -> str:
+    """The figure as an inline <svg> element: text kept as text (crisp, searchable), element ids
+    salted by ``name`` (unique per page) so several figures share one HTML page, no XML prolog."""
+    import io
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
+        fig.savefig(buf, format="svg")
+    plt.close(fig)
+    text = buf.getvalue()
+    # the RDF metadata block (creator, date) is noise on a page and changes on every write
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg") :], flags=re.S)
 
 
 def _grid(plt: Any, n: int, ncols_max: int = 2) -> tuple[Any, list[Any]]:
@@ -141,6 +159,10 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
 def figure3(
     panels: Sequence[tuple[str, dict[str, Any]]], out_dir: str | Path, stem: str = "figure3_decay"
 ) -> list[Path]:
+    return _save(draw_figure3(panels), out_dir, stem)
+
+
+def draw_figure3(panels: Sequence[tuple[str, dict[str, Any]]]) -> Any:
     """Perception decay: one panel per (title, decay section), Acc_per and reasoning accuracy
     against token-length bins with Pearson r and p annotated."""
     if not panels:
@@ -150,7 +172,7 @@ def figure3(
     for i, (ax, (title, decay)) in enumerate(zip(axes, panels, strict=True)):
         decay_panel(ax, decay, f"({chr(97 + i)}) {title}" if len(panels) > 1 else title)
     fig.tight_layout()
-    return _save(fig, out_dir, stem)
+    return fig
 
 
 def figure5(
@@ -184,6 +206,10 @@ def figure6(
     out_dir: str | Path,
     stem: str = "figure6_attention",
 ) -> list[Path]:
+    return _save(draw_figure6(curves), out_dir, stem)
+
+
+def draw_figure6(curves: Sequence[tuple[str, dict[str, Any]]]) -> Any:
     """Audio attention ratio per generated token, one curve per (label, attention.json).
     Reads ``token_index``/``ratio`` or the averaged ``index``/``mean`` (``std`` shaded)."""
     if not curves:
@@ -209,7 +235,7 @@ def figure6(
     ax.grid(alpha=0.3, linewidth=0.5)
     ax.legend(frameon=False)
     fig.tight_layout()
-    return _save(fig, out_dir, stem)
+    return fig
 
 
 # Figure 7 groups (SPEC §5) --------------------------------------------------------------------
@@ -284,6 +310,10 @@ def figure7(
     out_dir: str | Path,
     stem: str = "figure7_reasoning_length",
 ) -> list[Path]:
+    return _save(draw_figure7(title, lengths), out_dir, stem)
+
+
+def draw_figure7(title: str, lengths: dict[str, dict[str, tuple[float, int]]]) -> Any:
     """Mean reasoning length per task group (bars), with the largest gap in each panel noted."""
     if not lengths:
         raise ValueError(
@@ -311,12 +341,16 @@ def figure7(
         ax.set_ylim(0, max(means) * 1.3 if max(means) > 0 else 1)
     fig.suptitle(title, fontsize=7.5)
     fig.tight_layout()
-    return _save(fig, out_dir, stem)
+    return fig
 
 
 def breakdown_figure(
     title: str, accuracy: dict[str, Any], out_dir: str | Path, stem: str = "accuracy_by_breakdown"
 ) -> list[Path]:
+    return _save(draw_breakdown(title, accuracy), out_dir, stem)
+
+
+def draw_breakdown(title: str, accuracy: dict[str, Any]) -> Any:
     """Accuracy per value of each breakdown (horizontal bars, total as a dashed line)."""
     breakdowns = {k: v for k, v in (accuracy.get("breakdowns") or {}).items() if v}
     if not breakdowns:
@@ -345,4 +379,4 @@ def breakdown_figure(
     axes[-1, 0].set_xlabel("Accuracy (%)" + (f"; dashed: total {total:.2f}" if total else ""))
     fig.suptitle(title, fontsize=7.5)
     fig.tight_layout()
-    return _save(fig, out_dir, stem)
+    return fig

@@ -215,6 +215,20 @@ def judge_name(judge: Any) -> str | None:
     return None if judge is None else str(judge)
 
 
+def listening_metrics(metrics_doc: dict[str, Any]) -> dict[str, float | None]:
+    """The "is it listening?" numbers of a run: MMAR rubric score, cue recall (offline matcher
+    and judge) and the listening gap per control (gap_<control>, may be negative)."""
+    out: dict[str, float | None] = {}
+    rub = metrics_doc.get("rubric") or {}
+    out["rubric"] = _r2(rub.get("score"))
+    cues = metrics_doc.get("cues") or {}
+    out["cue_recall"] = _r2((cues.get("offline") or {}).get("recall"))
+    out["cue_recall_judge"] = _r2((cues.get("judge") or {}).get("recall"))
+    for name, c in ((metrics_doc.get("listening") or {}).get("controls") or {}).items():
+        out["gap_" + name.replace("-", "_")] = _r2(c.get("gap"))
+    return out
+
+
 def served_model(manifest: dict[str, Any]) -> str | None:
     """The model a server-backed adapter asked for (``-o model=NAME``), from the run spec (or
     the adapter options of an older folder)."""
@@ -295,6 +309,13 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     for key, ci in (caf.get("ci95") or {}).items():
         if key in CAFE_METRICS and ci:
             intervals[key] = [_r2(v) for v in ci]  # type: ignore[misc]
+    metrics.update(listening_metrics(metrics_doc))
+    for name, c in ((metrics_doc.get("listening") or {}).get("controls") or {}).items():
+        if c.get("ci95"):
+            intervals["gap_" + name.replace("-", "_")] = [_r2(v) for v in c["ci95"]]  # type: ignore[misc]
+    rub_ci = (metrics_doc.get("rubric") or {}).get("ci95")
+    if rub_ci:
+        intervals["rubric"] = [_r2(v) for v in rub_ci]  # type: ignore[misc]
     metrics = {k: v for k, v in metrics.items() if v is not None}
     if not metrics:
         raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")
@@ -365,7 +386,7 @@ def _fmt_source(s: dict[str, Any]) -> str:
 
 @click.group("leaderboard")
 def leaderboard_command() -> None:
-    """Show leaderboard.yaml, or add a run folder's row to it.
+    """Show leaderboard.yaml, add a run folder's row to it, or write it as one HTML page.
 
     The file is --leaderboard FILE, else $CAFE_LEADERBOARD, else ./leaderboard.yaml, else the
     paper's rows shipped with the package."""
@@ -406,3 +427,25 @@ def add_command(run_dir: str, group: str | None, name: str | None, path: str | N
         f"added {row.model} ({row.group}, {row.benchmark}/{row.version}) to {target}: "
         f"{_fmt_metrics(row.metrics)}"
     )
+    from cafe.reports.protocol import paper_row_for
+    from cafe.reports.run_report import compare
+
+    board = load_leaderboard(target)
+    if paper_row_for(board, row.model, row.benchmark, row.version) is not None:
+        click.echo(compare(run_dir, None, board), nl=False)  # the gap to the paper, explained
+
+
+@leaderboard_command.command("html")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default="leaderboard.html",
+    show_default=True,
+    help="Page to write.",
+)
+@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
+def html_command(out: str, path: str | None) -> None:
+    """Write one self-contained page: Tables 1-5 and every row, sortable, with provenance."""
+    from cafe.reports.leaderboard_html import write_leaderboard_html
+
+    click.echo(f"wrote {write_leaderboard_html(load_leaderboard(path), out)}")

@@ -142,7 +142,16 @@ def _ci(ci: Any) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
 
-def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row: Row | None) -> str:
+LISTENING_PARTS = ("rubric", "cues", "listening")
+
+
+def summary_md(
+    run: RunData,
+    made: dict[str, list[Path]],
+    notes: list[str],
+    row: Row | None,
+    signals: str | None = None,
+) -> str:
     bench, version = run.bench
     m = run.manifest
     prompt = m.get("prompt") or {}
@@ -197,6 +206,9 @@ def summary_md(run: RunData, made: dict[str, list[Path]], notes: list[str], row:
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
+    if signals:
+        lines += ["", "## Is it listening? Accuracy, perception, rubric, cues, controls", ""]
+        lines.append(signals.rstrip("\n"))
     lines += ["", "## Files", ""]
     for what, paths in made.items():
         lines.append(
@@ -213,10 +225,15 @@ def write_run_report(
     group: str | None = None,
     out: str | Path | None = None,
     draw: bool = True,
+    html: bool = True,
+    compare_with: str | Path | None = None,
+    embed_audio_s: float | None = None,
 ) -> Path:
-    """Write report/ for one run: summary.md, tables/ and figures/; returns the folder.
-    Missing parts are listed in summary.md with the command that produces them. ``board``
-    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures."""
+    """Write report/ for one run: summary.md, tables/, figures/ and index.html; returns the
+    folder. Missing parts are listed in summary.md with the command that produces them. ``board``
+    defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures;
+    ``html=False`` skips index.html, ``compare_with`` (a second run folder) adds a comparison to
+    it, and clips up to ``embed_audio_s`` seconds are embedded in it (cafe.reports.html)."""
     board = board or load_leaderboard()
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
@@ -267,29 +284,58 @@ def write_run_report(
                 notes.append(f"{what}: {e.message}")
         except (LeaderboardError, ValueError) as e:
             notes.append(f"{what}: {getattr(e, 'message', None) or e}")
+    signals = None
+    if any(run.metrics.get(p) for p in LISTENING_PARTS):
+        from cafe.reports.signals import format_signals, run_signals
+
+        signals = format_signals(run_signals(run.root, board))
+        path = tdir / "signals.md"
+        path.write_text(signals, encoding="utf-8")
+        made["signals (accuracy, Acc_per, rubric, cue recall, listening gap)"] = [path]
+    if html:
+        from cafe.reports.html import write_html_report
+
+        page = write_html_report(run.root, compare_with, report, embed_audio_s, draw)
+        made["HTML report (open in a browser)"] = [page.path]
+        notes += [f"index.html: {n}" for n in page.notes]
     from cafe.redaction import scrub_text
 
-    text = scrub_text(summary_md(run, made, notes, row))
+    text = scrub_text(summary_md(run, made, notes, row, signals))
     (report / "summary.md").write_text(text, encoding="utf-8")
     return report
 
 
-def compare(run_dir: str | Path, against: str, board: Leaderboard | None = None) -> str:
+def compare(
+    run_dir: str | Path, against: str | None = None, board: Leaderboard | None = None
+) -> str:
     """Deltas of a run against one leaderboard row of the same benchmark (and MMAU release),
-    with the run's 95% intervals shifted by the row's value where the run has them."""
+    with the run's 95% intervals shifted by the row's value where the run has them, then the
+    protocol settings of both (prompt style, runs, decoding, judge, extractor, CAFE pooling),
+    those that differ marked. Without ``against``: the paper's row for the run's model."""
+    from cafe.reports.protocol import paper_protocol, paper_row_for, protocol_lines, run_protocol
+
     board = board or load_leaderboard()
     run = RunData.load(run_dir)
     row = run_row(run)
     bench, version = run.bench
-    cands = [r for r in board.select(benchmark=bench, model=against)]
-    same_version = [r for r in cands if r.version == version]
-    if bench == "mmau":  # MMAU releases are different tests; never compare across them
-        cands = same_version
+    if against is None:
+        ref = paper_row_for(board, row.model, bench, version)
+        if ref is None:
+            raise LeaderboardError(
+                f"no paper row for {row.model!r} on {bench}/{version}; name one with --against"
+            )
+        cands = [ref]
+        same_version = [ref] if ref.version == version else []
+    else:
+        cands = [r for r in board.select(benchmark=bench, model=against)]
+        same_version = [r for r in cands if r.version == version]
+        if bench == "mmau":  # MMAU releases are different tests; never compare across them
+            cands = same_version
     if not cands:
         import difflib
 
         names = sorted({r.model for r in board.select(benchmark=bench)})
-        close = difflib.get_close_matches(against, names, n=3)
+        close = difflib.get_close_matches(against or "", names, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; rows: {', '.join(names)}"
         raise LeaderboardError(f"no leaderboard row {against!r} for {bench}/{version}{hint}")
     ref = (same_version or cands)[-1]
@@ -313,4 +359,16 @@ def compare(run_dir: str | Path, against: str, board: Leaderboard | None = None)
         )
     if len(lines) == 2:
         lines.append("(no metric in common)")
+    ours_p = run_protocol(run.manifest, run.metrics)
+    if ref.is_paper:
+        theirs_p = paper_protocol(ref)
+    else:
+        other = (
+            RunData.load(ref.source["run_dir"]) if Path(ref.source["run_dir"]).exists() else None
+        )
+        theirs_p = run_protocol(other.manifest, other.metrics) if other else {}
+    if ref.version != version:
+        lines.append(f"benchmark version: run {version}, row {ref.version}")
+    lines.append("protocol (≠ marks a setting that differs):")
+    lines += protocol_lines(ours_p, theirs_p)
     return "\n".join(lines) + "\n"

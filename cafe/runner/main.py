@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, load_adapter
 from cafe.audio import audio_state, check_audio
 from cafe.failures import RunLog, most_failed
@@ -253,7 +254,7 @@ def _generate(
 ) -> int:
     """Load the model, run ``todo`` through the execute stage, write each batch durably."""
     generation = plan.spec.generation
-    if plan.spec.runs > 1 and not generation.get("do_sample") and not generation.get("temperature"):
+    if plan.spec.runs > 1 and is_greedy(generation):  # temperature 0 is greedy even if sampling
         warn([f"--runs {plan.spec.runs} with greedy decoding: runs will be identical"])
     try:
         adapter = load_adapter(plan.resolved, plan.adapter_options)

@@ -8,7 +8,12 @@ TRL 1.16 threads images only. `AudioGRPOTrainer` adds audio at the three places 
    model or PEFT with the adapter disabled) and policy passes get the rows' audio features;
 3. the generation batch (`_generate_and_score_completions`): the features travel in the output
    dict, so TRL's shuffle/split across gradient-accumulation steps keeps them aligned with rows.
-vLLM rollouts (colocate, tensor parallel 1) get the clip as `multi_modal_data["audio"]`.
+vLLM rollouts (colocate, tensor parallel 1) get the clip as `multi_modal_data["audio"]` with the
+prompt's token ids UNEXPANDED (one audio token per clip: vLLM expands it itself; handing it the
+processor's expanded ids would expand them twice), while training keeps the expanded ids. The
+colocated engine gets the family's modality limits, and the weight sync renames transformers 5
+parameter names to the ones vLLM's loader maps (cafe/adapters/vllm_families.py). Transformers
+rollouts suppress the audio placeholder token (TRL suppresses only the image token).
 
 Dataset rows (written by `cafe train data`): prompt (chat messages with an audio part), audio
 (path), answer, choices, caption, events. Torch/TRL import lazily (train extra)."""
@@ -78,33 +83,50 @@ def _trainer_class():
         """GRPOTrainer whose rollouts and log-prob passes see each row's audio clip."""
 
         _audio_rows: list[Any] | None = None  # waveforms of the batch being generated
+        _vllm_prompt_ids: list[list[int]] | None = None  # the same prompts, placeholder unexpanded
         _audio_forward: dict[str, Any] | None = None  # features aligned with the rows in use
 
-        def __init__(self, model, *args, **kwargs):
+        def __init__(self, model, *args, vllm_engine_args: dict | None = None, **kwargs):
             # TRL suppresses `config.image_token_id` when sampling from a processor-backed model
             # (a sampled placeholder would mismatch the features). Audio models name their
-            # placeholder differently: suppress the audio token instead, without saving the alias.
+            # placeholder differently: where the config has no image token, alias the audio
+            # token for TRL's setup (never saved); the audio token is added to the suppressed
+            # ids below either way (the Qwen2.5-Omni thinker has both tokens).
             config = model.config
             added = False
+            audio_id = audio_token_id(config)
             if getattr(config, "image_token_id", None) is None:
-                audio_id = getattr(config, "audio_token_id", None)
-                if audio_id is None:
-                    audio_id = getattr(config, "audio_token_index", None)
                 config.image_token_id = audio_id
                 added = True
             # TRL builds the reference model from the checkpoint path with the architecture its
             # config.json names; for a full Qwen2.5-Omni folder that is the whole omni model
-            # (talker, vocoder), while the policy is its thinker: build the policy's class
+            # (talker, vocoder), while the policy is its thinker: build the policy's class.
+            # TRL's colocated vLLM gets the family's modality limits (no vision tower) and any
+            # `vllm_engine_args` (e.g. load_format "dummy": the first weight sync fills it).
+            import trl.generation.vllm_generation as trl_vllm
             import trl.trainer.grpo_trainer as trl_grpo
 
             create = trl_grpo.create_model_from_path
             trl_grpo.create_model_from_path = functools.partial(create, architecture=type(model))
+            engine = getattr(trl_vllm, "LLM", None)
+            if engine is not None:
+                overrides = {**vllm_engine_overrides(model), **(vllm_engine_args or {})}
+                trl_vllm.LLM = functools.partial(engine, **overrides)
             try:
                 super().__init__(model, *args, **kwargs)
             finally:
                 trl_grpo.create_model_from_path = create
+                if engine is not None:
+                    trl_vllm.LLM = engine
                 if added:
                     del config.image_token_id
+            if audio_id is not None and not self.use_vllm:  # transformers rollouts
+                ids = list(self.generation_config.suppress_tokens or [])
+                if audio_id not in ids:
+                    self.generation_config.suppress_tokens = [*ids, audio_id]
+                    self.generation_kwargs["suppress_tokens"] = [*ids, audio_id]
+            if self.use_vllm:
+                rename_weights_for_vllm(self.vllm_generation, model.config.model_type)
 
         # --- generation batch -------------------------------------------------------------
         def _generate_and_score_completions(self, inputs):
@@ -151,6 +173,9 @@ def _trainer_class():
                 ids[mask.bool()].tolist()
                 for ids, mask in zip(enc["input_ids"], enc["attention_mask"], strict=True)
             ]
+            # vLLM expands the placeholder itself: it gets the same text tokenised without the
+            # processor's expansion (one audio token per clip); training keeps the expanded ids
+            self._vllm_prompt_ids = proc.tokenizer(texts)["input_ids"]
             feats = {k: enc[k] for k in AUDIO_FEATURE_KEYS if k in enc}
             self._audio_forward = {k: v.to(self.accelerator.device) for k, v in feats.items()}
             # tensors in multimodal_fields are passed to generate() by TRL's regular path
@@ -176,9 +201,12 @@ def _trainer_class():
             llm = gen.llm
             generate = llm.generate
 
+            unexpanded = self._vllm_prompt_ids
+
             def generate_with_audio(requests, *args, **kwargs):
-                for row, wave in zip(requests, rows, strict=True):
+                for row, wave, ids in zip(requests, rows, unexpanded, strict=True):
                     if wave is not None:
+                        row["prompt_token_ids"] = list(ids)
                         row["multi_modal_data"] = {"audio": (wave, 16_000)}
                 return generate(requests, *args, **kwargs)
 
@@ -246,6 +274,56 @@ def _trainer_class():
             return logps, entropies, None
 
     return AudioGRPOTrainer
+
+
+def audio_token_id(config: Any) -> int | None:
+    """The audio placeholder id a processor expands (audio_token_id or audio_token_index)."""
+    for key in ("audio_token_id", "audio_token_index"):
+        value = getattr(config, key, None)
+        if value is not None:
+            return int(value)
+    return None
+
+
+#: policy model_type -> the vLLM family its rollout engine belongs to (modality limits and
+#: weight names; a thinker policy is served from the full Omni layout)
+_POLICY_FAMILY = {
+    "qwen2_5_omni_thinker": "qwen2.5-omni",
+    "qwen2_audio": "qwen2-audio",
+    "audioflamingo3": "audio-flamingo-3",
+}
+
+
+def vllm_engine_overrides(model: Any) -> dict[str, Any]:
+    """LLM(...) keywords TRL's colocated engine needs for this policy: one clip per prompt
+    and no other modality (vLLM's example sets image/video to 0; otherwise the Omni thinker
+    builds its vision tower and loses KV-cache memory)."""
+    from cafe.adapters.vllm_families import FAMILIES
+
+    family = _POLICY_FAMILY.get(getattr(model.config, "model_type", ""))
+    if family is None:
+        return {}
+    return {"limit_mm_per_prompt": FAMILIES.get(family).limits(1)}
+
+
+def rename_weights_for_vllm(generation: Any, model_type: str) -> None:
+    """Weight sync pushes each parameter under the name vLLM's loader takes for this family
+    (transformers 5 names differ from the checkpoint names vLLM maps; see vllm_families)."""
+    from cafe.adapters.vllm_families import FAMILIES
+
+    family = _POLICY_FAMILY.get(model_type)
+    rename = FAMILIES.get(family).weight_name if family else None
+    if rename is None:
+        return
+    named = generation._iter_named_params
+
+    def renamed():
+        for name, param in named():  # every rank iterates (gathers are collective)
+            new = rename(name)
+            if new is not None:
+                yield new, param
+
+    generation._iter_named_params = renamed
 
 
 def __getattr__(name: str):  # `from cafe.training.grpo import AudioGRPOTrainer`, lazily

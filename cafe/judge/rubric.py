@@ -1,0 +1,352 @@
+"""MMAR rubric scoring (SPEC §12), to the MMAR authors' protocol (their
+``code/evaluation_rubrics.py``), written in our own words and code:
+
+- only an (item, run) whose answer passes the official string match is rated; the others score 0
+  and count as wrong;
+- the judge sees the question, the correct answer, the item's ideal reasoning (``thinking``), one
+  section per rubric criterion (its scoring rule and allowed scores) and the model's reasoning
+  followed by "The answer is {answer}."; it replies with a JSON list holding one
+  ``{name, score, justification}`` per criterion, in order;
+- a reply is invalid when it is not such a list, has another length, lacks name or score, or a
+  score is not one of that criterion's choices (a renamed criterion is only noted, as theirs);
+- rater score = sum of scores / sum of each criterion's maximum; ``raters`` (5) calls per item at
+  ``temperature`` 0 with a fixed ``seed`` (42); sort, drop the ``trim`` lowest and highest, average
+  the rest.
+
+Where theirs drops an item whose rater never gives a valid reply (to be re-run), ours retries
+the rater ``retries`` times, then keeps the item as ``invalid`` with every raw reply, counted in
+every denominator. Calls are cached per (rater, attempt), so a re-score costs nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cafe.benchmarks.scoring import is_correct
+from cafe.cache import Cache, make_key
+from cafe.judge.base import load_template
+from cafe.metrics.stats import trimmed_mean
+from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
+
+RATERS = 5  # the authors' NUM_RATERS
+TRIM = 1  # drop this many lowest and highest rater scores
+TEMPERATURE = 0.0
+SEED = 42
+RETRIES = 3  # extra attempts per rater after an invalid reply
+MAX_TOKENS = 2048
+PAPER_JUDGE = "gpt-4o-2024-11-20"  # the authors' judge model
+_PART = re.compile(r"^----- (system|user|criterion|reply item) -----\n", re.MULTILINE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Criterion:
+    name: str
+    scoring_point: str
+    choices: tuple[float, ...]
+
+    @property
+    def maximum(self) -> float:
+        return max(self.choices)
+
+
+def criteria_of(sample: Sample, source: str = "samples.jsonl") -> list[Criterion]:
+    """The item's rubric (``meta["rubric"]``, MMAR v2); InputError naming item and field."""
+    rubric = sample.meta.get("rubric")
+
+    def bad(msg: str) -> InputError:
+        return InputError(Problem(source, msg, sample.id, "rubric"))
+
+    if not rubric:
+        raise bad("no rubric (MMAR v2 metadata, MMAR-meta.jsonl, carries one per item)")
+    if not isinstance(rubric, list):
+        raise bad("must be a list of criteria")
+    out = []
+    for i, c in enumerate(rubric):
+        if not isinstance(c, dict) or not c.get("name"):
+            raise bad(f"criterion {i}: needs a name")
+        choices = c.get("choices")
+        if (
+            not isinstance(choices, list)
+            or not choices
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in choices)
+        ):
+            raise bad(f"criterion {i} ({c['name']}): choices must be a list of numbers")
+        out.append(Criterion(str(c["name"]), str(c.get("scoring_point", "")), tuple(choices)))
+    return out
+
+
+@dataclass(frozen=True)
+class RubricTemplate:
+    system: str
+    user: str
+    criterion: str
+    reply_item: str
+    hash: str
+
+    @classmethod
+    def load(cls, path: str | None = None) -> RubricTemplate:
+        text, digest = load_template("rubric", path)
+        bits = _PART.split(text)
+        parts = {bits[i]: bits[i + 1].strip("\n") for i in range(1, len(bits) - 1, 2)}
+        missing = [p for p in ("system", "user", "criterion", "reply item") if p not in parts]
+        if missing:
+            where = path or "the packaged rubric template"
+            raise ValueError(f"{where}: missing part(s) {', '.join(missing)} ('----- NAME -----')")
+        return cls(parts["system"], parts["user"], parts["criterion"], parts["reply item"], digest)
+
+
+def _fill(text: str, **fields: str) -> str:
+    # str.replace, not format: the JSON example in the template keeps its braces
+    for k, v in fields.items():
+        text = text.replace("{" + k + "}", v)
+    return text
+
+
+def _choices(c: Criterion) -> str:
+    return "[" + ", ".join(f"{x:g}" for x in c.choices) + "]"
+
+
+def build_prompt(
+    template: RubricTemplate,
+    sample: Sample,
+    criteria: Sequence[Criterion],
+    reasoning: str,
+    answer_prediction: str,
+) -> str:
+    blocks = [
+        _fill(template.criterion, name=c.name, scoring_point=c.scoring_point, choices=_choices(c))
+        for c in criteria
+    ]
+    items = [
+        _fill(template.reply_item, name=json.dumps(c.name)[1:-1], choices=_choices(c))
+        for c in criteria
+    ]
+    return _fill(
+        template.user,
+        question=sample.question,
+        answer=sample.answer or "",
+        thinking=str(sample.meta.get("thinking") or ""),
+        criteria="\n\n".join(blocks),
+        reply_format=",\n".join(items),
+        reasoning=reasoning.strip(),
+        answer_prediction=answer_prediction,
+    )
+
+
+def _first_list(text: str) -> Any:
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\[", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, list) and (not obj or isinstance(obj[0], dict)):
+            return obj
+    return None
+
+
+def score_reply(
+    text: str | None, criteria: Sequence[Criterion]
+) -> tuple[float | None, str | None, list[str]]:
+    """(rater score in [0, 1], None, notes) for a valid reply, else (None, reason, notes).
+    Tolerates a code fence and prose around the list."""
+    if not text or not text.strip():
+        return None, "empty reply", []
+    obj = None
+    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        obj = _first_list(candidate)
+        if obj is not None:
+            break
+    if obj is None:
+        return None, f"no JSON list in reply: {' '.join(text.split())[:80]!r}", []
+    if len(obj) != len(criteria):
+        return None, f"expected {len(criteria)} criteria, got {len(obj)}", []
+    got = 0.0
+    notes = []
+    for i, (item, c) in enumerate(zip(obj, criteria, strict=True)):
+        if not isinstance(item, dict) or "name" not in item or "score" not in item:
+            return None, f"item {i}: needs 'name' and 'score'", []
+        s = item["score"]
+        if isinstance(s, bool) or not isinstance(s, (int, float)):
+            return None, f"item {i} ({c.name}): score {s!r} is not a number", []
+        if s not in c.choices:
+            return None, f"item {i} ({c.name}): score {s:g} not in {_choices(c)}", []
+        if item["name"] != c.name:
+            notes.append(f"item {i}: judge named {item['name']!r}, rubric says {c.name!r}")
+        got += s
+    top = sum(c.maximum for c in criteria)
+    return (got / top if top else 0.0), None, notes
+
+
+def answer_prediction(p: Prediction) -> str:
+    """What the official MMAR scripts read as ``answer_prediction``: the run's exported answer
+    (cafe export), empty when there is none (then it fails the string match)."""
+    return p.answer if p.answer is not None else ""
+
+
+def reasoning_of(p: Prediction) -> str:
+    """The model's reasoning as the authors' ``thinking_prediction``: the thinking part, the
+    text after "Reasoning:", else the whole output."""
+    sec = p.sections or {}
+    return sec.get("think") or sec.get("reasoning") or p.raw_output or ""
+
+
+class RubricJudge:
+    """Rates (item, run)s against their rubric through one of the shared chat clients (``kind``:
+    openai, gemini, openai-compatible). ``concurrency`` bounds calls in flight."""
+
+    def __init__(
+        self,
+        kind: str,
+        model: str | None,
+        endpoints: Sequence[str] = (),
+        template: str | None = None,
+        cache: Cache | None = None,
+        raters: int = RATERS,
+        trim: int = TRIM,
+        temperature: float = TEMPERATURE,
+        seed: int | None = SEED,
+        retries: int = RETRIES,
+        max_tokens: int = MAX_TOKENS,
+        concurrency: int = 16,
+        client: Any = None,
+        **client_options: Any,
+    ):
+        if not model:
+            raise ValueError(f"rubric judge {kind!r} needs a model name (--judge-model)")
+        if raters < 1 or trim < 0 or retries < 0:
+            raise ValueError("raters >= 1, trim >= 0 and retries >= 0")
+        self.kind, self.model = kind, model
+        self.identity = f"{kind}:{model}"
+        self.template = RubricTemplate.load(template)
+        self.template_hash = self.template.hash
+        self.cache = cache or Cache(None)
+        self.raters, self.trim, self.temperature, self.seed = raters, trim, temperature, seed
+        self.retries, self.max_tokens = retries, max_tokens
+        self.calls = 0
+        self.concurrency = concurrency
+        self._sem: asyncio.Semaphore | None = None
+        self._endpoints = list(endpoints) or None
+        self._client_options = {"concurrency": concurrency, **client_options}
+        self._client = client
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "judge": self.identity,
+            "template_hash": self.template_hash,
+            "raters": self.raters,
+            "trim": self.trim,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "retries": self.retries,
+            "max_tokens": self.max_tokens,
+        }
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            from cafe.clients import make_client
+
+            self._client = make_client(
+                self.kind, self.model, endpoints=self._endpoints, **self._client_options
+            )
+        return self._client
+
+    @property
+    def protocol(self) -> dict[str, Any]:
+        """The settings a record was made under (a record under others is rated again)."""
+        return {"raters": self.raters, "trim": self.trim, "temperature": self.temperature,
+                "seed": self.seed}  # fmt: skip
+
+    def _record(self, p: Prediction, status: str, **kw: Any) -> RubricScore:
+        return RubricScore(
+            p.sample_id, p.run_index, self.identity, self.template_hash, status,
+            protocol=self.protocol, **kw,
+        )  # fmt: skip
+
+    async def _ask(self, prompt: str, rater: int, attempt: int) -> tuple[str | None, str | None]:
+        """(reply text, None) or (None, failure reason); replies cached per rater and attempt."""
+        key = make_key(
+            task="mmar-rubric", judge=self.identity, template=self.template_hash,
+            prompt=prompt, temperature=self.temperature, seed=self.seed,
+            max_tokens=self.max_tokens, rater=rater, attempt=attempt,
+        )  # fmt: skip
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit["text"], None
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(max(1, self.concurrency))
+        messages = [
+            {"role": "system", "content": self.template.system},
+            {"role": "user", "content": [{"type": "text", "text": prompt}]},
+        ]
+        async with self._sem:
+            self.calls += 1
+            try:
+                reply = await self._get_client().achat(
+                    messages,
+                    temperature=self.temperature,
+                    max_tokens=self.max_tokens,
+                    seed=self.seed,
+                )
+            except Exception as e:  # a client bug or transport error: this item only
+                return None, f"judge call failed: {type(e).__name__}: {e}"
+        if reply.error or reply.text is None:
+            return None, f"judge call failed: {reply.error or 'no text'}"
+        self.cache.put(key, {"text": reply.text})
+        return reply.text, None
+
+    async def _rate(
+        self, prompt: str, criteria: list[Criterion], rater: int
+    ) -> tuple[float | None, list[str], int, list[str], str | None]:
+        """One rater: (score or None, raw replies, invalid count, notes, failure reason)."""
+        raws: list[str] = []
+        reason = None
+        for attempt in range(self.retries + 1):
+            text, failure = await self._ask(prompt, rater, attempt)
+            if failure is not None:
+                return None, raws, len(raws), [], failure
+            raws.append(text or "")
+            score, reason, notes = score_reply(text, criteria)
+            if score is not None:
+                return score, raws, len(raws) - 1, notes, None
+        return None, raws, len(raws), [f"rater {rater}: invalid after {len(raws)}: {reason}"], None
+
+    async def ascore(self, sample: Sample, p: Prediction) -> RubricScore:
+        if p.raw_output is None or p.error:
+            # a failed prediction has no answer: wrong, as the accuracy counts it
+            return self._record(p, "wrong", score=0.0, reason=f"prediction failed: {p.error}")
+        try:
+            criteria = criteria_of(sample)
+        except InputError as e:
+            return self._record(p, "no_rubric", reason=str(e))
+        answer = answer_prediction(p)
+        if sample.answer is None or not is_correct(answer, sample.answer, sample.choices):
+            return self._record(p, "wrong", score=0.0)
+        prompt = build_prompt(self.template, sample, criteria, reasoning_of(p), answer)
+        rated = await asyncio.gather(*(self._rate(prompt, criteria, r) for r in range(self.raters)))
+        failures = [r[4] for r in rated if r[4]]
+        kw: dict[str, Any] = {
+            "correct": True,
+            "rater_scores": [r[0] for r in rated],
+            "raw_replies": [r[1] for r in rated],
+            "invalid_replies": sum(r[2] for r in rated),
+            "notes": [n for r in rated for n in r[3]],
+        }
+        if failures:
+            return self._record(p, "failed", reason=failures[0], **kw)
+        if any(r[0] is None for r in rated):
+            bad = sum(r[0] is None for r in rated)
+            return self._record(
+                p, "invalid", reason=f"{bad} of {self.raters} raters gave no valid reply", **kw
+            )
+        score = trimmed_mean([r[0] for r in rated], self.trim)  # type: ignore[misc]
+        return self._record(p, "ok", score=score, **kw)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()

@@ -1,0 +1,259 @@
+"""`cafe rubric RUN_DIR`: MMAR rubric scores for a run folder, resumably.
+
+Reads samples.jsonl (MMAR v2 items carry ``rubric`` and ``thinking``) and predictions.jsonl,
+rates what is not yet rated (at most ``concurrency`` judge calls in flight), appends records to
+``rubric.<judge>.jsonl`` in small fsynced batches, compacts it (one record per (item, run)) and
+writes the metrics.json "rubric" section with the judge named. Failed items (transport) are
+tried again on the next run; invalid ones are kept (their replies replay from the cache)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cafe.cache import Cache
+from cafe.judge.pipeline import (
+    DEFAULT_CACHE,
+    FLUSH_EVERY,
+    _bench_breakdowns,
+    _write_compact,
+    judge_slug,
+    read_samples,
+)
+from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
+from cafe.metrics.rubric import format_rubric, rubric_section
+from cafe.records import RubricScore
+from cafe.store import RunStore, iter_jsonl
+
+SECTION = "rubric"
+
+
+def rubric_file(store: RunStore, identity: str) -> Path:
+    return store.path(f"rubric.{judge_slug(identity)}.jsonl")
+
+
+def read_scores(path: Path) -> list[RubricScore]:
+    by_key: dict[tuple[str, int], RubricScore] = {}
+    for d in iter_jsonl(path):
+        r = RubricScore.from_dict(d)
+        by_key[(r.sample_id, r.run_index)] = r
+    return list(by_key.values())
+
+
+async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool) -> list:
+    sem = asyncio.Semaphore(max(1, judge.concurrency))
+
+    async def one(sample: Any, pred: Any) -> RubricScore:
+        async with sem:
+            try:
+                return await judge.ascore(sample, pred)
+            except Exception as e:  # a bug in one item must not lose the rest
+                return judge._record(pred, "failed", reason=f"{type(e).__name__}: {e}")
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(jobs), desc=f"rubric {judge.identity}", unit="item")
+    done, buffer = [], []
+    try:
+        for fut in asyncio.as_completed([one(s, p) for s, p in jobs]):
+            r = await fut
+            done.append(r)
+            buffer.append(r)
+            if len(buffer) >= FLUSH_EVERY:
+                writer.write_many(buffer)
+                buffer = []
+            if bar is not None:
+                bar.update(1)
+        writer.write_many(buffer)
+    finally:
+        if bar is not None:
+            bar.close()
+        await judge.aclose()
+    return done
+
+
+def rubric_run(
+    run_dir: str | Path,
+    judge: str = "openai",
+    judge_model: str | None = PAPER_JUDGE,
+    endpoints: Sequence[str] = (),
+    concurrency: int = 16,
+    *,
+    raters: int = RATERS,
+    trim: int = TRIM,
+    temperature: float = TEMPERATURE,
+    seed: int | None = SEED,
+    retries: int = RETRIES,
+    template: str | Path | None = None,
+    cache: Cache | str | Path | None = None,
+    progress: bool = True,
+    **client_options: Any,
+) -> dict[str, Any]:
+    """Rate a run folder against its MMAR rubrics; returns (and writes) the "rubric" section.
+    ``judge`` is a chat client kind (openai, gemini, openai-compatible)."""
+    store = RunStore(run_dir)
+    samples = read_samples(store)
+    preds = store.predictions()
+    if not preds:
+        raise ValueError(f"{run_dir}: no predictions.jsonl records to rate")
+    if not any(s.meta.get("rubric") for s in samples):
+        raise ValueError(
+            f"{store.root}: no sample carries a rubric; rubric scoring needs MMAR v2 metadata "
+            "(MMAR-meta.jsonl from the MMAR GitHub repository)"
+        )
+    if not isinstance(cache, Cache):
+        cache = Cache(cache if cache is not None else DEFAULT_CACHE)
+    scorer = RubricJudge(
+        judge, judge_model, endpoints, str(template) if template else None, cache,
+        raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
+        concurrency=concurrency, **client_options,
+    )  # fmt: skip
+    path = rubric_file(store, scorer.identity)
+    # a record made under another template or other rater settings is rated again (the calls
+    # it shares with this protocol replay from the cache)
+    existing = [
+        r
+        for r in read_scores(path)
+        if r.judge == scorer.identity
+        and r.template_hash == scorer.template_hash
+        and r.protocol == scorer.protocol
+    ]
+    done = {(r.sample_id, r.run_index) for r in existing if r.status != "failed"}
+    by_id = {s.id: s for s in samples}
+    jobs, orphans = [], []
+    for p in preds:
+        if (p.sample_id, p.run_index) in done:
+            continue
+        s = by_id.get(p.sample_id)
+        if s is None:
+            orphans.append(
+                scorer._record(p, "failed", reason=f"samples.jsonl: sample {p.sample_id} not found")
+            )
+            continue
+        jobs.append((s, p))
+    t0 = time.perf_counter()
+    with store.writer(path.name) as writer:
+        writer.write_many(orphans)
+        fresh = asyncio.run(_score_all(scorer, jobs, writer, progress))
+    wall = time.perf_counter() - t0
+    merged = {(r.sample_id, r.run_index): r for r in [*existing, *orphans, *fresh]}
+    keys = {(p.sample_id, p.run_index) for p in preds}
+    records = [r for k, r in merged.items() if k in keys]
+    # every item of every run is accounted for: an item with no prediction scores 0
+    runs = sorted({p.run_index for p in preds})
+    for s in samples:
+        for r in runs:
+            if (s.id, r) not in keys:
+                records.append(
+                    RubricScore(s.id, r, scorer.identity, scorer.template_hash, "no_prediction",
+                                score=0.0, protocol=scorer.protocol,
+                                reason="no prediction for this (item, run)")
+                )  # fmt: skip
+    _write_compact(path, [r for r in records if r.status != "no_prediction"])
+    section = rubric_section(records, samples, _bench_breakdowns(store))
+    section = {
+        "judge": scorer.describe(),
+        "protocol": "MMAR code/evaluation_rubrics.py: official string match gates; "
+        f"{raters} raters, drop {trim} lowest and highest, average the rest",
+        **section,
+        "file": path.name,
+        "calls": {
+            "sent": scorer.calls,
+            "cache_hits": cache.hits,
+            "rated_now": len(fresh),
+            "wall_s": round(wall, 3),
+        },
+    }
+    store.update_metrics(SECTION, section)
+    return section
+
+
+@click.command("rubric")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judge",
+    default="openai",
+    show_default=True,
+    type=click.Choice(["openai", "gemini", "openai-compatible"]),
+    help="Chat protocol of the judge (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
+)
+@click.option(
+    "--judge-model", default=PAPER_JUDGE, show_default=True, help="Judge model (the authors')."
+)
+@click.option(
+    "--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL (repeatable)."
+)
+@click.option(
+    "--judge-concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Judge calls in flight at once.",
+)
+@click.option("--raters", type=click.IntRange(min=1), default=RATERS, show_default=True)
+@click.option(
+    "--trim",
+    type=click.IntRange(min=0),
+    default=TRIM,
+    show_default=True,
+    help="Drop this many lowest and highest rater scores before averaging.",
+)
+@click.option("--temperature", type=float, default=TEMPERATURE, show_default=True)
+@click.option("--seed", type=int, default=SEED, show_default=True)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=RETRIES,
+    show_default=True,
+    help="Extra attempts per rater after an invalid reply.",
+)
+@click.option(
+    "--template",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Your own rubric template (same '----- part -----' layout as the packaged one).",
+)
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def rubric_command(
+    run_dir: str,
+    judge: str,
+    judge_model: str,
+    endpoints: tuple[str, ...],
+    judge_concurrency: int,
+    raters: int,
+    trim: int,
+    temperature: float,
+    seed: int,
+    retries: int,
+    template: str | None,
+    cache_path: str | None,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
+    protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
+    by modality, category and sub-category go into metrics.json "rubric".
+
+    \b
+    cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
+    cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+    try:
+        section = rubric_run(
+            run_dir, judge, judge_model, endpoints, judge_concurrency, raters=raters, trim=trim,
+            temperature=temperature, seed=seed, retries=retries, template=template,
+            cache=cache_path, progress=not no_progress,
+        )  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))

@@ -1,0 +1,119 @@
+"""The metrics.json "rubric" section from RubricScore records (cafe.judge.rubric).
+
+As the MMAR authors report it: mean score and accuracy in percent, overall and by modality,
+category and sub-category, over every (item, run). A wrong answer scores 0 (it is never rated);
+an item the judge could not rate (invalid replies after retries, failed calls, no rubric, no
+prediction) also counts 0 in the headline and is counted by status, never left out. The mean
+over rated items only is given beside it, labelled."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from cafe.metrics.stats import bootstrap_ci, mean_std
+from cafe.records import RubricScore, Sample
+
+STATUSES = ("ok", "wrong", "invalid", "failed", "no_rubric", "no_prediction")
+
+
+def _pct(x: float) -> float:
+    return round(100.0 * x, 2)
+
+
+def _cell(records: Sequence[RubricScore]) -> dict[str, Any]:
+    n = len(records)
+    if not n:
+        return {"score": None, "acc": None, "total": 0}
+    return {
+        "score": _pct(sum(r.score or 0.0 for r in records) / n),
+        "acc": _pct(sum(r.correct for r in records) / n),
+        "total": n,
+    }
+
+
+def _values(v: Any) -> list[str]:
+    if isinstance(v, (list, tuple, set)):
+        return [str(x) for x in v] or ["none"]
+    return ["none" if v is None else str(v)]
+
+
+def rubric_section(
+    records: Sequence[RubricScore],
+    samples: Sequence[Sample],
+    breakdowns: dict[str, Callable[[Sample], Any]] | None = None,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    section: dict[str, Any] = dict(_cell(records))
+    status = {s: 0 for s in STATUSES}
+    for r in records:
+        status[r.status] = status.get(r.status, 0) + 1
+    section["status"] = status
+    rated = [r for r in records if r.status == "ok"]
+    section["score_rated_only"] = _pct(np.mean([r.score for r in rated])) if rated else None
+    section["invalid_replies"] = sum(r.invalid_replies for r in records)
+    section["note"] = (
+        "score: mean over every (item, run) of the trimmed-mean rubric score (0 for a wrong "
+        "answer, and for an item the judge could not rate: see status); score_rated_only: the "
+        "mean over rated items only"
+    )
+    per_run: dict[int, list[RubricScore]] = defaultdict(list)
+    per_item: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        per_run[r.run_index].append(r)
+        per_item[r.sample_id].append(r.score or 0.0)
+    run_scores = [_cell(rs)["score"] for _, rs in sorted(per_run.items())]
+    section["runs"] = {**mean_std(run_scores), "per_run": run_scores}
+    item_means = np.array([np.mean(v) for v in per_item.values()])
+    ci = bootstrap_ci(
+        len(item_means), lambda idx: 100.0 * item_means[idx].mean(axis=1),
+        resamples=resamples, seed=seed,
+    )  # fmt: skip
+    section["ci95"] = list(ci) if ci else None
+    by_id = {s.id: s for s in samples}
+    out: dict[str, Any] = {}
+    for key, func in (breakdowns or {}).items():
+        groups: dict[str, list[RubricScore]] = defaultdict(list)
+        for r in records:
+            s = by_id.get(r.sample_id)
+            for v in _values(func(s)) if s else []:
+                groups[v].append(r)
+        if groups:
+            out[key] = {v: _cell(rs) for v, rs in sorted(groups.items())}
+    section["breakdowns"] = out
+    return section
+
+
+def format_rubric(section: dict[str, Any]) -> str:
+    """A short human summary, laid out like the authors' scorer prints it."""
+
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    j = section.get("judge") or {}
+    st = section["status"]
+    lines = [
+        f"MMAR rubric score (judge {j.get('judge')}, {j.get('raters')} raters, trim "
+        f"{j.get('trim')}, temperature {j.get('temperature')}, seed {j.get('seed')})",
+    ]
+    for key, values in (section.get("breakdowns") or {}).items():
+        lines.append(f"  by {key}:")
+        for v, c in values.items():
+            lines.append(f"    {v:<40} score={f(c['score'])}, acc={f(c['acc'])}% over {c['total']}")
+    ci = section.get("ci95")
+    lines.append(
+        f"  total: score={f(section['score'])}"
+        + (f" [{f(ci[0])}, {f(ci[1])}]" if ci else "")
+        + f", acc={f(section['acc'])}% over {section['total']}; rated-only mean "
+        f"{f(section['score_rated_only'])}"
+    )
+    lines.append(
+        "  status: " + ", ".join(f"{k} {v}" for k, v in st.items() if v)
+        + f"; invalid replies retried: {section.get('invalid_replies', 0)}"
+    )  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,808 @@
+"""`report/index.html`: one self-contained page per run (or per pair of runs) that opens from disk
+with no network: inline CSS and JS, figures as inline SVG (drawn by cafe.reports.figures), and the
+run's items as one JSON blob that a small vanilla script renders into an item browser.
+
+The page shows whatever sections metrics.json holds, with labels for the keys we know and the key
+itself for the rest, so a new section (or a new key in an old one) appears without a change here.
+Everything is read through RunStore."""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import hashlib
+import html
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.records import Judgement, Prediction, Sample
+from cafe.store import MANIFEST, RunStore
+
+WEB = Path(__file__).with_name("web")
+INDEX = "index.html"
+ATTENTION = "attention.json"
+#: judge category -> Judgement field (cafe.metrics.cafe.FIELDS, spelled here to keep numpy out)
+CATEGORIES = {
+    "matched": "matched_events",
+    "hallucinated": "error_matched",
+    "misused": "error_use",
+    "neutral": "neutral_events",
+    "missed": "missed_events",
+}
+#: labels for the metrics keys we know; any other key is shown as itself
+LABELS = {
+    "total": "Accuracy, official rule (every (item, run) counted)",
+    "official_denominator": "Official scripts' denominator (answered only)",
+    "lenient": "Lenient (letter or option text mapped to a choice)",
+    "acc": "Accuracy (%)",
+    "parse_rate": "Parse rate (%)",
+    "parse_status": "Parse status (item, run counts)",
+    "unanswered": "Unanswered",
+    "failed": "Failed",
+    "unscorable": "Unscorable",
+    "acc_per": "Acc_per ↑",
+    "err_per": "Err_per ↓",
+    "err_use": "Err_use ↓",
+    "err_omit": "Err_omit ↓",
+    "mode": "Mode",
+    "ci95": "95% intervals",
+    "runs": "Runs",
+    "breakdowns": "Breakdowns",
+    "pearson": "Pearson",
+    "spearman": "Spearman",
+    "accuracy": "Accuracy",
+    "cafe": "CAFE perception metrics",
+    "decay": "Perception decay",
+    "attention": "Audio attention",
+}
+LOWER_BETTER = {"err_per", "err_use", "err_omit"}
+CAFE_KEYS = ("acc_per", "err_per", "err_use", "err_omit")
+
+
+def label(key: str) -> str:
+    return LABELS.get(key, key.replace("_", " "))
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return _e("-" if v is None else v)
+    return f"{v:.4g}" if abs(v) < 0.01 and v else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"
+
+
+# the folder ----------------------------------------------------------------------------------
+@dataclass
+class Source:
+    """One run folder as the page shows it; everything read through RunStore."""
+
+    key: str  # "A", "B"
+    store: RunStore
+    manifest: dict[str, Any]
+    metrics: dict[str, Any]
+    samples: list[Sample]
+    predictions: list[Prediction]
+    judgements: list[Judgement]
+    manifest_sha256: str
+    attention: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, run_dir: str | Path, key: str = "A") -> Source:
+        store = RunStore(run_dir)
+        manifest = store.read_manifest()
+        att = store.path(ATTENTION)
+        return cls(
+            key,
+            store,
+            manifest,
+            store.read_metrics(),
+            store.samples() if store.has_samples() else [],
+            store.predictions(),
+            store.judgements(),
+            hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
+            json.loads(att.read_text()) if att.exists() else None,
+        )
+
+    @property
+    def model(self) -> str:
+        m = self.manifest.get("model") or {}
+        return str((m.get("name") if isinstance(m, dict) else m) or self.store.root.name)
+
+    @property
+    def bench(self) -> tuple[str, str]:
+        b = self.manifest.get("bench") or {}
+        if isinstance(b, str):
+            return b, "unspecified"
+        return str(b.get("name", "unknown")), str(b.get("version") or "unspecified")
+
+    @property
+    def title(self) -> str:
+        return f"{self.model} ({self.bench[0]})"
+
+
+# event highlighting ----------------------------------------------------------------------------
+_BRACKET = re.compile(r"\s*\[([^\]]*)\]\s*$")
+_PAREN = re.compile(r"\s*\([^)]*\)\s*$")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _free(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
+    return all(span[1] <= a or span[0] >= b for a, b in taken)
+
+
+def _exact(low: str, needle: str, taken: list[tuple[int, int]]) -> tuple[int, int] | None:
+    start = low.find(needle)
+    while start >= 0 and needle:
+        span = (start, start + len(needle))
+        if _free(span, taken):
+            return span
+        start = low.find(needle, start + 1)
+    return None
+
+
+def _near(text: str, low: str, event: str, taken: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """An event named as "label [onset-offset]" (rule judge) or "label (details)": the free
+    mention of its label whose line carries a number closest to the onset (first one if none)."""
+    onset = None
+    m = _BRACKET.search(event)
+    core = event
+    if m:
+        nums = _NUMBER.findall(m.group(1))
+        onset = float(nums[0]) if nums else None
+        core = event[: m.start()]
+    core = _PAREN.sub("", core).strip().lower()
+    if len(core) < 3:
+        return None
+    best: tuple[float, int, tuple[int, int]] | None = None
+    for hit in re.finditer(r"\b" + re.escape(core) + r"\b", low):
+        span = hit.span()
+        if not _free(span, taken):
+            continue
+        line_start = text.rfind("\n", 0, span[0]) + 1
+        line_end = text.find("\n", span[1])
+        line = text[line_start : line_end if line_end >= 0 else len(text)]
+        nums = [float(x) for x in _NUMBER.findall(line)] if onset is not None else []
+        score = min((abs(x - onset) for x in nums), default=float("inf")) if nums else 1e9
+        cand = (score, span[0], span)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    return best[2] if best else None
+
+
+def event_spans(text: str | None, lists: dict[str, list[str]]) -> list[list[Any]]:
+    """[start, end, category, event] for each judged event found in the model's text: exact
+    mentions first (an LLM judge quotes the text), then by label and time (the rule judge names
+    ground-truth events). Spans never overlap; missed events are by definition not in the text."""
+    if not text:
+        return []
+    low = text.lower()
+    taken: list[tuple[int, int]] = []
+    found: dict[tuple[str, int], tuple[int, int]] = {}
+    for finder in (
+        lambda ev: _exact(low, ev.lower().strip(), taken),
+        lambda ev: _near(text, low, ev, taken),
+    ):
+        for cat, events in lists.items():
+            if cat == "missed":
+                continue
+            for i, ev in enumerate(events):
+                if (cat, i) in found or not isinstance(ev, str):
+                    continue
+                span = finder(ev)
+                if span:
+                    found[(cat, i)] = span
+                    taken.append(span)
+    return sorted([a, b, cat, lists[cat][i]] for (cat, i), (a, b) in found.items())
+
+
+# compact item data -----------------------------------------------------------------------------
+def pack(value: Any, raw: str | None, min_len: int = 12) -> Any:
+    """Parsed sections repeat the raw output; a string found in it is stored as {"@": [a, b]}
+    (offsets into the raw text), which keeps a 1,000-item x 3-run report small."""
+    if isinstance(value, str):
+        if raw and len(value) >= min_len:
+            at = raw.find(value)
+            if at >= 0:
+                return {"@": [at, at + len(value)]}
+        return value
+    if isinstance(value, dict):
+        return {k: pack(v, raw, min_len) for k, v in value.items()}
+    if isinstance(value, list):
+        return [pack(v, raw, min_len) for v in value]
+    return value
+
+
+def _audio_entry(path: str, out_dir: Path, embed_s: float | None) -> dict[str, Any]:
+    p = Path(path)
+    entry: dict[str, Any] = {
+        "src": urllib.parse.quote(Path(os.path.relpath(p, out_dir)).as_posix()),
+        "name": p.name,
+        "exists": p.exists(),
+    }
+    if embed_s and p.exists():
+        import soundfile as sf
+
+        try:
+            short = sf.info(str(p)).duration <= embed_s
+        except RuntimeError:  # a format soundfile cannot read: keep the link
+            short = False
+        if short:
+            mime = "audio/" + (p.suffix.lstrip(".").lower() or "wav").replace("mp3", "mpeg")
+            entry["src"] = f"data:{mime};base64," + base64.b64encode(p.read_bytes()).decode()
+            entry["embedded"] = True
+    return entry
+
+
+def _judgement(j: Judgement, raw_output: str | None) -> dict[str, Any]:
+    lists = {cat: list(getattr(j, f) or []) for cat, f in CATEGORIES.items()}
+    out: dict[str, Any] = {
+        "status": j.status,
+        "judge": j.judge,
+        "lists": {k: v for k, v in lists.items() if v},
+        "spans": [s[:3] for s in event_spans(raw_output, lists)],
+    }
+    if j.reason:
+        out["reason"] = j.reason
+    if j.raw_reply:
+        out["raw"] = j.raw_reply
+    return out
+
+
+def _prediction(p: Prediction, src: int, j: Judgement | None) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "s": src,
+        "r": p.run_index,
+        "out": p.raw_output,
+        "sec": pack(p.sections, p.raw_output) if p.sections else {},
+        "ans": p.answer,
+        "ps": p.parse_status,
+        "ok": bool(p.correct),
+        "len": p.reasoning_tokens,
+    }
+    if p.error:
+        d["err"] = p.error
+    if j is not None:
+        d["j"] = _judgement(j, p.raw_output)
+    return d
+
+
+def breakdown_keys(sources: Sequence[Source]) -> list[str]:
+    """Meta keys offered as filters: the accuracy section's breakdowns, else the benchmark's
+    usual ones present in the items."""
+    keys: list[str] = []
+    for s in sources:
+        for k in ((s.metrics.get("accuracy") or {}).get("breakdowns") or {}).keys():
+            if k not in keys:
+                keys.append(k)
+    if not keys:
+        seen = {k for s in sources for smp in s.samples for k in (smp.meta or {})}
+        keys = [k for k in ("modality", "category", "task", "difficulty", "dimension") if k in seen]
+    return keys
+
+
+def _meta_value(v: Any) -> Any:
+    if isinstance(v, list) and len(v) == 1:
+        return v[0]
+    return v if isinstance(v, (str, int, float, bool)) or v is None else json.dumps(v)
+
+
+def items_blob(
+    sources: Sequence[Source], out_dir: Path, embed_audio_s: float | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every item of every source with its (source, run) predictions, in the first run's order."""
+    keys = breakdown_keys(sources)
+    items: dict[str, dict[str, Any]] = {}
+    for si, s in enumerate(sources):
+        judged = {(j.sample_id, j.run_index): j for j in s.judgements}
+        for smp in s.samples:
+            if smp.id in items:
+                continue
+            items[smp.id] = {
+                "id": smp.id,
+                "q": smp.question,
+                "choices": smp.choices,
+                "answer": smp.answer,
+                "meta": {k: _meta_value(smp.meta.get(k)) for k in keys if k in (smp.meta or {})},
+                "audio": [_audio_entry(a, out_dir, embed_audio_s) for a in smp.audio],
+                "preds": [],
+            }
+            if smp.error:
+                items[smp.id]["error"] = smp.error
+        for p in sorted(s.predictions, key=lambda p: (p.sample_id, p.run_index)):
+            item = items.get(p.sample_id)
+            if item is None:  # a prediction without its sample: still shown, never dropped
+                item = items[p.sample_id] = {
+                    "id": p.sample_id,
+                    "q": None,
+                    "choices": [],
+                    "answer": None,
+                    "meta": {},
+                    "audio": [],
+                    "preds": [],
+                }
+            item["preds"].append(_prediction(p, si, judged.get((p.sample_id, p.run_index))))
+    return list(items.values()), keys
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside <script>: no "<", ">" or "&" survives (so no "</script>" or "<!--"),
+    and the result still parses as the same JSON."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+# summary ----------------------------------------------------------------------------------------
+def _generic(value: Any, depth: int = 0) -> str:
+    """Any JSON value as nested HTML: dicts of scalars as key/value tables, dicts of dicts of
+    scalars as one table (rows x keys), lists of scalars inline, lists of dicts as tables."""
+    if isinstance(value, dict):
+        if not value:
+            return "<i>empty</i>"
+        inner = list(value.values())
+        if all(isinstance(v, dict) and v for v in inner) and all(
+            all(not isinstance(x, (dict, list)) or _scalars(x) for x in v.values()) for v in inner
+        ):
+            cols = list(dict.fromkeys(k for v in inner for k in v))
+            head = "".join(f"<th>{_e(label(c))}</th>" for c in cols)
+            rows = "".join(
+                f"<tr><th>{_e(k)}</th>" + "".join(f"<td>{_cell(v.get(c))}</td>" for c in cols)
+                for k, v in value.items()
+            )
+            return f'<table class="kv"><tr><th></th>{head}</tr>{rows}</table>'
+        rows = "".join(
+            f"<tr><th>{_e(label(k))}</th><td>{_generic(v, depth + 1)}</td></tr>"
+            for k, v in value.items()
+        )
+        return f'<table class="kv">{rows}</table>'
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            cols = list(dict.fromkeys(k for v in value for k in v))
+            head = "".join(f"<th>{_e(label(c))}</th>" for c in cols)
+            rows = "".join(
+                "<tr>" + "".join(f"<td>{_cell(v.get(c))}</td>" for c in cols) + "</tr>"
+                for v in value
+            )
+            return f'<table class="kv"><tr>{head}</tr>{rows}</table>'
+        return _cell(value)
+    return _cell(value)
+
+
+def _scalars(x: Any) -> bool:
+    return isinstance(x, list) and all(not isinstance(v, (dict, list)) for v in x)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, list):
+        if len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
+            return f"[{_num(v[0])}, {_num(v[1])}]"
+        return ", ".join(_num(x) if not isinstance(x, (dict, list)) else _generic(x) for x in v)
+    if isinstance(v, dict):
+        return _generic(v)
+    return _num(v)
+
+
+def _rate(v: Any) -> dict[str, Any] | None:
+    """A {correct, total, acc} cell, directly or as the ``total`` of a labelled variant."""
+    if isinstance(v, dict) and "acc" in v and not isinstance(v.get("acc"), dict):
+        return v
+    if isinstance(v, dict) and isinstance(v.get("total"), dict):
+        return _rate(v["total"])
+    return None
+
+
+def _rate_rows(section: dict[str, Any]) -> str:
+    """Rows for every rate the section holds: the headline ``total`` (named by the section's
+    ``rule`` when it says which), and any variant beside it (official denominator, lenient, …)
+    under its own ``label`` when it carries one."""
+    out = ""
+    for k, v in section.items():
+        cell = _rate(v)
+        if cell is None or k == "breakdowns":
+            continue
+        name = label(k)
+        if k == "total" and isinstance(section.get("rule"), str):
+            name = f"Accuracy ({section['rule']})"
+        elif isinstance(v, dict) and isinstance(v.get("label"), str):
+            name = v["label"]
+        frac = f"{cell.get('correct', '?')}/{cell.get('total', '?')}"
+        ci = cell.get("ci95") or (section.get("ci95") if k == "total" else None)
+        ci_txt = f" <span class=ci>[{_num(ci[0])}, {_num(ci[1])}]</span>" if ci else ""
+        out += (
+            f"<tr><th>{_e(name)}</th><td class=big>{_num(cell.get('acc'))}</td>"
+            f"<td>{_e(frac)}{ci_txt}</td></tr>"
+        )
+    return out
+
+
+def accuracy_html(acc: dict[str, Any]) -> str:
+    rows = _rate_rows(acc)
+    for k in ("parse_rate", "unanswered", "failed", "unscorable"):
+        if k in acc:
+            rows += f"<tr><th>{_e(label(k))}</th><td>{_num(acc[k])}</td><td></td></tr>"
+    status = acc.get("parse_status")
+    if isinstance(status, dict) and status:
+        counts = " · ".join(f"{k} {_num(v)}" for k, v in status.items())
+        rows += f"<tr><th>{_e(label('parse_status'))}</th><td colspan=2>{_e(counts)}</td></tr>"
+    runs = acc.get("runs") or {}
+    if isinstance(runs, dict) and (runs.get("n") or 1) > 1:
+        per = ", ".join(_num(x) for x in runs.get("per_run") or [])
+        rows += (
+            f"<tr><th>Per run</th><td>{_num(runs.get('mean'))} ± {_num(runs.get('std'))}</td>"
+            f"<td>{_e(per)}</td></tr>"
+        )
+    return f'<table class="headline">{rows}</table>'
+
+
+def cafe_html(caf: dict[str, Any]) -> str:
+    from cafe.reports.leaderboard import judge_name
+
+    ci = caf.get("ci95") or {}
+    runs = caf.get("runs") if isinstance(caf.get("runs"), dict) else {}
+    rows = ""
+    for k in CAFE_KEYS:
+        if k not in caf:
+            continue
+        c = ci.get(k)
+        per = (runs or {}).get(k) or {}
+        spread = (
+            f"{_num(per.get('mean'))} ± {_num(per.get('std'))} over {per.get('n')} runs"
+            if isinstance(per, dict) and (per.get("n") or 1) > 1
+            else ""
+        )
+        rows += (
+            f"<tr><th>{_e(label(k))}</th><td class=big>{_num(caf.get(k))}</td>"
+            f"<td>{'[' + _num(c[0]) + ', ' + _num(c[1]) + ']' if c else '-'}</td>"
+            f"<td>{_e(spread)}</td></tr>"
+        )
+    judge = caf.get("judge")
+    lines = [
+        f"mode <b>{_e(caf.get('mode', '?'))}</b>",
+        f"judge <b>{_e(judge_name(judge) or '?')}</b>",
+        f"template {_e(str(caf.get('template_hash', '?'))[:12])}",
+    ]
+    if ci.get("method"):
+        lines.append(_e(ci["method"]))
+    return (
+        '<table class="headline"><tr><th></th><th>value</th><th>95% interval</th>'
+        f"<th>over runs</th></tr>{rows}</table><p>{'; '.join(lines)}</p>"
+    )
+
+
+def decay_html(dec: dict[str, Any]) -> str:
+    parts = []
+    for k in ("pearson", "spearman"):
+        c = dec.get(k) or {}
+        r = c.get("r", c.get("rho"))
+        if r is not None:
+            parts.append(f"{label(k)} {_num(r)} (p = {_num(c.get('p'))})")
+    return f"<p>{_e('; '.join(parts))}</p>" if parts else ""
+
+
+HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "accuracy": accuracy_html,
+    "cafe": cafe_html,
+    "decay": decay_html,
+}
+
+
+def sections_html(metrics: dict[str, Any]) -> str:
+    """Each metrics.json section: its headline (for the sections we know) and every key it holds
+    (collapsed), so new sections and keys show up as they are."""
+    out = []
+    for name, sec in metrics.items():
+        head = HEADLINES.get(name)
+        body = head(sec) if head and isinstance(sec, dict) else ""
+        out.append(
+            f'<section class="metric" id="sec-{_e(name)}"><h3>{_e(label(name))}</h3>{body}'
+            f"<details{'' if body else ' open'}><summary>all keys of <code>{_e(name)}</code>"
+            f"</summary>{_generic(sec)}</details></section>"
+        )
+    return "\n".join(out)
+
+
+def _get(d: Any, key: str) -> Any:
+    return d.get(key) if isinstance(d, dict) else d
+
+
+def protocol_html(s: Source) -> str:
+    m = s.manifest
+    prompt = m.get("prompt") or {}
+    model = m.get("model") if isinstance(m.get("model"), dict) else {}
+    caf = s.metrics.get("cafe") or {}
+    from cafe.reports.leaderboard import judge_name
+
+    rows = [
+        ("model", s.model),
+        ("adapter", (model or {}).get("adapter")),
+        ("checkpoint", _get(m.get("checkpoint"), "path")),
+        ("benchmark", "/".join(s.bench)),
+        (
+            "items",
+            (m.get("bench") or {}).get("n_samples") if isinstance(m.get("bench"), dict) else None,
+        ),
+        ("prompt style", prompt.get("style") if isinstance(prompt, dict) else prompt),
+        (
+            "template hash",
+            str(prompt.get("template_hash", ""))[:12] if isinstance(prompt, dict) else None,
+        ),
+        ("runs per item", m.get("runs")),
+        ("seeds", m.get("seeds")),
+        ("generation", m.get("generation") or (model or {}).get("generation")),
+        ("judge", judge_name(caf.get("judge")) or (m.get("judge") or {}).get("name")),
+        ("run folder", str(s.store.root.resolve())),
+        ("manifest sha256", s.manifest_sha256),
+        ("git commit", m.get("git_commit")),
+        ("created", m.get("created")),
+        ("status", m.get("status")),
+    ]
+    body = "".join(
+        f"<tr><th>{_e(k)}</th><td>{_cell(v) if not isinstance(v, str) else _e(v)}</td></tr>"
+        for k, v in rows
+        if v not in (None, "", {}, [])
+    )
+    return f'<table class="kv">{body}</table>'
+
+
+# figures ----------------------------------------------------------------------------------------
+def figures_svg(s: Source) -> tuple[list[tuple[str, str]], list[str]]:
+    """(caption, inline svg) for each figure the run's data allows; notes for the rest."""
+    from cafe.reports import figures
+
+    steps: list[tuple[str, Callable[[], Any]]] = []
+    if s.metrics.get("decay"):
+        steps.append(
+            (
+                "Figure 3: perception decay",
+                lambda: figures.draw_figure3([(s.title, s.metrics["decay"])]),
+            )
+        )
+    if s.metrics.get("accuracy"):
+        steps.append(
+            (
+                "Accuracy by breakdown",
+                lambda: figures.draw_breakdown(s.title, s.metrics["accuracy"]),
+            )
+        )
+    if s.samples and s.predictions:
+        steps.append(
+            (
+                "Figure 7: reasoning length by task group",
+                lambda: figures.draw_figure7(
+                    s.title, figures.reasoning_length_by_group(s.samples, s.predictions)
+                ),
+            )
+        )
+    if s.attention:
+        steps.append(
+            (
+                "Figure 6: audio attention ratio",
+                lambda: figures.draw_figure6([(s.model, s.attention)]),
+            )
+        )
+    out, notes = [], []
+    for i, (caption, draw) in enumerate(steps):
+        try:
+            out.append((caption, figures.to_svg(draw(), f"{s.key}{i}")))
+        except ValueError as e:
+            notes.append(f"{caption}: {e}")
+    return out, notes
+
+
+# comparison -------------------------------------------------------------------------------------
+def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Flips per (item, run) and metric deltas B - A over the items both ran, with paired
+    bootstrap 95% intervals (the same resampled items for both runs)."""
+    import numpy as np
+
+    from cafe.metrics.cafe import _ratios, counts_of
+    from cafe.metrics.stats import bootstrap_ci
+
+    pa = {(p.sample_id, p.run_index): p for p in a.predictions}
+    pb = {(p.sample_id, p.run_index): p for p in b.predictions}
+    common = sorted(set(pa) & set(pb))
+    flips: dict[str, list[list[Any]]] = {"right_to_wrong": [], "wrong_to_right": []}
+    for k in common:
+        if pa[k].correct and not pb[k].correct:
+            flips["right_to_wrong"].append(list(k))
+        elif pb[k].correct and not pa[k].correct:
+            flips["wrong_to_right"].append(list(k))
+    ids = sorted({k[0] for k in common})
+    pos = {sid: i for i, sid in enumerate(ids)}
+    deltas: list[dict[str, Any]] = []
+
+    def add(
+        name: str,
+        va: np.ndarray,
+        vb: np.ndarray,
+        stat: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    ) -> None:
+        full = np.arange(len(ids))[None, :]
+        xa, xb = float(stat(va, full)[0]), float(stat(vb, full)[0])
+        ci = bootstrap_ci(
+            len(ids), lambda idx: stat(vb, idx) - stat(va, idx), resamples=resamples, seed=seed
+        )
+        deltas.append(
+            {"metric": name, "a": xa, "b": xb, "delta": xb - xa, "ci95": list(ci) if ci else None}
+        )
+
+    if ids:
+        acc = np.zeros((2, len(ids), 2))  # source, item, (correct, n)
+        for src, preds in ((0, pa), (1, pb)):
+            for k in common:
+                acc[src, pos[k[0]]] += (float(preds[k].correct), 1.0)
+
+        def acc_stat(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
+            s = v[idx].sum(axis=1)
+            return 100.0 * s[..., 0] / s[..., 1]
+
+        add("acc", acc[0], acc[1], acc_stat)
+        ja = {(j.sample_id, j.run_index): j for j in a.judgements if j.status == "ok"}
+        jb = {(j.sample_id, j.run_index): j for j in b.judgements if j.status == "ok"}
+        both = [k for k in common if k in ja and k in jb]
+        if both:
+            cnt = np.zeros((2, len(ids), 5))
+            for k in both:
+                cnt[0, pos[k[0]]] += counts_of(ja[k])
+                cnt[1, pos[k[0]]] += counts_of(jb[k])
+            for name in CAFE_KEYS:
+
+                def cafe_stat(v: np.ndarray, idx: np.ndarray, name: str = name) -> np.ndarray:
+                    return _ratios(v[idx].sum(axis=1))[name]
+
+                add(name, cnt[0], cnt[1], cafe_stat)
+    return {
+        "a": a.title,
+        "b": b.title,
+        "pairs": len(common),
+        "items": len(ids),
+        "flips": flips,
+        "deltas": deltas,
+        "method": f"paired percentile bootstrap over items, {resamples} resamples, seed {seed}",
+    }
+
+
+def compare_html(c: dict[str, Any]) -> str:
+    rows = ""
+    for d in c["deltas"]:
+        ci = d["ci95"]
+        lower = d["metric"] in LOWER_BETTER
+        good = d["delta"] < 0 if lower else d["delta"] > 0
+        cls = "" if abs(d["delta"]) < 1e-12 else ("up" if good else "down")
+        rows += (
+            f"<tr><th>{_e(label(d['metric']))}</th><td>{_num(d['a'])}</td><td>{_num(d['b'])}</td>"
+            f"<td class='{cls}'>{d['delta']:+.2f}</td>"
+            f"<td>{'[' + _num(ci[0]) + ', ' + _num(ci[1]) + ']' if ci else '-'}</td></tr>"
+        )
+
+    def flip_list(name: str, pairs: list[list[Any]]) -> str:
+        links = " ".join(
+            f'<a href="#item={urllib.parse.quote(str(sid))}&amp;run=0.{r}">{_e(sid)}#{r}</a>'
+            for sid, r in pairs
+        )
+        return f"<p><b>{_e(name)}</b>: {len(pairs)} <span class=flips>{links}</span></p>"
+
+    return (
+        f"<p>A = {_e(c['a'])}, B = {_e(c['b'])}; {c['pairs']} (item, run) pairs over "
+        f"{c['items']} items in both.</p>"
+        '<table class="headline" id="deltas"><tr><th>metric</th><th>A</th><th>B</th>'
+        f"<th>B − A</th><th>95% interval</th></tr>{rows}</table><p class=note>{_e(c['method'])}</p>"
+        + flip_list("right → wrong", c["flips"]["right_to_wrong"])
+        + flip_list("wrong → right", c["flips"]["wrong_to_right"])
+    )
+
+
+# the page ---------------------------------------------------------------------------------------
+
+
+def page(title: str, subtitle: str, body: str, data: Any, js: str, nav_extra: str = "") -> str:
+    import string
+
+    template = string.Template((WEB / "page.html").read_text(encoding="utf-8"))
+    return template.substitute(
+        title=_e(title),
+        subtitle=subtitle,
+        css=(WEB / "report.css").read_text(encoding="utf-8"),
+        body=body,
+        data=script_json(data),
+        js=js,
+        nav=f'<a href="#summary">Summary</a> {nav_extra}<a href="#figures">Figures</a> '
+        '<a href="#items">Items</a>',
+    )
+
+
+@dataclass
+class HtmlReport:
+    path: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def write_html_report(
+    run_dir: str | Path,
+    compare_with: str | Path | None = None,
+    out: str | Path | None = None,
+    embed_audio_s: float | None = None,
+    draw: bool = True,
+) -> HtmlReport:
+    """Write report/index.html for RUN_DIR (with a comparison against ``compare_with`` when
+    given); ``out`` is the folder to write into. Clips up to ``embed_audio_s`` seconds are
+    embedded as data URIs; others are relative links from the page to the audio file."""
+    sources = [Source.load(run_dir, "A")]
+    if compare_with is not None:
+        sources.append(Source.load(compare_with, "B"))
+    out_dir = Path(out) if out else sources[0].store.report_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    items, keys = items_blob(sources, out_dir.resolve(), embed_audio_s)
+    notes: list[str] = []
+    summary, figs = [], []
+    for s in sources:
+        tag = f" ({s.key})" if len(sources) > 1 else ""
+        summary.append(
+            f'<section class="run"><h2>{_e(s.title)}{_e(tag)}</h2>'
+            f"<h3>Protocol</h3>{protocol_html(s)}{sections_html(s.metrics)}</section>"
+        )
+        svgs, fig_notes = figures_svg(s) if draw else ([], [])
+        notes += [f"{s.key}: {n}" if tag else n for n in fig_notes]
+        figs += [
+            f'<figure><div class="svg">{svg}</div><figcaption>{_e(cap + tag)}</figcaption></figure>'
+            for cap, svg in svgs
+        ]
+        if not s.metrics:
+            notes.append(f"{s.store.root}: metrics.json holds no section yet (`cafe run`)")
+    grid = ' class="pair"' if len(sources) > 1 else ""  # the two runs side by side
+    body = [f'<section id="summary"><h2>Summary</h2><div{grid}>{"".join(summary)}</div></section>']
+    nav = ""
+    comparison = None
+    if len(sources) == 2:
+        comparison = compare_data(*sources)
+        body.append(
+            f'<section id="compare"><h2>Comparison: B − A</h2>{compare_html(comparison)}</section>'
+        )
+        nav = '<a href="#compare">Comparison</a> '
+    body.append(
+        f'<section id="figures"><h2>Figures</h2>{"".join(figs) or "<p>none</p>"}'
+        + "".join(f"<p class=note>{_e(n)}</p>" for n in notes)
+        + "</section>"
+    )
+    body.append(
+        '<section id="items"><h2>Items</h2><div id="filters"></div><div id="browser">'
+        '<div id="list"></div><div id="detail"><p class=note>Pick an (item, run).</p></div>'
+        "</div></section>"
+    )
+    data = {
+        "sources": [
+            {
+                "key": s.key,
+                "title": s.title,
+                "model": s.model,
+                "bench": list(s.bench),
+                "folder": str(s.store.root.resolve()),
+                "manifest_sha256": s.manifest_sha256,
+                "runs": s.manifest.get("runs"),
+            }
+            for s in sources
+        ],
+        "breakdowns": keys,
+        "categories": list(CATEGORIES),
+        "items": items,
+        "comparison": comparison,
+    }
+    title = " vs ".join(s.title for s in sources)
+    subtitle = (
+        f"cafe run report · written {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC · "
+        f"{sum(len(i['preds']) for i in items)} (item, run) outputs over {len(items)} items"
+    )
+    js = (WEB / "report.js").read_text(encoding="utf-8")
+    path = out_dir / INDEX
+    from cafe.redaction import scrub_text
+
+    text = page(title, _e(subtitle), "\n".join(body), data, js, nav)
+    path.write_text(scrub_text(text), encoding="utf-8")
+    return HtmlReport(path, notes)

@@ -1,0 +1,147 @@
+"""`cafe leaderboard html`: the paper's Tables 1-5 and every row of leaderboard.yaml as one
+self-contained page. The tables are the ones the text renderers print (cafe.reports.tables: same
+rows, groups, markers and best/second marks); a click on a column header sorts within each group,
+and each row carries its provenance (paper table, or run folder, manifest sha256, judge, date)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import string
+from pathlib import Path
+from typing import Any
+
+from cafe.reports.leaderboard import GROUP_ORDER, Leaderboard, Row
+from cafe.reports.tables import TABLES, Table, build_table
+
+WEB = Path(__file__).with_name("web")
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def provenance(r: Row) -> str:
+    s = r.source
+    if r.is_paper:
+        return f"{s.get('ref', 'paper')} Table {s.get('table', '?')} ({r.date})"
+    sha = str(s.get("manifest_sha256", ""))
+    parts = [
+        f"run folder {s.get('run_dir')}",
+        f'manifest sha256 <code title="{_e(sha)}">{_e(sha[:12])}</code>',
+    ]
+    if s.get("judge"):
+        parts.append(f"judge {_e(s['judge'])}")
+    if s.get("cafe_mode"):
+        parts.append(f"CAFE {_e(s['cafe_mode'])}")
+    parts.append(_e(r.date))
+    return "; ".join(p if "<code" in p else _e(p) for p in parts)
+
+
+def _value_cell(v: float | None, mark: str | None) -> str:
+    cls = "num" + (f" {mark}" if mark else "")
+    data = "" if v is None else f' data-v="{v}"'
+    return f'<td class="{cls}"{data}>{"-" if v is None else f"{v:.2f}"}</td>'
+
+
+def _markers(syms: list[str], board: Leaderboard) -> str:
+    return "".join(
+        f'<sup class="marker" title="{_e(board.markers[m].meaning if m in board.markers else m)}">'
+        f"{_e(m)}</sup>"
+        for m in syms
+    )
+
+
+def table_html(table: Table, board: Leaderboard) -> str:
+    spec = table.spec
+    marks = table.marks()
+    head = "".join(
+        f'<th class="sortable" data-col="{j + 1}" title="{_e(c.benchmark)} {_e(c.metric)}">'
+        f"{_e(c.header)} {c.arrow}</th>"
+        for j, c in enumerate(spec.columns)
+    )
+    body = []
+    for group, idx in table.groups():
+        body.append(
+            f'<tbody data-group="{_e(group)}"><tr class="group"><th colspan="'
+            f'{len(spec.columns) + 2}">{_e(group)}</th></tr>'
+        )
+        for i in idx:
+            tr = table.rows[i]
+            run = any(not r.is_paper for r in tr.rows)
+            cells = "".join(_value_cell(v, marks.get((i, j))) for j, v in enumerate(tr.values))
+            prov = "<br>".join(
+                f"{_e(r.benchmark)}/{_e(r.version)}: {provenance(r)}" for r in tr.rows
+            )
+            body.append(
+                f'<tr class="{"run" if run else "paper"}" data-order="{i}">'
+                f"<td>{_e(tr.model)}{_markers(tr.markers, board)}</td>{cells}"
+                f'<td class="prov">{prov}</td></tr>'
+            )
+        body.append("</tbody>")
+    notes = [f"{_e(sym)} {_e(meaning)}." for sym, meaning in table.marker_notes]
+    notes.append(
+        "Best per group and column in bold, second underlined (↑ higher is better, ↓ lower is "
+        "better)."
+    )
+    if spec.note:
+        notes.append(_e(spec.note))
+    return (
+        f'<section class="table" id="table{spec.number}"><h2>Table {spec.number}. '
+        f'{_e(spec.title)}</h2><table class="board"><thead><tr><th data-col="0" class="sortable">'
+        f"Model</th>{head}<th>Provenance</th></tr></thead>{''.join(body)}</table>"
+        f'<p class="note">{"<br>".join(notes)}</p></section>'
+    )
+
+
+def rows_html(board: Leaderboard) -> str:
+    """Every row of the file: model, group, benchmark/version, metrics, provenance."""
+    metrics = list(dict.fromkeys(k for r in board.rows for k in r.metrics))
+    head = "".join(
+        f'<th class="sortable" data-col="{j + 4}">{_e(m)}</th>' for j, m in enumerate(metrics)
+    )
+    order = {g: i for i, g in enumerate(GROUP_ORDER)}
+    rows = sorted(board.rows, key=lambda r: (order.get(r.group, len(order)), r.index))
+    body = []
+    for r in rows:
+        cells = "".join(_value_cell(r.metrics.get(m), None) for m in metrics)
+        body.append(
+            f'<tr class="{"paper" if r.is_paper else "run"}" data-order="{r.index}">'
+            f"<td>{r.index}</td><td>{_e(r.display)}{_markers(r.markers, board)}</td>"
+            f"<td>{_e(r.group)}</td><td>{_e(r.benchmark)}/{_e(r.version)}</td>{cells}"
+            f'<td class="prov">{provenance(r)}</td></tr>'
+        )
+    return (
+        '<section class="table" id="rows-all"><h2>All rows of the leaderboard file</h2>'
+        '<table class="board"><thead><tr><th class="sortable" data-col="0">#</th>'
+        '<th class="sortable" data-col="1">Model</th><th class="sortable" data-col="2">Group</th>'
+        f'<th class="sortable" data-col="3">Benchmark</th>{head}<th>Provenance</th></tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></section>"
+    )
+
+
+def leaderboard_page(board: Leaderboard) -> str:
+    sections = [table_html(build_table(n, board), board) for n in sorted(TABLES)]
+    sections.append(rows_html(board))
+    nav = " ".join(f'<a href="#table{n}">Table {n}</a>' for n in sorted(TABLES))
+    runs = sum(1 for r in board.rows if not r.is_paper)
+    sub = (
+        f"{_e(board.path)} · {len(board.rows)} rows ({runs} from run folders) · written "
+        f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    )
+    return string.Template((WEB / "page.html").read_text(encoding="utf-8")).substitute(
+        title="cafe leaderboard",
+        subtitle=sub,
+        css=(WEB / "report.css").read_text(encoding="utf-8"),
+        nav=f'{nav} <a href="#rows-all">All rows</a>',
+        body="\n".join(sections),
+        data="{}",
+        js=(WEB / "leaderboard.js").read_text(encoding="utf-8"),
+    )
+
+
+def write_leaderboard_html(board: Leaderboard, out: str | Path) -> Path:
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(leaderboard_page(board), encoding="utf-8")
+    return path
