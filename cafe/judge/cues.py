@@ -14,11 +14,10 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache
+from cafe.cache import Cache, cache_file
 from cafe.judge.base import JudgeItem, load_template
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.judge.pipeline import (
-    DEFAULT_CACHE,
     _bench_breakdowns,
     _judge_all,
     _write_compact,
@@ -89,7 +88,7 @@ def cues_run(
     described = None
     if judge:
         if not isinstance(cache, Cache):
-            cache = Cache(cache if cache is not None else DEFAULT_CACHE)
+            cache = Cache(cache if cache is not None else cache_file("judge.sqlite"))
         cj = CueJudge(judge, judge_model, str(template) if template else None,
                       endpoints=tuple(endpoints), cache=cache, concurrency=concurrency,
                       **client_options)  # fmt: skip

@@ -17,9 +17,8 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache
+from cafe.cache import Cache, cache_file
 from cafe.judge.pipeline import (
-    DEFAULT_CACHE,
     FLUSH_EVERY,
     _bench_breakdowns,
     _write_compact,
@@ -110,7 +109,7 @@ def rubric_run(
             "(MMAR-meta.jsonl from the MMAR GitHub repository)"
         )
     if not isinstance(cache, Cache):
-        cache = Cache(cache if cache is not None else DEFAULT_CACHE)
+        cache = Cache(cache if cache is not None else cache_file("judge.sqlite"))
     scorer = RubricJudge(
         judge, judge_model, endpoints, str(template) if template else None, cache,
         raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
