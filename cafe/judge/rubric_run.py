@@ -197,6 +197,13 @@ def rubric_run(
     show_default=True,
     help="Judge calls in flight at once.",
 )
+@click.option(
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+)
 @click.option("--raters", type=click.IntRange(min=1), default=RATERS, show_default=True)
 @click.option(
     "--trim",
@@ -228,6 +235,7 @@ def rubric_command(
     judge_model: str,
     endpoints: tuple[str, ...],
     judge_concurrency: int,
+    api_key_env: str | None,
     raters: int,
     trim: int,
     temperature: float,
@@ -252,6 +260,7 @@ def rubric_command(
             run_dir, judge, judge_model, endpoints, judge_concurrency, raters=raters, trim=trim,
             temperature=temperature, seed=seed, retries=retries, template=template,
             cache=cache_path, progress=not no_progress,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
