@@ -1,43 +1,95 @@
-"""The Python API: the same operations as the command line, as functions.
+"""The Python API: every command of the command line, as a function.
 
 Each delegates to the module that owns the operation, imported on first call, so
 ``import cafe.api`` stays light and a missing optional extra only fails the function that
-needs it (with an error naming the module). Example::
+needs it (with an error naming the module). Errors the user must fix are
+``cafe.errors.CafeError`` (the command line prints the same message as one line). Example::
 
     from cafe import api
 
     result = api.run("reference", "synth", limit=50)
     print(result.metrics["accuracy"]["total"])
     api.judge(result.run_dir)               # CAFE perception metrics ("cafe" section)
+    api.decay(result.run_dir)               # "decay" section
     section, problems = api.score("mmar", "MMAR-meta.json", "predictions.jsonl")
+    print(api.table(1, [result.run_dir]))   # paper Table 1 with this run beside the paper's rows
+
+command line               function
+``cafe run``               run
+``cafe score``             score
+``cafe export``            export
+``cafe bench synth``       bench
+``cafe adapters``          adapters
+``cafe doctor``            doctor
+``cafe caption``           caption
+``cafe judge``             judge
+``cafe judge-agreement``   judge_agreement
+``cafe rubric``            rubric
+``cafe cues``              cues
+``cafe decay``             decay
+``cafe attention``         attention
+``cafe report``            report, table, figure, compare
+``cafe leaderboard``       leaderboard, leaderboard_add, leaderboard_html
+``cafe train``             train_data, train_sft, train_grpo, train_smoke, train_recipes
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 #: operation -> "module:function" that implements it
 TARGETS: dict[str, str] = {
     "run": "cafe.runner.main:run",
     "score": "cafe.benchmarks.scoring:score_file",
+    "export": "cafe.benchmarks.export:export",
+    "bench": "cafe.benchmarks.synth.generator:generate",
+    "list_models": "cafe.adapters:list_models",
+    "show_model": "cafe.adapters:show_model",
+    "doctor": "cafe.adapters.doctor:doctor",
+    "caption": "cafe.judge.captions:caption",
     "judge": "cafe.judge.pipeline:judge_run",
+    "judge_agreement": "cafe.judge.agreement:judge_agreement",
+    "rubric": "cafe.judge.rubric_run:rubric_run",
+    "cues": "cafe.judge.cues:cues_run",
+    "decay": "cafe.metrics.decay:decay",
+    "attention": "cafe.metrics.attention:attention",
     "report": "cafe.reports.run_report:write_run_report",
-    "train": "cafe.training.api:train",
+    "table": "cafe.reports.paper:table",
+    "figure": "cafe.reports.paper:figure",
+    "compare": "cafe.reports.run_report:compare",
+    "leaderboard": "cafe.reports.leaderboard:load_leaderboard",
+    "leaderboard_add": "cafe.reports.leaderboard:add_run",
+    "leaderboard_html": "cafe.reports.leaderboard_html:write_leaderboard_html",
+    "train_data": "cafe.training.api:data",
+    "train_sft": "cafe.training.api:sft",
+    "train_grpo": "cafe.training.api:grpo",
+    "train_smoke": "cafe.training.api:smoke",
+    "train_recipes": "cafe.training.api:recipes",
 }
 
 
 def _target(name: str) -> Any:
-    module, _, attr = TARGETS[name].partition(":")
+    target = TARGETS[name]
+    module, _, attr = target.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
+    except ModuleNotFoundError as e:
+        missing = e.name or ""
+        hint = (
+            ""
+            if missing == "cafe" or missing.startswith("cafe.")
+            else "; install the matching extra (pip install 'cafe-audio-eval[all]')"
+        )
         raise ImportError(
-            f"cafe.api.{name} needs {TARGETS[name]}, which this install lacks ({e}); "
-            "install the matching extra (pip install 'cafe-audio-eval[all]')"
+            f"cafe.api.{name} needs {target}, which cannot be imported ({e}){hint}"
         ) from e
+    except AttributeError as e:
+        raise ImportError(f"cafe.api.{name} needs {target}, which does not exist ({e})") from e
 
 
+# run and score ------------------------------------------------------------------------------
 def run(model: str = "reference", bench: str = "synth", /, **options: Any) -> Any:
     """Run a model on a benchmark into a resumable run folder -> RunResult (run_dir, metrics).
     Options as cafe.runner.run (checkpoint, data, runs, limit, out, prompt_style, judge…;
@@ -45,24 +97,188 @@ def run(model: str = "reference", bench: str = "synth", /, **options: Any) -> An
     return _target("run")(model, bench, **options)
 
 
-def score(bench: str, meta: str, predictions: str, **options: Any) -> Any:
-    """Score an official-format predictions file -> (accuracy section, problems)."""
-    return _target("score")(bench, meta, predictions, **options)
+def score(bench: str, data: str, predictions: str, **options: Any) -> Any:
+    """Score an official-format predictions file against the metadata file ``data`` ->
+    (accuracy section, problems). Options: key, version."""
+    return _target("score")(bench, data, predictions, **options)
 
 
-def judge(run_dir: str, **options: Any) -> Any:
-    """CAFE judge over a run folder -> the metrics.json "cafe" section."""
+def export(run_dir: str | Path, out: str | Path, bench: str | None = None, **options: Any) -> Any:
+    """Write a run's predictions as the official scorer's input file -> counts (items, answered,
+    unanswered). Options: run_index, field ("answer" or "raw"), skip_unanswered."""
+    return _target("export")(run_dir, out, bench, **options)
+
+
+def bench(out: str | Path, limit: int = 200, seed: int = 0, progress: bool = False) -> Any:
+    """Generate the synthetic benchmark (``limit`` items, byte-identical for a seed) into
+    ``out`` -> the synth.jsonl path."""
+    return _target("bench")(out, n=limit, seed=seed, progress=progress)
+
+
+# models ------------------------------------------------------------------------------------
+def adapters(name: str | None = None, cards: list[str] | tuple[str, ...] = ()) -> Any:
+    """Without ``name``: every model card and card-less adapter as rows (dicts). With a
+    ``name``: that model's card as a dict with its prompt template hash."""
+    if name is None:
+        return _target("list_models")(cards)
+    return _target("show_model")(name, cards)
+
+
+def doctor(model: str, bench: str = "synth", **options: Any) -> Any:
+    """Check that ``model`` hears its audio (real vs silent clips) -> DoctorReport (.ok,
+    .lines()). Options: checkpoint, data, limit, max_new_tokens, cards, options (adapter
+    options, e.g. {"endpoints": [URL], "model": NAME} for a served model)."""
+    return _target("doctor")(model, bench, **options)
+
+
+def attention(model: str, bench: str, **options: Any) -> Any:
+    """Audio attention share per generated token (Figure 6) -> the attention.json dict.
+    Options: checkpoint, data, limit, prompt_style, max_new_tokens, min_items, out, cards,
+    options."""
+    return _target("attention")(model, bench, **options)
+
+
+# judging and metrics -----------------------------------------------------------------------
+def caption(bench: str, out: str | Path, **options: Any) -> Any:
+    """Ground-truth captions for a benchmark's clips into ``out`` (resumable) -> counts and
+    problems. Options: captioner, model, data, version, endpoints, template, concurrency,
+    limit, cache."""
+    return _target("caption")(bench, out, **options)
+
+
+def judge(run_dir: str | Path, **options: Any) -> Any:
+    """CAFE judge over a run folder -> the metrics.json "cafe" section. Options: judge,
+    judge_model, endpoints, concurrency, template, mode, captions, cache, progress."""
     return _target("judge")(run_dir, **options)
 
 
-def report(run_dir: str, *args: Any, **options: Any) -> Any:
-    """Tables and figures for a run folder (report/)."""
-    return _target("report")(run_dir, *args, **options)
+def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> Any:
+    """Two judges on one run -> Cohen's kappa (overall, per category) and CAFE deltas B - A."""
+    return _target("judge_agreement")(run_dir, a, b, mode)
 
 
-def train(*args: Any, **options: Any) -> Any:
-    """MPAR² training (data pipeline, SFT, GRPO) from a recipe."""
-    return _target("train")(*args, **options)
+def rubric(run_dir: str | Path, **options: Any) -> Any:
+    """MMAR rubric scores of a run's correct answers (the MMAR authors' protocol) -> the
+    metrics.json "rubric" section. Options: judge, judge_model, endpoints, concurrency, raters,
+    trim, temperature, seed, retries, template, cache, progress."""
+    return _target("rubric")(run_dir, **options)
 
 
-__all__ = ["TARGETS", "judge", "report", "run", "score", "train"]
+def cues(run_dir: str | Path, **options: Any) -> Any:
+    """Cue recall of an MMAR run (offline matcher, optionally the CAFE judge) -> the
+    metrics.json "cues" section. Options: judge, judge_model, endpoints, concurrency, template,
+    captions, cache, progress."""
+    return _target("cues")(run_dir, **options)
+
+
+def decay(run_dir: str | Path, **options: Any) -> Any:
+    """Perception decay by reasoning length -> the metrics.json "decay" section. Options:
+    bins, bin_width, min_count, merge, mode."""
+    return _target("decay")(run_dir, **options)
+
+
+# reports -----------------------------------------------------------------------------------
+def report(run_dir: str | Path, leaderboard: str | Path | None = None, **options: Any) -> Any:
+    """Write report/ for a run folder (summary.md, tables, figures) -> the folder. Options:
+    group, out, draw (False: no figures)."""
+    board = _target("leaderboard")(leaderboard)
+    return _target("report")(run_dir, board, **options)
+
+
+def table(number: int | str, run_dirs: Any = (), **options: Any) -> Any:
+    """Paper table ``number`` (1-5) as text, run folders beside the leaderboard's rows.
+    Options: fmt ("md", "tex", "csv"), leaderboard, group."""
+    return _target("table")(number, run_dirs, **options)
+
+
+def figure(number: int | str, run_dirs: Any, out: str | Path) -> Any:
+    """Paper figure ``number`` (3, 5, 6, 7) from run folders into ``out`` -> files written."""
+    return _target("figure")(number, run_dirs, out)
+
+
+def compare(
+    run_dir: str | Path, against: str | None = None, leaderboard: str | Path | None = None
+) -> Any:
+    """A run's numbers against a leaderboard row (default: the paper's row for the run's
+    model): Markdown text with deltas and the protocol settings of both."""
+    board = _target("leaderboard")(leaderboard)
+    return _target("compare")(run_dir, against, board)
+
+
+def leaderboard(path: str | Path | None = None) -> Any:
+    """The leaderboard (file given, $CAFE_LEADERBOARD, ./leaderboard.yaml or the paper's rows),
+    validated -> Leaderboard (.rows, .select(benchmark=, version=))."""
+    return _target("leaderboard")(path)
+
+
+def leaderboard_add(run_dir: str | Path, **options: Any) -> Any:
+    """Append a run folder's row to the leaderboard file -> (row, file). Options: group, name,
+    path."""
+    return _target("leaderboard_add")(run_dir, **options)
+
+
+def leaderboard_html(out: str | Path = "leaderboard.html", path: str | Path | None = None) -> Any:
+    """Write the leaderboard as one self-contained page (Tables 1-5 and every row, sortable,
+    with provenance) -> the page's path."""
+    return _target("leaderboard_html")(_target("leaderboard")(path), out)
+
+
+# training ----------------------------------------------------------------------------------
+def train_data(recipe: Any, **options: Any) -> Any:
+    """MPAR² data pipeline for a recipe (name, path or dict) -> {"sft": path, "rl": path}.
+    Options: workdir, model, checkpoint, cards, options (the difficulty filter's model)."""
+    return _target("train_data")(recipe, **options)
+
+
+def train_sft(recipe: Any, **options: Any) -> Any:
+    """Supervised fine-tuning -> checkpoint folder. Options: data, out, model, max_steps."""
+    return _target("train_sft")(recipe, **options)
+
+
+def train_grpo(recipe: Any, **options: Any) -> Any:
+    """GRPO with the MPAR² rewards -> checkpoint folder. Options: data, out, model, judge,
+    judge_model, judge_endpoints, judge_concurrency, max_steps."""
+    return _target("train_grpo")(recipe, **options)
+
+
+def train_smoke(workdir: str | Path | None = None, **options: Any) -> Any:
+    """The whole MPAR² path at toy scale on a CPU -> before/after scores and signals.
+    Options: limit, recipe."""
+    return _target("train_smoke")(workdir, **options)
+
+
+def train_recipes() -> Any:
+    """The built-in training recipe names."""
+    return _target("train_recipes")()
+
+
+#: the public functions, one per command (test_api checks each resolves)
+FUNCTIONS = (
+    "run",
+    "score",
+    "export",
+    "bench",
+    "adapters",
+    "doctor",
+    "attention",
+    "caption",
+    "judge",
+    "judge_agreement",
+    "rubric",
+    "cues",
+    "decay",
+    "report",
+    "table",
+    "figure",
+    "compare",
+    "leaderboard",
+    "leaderboard_add",
+    "leaderboard_html",
+    "train_data",
+    "train_sft",
+    "train_grpo",
+    "train_smoke",
+    "train_recipes",
+)
+
+__all__ = ["FUNCTIONS", "TARGETS", *FUNCTIONS]

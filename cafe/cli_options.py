@@ -5,12 +5,15 @@ stays fast."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import click
 
-from cafe.errors import CafeError
+from cafe.errors import CafeError, CafeUsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextmanager
@@ -42,6 +45,10 @@ def cli_errors() -> Iterator[None]:
 class Command(click.Command):
     """A cafe command: project errors become one line, also when invoked without the group."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        note_deprecated(self, args)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         with cli_errors():
             return super().invoke(ctx)
@@ -58,3 +65,204 @@ class Group(click.Group):
 
 
 Group.group_class = Group
+
+
+def command(name: str | None = None, **kwargs: Any) -> Callable[[F], Command]:
+    """``click.command`` making a cafe Command."""
+    return click.command(name, cls=Command, **kwargs)  # type: ignore[return-value]
+
+
+def group(name: str | None = None, **kwargs: Any) -> Callable[[F], Group]:
+    """``click.group`` making a cafe Group (its subcommands are cafe Commands)."""
+    return click.group(name, cls=Group, **kwargs)  # type: ignore[return-value]
+
+
+# options -----------------------------------------------------------------------------------
+class Option(click.Option):
+    """An option that still accepts its old spellings (``old=("--meta",)``): hidden from --help,
+    and using one prints a one-line deprecation note (Command.parse_args)."""
+
+    def __init__(self, param_decls: list[str], *, old: tuple[str, ...] = (), **kwargs: Any):
+        super().__init__([*param_decls, *old], **kwargs)
+        self.old = tuple(old)
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown = self.opts
+        self.opts = [o for o in shown if o not in self.old]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+def note_deprecated(command: click.Command, args: list[str]) -> None:
+    """One stderr line per old option spelling used in ``args``."""
+    noted: set[str] = set()
+    for arg in args:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        for p in command.params:
+            if name in getattr(p, "old", ()) and name not in noted:
+                noted.add(name)
+                new = next(o for o in p.opts if o not in p.old)
+                click.echo(f"note: {name} is deprecated, use {new}", err=True)
+
+
+def compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several option decorators as one, applied so --help lists them in the order given."""
+
+    def deco(f: F) -> F:
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+
+    return deco
+
+
+def option(*decls: str, old: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F], F]:
+    return click.option(*decls, cls=Option, old=old, **kwargs)
+
+
+def limit_option(default: int | None = None, help: str = "Only the first N items.", old=()):
+    return option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
+        help=help,
+        old=old,
+    )
+
+
+def data_option(required: bool = False, help: str | None = None, old=(), **kwargs: Any):
+    return option(
+        "--data",
+        required=required,
+        help=help or "Benchmark metadata file or folder (default: the benchmark's own).",
+        old=old,
+        **kwargs,
+    )
+
+
+def no_progress_option(old=()):
+    return option("--no-progress", is_flag=True, help="No progress bar.", old=old)
+
+
+def max_new_tokens_option(default: int | None, help: str = "Token budget per answer.", old=()):
+    return option(
+        "--max-new-tokens",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
+        help=help,
+        old=old,
+    )
+
+
+def format_option(choices: Sequence[str], default: str | None, help: str):
+    """--format is a file type, nothing else."""
+    return option(
+        "--format",
+        "fmt",
+        type=click.Choice(list(choices)),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def concurrency_option(default: int | None = None, help: str = "Model calls in flight."):
+    return option(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def judge_server_options(
+    concurrency: int | None = None,
+    endpoint_old: tuple[str, ...] = (),
+    concurrency_old: tuple[str, ...] = (),
+):
+    """--judge-model, --judge-endpoint (repeatable), --judge-concurrency, --judge-api-key-env;
+    ``*_old``: former spellings still accepted (`cafe judge --endpoint`)."""
+    return compose(
+        option("--judge-model", help="Model name the judge server knows."),
+        option(
+            "--judge-api-key-env",
+            metavar="NAME",
+            help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+            "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+        ),
+        option(
+            "--judge-endpoint",
+            "judge_endpoints",
+            multiple=True,
+            help="Judge server base URL; repeat to share the load over several servers.",
+            old=endpoint_old,
+        ),
+        option(
+            "--judge-concurrency",
+            type=click.IntRange(min=1),
+            default=concurrency,
+            show_default=concurrency is not None,
+            help="Judge calls in flight.",
+            old=concurrency_old,
+        ),
+    )
+
+
+def model_options(required: bool = True, default: str | None = None):
+    """The options of every command that loads a model: --model, --checkpoint, --cards,
+    -o/--option KEY=VALUE and --endpoint (a served model), as `cafe run` takes them."""
+    return compose(
+        option(
+            "--model",
+            required=required,
+            default=default,
+            show_default=default is not None,
+            help="Model card name, registered adapter name, or a checkpoint folder.",
+        ),
+        option("--checkpoint", help="Checkpoint path or hub id overriding the card's."),
+        option(
+            "--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML."
+        ),
+        option(
+            "-o", "--option", "options", multiple=True, help="Adapter option KEY=VALUE (repeat)."
+        ),
+        option(
+            "--endpoint",
+            "endpoints",
+            multiple=True,
+            help="Model server base URL for served models (repeat to shard the work).",
+        ),
+        option(
+            "--api-key-env",
+            metavar="NAME",
+            help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+            "OpenAI's own URL: OPENAI_API_KEY].",
+        ),
+    )
+
+
+def adapter_options(
+    pairs: Sequence[str], endpoints: Sequence[str] = (), api_key_env: str | None = None
+) -> dict[str, Any]:
+    """-o KEY=VALUE pairs (values read as YAML scalars) plus --endpoint and --api-key-env, as
+    adapter options."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CafeUsageError(f"--option {pair!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    if endpoints:
+        out["endpoints"] = list(endpoints)
+    if api_key_env:
+        out["api_key_env"] = api_key_env
+    return out

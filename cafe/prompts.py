@@ -48,7 +48,7 @@ class PromptTemplate:
         return body.replace("{choices}", "\n".join(c.strip() for c in choices))
 
 
-PROMPT_STYLES: Registry[PromptStyle] = Registry("prompt style")
+PROMPT_STYLES: Registry[PromptStyle] = Registry("prompt style", base=PromptStyle)
 
 for _style in (
     PromptStyle("lalm", "lalm.txt", description="answer first, then a 'Reasoning:' line"),

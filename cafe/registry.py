@@ -1,6 +1,7 @@
 """One generic registry (after lm-evaluation-harness's lm_eval/api/registry.py): entries come from
 a decorator, from lazy "module:attr" strings (so heavy modules import only when used) and from an
-entry-point group, and an unknown name fails with a "did you mean" hint."""
+entry-point group, and an unknown name fails with a "did you mean" hint. A registry typed by its
+base class refuses an entry that is not one, in one line naming the entry and the base."""
 
 from __future__ import annotations
 
@@ -39,10 +40,22 @@ def import_failure(kind: str, name: str, module: str, e: BaseException) -> Entry
     return EntryImportError(f"{kind} {name!r}: cannot import module {module} ({why})")
 
 
+class RegistryTypeError(CafeError, TypeError):
+    """An entry that is not of the registry's base class."""
+
+
+def _qualname(obj: object) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
 class Registry(Generic[T]):
-    def __init__(self, kind: str, entry_point_group: str | None = None):
+    """``base``: classes registered must subclass it (instances and functions must be instances
+    of it: pass ``collections.abc.Callable`` for a registry of functions)."""
+
+    def __init__(self, kind: str, entry_point_group: str | None = None, base: type | None = None):
         self.kind = kind
         self.group = entry_point_group
+        self.base = base
         self._objects: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
         self._entry_points_loaded = False
@@ -55,7 +68,20 @@ class Registry(Generic[T]):
 
         return deco
 
+    def check(self, name: str, obj: object) -> None:
+        """Raise RegistryTypeError unless ``obj`` is of the registry's base class."""
+        base = self.base
+        if base is None:
+            return
+        ok = issubclass(obj, base) if isinstance(obj, type) else isinstance(obj, base)
+        if not ok:
+            what = "a subclass of" if isinstance(obj, type) else "an instance of"
+            raise RegistryTypeError(
+                f"{self.kind} {name!r}: {_qualname(obj)} is not {what} {_qualname(base)}"
+            )
+
     def add(self, name: str, obj: T) -> None:
+        self.check(name, obj)
         existing = self._objects.get(name)
         if existing is not None and existing is not obj:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
@@ -92,6 +118,7 @@ class Registry(Generic[T]):
                 obj = getattr(importlib.import_module(module), attr)
             except Exception as e:  # a broken or unmet module: say which and why, once
                 raise import_failure(self.kind, name, module, e) from e
+            self.check(name, obj)
             # importing may have registered it already (decorator in the module): keep that one
             self._lazy.pop(name, None)
             return self._objects.setdefault(name, obj)

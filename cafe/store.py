@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cafe.errors import ConfigError, RunFolderError
 from cafe.records import Judgement, Prediction, Record, Sample
 
 R = TypeVar("R", bound=Record)
@@ -61,7 +62,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         except json.JSONDecodeError:
             if i >= len(lines) - 2:  # the final line (with or without trailing newline)
                 return
-            raise ValueError(f"{path}: line {i + 1}: not valid JSON") from None
+            raise ConfigError(f"{path}: line {i + 1}: not valid JSON") from None
 
 
 class JsonlWriter:
@@ -121,7 +122,7 @@ class RunStore:
     def read_manifest(self) -> dict[str, Any]:
         p = self.path(MANIFEST)
         if not p.exists():
-            raise FileNotFoundError(f"{self.root}: not a run folder (no {MANIFEST})")
+            raise RunFolderError(f"{self.root}: not a run folder (no {MANIFEST})")
         return json.loads(p.read_text())
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
@@ -166,7 +167,7 @@ class RunStore:
         """The samples the run folder was run on (what judge, export and reports read)."""
         path = self.path(SAMPLES)
         if not path.exists():
-            raise FileNotFoundError(
+            raise RunFolderError(
                 f"{self.root}: no {SAMPLES} (the runner writes it; "
                 "re-run `cafe run` on this folder)"
             )

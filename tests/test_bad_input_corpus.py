@@ -289,7 +289,7 @@ def _judged_run(tmp: Path, reply: Callable[[dict], str], says: list[str]):
         return reply(body) if "church bell" in text else json.dumps(ok)  # odd items: bad reply
 
     return Case(["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
-                 "--endpoint", "{url}", "--captions", str(caps), "--no-progress"],
+                 "--judge-endpoint", "{url}", "--captions", str(caps), "--no-progress"],
                 ["judgements.openai-compatible-j.jsonl", "sample s", *says],
                 reply=answer)  # fmt: skip
 
@@ -318,7 +318,7 @@ def captions_missing_caption(tmp):
     caps.write_text(json.dumps({"sample_id": "s0", "caption": "x"}) + "\n"
                     + json.dumps({"sample_id": "s1"}) + "\n")  # fmt: skip
     return Case(["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
-                 "--endpoint", "{url}", "--captions", str(caps), "--no-progress"],
+                 "--judge-endpoint", "{url}", "--captions", str(caps), "--no-progress"],
                 [f"{caps}:2", "sample s1", "field caption"], 1)  # fmt: skip
 
 
@@ -329,7 +329,7 @@ def captions_json_not_object(tmp):
     caps = tmp / "caps.json"
     caps.write_text("[1, 2]")
     return Case(["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
-                 "--endpoint", "{url}", "--captions", str(caps), "--no-progress"],
+                 "--judge-endpoint", "{url}", "--captions", str(caps), "--no-progress"],
                 [str(caps), "expected a JSON object"], 1)  # fmt: skip
 
 

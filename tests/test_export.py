@@ -98,7 +98,7 @@ def test_mmar_export_cli_jsonl(shared_data, tmp_path):
     # the raw output instead of the extracted answer
     res = CliRunner().invoke(
         export_command,
-        [str(store.root), "--format", "mmar", "--out", str(out), "--field", "raw"],
+        [str(store.root), "--bench", "mmar", "--out", str(out), "--field", "raw"],
     )
     assert res.exit_code == 0
     first = json.loads(out.read_text().splitlines()[0])
@@ -108,8 +108,8 @@ def test_mmar_export_cli_jsonl(shared_data, tmp_path):
 def test_export_errors_are_one_line(tmp_path):
     store = RunStore(tmp_path / "empty").create()
     res = CliRunner().invoke(export_command, [str(store.root), "--out", str(tmp_path / "x.json")])
-    assert res.exit_code != 0 and "--format" in res.output
+    assert res.exit_code != 0 and "--bench" in res.output
     res = CliRunner().invoke(
-        export_command, [str(store.root), "--format", "mmau", "--out", str(tmp_path / "x.json")]
+        export_command, [str(store.root), "--bench", "mmau", "--out", str(tmp_path / "x.json")]
     )
     assert res.exit_code != 0 and "no samples.jsonl" in res.output

@@ -45,7 +45,7 @@ def test_doctor_command_on_a_folder(tiny_checkpoints, tmp_path):
     meta = write_tone_bench(tmp_path / "bench", [HIGH, LOW])
     args = ["--model", tiny_checkpoints("qwen2-audio"), "--bench", "tone", "--data", str(meta)]
     result = CliRunner().invoke(
-        doctor_command, [*args, "--n", "2", "--max-new-tokens", "2", "--strict"]
+        doctor_command, [*args, "--limit", "2", "--max-new-tokens", "2", "--strict"]
     )
     assert result.exit_code == 0, result.output
     assert "t0: output" in result.output and "t1: output" in result.output

@@ -352,3 +352,18 @@ def test_embed_audio_only_when_asked_and_only_short_clips(runs, tmp_path: Path) 
         if short:
             wav = Path(src.samples[0].audio[0]).parent / a["name"]
             assert a["src"].endswith(__import__("base64").b64encode(wav.read_bytes()).decode())
+
+
+def test_listening_signals_show_when_the_run_has_them(tmp_path: Path) -> None:
+    from report_runs import make_run
+
+    from cafe.reports.html import Source, signals_html
+    from cafe.store import RunStore
+
+    run = make_run(tmp_path / "run")
+    assert signals_html(Source.load(run)) == ""  # no rubric, cues or listening section yet
+    gap = {"controls": {"silence": {"gap": 18.75, "ci95": [6.25, 31.25]}}}
+    RunStore(run).update_metrics("listening", gap)
+    page = signals_html(Source.load(run))
+    assert 'id="sec-signals"' in page and "listening gap (silence)" in page
+    assert "18.75" in page and "[6.25, 31.25]" in page and "56.25" in page  # accuracy beside it

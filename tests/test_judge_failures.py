@@ -46,7 +46,7 @@ def test_refused_judge_exits_1_with_counted_reasons_and_keeps_the_good_results(j
         r = CliRunner().invoke(
             main,
             ["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
-             "--endpoint", srv.url, "--captions", str(caps), "--no-progress"],
+             "--judge-endpoint", srv.url, "--captions", str(caps), "--no-progress"],
         )  # fmt: skip
     assert r.exit_code == 1
     # 5 predictions: 4 refused by the server (one reason), 1 whose prediction had failed

@@ -78,8 +78,8 @@ def build_run(root):
 
 def judge_args(store, url, cache):
     return [str(store.root), "--judge", "openai-compatible", "--judge-model", "judge-m",
-            "--endpoint", url, "--cache", str(cache), "--no-progress",
-            "--concurrency", "4"]  # fmt: skip
+            "--judge-endpoint", url, "--cache", str(cache), "--no-progress",
+            "--judge-concurrency", "4"]  # fmt: skip
 
 
 def test_llm_judge_metrics_equal_hand_counts_and_rejudge_is_free(tmp_path):
@@ -129,7 +129,7 @@ def test_failed_calls_are_reported_and_retried_on_the_next_run(tmp_path):
     cache = tmp_path / "judge.sqlite"
     args = judge_args(store, "", cache)
     with OpenAILoopback(reply=scripted(), faults=lambda i, body: Fault("500")) as srv:
-        args[args.index("--endpoint") + 1] = srv.url
+        args[args.index("--judge-endpoint") + 1] = srv.url
         from cafe.judge.pipeline import JudgeFailedError, judge_run
 
         # every call fails: reported with its reason, and no CAFE section is written from it
@@ -141,7 +141,7 @@ def test_failed_calls_are_reported_and_retried_on_the_next_run(tmp_path):
         own = store.path("judgements.openai-compatible-judge-m.jsonl").read_text().splitlines()
         assert [json.loads(x)["status"] for x in own] == ["failed"] * 5
     with OpenAILoopback(reply=scripted()) as srv:
-        args[args.index("--endpoint") + 1] = srv.url
+        args[args.index("--judge-endpoint") + 1] = srv.url
         res = CliRunner().invoke(judge_command, args)
         assert res.exit_code == 0, res.output
         assert len(srv.requests) == 7  # the failed ones were not cached: judged again
@@ -201,3 +201,20 @@ def test_two_endpoints_share_the_load_and_a_killed_run_resumes(tmp_path):
     assert len(prompts) == 5  # q-c twice, q-d three times
     assert sec["judgements"] == {"ok": 3, "invalid": 1, "failed": 1, "total": 5}
     assert sec["acc_per"] == pytest.approx(100 * 3 / 8)
+
+
+def test_old_option_spellings_still_judge(tmp_path):
+    """`cafe judge --endpoint/--concurrency` (before the judge server options were renamed)
+    still work and say once what to use instead."""
+    store = build_run(tmp_path / "run")
+    with OpenAILoopback(reply=scripted()) as srv:
+        args = [str(store.root), "--judge", "openai-compatible", "--judge-model", "judge-m",
+                "--endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite"), "--no-progress",
+                "--concurrency", "4"]  # fmt: skip
+        res = CliRunner().invoke(judge_command, args)
+    assert res.exit_code == 0, res.output
+    assert len(srv.requests) == 7  # the same calls as with the new spellings
+    assert res.output.count("note: --endpoint is deprecated, use --judge-endpoint\n") == 1
+    assert res.output.count("note: --concurrency is deprecated, use --judge-concurrency\n") == 1
+    cafe = json.loads(store.path("metrics.json").read_text())["cafe"]
+    assert cafe["judgements"] == {"ok": 3, "invalid": 1, "failed": 1, "total": 5}

@@ -97,7 +97,7 @@ def test_planted_secrets_reach_no_file_line_or_log(tmp_path, monkeypatch, caplog
             r = CliRunner().invoke(
                 main,
                 ["judge", str(run_dir), "--judge", "openai-compatible", "--judge-model", "j",
-                 "--endpoint", ep, "--no-progress"],
+                 "--judge-endpoint", ep, "--no-progress"],
             )  # fmt: skip
             out += [r.output, repr(r.exception)]
         r = CliRunner().invoke(

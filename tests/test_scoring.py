@@ -264,7 +264,7 @@ def test_score_cli_json_and_table(shared_data, tmp_path):
     p = tmp_path / "preds.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{torn\n")
     res = CliRunner().invoke(
-        score_command, ["--bench", "mmar", "--meta", meta, "--predictions", str(p), "--json"]
+        score_command, ["--bench", "mmar", "--data", meta, "--predictions", str(p), "--json"]
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -276,10 +276,16 @@ def test_score_cli_json_and_table(shared_data, tmp_path):
     assert set(out["breakdowns"]["isolation"]) == {"isolated", "mixed"}
     assert "not-a-real-id" in res.stderr and "line 13" in res.stderr
     res = CliRunner().invoke(
-        score_command, ["--bench", "mmar", "--meta", meta, "--predictions", str(p)]
+        score_command, ["--bench", "mmar", "--data", meta, "--predictions", str(p)]
     )
     assert res.exit_code == 0
     assert "total, official denominator" in res.stdout and "Cultural Layer" in res.stdout
+    # the old --meta spelling: the same table, and a note saying what to use
+    old = CliRunner().invoke(
+        score_command, ["--bench", "mmar", "--meta", meta, "--predictions", str(p)]
+    )
+    assert old.exit_code == 0 and old.stdout == res.stdout
+    assert "note: --meta is deprecated, use --data\n" in old.stderr
 
 
 def test_score_cli_refuses_answerless_metadata(tmp_path):
@@ -302,7 +308,7 @@ def test_score_cli_refuses_answerless_metadata(tmp_path):
     preds = tmp_path / "p.json"
     preds.write_text(json.dumps([{"id": "t0", "model_output": "a b"}]))
     res = CliRunner().invoke(
-        score_command, ["--bench", "mmau", "--meta", str(meta), "--predictions", str(preds)]
+        score_command, ["--bench", "mmau", "--data", str(meta), "--predictions", str(preds)]
     )
     assert res.exit_code == 1
     assert "has no answers (mmau test)" in res.output and "cannot be scored" in res.output

@@ -328,7 +328,7 @@ def test_bad_lines_become_problems_and_the_rest_loads(tmp_path):
 
 def test_cli_writes_the_benchmark(tmp_path):
     res = CliRunner().invoke(
-        bench_command, ["synth", "--out", str(tmp_path), "--n", "5", "--seed", "9"]
+        bench_command, ["synth", "--out", str(tmp_path), "--limit", "5", "--seed", "9"]
     )
     assert res.exit_code == 0, res.output
     assert len((tmp_path / "synth.jsonl").read_text().splitlines()) == 5
@@ -336,8 +336,12 @@ def test_cli_writes_the_benchmark(tmp_path):
     info = json.loads((tmp_path / "synth-info.json").read_text())
     assert info["seed"] == 9 and info["n"] == 5
     assert info["sha256"] == hashlib.sha256((tmp_path / "synth.jsonl").read_bytes()).hexdigest()
-    bad = CliRunner().invoke(bench_command, ["synth", "--out", str(tmp_path), "--n", "0"])
-    assert bad.exit_code == 2 and "--n must be at least 1" in bad.output
+    bad = CliRunner().invoke(bench_command, ["synth", "--out", str(tmp_path), "--limit", "0"])
+    assert bad.exit_code == 2 and "--limit must be at least 1" in bad.output
+    # the old spelling still works, with a deprecation note
+    old = CliRunner().invoke(bench_command, ["synth", "--out", str(tmp_path), "--n", "0"])
+    assert old.exit_code == 2 and "--limit must be at least 1" in old.output
+    assert "note: --n is deprecated, use --limit" in old.output
 
 
 def test_vocabulary_maps_synonyms_to_labels():

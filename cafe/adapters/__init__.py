@@ -3,9 +3,12 @@ register through the ``cafe.adapters`` entry-point group."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
+from cafe.cli_options import group
 
 # name -> "module:Class"; heavy engines import only when their adapter is asked for
 for _name, _target in {
@@ -24,12 +27,78 @@ for _name, _target in {
 }.items():
     ADAPTERS.add_lazy(_name, _target)
 
-__all__ = ["ADAPTERS", "Adapter", "ModelCard", "adapters_command"]
+__all__ = ["ADAPTERS", "Adapter", "ModelCard", "adapters_command", "load_model"]
 
 
-@click.group("adapters")
+def load_model(
+    model: str,
+    checkpoint: str | None = None,
+    cards: list[str] | tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
+) -> tuple[Any, Adapter]:
+    """(resolved model, loaded adapter) for a --model argument as `cafe run` resolves and loads
+    it, with adapter ``options`` (-o pairs, endpoints). A model that cannot be found or loaded
+    is one ModelNotFound / ModelLoadError line, never a traceback."""
+    from cafe.adapters.resolve import load_adapter, resolve_model
+
+    resolved = resolve_model(model, checkpoint, list(cards))
+    adapter = load_adapter(resolved, options)
+    return resolved, adapter
+
+
+@group("adapters")
 def adapters_command() -> None:
     """List model adapters and model cards, or show one."""
+
+
+def list_models(cards: list[str] | tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """Every model card (name, adapter, engine, group, prompt style, decoding, checkpoint), then
+    the registered adapters no card uses (run them with --model ADAPTER)."""
+    from cafe.adapters.cards import load_cards
+
+    all_cards = load_cards(list(cards))
+    # decoding: greedy cards give identical --runs (marked "greedy"); unsupported ones say so
+    rows = [
+        {
+            "name": c.name,
+            "adapter": c.adapter,
+            "engine": c.engine,
+            "group": c.group,
+            "prompt_style": c.prompt_style,
+            "decoding": "unsupported" if c.unsupported else "greedy" if c.greedy else "sampled",
+            "checkpoint": c.checkpoint or "-",
+        }
+        for c in sorted(all_cards.values(), key=lambda c: (c.group, c.name))
+    ]
+    used = {c.adapter for c in all_cards.values()}
+    for name in ADAPTERS.names():
+        if name not in used and name not in all_cards:
+            rows.append(
+                {
+                    "name": name,
+                    "adapter": name,
+                    "engine": "-",
+                    "group": "-",
+                    "prompt_style": "-",
+                    "decoding": "-",
+                    "checkpoint": "(adapter, no card)",
+                }
+            )
+    return rows
+
+
+def show_model(name: str, cards: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """One model card (or an adapter's default card) as a dict, with its prompt template hash."""
+    import dataclasses
+
+    from cafe.adapters.resolve import resolve_model
+    from cafe.prompts import load_template
+    from cafe.redaction import scrub
+
+    card = resolve_model(name, None, list(cards)).card
+    data = scrub(dataclasses.asdict(card))  # card options may name credentials or URL keys
+    data["prompt_template_hash"] = load_template(card.prompt_style).hash
+    return data
 
 
 @adapters_command.command("list")
@@ -37,21 +106,9 @@ def adapters_command() -> None:
 def list_command(cards: tuple[str, ...]) -> None:
     """Every model card (name, engine, group, checkpoint, prompt style), then registered
     adapters that no card uses (run them with --model ADAPTER)."""
-    from cafe.adapters.cards import load_cards
-
-    all_cards = load_cards(list(cards))
-    # decoding: greedy cards give identical --runs (marked "greedy"); unsupported ones say so
-    rows = [("name", "adapter", "engine", "group", "prompt style", "decoding", "checkpoint")]
-    for c in sorted(all_cards.values(), key=lambda c: (c.group, c.name)):
-        decoding = "unsupported" if c.unsupported else "greedy" if c.greedy else "sampled"
-        rows.append(
-            (c.name, c.adapter, c.engine, c.group, c.prompt_style, decoding, c.checkpoint or "-")
-        )
-    used = {c.adapter for c in all_cards.values()}
-    for name in ADAPTERS.names():
-        if name not in used and name not in all_cards:
-            rows.append((name, name, "-", "-", "-", "-", "(adapter, no card)"))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    header = ("name", "adapter", "engine", "group", "prompt style", "decoding", "checkpoint")
+    rows = [header, *(tuple(r.values()) for r in list_models(cards))]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
     for r in rows:
         click.echo("  ".join(f"{v!s:{w}}" for v, w in zip(r, widths, strict=True)).rstrip())
 
@@ -61,19 +118,7 @@ def list_command(cards: tuple[str, ...]) -> None:
 @click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
 def show_command(name: str, cards: tuple[str, ...]) -> None:
     """One model card (or an adapter's default card) as YAML, with its prompt template hash."""
-    import dataclasses
-
     import yaml
 
-    from cafe.adapters.resolve import ModelNotFound, resolve_model
-    from cafe.prompts import load_template
-
-    try:
-        card = resolve_model(name, None, list(cards)).card
-    except ModelNotFound as e:
-        raise click.ClickException(str(e)) from None
-    from cafe.redaction import scrub
-
-    data = scrub(dataclasses.asdict(card))  # card options may name credentials or URL keys
-    data["prompt_template_hash"] = load_template(card.prompt_style).hash
+    data = show_model(name, cards)
     click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())

@@ -106,4 +106,6 @@ class Adapter(ABC):
         pass
 
 
-ADAPTERS: Registry[type[Adapter]] = Registry("adapter", entry_point_group="cafe.adapters")
+ADAPTERS: Registry[type[Adapter]] = Registry(
+    "adapter", entry_point_group="cafe.adapters", base=Adapter
+)

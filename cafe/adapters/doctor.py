@@ -17,6 +17,15 @@ import click
 import numpy as np
 
 from cafe.audio import load_audio, write_wav
+from cafe.cli_options import (
+    adapter_options,
+    command,
+    data_option,
+    limit_option,
+    max_new_tokens_option,
+    model_options,
+)
+from cafe.errors import CafeError
 from cafe.records import Request
 
 #: logits closer than this (max abs difference) count as unchanged
@@ -130,48 +139,69 @@ def _requests(card: Any, bench: str, data: str | None, n: int, max_new_tokens: i
     loaded = BENCHMARKS.get(bench)().load(data)
     samples = [s for s in loaded.samples if s.error is None and s.audio][:n]
     if not samples:
-        raise click.ClickException(f"benchmark {bench!r}: no usable items with audio")
+        raise CafeError(f"benchmark {bench!r}: no usable items with audio")
     generation = {**card.generation, "max_new_tokens": max_new_tokens, "temperature": 0}
     return [build_request(s, card.prompt_style, 0, 0, generation) for s in samples]
 
 
-@click.command("doctor")
-@click.option(
-    "--model", "model", required=True, help="Model card, adapter name or checkpoint folder."
-)
-@click.option("--checkpoint", default=None, help="Checkpoint overriding the card's.")
+def doctor(
+    model: str,
+    bench: str = "synth",
+    *,
+    checkpoint: str | None = None,
+    data: str | None = None,
+    limit: int = 3,
+    max_new_tokens: int = 64,
+    cards: list[str] | tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
+) -> DoctorReport:
+    """Send ``limit`` items of ``bench`` to ``model`` with their real audio and with silence of
+    the same length -> DoctorReport (``.ok``, ``.lines()``). ``options`` are the adapter options
+    (-o pairs; ``endpoints`` for a served model)."""
+    from cafe.adapters import load_model
+
+    resolved, adapter = load_model(model, checkpoint, cards, options)
+    try:
+        return check_audio(adapter, _requests(resolved.card, bench, data, limit, max_new_tokens))
+    finally:
+        adapter.close()
+
+
+@command("doctor")
+@model_options(required=True)
 @click.option("--bench", default="synth", show_default=True, help="Benchmark to take items from.")
-@click.option("--data", default=None, help="Benchmark data path (MMAU/MMAR).")
-@click.option("--n", "n", default=3, show_default=True, help="How many items to send.")
-@click.option("--max-new-tokens", default=64, show_default=True, help="Tokens per answer.")
+@data_option()
+@limit_option(default=3, help="How many items to send.", old=("--n",))
+@max_new_tokens_option(default=64)
 @click.option(
     "--strict", is_flag=True, help="Exit with status 1 when the audio seems not to be heard."
 )
 def doctor_command(
     model: str,
     checkpoint: str | None,
+    cards: tuple[str, ...],
+    options: tuple[str, ...],
+    endpoints: tuple[str, ...],
+    api_key_env: str | None,
     bench: str,
     data: str | None,
-    n: int,
+    limit: int,
     max_new_tokens: int,
     strict: bool,
 ) -> None:
     """Check that MODEL hears its audio: each item is sent with its real clip and with silence
     of the same length; unchanged outputs (and, for transformers models, unchanged first-token
-    logits) mean the audio is being dropped."""
-    # the same resolution and loading as `cafe run --model`
-    from cafe.adapters.resolve import ModelLoadError, ModelNotFound, load_adapter, resolve_model
-
-    try:
-        resolved = resolve_model(model, checkpoint)
-        adapter = load_adapter(resolved)
-    except (ModelNotFound, ModelLoadError) as e:
-        raise click.ClickException(str(e)) from None
-    card = resolved.card
-    try:
-        report = check_audio(adapter, _requests(card, bench, data, n, max_new_tokens))
-    finally:
-        adapter.close()
+    logits) mean the audio is being dropped. A served model: --model CARD --endpoint URL."""
+    report = doctor(
+        model,
+        bench,
+        checkpoint=checkpoint,
+        data=data,
+        limit=limit,
+        max_new_tokens=max_new_tokens,
+        cards=cards,
+        options=adapter_options(options, endpoints, api_key_env),
+    )
     for line in report.lines():
         click.echo(line)
     if strict and not report.ok:

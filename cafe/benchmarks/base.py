@@ -84,7 +84,9 @@ def benchmark_class(name: str) -> type[Benchmark]:
         return _Unregistered
 
 
-BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", entry_point_group="cafe.benchmarks")
+BENCHMARKS: Registry[type[Benchmark]] = Registry(
+    "benchmark", entry_point_group="cafe.benchmarks", base=Benchmark
+)
 
 
 class _Unregistered(Benchmark):

@@ -11,6 +11,8 @@ from typing import Any
 import click
 
 from cafe.benchmarks.metadata import ADDED_META
+from cafe.cli_options import command, option
+from cafe.errors import CafeUsageError, RunFolderError
 from cafe.records import Sample
 from cafe.store import RunStore, iter_jsonl, write_json_atomic
 
@@ -60,7 +62,7 @@ def export_run(
     store = RunStore(run_dir)
     samples_path = store.path(SAMPLES)
     if not samples_path.exists():
-        raise FileNotFoundError(f"{store.root}: no {SAMPLES} (not a finished run folder?)")
+        raise RunFolderError(f"{store.root}: no {SAMPLES} (not a finished run folder?)")
     key, _ = FORMATS[fmt]
     preds = {p.sample_id: p for p in store.predictions() if p.run_index == run_index}
     items, answered = [], 0
@@ -88,14 +90,34 @@ def export_run(
     return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}
 
 
-@click.command("export")
+def export(
+    run_dir: str | Path,
+    out: str | Path,
+    bench: str | None = None,
+    run_index: int = 0,
+    field: str = "answer",
+    skip_unanswered: bool = False,
+) -> dict[str, int]:
+    """Export a run folder's predictions as ``bench``'s official scorer input (default: the
+    run's own benchmark) -> counts (items, answered, unanswered). See export_run."""
+    if bench is None:
+        try:
+            bench = RunStore(run_dir).read_manifest().get("bench", {}).get("name")
+        except FileNotFoundError:
+            bench = None
+        if bench not in FORMATS:
+            raise CafeUsageError("pass --bench mmau or --bench mmar")
+    return export_run(run_dir, bench, out, run_index, field, skip_unanswered)
+
+
+@command("export")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--format",
-    "fmt",
+@option(
+    "--bench",
     type=click.Choice(sorted(FORMATS)),
     default=None,
-    help="Official script to feed (default: the run's benchmark).",
+    help="Whose official script to feed (default: the run's benchmark).",
+    old=("--format",),
 )
 @click.option(
     "--out",
@@ -118,20 +140,10 @@ def export_run(
     "them) instead of an empty prediction (counted wrong).",
 )
 def export_command(
-    run_dir: str, fmt: str | None, out: str, run_index: int, field: str, skip_unanswered: bool
+    run_dir: str, bench: str | None, out: str, run_index: int, field: str, skip_unanswered: bool
 ) -> None:
     """Export RUN_DIR's predictions as the official MMAU / MMAR evaluation script's input."""
-    if fmt is None:
-        try:
-            fmt = RunStore(run_dir).read_manifest().get("bench", {}).get("name")
-        except FileNotFoundError:
-            fmt = None
-        if fmt not in FORMATS:
-            raise click.UsageError("pass --format mmau or --format mmar")
-    try:
-        counts = export_run(run_dir, fmt, out, run_index, field, skip_unanswered)
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from None
+    counts = export(run_dir, out, bench, run_index, field, skip_unanswered)
     click.echo(
         f"wrote {counts['items']} items to {out} ({counts['answered']} answered, "
         f"{counts['unanswered']} unanswered)"

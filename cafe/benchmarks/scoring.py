@@ -21,6 +21,8 @@ from typing import Any
 import click
 
 from cafe.benchmarks.metadata import parse_rows
+from cafe.cli_options import command, data_option
+from cafe.errors import CafeError
 from cafe.records import InputError, Prediction, Problem, Sample
 
 _WORD = re.compile(r"\b\w+\b")
@@ -210,13 +212,14 @@ def predictions_from_file(
 
 
 def score_file(
-    bench: str, meta: str, predictions: str, key: str | None = None, version: str | None = None
+    bench: str, data: str, predictions: str, key: str | None = None, version: str | None = None
 ) -> tuple[dict[str, Any], list[Problem]]:
-    """Load the metadata with the benchmark's loader, match predictions by id, score."""
+    """Load the metadata (``data``) with the benchmark's loader, match predictions by id,
+    score -> (accuracy section, problems)."""
     from cafe.benchmarks import BENCHMARKS
 
     b = BENCHMARKS.get(bench)()
-    loaded = b.load(meta, version=version)
+    loaded = b.load(data, version=version)
     section, problems = score_loaded(b, loaded, predictions, key)
     return section, [*loaded.problems, *problems]
 
@@ -269,18 +272,18 @@ def format_table(section: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command("score")
+@command("score")
 @click.option(
     "--bench",
     type=click.Choice(["mmau", "mmar"]),
     required=True,
     help="Which official script's rule and breakdowns to apply.",
 )
-@click.option(
-    "--meta",
+@data_option(
     required=True,
     type=click.Path(exists=True),
     help="Official metadata (JSON/JSONL file, folder holding it, or local HF copy).",
+    old=("--meta",),
 )
 @click.option(
     "--predictions",
@@ -293,16 +296,16 @@ def format_table(section: dict[str, Any]) -> str:
 @click.option("--version", default=None, help="Force the metadata version name.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def score_command(
-    bench: str, meta: str, predictions: str, key: str | None, version: str | None, as_json: bool
+    bench: str, data: str, predictions: str, key: str | None, version: str | None, as_json: bool
 ) -> None:
     """Score a predictions file with the official MMAU / MMAR matching rule.
 
     Predictions are matched to the metadata by id. Items without a prediction count as wrong in
     `total` (and are counted under `unanswered`); `official_denominator` leaves them out, which
     is the figure the official evaluation scripts print."""
-    section, problems = score_file(bench, meta, predictions, key, version)
+    section, problems = score_file(bench, data, predictions, key, version)
     if section["total"]["total"] == 0 and section["unscorable"]:
-        raise click.ClickException(
+        raise CafeError(
             f"{section['bench']['source']}: the metadata has no answers "
             f"({section['bench']['name']} {section['bench']['version']}); it cannot be scored "
             "locally: submit the predictions to the benchmark's leaderboard"

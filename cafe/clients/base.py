@@ -83,4 +83,6 @@ class PooledChatClient(ChatClient):
         return least_loaded(self.endpoints, next(self._rr))
 
 
-CLIENTS: Registry[type[ChatClient]] = Registry("chat client", entry_point_group="cafe.clients")
+CLIENTS: Registry[type[ChatClient]] = Registry(
+    "chat client", entry_point_group="cafe.clients", base=ChatClient
+)

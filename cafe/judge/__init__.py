@@ -1,15 +1,17 @@
 """CAFE judges: event extraction by an LLM judge, the rule judge for synth, captions.
 
-``JUDGES`` maps a judge name to a factory ``f(kind=name, model=..., endpoints=..., template=...,
-cache=..., **options) -> Judge``; built-ins are lazy so `import cafe` pulls no client library."""
+``JUDGES`` maps a judge name to a Judge subclass, constructed as ``cls(kind=name, model=...,
+endpoints=..., template=..., cache=..., **options)``; built-ins are lazy so `import cafe` pulls no
+client library."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from cafe.judge.base import Judge
 from cafe.registry import Registry
 
-JUDGES: Registry[Any] = Registry("judge", entry_point_group="cafe.judges")
+JUDGES: Registry[type[Judge]] = Registry("judge", entry_point_group="cafe.judges", base=Judge)
 
 for _name, _target in {
     "rule": "cafe.judge.rule:RuleJudge",

@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from cafe.cli_options import command
+from cafe.errors import CafeUsageError
 from cafe.metrics.cafe import CATEGORIES, FIELDS, METRICS, cafe_metrics
 from cafe.records import Judgement
 
@@ -128,13 +130,25 @@ def resolve(run_dir: Path, name: str) -> Path:
     known = sorted(
         p.name[len("judgements.") : -len(".jsonl")] for p in run_dir.glob("judgements.*.jsonl")
     )
-    raise click.UsageError(
+    raise CafeUsageError(
         f"{run_dir}: no judgement set {name!r}; known: {', '.join(known) or 'none'} "
         "(or give a judgements file path)"
     )
 
 
-@click.command("judge-agreement")
+def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> dict[str, Any]:
+    """Compare two judges on one run (``a``, ``b``: judge names in the run folder or judgement
+    files) -> Cohen's kappa overall and per category, and the CAFE metric deltas B - A."""
+    from cafe.judge.pipeline import read_judgements
+
+    root = Path(run_dir)
+    pa, pb = resolve(root, a), resolve(root, b)
+    res = agreement(read_judgements(pa), read_judgements(pb), mode)
+    res["a"], res["b"] = pa.name, pb.name
+    return res
+
+
+@command("judge-agreement")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--judges",
@@ -148,12 +162,7 @@ def resolve(run_dir: Path, name: str) -> Path:
 def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
-    from cafe.judge.pipeline import read_judgements
-
-    root = Path(run_dir)
-    pa, pb = resolve(root, judges[0]), resolve(root, judges[1])
-    res = agreement(read_judgements(pa), read_judgements(pb), "macro" if macro else "micro")
-    res["a"], res["b"] = pa.name, pb.name
+    res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
     if as_json:
         click.echo(json.dumps(res, indent=2))
         return
@@ -162,7 +171,7 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
         return "-" if v is None else f"{v:.{nd}f}"
 
     click.echo(
-        f"A = {pa.name}, B = {pb.name}: {res['items_compared']} items, "
+        f"A = {res['a']}, B = {res['b']}: {res['items_compared']} items, "
         f"{res['events_aligned']} events aligned"
     )
     click.echo(f"kappa {f(res['kappa'])}, raw agreement {f(res['raw_agreement'])}")

@@ -17,6 +17,8 @@ from typing import Any
 import click
 
 from cafe.cache import Cache, cache_file, make_key
+from cafe.cli_options import command, concurrency_option, limit_option
+from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
@@ -29,7 +31,10 @@ def load_captions(path: str | Path) -> dict[str, str]:
     {id: caption}. A line without a sample id or caption is an InputError naming it."""
     path = Path(path)
     if path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
         if not isinstance(data, dict):
             raise InputError(Problem(str(path), "expected a JSON object {sample_id: caption}"))
         return {str(k): str(v) for k, v in data.items()}
@@ -153,7 +158,68 @@ async def caption_samples(
     }
 
 
-@click.command("caption")
+def caption(
+    bench: str,
+    out: str | Path,
+    *,
+    captioner: str,
+    model: str,
+    data: str | None = None,
+    version: str | None = None,
+    endpoints: Sequence[str] = (),
+    template: str | None = None,
+    concurrency: int = 8,
+    limit: int | None = None,
+    cache: str | Path | None = None,
+    audio_root: str | Path | None = None,
+    api_key_env: str | None = None,
+) -> dict[str, Any]:
+    """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
+    openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
+    and "problems" (the benchmark's and the failed calls'; "failed": how many clips failed).
+    ``audio_root``: the folder audio paths must stay inside; ``api_key_env``: the variable
+    holding a named server's key."""
+    from cafe.benchmarks import BENCHMARKS
+    from cafe.clients import make_client
+
+    if not model:
+        raise CafeUsageError("--model is required: the captioner's model name")
+    try:
+        bench_obj = BENCHMARKS.get(bench)()
+        bench_obj.audio_root = str(audio_root) if audio_root is not None else None
+        loaded = bench_obj.load(data, version)
+    except (InputError, FileNotFoundError) as e:
+        raise CafeError(str(e)) from None
+    samples = loaded.samples[:limit] if limit else loaded.samples
+    try:
+        client = make_client(
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
+    except (KeyError, ValueError) as e:  # unknown kind, missing API key
+        raise CafeUsageError(str(e)) from None
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await caption_samples(
+                samples,
+                client,
+                out,
+                template=template,
+                concurrency=concurrency,
+                cache=Cache(cache or cache_file("captions.sqlite")),
+            )
+        finally:
+            await client.aclose()
+
+    res = asyncio.run(go())
+    res["failed"] = len(res["problems"])
+    res["attempted"] = len(samples) - res["skipped_done"]
+    res["problems"] = [*loaded.problems, *res["problems"]]
+    return res
+
+
+@command("caption")
 @click.option("--bench", required=True, help="Benchmark name (mmar, mmau).")
 @click.option("--data", default=None, help="Benchmark metadata file or folder.")
 @click.option("--version", "version", default=None, help="Benchmark version.")
@@ -182,8 +248,8 @@ async def caption_samples(
     default=None,
     help="Your own caption instruction file.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="First N samples only.")
+@concurrency_option(8, help="Captioner calls in flight.")
+@limit_option(help="First N samples only.")
 @click.option(
     "--cache",
     "cache_path",
@@ -217,59 +283,35 @@ def caption_command(
     template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
     OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
     --api-key-env NAME) for a server named with --endpoint."""
-    from cafe.benchmarks import BENCHMARKS
-    from cafe.clients import make_client
-
-    if not model:
-        raise click.UsageError("--model is required: the captioner's model name")
-    try:
-        bench_obj = BENCHMARKS.get(bench)()
-        bench_obj.audio_root = audio_root
-        loaded = bench_obj.load(data, version)
-    except KeyError as e:
-        raise click.UsageError(str(e)) from None
-    except (InputError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    samples = loaded.samples[:limit] if limit else loaded.samples
-    try:
-        client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )  # fmt: skip
-    except (KeyError, ValueError) as e:  # unknown kind, missing API key
-        raise click.UsageError(str(e)) from None
-
-    async def go() -> dict[str, Any]:
-        try:
-            return await caption_samples(
-                samples,
-                client,
-                out,
-                template=template,
-                concurrency=concurrency,
-                cache=Cache(cache_path or cache_file("captions.sqlite")),
-            )
-        finally:
-            await client.aclose()
-
-    res = asyncio.run(go())
-    for p in loaded.problems:
-        click.echo(str(p), err=True)
     from cafe.failures import most_failed, summary_lines
 
-    failures = [(str(p), p.sample_id) for p in res["problems"]]
+    res = caption(
+        bench,
+        out,
+        captioner=captioner,
+        model=model or "",
+        data=data,
+        version=version,
+        endpoints=endpoints,
+        template=template,
+        concurrency=concurrency,
+        limit=limit,
+        cache=cache_path,
+        audio_root=audio_root,
+        api_key_env=api_key_env,
+    )
     for p in res["problems"][:20]:
         click.echo(str(p), err=True)
-    for line in summary_lines("clips", failures, len(samples)):
+    failed = res["problems"][len(res["problems"]) - res["failed"] :]  # the captioning ones
+    for line in summary_lines("clips", [(str(p), p.sample_id) for p in failed], res["attempted"]):
         click.echo(line, err=True)
     click.echo(
         f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "
         f"{len(res['problems'])} problems",
         file=sys.stdout,
     )
-    attempted = len(samples) - res["skipped_done"]
-    if attempted and most_failed(len(res["problems"]), attempted):
+    if res["attempted"] and most_failed(res["failed"], res["attempted"]):
         raise click.ClickException(
-            f"{len(res['problems'])} of {attempted} clips were not captioned (reasons above); "
+            f"{res['failed']} of {res['attempted']} clips were not captioned (reasons above); "
             "run the same command again to retry them"
         )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
+from cafe.cli_options import command, judge_server_options, no_progress_option
 from cafe.judge import JUDGES
 
 
-@click.command("judge")
+@command("judge")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--judge",
@@ -17,29 +18,7 @@ from cafe.judge import JUDGES
     help="rule (synth, offline), openai-compatible (e.g. `vllm serve "
     "Qwen/Qwen3-32B`), openai or gemini (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
 )
-@click.option("--judge-model", default=None, help="Model name the judge server knows.")
-@click.option(
-    "--endpoint",
-    "endpoints",
-    multiple=True,
-    help="Judge server base URL; repeat to share the load over several servers.",
-)
-@click.option(
-    "--api-key-env",
-    "--judge-api-key-env",
-    "api_key_env",
-    metavar="NAME",
-    default=None,
-    help="Variable holding the judge server's key [CAFE_ENDPOINT_API_KEY for a named server; "
-    "OPENAI_API_KEY / GEMINI_API_KEY only for OpenAI's / Google's own endpoint].",
-)
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=16,
-    show_default=True,
-    help="Judge calls in flight at once.",
-)
+@judge_server_options(16, endpoint_old=("--endpoint",), concurrency_old=("--concurrency",))
 @click.option(
     "--template",
     type=click.Path(exists=True, dir_okay=False),
@@ -61,14 +40,14 @@ from cafe.judge import JUDGES
     help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@no_progress_option()
 def judge_command(
     run_dir: str,
     judge: str,
     judge_model: str | None,
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
-    concurrency: int,
+    judge_api_key_env: str | None,
+    judge_endpoints: tuple[str, ...],
+    judge_concurrency: int,
     template: str | None,
     captions: str | None,
     macro: bool,
@@ -84,7 +63,7 @@ def judge_command(
     \b
     cafe judge runs/x --judge rule
     cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-        --endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
+        --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
@@ -92,20 +71,17 @@ def judge_command(
         raise click.UsageError(f"unknown judge {judge!r}; choose from {', '.join(JUDGES.names())}")
     if judge != "rule" and not judge_model:
         raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
-    try:
-        section = judge_run(
-            run_dir,
-            judge=judge,
-            judge_model=judge_model,
-            endpoints=endpoints,
-            concurrency=concurrency,
-            template=template,
-            mode="macro" if macro else "micro",
-            progress=not no_progress,
-            captions=captions,
-            cache=cache_path,
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
+    section = judge_run(
+        run_dir,
+        judge=judge,
+        judge_model=judge_model,
+        endpoints=judge_endpoints,
+        concurrency=judge_concurrency,
+        template=template,
+        mode="macro" if macro else "micro",
+        progress=not no_progress,
+        captions=captions,
+        cache=cache_path,
+        **({"api_key_env": judge_api_key_env} if judge_api_key_env else {}),
+    )
     click.echo(dumps(section) if as_json else format_cafe(section))

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from cafe.cache import Cache, cache_file
+from cafe.cli_options import command
 from cafe.judge.base import JudgeItem, load_template
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.judge.pipeline import (
@@ -156,7 +157,7 @@ def format_cues(section: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command("cues")
+@command("cues")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--judge",

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file
-from cafe.errors import CafeError
+from cafe.errors import CafeError, ConfigError, RunFolderError
 from cafe.failures import most_failed, summary_lines
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
+from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
@@ -50,7 +51,7 @@ def judgements_file(store: RunStore, identity: str) -> Path:
 def read_samples(store: RunStore) -> list[Sample]:
     path = store.path(SAMPLES)
     if not path.exists():
-        raise FileNotFoundError(
+        raise RunFolderError(
             f"{store.root}: no {SAMPLES} (the runner writes it; re-run `cafe run` on this folder)"
         )
     return [Sample.from_dict(d) for d in iter_jsonl(path)]
@@ -144,33 +145,36 @@ def judge_run(
     samples = read_samples(store)
     preds: list[Prediction] = store.predictions()
     if not preds:
-        raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
+        raise RunFolderError(f"{run_dir}: no predictions.jsonl records to judge")
     by_id = {s.id: s for s in samples}
     caption_of = load_caption_map(samples, captions)
     judge_cls = JUDGES.get(judge)
     if getattr(judge_cls, "needs_caption", True) and not caption_of:
-        raise ValueError(
+        raise ConfigError(
             f"{run_dir}: no sample has a caption; the {judge} judge needs ground-truth captions: "
             "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
             "--captions FILE (or use --judge rule on the synth benchmark)"
         )
     if getattr(judge_cls, "needs_events", False) and not any(s.events for s in samples):
-        raise ValueError(
+        raise ConfigError(
             f"{run_dir}: the {judge} judge needs ground-truth events, which no sample of this "
             "benchmark carries (synth has them); use an LLM judge with --captions FILE"
         )
     if not isinstance(cache, Cache):
         use = getattr(judge_cls, "uses_cache", True)
         cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
-    judge_obj: Judge = build_judge(
-        judge,
-        model=judge_model,
-        endpoints=tuple(endpoints),
-        template=str(template) if template else None,
-        cache=cache,
-        concurrency=concurrency,  # the client may keep this many in flight per endpoint
-        **judge_options,
-    )
+    try:
+        judge_obj: Judge = build_judge(
+            judge,
+            model=judge_model,
+            endpoints=tuple(endpoints),
+            template=str(template) if template else None,
+            cache=cache,
+            concurrency=concurrency,  # the client may keep this many in flight per endpoint
+            **judge_options,
+        )
+    except ValueError as e:  # no server named, no key: one line before any item is judged
+        raise ConfigError(str(e)) from None
 
     path = judgements_file(store, judge_obj.identity)
     existing = [
@@ -250,6 +254,7 @@ def judge_run(
         section["failed_reasons"] = reasons
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
+    compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
     return section
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from cafe.cache import Cache, cache_file
+from cafe.cli_options import command
 from cafe.judge.pipeline import (
     FLUSH_EVERY,
     _bench_breakdowns,
@@ -175,7 +176,7 @@ def rubric_run(
     return section
 
 
-@click.command("rubric")
+@command("rubric")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--judge",

@@ -1,1 +1,91 @@
-"""Metrics over run folders: accuracy, CAFE perception, decay, attention, statistics."""
+"""Metrics over run folders: accuracy, CAFE perception, decay, attention, statistics, and the
+hook for your own: a function of the run folder's records that returns a dict, registered
+under the metrics.json section it writes. `cafe judge` and `cafe report` recompute every
+registered metric; other packages register through the ``cafe.metrics`` entry-point group.
+
+    from cafe.metrics import METRICS, RunRecords
+
+    @METRICS.register("answer_length")
+    def answer_length(run: RunRecords) -> dict:
+        lengths = [len(p.raw_output or "") for p in run.predictions]
+        return {"mean_chars": sum(lengths) / max(1, len(lengths))}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.errors import CafeError
+from cafe.registry import Registry
+
+#: sections cafe's own stages write; a registered metric cannot take their names
+BUILTIN_SECTIONS = frozenset({"accuracy", "cafe", "decay"})
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """What a metric reads: the run folder's records, as the store reads them."""
+
+    root: Path
+    manifest: dict[str, Any]
+    samples: list[Any]  # Sample
+    predictions: list[Any]  # Prediction
+    judgements: list[Any]  # Judgement (the run's current judge; empty before judging)
+    metrics: dict[str, Any] = field(default_factory=dict)  # sections already written
+
+
+MetricFn = Callable[[RunRecords], dict[str, Any]]
+
+METRICS: Registry[MetricFn] = Registry(
+    "metric",
+    entry_point_group="cafe.metrics",
+    base=Callable,  # type: ignore[arg-type]
+)
+
+
+def read_run(run_dir: str | Path) -> RunRecords:
+    """The records of a run folder for the metric functions."""
+    from cafe.store import RunStore
+
+    store = RunStore(run_dir)
+    manifest = store.read_manifest() if store.has_manifest() else {}
+    return RunRecords(
+        root=store.root,
+        manifest=manifest,
+        samples=store.samples(),
+        predictions=store.predictions(),
+        judgements=store.judgements(),
+        metrics=store.read_metrics(),
+    )
+
+
+def compute_metrics(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Run every registered metric on the run folder and write each result as its own
+    metrics.json section -> {section: value}. A metric that fails or returns no dict writes
+    {"error": "..."} in its section and the others still run."""
+    from cafe.store import RunStore
+
+    names = METRICS.names()
+    if not names:
+        return {}
+    records = read_run(run_dir)
+    store = RunStore(run_dir)
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name in BUILTIN_SECTIONS:
+            raise CafeError(f"metric {name!r}: the section name is cafe's own; register another")
+        try:
+            value = METRICS.get(name)(records)
+            if not isinstance(value, dict):
+                raise TypeError(f"returned {type(value).__name__}, not a dict")
+        except Exception as e:  # one broken metric must not lose the others
+            value = {"error": f"{type(e).__name__}: {e}"}
+        store.update_metrics(name, value)
+        out[name] = value
+    return out
+
+
+__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "compute_metrics", "read_run"]

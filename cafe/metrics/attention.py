@@ -9,12 +9,24 @@ and writes attention.json, so the averaging is testable on fixed arrays."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
+
+from cafe.cli_options import (
+    adapter_options,
+    command,
+    data_option,
+    limit_option,
+    max_new_tokens_option,
+    model_options,
+    no_progress_option,
+)
+from cafe.errors import CafeError
 
 
 def shares_of(trace: Any) -> list[float]:
@@ -54,20 +66,90 @@ def average_by_index(traces: Sequence[Sequence[float]], min_items: int = 1) -> d
     }
 
 
-@click.command("attention")
-@click.option("--model", required=True, help="Model card, adapter name or checkpoint folder.")
-@click.option("--checkpoint", default=None, help="Checkpoint overriding the card's.")
+def attention(
+    model: str,
+    bench: str,
+    *,
+    checkpoint: str | None = None,
+    data: str | None = None,
+    limit: int = 20,
+    prompt_style: str | None = None,
+    max_new_tokens: int = 128,
+    min_items: int = 1,
+    out: str | Path | None = "attention.json",
+    cards: list[str] | tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Audio attention share per generated token over the first ``limit`` items of ``bench``
+    (Figure 6) -> the attention.json dict (also written to ``out``: a file, or a run folder's
+    attention.json; None writes nothing). Needs a transformers adapter; an item that fails is
+    listed under "problems" and the rest go on."""
+    from cafe.adapters import load_model
+    from cafe.benchmarks import BENCHMARKS
+    from cafe.prompts import build_request
+
+    try:
+        from cafe.adapters.hf.attention import trace_audio_attention
+    except ImportError as e:
+        raise CafeError(f"attention tracing needs the [hf] extra: {e}") from None
+    resolved, adapter = load_model(model, checkpoint, cards, options)
+    try:
+        card = resolved.card
+        if not callable(getattr(adapter, "prepare_requests", None)):
+            raise CafeError(
+                f"model {card.name!r}: attention tracing needs a transformers adapter "
+                f"(adapter {card.adapter} has no model weights to trace)"
+            )
+        loaded = BENCHMARKS.get(bench)().load(data)
+        samples = [s for s in loaded.samples if not s.error][:limit]
+        if not samples:
+            raise CafeError(f"{bench}: no usable samples to trace")
+        generation = {**card.generation, "max_new_tokens": max_new_tokens, "temperature": 0.0}
+        traces, problems = [], []
+        from tqdm import tqdm
+
+        for s in tqdm(samples, desc="attention", unit="item", disable=not progress):
+            request = build_request(s, prompt_style or card.prompt_style, 0, 0, generation)
+            try:
+                trace = trace_audio_attention(adapter, request, max_new_tokens=max_new_tokens)
+                traces.append(shares_of(trace))
+            except Exception as e:  # one bad item is reported, the rest go on
+                problems.append(f"{s.id}: {type(e).__name__}: {e}")
+    finally:
+        adapter.close()
+    from cafe.failures import most_failed, summary_lines
+
+    reasons = summary_lines("items", [(p, p.split(":", 1)[0]) for p in problems], len(samples))
+    if most_failed(len(problems), len(samples)):  # nothing worth writing: keep any earlier file
+        raise CafeError(
+            "\n".join([*reasons, f"{len(problems)} of {len(samples)} items could not be traced; "
+                        "nothing written"])
+        )  # fmt: skip
+    for line in reasons:
+        print(line, file=sys.stderr)
+    result = {"model": resolved.label, "bench": bench, **average_by_index(traces, min_items)}
+    result["problems"] = problems
+    if out is not None:
+        path = Path(out)
+        if path.is_dir():
+            path = path / "attention.json"
+        from cafe.redaction import scrub_text
+
+        path.write_text(scrub_text(json.dumps(result, indent=2)) + "\n")
+        result["path"] = str(path)
+    return result
+
+
+@command("attention")
+@model_options(required=True)
 @click.option("--bench", required=True, help="Benchmark name.")
-@click.option("--data", default=None, help="Benchmark metadata file or folder.")
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=20,
-    show_default=True,
-    help="Items to trace (one forward pass with attentions per generated token).",
+@data_option()
+@limit_option(
+    default=20, help="Items to trace (one forward pass with attentions per generated token)."
 )
 @click.option("--prompt-style", default=None, help="Override the card's prompt style.")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=128, show_default=True)
+@max_new_tokens_option(default=128)
 @click.option(
     "--min-items",
     type=click.IntRange(min=1),
@@ -82,9 +164,14 @@ def average_by_index(traces: Sequence[Sequence[float]], min_items: int = 1) -> d
     show_default=True,
     help="Output JSON file, or a run folder (writes RUN/attention.json).",
 )
+@no_progress_option()
 def attention_command(
     model: str,
     checkpoint: str | None,
+    cards: tuple[str, ...],
+    options: tuple[str, ...],
+    endpoints: tuple[str, ...],
+    api_key_env: str | None,
     bench: str,
     data: str | None,
     limit: int,
@@ -92,54 +179,25 @@ def attention_command(
     max_new_tokens: int,
     min_items: int,
     out: str,
+    no_progress: bool,
 ) -> None:
     """Audio attention share per generated token, averaged over the first LIMIT items of a
     benchmark (Figure 6). Needs a transformers adapter (eager attention is used for tracing)."""
-    from cafe.adapters.resolve import ModelLoadError, ModelNotFound, load_adapter, resolve_model
-    from cafe.benchmarks import BENCHMARKS
-    from cafe.prompts import build_request
-
-    try:
-        from cafe.adapters.hf.attention import trace_audio_attention
-    except ImportError as e:
-        raise click.ClickException(f"attention tracing needs the [hf] extra: {e}") from None
-    try:
-        resolved = resolve_model(model, checkpoint)
-        adapter = load_adapter(resolved)
-    except (ModelNotFound, ModelLoadError) as e:
-        raise click.ClickException(str(e)) from None
-    card = resolved.card
-    loaded = BENCHMARKS.get(bench)().load(data)
-    samples = [s for s in loaded.samples if not s.error][:limit]
-    if not samples:
-        raise click.ClickException(f"{bench}: no usable samples to trace")
-    generation = {**card.generation, "max_new_tokens": max_new_tokens, "temperature": 0.0}
-    traces, problems = [], []
-    from tqdm import tqdm
-
-    for s in tqdm(samples, desc="attention", unit="item"):
-        request = build_request(s, prompt_style or card.prompt_style, 0, 0, generation)
-        try:
-            trace = trace_audio_attention(adapter, request, max_new_tokens=max_new_tokens)
-            traces.append(shares_of(trace))
-        except Exception as e:  # one bad item is reported, the rest go on
-            problems.append(f"{s.id}: {type(e).__name__}: {e}")
-    from cafe.failures import most_failed, summary_lines
-
-    failures = [(p, p.split(":", 1)[0]) for p in problems]
-    for line in summary_lines("items", failures, len(samples)):
-        click.echo(line, err=True)
-    if most_failed(len(problems), len(samples)):  # nothing worth writing: keep any earlier file
-        raise click.ClickException(
-            f"{len(problems)} of {len(samples)} items could not be traced (reasons above); "
-            "nothing written"
-        )
-    result = {"model": resolved.label, "bench": bench, **average_by_index(traces, min_items)}
-    result["problems"] = problems
-    path = Path(out)
-    if path.is_dir():
-        path = path / "attention.json"
-    from cafe.redaction import scrub_text
-
-    path.write_text(scrub_text(json.dumps(result, indent=2)) + "\n")
-    click.echo(f"{len(traces)} items traced; mean audio share {result['overall_mean']}; -> {path}")
+    result = attention(
+        model,
+        bench,
+        checkpoint=checkpoint,
+        data=data,
+        limit=limit,
+        prompt_style=prompt_style,
+        max_new_tokens=max_new_tokens,
+        min_items=min_items,
+        out=out,
+        cards=cards,
+        options=adapter_options(options, endpoints, api_key_env),
+        progress=not no_progress,
+    )
+    click.echo(
+        f"{result['items']} items traced; mean audio share {result['overall_mean']}; "
+        f"-> {result['path']}"
+    )

@@ -9,11 +9,14 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
+from cafe.cli_options import command
+from cafe.errors import CafeError, CafeUsageError
 from cafe.metrics.cafe import cafe_metrics
 from cafe.records import Judgement, Prediction
 
@@ -215,7 +218,39 @@ def format_decay(section: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command("decay")
+def decay(
+    run_dir: str | Path,
+    *,
+    bins: int | None = None,
+    bin_width: float | None = None,
+    min_count: int = DEFAULT_MIN_COUNT,
+    merge: bool = True,
+    mode: str = "micro",
+) -> dict[str, Any]:
+    """Perception decay of a run folder -> the "decay" section (also written to metrics.json).
+    Uses the run's judgements for Acc_per (judge the run first)."""
+    from cafe.store import RunStore
+
+    if bins is not None and bin_width is not None:
+        raise CafeUsageError("give --bins or --bin-width, not both")
+    store = RunStore(run_dir)
+    preds = store.predictions()
+    if not preds:
+        raise CafeError(f"{run_dir}: no predictions.jsonl records; run `cafe run` first")
+    section = decay_section(
+        preds,
+        store.judgements(),
+        bins=bins,
+        bin_width=bin_width,
+        min_count=min_count,
+        merge=merge,
+        mode=mode,
+    )
+    store.update_metrics("decay", section)
+    return section
+
+
+@command("decay")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--bins", type=click.IntRange(min=1), default=None, help="Equal-width bins (10).")
 @click.option(
@@ -250,22 +285,12 @@ def decay_command(
     """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length, reasoning
     accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
     `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
-    from cafe.store import RunStore
-
-    if bins is not None and bin_width is not None:
-        raise click.UsageError("give --bins or --bin-width, not both")
-    store = RunStore(run_dir)
-    preds = store.predictions()
-    if not preds:
-        raise click.ClickException(f"{run_dir}: no predictions.jsonl records; run `cafe run` first")
-    section = decay_section(
-        preds,
-        store.judgements(),
+    section = decay(
+        run_dir,
         bins=bins,
         bin_width=bin_width,
         min_count=min_count,
         merge=not flag_sparse,
         mode="macro" if macro else "micro",
     )
-    store.update_metrics("decay", section)
     click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))

@@ -3,65 +3,31 @@ run folders, a full report/ for a run, and deltas of a run against a leaderboard
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import click
 
+from cafe.cli_options import command, format_option
+from cafe.reports import paper
 from cafe.reports.leaderboard import GROUP_ORDER, load_leaderboard
+from cafe.reports.paper import FIGURES, TABLES
 from cafe.reports.tables import FORMATS
 
 RUN_DIR = click.Path(exists=True, file_okay=False)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")
-
-
-def _figure(number: str, run_dirs: tuple[str, ...], out: Path) -> list[Path]:
-    from cafe.reports import figures
-    from cafe.reports.run_report import RunData
-
-    runs = [RunData.load(d) for d in run_dirs]
-    if number == "3":
-        return figures.figure3([(r.model, r.section("decay")) for r in runs], out)
-    if number == "5":
-        if len(runs) != 2:
-            raise click.UsageError("--figure 5 takes two run folders: BASE_RUN TRAINED_RUN")
-        return figures.figure5(
-            (runs[0].model, runs[0].section("decay")),
-            (runs[1].model, runs[1].section("decay")),
-            out,
-        )
-    if number == "6":
-        return figures.figure6([(r.model, r.attention()) for r in runs], out)
-    paths: list[Path] = []
-    for r in runs:  # Figure 7: one figure per run (its own task groups)
-        lengths = figures.reasoning_length_by_group(r.samples(), r.predictions())
-        stem = "figure7_reasoning_length" + (f"_{_slug(r.model)}" if len(runs) > 1 else "")
-        paths += figures.figure7(f"{r.model} ({r.bench[0]})", lengths, out, stem=stem)
-    return paths
-
-
-@click.command("report")
+@command("report")
 @click.argument("run_dirs", nargs=-1, type=RUN_DIR)
 @click.option(
     "--table",
-    type=click.Choice(["1", "2", "3", "4", "5"]),
+    type=click.Choice(TABLES),
     help="Print a paper table: 1 CAFE on MMAR, 2 MMAU (original) + MMAR, "
     "3 MMAU v05.15.25, 4 accuracy 3B vs 7B, 5 CAFE 3B vs 7B. RUN_DIRs join it.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="md",
-    show_default=True,
-    help="Table format: Markdown, LaTeX (booktabs) or CSV.",
-)
+@format_option(FORMATS, "md", "Table file type: Markdown, LaTeX (booktabs) or CSV.")
 @click.option(
     "--figure",
-    type=click.Choice(["3", "5", "6", "7"]),
+    type=click.Choice(FIGURES),
     help="Draw a figure from RUN_DIRs: 3 decay panels (one per run), 5 base vs "
     "trained (two runs), 6 attention ratio, 7 reasoning length by task group.",
 )
@@ -137,18 +103,14 @@ def report_command(
             "--against MODEL and --compare RUN_DIR go together (--compare alone takes the "
             "paper's row for the run's model)"
         )
-    board = load_leaderboard(leaderboard_path)
     if compare_dir:
         from cafe.reports.run_report import compare
 
+        board = load_leaderboard(leaderboard_path)
         click.echo(compare(compare_dir, against, board), nl=False)
         return
     if table:
-        from cafe.reports.run_report import RunData, run_row
-        from cafe.reports.tables import render_table
-
-        extra = [run_row(RunData.load(d), group) for d in run_dirs]
-        text = render_table(int(table), board, fmt, extra=extra)
+        text = paper.table(table, run_dirs, fmt, leaderboard_path, group)
         if out:
             path = Path(out) / f"table{table}.{fmt}"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,13 +125,14 @@ def report_command(
         raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR [--against MODEL]")
     if figure:
         target = Path(out) if out else Path(run_dirs[0]) / "report" / "figures"
-        for p in _figure(figure, run_dirs, target):
+        for p in paper.figure(figure, run_dirs, target):
             click.echo(f"wrote {p}")
         return
     from cafe.reports.run_report import write_run_report
 
     if out and len(run_dirs) > 1:
         raise click.UsageError("--out takes one RUN_DIR (each run gets its own report/)")
+    board = load_leaderboard(leaderboard_path)
     pair = html is True and len(run_dirs) == 2
     if html is True and len(run_dirs) > 2:
         raise click.UsageError("--html compares two RUN_DIRs (RUN_A RUN_B); give one or two")

@@ -551,6 +551,25 @@ def protocol_html(s: Source) -> str:
     return f'<table class="kv">{body}</table>'
 
 
+def signals_html(s: Source) -> str:
+    """The "is it listening?" view (cafe.reports.signals) when the run has its parts."""
+    from cafe.reports.run_report import LISTENING_PARTS
+
+    if not any(s.metrics.get(p) for p in LISTENING_PARTS):
+        return ""
+    from cafe.reports.signals import _label, run_signals
+
+    sec = run_signals(s.store.root)
+    sec["values"] = {_label(k): v for k, v in sec["values"].items()}
+    for key in ("across_items", "across_correct_items"):
+        for row in sec.get(key) or []:
+            row["a"], row["b"] = _label(row["a"]), _label(row["b"])
+    return (
+        '<section class="metric" id="sec-signals"><h3>Is it listening? Accuracy, perception, '
+        f"rubric, cues, controls</h3>{_generic(sec)}</section>"
+    )
+
+
 # figures ----------------------------------------------------------------------------------------
 def figures_svg(s: Source) -> tuple[list[tuple[str, str]], list[str]]:
     """(caption, inline svg) for each figure the run's data allows; notes for the rest."""
@@ -746,7 +765,8 @@ def write_html_report(
         tag = f" ({s.key})" if len(sources) > 1 else ""
         summary.append(
             f'<section class="run"><h2>{_e(s.title)}{_e(tag)}</h2>'
-            f"<h3>Protocol</h3>{protocol_html(s)}{sections_html(s.metrics)}</section>"
+            f"<h3>Protocol</h3>{protocol_html(s)}{signals_html(s)}{sections_html(s.metrics)}"
+            "</section>"
         )
         svgs, fig_notes = figures_svg(s) if draw else ([], [])
         notes += [f"{s.key}: {n}" if tag else n for n in fig_notes]

@@ -20,6 +20,9 @@ from typing import Any
 import click
 import yaml
 
+from cafe.cli_options import group
+from cafe.errors import CafeError
+
 SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
 PACKAGED = Path(__file__).with_name("leaderboard.yaml")
 DEFAULT_NAME = "leaderboard.yaml"
@@ -30,7 +33,7 @@ MODALITY_BREAKDOWN = {"mmar": "modality", "mmau": "task"}
 CAFE_METRICS = ("acc_per", "err_per", "err_use", "err_omit")
 
 
-class LeaderboardError(click.ClickException):
+class LeaderboardError(CafeError):
     """A leaderboard file or run folder that cannot be used; the message says what to fix."""
 
 
@@ -374,6 +377,17 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
 
 
 # command ------------------------------------------------------------------------------------
+def add_run(
+    run_dir: str | Path,
+    group: str | None = None,
+    name: str | None = None,
+    path: str | Path | None = None,
+) -> tuple[Row, Path]:
+    """Append a run folder's row to the leaderboard file -> (the row, the file written)."""
+    row = row_from_run(run_dir, group=group, name=name)
+    return row, append_row(row, path)
+
+
 def _fmt_metrics(m: dict[str, float | None]) -> str:
     return " ".join(f"{k}={'-' if v is None else f'{v:.2f}'}" for k, v in m.items())
 
@@ -384,7 +398,7 @@ def _fmt_source(s: dict[str, Any]) -> str:
     return f"run {s.get('run_dir')} ({str(s.get('manifest_sha256', ''))[:12]})"
 
 
-@click.group("leaderboard")
+@group("leaderboard")
 def leaderboard_command() -> None:
     """Show leaderboard.yaml, add a run folder's row to it, or write it as one HTML page.
 
@@ -421,8 +435,7 @@ def show_command(bench: str | None, version: str | None, path: str | None) -> No
 )
 def add_command(run_dir: str, group: str | None, name: str | None, path: str | None) -> None:
     """Append RUN_DIR's row (metrics.json numbers, run path, manifest sha256, date)."""
-    row = row_from_run(run_dir, group=group, name=name)
-    target = append_row(row, path)
+    row, target = add_run(run_dir, group=group, name=name, path=path)
     click.echo(
         f"added {row.model} ({row.group}, {row.benchmark}/{row.version}) to {target}: "
         f"{_fmt_metrics(row.metrics)}"

@@ -206,6 +206,17 @@ def summary_md(
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
+    from cafe.metrics import METRICS
+
+    for name in METRICS.names():  # registered metrics: their scalar values
+        section = run.metrics.get(name)
+        if isinstance(section, dict):
+            lines += ["", f"## {name}", "", "| key | value |", "|---|---:|"]
+            lines += [
+                f"| {k} | {_fmt(v)} |"
+                for k, v in section.items()
+                if isinstance(v, int | float | str) or v is None
+            ]
     if signals:
         lines += ["", "## Is it listening? Accuracy, perception, rubric, cues, controls", ""]
         lines.append(signals.rstrip("\n"))
@@ -234,7 +245,10 @@ def write_run_report(
     defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures;
     ``html=False`` skips index.html, ``compare_with`` (a second run folder) adds a comparison to
     it, and clips up to ``embed_audio_s`` seconds are embedded in it (cafe.reports.html)."""
+    from cafe.metrics import compute_metrics
+
     board = board or load_leaderboard()
+    compute_metrics(run_dir)  # registered metrics are recomputed with every report
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
     tdir, fdir = report / "tables", report / "figures"
@@ -246,7 +260,7 @@ def write_run_report(
     try:
         row = run_row(run, group)
     except LeaderboardError as e:
-        notes.append(f"leaderboard row: {e.message}")
+        notes.append(f"leaderboard row: {e}")
     if row is not None:
         joins = tables_for(row)
         for n in joins:

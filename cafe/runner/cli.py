@@ -7,100 +7,76 @@ from typing import Any
 
 import click
 
-from cafe.cli_options import Command
+from cafe.cli_options import (
+    adapter_options,
+    command,
+    concurrency_option,
+    data_option,
+    judge_server_options,
+    limit_option,
+    max_new_tokens_option,
+    model_options,
+    no_progress_option,
+    option,
+)
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     """-o KEY=VALUE pairs; values are YAML scalars (numbers, booleans, lists)."""
-    import yaml
-
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.UsageError(f"--option {pair!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
-    return out
+    return adapter_options(pairs)
 
 
-@click.command("run", cls=Command)
-@click.option(
-    "--model",
-    default=DEFAULT_MODEL,
-    show_default=True,
-    help="Model card name, registered adapter name, or a checkpoint folder (its config.json "
-    "model_type picks the card).",
-)
-@click.option("--checkpoint", help="Checkpoint path or hub id overriding the card's.")
-@click.option("--bench", default=DEFAULT_BENCH, show_default=True, help="Benchmark name.")
-@click.option("--data", help="Benchmark metadata file or folder (default: the benchmark's own).")
-@click.option("--version", "bench_version", help="Benchmark version (default: detected).")
-@click.option("--runs", default=1, show_default=True, help="Sampled generations per item.")
-@click.option("--limit", type=int, help="Only the first N items.")
-@click.option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
-@click.option("--concurrency", type=int, help="generate() calls in flight [adapter default].")
-@click.option("--seed", default=0, show_default=True, help="Seed of run 0; run k uses seed+k.")
-@click.option(
+@command("run")
+@model_options(required=False, default=DEFAULT_MODEL)
+@option("--bench", default=DEFAULT_BENCH, show_default=True, help="Benchmark name.")
+@data_option()
+@option("--version", "bench_version", help="Benchmark version (default: detected).")
+@option("--runs", default=1, show_default=True, help="Sampled generations per item.")
+@limit_option()
+@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
+@concurrency_option(help="generate() calls in flight [adapter default].")
+@option("--seed", default=0, show_default=True, help="Seed of run 0; run k uses seed+k.")
+@option(
     "--out",
     type=click.Path(),
     help="Run folder [runs/<model>[-<served model>]-<bench>-<version>[-<hash of other choices>]].",
 )
-@click.option("--prompt-style", help="Override the card's prompt style (`cafe adapters show`).")
-@click.option(
+@option("--prompt-style", help="Override the card's prompt style (`cafe adapters show`).")
+@option(
     "--prompt-template",
     type=click.Path(exists=True, dir_okay=False),
     help="Template file ({question}, {choices}) replacing the style's text.",
 )
-@click.option("--max-new-tokens", type=int, help="Token budget per answer [the card's].")
-@click.option("--judge", help="CAFE judge after the run (the benchmark's default; none: skip).")
-@click.option("--judge-model", help="Judge model name (API judges).")
-@click.option(
-    "--endpoint",
-    multiple=True,
-    help="Model server base URL for server-backed models (repeat: work is sharded across them).",
-)
-@click.option(
-    "--judge-endpoint", multiple=True, help="Judge server base URL (repeat to spread load)."
-)
-@click.option("--judge-concurrency", type=int, help="Judge calls in flight.")
-@click.option(
-    "--api-key-env",
-    metavar="NAME",
-    help="Variable holding the key for the --endpoint server(s) [CAFE_ENDPOINT_API_KEY; "
-    "OpenAI's own URL takes OPENAI_API_KEY].",
-)
-@click.option(
-    "--judge-api-key-env",
-    metavar="NAME",
-    help="Variable holding the key for the --judge-endpoint server(s) [CAFE_ENDPOINT_API_KEY].",
-)
-@click.option(
+@max_new_tokens_option(default=None, help="Token budget per answer [the card's].")
+@option("--judge", help="CAFE judge after the run (the benchmark's default; none: skip).")
+@judge_server_options()
+@option(
     "--audio-root",
     type=click.Path(file_okay=False),
     help="Folder the metadata's audio paths are relative to and must stay inside [the metadata "
     "file's folder]; paths resolving outside it fail their item.",
 )
-@click.option(
+@option(
     "--retry-failed",
     is_flag=True,
     help="Also retry items whose adapter raised (after fixing it); server failures are always "
     "retried, unreadable audio once its file changed.",
 )
-@click.option(
+@option(
     "--captions",
     type=click.Path(exists=True),
     help="Ground-truth captions JSONL for an LLM judge (`cafe caption`); synth needs none.",
 )
-@click.option("--strict", is_flag=True, help="Stop with an error at the first bad input.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
-@click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
-@click.option("-o", "--option", "options", multiple=True, help="Adapter option KEY=VALUE.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--quiet", is_flag=True, hidden=True, help="Old name of --no-progress.")
+@option("--strict", is_flag=True, help="Stop with an error at the first bad input.")
+@option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
+@no_progress_option(old=("--quiet",))
 def run_command(
     model: str,
     checkpoint: str | None,
+    cards: tuple[str, ...],
+    options: tuple[str, ...],
+    endpoints: tuple[str, ...],
     bench: str,
     data: str | None,
     bench_version: str | None,
@@ -115,8 +91,7 @@ def run_command(
     max_new_tokens: int | None,
     judge: str | None,
     judge_model: str | None,
-    endpoint: tuple[str, ...],
-    judge_endpoint: tuple[str, ...],
+    judge_endpoints: tuple[str, ...],
     judge_concurrency: int | None,
     api_key_env: str | None,
     judge_api_key_env: str | None,
@@ -125,10 +100,7 @@ def run_command(
     captions: str | None,
     strict: bool,
     no_cache: bool,
-    cards: tuple[str, ...],
-    options: tuple[str, ...],
     no_progress: bool,
-    quiet: bool,
 ) -> None:
     """Run a model on a benchmark into a resumable run folder.
 
@@ -138,54 +110,45 @@ def run_command(
     model, -o option, prompt, data…) is refused with the differing fields named: pass --out for
     a separate run. Results: manifest.json, predictions.jsonl, samples.jsonl, metrics.json (and
     judgements.jsonl after judging)."""
-    from cafe.records import InputError
     from cafe.reports.summary import summary_table
     from cafe.runner.main import run
 
     judge_options: dict[str, Any] = {}
     if judge_model:
         judge_options["judge_model"] = judge_model
-    if judge_endpoint:
-        judge_options["endpoints"] = tuple(judge_endpoint)
+    if judge_endpoints:
+        judge_options["endpoints"] = tuple(judge_endpoints)
     if judge_concurrency:
         judge_options["concurrency"] = judge_concurrency
     if captions:
         judge_options["captions"] = captions
     if judge_api_key_env:
         judge_options["api_key_env"] = judge_api_key_env
-    adapter_options = parse_options(options)
-    if endpoint:
-        adapter_options["endpoints"] = list(endpoint)
-    if api_key_env:
-        adapter_options["api_key_env"] = api_key_env
-    try:
-        result = run(
-            model,
-            bench,
-            checkpoint=checkpoint,
-            data=data,
-            version=bench_version,
-            runs=runs,
-            limit=limit,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            seed=seed,
-            out=out,
-            prompt_style=prompt_style,
-            prompt_template=prompt_template,
-            max_new_tokens=max_new_tokens,
-            judge=judge,
-            judge_options=judge_options,
-            strict=strict,
-            progress=not (no_progress or quiet),
-            cache=not no_cache,
-            cards=list(cards),
-            options=adapter_options,
-            audio_root=audio_root,
-            retry_failed=retry_failed,
-        )
-    except InputError as e:  # a bad input under --strict: one line, no traceback
-        raise click.ClickException(str(e)) from None
+    result = run(
+        model,
+        bench,
+        checkpoint=checkpoint,
+        data=data,
+        version=bench_version,
+        runs=runs,
+        limit=limit,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        seed=seed,
+        out=out,
+        prompt_style=prompt_style,
+        prompt_template=prompt_template,
+        max_new_tokens=max_new_tokens,
+        judge=judge,
+        judge_options=judge_options,
+        strict=strict,
+        progress=not no_progress,
+        cache=not no_cache,
+        cards=list(cards),
+        options=adapter_options(options, endpoints, api_key_env),
+        audio_root=audio_root,
+        retry_failed=retry_failed,
+    )
     for note in result.notes:
         click.echo(note, err=True)
     click.echo(summary_table(result.metrics))

@@ -312,6 +312,7 @@ def judge_from_recipe(
     judge_model: str | None = None,
     endpoints: Sequence[str] = (),
     cache: str | Path | None = None,
+    concurrency: int | None = None,
     api_key_env: str | None = None,
 ) -> RewardJudge:
     """The reward judge a recipe's ``judge:`` block names ("offline" or a chat client kind);
@@ -325,6 +326,6 @@ def judge_from_recipe(
         list(endpoints) or spec.get("endpoints") or [],
         cache_path=cache or spec.get("cache") or cache_file("reward-judge.sqlite"),
         templates=spec.get("templates"),
-        concurrency=int(spec.get("concurrency", 64)),
+        concurrency=int(concurrency or spec.get("concurrency", 64)),
         api_key_env=api_key_env or spec.get("api_key_env"),
     )

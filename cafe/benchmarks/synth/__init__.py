@@ -22,6 +22,8 @@ from cafe.benchmarks.synth.generator import (
     JSONL_NAME,
     generate,
 )
+from cafe.cli_options import group, option
+from cafe.errors import CafeUsageError
 from cafe.records import Event, Problem, Sample
 
 DEFAULT_N = 200
@@ -72,7 +74,7 @@ class SynthBenchmark(Benchmark):
             if version:
                 m = _VERSION_RE.match(version)
                 if not m:
-                    raise click.UsageError(
+                    raise CafeUsageError(
                         f"synth version {version!r}: use n<N>-seed<S>, e.g. n200-seed0"
                     )
                 n, seed = int(m.group(1)), int(m.group(2))
@@ -87,7 +89,7 @@ def load_folder(data: str | Path, audio_root: str | Path | None = None) -> Loade
     if path.is_dir():
         path = path / JSONL_NAME
     if not path.exists():
-        raise click.UsageError(f"{path}: not found (write one with `cafe bench synth --out DIR`)")
+        raise CafeUsageError(f"{path}: not found (write one with `cafe bench synth --out DIR`)")
     body = path.read_bytes()
     info_path = path.parent / INFO_NAME
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
@@ -176,7 +178,7 @@ def _parse_line(
     return sample, problem
 
 
-@click.group("bench")
+@group("bench")
 def bench_command() -> None:
     """Generate benchmarks (the synthetic one: `cafe bench synth --out DIR`)."""
 
@@ -189,14 +191,14 @@ def bench_command() -> None:
     type=click.Path(file_okay=False),
     help="Folder to write synth.jsonl, synth-info.json and audio/*.wav into.",
 )
-@click.option("--n", "n", default=DEFAULT_N, show_default=True, help="Number of items.")
+@option("--limit", "n", default=DEFAULT_N, show_default=True, help="Number of items.", old=("--n",))
 @click.option("--seed", default=DEFAULT_SEED, show_default=True, help="Generator seed.")
 def synth_command(out: str, n: int, seed: int) -> None:
     """Write N synthetic multiple-choice audio questions (counting, pitch, rhythm, temporal
     order, timbre; easy/medium/hard) with 16 kHz WAVs, captions and ground-truth events. The
     same seed always gives byte-identical files."""
     if n < 1:
-        raise click.UsageError("--n must be at least 1")
+        raise CafeUsageError("--limit must be at least 1")
     path = generate(out, n=n, seed=seed, progress=True)
     click.echo(f"wrote {n} items to {path}")
 

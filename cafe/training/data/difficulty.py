@@ -21,24 +21,26 @@ def harness_answerer(
     model: str,
     checkpoint: str | None = None,
     *,
+    cards: list[str] | tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
     n: int = 16,
     seed: int = 0,
     prompt_style: str | None = None,
     generation: dict[str, Any] | None = None,
 ) -> Answerer:
-    """Answers through the same model resolution and execute stage as `cafe run`; sampling
-    (temperature 1.0 unless the recipe says otherwise) so the N answers can differ."""
+    """Answers through the same model resolution, loading (card, adapter, ``options``) and execute
+    stage as `cafe run`; sampling (temperature 1.0 unless the recipe says otherwise) so the N
+    answers can differ."""
 
     def answer(samples: list[Sample]) -> dict[str, list[bool]]:
-        from cafe.adapters.resolve import load_adapter, resolve_model
+        from cafe.adapters import load_model
         from cafe.benchmarks.base import benchmark_class
         from cafe.parsing import parse_sections
         from cafe.prompts import build_request, load_template
         from cafe.runner.execute import generate
 
-        resolved = resolve_model(model, checkpoint)
+        resolved, adapter = load_model(model, checkpoint, cards, options)
         card = resolved.card
-        adapter = load_adapter(resolved)
         style = prompt_style or card.prompt_style
         template = load_template(style)
         gen = {**card.generation, "temperature": 1.0, **(generation or {})}

@@ -45,6 +45,8 @@ class DataConfig:
     question_min_score: int = 4
     difficulty_model: str | None = None  # card, adapter or checkpoint folder; None = base_model
     difficulty_checkpoint: str | None = None
+    difficulty_cards: list[str] = field(default_factory=list)  # extra model cards YAML
+    difficulty_options: dict[str, Any] = field(default_factory=dict)  # adapter options (-o)
     difficulty_n: int = 16
     difficulty_generation: dict[str, Any] = field(default_factory=dict)
     sft_size: int = 5000
@@ -319,6 +321,8 @@ class Pipeline:
             answer = self._answerer or harness_answerer(
                 self.cfg.difficulty_model,
                 self.cfg.difficulty_checkpoint,
+                cards=self.cfg.difficulty_cards,
+                options=self.cfg.difficulty_options,
                 n=self.cfg.difficulty_n,
                 generation=self.cfg.difficulty_generation,
             )
