@@ -10,12 +10,16 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cafe.errors import ConfigError, RunFolderError
 from cafe.records import Judgement, Prediction, Record, Sample
 
+if TYPE_CHECKING:
+    from cafe.metrics.sections import Section
+
 R = TypeVar("R", bound=Record)
+S = TypeVar("S", bound="Section")
 
 MANIFEST = "manifest.json"
 PREDICTIONS = "predictions.jsonl"
@@ -131,8 +135,20 @@ class RunStore:
         write_json_atomic(self.path(MANIFEST), scrub(manifest))
 
     def read_metrics(self) -> dict[str, Any]:
+        """metrics.json as plain JSON (every section, typed or not)."""
         p = self.path(METRICS)
         return json.loads(p.read_text()) if p.exists() else {}
+
+    def read_section(self, cls: type[S]) -> S | None:
+        """One typed section (None when absent); a section from a newer cafe, or missing its
+        fields, is a SectionError naming the folder."""
+        data = self.read_metrics().get(cls.NAME)
+        if not data:
+            return None
+        return cls.from_dict(data, where=str(self.path(METRICS)))
+
+    def write_section(self, section: Section) -> dict[str, Any]:
+        return self.update_metrics(section.NAME, section.to_dict())
 
     def drop_metrics(self, *sections: str) -> list[str]:
         """Remove sections (stale after the predictions changed); returns those removed."""
@@ -145,7 +161,15 @@ class RunStore:
         return gone
 
     def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
-        """metrics.json maps sections (accuracy, cafe, decay…) to values; one stage owns each."""
+        """metrics.json maps sections (accuracy, cafe, decay…) to values; one stage owns each.
+        A typed section (cafe.metrics.sections) is checked against its type and stamped with
+        its version."""
+        from cafe.metrics.sections import SECTIONS
+
+        if section in SECTIONS and isinstance(value, dict):
+            cls = SECTIONS[section]
+            cls.from_dict(value, where=str(self.path(METRICS)))  # raises if it is not one
+            value["version"] = cls.VERSION  # stamped in place: the caller's copy says it too
         metrics = self.read_metrics()
         metrics[section] = value
         write_json_atomic(self.path(METRICS), metrics)

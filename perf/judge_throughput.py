@@ -80,7 +80,7 @@ def build(root: Path, n: int) -> RunStore:
         Sample(f"s{i}", "mmar", "1", f"question {i}?", ["a", "b"], "a", [], caption=f"cap {i}")
         for i in range(n)
     ]
-    store.path("samples.jsonl").write_text("".join(s.to_json() + "\n" for s in samples))
+    store.write_samples(samples)
     with store.writer("predictions.jsonl") as w:
         w.write_many(
             Prediction(

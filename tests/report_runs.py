@@ -80,8 +80,7 @@ def make_run(
         )
         for i, m, layer, *_ in ITEMS
     ]
-    with store.writer("samples.jsonl") as w:
-        w.write_many(samples)
+    store.write_samples(samples)
     preds = []
     for i, _, _, c0, c1, t0, t1 in ITEMS:
         for run, (c, t) in enumerate(((c0, t0), (c1, t1))):

@@ -22,8 +22,7 @@ def _make_run(tmp_path, bench, loaded):
     runs mixing right, wrong, unparsed and failed items."""
     store = RunStore(tmp_path / f"run-{bench.name}").create()
     store.write_manifest({"bench": {"name": bench.name, "version": loaded.version}})
-    with store.writer("samples.jsonl") as w:
-        w.write_many(loaded.samples)
+    store.write_samples(loaded.samples)
     preds = []
     for i, s in enumerate(loaded.samples):
         other = next(c for c in s.choices if c.strip() != s.answer.strip())

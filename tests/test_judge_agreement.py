@@ -98,7 +98,7 @@ def test_rule_judge_agrees_with_scripted_judge(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("cafe.judge.rule.default_vocabulary", lambda: dict(VOCAB))
     samples, preds, truth = generate(60)
     store = RunStore(tmp_path / "run").create()
-    store.path("samples.jsonl").write_text("".join(s.to_json() + "\n" for s in samples))
+    store.write_samples(samples)
     with store.writer("predictions.jsonl") as w:
         w.write_many(preds)
     replies, flips, n_events = scripted_reply(truth)

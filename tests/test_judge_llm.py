@@ -67,7 +67,7 @@ def build_run(root):
                meta={"modality": "sound" if k in ("q-a", "q-b") else "speech"})
         for k in SCRIPT
     ]  # fmt: skip
-    store.path("samples.jsonl").write_text("".join(s.to_json() + "\n" for s in samples))
+    store.write_samples(samples)
     preds = [Prediction(s.id, 0, "m", "lalm", "h", f"yes. Reasoning: {s.id}", correct=True,
                         reasoning_tokens=5) for s in samples]  # fmt: skip
     preds.append(Prediction("q-a", 1, "m", "lalm", "h", None, error="model timed out"))

@@ -31,7 +31,7 @@ def build_run(root, n=4):
         preds.append(Prediction(f"s{i}", 0, "m", "lalm", "h", text, correct=i % 2 == 0,
                                 reasoning_tokens=10 + i))  # fmt: skip
     preds.append(Prediction("s0", 1, "m", "lalm", "h", None, error="timeout"))
-    (store.path("samples.jsonl")).write_text("".join(s.to_json() + "\n" for s in samples))
+    store.write_samples(samples)
     with store.writer("predictions.jsonl") as w:
         w.write_many(preds)
     return store

@@ -305,3 +305,20 @@ def test_older_run_folder_says_so(bench: Path, tmp_path: Path) -> None:
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RunError, match="written by an older cafe .run folder format 1"):
         run("tone", "tone", data=str(bench), out=out, **QUIET)
+
+
+def test_subset_of_a_finished_folder_with_a_model_failure_reads_it_as_failed(
+    tmp_path: Path,
+) -> None:
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW, HIGH])
+    rows = [json.loads(x) for x in meta.read_text().splitlines()]
+    rows[1]["id"] = "fail-me"  # the tone adapter fails it every time
+    meta.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, log = tmp_path / "r", tmp_path / "calls.log"
+    run("tone", "tone", data=str(meta), out=out, options={"log": str(log)}, **QUIET)
+    calls = _calls(log)
+    part = run("tone", "tone", data=str(meta), out=out, limit=2, options={"log": str(log)},
+               **QUIET)  # fmt: skip
+    assert _calls(log) == calls  # read, not retried: the full command retries failures
+    acc = part.metrics["accuracy"]
+    assert acc["total"] == {"correct": 1, "total": 2, "acc": 50.0} and acc["failed"] == 1

@@ -48,8 +48,9 @@ class Benchmark(ABC):
     #: keys an official-format predictions file holds the prediction under (first present
     #: wins), for `cafe score`
     prediction_keys: tuple[str, ...] = ("model_output",)
-    #: the official script's input format for `cafe export` (default: a generic one)
-    export_format: ExportFormat = ExportFormat("model_output", "audio")
+    #: the official script's input format for `cafe export` (None: no official scorer to
+    #: export for; `cafe export` says so)
+    export_format: ExportFormat | None = None
     #: the breakdown whose values include the isolated sound / music / speech subsets that the
     #: leaderboard shows as columns (None: no such columns)
     modality_breakdown: str | None = None

@@ -1,6 +1,7 @@
 """Export a run folder's predictions in the official scripts' input format: the metadata items
-with the prediction added under `model_output` (MMAU evaluation.py) or `answer_prediction` (MMAR
-code/evaluation.py), as a JSON list (.json) or JSONL (.jsonl)."""
+with the prediction added under the benchmark's ``export_format.prediction_key`` (MMAU
+evaluation.py: `model_output`; MMAR code/evaluation.py: `answer_prediction`), as a JSON list
+(.json) or JSONL (.jsonl)."""
 
 from __future__ import annotations
 
@@ -10,25 +11,18 @@ from typing import Any
 
 import click
 
+from cafe.benchmarks.base import ExportFormat, benchmark_class
 from cafe.benchmarks.metadata import ADDED_META
 from cafe.cli_options import command, option
-from cafe.errors import CafeUsageError, RunFolderError
+from cafe.errors import CafeUsageError
 from cafe.records import Sample
-from cafe.store import RunStore, iter_jsonl, write_json_atomic
-
-SAMPLES = "samples.jsonl"  # written by the runner beside predictions.jsonl
-
-#: format -> (prediction key, audio field) of the official script
-FORMATS: dict[str, tuple[str, str]] = {
-    "mmau": ("model_output", "audio_id"),
-    "mmar": ("answer_prediction", "audio_path"),
-}
+from cafe.store import RunStore, write_json_atomic
 
 
-def official_item(sample: Sample, fmt: str) -> dict[str, Any]:
+def official_item(sample: Sample, fmt: ExportFormat) -> dict[str, Any]:
     """The metadata item as the official file has it (original category form restored, fields
     the loader added left out), keys in the official order."""
-    _, audio_field = FORMATS[fmt]
+    audio_field = fmt.audio_field
     meta = dict(sample.meta)
     item: dict[str, Any] = {"id": sample.id}
     if audio_field in meta:
@@ -55,20 +49,21 @@ def export_run(
     field: str = "answer",
     skip_unanswered: bool = False,
 ) -> dict[str, int]:
-    """Write the export; returns counts (items, answered, unanswered). The prediction is the
+    """Write the export in benchmark ``fmt``'s format (``Benchmark.export_format``); returns
+    counts (items, answered, unanswered). The prediction is the
     extracted answer (``field="answer"``) or the raw model output (``field="raw"``). Unanswered
     and failed items get an empty prediction, so the official script counts them as wrong; with
     ``skip_unanswered`` they get no key and the official script skips them (its own default)."""
+    export = benchmark_class(fmt).export_format
+    if export is None:
+        raise CafeUsageError(f"{fmt} has no official scorer to export for: {_with_formats()}")
     store = RunStore(run_dir)
-    samples_path = store.path(SAMPLES)
-    if not samples_path.exists():
-        raise RunFolderError(f"{store.root}: no {SAMPLES} (not a finished run folder?)")
-    key, _ = FORMATS[fmt]
+    samples = store.samples()  # RunFolderError names the folder
+    key = export.prediction_key
     preds = {p.sample_id: p for p in store.predictions() if p.run_index == run_index}
     items, answered = [], 0
-    for d in iter_jsonl(samples_path):
-        s = Sample.from_dict(d)
-        item = official_item(s, fmt)
+    for s in samples:
+        item = official_item(s, export)
         p = preds.get(s.id)
         value = None
         if p is not None and p.error is None:
@@ -90,6 +85,20 @@ def export_run(
     return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}
 
 
+def _with_formats() -> str:
+    """'pass --bench A or --bench B': the registered benchmarks that declare an export format."""
+    from cafe.benchmarks import BENCHMARKS
+
+    names = []
+    for name in BENCHMARKS.names():
+        try:
+            if BENCHMARKS.get(name).export_format is not None:
+                names.append(name)
+        except ImportError:  # a plugin whose package is broken: not offered
+            continue
+    return "pass " + " or ".join(f"--bench {n}" for n in names)
+
+
 def export(
     run_dir: str | Path,
     out: str | Path,
@@ -105,8 +114,15 @@ def export(
             bench = RunStore(run_dir).read_manifest().get("bench", {}).get("name")
         except FileNotFoundError:
             bench = None
-        if bench not in FORMATS:
-            raise CafeUsageError("pass --bench mmau or --bench mmar")
+        if not bench:
+            raise CafeUsageError(f"the run names no benchmark: {_with_formats()}")
+    else:
+        from cafe.benchmarks import BENCHMARKS
+
+        try:
+            BENCHMARKS.get(bench)  # an explicit name must be a known benchmark (did you mean…)
+        except KeyError as e:
+            raise CafeUsageError(str(e)) from None
     return export_run(run_dir, bench, out, run_index, field, skip_unanswered)
 
 
@@ -114,9 +130,8 @@ def export(
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @option(
     "--bench",
-    type=click.Choice(sorted(FORMATS)),
     default=None,
-    help="Whose official script to feed (default: the run's benchmark).",
+    help="Benchmark whose official script to feed (default: the run's benchmark).",
     old=("--format",),
 )
 @click.option(

@@ -140,12 +140,6 @@ def accuracy_section(
 
 # `cafe score` -----------------------------------------------------------------------------------
 
-#: where each official script reads the prediction (first present wins)
-PREDICTION_KEYS: dict[str, tuple[str, ...]] = {
-    "mmau": ("model_output",),
-    "mmar": ("answer_prediction", "model_prediction"),
-}
-
 
 def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     """A JSON list or JSONL file of objects. Malformed JSONL lines and non-objects become
@@ -175,13 +169,15 @@ def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]
 
 
 def predictions_from_file(
-    path: str | Path, bench: str, key: str | None = None
+    path: str | Path, keys: tuple[str, ...], key: str | None = None
 ) -> tuple[list[Prediction], list[Problem]]:
     """Official-format predictions as Prediction records (run 0). The whole prediction text is
     the answer the official rule matches; an item without the key gives no Prediction (the
-    official scripts skip it; accuracy_section counts it as unanswered)."""
+    official scripts skip it; accuracy_section counts it as unanswered). ``keys``: where the
+    benchmark's official script reads the prediction (``Benchmark.prediction_keys``, first
+    present wins); ``key`` overrides them."""
     rows, problems = read_records(path)
-    keys = (key,) if key else PREDICTION_KEYS[bench]
+    keys = (key,) if key else tuple(keys)
     preds: dict[str, Prediction] = {}
     for i, row in enumerate(rows, 1):
         sid = row.get("id")
@@ -228,7 +224,7 @@ def score_loaded(
     bench: Any, loaded: Any, predictions: str | Path, key: str | None = None
 ) -> tuple[dict[str, Any], list[Problem]]:
     """score_file for an already loaded benchmark (a Benchmark and its LoadedBenchmark)."""
-    preds, problems = predictions_from_file(predictions, bench.name, key)
+    preds, problems = predictions_from_file(predictions, bench.prediction_keys, key)
     by_id = {s.id: s for s in loaded.samples}
     for p in preds:
         s = by_id.get(p.sample_id)
@@ -237,8 +233,8 @@ def score_loaded(
                 Problem(str(predictions), "id not in the metadata; ignored", p.sample_id, "id")
             )
         elif s.answer is not None:
-            p.correct = is_correct(p.answer, s.answer, s.choices)
-    section = accuracy_section(loaded.samples, preds, bench.breakdowns)
+            p.correct = bench.is_correct(p.answer, s.answer, s.choices)
+    section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct)
     section["bench"] = {
         "name": bench.name,
         "version": loaded.version,
@@ -275,9 +271,10 @@ def format_table(section: dict[str, Any]) -> str:
 @command("score")
 @click.option(
     "--bench",
-    type=click.Choice(["mmau", "mmar"]),
+    type=str,
     required=True,
-    help="Which official script's rule and breakdowns to apply.",
+    help="Benchmark whose rule, breakdowns and prediction keys apply (mmau, mmar, or any "
+    "registered one).",
 )
 @data_option(
     required=True,

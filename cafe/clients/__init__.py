@@ -29,12 +29,19 @@ def make_client(
     kind: str,
     model: str,
     endpoints: list[str] | tuple[str, ...] | str | None = None,
+    *,
+    calls: Any = None,
     **options: Any,
 ) -> ChatClient:
     """A chat client of ``kind`` for ``model``; ``endpoints`` are base URLs sharing the load
     (default: the protocol's environment variable or public endpoint). Options: concurrency,
-    timeout_s, max_attempts, base_delay, max_delay, recover_after, and per-kind extras."""
-    return CLIENTS.get(kind)(model, endpoints, **options)
+    timeout_s, max_attempts, base_delay, max_delay, recover_after, and per-kind extras.
+    ``calls``: a cafe.clients.calls.CallPlan (batch transport, dry run, cost ledger)."""
+    cls = CLIENTS.get(kind)
+    if calls is None:
+        return cls(model, endpoints, **options)
+    options = calls.client_options(options)
+    return calls.build(kind, model, lambda: cls(model, endpoints, **options))
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

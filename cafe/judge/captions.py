@@ -20,6 +20,7 @@ from cafe.cache import Cache, cache_file, make_key
 from cafe.cli_options import command, concurrency_option, limit_option
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
+from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
 
@@ -173,12 +174,14 @@ def caption(
     cache: str | Path | None = None,
     audio_root: str | Path | None = None,
     api_key_env: str | None = None,
+    calls: Any = None,
 ) -> dict[str, Any]:
     """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
     openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
     and "problems" (the benchmark's and the failed calls'; "failed": how many clips failed).
     ``audio_root``: the folder audio paths must stay inside; ``api_key_env``: the variable
-    holding a named server's key."""
+    holding a named server's key; ``calls``: a CallPlan (cafe.judge.batching.call_plan: batch
+    transport, cost ledger)."""
     from cafe.benchmarks import BENCHMARKS
     from cafe.clients import make_client
 
@@ -194,6 +197,7 @@ def caption(
     try:
         client = make_client(
             captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
+            calls=calls,
             **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
     except (KeyError, ValueError) as e:  # unknown kind, missing API key
@@ -206,7 +210,7 @@ def caption(
                 client,
                 out,
                 template=template,
-                concurrency=concurrency,
+                concurrency=calls.item_concurrency(concurrency) if calls else concurrency,
                 cache=Cache(cache or cache_file("captions.sqlite")),
             )
         finally:
@@ -263,6 +267,7 @@ def caption(
     type=click.Path(dir_okay=False),
     help="Captions JSONL (appended to; done clips are skipped).",
 )
+@batch_click_options
 def caption_command(
     bench: str,
     data: str | None,
@@ -277,6 +282,11 @@ def caption_command(
     limit: int | None,
     cache_path: str | None,
     out: str,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    prices: str | None = None,
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
@@ -285,6 +295,9 @@ def caption_command(
     --api-key-env NAME) for a server named with --endpoint."""
     from cafe.failures import most_failed, summary_lines
 
+    # batch state beside the captions file: <out>.batches/
+    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
+    plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
     res = caption(
         bench,
         out,
@@ -299,6 +312,7 @@ def caption_command(
         cache=cache_path,
         audio_root=audio_root,
         api_key_env=api_key_env,
+        calls=plan,
     )
     for p in res["problems"][:20]:
         click.echo(str(p), err=True)
@@ -310,6 +324,7 @@ def caption_command(
         f"{len(res['problems'])} problems",
         file=sys.stdout,
     )
+    echo_costs({"cost": {**plan.ledger.summary(), "batches": plan.batch_stats()}})
     if res["attempted"] and most_failed(res["failed"], res["attempted"]):
         raise click.ClickException(
             f"{res['failed']} of {res['attempted']} clips were not captioned (reasons above); "

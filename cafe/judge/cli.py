@@ -6,6 +6,7 @@ import click
 
 from cafe.cli_options import command, judge_server_options, no_progress_option
 from cafe.judge import JUDGES
+from cafe.judge.batching import batch_click_options
 
 
 @command("judge")
@@ -39,6 +40,18 @@ from cafe.judge import JUDGES
     default=None,
     help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
 )
+@batch_click_options
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
+)
+@click.option(
+    "--selective",
+    is_flag=True,
+    help="Judge each distinct judge prompt once (runs that answered alike share a "
+    "judgement) and skip what the judge decides without a call; saving reported.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
 @no_progress_option()
 def judge_command(
@@ -54,6 +67,13 @@ def judge_command(
     cache_path: str | None,
     as_json: bool,
     no_progress: bool,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    dry_run: bool = False,
+    selective: bool = False,
+    prices: str | None = None,
 ) -> None:
     """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit (micro
     by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
@@ -65,6 +85,7 @@ def judge_command(
     cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
+    from cafe.judge.batching import batch_options, echo_costs, format_dry_run
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
     if judge not in JUDGES:
@@ -83,5 +104,14 @@ def judge_command(
         captions=captions,
         cache=cache_path,
         **({"api_key_env": judge_api_key_env} if judge_api_key_env else {}),
+        batch=batch,
+        dry_run=dry_run,
+        selective=selective,
+        prices=prices,
+        batch_options=batch_options(batch_retry, batch_poll, batch_no_wait),
     )
+    if dry_run:
+        click.echo(dumps(section) if as_json else format_dry_run(section))
+        return
     click.echo(dumps(section) if as_json else format_cafe(section))
+    echo_costs(section.get("calls", {}), section.get("selective"))

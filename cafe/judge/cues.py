@@ -25,7 +25,6 @@ from cafe.judge.pipeline import (
     judge_slug,
     load_caption_map,
     read_judgements,
-    read_samples,
 )
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.store import RunStore
@@ -76,7 +75,7 @@ def cues_run(
     """Write (and return) the "cues" section; with ``judge`` (openai, gemini,
     openai-compatible) the cue judge runs too, resumably and cached."""
     store = RunStore(run_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     preds = store.predictions()
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records")

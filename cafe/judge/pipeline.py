@@ -28,9 +28,8 @@ from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import JUDGEMENTS, RunStore, iter_jsonl
+from cafe.store import JUDGEMENTS, SAMPLES, RunStore, iter_jsonl
 
-SAMPLES = "samples.jsonl"
 FLUSH_EVERY = 32
 
 
@@ -46,15 +45,6 @@ def judge_slug(identity: str) -> str:
 
 def judgements_file(store: RunStore, identity: str) -> Path:
     return store.path(f"judgements.{judge_slug(identity)}.jsonl")
-
-
-def read_samples(store: RunStore) -> list[Sample]:
-    path = store.path(SAMPLES)
-    if not path.exists():
-        raise RunFolderError(
-            f"{store.root}: no {SAMPLES} (the runner writes it; re-run `cafe run` on this folder)"
-        )
-    return [Sample.from_dict(d) for d in iter_jsonl(path)]
 
 
 def read_judgements(path: Path) -> list[Judgement]:
@@ -115,6 +105,11 @@ async def _judge_all(
     return done
 
 
+class _NoWriter:
+    def write_many(self, records: Any) -> None:
+        pass
+
+
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
     out = {s.id: s.caption for s in samples if s.caption}
     if captions is not None:
@@ -136,13 +131,24 @@ def judge_run(
     *,
     captions: str | Path | None = None,
     cache: Cache | str | Path | None = None,
+    batch: bool = False,
+    dry_run: bool = False,
+    selective: bool = False,
+    prices: str | Path | None = None,
+    batch_options: dict[str, Any] | None = None,
     **judge_options: Any,
 ) -> dict[str, Any]:
     """Judge a run folder and return the metrics.json "cafe" section (also written there).
 
-    ``cache``: a Cache, a path to the SQLite file, or None for ``$CAFE_CACHE/judge.sqlite``."""
+    ``cache``: a Cache, a path to the SQLite file, or None for ``$CAFE_CACHE/judge.sqlite``.
+    ``batch``: deliver through the service's batch endpoints (state in RUN/batches/);
+    ``dry_run``: count calls, cache hits and estimated cost, send and write nothing (returns
+    that report); ``selective``: judge each distinct judge prompt once (see
+    cafe.judge.batching); ``prices``: your price table (cafe/clients/prices.yaml's shape)."""
+    from cafe.judge import batching
+
     store = RunStore(run_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     preds: list[Prediction] = store.predictions()
     if not preds:
         raise RunFolderError(f"{run_dir}: no predictions.jsonl records to judge")
@@ -163,6 +169,9 @@ def judge_run(
     if not isinstance(cache, Cache):
         use = getattr(judge_cls, "uses_cache", True)
         cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
+    plan = batching.call_plan(store.root, batch=batch, dry_run=dry_run, prices=prices,
+                              batch_options=batch_options)  # fmt: skip
+    judge_options["calls"] = plan  # an LLM judge hands it to make_client
     try:
         judge_obj: Judge = build_judge(
             judge,
@@ -199,11 +208,23 @@ def judge_run(
             continue
         items.append(JudgeItem(s, p, caption_of.get(s.id)))
 
+    sel = batching.select_items(judge_obj, items, selective)
+    in_flight = plan.item_concurrency(concurrency)
+    if plan.mode == "dry-run":
+        asyncio.run(_judge_all(judge_obj, sel.todo, _NoWriter(), in_flight, False))
+        return batching.dry_run_report(
+            plan, items=len(sel.todo), already_done=len(done_keys), cache_hits=cache.hits,
+            selection=sel.report(len(items)) if selective else None,
+        )  # fmt: skip
     t0 = time.perf_counter()
     with store.writer(path.name) as writer:
-        writer.write_many(missing_sample)
-        fresh = asyncio.run(_judge_all(judge_obj, items, writer, concurrency, progress))
+        writer.write_many([*missing_sample, *sel.decided])
+        fresh = asyncio.run(_judge_all(judge_obj, sel.todo, writer, in_flight, progress))
+        shared = batching.share_judgements(sel, fresh)
+        writer.write_many(shared)
     judge_wall = time.perf_counter() - t0
+    fresh = [*fresh, *sel.decided, *shared]
+    costs = batching.write_costs(store, plan, cache.hits)
 
     keys = {(p.sample_id, p.run_index) for p in preds}
     merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
@@ -248,10 +269,17 @@ def judge_run(
             "cache_hits": cache.hits,
             "judged_now": len(fresh),
             "judge_wall_s": round(judge_wall, 3),
+            "mode": plan.mode,
+            **({"cost": costs} if costs is not None else {}),
         },
     )
     if reasons:
         section["failed_reasons"] = reasons
+    if selective:
+        section["selective"] = {
+            **sel.report(len(items)),
+            **batching.saving(sel, plan, getattr(judge_obj, "calls", 0), len(sel.todo)),
+        }
     store.update_metrics("cafe", section)
     store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
     compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section

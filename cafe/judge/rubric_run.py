@@ -19,12 +19,18 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.judge.batching import (
+    batch_click_options,
+    batch_options,
+    call_plan,
+    echo_costs,
+    write_costs,
+)
 from cafe.judge.pipeline import (
     FLUSH_EVERY,
     _bench_breakdowns,
     _write_compact,
     judge_slug,
-    read_samples,
 )
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
@@ -100,7 +106,7 @@ def rubric_run(
     """Rate a run folder against its MMAR rubrics; returns (and writes) the "rubric" section.
     ``judge`` is a chat client kind (openai, gemini, openai-compatible)."""
     store = RunStore(run_dir)
-    samples = read_samples(store)
+    samples = store.samples()
     preds = store.predictions()
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records to rate")
@@ -228,6 +234,7 @@ def rubric_run(
     help="Your own rubric template (same '----- part -----' layout as the packaged one).",
 )
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@batch_click_options
 @click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def rubric_command(
@@ -246,6 +253,11 @@ def rubric_command(
     cache_path: str | None,
     as_json: bool,
     no_progress: bool,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    prices: str | None = None,
 ) -> None:
     """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
     protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
@@ -256,13 +268,18 @@ def rubric_command(
     cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --judge-endpoint http://localhost:8000/v1
     """
+    # the batch transport and cost ledger (cafe.judge.batching): state in RUN_DIR/batches/
+    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
+    plan = call_plan(run_dir, batch=batch, prices=prices, batch_options=opts)
     try:
         section = rubric_run(
-            run_dir, judge, judge_model, endpoints, judge_concurrency, raters=raters, trim=trim,
-            temperature=temperature, seed=seed, retries=retries, template=template,
-            cache=cache_path, progress=not no_progress,
+            run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),
+            raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
+            template=template, cache=cache_path, progress=not no_progress, calls=plan,
             **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
+    cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
     click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))
+    echo_costs({**section["calls"], **({"cost": cost} if cost else {})})

@@ -28,8 +28,6 @@ PACKAGED = Path(__file__).with_name("leaderboard.yaml")
 DEFAULT_NAME = "leaderboard.yaml"
 # the paper's group order; Baseline (reference listeners, synth runs) goes last
 GROUP_ORDER = ("LALM", "LARM", "Commercial", "Ours", "Ablation", "Baseline")
-# breakdown holding the isolated sound/music/speech subsets, per benchmark (SPEC §9)
-MODALITY_BREAKDOWN = {"mmar": "modality", "mmau": "task"}
 CAFE_METRICS = ("acc_per", "err_per", "err_use", "err_omit")
 
 
@@ -260,9 +258,15 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         manifest = store.read_manifest()
     except FileNotFoundError as e:
         raise LeaderboardError(str(e)) from None
-    metrics_doc = store.read_metrics()
-    acc = metrics_doc.get("accuracy") or {}
-    caf = metrics_doc.get("cafe") or {}
+    from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
+
+    try:  # typed and version-checked: a folder from a newer cafe says so
+        acc_s, caf_s = store.read_section(AccuracySection), store.read_section(CafeSection)
+    except SectionError as e:
+        raise LeaderboardError(str(e)) from None
+    acc = acc_s.to_dict() if acc_s else {}
+    caf = caf_s.to_dict() if caf_s else {}
+    metrics_doc = store.read_metrics()  # sections without a type (listening, rubric…)
     if not acc and not caf:
         raise LeaderboardError(
             f"{store.root}: metrics.json has no 'accuracy' or 'cafe' section "
@@ -295,7 +299,11 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     intervals: dict[str, list[float]] = {}
     if acc:
         metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
-        split = (acc.get("breakdowns") or {}).get(MODALITY_BREAKDOWN.get(bench, ""), {})
+        # the isolated sound / music / speech subsets (SPEC §9): the benchmark says where
+        from cafe.benchmarks.base import benchmark_class
+
+        modality = benchmark_class(bench).modality_breakdown
+        split = (acc.get("breakdowns") or {}).get(modality or "", {})
         for key in ("sound", "music", "speech"):
             if key in split:
                 metrics[key] = _r2(split[key].get("acc"))

@@ -106,6 +106,8 @@ def paper_row_for(board: Leaderboard, model: str, bench: str, version: str) -> R
     same = [r for r in rows if r.version == version]
     if same:
         return same[-1]
-    if bench == "mmau":
+    from cafe.benchmarks.base import benchmark_class
+
+    if not benchmark_class(bench).versions_comparable:  # MMAU: each release is another test
         return None
     return next((r for r in rows if r.version == "unspecified"), None)

@@ -20,9 +20,8 @@ from cafe.reports.leaderboard import (
     load_leaderboard,
     row_from_run,
 )
-from cafe.store import RunStore, iter_jsonl
+from cafe.store import RunStore
 
-SAMPLES = "samples.jsonl"
 ATTENTION = "attention.json"
 # which command writes each part of a run folder (said whenever a part is missing)
 PRODUCERS = {
@@ -84,10 +83,10 @@ class RunData:
 
     def samples(self) -> list[Sample]:
         if self._samples is None:
-            path = self.root / SAMPLES
-            if not path.exists():
+            store = RunStore(self.root)
+            if not store.has_samples():
                 raise missing(self.root, "samples")
-            self._samples = [Sample.from_dict(d) for d in iter_jsonl(path)]
+            self._samples = store.samples()
         return self._samples
 
     def predictions(self) -> list[Prediction]:
@@ -341,9 +340,11 @@ def compare(
         cands = [ref]
         same_version = [ref] if ref.version == version else []
     else:
+        from cafe.benchmarks.base import benchmark_class
+
         cands = [r for r in board.select(benchmark=bench, model=against)]
         same_version = [r for r in cands if r.version == version]
-        if bench == "mmau":  # MMAU releases are different tests; never compare across them
+        if not benchmark_class(bench).versions_comparable:  # e.g. MMAU's releases: other tests
             cands = same_version
     if not cands:
         import difflib

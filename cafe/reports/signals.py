@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from cafe.metrics.stats import spearman_ci
-from cafe.records import Sample
 from cafe.store import RunStore, iter_jsonl
 
 SIGNALS = ("acc", "acc_per", "rubric", "cue_recall", "cue_recall_judge")
@@ -49,7 +48,7 @@ def item_signals(run_dir: str | Path) -> dict[str, dict[str, float]]:
 
     store = RunStore(run_dir)
     metrics = store.read_metrics()
-    samples = [Sample.from_dict(d) for d in iter_jsonl(store.path("samples.jsonl"))]
+    samples = store.samples()
     by_id = {s.id: s for s in samples}
     preds = store.predictions()
     out: dict[str, dict[str, float]] = {"acc": item_accuracy(samples, preds)}

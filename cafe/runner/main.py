@@ -100,6 +100,27 @@ def run(
     )
     if plan.mode == "subset":
         return _read_subset(plan)
+    manifest = _open_folder(plan)
+    result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
+    with plan.store.writer(PREDICTIONS) as writer:
+        bad = [(s, r) for s, r in plan.pending if s.error]
+        writer.write_many(
+            failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
+        )
+        result.new_predictions += len(bad)
+        todo = [(s, r) for s, r in plan.pending if not s.error]
+        if todo:
+            result.new_predictions += _generate(
+                plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
+            )
+            result.model_loaded = True
+    _finish(plan, manifest, result, judge, judge_options or {}, progress)
+    return result
+
+
+def _open_folder(plan: RunPlan) -> dict[str, Any]:
+    """Create or reopen the folder: the manifest (marked running until the end; what an
+    earlier session learnt about the adapter and its usage carried over) and samples.jsonl."""
     store = plan.store.create()
     manifest = plan.manifest()
     old = plan.old_manifest
@@ -112,21 +133,20 @@ def run(
     store.write_manifest(manifest)
     if plan.mode in ("new", "extend") or not store.has_samples():
         store.write_samples(plan.samples)
+    return manifest
 
-    result = RunResult(run_dir=store.root, metrics={}, problems=plan.problems)
-    with store.writer(PREDICTIONS) as writer:
-        bad = [(s, r) for s, r in plan.pending if s.error]
-        writer.write_many(
-            failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
-        )
-        result.new_predictions += len(bad)
-        todo = [(s, r) for s, r in plan.pending if not s.error]
-        if todo:
-            result.new_predictions += _generate(
-                plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
-            )
-            result.model_loaded = True
 
+def _finish(
+    plan: RunPlan,
+    manifest: dict[str, Any],
+    result: RunResult,
+    judge: str | None,
+    judge_options: dict[str, Any],
+    progress: bool,
+) -> None:
+    """The accuracy section over the folder's whole selection, the judge (the benchmark's
+    default unless told), and the manifest marked complete."""
+    store = plan.store
     final = store.predictions() if result.new_predictions else list(plan.done.values())
     predictions = [p for p in final if (p.sample_id, p.run_index) in plan.keys]
     store.update_metrics("accuracy", _accuracy(plan, predictions))
@@ -140,9 +160,9 @@ def run(
 
     judge_name = judge if judge is not None else plan.bench.default_judge
     if judge_name and judge_name != "none":
-        manifest["judge"] = {"name": judge_name, **without_secrets(judge_options or {})}
+        manifest["judge"] = {"name": judge_name, **without_secrets(judge_options)}
         store.write_manifest(manifest)
-        judge_notes = _judge(store.root, judge_name, judge_options or {}, progress)
+        judge_notes = _judge(store.root, judge_name, judge_options, progress)
         result.notes.extend(judge_notes)
         result.judge_failed = any(n.startswith("error:") for n in judge_notes)
     elif result.new_predictions:
@@ -160,7 +180,6 @@ def run(
     store.write_manifest(manifest)
     result.manifest = manifest
     result.metrics = store.read_metrics()
-    return result
 
 
 def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:

@@ -157,6 +157,92 @@ class RunPlan:
         }
 
 
+@dataclass
+class Selection:
+    """The benchmark loaded and checked, and the items this run takes."""
+
+    bench: Benchmark
+    loaded: LoadedBenchmark
+    samples: list[Sample]
+    problems: list[Problem]
+    limit: int | None  # None when the limit takes every item
+
+
+def select_samples(
+    bench: str,
+    data: str | None,
+    version: str | None,
+    limit: int | None,
+    strict: bool,
+    audio_root: str | Path | None = None,
+) -> Selection:
+    """Load the benchmark, run the generic checks, take the first ``limit`` items; with
+    ``strict`` the first problem stops here. Problems are printed as warnings. ``audio_root``:
+    the folder audio paths are relative to and must stay inside (default: the metadata's)."""
+    try:
+        bench_obj: Benchmark = BENCHMARKS.get(bench)()
+    except KeyError as e:
+        raise RunError(str(e)) from None
+    if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
+        bench_obj.audio_root = str(audio_root)
+    loaded = bench_obj.load(data=data, version=version)
+    samples, own_problems = check_samples(loaded)
+    problems = [*loaded.problems, *own_problems]
+    if limit is not None and limit >= len(samples):
+        limit = None  # all of them: the same selection as no limit
+    if limit is not None:
+        samples = samples[:limit]
+    if strict:
+        if problems:
+            raise RunError(f"--strict: {problems[0]}")
+        bad = next((s for s in samples if s.error), None)
+        if bad is not None:
+            raise RunError(f"--strict: {bad.error}")
+    warn([str(p) for p in problems])
+    return Selection(bench_obj, loaded, samples, problems, limit)
+
+
+def build_spec(
+    resolved: ResolvedModel,
+    adapter_cls: type[Adapter],
+    options: dict[str, Any],
+    selection: Selection,
+    template: PromptTemplate,
+    *,
+    bench: str,
+    runs: int,
+    seed: int,
+    max_new_tokens: int | None,
+) -> RunSpec:
+    """The run's identity: the card's options under the -o ones (no secrets, no execution
+    options), the checkpoint's fingerprint, the data's hash, the selection, prompt, decoding."""
+    card = resolved.card
+    execution = getattr(adapter_cls, "execution_options", frozenset())
+    generation = dict(card.generation)
+    if max_new_tokens is not None:
+        generation["max_new_tokens"] = int(max_new_tokens)
+    return RunSpec(
+        model=card.name,
+        adapter=card.adapter,
+        adapter_options={
+            k: v
+            for k, v in without_secrets({**card.options, **options}).items()
+            if k not in execution
+        },
+        checkpoint=resolved.checkpoint,
+        fingerprint=checkpoint_fingerprint(resolved.checkpoint),
+        bench=bench,
+        version=selection.loaded.version,
+        data_sha256=selection.loaded.sha256,
+        limit=selection.limit,
+        runs=runs,
+        seed=seed,
+        prompt_style=template.style,
+        template_hash=template.hash,
+        generation=generation,
+    )
+
+
 def plan_run(
     model: str,
     bench: str,
@@ -190,53 +276,13 @@ def plan_run(
         template = load_template(prompt_style or card.prompt_style, prompt_template)
     except (FileNotFoundError, ValueError, KeyError) as e:
         raise RunError(str(e)) from None
-    try:
-        bench_obj: Benchmark = BENCHMARKS.get(bench)()
-    except KeyError as e:
-        raise RunError(str(e)) from None
-    if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
-        bench_obj.audio_root = str(audio_root)
-    loaded = bench_obj.load(data=data, version=version)
-    samples, own_problems = check_samples(loaded)
-    problems = [*loaded.problems, *own_problems]
-    if limit is not None and limit >= len(samples):
-        limit = None  # all of them: the same selection as no limit
-    if limit is not None:
-        samples = samples[:limit]
-    if strict:
-        if problems:
-            raise RunError(f"--strict: {problems[0]}")
-        bad = next((s for s in samples if s.error), None)
-        if bad is not None:
-            raise RunError(f"--strict: {bad.error}")
-    warn([str(p) for p in problems])
-
+    selection = select_samples(bench, data, version, limit, strict, audio_root)
     adapter_cls = ADAPTERS.get(card.adapter)
     adapter_options = dict(options or {})
-    execution = getattr(adapter_cls, "execution_options", frozenset())
-    generation = dict(card.generation)
-    if max_new_tokens is not None:
-        generation["max_new_tokens"] = int(max_new_tokens)
-    spec = RunSpec(
-        model=card.name,
-        adapter=card.adapter,
-        adapter_options={
-            k: v
-            for k, v in without_secrets({**card.options, **adapter_options}).items()
-            if k not in execution
-        },
-        checkpoint=resolved.checkpoint,
-        fingerprint=checkpoint_fingerprint(resolved.checkpoint),
-        bench=bench,
-        version=loaded.version,
-        data_sha256=loaded.sha256,
-        limit=limit,
-        runs=runs,
-        seed=seed,
-        prompt_style=template.style,
-        template_hash=template.hash,
-        generation=generation,
-    )
+    spec = build_spec(
+        resolved, adapter_cls, adapter_options, selection, template,
+        bench=bench, runs=runs, seed=seed, max_new_tokens=max_new_tokens,
+    )  # fmt: skip
     defaults = {
         "options": without_secrets(dict(card.options)),
         "prompt_style": card.prompt_style,
@@ -244,32 +290,33 @@ def plan_run(
         "generation": dict(card.generation),
     }
     run_dir = Path(out) if out else default_folder(spec, resolved.label, defaults)
-    store = RunStore(run_dir)
     plan = RunPlan(
         spec=spec,
         resolved=resolved,
         adapter_cls=adapter_cls,
         adapter_options=adapter_options,
-        bench=bench_obj,
-        loaded=loaded,
-        samples=samples,
-        problems=problems,
+        bench=selection.bench,
+        loaded=selection.loaded,
+        samples=selection.samples,
+        problems=selection.problems,
         template=template,
-        store=store,
+        store=RunStore(run_dir),
         mode="new",
     )
-    if store.has_manifest():
-        plan.old_manifest = store.read_manifest()
+    if plan.store.has_manifest():
+        plan.old_manifest = plan.store.read_manifest()
         plan.mode = _resume_mode(run_dir, plan.old_manifest, spec)
     if plan.mode != "new":
-        plan.done = {(p.sample_id, p.run_index): p for p in store.predictions()}
+        plan.done = {(p.sample_id, p.run_index): p for p in plan.store.predictions()}
     plan.pending = [
         (s, r)
         for r in range(runs)
-        for s in samples
+        for s in plan.samples
         if is_pending(plan.done.get((s.id, r)), s, retry_failed)
     ]
-    if plan.mode == "subset" and (plan.pending or plan.old_manifest.get("status") != "complete"):
+    # a finished folder's model failures stay failures in a subset read (the full command
+    # retries them); an unfinished folder has no results yet for part of the subset
+    if plan.mode == "subset" and plan.old_manifest.get("status") != "complete":
         old = RunSpec.from_dict(plan.old_manifest["spec"])
         raise RunError(
             f"{run_dir} holds an unfinished run of {old.selection()}; finish it with the same "

@@ -193,54 +193,67 @@ def _words(text: str) -> int:
 
 
 class OpenAILoopback(_Loopback):
-    """``POST /v1/chat/completions``; ``.url`` is the base URL clients take (…/v1)."""
+    """``POST /v1/chat/completions``; ``.url`` is the base URL clients take (…/v1). Also the
+    Files and Batches endpoints (see ``cafe.testing.batch_loopback.OpenAIBatchRoutes``):
+    ``batch_plans`` scripts how each batch ends (``BatchPlan``)."""
+
+    def __init__(self, *args: Any, batch_plans: Any = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        from cafe.testing.batch_loopback import OpenAIBatchRoutes
+
+        self.batches = OpenAIBatchRoutes(self, batch_plans)
 
     def _base_url(self, root: str) -> str:
         return root + "/v1"
 
     def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
-        if method != "POST" or path.split("?")[0] != "/v1/chat/completions":
+        bare = path.split("?")[0]
+        if bare.startswith(("/v1/files", "/v1/batches")):
+            return self.batches.route(method, path, headers, raw)
+        if method != "POST" or bare != "/v1/chat/completions":
             return 404, {}, json.dumps({"error": {"message": f"no route {path}"}}).encode()
         try:
             body = json.loads(raw)
         except ValueError:
             return 400, {}, json.dumps({"error": {"message": "body is not JSON"}}).encode()
-        ids = itertools.count()
-
-        def ok(out: str | dict[str, Any]) -> dict[str, Any]:
-            if isinstance(out, dict):
-                return out
-            prompt = sum(
-                _words(p.get("text", "")) if isinstance(p, dict) else 0
-                for m in body.get("messages", [])
-                for p in (
-                    m["content"] if isinstance(m.get("content"), list) else [{"text": m["content"]}]
-                )
-            )
-            completion = _words(out)
-            return {
-                "id": f"chatcmpl-{next(ids)}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": out},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                },
-            }
 
         def error(code: int, msg: str) -> dict[str, Any]:
             return {"error": {"message": msg, "type": "scripted", "code": code}}
 
-        return self._model_call(body, ok, error)
+        return self._model_call(body, lambda out: self.completion(body, out), error)
+
+    _ids = itertools.count()
+
+    def completion(self, body: dict[str, Any], out: str | dict[str, Any]) -> dict[str, Any]:
+        """The chat.completion body for reply ``out`` (a dict is sent as it is)."""
+        if isinstance(out, dict):
+            return out
+        prompt = sum(
+            _words(p.get("text", "")) if isinstance(p, dict) else 0
+            for m in body.get("messages", [])
+            for p in (
+                m["content"] if isinstance(m.get("content"), list) else [{"text": m["content"]}]
+            )
+        )
+        completion = _words(out)
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": out},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
 
 
 class GeminiLoopback(_Loopback):
@@ -250,14 +263,21 @@ class GeminiLoopback(_Loopback):
 
     _GEN = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:?]+):generateContent")
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, batch_plans: Any = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
+        from cafe.testing.batch_loopback import GeminiBatchRoutes
+
         self.files: dict[str, dict[str, Any]] = {}  # name -> {"meta": {...}, "data": bytes}
         self._uploads: dict[str, dict[str, Any]] = {}
+        self.batches = GeminiBatchRoutes(self, batch_plans)  # batch mode (see batch_loopback)
 
     def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
         h = {k.lower(): v for k, v in headers.items()}
         bare = path.split("?")[0]
+        if "batch" in bare or bare.endswith(":download"):
+            answered = self.batches.route(method, path, headers, raw)
+            if answered is not None:
+                return answered
         m = self._GEN.match(bare)
         if m and method == "POST":
             try:

@@ -285,9 +285,12 @@ def make_reward_judge(
     templates: dict[str, str] | None = None,
     concurrency: int = 64,
     api_key_env: str | None = None,
+    calls: Any = None,
 ) -> RewardJudge:
     """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
-    ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini")."""
+    ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini"). ``calls``: a
+    cafe.clients.calls.CallPlan (cost ledger, dry run; batch makes sense only offline, since a
+    GRPO step waits for its rewards)."""
     if kind == "offline":
         return OfflineRewardJudge()
     from cafe.clients import make_client
@@ -296,7 +299,12 @@ def make_reward_judge(
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
     extra = {"api_key_env": api_key_env} if api_key_env else {}
     client = make_client(
-        kind, model, endpoints=list(endpoints) or None, concurrency=concurrency, **extra
+        kind,
+        model,
+        endpoints=list(endpoints) or None,
+        concurrency=concurrency,
+        calls=calls,
+        **extra,
     )
     return LLMRewardJudge(
         client,

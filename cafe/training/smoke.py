@@ -27,13 +27,11 @@ def _score(
         cache=False,
         max_new_tokens=max_new_tokens,
     )
+    from cafe.store import RunStore
+
     acc = result.metrics.get("accuracy", {})
-    preds = [
-        json.loads(line)
-        for line in (Path(result.run_dir) / "predictions.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
-    format_ok = sum(bool((p.get("sections") or {}).get("format_ok")) for p in preds)
+    preds = RunStore(result.run_dir).predictions()
+    format_ok = sum(bool(p.sections.get("format_ok")) for p in preds)
     return {
         "run_dir": str(result.run_dir),
         "acc": acc.get("total", {}).get("acc"),
@@ -73,27 +71,33 @@ def tokenizer_corpus() -> list[str]:
 
 def format_on_training_items(checkpoint: Path, sft_rows: Path, max_new_tokens: int) -> int:
     """How many of the SFT items (prompts seen in training) the checkpoint answers, greedily, in
-    the strict MPAR² format: whether SFT took, apart from whether it generalises."""
-    import torch
-
-    from cafe.audio import load_audio
+    the strict MPAR² format: whether SFT took, apart from whether it generalises. The checkpoint
+    loads and generates the way `cafe run` does it (model resolution, adapter, execute stage)."""
+    from cafe.adapters.resolve import load_adapter, resolve_model
     from cafe.parsing import parse_sections
-    from cafe.training.grpo import load_policy, read_rows
+    from cafe.records import Request
+    from cafe.runner.execute import generate
+    from cafe.training.grpo import read_rows
 
-    model, proc = load_policy(checkpoint)
-    rows = read_rows(sft_rows)
-    texts = [
-        proc.apply_chat_template(r["messages"][:1], add_generation_prompt=True, tokenize=False)
-        for r in rows
+    requests = [
+        Request(
+            sample_id=str(r.get("id", i)),
+            run_index=0,
+            messages=r["messages"][:1],  # the user turn: the clip and the prompt
+            audio=[r["audio"]],
+            generation={"max_new_tokens": max_new_tokens, "temperature": 0.0},
+            seed=0,
+            prompt_style="mpar2",
+            template_hash="",
+        )
+        for i, r in enumerate(read_rows(sft_rows))
     ]
-    audio = [load_audio(r["audio"], sample_id=r.get("id")) for r in rows]
-    enc = proc(text=texts, audio=audio, sampling_rate=16_000, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
-    replies = proc.tokenizer.batch_decode(
-        out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
-    )
-    return sum(parse_sections(t).format_ok for t in replies)
+    adapter = load_adapter(resolve_model(str(checkpoint)))
+    try:
+        completions = generate(adapter, requests)
+    finally:
+        adapter.close()
+    return sum(parse_sections(c.text or "").format_ok for c in completions)
 
 
 def _log_history(checkpoint: Path) -> list[dict[str, Any]]:

@@ -297,7 +297,7 @@
       meta.appendChild(el("span", "tag", k + ": " + it.meta[k]));
     });
     DETAIL.appendChild(meta);
-    if (it.error) DETAIL.appendChild(el("p", "bad", it.error));
+    if (it.error) DETAIL.appendChild(el("p", "warn", it.error));
     DETAIL.appendChild(el("p", "question", it.q == null ? "(sample not in samples.jsonl)" : it.q));
     var ol = el("ol", "choices");
     (it.choices || []).forEach(function (c) {
@@ -318,7 +318,7 @@
       var link = el("a", null, a.name);
       link.setAttribute("href", a.embedded ? "#" + key : a.src);
       box.appendChild(link);
-      if (!a.exists) box.appendChild(el("span", "bad", " (file not found when the report was written)"));
+      if (!a.exists) box.appendChild(el("span", "warn", " (file not found when the report was written)"));
       DETAIL.appendChild(box);
     });
     var others = el("p", "runs", "outputs: ");

@@ -1,0 +1,77 @@
+"""How a command's chat calls are delivered: ``CallPlan`` says direct, batch or dry run, and
+carries the cost ledger. ``make_client(..., calls=plan)`` returns the matching client with the
+same identity (so cache keys do not change), which is how every judge that builds its client
+through ``make_client`` gets batching, metering and dry runs without code of its own.
+
+In batch mode a caller should lift its own bound on calls in flight (``item_concurrency``): a
+batch collects the calls that are waiting, and a semaphore of 16 would make batches of 16."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cafe.clients.base import ChatClient
+
+MODES = ("direct", "batch", "dry-run")
+#: calls in flight a caller allows in batch mode: all of them (each waits on the batch)
+BATCH_CONCURRENCY = 1_000_000
+#: the direct client a batch client falls back on, when the caller's bound was lifted
+DIRECT_FALLBACK_CONCURRENCY = 16
+
+
+@dataclass
+class CallPlan:
+    mode: str = "direct"
+    ledger: Any = None  # cafe.clients.costs.Ledger
+    batch: Any = None  # cafe.clients.batch.BatchSpec, for mode "batch"
+    expected_output_tokens: int = 300  # dry-run estimate of a reply's length
+    clients: list[ChatClient] = field(default_factory=list)  # built so far (for reports)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"call mode {self.mode!r}: use one of {', '.join(MODES)}")
+        if self.mode == "batch" and self.batch is None:
+            raise ValueError("batch mode needs a BatchSpec (where to keep the batch state)")
+
+    def item_concurrency(self, requested: int) -> int:
+        return BATCH_CONCURRENCY if self.mode == "batch" else requested
+
+    def client_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """A caller that passes its lifted bound on to the client as well (one ``concurrency``
+        for both) gets the direct client (fallbacks only) at a sane size."""
+        if options.get("concurrency", 0) >= BATCH_CONCURRENCY:
+            return {**options, "concurrency": DIRECT_FALLBACK_CONCURRENCY}
+        return options
+
+    def build(self, kind: str, model: str, direct: Callable[[], ChatClient]) -> ChatClient:
+        """The client for ``kind``/``model``; ``direct()`` builds the plain one."""
+        from cafe.clients.costs import DryRunClient, MeteredClient
+
+        if self.mode == "dry-run":
+            try:  # the real identity when it can be had offline (no key needed for it)
+                identity = direct().identity
+            except (ValueError, ImportError):
+                identity = f"{kind}:{model}"
+            client: ChatClient = DryRunClient(
+                identity, self.ledger, kind, model, self.expected_output_tokens
+            )
+        else:
+            client = direct()
+            if self.ledger is not None:
+                client = MeteredClient(client, self.ledger, kind, model)
+            if self.mode == "batch":
+                from cafe.clients.batch import BATCH_BACKENDS, BatchClient
+
+                plain = client.inner if isinstance(client, MeteredClient) else client
+                backend = BATCH_BACKENDS.get(kind)(plain, self.batch)
+                client = BatchClient(
+                    client, backend, self.batch, kind=kind, model=model, ledger=self.ledger
+                )
+        self.clients.append(client)
+        return client
+
+    def batch_stats(self) -> dict[str, Any]:
+        """Counts of every batch client built under this plan (submitted, resubmitted…)."""
+        return {c.identity: c.describe() for c in self.clients if hasattr(c, "cancel_all")}

@@ -1,0 +1,266 @@
+"""How a judging command delivers its calls and what they cost, for any judge that builds its
+client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer extraction…):
+
+- ``call_plan``: direct, ``--batch`` (state under the run folder's ``batches/``) or ``--dry-run``,
+  with a cost ledger priced from cafe/clients/prices.yaml (or the user's ``--prices`` file);
+- ``select_items``: selective judging. An (item, run) whose judge prompt equals another's (the
+  same output judged against the same caption: runs that decoded alike) is judged once and the
+  judgement shared; a judge may also declare items it can decide without a call
+  (``needs_call(item) -> False`` plus ``decide(item)``, e.g. answer extraction where the official
+  rule already decides). The saving is reported with its estimated price;
+- ``write_costs``: the ledger, added to the run manifest's ``costs`` (money spent adds up over
+  resumed runs);
+- ``dry_run_report`` / ``format_dry_run``: calls, cache hits and estimated cost, nothing sent."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cafe.judge.base import Judge, JudgeItem
+from cafe.records import Judgement
+
+BATCH_DIR = "batches"
+
+
+def call_plan(
+    state_root: str | Path,
+    *,
+    batch: bool = False,
+    dry_run: bool = False,
+    prices: str | Path | None = None,
+    batch_options: dict[str, Any] | None = None,
+    expected_output_tokens: int = 300,
+) -> Any:
+    """The CallPlan for a judging command whose batch state lives in ``state_root/batches``."""
+    from cafe.clients.batch import BatchSpec
+    from cafe.clients.calls import CallPlan
+    from cafe.clients.costs import Ledger, PriceTable
+
+    if batch and dry_run:
+        mode = "dry-run"  # a dry run of a batch: priced both ways, nothing sent
+    else:
+        mode = "batch" if batch else "dry-run" if dry_run else "direct"
+    # a folder gets batches/ inside it; a path ending in "." (a file's stem) gets "<stem>.batches"
+    root = str(state_root)
+    folder = Path(root + BATCH_DIR) if root.endswith(".") else Path(root) / BATCH_DIR
+    spec = BatchSpec(folder, **(batch_options or {})) if batch else None
+    return CallPlan(
+        mode=mode,
+        ledger=Ledger(PriceTable.load(prices)),
+        batch=spec,
+        expected_output_tokens=expected_output_tokens,
+    )
+
+
+# -- selective judging -----------------------------------------------------------------------
+@dataclasses.dataclass
+class Selection:
+    todo: list[JudgeItem]  # items that need a call
+    decided: list[Judgement]  # decided by the judge without a call
+    copies: dict[tuple[str, int], tuple[str, int]]  # (item, run) -> the one judged for it
+
+    def report(self, n_items: int) -> dict[str, Any]:
+        return {
+            "items": n_items,
+            "judged": len(self.todo),
+            "shared_same_prompt": len(self.copies),
+            "decided_without_call": len(self.decided),
+        }
+
+
+def select_items(judge: Judge, items: Sequence[JudgeItem], selective: bool) -> Selection:
+    if not selective:
+        return Selection(list(items), [], {})
+    todo: list[JudgeItem] = []
+    decided: list[Judgement] = []
+    copies: dict[tuple[str, int], tuple[str, int]] = {}
+    first: dict[str, tuple[str, int]] = {}
+    needs = getattr(judge, "needs_call", None)
+    prompt_for = getattr(judge, "prompt_for", None)
+    for it in items:
+        key = (it.prediction.sample_id, it.prediction.run_index)
+        if needs is not None and not needs(it):
+            decided.append(judge.decide(it))  # type: ignore[attr-defined]
+            continue
+        usable = it.prediction.raw_output is not None and not it.prediction.error
+        prompt = prompt_for(it) if prompt_for is not None and usable else None
+        if prompt is not None and prompt in first:
+            copies[key] = first[prompt]
+            continue
+        if prompt is not None:
+            first[prompt] = key
+        todo.append(it)
+    return Selection(todo, decided, copies)
+
+
+def share_judgements(sel: Selection, judged: Sequence[Judgement]) -> list[Judgement]:
+    """A copy of the representative's judgement for every (item, run) that shared its prompt."""
+    by_key = {(j.sample_id, j.run_index): j for j in judged}
+    out = []
+    for (sid, run), src in sel.copies.items():
+        j = by_key.get(src)
+        if j is None:
+            continue
+        note = f"shared: same judge prompt as {src[0]} run {src[1]}"
+        out.append(
+            dataclasses.replace(
+                j,
+                sample_id=sid,
+                run_index=run,
+                reason=f"{j.reason}; {note}" if j.reason else note,
+            )
+        )
+    return out
+
+
+def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[str, Any]:
+    """Calls (and their estimated price) selective judging did not make: the mean calls and
+    cost per judged item, times the items that needed none."""
+    skipped = len(sel.copies) + len(sel.decided)
+    per_item_calls = calls_sent / judged_now if judged_now else 0.0
+    spent = plan.ledger.summary()["total_cost_usd"] if plan.ledger is not None else None
+    per_item_cost = spent / judged_now if spent is not None and judged_now else None
+    return {
+        "items_without_own_call": skipped,
+        "calls_saved_est": round(per_item_calls * skipped, 1),
+        "cost_saved_usd_est": None if per_item_cost is None else round(per_item_cost * skipped, 6),
+    }
+
+
+# -- the ledger in the run folder ------------------------------------------------------------
+def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
+    """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
+    ``costs``; returns the invocation's own summary."""
+    from cafe.clients.costs import merge_summaries
+
+    if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
+        return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
+    mine = plan.ledger.summary()
+    mine["cache_hits"] = cache_hits
+    batches = plan.batch_stats()
+    if batches:
+        mine["batches"] = batches
+    try:
+        manifest = store.read_manifest()
+    except FileNotFoundError:
+        return mine
+    old = manifest.get("costs")
+    total = merge_summaries(
+        old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
+    )
+    total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
+    manifest["costs"] = total
+    store.write_manifest(manifest)
+    return mine
+
+
+# -- dry runs ----------------------------------------------------------------------------------
+def dry_run_report(
+    plan: Any,
+    *,
+    items: int,
+    already_done: int,
+    cache_hits: int,
+    selection: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    d = plan.ledger.total("estimate-direct")
+    b = plan.ledger.total("estimate-batch")
+    return {
+        "items_to_judge": items,
+        "already_judged": already_done,
+        "calls": d.calls,
+        "cache_hits": cache_hits,
+        "prompt_tokens_est": d.prompt_tokens,
+        "completion_tokens_est": d.completion_tokens,
+        "cost_usd_direct_est": _r(d.cost_usd),
+        "cost_usd_batch_est": _r(b.cost_usd),
+        "cost_usd_direct_max": _r(d.max_cost_usd),
+        "cost_usd_batch_max": _r(b.max_cost_usd),
+        "unpriced": sorted(plan.ledger.unpriced),
+        "expected_output_tokens": plan.expected_output_tokens,
+        **({"selective": selection} if selection else {}),
+    }
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
+def format_dry_run(d: dict[str, Any]) -> str:
+    def usd(v: float | None) -> str:
+        return "unknown (no price: add it with --prices FILE)" if v is None else f"${v:,.4f}"
+
+    lines = [
+        f"dry run: nothing sent. {d['items_to_judge']} (item, run)s to judge "
+        f"({d['already_judged']} already judged)",
+        f"  calls to send  {d['calls']:>8}   (first attempts; invalid replies may add retries)",
+        f"  cache hits     {d['cache_hits']:>8}   (free)",
+        f"  tokens (est.)  {d['prompt_tokens_est']:>8} in, {d['completion_tokens_est']} out "
+        f"(~{d['expected_output_tokens']} per reply)",
+        f"  cost direct    {usd(d['cost_usd_direct_est'])}"
+        f"  (at most {usd(d['cost_usd_direct_max'])})",
+        f"  cost --batch   {usd(d['cost_usd_batch_est'])}"
+        f"  (at most {usd(d['cost_usd_batch_max'])})",
+    ]
+    sel = d.get("selective")
+    if sel:
+        lines.append(
+            f"  selective: {sel['shared_same_prompt']} share another run's prompt, "
+            f"{sel['decided_without_call']} decided without a call"
+        )
+    return "\n".join(lines)
+
+
+# -- command-line options shared by every command that judges or captions ---------------------
+def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--batch, --batch-retry, --batch-poll, --batch-no-wait, --prices."""
+    import click
+
+    opts = [
+        click.option("--batch", is_flag=True,
+                     help="Send through the service's batch endpoints (about half price, up to "
+                     "24 h); batch ids are kept beside the output, so a killed command resumes "
+                     "by polling them, never resubmitting."),
+        click.option("--batch-retry", type=click.Choice(["resubmit", "direct"]),
+                     default="resubmit", show_default=True,
+                     help="What failed or expired batch items get: a new batch, or a direct "
+                     "call."),
+        click.option("--batch-poll", type=float, default=30.0, show_default=True,
+                     help="Seconds between the first batch status checks (grows to 5 min)."),
+        click.option("--batch-no-wait", is_flag=True,
+                     help="Submit (or check once) and exit; run again later to collect."),
+        click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Your price table (shape of cafe/clients/prices.yaml; also "
+                     "$CAFE_PRICES)."),
+    ]  # fmt: skip
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def batch_options(retry: str, poll_s: float, no_wait: bool) -> dict[str, Any]:
+    return {"retry": retry, "poll_s": poll_s, "wait": not no_wait}
+
+
+def echo_costs(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> None:
+    """Print a command's batch counts, spend and selective saving (stderr stays for errors)."""
+    import click
+
+    cost = calls.get("cost") or {}
+    for identity, st in (cost.get("batches") or {}).items():
+        counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
+        click.echo(f"batch ({st['protocol']}, {identity}): {counts}")
+    if cost.get("by_client"):
+        total = cost.get("total_cost_usd")
+        click.echo(
+            f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
+            f"({calls.get('cache_hits', 0)} cache hits)"
+        )
+    if selective:
+        click.echo(
+            f"selective: {selective['items_without_own_call']} of {selective['items']} judged "
+            f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
+        )
