@@ -244,7 +244,13 @@ def judge_run(
     outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
     judged = [j for j in judgements if (j.sample_id, j.run_index) in outputs]
     judge_failed = sum(j.status == "failed" for j in judged)
-    if attempted and most_failed(judge_failed, len(judged)):
+    # a batch left running (--batch-no-wait) or cancelled at the service is pending, not a judge
+    # failure: the next run collects it or submits its items anew
+    pending = sum(
+        int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
+        for s in plan.batch_stats().values()
+    )
+    if attempted and not pending and most_failed(judge_failed, len(judged)):
         raise JudgeFailedError(
             "\n".join([*reasons, f"judge {judge_obj.identity} failed: {run_dir}'s judgements.jsonl "
                         "and its CAFE metrics were left as they were; fix the cause and run the "
