@@ -69,6 +69,31 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             raise ConfigError(f"{path}: line {i + 1}: not valid JSON") from None
 
 
+def latest_records(path: Path, cls: type[R]) -> list[R]:
+    """Records of a JSONL file of (sample_id, run_index) records, the last write winning: how
+    every per-item file of a run folder is read (predictions, judgements.<judge>, rubric…)."""
+    by_key: dict[tuple[str, int], R] = {}
+    for d in iter_jsonl(path):
+        rec = cls.from_dict(d)
+        by_key[(rec.sample_id, rec.run_index)] = rec  # type: ignore[attr-defined]
+    return list(by_key.values())
+
+
+def rewrite_jsonl(path: Path, records: Iterable[Record]) -> None:
+    """Replace a JSONL file by ``records`` atomically (compaction: one line per item); lines
+    are scrubbed of secrets like every other write."""
+    from cafe.redaction import scrub_text, secret_values
+
+    secrets = secret_values()
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(scrub_text(r.to_json(), secrets) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 class JsonlWriter:
     """Append records and make them durable in batches (flush + fsync per write_many)."""
 
@@ -178,11 +203,7 @@ class RunStore:
     # records ------------------------------------------------------------------------------
     def read_records(self, name: str, cls: type[R]) -> list[R]:
         """Records of a JSONL file, last write wins per (sample_id, run_index)."""
-        by_key: dict[tuple[str, int], R] = {}
-        for d in iter_jsonl(self.path(name)):
-            rec = cls.from_dict(d)
-            by_key[(rec.sample_id, rec.run_index)] = rec  # type: ignore[attr-defined]
-        return list(by_key.values())
+        return latest_records(self.path(name), cls)
 
     def has_samples(self) -> bool:
         return self.path(SAMPLES).exists()

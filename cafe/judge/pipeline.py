@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import JUDGEMENTS, SAMPLES, RunStore, iter_jsonl
+from cafe.store import JUDGEMENTS, SAMPLES, RunStore, latest_records, rewrite_jsonl
 
 FLUSH_EVERY = 32
 
@@ -48,24 +47,11 @@ def judgements_file(store: RunStore, identity: str) -> Path:
 
 
 def read_judgements(path: Path) -> list[Judgement]:
-    by_key: dict[tuple[str, int], Judgement] = {}
-    for d in iter_jsonl(path):
-        j = Judgement.from_dict(d)
-        by_key[(j.sample_id, j.run_index)] = j
-    return list(by_key.values())
+    return latest_records(path, Judgement)
 
 
 def _write_compact(path: Path, records: Sequence[Judgement]) -> None:
-    from cafe.redaction import scrub_text, secret_values
-
-    secrets = secret_values()
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for r in records:
-            f.write(scrub_text(r.to_json(), secrets) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    rewrite_jsonl(path, records)
 
 
 async def _judge_all(

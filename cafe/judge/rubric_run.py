@@ -35,7 +35,7 @@ from cafe.judge.pipeline import (
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
-from cafe.store import RunStore, iter_jsonl
+from cafe.store import RunStore, latest_records
 
 SECTION = "rubric"
 
@@ -45,11 +45,7 @@ def rubric_file(store: RunStore, identity: str) -> Path:
 
 
 def read_scores(path: Path) -> list[RubricScore]:
-    by_key: dict[tuple[str, int], RubricScore] = {}
-    for d in iter_jsonl(path):
-        r = RubricScore.from_dict(d)
-        by_key[(r.sample_id, r.run_index)] = r
-    return list(by_key.values())
+    return latest_records(path, RubricScore)
 
 
 async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool) -> list:
