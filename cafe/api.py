@@ -26,6 +26,7 @@ command line               function
 ``cafe judge-agreement``   judge_agreement
 ``cafe rubric``            rubric
 ``cafe cues``              cues
+``cafe listen``            listen
 ``cafe decay``             decay
 ``cafe attention``         attention
 ``cafe report``            report, table, figure, compare
@@ -53,6 +54,7 @@ TARGETS: dict[str, str] = {
     "judge_agreement": "cafe.judge.agreement:judge_agreement",
     "rubric": "cafe.judge.rubric_run:rubric_run",
     "cues": "cafe.judge.cues:cues_run",
+    "listen": "cafe.listen:run_controls",
     "decay": "cafe.metrics.decay:decay",
     "attention": "cafe.metrics.attention:attention",
     "report": "cafe.reports.run_report:write_run_report",
@@ -171,6 +173,15 @@ def cues(run_dir: str | Path, **options: Any) -> Any:
     return _target("cues")(run_dir, **options)
 
 
+def listen(run_dir: str | Path, controls: Any = ("silence", "noise", "shuffled", "text-only"),
+           **options: Any) -> Any:  # fmt: skip
+    """Listening controls for a run (silence, noise, shuffled, text-only), each in its own run
+    folder -> the metrics.json "listening" section (the gap per control with a paired 95%
+    interval). Options: control_seed, run_options, judge, judge_options, and run()'s execution
+    options (batch_size, concurrency, progress, cache, cards)."""
+    return _target("listen")(run_dir, controls, **options)
+
+
 def decay(run_dir: str | Path, **options: Any) -> Any:
     """Perception decay by reasoning length -> the metrics.json "decay" section. Options:
     bins, bin_width, min_count, merge, mode."""
@@ -266,6 +277,7 @@ FUNCTIONS = (
     "judge_agreement",
     "rubric",
     "cues",
+    "listen",
     "decay",
     "report",
     "table",

@@ -129,10 +129,17 @@ def check_audio(path: str | Path, *, sample_id: str | None = None) -> None:
     """Cheap validation before a model call (header only, no decode): missing, empty, non-audio
     or corrupt-header files and files without samples raise the same InputErrors as load_audio.
     The adapter's own decode still catches damage past the header."""
+    audio_info(path, sample_id=sample_id)
+
+
+def audio_info(path: str | Path, *, sample_id: str | None = None):  # -> soundfile._SoundFileInfo
+    """The file's header (frames, samplerate, channels), validated as check_audio says."""
     import soundfile as sf
 
     p = Path(path)
-    _check_info(p, _read(p, sample_id, sf.info), sample_id)
+    info = _read(p, sample_id, sf.info)
+    _check_info(p, info, sample_id)
+    return info
 
 
 def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:

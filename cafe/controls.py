@@ -18,6 +18,7 @@ import hashlib
 import math
 import os
 import random
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +46,7 @@ def parse_controls(text: str | Sequence[str] | None) -> list[str]:
 
 
 def default_folder() -> Path:
+    """$CAFE_CACHE/controls, read at call time (cafe.cache.cache_file)."""
     from cafe.cache import cache_file
 
     return cache_file("controls")
@@ -66,15 +68,26 @@ def _write_once(path: Path, audio: np.ndarray) -> str:
     return str(path)
 
 
+def _source_key(path: str, sample_id: str) -> str:
+    """The clip file's identity from one stat (absolute path, size, mtime): a changed file gets
+    new control clips; an unchanged one is looked up without opening it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        from cafe.audio import check_audio
+
+        check_audio(path, sample_id=sample_id)  # the InputError naming file, item and field
+        raise
+    ident = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
 def decoded_length(path: str, sample_id: str) -> int:
     """Samples at 16 kHz that load_audio would return, from the header alone (polyphase
     resampling gives ceil(n * 16000 / rate) samples)."""
-    import soundfile as sf
+    from cafe.audio import TARGET_SR, audio_info
 
-    from cafe.audio import TARGET_SR, check_audio
-
-    check_audio(path, sample_id=sample_id)  # missing / empty / not audio: one InputError
-    info = sf.info(path)
+    info = audio_info(path, sample_id=sample_id)  # missing / empty / not audio: an InputError
     if info.samplerate == TARGET_SR:
         return int(info.frames)
     g = math.gcd(int(info.samplerate), TARGET_SR)
@@ -82,16 +95,37 @@ def decoded_length(path: str, sample_id: str) -> int:
     return -(-int(info.frames) * up // down)
 
 
+def _link(link: Path, target: Path) -> str:
+    """``link`` -> ``target`` (a symlink, so silence is stored once per length), atomically."""
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        tmp = link.with_name(f"{link.stem}.{os.getpid()}.{threading.get_ident()}.tmp.wav")
+        try:
+            tmp.symlink_to(os.path.relpath(target, link.parent))
+        except OSError:  # no symlinks here (some filesystems): a copy
+            shutil.copyfile(target, tmp)
+        tmp.replace(link)
+    return str(link)
+
+
 def silence_clip(path: str, folder: Path, sample_id: str) -> str:
+    """Silence as long as the clip. Found again by the source file's identity (one stat), so a
+    second run opens no clip; stored once per length."""
+    link = folder / "silence" / "by-source" / f"{_source_key(path, sample_id)}.wav"
+    if link.exists():
+        return str(link)
     n = decoded_length(path, sample_id)
-    return _write_once(folder / "silence" / f"{n}.wav", np.zeros(n, dtype=np.float32))
+    target = folder / "silence" / f"{n}.wav"
+    _write_once(target, np.zeros(n, dtype=np.float32))
+    return _link(link, target)
 
 
 def noise_clip(path: str, folder: Path, sample_id: str, seed: int, k: int = 0) -> str:
     """White noise with the clip's RMS (the clip's level) and length, seeded per item."""
-    from cafe.audio import file_sha256, load_audio
+    from cafe.audio import load_audio
 
-    name = hashlib.sha256(f"{file_sha256(path)}:{seed}:{sample_id}:{k}".encode()).hexdigest()
+    key = _source_key(path, sample_id)
+    name = hashlib.sha256(f"{key}:{seed}:{sample_id}:{k}".encode()).hexdigest()
     out = folder / "noise" / f"{name[:32]}.wav"
     if out.exists():  # made before: no decode
         return str(out)
@@ -135,14 +169,20 @@ def control_samples(
     control: str,
     seed: int = DEFAULT_SEED,
     folder: str | Path | None = None,
+    pool: Sequence[Sample] | None = None,
 ) -> list[Sample]:
     """The samples as the model sees them under ``control``: ids, questions, choices and
     answers untouched; ``audio`` replaced; events and caption set to what the model actually
     got (for judges). Items that failed to load (Sample.error) pass through as they are; an
-    unreadable clip makes its item failed, with the reason, like any bad input."""
+    unreadable clip makes its item failed, with the reason, like any bad input.
+
+    ``pool``: the whole benchmark, when ``samples`` is a selection of it (--limit): the
+    derangement is drawn over the pool, so an item gets the same clip whatever the selection."""
     if control not in CONTROLS:
         raise ValueError(f"unknown control {control!r}; choose from {', '.join(CONTROLS)}")
-    sources = _sources(samples, control, seed)
+    drawn = dict(zip((s.id for s in pool or samples),
+                     _sources(pool or samples, control, seed), strict=True))  # fmt: skip
+    sources = [drawn.get(s.id) for s in samples]
     out = _replace_audio(samples, control, seed, sources, folder)
     return [_with_truth(s, control, src) for s, src in zip(out, sources, strict=True)]
 

@@ -63,6 +63,7 @@ COMMAND_FUNCTIONS = {
     "judge-agreement": ["judge_agreement"],
     "rubric": ["rubric"],
     "cues": ["cues"],
+    "listen": ["listen"],
     "decay": ["decay"],
     "attention": ["attention"],
     "report": ["report", "table", "figure", "compare"],

@@ -132,3 +132,10 @@ def test_judges_get_what_the_model_got(tmp_path):
         JudgeItem(sil[0], pred, None)
     )
     assert j.status == "ok" and j.error_matched == ["dog_bark"] and j.matched_events == []
+
+
+def test_shuffled_draws_over_the_whole_benchmark(tmp_path):
+    samples = make_samples(tmp_path, n=6)
+    whole = {t.id: t.audio for t in control_samples(samples, "shuffled", seed=4)}
+    first = control_samples(samples[:3], "shuffled", seed=4, pool=samples)
+    assert [t.audio for t in first] == [whole[s.id] for s in samples[:3]]

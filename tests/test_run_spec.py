@@ -100,6 +100,8 @@ def _change(field: str, tmp_path: Path, bench: Path) -> tuple[dict, dict, Any, A
         return base, {**base, "prompt_template": str(tpl)}, None, None
     if field == "generation":
         return base, {**base, "max_new_tokens": 7}, None, 7
+    if field == "control":  # a listening control is another run (cafe.controls)
+        return base, {**base, "control": "text-only"}, None, {"name": "text-only", "seed": 0}
     raise AssertionError(f"no change written for spec field {field!r}")
 
 
@@ -110,7 +112,7 @@ IDENTITY = [
 
 def test_every_spec_field_is_covered_below() -> None:
     assert set(IDENTITY) | set(RunSpec.SELECTION) == {f.name for f in dataclasses.fields(RunSpec)}
-    assert len(IDENTITY) == 12
+    assert len(IDENTITY) == 13
 
 
 @pytest.mark.parametrize("field", IDENTITY)

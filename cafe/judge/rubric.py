@@ -185,8 +185,12 @@ def score_reply(
 
 def answer_prediction(p: Prediction) -> str:
     """What the official MMAR scripts read as ``answer_prediction``: the run's exported answer
-    (cafe export), empty when there is none (then it fails the string match)."""
-    return p.answer if p.answer is not None else ""
+    (`cafe export`: the model's answer text where the record keeps it, else the answer), empty
+    when there is none (then it fails the string match)."""
+    text = getattr(p, "answer_text", None)
+    if text is None:
+        text = p.answer
+    return text if text is not None else ""
 
 
 def reasoning_of(p: Prediction) -> str:
@@ -262,7 +266,7 @@ class RubricJudge:
         return {"raters": self.raters, "trim": self.trim, "temperature": self.temperature,
                 "seed": self.seed}  # fmt: skip
 
-    def _record(self, p: Prediction, status: str, **kw: Any) -> RubricScore:
+    def record(self, p: Prediction, status: str, **kw: Any) -> RubricScore:
         return RubricScore(
             p.sample_id, p.run_index, self.identity, self.template_hash, status,
             protocol=self.protocol, **kw,
@@ -319,14 +323,14 @@ class RubricJudge:
     async def ascore(self, sample: Sample, p: Prediction) -> RubricScore:
         if p.raw_output is None or p.error:
             # a failed prediction has no answer: wrong, as the accuracy counts it
-            return self._record(p, "wrong", score=0.0, reason=f"prediction failed: {p.error}")
+            return self.record(p, "wrong", score=0.0, reason=f"prediction failed: {p.error}")
         try:
             criteria = criteria_of(sample)
         except InputError as e:
-            return self._record(p, "no_rubric", reason=str(e))
+            return self.record(p, "no_rubric", reason=str(e))
         answer = answer_prediction(p)
         if sample.answer is None or not is_correct(answer, sample.answer, sample.choices):
-            return self._record(p, "wrong", score=0.0)
+            return self.record(p, "wrong", score=0.0)
         prompt = build_prompt(self.template, sample, criteria, reasoning_of(p), answer)
         rated = await asyncio.gather(*(self._rate(prompt, criteria, r) for r in range(self.raters)))
         failures = [r[4] for r in rated if r[4]]
@@ -338,14 +342,14 @@ class RubricJudge:
             "notes": [n for r in rated for n in r[3]],
         }
         if failures:
-            return self._record(p, "failed", reason=failures[0], **kw)
+            return self.record(p, "failed", reason=failures[0], **kw)
         if any(r[0] is None for r in rated):
             bad = sum(r[0] is None for r in rated)
-            return self._record(
+            return self.record(
                 p, "invalid", reason=f"{bad} of {self.raters} raters gave no valid reply", **kw
             )
         score = trimmed_mean([r[0] for r in rated], self.trim)  # type: ignore[misc]
-        return self._record(p, "ok", score=score, **kw)
+        return self.record(p, "ok", score=score, **kw)
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -56,7 +56,7 @@ async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool
             try:
                 return await judge.ascore(sample, pred)
             except Exception as e:  # a bug in one item must not lose the rest
-                return judge._record(pred, "failed", reason=f"{type(e).__name__}: {e}")
+                return judge.record(pred, "failed", reason=f"{type(e).__name__}: {e}")
 
     bar = None
     if progress:
@@ -137,7 +137,7 @@ def rubric_run(
         s = by_id.get(p.sample_id)
         if s is None:
             orphans.append(
-                scorer._record(p, "failed", reason=f"samples.jsonl: sample {p.sample_id} not found")
+                scorer.record(p, "failed", reason=f"samples.jsonl: sample {p.sample_id} not found")
             )
             continue
         jobs.append((s, p))

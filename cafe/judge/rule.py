@@ -38,7 +38,11 @@ _SET_ASIDE = re.compile(
     r"does not matter|doesn't matter|not needed)\b",
     re.I,
 )
-_NOT_EVENTS = re.compile(r"^\W*(silence|silent|pause|quiet|nothing|no sound)\W*$", re.I)
+# a perception line that reports silence, or the absence of any event, names no event
+_NOT_EVENTS = re.compile(
+    r"^\W*(?:(silence|silent|pause|quiet|nothing|no sound)\W*$|no (?:sound|audible)? ?events?\b)",
+    re.I,
+)
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
@@ -80,7 +84,8 @@ class RuleJudge(Judge):
         self.vocabulary = dict(vocabulary) if vocabulary is not None else default_vocabulary()
         self.tolerance_s = tolerance_s
         self.identity = RULE_VERSION
-        rules = {"version": RULE_VERSION, "tolerance_s": tolerance_s, "vocabulary": self.vocabulary}
+        rules = {"version": RULE_VERSION, "tolerance_s": tolerance_s, "vocabulary": self.vocabulary,
+                 "not_events": _NOT_EVENTS.pattern}  # fmt: skip
         self.template_hash = sha256_text(json.dumps(rules, sort_keys=True))
         self.temperature = None
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from cafe.controls import SILENT_TRUTH
 from cafe.metrics.cafe import METRICS as CAFE_METRICS
 from cafe.metrics.stats import paired_bootstrap
 from cafe.records import Prediction, Sample
@@ -108,7 +109,11 @@ def format_listening(section: dict[str, Any]) -> str:
         if caf:
             lines.append(
                 f"  {'':<10} CAFE under {name}: Acc_per {f(caf.get('acc_per'))}, Err_per "
-                f"{f(caf.get('err_per'))} (every event heard here is "
-                f"{'a hallucination' if name in ('silence', 'text-only') else 'suspect'})"
+                f"{f(caf.get('err_per'))}"
+                + (
+                    " (the clip holds no event: every event reported is a hallucination)"
+                    if name in SILENT_TRUTH
+                    else " (judged against the clip that was played)"
+                )
             )
     return "\n".join(lines)

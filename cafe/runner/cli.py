@@ -70,6 +70,12 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 )
 @option("--strict", is_flag=True, help="Stop with an error at the first bad input.")
 @option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
+@option(
+    "--controls",
+    help="Listening controls after the run: silence, noise, shuffled, text-only (comma-"
+    "separated, or all); each its own folder RUN_DIR-ctl-NAME, the gap in metrics.json.",
+)
+@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
 @no_progress_option(old=("--quiet",))
 def run_command(
     model: str,
@@ -100,6 +106,8 @@ def run_command(
     captions: str | None,
     strict: bool,
     no_cache: bool,
+    controls: str | None,
+    control_seed: int,
     no_progress: bool,
 ) -> None:
     """Run a model on a benchmark into a resumable run folder.
@@ -124,31 +132,27 @@ def run_command(
         judge_options["captions"] = captions
     if judge_api_key_env:
         judge_options["api_key_env"] = judge_api_key_env
+    from cafe.controls import parse_controls
+
+    try:
+        control_names = parse_controls(controls)
+    except ValueError as e:
+        raise click.UsageError(f"--controls: {e}") from None
+    # what the real run is; its controls are the same with the audio replaced (cafe.listen)
+    spec_options = {
+        "checkpoint": checkpoint, "data": data, "version": bench_version, "runs": runs,
+        "limit": limit, "seed": seed, "prompt_style": prompt_style,
+        "prompt_template": prompt_template, "max_new_tokens": max_new_tokens,
+        "options": adapter_options(options, endpoints, api_key_env),
+    }  # fmt: skip
+    execution = {
+        "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
+        "progress": not no_progress, "cache": not no_cache, "cards": list(cards),
+    }  # fmt: skip
     result = run(
-        model,
-        bench,
-        checkpoint=checkpoint,
-        data=data,
-        version=bench_version,
-        runs=runs,
-        limit=limit,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        seed=seed,
-        out=out,
-        prompt_style=prompt_style,
-        prompt_template=prompt_template,
-        max_new_tokens=max_new_tokens,
-        judge=judge,
-        judge_options=judge_options,
-        strict=strict,
-        progress=not no_progress,
-        cache=not no_cache,
-        cards=list(cards),
-        options=adapter_options(options, endpoints, api_key_env),
-        audio_root=audio_root,
-        retry_failed=retry_failed,
-    )
+        model, bench, **spec_options, out=out, judge=judge, judge_options=judge_options,
+        audio_root=audio_root, retry_failed=retry_failed, **execution,
+    )  # fmt: skip
     for note in result.notes:
         click.echo(note, err=True)
     click.echo(summary_table(result.metrics))
@@ -160,6 +164,16 @@ def run_command(
         raise click.ClickException(
             "most items failed (reasons above); the run folder keeps what succeeded"
         )
+    if control_names and "accuracy" in result.metrics:
+        from cafe.listen import run_controls
+        from cafe.metrics.listening import format_listening
+
+        section = run_controls(
+            result.run_dir, control_names, control_seed=control_seed,
+            run_options={"model": model, "bench": bench, **spec_options}, judge=judge,
+            judge_options=judge_options, **execution,
+        )  # fmt: skip
+        click.echo(format_listening(section))
     if result.judge_failed:
         raise click.ClickException(
             "the model run is complete, but its CAFE judge failed (reason above)"

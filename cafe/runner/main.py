@@ -29,6 +29,8 @@ from cafe.store import PREDICTIONS
 
 #: metrics sections computed from the predictions by a later stage (stale once they change)
 DERIVED_SECTIONS = ("cafe", "decay")
+#: sections other commands compute from the predictions (stale once they change)
+LISTENING_SECTIONS = ("rubric", "cues", "listening")
 
 
 @dataclass
@@ -71,11 +73,17 @@ def run(
     options: dict[str, Any] | None = None,
     audio_root: str | Path | None = None,
     retry_failed: bool = False,
+    control: str | None = None,
+    control_seed: int = 0,
+    control_of: str | Path | None = None,
 ) -> RunResult:
     """Run ``model`` on ``bench`` into a run folder and return its metrics. Re-running the same
     call resumes. ``options``: the adapter's options (``-o KEY=VALUE``), kept apart from the
     run's own, so any name may be one (model, seed, batch_size, concurrency…).
     ``judge=None`` means the benchmark's ``default_judge``; "none" skips judging.
+
+    ``control``: a listening control (cafe.controls: silence, noise, shuffled, text-only) with
+    ``control_seed``; ``control_of``: the real run's folder, linked from the manifest.
 
     Raises RunError for what the user must fix (a folder holding another run, an unknown model,
     a model that cannot load) and on the first bad input with ``strict``."""
@@ -97,10 +105,16 @@ def run(
         options=options,
         audio_root=audio_root,
         retry_failed=retry_failed,
+        control=control,
+        control_seed=control_seed,
     )
     if plan.mode == "subset":
         return _read_subset(plan)
-    manifest = _open_folder(plan)
+    link = None
+    if control:
+        link = {"name": control, "seed": control_seed,
+                "real_run": str(Path(control_of).resolve()) if control_of else None}  # fmt: skip
+    manifest = _open_folder(plan, link)
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
     with plan.store.writer(PREDICTIONS) as writer:
         bad = [(s, r) for s, r in plan.pending if s.error]
@@ -118,9 +132,10 @@ def run(
     return result
 
 
-def _open_folder(plan: RunPlan) -> dict[str, Any]:
+def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[str, Any]:
     """Create or reopen the folder: the manifest (marked running until the end; what an
-    earlier session learnt about the adapter and its usage carried over) and samples.jsonl."""
+    earlier session learnt about the adapter and its usage carried over; a listening control
+    linked to its real run) and samples.jsonl."""
     store = plan.store.create()
     manifest = plan.manifest()
     old = plan.old_manifest
@@ -129,6 +144,8 @@ def _open_folder(plan: RunPlan) -> dict[str, Any]:
     for k in ("adapter", "token_counter", "usage"):
         if k in old:
             manifest[k] = old[k]
+    if control:
+        manifest["control"] = control
     manifest["status"] = "running"
     store.write_manifest(manifest)
     if plan.mode in ("new", "extend") or not store.has_samples():
@@ -147,6 +164,13 @@ def _finish(
     """The accuracy section over the folder's whole selection, the judge (the benchmark's
     default unless told), and the manifest marked complete."""
     store = plan.store
+    if result.new_predictions:  # rubric, cues and controls covered the earlier predictions
+        gone = store.drop_metrics(*LISTENING_SECTIONS)
+        if gone:
+            result.notes.append(
+                f"removed the {', '.join(gone)} section(s) of metrics.json: they covered the "
+                f"earlier predictions (`cafe rubric`, `cafe cues`, `cafe listen` redo them)"
+            )
     final = store.predictions() if result.new_predictions else list(plan.done.values())
     predictions = [p for p in final if (p.sample_id, p.run_index) in plan.keys]
     store.update_metrics("accuracy", _accuracy(plan, predictions))

@@ -91,6 +91,8 @@ def default_folder(spec: RunSpec, label: str, card_defaults: dict[str, Any]) -> 
     variant = spec.variant(card_defaults)
     if variant:
         parts.append(spec.short_hash(variant))
+    if spec.control:  # beside the real run's folder: <real>-ctl-<control>
+        parts.append(f"ctl-{spec.control['name']}")
     return Path("runs") / _slug("-".join(parts))
 
 
@@ -166,6 +168,7 @@ class Selection:
     samples: list[Sample]
     problems: list[Problem]
     limit: int | None  # None when the limit takes every item
+    pool: list[Sample] = field(default_factory=list)  # every checked item (before the limit)
 
 
 def select_samples(
@@ -190,6 +193,7 @@ def select_samples(
     problems = [*loaded.problems, *own_problems]
     if limit is not None and limit >= len(samples):
         limit = None  # all of them: the same selection as no limit
+    pool = samples
     if limit is not None:
         samples = samples[:limit]
     if strict:
@@ -199,7 +203,7 @@ def select_samples(
         if bad is not None:
             raise RunError(f"--strict: {bad.error}")
     warn([str(p) for p in problems])
-    return Selection(bench_obj, loaded, samples, problems, limit)
+    return Selection(bench_obj, loaded, samples, problems, limit, pool)
 
 
 def build_spec(
@@ -262,6 +266,8 @@ def plan_run(
     options: dict[str, Any] | None = None,
     audio_root: str | Path | None = None,
     retry_failed: bool = False,
+    control: str | None = None,
+    control_seed: int = 0,
 ) -> RunPlan:
     if runs < 1:
         raise RunError("--runs must be at least 1")
@@ -283,6 +289,16 @@ def plan_run(
         resolved, adapter_cls, adapter_options, selection, template,
         bench=bench, runs=runs, seed=seed, max_new_tokens=max_new_tokens,
     )  # fmt: skip
+    if control:  # a listening control: the same items, the audio replaced (cafe.controls)
+        from cafe.controls import control_samples
+
+        try:
+            selection.samples = control_samples(
+                selection.samples, control, control_seed, pool=selection.pool
+            )
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        spec = replace(spec, control={"name": control, "seed": control_seed})
     defaults = {
         "options": without_secrets(dict(card.options)),
         "prompt_style": card.prompt_style,

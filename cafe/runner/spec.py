@@ -49,6 +49,9 @@ class RunSpec:
     prompt_style: str
     template_hash: str
     generation: Mapping[str, Any]  # decoding settings sent with every request
+    #: a listening control ({"name": "silence" | "noise" | "shuffled" | "text-only", "seed"}):
+    #: the same run with the audio replaced (cafe.controls); None for the real audio
+    control: Mapping[str, Any] | None = None
 
     #: fields that select which (item, run) pairs the folder holds; the rest is its identity
     SELECTION = ("limit", "runs")
@@ -70,16 +73,18 @@ class RunSpec:
         d = dataclasses.asdict(self)
         d["adapter_options"] = dict(self.adapter_options)
         d["generation"] = dict(self.generation)
+        d["control"] = None if self.control is None else dict(self.control)
         return d
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunSpec:
         names = [f.name for f in dataclasses.fields(cls)]
+        optional = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
         unknown = sorted(set(data) - set(names))
-        missing = sorted(set(names) - set(data))
+        missing = sorted(set(names) - set(data) - optional)
         if unknown or missing:
             raise ValueError(f"run spec with fields {unknown or missing} is not this cafe's format")
-        return cls(**{k: data[k] for k in names})
+        return cls(**{k: data[k] for k in names if k in data})
 
     def differences(self, other: RunSpec) -> list[tuple[str, Any, Any]]:
         """(field, self's value, other's value) for every identity field that differs; dict
