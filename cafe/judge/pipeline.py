@@ -147,7 +147,8 @@ def judge_run(
             "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
             "--captions FILE (or use --judge rule on the synth benchmark)"
         )
-    if getattr(judge_cls, "needs_events", False) and not any(s.events for s in samples):
+    # events known (an empty list under a silence control is known: nothing happens)
+    if getattr(judge_cls, "needs_events", False) and all(s.events is None for s in samples):
         raise ConfigError(
             f"{run_dir}: the {judge} judge needs ground-truth events, which no sample of this "
             "benchmark carries (synth has them); use an LLM judge with --captions FILE"
