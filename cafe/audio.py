@@ -17,6 +17,34 @@ import numpy as np
 from cafe.records import InputError, Problem
 
 TARGET_SR = 16_000
+#: longest clip decoded, in seconds (CAFE_MAX_AUDIO_S overrides): a two-hour file in a
+#: benchmark of seconds-long clips is a mistake, and decoding it would take gigabytes
+DEFAULT_MAX_AUDIO_S = 1800.0
+
+
+def max_audio_s() -> float:
+    try:
+        return float(os.environ.get("CAFE_MAX_AUDIO_S") or DEFAULT_MAX_AUDIO_S)
+    except ValueError:
+        return DEFAULT_MAX_AUDIO_S
+
+
+def _check_info(p: Path, info: object, sample_id: str | None) -> None:
+    """Header facts every reader checks before decoding: frames, a real rate, a sane length."""
+    frames, rate = getattr(info, "frames", 0), getattr(info, "samplerate", 0)
+    if rate <= 0:
+        raise _problem(p, f"sample rate is {rate} Hz", sample_id)
+    if frames <= 0:
+        raise _problem(p, "audio has no samples", sample_id)
+    seconds, limit = frames / rate, max_audio_s()
+    if seconds > limit:
+        raise _problem(
+            p,
+            f"audio is {seconds:.0f} s long, over the {limit:.0f} s limit (set CAFE_MAX_AUDIO_S "
+            "to allow longer clips)",
+            sample_id,
+        )
+
 
 T = TypeVar("T")
 
@@ -46,6 +74,7 @@ def load_audio(
     import soundfile as sf
 
     p = Path(path)
+    _check_info(p, _read(p, sample_id, sf.info), sample_id)  # before decoding a byte
     data, file_sr = _read(p, sample_id, lambda f: sf.read(f, dtype="float32", always_2d=True))
     if data.shape[0] == 0:
         raise _problem(p, "audio has no samples", sample_id)
@@ -55,6 +84,45 @@ def load_audio(
     if not np.isfinite(mono).all():
         raise _problem(p, "audio contains NaN or inf samples", sample_id)
     return mono.astype(np.float32, copy=False)
+
+
+@lru_cache(maxsize=64)
+def _realpath(root: str) -> str:
+    return os.path.realpath(root)
+
+
+def contained_audio(
+    rel: str, roots: list[Path], *, file: str, sample_id: str | None, field: str
+) -> tuple[str | None, Problem | None]:
+    """The absolute path of a metadata audio path (relative to ``roots[0]``), or a Problem when
+    it resolves, after symlinks, outside every root: an absolute or ``../`` path in a metadata
+    file must not make a model, an API upload or a captioner read an arbitrary file."""
+    base = roots[0]
+    p = os.path.expanduser(rel.replace("\\", "/"))
+    given = os.path.normpath(p if os.path.isabs(p) else os.path.join(base, p))
+    full = os.path.realpath(given)
+    for root in roots:
+        real = _realpath(str(root))
+        if full == real or full.startswith(real.rstrip(os.sep) + os.sep):
+            return given, None  # the path as written (normalised); its target was checked
+    msg = (
+        f"audio path {rel!r} resolves to {full}, outside the data folder {_realpath(str(base))}; "
+        "keep audio under it or pass --audio-root DIR"
+    )
+    return None, Problem(file=file, sample_id=sample_id, field=field, message=msg)
+
+
+def audio_state(paths: list[str]) -> str:
+    """Size and mtime of each clip ("missing" where absent): a failed clip is retried when this
+    changes, i.e. once the user adds or repairs the file."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append(f"{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            out.append("missing")
+    return "|".join(out)
 
 
 def check_audio(path: str | Path, *, sample_id: str | None = None) -> None:
@@ -70,8 +138,7 @@ def audio_info(path: str | Path, *, sample_id: str | None = None):  # -> soundfi
 
     p = Path(path)
     info = _read(p, sample_id, sf.info)
-    if info.frames <= 0:
-        raise _problem(p, "audio has no samples", sample_id)
+    _check_info(p, info, sample_id)
     return info
 
 

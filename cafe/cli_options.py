@@ -4,6 +4,7 @@ stays fast."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -17,15 +18,28 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @contextmanager
 def cli_errors() -> Iterator[None]:
-    """CafeError -> click's one-line error (exit 2 with the usage line for CafeUsageError)."""
+    """CafeError -> click's one-line error (exit 2 with the usage line for CafeUsageError).
+    Every command also runs with its printed lines, log records and error messages scrubbed of
+    secrets (cafe.redaction): the last net under the scrubbing each writer does."""
+    from cafe.redaction import ScrubbingStream, install_log_scrubbing, scrub_exception, scrub_text
+
+    install_log_scrubbing()
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, ScrubbingStream):  # nested command: already wrapped
+        sys.stdout, sys.stderr = ScrubbingStream(sys.stdout), ScrubbingStream(sys.stderr)
     try:
         yield
     except CafeError as e:
+        msg = scrub_text(str(e))
         if e.exit_code == 2:
-            raise click.UsageError(str(e), ctx=click.get_current_context(silent=True)) from None
-        err = click.ClickException(str(e))
+            raise click.UsageError(msg, ctx=click.get_current_context(silent=True)) from None
+        err = click.ClickException(msg)
         err.exit_code = e.exit_code
         raise err from None
+    except Exception as e:
+        raise scrub_exception(e) from e.__cause__
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 class Command(click.Command):
@@ -173,10 +187,16 @@ def judge_server_options(
     endpoint_old: tuple[str, ...] = (),
     concurrency_old: tuple[str, ...] = (),
 ):
-    """--judge-model, --judge-endpoint (repeatable), --judge-concurrency; ``*_old``: former
-    spellings still accepted (`cafe judge --endpoint`)."""
+    """--judge-model, --judge-endpoint (repeatable), --judge-concurrency, --judge-api-key-env;
+    ``*_old``: former spellings still accepted (`cafe judge --endpoint`)."""
     return compose(
         option("--judge-model", help="Model name the judge server knows."),
+        option(
+            "--judge-api-key-env",
+            metavar="NAME",
+            help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+            "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+        ),
         option(
             "--judge-endpoint",
             "judge_endpoints",
@@ -219,11 +239,20 @@ def model_options(required: bool = True, default: str | None = None):
             multiple=True,
             help="Model server base URL for served models (repeat to shard the work).",
         ),
+        option(
+            "--api-key-env",
+            metavar="NAME",
+            help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+            "OpenAI's own URL: OPENAI_API_KEY].",
+        ),
     )
 
 
-def adapter_options(pairs: Sequence[str], endpoints: Sequence[str] = ()) -> dict[str, Any]:
-    """-o KEY=VALUE pairs (values read as YAML scalars) plus --endpoint, as adapter options."""
+def adapter_options(
+    pairs: Sequence[str], endpoints: Sequence[str] = (), api_key_env: str | None = None
+) -> dict[str, Any]:
+    """-o KEY=VALUE pairs (values read as YAML scalars) plus --endpoint and --api-key-env, as
+    adapter options."""
     import yaml
 
     out: dict[str, Any] = {}
@@ -234,4 +263,6 @@ def adapter_options(pairs: Sequence[str], endpoints: Sequence[str] = ()) -> dict
         out[key] = yaml.safe_load(value)
     if endpoints:
         out["endpoints"] = list(endpoints)
+    if api_key_env:
+        out["api_key_env"] = api_key_env
     return out

@@ -46,10 +46,10 @@ def parse_controls(text: str | Sequence[str] | None) -> list[str]:
 
 
 def default_folder() -> Path:
-    """$CAFE_CACHE/controls, read at call time (like the synth generator's folder)."""
-    from cafe.cache import DEFAULT_DIR
+    """$CAFE_CACHE/controls, read at call time (cafe.cache.cache_file)."""
+    from cafe.cache import cache_file
 
-    return Path(os.environ.get("CAFE_CACHE") or DEFAULT_DIR) / "controls"
+    return cache_file("controls")
 
 
 def _item_seed(seed: int, sample_id: str, k: int) -> int:

@@ -164,6 +164,7 @@ def listen_command(
     control_seed: int,
     judge: str | None,
     judge_model: str | None,
+    judge_api_key_env: str | None,
     judge_endpoints: tuple[str, ...],
     judge_concurrency: int | None,
     captions: str | None,
@@ -203,6 +204,8 @@ def listen_command(
         jopts["concurrency"] = judge_concurrency
     if captions:
         jopts["captions"] = captions
+    if judge_api_key_env:
+        jopts["api_key_env"] = judge_api_key_env
     if judge is None and manifest.get("judge"):  # the real run's judge (keys: environment)
         recorded = dict(manifest["judge"])
         judge = recorded.pop("name", None)

@@ -1,13 +1,13 @@
 """What ran, for manifest.json: model card, checkpoint fingerprint, benchmark version and file
-hash, prompt hash, seeds, package versions and git commit. Never a secret: adapter options whose
-names look like credentials are left out, and API keys only ever live in the environment."""
+hash, prompt hash, seeds, package versions and git commit. Never a secret: options pass through
+cafe.redaction.scrub (credential-named keys at any depth, URL credentials, key values), and API
+keys only ever live in the environment."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import os
-import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -30,7 +30,6 @@ PACKAGES = (
     "trl",
     "peft",
 )
-_SECRET = re.compile(r"key|token|secret|password|auth|credential", re.IGNORECASE)
 _SMALL = 1 << 20  # files up to 1 MiB (configs, tokenizers) are hashed whole
 
 
@@ -39,7 +38,10 @@ def now() -> str:
 
 
 def without_secrets(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if not _SECRET.search(str(k))}
+    """``options`` safe for manifest.json (see cafe.redaction.scrub)."""
+    from cafe.redaction import scrub
+
+    return scrub(dict(options))
 
 
 def card_dict(card: ModelCard) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from cafe.errors import CafeError
@@ -68,7 +69,8 @@ class Problem(Record):
 
 
 class InputError(CafeError, ValueError):
-    """Raised for bad input; carries the Problem. Caught per item unless --strict."""
+    """Raised for bad input; carries the Problem. Caught per item unless --strict; a CafeError,
+    so a command it escapes from prints its one line (file, sample id, field), no traceback."""
 
     def __init__(self, problem: Problem):
         super().__init__(str(problem))
@@ -192,3 +194,22 @@ class RubricScore(Record):
 def key_of(record: Any) -> tuple[str, int]:
     """The identity of one (item, run) in a run folder."""
     return (record.sample_id, record.run_index)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's content; unreadable, not UTF-8 or malformed YAML is one InputError naming
+    the file and line (cards, recipes, leaderboards: files users write by hand)."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(Problem(str(p), f"cannot read ({e})")) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        what = getattr(e, "problem", None) or type(e).__name__
+        raise InputError(Problem(f"{p}{where}", f"not valid YAML ({what})")) from None

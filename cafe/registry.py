@@ -21,6 +21,25 @@ class UnknownNameError(CafeError, KeyError):
         return str(self.args[0])
 
 
+class EntryImportError(CafeError, ImportError):
+    """A registered entry whose module cannot be imported: names the module and the missing
+    package (or the error inside the module), instead of a later "unknown"/"no adapter" line."""
+
+
+def import_failure(kind: str, name: str, module: str, e: BaseException) -> EntryImportError:
+    if isinstance(e, ModuleNotFoundError) and e.name and not module.startswith(e.name + "."):
+        why = f"missing package {e.name!r}; install it (or the extra that provides it)"
+    else:
+        where = ""
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}{where}"
+    return EntryImportError(f"{kind} {name!r}: cannot import module {module} ({why})")
+
+
 class RegistryTypeError(CafeError, TypeError):
     """An entry that is not of the registry's base class."""
 
@@ -95,7 +114,10 @@ class Registry(Generic[T]):
             return self._objects[name]
         if name in self._lazy:
             module, _, attr = self._lazy[name].partition(":")
-            obj = getattr(importlib.import_module(module), attr)
+            try:
+                obj = getattr(importlib.import_module(module), attr)
+            except Exception as e:  # a broken or unmet module: say which and why, once
+                raise import_failure(self.kind, name, module, e) from e
             self.check(name, obj)
             # importing may have registered it already (decorator in the module): keep that one
             self._lazy.pop(name, None)

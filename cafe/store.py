@@ -30,8 +30,12 @@ REPORT_DIR = "report"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file and rename; the text is scrubbed of secrets first."""
+    from cafe.redaction import scrub_text
+
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    tmp.write_text(scrub_text(text), encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -76,11 +80,15 @@ def latest_records(path: Path, cls: type[R]) -> list[R]:
 
 
 def rewrite_jsonl(path: Path, records: Iterable[Record]) -> None:
-    """Replace a JSONL file by ``records`` atomically (compaction: one line per item)."""
+    """Replace a JSONL file by ``records`` atomically (compaction: one line per item); lines
+    are scrubbed of secrets like every other write."""
+    from cafe.redaction import scrub_text, secret_values
+
+    secrets = secret_values()
     tmp = path.with_suffix(path.suffix + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:
         for r in records:
-            f.write(r.to_json() + "\n")
+            f.write(scrub_text(r.to_json(), secrets) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -96,10 +104,13 @@ class JsonlWriter:
         self._f = path.open("a", encoding="utf-8")
 
     def write_many(self, records: Iterable[Record | dict[str, Any]]) -> None:
+        from cafe.redaction import scrub_text, secret_values
+
+        secrets = secret_values()
         lines = []
         for r in records:
             d = r.to_dict() if isinstance(r, Record) else r
-            lines.append(json.dumps(d, ensure_ascii=False) + "\n")
+            lines.append(scrub_text(json.dumps(d, ensure_ascii=False), secrets) + "\n")
         if not lines:
             return
         self._f.write("".join(lines))
@@ -144,7 +155,9 @@ class RunStore:
         return json.loads(p.read_text())
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.path(MANIFEST), manifest)
+        from cafe.redaction import scrub
+
+        write_json_atomic(self.path(MANIFEST), scrub(manifest))
 
     def read_metrics(self) -> dict[str, Any]:
         """metrics.json as plain JSON (every section, typed or not)."""

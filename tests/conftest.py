@@ -33,13 +33,21 @@ def _loopback_only(self: socket.socket, address, *args, **kwargs):  # type: igno
 
 socket.socket.connect = _loopback_only  # type: ignore[method-assign]
 
-SHARED_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+#: the real MMAU/MMAR metadata: $CAFE_TEST_DATA (a folder holding mmau/ and mmar/), else the
+#: repository's sibling shared/data
+SHARED_DATA = os.environ.get("CAFE_TEST_DATA") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "shared", "data"
+)
 
 
 @pytest.fixture
 def shared_data() -> str:
-    """The real benchmark metadata beside the checkout; tests using it skip where it is absent."""
-    path = os.path.abspath(SHARED_DATA)
+    """The real benchmark metadata; tests using it skip where it is absent, saying where to
+    point CAFE_TEST_DATA."""
+    path = os.path.abspath(os.path.expanduser(SHARED_DATA))
     if not os.path.isdir(path):
-        pytest.skip("shared/data (real MMAU/MMAR metadata) is not beside this checkout")
+        pytest.skip(
+            f"real MMAU/MMAR metadata not found at {path}: set CAFE_TEST_DATA to a folder "
+            "holding mmau/ and mmar/ to run the official-scoring agreement tests"
+        )
     return path

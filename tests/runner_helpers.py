@@ -73,7 +73,8 @@ def tone_label(path: str) -> str:
 
 class ToneAdapter(Adapter):
     """Listens for the pitch of a tone. Options: delay (s per request), log (file that gets one
-    line per generate() call), construct_log (one line per construction)."""
+    line per generate() call), construct_log (one line per construction), bug_file (while it
+    exists, a batch holding a sample id it lists raises, as an adapter bug would)."""
 
     default_batch_size = 2
     prompt_style = "mpar2"
@@ -90,6 +91,9 @@ class ToneAdapter(Adapter):
                 f.write(f"{len(requests)}\n")
         out = []
         for r in requests:
+            bug = Path(self.options.get("bug_file") or "/nonexistent")
+            if bug.exists() and r.sample_id in bug.read_text().split():  # an adapter bug
+                raise KeyError(f"adapter bug on {r.sample_id}")
             time.sleep(float(self.options.get("delay", 0)))
             if "fail" in r.sample_id:
                 out.append(Completion(r.sample_id, r.run_index, None, error="backend exploded"))

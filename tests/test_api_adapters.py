@@ -123,7 +123,7 @@ def test_failed_item_is_a_completion_with_error_and_others_succeed(clips):
 
 
 def test_gemini_adapter_inline_audio_and_generation(clips, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", "gemini-fake-key-abcdef")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "gemini-fake-key-abcdef")
     with GeminiLoopback(reply=_answer_by_question) as srv:
         ad = ADAPTERS.get("gemini")(
             _card("gemini", "gemini-2.5-flash", price=PRICE), endpoint=srv.url, **FAST
@@ -161,19 +161,22 @@ def test_messages_without_paths_take_request_audio(clips):
 KEYS = {
     "OPENAI_API_KEY": "sk-fake-LEAKCHECK-openai-7f3a9c",
     "GEMINI_API_KEY": "AIza-fake-LEAKCHECK-gemini-51e0",
+    "CAFE_ENDPOINT_API_KEY": "ep-fake-LEAKCHECK-served-93d1",
 }
 
 
 @pytest.mark.parametrize(
-    "adapter,server,model",
+    "adapter,server,model,as_service",
     [
-        ("openai-audio", OpenAILoopback, "gpt-4o-audio-preview"),
-        ("openai-compatible", OpenAILoopback, "Qwen/Qwen3-32B"),
-        ("gemini", GeminiLoopback, "gemini-2.5-flash"),
+        # the loopback as OpenAI itself, configured the SDK's way (OPENAI_BASE_URL)
+        ("openai-audio", OpenAILoopback, "gpt-4o-audio-preview", True),
+        # the loopback as a third-party / colleague's server named with --endpoint
+        ("openai-compatible", OpenAILoopback, "Qwen/Qwen3-32B", False),
+        ("gemini", GeminiLoopback, "gemini-2.5-flash", False),
     ],
 )
 def test_no_key_reaches_files_logs_cache_or_errors(
-    adapter, server, model, clips, tmp_path, monkeypatch, caplog, capfd
+    adapter, server, model, as_service, clips, tmp_path, monkeypatch, caplog, capfd
 ):
     for k, v in KEYS.items():
         monkeypatch.setenv(k, v)
@@ -186,6 +189,8 @@ def test_no_key_reaches_files_logs_cache_or_errors(
     out_dir = tmp_path / "run"
     out_dir.mkdir()
     with server(reply=echo_headers_reply, faults=faults) as srv:
+        if as_service:
+            monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
         ad = ADAPTERS.get(adapter)(_card(adapter, model, price=PRICE), endpoint=srv.url, **FAST)
         good = ad.generate([_request(f"s{i}", clips[i % 2]) for i in range(4)])
         # a dead endpoint: connection errors and their messages
@@ -194,11 +199,13 @@ def test_no_key_reaches_files_logs_cache_or_errors(
         ).generate([_request("dead", clips[0])])
         ad.close()
     assert all(c.text == "ok" for c in good) and bad[0].error
-    # the key did reach the server (so it was really in play)
+    # the key of the service the server is reached as was sent (so keys were really in play),
+    # and no other service's key ever was
     import hashlib
 
-    want = KEYS["GEMINI_API_KEY" if adapter == "gemini" else "OPENAI_API_KEY"]
-    assert hashlib.sha256(want.encode()).hexdigest() in srv.credential_hashes
+    sent = {k for k, v in KEYS.items() if hashlib.sha256(v.encode()).hexdigest()
+            in srv.credential_hashes}  # fmt: skip
+    assert sent == {"OPENAI_API_KEY" if as_service else "CAFE_ENDPOINT_API_KEY"}
 
     # write what a run writes: completions, a manifest with the card and identity, the cache
     with open(out_dir / "predictions.jsonl", "w") as f:
@@ -232,6 +239,7 @@ def test_builtin_api_cards_construct_and_gpt5_drops_temperature(clips, monkeypat
     for name in ("gemini-2.5-flash", "gpt-4o-audio", "gemini-3-pro", "gpt-5", "qwen3-32b"):
         assert cards[name].adapter in ADAPTERS.names()
     with OpenAILoopback() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)  # the loopback as OpenAI itself
         ad = ADAPTERS.get("openai-audio")(cards["gpt-5"], endpoint=srv.url, **FAST)
         out = ad.generate([_request("s", clips[0])])
         ad4o = ADAPTERS.get("openai-audio")(cards["gpt-4o-audio"], endpoint=srv.url, **FAST)

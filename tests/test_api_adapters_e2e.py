@@ -13,7 +13,11 @@ from click.testing import CliRunner
 from cafe.cli import main
 from cafe.testing.loopback import Fault, GeminiLoopback, OpenAILoopback
 
-KEYS = {"OPENAI_API_KEY": "sk-fake-E2ELEAK-1a2b3c4d", "GEMINI_API_KEY": "AIza-fake-E2ELEAK-9z8y"}
+KEYS = {
+    "OPENAI_API_KEY": "sk-fake-E2ELEAK-1a2b3c4d",
+    "GEMINI_API_KEY": "AIza-fake-E2ELEAK-9z8y",
+    "CAFE_ENDPOINT_API_KEY": "ep-fake-E2ELEAK-5e6f",
+}
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ def test_caption_clips_with_a_gemini_loopback_resumably(tmp_path, monkeypatch):
     from cafe.judge.captions import caption_samples
     from cafe.testing.loopback import GeminiLoopback
 
-    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "test-key")
     samples = []
     for i in range(3):
         wav = tmp_path / f"clip{i}.wav"

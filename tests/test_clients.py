@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 import time
 
@@ -57,7 +58,7 @@ def test_openai_input_audio_reaches_server_and_decodes_to_clip(clip):
 
 
 def test_gemini_inline_audio_and_usage(clip, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "fake-gemini-key-for-tests")
     with GeminiLoopback(reply=lambda body: "B") as srv:
         c = make_client("gemini", "gemini-2.5-flash", [srv.url], **FAST)
         reply = run_sync(c.achat(_msgs(clip), max_tokens=32, seed=3))
@@ -77,7 +78,7 @@ def test_gemini_inline_audio_and_usage(clip, monkeypatch):
 
 
 def test_gemini_large_clip_goes_through_files_api_once(clip, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "fake-gemini-key-for-tests")
     with GeminiLoopback(reply=lambda body: "C") as srv:
         c = make_client("gemini", "gemini-3-pro", [srv.url], inline_limit_bytes=1000, **FAST)
 
@@ -96,7 +97,7 @@ def test_gemini_large_clip_goes_through_files_api_once(clip, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["openai-compatible", "gemini"])
 def test_429_retry_after_honoured_and_limiter_halves(kind, monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "fake-gemini-key-for-tests")
     server = OpenAILoopback if kind != "gemini" else GeminiLoopback
     with server(reply=lambda b: "ok", faults=[Fault("429", retry_after=0.4)]) as srv:
         c = make_client(kind, "m", [srv.url], concurrency=8, **FAST)
@@ -130,7 +131,7 @@ def test_timeouts_retry_then_error_without_exception():
 
 
 def test_malformed_bodies_exhaust_retries_into_error_reply(monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "fake-gemini-key-for-tests")
     for server, kind in ((OpenAILoopback, "openai-compatible"), (GeminiLoopback, "gemini")):
         with server(faults=lambda i, body: "malformed") as srv:
             c = make_client(kind, "m", [srv.url], max_attempts=3, base_delay=0.01)
@@ -202,8 +203,11 @@ def test_openai_kind_needs_key_and_uses_max_completion_tokens(monkeypatch):
         make_client("openai", "gpt-5")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-test-key-0001")
     with OpenAILoopback() as srv:
-        c = make_client("openai", "gpt-5", [srv.url], drop_params=["temperature"], **FAST)
+        # the loopback stands in for OpenAI as the user configured it (OPENAI_BASE_URL)
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        c = make_client("openai", "gpt-5", drop_params=["temperature"], **FAST)
         run_sync(c.achat(_msgs(), max_tokens=99))
+    assert hashlib.sha256(b"sk-fake-test-key-0001").hexdigest() in srv.credential_hashes
     body = srv.requests[0]
     assert body["max_completion_tokens"] == 99 and "temperature" not in body
     assert "sk-fake-test-key-0001" not in c.identity
@@ -242,7 +246,7 @@ def test_a_cancelled_call_never_hands_its_reply_to_the_next_call():
 @pytest.mark.parametrize("kind", ["openai-compatible", "gemini"])
 def test_every_fault_over_both_http_transports(transport, kind, clip, monkeypatch):
     """Both transports behind the one httpx API: audio, 429, 500, malformed, timeout, then ok."""
-    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "fake-gemini-key-for-tests")
     server = OpenAILoopback if kind != "gemini" else GeminiLoopback
     faults = [Fault("429", retry_after=0.05), "500", "malformed", Fault("timeout", delay_s=0.6)]
     with server(reply=lambda b: "heard", faults=faults) as srv:

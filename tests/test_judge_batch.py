@@ -212,6 +212,7 @@ def test_no_key_is_written_and_it_goes_only_to_its_service(tmp_path, monkeypatch
     store = build_run(tmp_path / "run")
     cache = tmp_path / "b.sqlite"
     with OpenAILoopback(reply=scripted()) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)  # the loopback as OpenAI itself
         sec = judge_run(store.root, "openai", "gpt-4o-mini", [srv.url], 4, progress=False,
                         cache=cache, batch=True, batch_options=FAST)  # fmt: skip
         assert hashlib.sha256(key.encode()).hexdigest() in srv.credential_hashes
@@ -312,7 +313,7 @@ def test_gemini_batch_equals_direct_inline_and_as_a_file(tmp_path, monkeypatch,
     from cafe.testing.loopback import GeminiLoopback
 
     key = "gm-planted-SECRET-51c2"
-    monkeypatch.setenv("GEMINI_API_KEY", key)
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", key)
     ref_store = build_run(tmp_path / "direct")
     with GeminiLoopback(reply=gemini_reply()) as srv:
         ref_sec = judge_run(ref_store.root, "gemini", "gemini-3-pro", [srv.url], 4,
@@ -334,7 +335,7 @@ def test_gemini_batch_equals_direct_inline_and_as_a_file(tmp_path, monkeypatch,
 def test_gemini_expired_job_line_errors_and_a_cancel_then_resume(tmp_path, monkeypatch):
     from cafe.testing.loopback import GeminiLoopback
 
-    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "test-key")
     ref_store = build_run(tmp_path / "direct")
     with GeminiLoopback(reply=gemini_reply()) as srv:
         judge_run(ref_store.root, "gemini", "gemini-3-pro", [srv.url], 4, progress=False,
@@ -431,7 +432,7 @@ def test_gemini_caption_batch_sends_the_audio_inline(tmp_path, monkeypatch):
     from cafe.records import Sample
     from cafe.testing.loopback import GeminiLoopback
 
-    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "test-key")
     samples = []
     for i in range(2):
         wav = tmp_path / f"clip{i}.wav"

@@ -130,11 +130,16 @@ def test_failed_calls_are_reported_and_retried_on_the_next_run(tmp_path):
     args = judge_args(store, "", cache)
     with OpenAILoopback(reply=scripted(), faults=lambda i, body: Fault("500")) as srv:
         args[args.index("--judge-endpoint") + 1] = srv.url
-        from cafe.judge.pipeline import judge_run
+        from cafe.judge.pipeline import JudgeFailedError, judge_run
 
-        sec = judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
-                        progress=False, cache=cache, max_attempts=1)  # fmt: skip
-        assert sec["judgements"]["failed"] == 5 and sec["acc_per"] is None
+        # every call fails: reported with its reason, and no CAFE section is written from it
+        with pytest.raises(JudgeFailedError, match=r"5 of 5 judgements failed") as e:
+            judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                      progress=False, cache=cache, max_attempts=1)  # fmt: skip
+        assert "4 x " in str(e.value) and "HTTP 500" in str(e.value)
+        assert "cafe" not in store.read_metrics()
+        own = store.path("judgements.openai-compatible-judge-m.jsonl").read_text().splitlines()
+        assert [json.loads(x)["status"] for x in own] == ["failed"] * 5
     with OpenAILoopback(reply=scripted()) as srv:
         args[args.index("--judge-endpoint") + 1] = srv.url
         res = CliRunner().invoke(judge_command, args)
@@ -148,7 +153,7 @@ def test_gemini_judge_speaks_generate_content(tmp_path, monkeypatch):
     from cafe.judge.pipeline import judge_run
     from cafe.testing.loopback import GeminiLoopback
 
-    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "test-key")
     store = build_run(tmp_path / "run")
     reply_for = scripted()
 

@@ -45,7 +45,11 @@ def test_bad_items_fail_with_reasons_and_the_run_goes_on(tmp_path: Path) -> None
         ["--model", "tone", "--bench", "tone", "--data", str(meta), "--out", str(out),
          "--no-cache", "--quiet"],
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    # every item was processed, but 6 of 9 failed: the command says so and exits non-zero
+    assert result.exit_code == 1, result.output
+    assert "6 of 9 items failed (5 distinct reason(s)):" in result.output
+    assert "2 x " in result.output  # the two undecodable clips are one reason, counted twice
+    assert "Traceback" not in result.output
     preds = {
         p["sample_id"]: p
         for p in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())

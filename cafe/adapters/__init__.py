@@ -93,9 +93,10 @@ def show_model(name: str, cards: list[str] | tuple[str, ...] = ()) -> dict[str, 
 
     from cafe.adapters.resolve import resolve_model
     from cafe.prompts import load_template
+    from cafe.redaction import scrub
 
     card = resolve_model(name, None, list(cards)).card
-    data = dataclasses.asdict(card)
+    data = scrub(dataclasses.asdict(card))  # card options may name credentials or URL keys
     data["prompt_template_hash"] = load_template(card.prompt_style).hash
     return data
 

@@ -8,25 +8,25 @@ import os
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from cafe.adapters.base import ModelCard
+from cafe.records import InputError, Problem, read_yaml
 
 CARDS_DIR = Path(__file__).parent / "cards"
 
 
 def _read(path: Path) -> dict[str, ModelCard]:
-    data = yaml.safe_load(path.read_text()) or {}
+    """A cards file; anything wrong in it is one InputError (file, card name, field)."""
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a cards file maps model names to cards")
+        raise InputError(Problem(str(path), "a cards file maps model names to cards"))
     cards = {}
     for name, body in data.items():
         if not isinstance(body, dict) or "adapter" not in body:
-            raise ValueError(f"{path}: card {name!r}: field adapter: missing")
+            raise InputError(Problem(str(path), "missing", f"card {name}", "adapter"))
         try:
             cards[str(name)] = ModelCard.from_dict(str(name), body)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}: card {name!r}: {e}") from None
+            raise InputError(Problem(str(path), str(e), f"card {name}")) from None
     return cards
 
 

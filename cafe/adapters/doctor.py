@@ -182,6 +182,7 @@ def doctor_command(
     cards: tuple[str, ...],
     options: tuple[str, ...],
     endpoints: tuple[str, ...],
+    api_key_env: str | None,
     bench: str,
     data: str | None,
     limit: int,
@@ -199,7 +200,7 @@ def doctor_command(
         limit=limit,
         max_new_tokens=max_new_tokens,
         cards=cards,
-        options=adapter_options(options, endpoints),
+        options=adapter_options(options, endpoints, api_key_env),
     )
     for line in report.lines():
         click.echo(line)

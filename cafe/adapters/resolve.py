@@ -43,16 +43,22 @@ def default_card(name: str, cls: type[Adapter]) -> ModelCard:
     )
 
 
+#: why adapters were skipped by the last model_type_cards() (their module would not import)
+IMPORT_FAILURES: list[str] = []
+
+
 def model_type_cards() -> dict[str, str]:
     """config.json ``model_type`` -> card or adapter name, from the ``MODEL_TYPES`` dicts that
     adapter classes or their modules declare (e.g. ``MODEL_TYPES = {"qwen2_audio":
     "qwen2-audio"}``). Only used when --model is a checkpoint folder; adapters whose engine is
     not installed are skipped."""
     mapping: dict[str, str] = {}
+    IMPORT_FAILURES.clear()
     for name in ADAPTERS.names():
         try:
             cls = ADAPTERS.get(name)
-        except Exception:  # an optional engine (vllm, google-genai…) that is not installed
+        except Exception as e:  # an optional engine not installed, or a broken module
+            IMPORT_FAILURES.append(str(e))
             continue
         module = sys.modules.get(getattr(cls, "__module__", ""))
         mapping.update(getattr(module, "MODEL_TYPES", None) or {})
@@ -90,9 +96,11 @@ def resolve_model(
         elif name is not None and name in ADAPTERS.names():
             card = default_card(name, ADAPTERS.get(name))
         else:
+            skipped = f"; adapters that could not be imported: {'; '.join(IMPORT_FAILURES)}"
             raise ModelNotFound(
                 f"{config}: field model_type: no adapter declares {model_type!r}; "
                 "pass --model CARD --checkpoint PATH (see `cafe adapters list`)"
+                + (skipped if IMPORT_FAILURES else "")
             )
         return ResolvedModel(replace(card, checkpoint=str(path)), path.name, str(path))
     import difflib

@@ -56,6 +56,9 @@ class Benchmark(ABC):
     modality_breakdown: str | None = None
     #: whether results of two versions may be compared (False: each release is another test)
     versions_comparable: bool = True
+    #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
+    #: None: the metadata file's own folder
+    audio_root: str | None = None
 
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...

@@ -46,7 +46,14 @@ def is_hf_copy(data: str | Path) -> bool:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("CAFE_CACHE", Path.home() / ".cache" / "cafe")) / "hf_audio"
+    from cafe.cache import cache_file
+
+    return cache_file("hf_audio")
+
+
+def audio_dir(data: str | Path) -> Path:
+    """Where the clips embedded in this copy are written (trusted: cafe wrote them)."""
+    return cache_root() / _fingerprint(Path(data).expanduser())
 
 
 def _rows_from_saved(p: Path) -> list[dict[str, Any]]:
@@ -81,7 +88,11 @@ def _fingerprint(p: Path) -> str:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^\w.-]", "_", name)[:150] or "clip"
+    """A readable file name for an id, plus a hash of the exact id: ids that differ only in
+    characters a file name cannot hold ("a/b", "a:b", "a b") never share a clip."""
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    readable = re.sub(r"[^\w.-]", "_", name)[:120] or "clip"
+    return f"{readable}-{digest}"
 
 
 def load_rows(data: str | Path, audio_field: str) -> tuple[list[Any], Path, str | None]:
@@ -90,7 +101,7 @@ def load_rows(data: str | Path, audio_field: str) -> tuple[list[Any], Path, str 
     p = Path(data).expanduser()
     rows = _rows_from_saved(p) if _is_saved(p) else _rows_from_parquet(_parquet_files(p))
     base = p if p.is_dir() else p.parent
-    out_dir = cache_root() / _fingerprint(p)
+    out_dir = audio_dir(p)
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             continue

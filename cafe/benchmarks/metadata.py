@@ -35,6 +35,46 @@ class MetadataSpec:
     default_audio: Callable[[str], str] | None = None  # id -> the usual relative audio path
     extra_names: tuple[str, ...] = field(default_factory=tuple)  # other file names to accept
 
+    def __post_init__(self) -> None:
+        SPECS[self.bench] = self
+
+    def fits(self, row: dict[str, Any]) -> bool:
+        """Whether an item has this benchmark's audio field and its own required fields."""
+        return all(k in row for k in (self.audio_field, *self.required))
+
+
+#: every official benchmark's spec, so a file given to the wrong one can be named
+SPECS: dict[str, MetadataSpec] = {}
+
+
+def check_shape(spec: MetadataSpec, rows: list[dict[str, Any]], source: str) -> None:
+    """One line, instead of an error per item, when most items lack this benchmark's fields:
+    say which benchmark the file looks like (``--bench mmau`` on an MMAR file)."""
+    if not rows or 2 * sum(spec.fits(r) for r in rows) > len(rows):
+        return
+    from cafe.benchmarks import BENCHMARKS
+
+    for name in BENCHMARKS.names():  # importing each benchmark module registers its spec
+        try:
+            BENCHMARKS.get(name)
+        except Exception:  # a broken third-party benchmark must not hide this message
+            continue
+    others = [s for s in SPECS.values() if s.bench != spec.bench]
+    best = max(others, key=lambda s: sum(s.fits(r) for r in rows), default=None)
+    keys = sorted({k for r in rows[:50] for k in r})[:12]
+    if best is not None and 2 * sum(best.fits(r) for r in rows) > len(rows):
+        msg = (
+            f"this looks like {best.bench.upper()} metadata (items have {best.audio_field!r}), "
+            f"not {spec.bench.upper()} ({spec.audio_field!r}); use --bench {best.bench}"
+        )
+    else:
+        want = ", ".join((spec.audio_field, *spec.required))
+        msg = (
+            f"not {spec.bench.upper()} metadata: most items lack {want} (they have "
+            f"{', '.join(keys)})"
+        )
+    raise InputError(Problem(source, msg))
+
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
@@ -161,9 +201,13 @@ def build_samples(
     version: str,
     normalise: Callable[[dict[str, Any], dict[str, Any]], None],
     official_layout: bool = True,
+    extra_roots: tuple[Path, ...] = (),
 ) -> tuple[list[Sample], list[Problem]]:
     """Validate and convert rows. ``normalise(item, meta)`` fills benchmark-specific meta and
-    quirk notes. Bad items become Problems and, when their id is known, Samples with .error."""
+    quirk notes. Bad items become Problems and, when their id is known, Samples with .error.
+    Audio paths resolve against ``base_dir`` and must stay inside it (or ``extra_roots``)."""
+    from cafe.audio import contained_audio
+
     src = str(source)
     samples: list[Sample] = []
     problems: list[Problem] = []
@@ -222,7 +266,14 @@ def build_samples(
         audio_rel = item.get(spec.audio_field)
         audio: list[str] = []
         if _text(audio_rel) and audio_rel:
-            audio = [os.path.normpath(str(base_dir / audio_rel.replace("\\", "/")))]
+            path, outside = contained_audio(
+                audio_rel, [base_dir, *extra_roots], file=src, sample_id=sid,
+                field=spec.audio_field,
+            )  # fmt: skip
+            if outside is not None:
+                errors.append((spec.audio_field, outside.message))
+            else:
+                audio = [str(path)]
             if (
                 official_layout
                 and spec.default_audio
@@ -256,24 +307,30 @@ def load_official(
     data: str | Path | None,
     version: str | None,
     normalise: Callable[[dict[str, Any], dict[str, Any]], None],
+    audio_root: str | Path | None = None,
 ) -> LoadedBenchmark:
-    """The whole load: locate (file, folder or HF copy), read, detect version, build samples."""
+    """The whole load: locate (file, folder or HF copy), read, detect version, build samples.
+    ``audio_root``: the folder audio paths are relative to and must stay inside (default: the
+    metadata file's folder)."""
     from cafe.benchmarks import hf_copy
 
     if data is None:
         data = default_data(spec)
     problems: list[Problem] = []
     from_hf = hf_copy.is_hf_copy(data)
+    extra_roots: tuple[Path, ...] = ()
     if from_hf:
         rows_list, base_dir, sha = hf_copy.load_rows(data, spec.audio_field)
         source = Path(data)
         rows = list(enumerate(rows_list, 1))
+        extra_roots = (hf_copy.audio_dir(data),)  # clips cafe itself wrote out of the copy
     else:
         source = find_metadata(data, spec, version)
         rows, problems = read_rows(source)
         base_dir = source.parent
         sha = sha256_file(source)
     dict_rows = [r for _, r in rows if isinstance(r, dict)]
+    check_shape(spec, dict_rows, str(source))
     detected, vprobs = detect_version(spec, sha, dict_rows, str(source))
     if version:
         if detected not in ("unknown", version):
@@ -282,9 +339,14 @@ def load_official(
     else:
         problems += vprobs
     ver = version or detected
+    if audio_root is not None:
+        base_dir = Path(audio_root).expanduser()
+        if not base_dir.is_dir():
+            raise InputError(Problem(str(base_dir), "--audio-root is not a folder"))
     samples, item_problems = build_samples(
-        rows, spec, source, base_dir, ver, normalise, official_layout=not from_hf
-    )
+        rows, spec, source, base_dir, ver, normalise, official_layout=not from_hf,
+        extra_roots=extra_roots,
+    )  # fmt: skip
     return LoadedBenchmark(
         samples=samples,
         version=ver,

@@ -50,4 +50,4 @@ class MMAR(Benchmark):
     modality_breakdown = "modality"  # sound / music / speech (and the mix-* modalities)
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
-        return load_official(SPEC, data, version, normalise)
+        return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

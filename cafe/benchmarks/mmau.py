@@ -50,4 +50,4 @@ class MMAU(Benchmark):
         return version != SPEC.answerless_version
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
-        return load_official(SPEC, data, version, normalise)
+        return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

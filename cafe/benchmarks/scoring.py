@@ -28,7 +28,7 @@ import click
 from cafe.benchmarks.metadata import parse_rows
 from cafe.cli_options import command, data_option
 from cafe.errors import CafeError
-from cafe.records import Prediction, Problem, Sample
+from cafe.records import InputError, Prediction, Problem, Sample
 
 _WORD = re.compile(r"\b\w+\b")
 
@@ -226,11 +226,19 @@ def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]
     """A JSON list or JSONL file of objects. Malformed JSONL lines and non-objects become
     Problems; the rest is returned."""
     p = Path(path)
-    text = p.read_text(encoding="utf-8-sig")
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        msg = f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})"
+        raise InputError(Problem(str(p), msg)) from None
+    except OSError as e:
+        raise InputError(Problem(str(p), f"cannot read ({e.strerror or e})")) from None
+    if not text.strip():
+        raise InputError(Problem(str(p), "file is empty"))
     try:
         rows, problems = parse_rows(text, p)
     except json.JSONDecodeError as e:
-        raise CafeError(f"{p}: not valid JSON ({e.msg}, line {e.lineno})") from None
+        raise InputError(Problem(str(p), f"not valid JSON ({e.msg}, line {e.lineno})")) from None
     where = "item" if text.lstrip().startswith("[") else "line"
     out = []
     for i, row in rows:
@@ -259,7 +267,8 @@ def predictions_from_file(
             continue
         sid = str(sid)
         k = next((k for k in keys if k in row), None)
-        if k is None:
+        if k is None:  # the official scripts skip it too: unanswered, but said
+            problems.append(Problem(str(path), "no prediction (unanswered)", sid, keys[0]))
             continue
         value = row[k]
         if sid in preds:

@@ -54,8 +54,6 @@ class GeminiBatch(BatchBackend):
             from google import genai
             from google.genai import types
 
-            from cafe.clients.gemini import KEY_ENV
-
             opts: dict[str, Any] = {
                 "api_version": self.direct.api_version,
                 "timeout": int(self.direct.policy.timeout_s * 1000),
@@ -63,9 +61,9 @@ class GeminiBatch(BatchBackend):
             url = self.direct.endpoints[0].url
             if url:
                 opts["base_url"] = url
-            self._sdk = genai.Client(
-                api_key=env_key(*KEY_ENV), http_options=types.HttpOptions(**opts)
-            ).aio
+            # the direct client's key for this endpoint (its scoping rules, never another's)
+            key = env_key(*self.direct.key_env[url])
+            self._sdk = genai.Client(api_key=key, http_options=types.HttpOptions(**opts)).aio
         return self._sdk
 
     # -- requests ----------------------------------------------------------------------------

@@ -40,10 +40,11 @@ class OpenAIBatch(BatchBackend):
 
             # exactly the credential the direct client would send to this endpoint (its key
             # scoping rules apply unchanged), or none
-            auth = self.direct._headers().get("Authorization", "")
-            key = auth.removeprefix("Bearer ") or None
+            bare, headers = self.direct._target(self.direct.endpoints[0].url)
+            auth = headers.get("Authorization", "")
+            key = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
             self._sdk = AsyncOpenAI(
-                base_url=self.direct.endpoints[0].url,
+                base_url=bare,
                 api_key=key or "no-key",  # keyless local servers; the SDK insists on a value
                 max_retries=4,
                 timeout=self.direct.policy.timeout_s,

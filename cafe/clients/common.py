@@ -18,8 +18,9 @@ from cafe.clients.ratelimit import AdaptiveLimiter
 
 T = TypeVar("T")
 
-#: environment variables that may hold secrets; their values are scrubbed from error text
-SECRET_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+#: where a key for a server named with --endpoint comes from unless ``api_key_env`` names another
+#: variable: never from another service's variable (OPENAI_API_KEY, GEMINI_API_KEY)
+ENDPOINT_KEY_ENV = "CAFE_ENDPOINT_API_KEY"
 
 
 def env_key(*names: str) -> str | None:
@@ -30,13 +31,60 @@ def env_key(*names: str) -> str | None:
     return None
 
 
-def redact(text: str, extra: tuple[str, ...] = ()) -> str:
-    """Replace any secret found in the environment (or ``extra`` variable names) with ***."""
-    for n in (*SECRET_ENV, *extra):
-        v = os.environ.get(n)
-        if v and len(v) >= 4 and v in text:
-            text = text.replace(v, "***")
-    return text
+def redact(text: str) -> str:
+    """Error text safe to record (see cafe.redaction: URL credentials, key variable values)."""
+    from cafe.redaction import scrub_text
+
+    return scrub_text(text)
+
+
+def key_env_for(
+    url: str | None,
+    service_urls: Sequence[str | None],
+    service_env: tuple[str, ...],
+    api_key_env: str | None,
+) -> tuple[str, ...]:
+    """The variable(s) a call to ``url`` takes its key from: the one the user named
+    (``api_key_env``); else the service's own variables when ``url`` is that service as the
+    user configured it (``service_urls``: its default, its SDK's base-URL variable); else
+    CAFE_ENDPOINT_API_KEY. A third-party server never receives another service's key."""
+    from cafe.redaction import register_key_env
+
+    if api_key_env:
+        register_key_env(api_key_env)
+        return (api_key_env,)
+    if url in service_urls:
+        return service_env
+    return (ENDPOINT_KEY_ENV,)
+
+
+def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
+    """``http://user:pass@host/v1`` -> (``http://host/v1``, Basic auth header): credentials in a
+    URL become a header (HTTP stacks refuse both at once), used when no key is set."""
+    import base64 as b64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    user, pw = unquote(parts.username), unquote(parts.password or "")
+    token = b64.b64encode(f"{user}:{pw}".encode()).decode()
+    return urlunsplit(parts._replace(netloc=netloc)), {"Authorization": f"Basic {token}"}
+
+
+def missing_key_hint(names: tuple[str, ...], url: str | None) -> str:
+    """What to set when a server answers 401/403 or a key is absent."""
+    where = url or "the service's default endpoint"
+    if names == (ENDPOINT_KEY_ENV,):
+        return (
+            f"{where} takes its key from {ENDPOINT_KEY_ENV} (or name another variable with "
+            "--api-key-env NAME / -o api_key_env=NAME)"
+        )
+    return f"{where} takes its key from {' or '.join(names)}"
 
 
 def audio_wav(path: str) -> bytes:

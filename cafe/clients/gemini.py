@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from typing import Any
 
@@ -20,6 +21,8 @@ from cafe.clients.common import (
     PerLoop,
     audio_wav,
     env_key,
+    key_env_for,
+    missing_key_hint,
     parts_of,
     redact,
     split_system,
@@ -33,13 +36,23 @@ from cafe.clients.ratelimit import (
 )
 
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+#: the SDK's base-URL variable: a Gemini proxy the user configured as Google's endpoint
+BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
+
+
+def gemini_service_urls() -> tuple[str | None, ...]:
+    """Google as the user configured it: the SDK default (None) and GOOGLE_GEMINI_BASE_URL."""
+    base = os.environ.get(BASE_URL_ENV)
+    return (None, base.rstrip("/")) if base else (None,)
 
 
 @CLIENTS.register("gemini")
 class GeminiClient(PooledChatClient):
     """Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
     ``max_delay``, ``recover_after``, ``inline_limit_bytes``, ``api_version``, ``config`` (extra
-    GenerateContentConfig fields, e.g. ``{"thinking_config": {"thinking_budget": 0}}``)."""
+    GenerateContentConfig fields, e.g. ``{"thinking_config": {"thinking_budget": 0}}``),
+    ``api_key_env`` (the variable holding the key; default GEMINI_API_KEY/GOOGLE_API_KEY for
+    Google's endpoint, CAFE_ENDPOINT_API_KEY for any other base URL)."""
 
     kind = "gemini"
 
@@ -59,12 +72,20 @@ class GeminiClient(PooledChatClient):
         config: dict[str, Any] | None = None,
         api_version: str = "v1beta",
         thinking: bool | None = None,  # judges pass it; thought parts never reach .text anyway
+        api_key_env: str | None = None,
     ):
-        if not env_key(*KEY_ENV):
-            raise ValueError("gemini client: set the GEMINI_API_KEY (or GOOGLE_API_KEY) variable")
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         urls: list[str | None] = [u.rstrip("/") for u in endpoints or []] or [None]
+        service = gemini_service_urls()
+        #: per endpoint, the variable(s) its key comes from (never another service's)
+        self.key_env = {u: key_env_for(u, service, KEY_ENV, api_key_env) for u in urls}
+        for u, names in self.key_env.items():
+            if not env_key(*names):
+                alt = f" (or {names[1]})" if len(names) > 1 else ""
+                raise ValueError(
+                    f"gemini client: set the {names[0]}{alt} variable: {missing_key_hint(names, u)}"
+                )
         self.model = model
         self._init_pool(
             urls, concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts,
@@ -97,7 +118,10 @@ class GeminiClient(PooledChatClient):
             }
             if url:
                 opts["base_url"] = url
-            return genai.Client(api_key=env_key(*KEY_ENV), http_options=types.HttpOptions(**opts))
+            # always an explicit key: left None, the SDK would read GEMINI_API_KEY itself and send
+            # it to whatever base URL it was given
+            key = env_key(*self.key_env[url])
+            return genai.Client(api_key=key, http_options=types.HttpOptions(**opts))
 
         lanes = http_lanes(self.concurrency, self.policy.timeout_s, self.http_transport)
         lanes.items = [sdk(http) for http in lanes.items]
@@ -220,7 +244,7 @@ class GeminiClient(PooledChatClient):
                 model=self.model, contents=contents, config=types.GenerateContentConfig(**cfg)
             )
         except Exception as e:
-            raise _as_call_error(e, url) from None
+            raise _as_call_error(e, url, self.key_env.get(url)) from None
         return _reply_fields(resp, url)
 
     async def aclose(self) -> None:
@@ -232,7 +256,9 @@ class GeminiClient(PooledChatClient):
                     await http.aclose()
 
 
-def _as_call_error(e: Exception, url: str | None) -> CallError:
+def _as_call_error(
+    e: Exception, url: str | None, key_env: tuple[str, ...] | None = None
+) -> CallError:
     """SDK exceptions -> CallError with status, retryability and Retry-After."""
     import httpx
     from google.genai import errors
@@ -243,6 +269,12 @@ def _as_call_error(e: Exception, url: str | None) -> CallError:
         headers = getattr(resp, "headers", None) or {}
         status = int(e.code) if e.code else 500
         msg = str(e.message or e.status or "")[:200]
+        if status in (401, 403) and key_env is not None:  # no retry fixes a key
+            return CallError(
+                f"{where}: HTTP {status} (unauthorised): {msg}; {missing_key_hint(key_env, url)}",
+                status=status,
+                retryable=False,
+            )
         return CallError(
             f"{where}: HTTP {status}: {msg}",
             status=status,

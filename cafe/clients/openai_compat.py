@@ -24,8 +24,11 @@ from cafe.clients.common import (
     audio_b64,
     audio_bytes_on_disk,
     env_key,
+    key_env_for,
+    missing_key_hint,
     parts_of,
     redact,
+    split_userinfo,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -38,7 +41,14 @@ from cafe.clients.ratelimit import (
 OPENAI_URL = "https://api.openai.com/v1"
 #: clips larger than this on disk are encoded off the event loop
 OFFLOOP_AUDIO_BYTES = 2_000_000
-LOCAL_URL = "http://localhost:8000/v1"
+#: where OPENAI_API_KEY may go: OpenAI's endpoint and the SDK's own base-URL variable
+OPENAI_KEY_ENV = ("OPENAI_API_KEY",)
+
+
+def openai_service_urls() -> tuple[str, ...]:
+    """OpenAI as the user configured it: its public URL, and OPENAI_BASE_URL when set."""
+    base = os.environ.get("OPENAI_BASE_URL")
+    return (OPENAI_URL, normalise_base(base)) if base else (OPENAI_URL,)
 
 
 def normalise_base(url: str) -> str:
@@ -57,12 +67,14 @@ class OpenAICompatClient(PooledChatClient):
 
     Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
     ``max_delay``, ``recover_after`` (successes per regained slot), ``api_key_env`` (variable
-    holding the key), ``drop_params`` (request fields a model rejects, e.g. temperature for
-    gpt-5), ``extra_body`` (merged into every request), ``thinking`` (None: the server's default;
-    False: ask a Qwen3-style template not to think, as judges do by default)."""
+    holding the key for every endpoint; default: OPENAI_API_KEY for OpenAI itself, as its
+    URL or OPENAI_BASE_URL names it, and CAFE_ENDPOINT_API_KEY for any other server),
+    ``drop_params`` (request fields a model rejects, e.g. temperature for
+    gpt-5), ``extra_body`` (merged into every request), ``thinking`` (None: the server's
+    default; False: ask a Qwen3-style template not to think, as judges do by default)."""
 
     kind = "openai-compatible"
-    default_url = LOCAL_URL
+    default_url: str | None = None  # a served model's server is always named, never guessed
     key_required = False
     token_field = "max_tokens"  # older vLLM/SGLang only know max_tokens
     thinking_switch = True  # the server takes chat_template_kwargs (vLLM, SGLang)
@@ -79,7 +91,7 @@ class OpenAICompatClient(PooledChatClient):
         max_delay: float = 60.0,
         recover_after: int = 20,
         http_transport: str = "auto",
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         drop_params: list[str] | tuple[str, ...] = (),
         extra_body: dict[str, Any] | None = None,
         thinking: bool | None = None,
@@ -87,12 +99,23 @@ class OpenAICompatClient(PooledChatClient):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         urls = list(endpoints or []) or [os.environ.get("OPENAI_BASE_URL") or self.default_url]
+        if urls == [None]:
+            raise ValueError(
+                f"{self.kind} client for {model}: name the server with --endpoint URL "
+                "(or -o endpoint=URL); no server is assumed"
+            )
+        urls = [normalise_base(u) for u in urls]
         self.model = model
-        self.api_key_env = api_key_env
-        if self.key_required and not env_key(api_key_env):
-            raise ValueError(f"{self.kind} client: set the {api_key_env} environment variable")
+        service = openai_service_urls()
+        #: per endpoint, the variable(s) its key comes from (never another service's)
+        self.key_env = {u: key_env_for(u, service, OPENAI_KEY_ENV, api_key_env) for u in urls}
+        if self.key_required:
+            for u, names in self.key_env.items():
+                if not env_key(*names):
+                    raise ValueError(f"{self.kind} client: set {names[0]}: "
+                                     f"{missing_key_hint(names, u)}")  # fmt: skip
         self._init_pool(
-            [normalise_base(u) for u in urls], concurrency=concurrency, timeout_s=timeout_s,
+            urls, concurrency=concurrency, timeout_s=timeout_s,
             max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
             recover_after=recover_after, http_transport=http_transport,
         )  # fmt: skip
@@ -116,9 +139,12 @@ class OpenAICompatClient(PooledChatClient):
         n = self.concurrency * len(self.endpoints)
         return http_lanes(n, self.policy.timeout_s, self.http_transport)
 
-    def _headers(self) -> dict[str, str]:
-        key = env_key(self.api_key_env)
-        return {"Authorization": f"Bearer {key}"} if key else {}
+    def _target(self, url: str) -> tuple[str, dict[str, str]]:
+        """Request base URL and auth header for an endpoint: its key as a bearer token, else
+        credentials written in its URL (user:pass@) as Basic auth, else none."""
+        bare, basic = split_userinfo(url)
+        key = env_key(*self.key_env[url])
+        return bare, ({"Authorization": f"Bearer {key}"} if key else basic)
 
     # -- protocol ----------------------------------------------------------------------------
     def convert_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -219,12 +245,13 @@ class OpenAICompatClient(PooledChatClient):
     async def _post(self, base: str, payload: bytes) -> dict[str, Any]:
         import httpx
 
-        headers = {"Content-Type": "application/json", **self._headers()}
+        bare, auth = self._target(base)
+        headers = {"Content-Type": "application/json", **auth}
         lanes = self._http.get()
         lane = lanes.take()
         try:
             r = await lanes.items[lane].post(
-                f"{base}/chat/completions", content=payload, headers=headers
+                f"{bare}/chat/completions", content=payload, headers=headers
             )
         except httpx.TimeoutException:
             raise CallError(f"{base}: timed out") from None
@@ -232,6 +259,15 @@ class OpenAICompatClient(PooledChatClient):
             raise CallError(f"{base}: {type(e).__name__}: {e}") from None
         finally:
             lanes.give(lane)
+        if r.status_code in (401, 403):  # no retry fixes a key: say which variable to set
+            names = self.key_env[base]
+            state = "is set but was refused" if env_key(*names) else "is not set"
+            raise CallError(
+                f"{base}: HTTP {r.status_code} (unauthorised): {names[0]} {state}; "
+                f"{missing_key_hint(names, base)}",
+                status=r.status_code,
+                retryable=False,
+            )
         if r.status_code != 200:
             detail = r.text[:200].replace("\n", " ")
             raise CallError(

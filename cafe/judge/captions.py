@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from cafe.cache import DEFAULT_DIR, Cache, make_key
+from cafe.cache import Cache, cache_file, make_key
 from cafe.cli_options import command, concurrency_option, limit_option
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
@@ -49,11 +49,20 @@ def load_captions(path: str | Path) -> dict[str, str]:
     return out
 
 
+def captioner_identity(client: Any) -> str:
+    """Protocol and model, never where it is served: resuming through another spelling of the
+    same server (localhost vs 127.0.0.1, a second replica) captions nothing twice."""
+    kind, model = getattr(client, "kind", None), getattr(client, "model", None)
+    return f"{kind}:{model}" if kind and model else str(client.identity).split("@")[0]
+
+
 def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]:
+    # files written before identities dropped the endpoint carry "kind:model@url"
     return {
         (d["sample_id"], d.get("audio_sha256", ""))
         for d in iter_jsonl(path)
-        if d.get("captioner") == identity and d.get("template_hash") == template_hash
+        if str(d.get("captioner", "")).split("@")[0] == identity
+        and d.get("template_hash") == template_hash
     }
 
 
@@ -72,7 +81,7 @@ async def caption_samples(
     from cafe.audio import file_sha256
 
     text, template_hash = load_template("caption", template)
-    identity = client.identity
+    identity = captioner_identity(client)
     cache = cache or Cache(None)
     out = Path(out)
     done = _done(out, identity, template_hash)
@@ -165,19 +174,25 @@ def caption(
     concurrency: int = 8,
     limit: int | None = None,
     cache: str | Path | None = None,
+    audio_root: str | Path | None = None,
+    api_key_env: str | None = None,
     calls: Any = None,
 ) -> dict[str, Any]:
     """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
     openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
-    and "problems" (the benchmark's and the failed calls'). ``calls``: a CallPlan
-    (cafe.judge.batching.call_plan: batch transport, cost ledger)."""
+    and "problems" (the benchmark's and the failed calls'; "failed": how many clips failed).
+    ``audio_root``: the folder audio paths must stay inside; ``api_key_env``: the variable
+    holding a named server's key; ``calls``: a CallPlan (cafe.judge.batching.call_plan: batch
+    transport, cost ledger)."""
     from cafe.benchmarks import BENCHMARKS
     from cafe.clients import make_client
 
     if not model:
         raise CafeUsageError("--model is required: the captioner's model name")
     try:
-        loaded = BENCHMARKS.get(bench)().load(data, version)
+        bench_obj = BENCHMARKS.get(bench)()
+        bench_obj.audio_root = str(audio_root) if audio_root is not None else None
+        loaded = bench_obj.load(data, version)
     except (InputError, FileNotFoundError) as e:
         raise CafeError(str(e)) from None
     samples = loaded.samples[:limit] if limit else loaded.samples
@@ -185,6 +200,7 @@ def caption(
         client = make_client(
             captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
             calls=calls, thinking=False,  # a captioner is a judge: asked not to think
+            **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
     except (KeyError, ValueError) as e:  # unknown kind, missing API key
         raise CafeUsageError(str(e)) from None
@@ -197,12 +213,14 @@ def caption(
                 out,
                 template=template,
                 concurrency=calls.item_concurrency(concurrency) if calls else concurrency,
-                cache=Cache(cache or DEFAULT_DIR / "captions.sqlite"),
+                cache=Cache(cache or cache_file("captions.sqlite")),
             )
         finally:
             await client.aclose()
 
     res = asyncio.run(go())
+    res["failed"] = len(res["problems"])
+    res["attempted"] = len(samples) - res["skipped_done"]
     res["problems"] = [*loaded.problems, *res["problems"]]
     return res
 
@@ -212,12 +230,24 @@ def caption(
 @click.option("--data", default=None, help="Benchmark metadata file or folder.")
 @click.option("--version", "version", default=None, help="Benchmark version.")
 @click.option(
+    "--audio-root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder the metadata's audio paths are relative to and must stay inside.",
+)
+@click.option(
     "--captioner",
     required=True,
     help="Client kind of an audio-capable model: gemini, openai, openai-compatible.",
 )
 @click.option("--model", "model", default=None, help="Captioner model name (e.g. gemini-3-pro).")
 @click.option("--endpoint", "endpoints", multiple=True, help="Server base URL; repeatable.")
+@click.option(
+    "--api-key-env",
+    metavar="NAME",
+    default=None,
+    help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
+)
 @click.option(
     "--template",
     type=click.Path(exists=True, dir_okay=False),
@@ -244,9 +274,11 @@ def caption_command(
     bench: str,
     data: str | None,
     version: str | None,
+    audio_root: str | None,
     captioner: str,
     model: str | None,
     endpoints: tuple[str, ...],
+    api_key_env: str | None,
     template: str | None,
     concurrency: int,
     limit: int | None,
@@ -260,8 +292,11 @@ def caption_command(
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
-    template and audio content are skipped. Keys come from the environment
-    (GEMINI_API_KEY, OPENAI_API_KEY)."""
+    template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
+    OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
+    --api-key-env NAME) for a server named with --endpoint."""
+    from cafe.failures import most_failed, summary_lines
+
     # batch state beside the captions file: <out>.batches/
     opts = batch_options(batch_retry, batch_poll, batch_no_wait)
     plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
@@ -277,13 +312,23 @@ def caption_command(
         concurrency=concurrency,
         limit=limit,
         cache=cache_path,
+        audio_root=audio_root,
+        api_key_env=api_key_env,
         calls=plan,
     )
-    for p in res["problems"]:
+    for p in res["problems"][:20]:
         click.echo(str(p), err=True)
+    failed = res["problems"][len(res["problems"]) - res["failed"] :]  # the captioning ones
+    for line in summary_lines("clips", [(str(p), p.sample_id) for p in failed], res["attempted"]):
+        click.echo(line, err=True)
     click.echo(
         f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "
         f"{len(res['problems'])} problems",
         file=sys.stdout,
     )
     echo_costs({"cost": {**plan.ledger.summary(), "batches": plan.batch_stats()}})
+    if res["attempted"] and most_failed(res["failed"], res["attempted"]):
+        raise click.ClickException(
+            f"{res['failed']} of {res['attempted']} clips were not captioned (reasons above); "
+            "run the same command again to retry them"
+        )

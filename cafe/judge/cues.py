@@ -14,12 +14,11 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache
+from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
 from cafe.judge.base import JudgeItem, load_template
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.judge.pipeline import (
-    DEFAULT_CACHE,
     _bench_breakdowns,
     _judge_all,
     _write_compact,
@@ -89,7 +88,7 @@ def cues_run(
     described = None
     if judge:
         if not isinstance(cache, Cache):
-            cache = Cache(cache if cache is not None else DEFAULT_CACHE)
+            cache = Cache(cache if cache is not None else cache_file("judge.sqlite"))
         cj = CueJudge(judge, judge_model, str(template) if template else None,
                       endpoints=tuple(endpoints), cache=cache, concurrency=concurrency,
                       **client_options)  # fmt: skip
@@ -168,6 +167,13 @@ def format_cues(section: dict[str, Any]) -> str:
 @click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server URL (repeatable).")
 @click.option("--judge-concurrency", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option(
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+)
+@click.option(
     "--captions", type=click.Path(exists=True, dir_okay=False), help="Captions file (optional)."
 )
 @click.option("--template", type=click.Path(exists=True, dir_okay=False), help="Own template.")
@@ -180,6 +186,7 @@ def cues_command(
     judge_model: str | None,
     endpoints: tuple[str, ...],
     judge_concurrency: int,
+    api_key_env: str | None,
     captions: str | None,
     template: str | None,
     cache_path: str | None,
@@ -201,6 +208,7 @@ def cues_command(
         section = cues_run(
             run_dir, judge, judge_model, endpoints, judge_concurrency, template=template,
             captions=captions, cache=cache_path, progress=not no_progress,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None

@@ -153,6 +153,9 @@ class LLMJudge(Judge):
         self._endpoints = list(endpoints) or None
         self._client_options = {"thinking": self.thinking, **client_options}
         self._client = client
+        # built now: a judge with no server named or no key fails once, before any item is
+        # marked failed, with the one line that says what to set
+        self._get_client()
 
     def _get_client(self) -> Any:
         if self._client is None:

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import DEFAULT_DIR, Cache
-from cafe.errors import ConfigError, RunFolderError
+from cafe.cache import Cache, cache_file
+from cafe.errors import CafeError, ConfigError, RunFolderError
+from cafe.failures import most_failed, summary_lines
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.metrics import compute_metrics
@@ -29,7 +30,11 @@ from cafe.records import Judgement, Prediction, Sample
 from cafe.store import JUDGEMENTS, SAMPLES, RunStore, latest_records, rewrite_jsonl
 
 FLUSH_EVERY = 32
-DEFAULT_CACHE = DEFAULT_DIR / "judge.sqlite"
+
+
+class JudgeFailedError(CafeError):
+    """Most judgements failed: the run's current judgements and CAFE metrics were left as they
+    were (a failed judge never replaces a good one); the message gives the reasons with counts."""
 
 
 def judge_slug(identity: str) -> str:
@@ -142,21 +147,30 @@ def judge_run(
             "write them with `cafe caption --bench NAME --captioner ... --out FILE` and pass "
             "--captions FILE (or use --judge rule on the synth benchmark)"
         )
+    # events known (an empty list under a silence control is known: nothing happens)
+    if getattr(judge_cls, "needs_events", False) and all(s.events is None for s in samples):
+        raise ConfigError(
+            f"{run_dir}: the {judge} judge needs ground-truth events, which no sample of this "
+            "benchmark carries (synth has them); use an LLM judge with --captions FILE"
+        )
     if not isinstance(cache, Cache):
         use = getattr(judge_cls, "uses_cache", True)
-        cache = Cache((cache if cache is not None else DEFAULT_CACHE) if use else None)
+        cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
     plan = batching.call_plan(store.root, batch=batch, dry_run=dry_run, prices=prices,
                               batch_options=batch_options)  # fmt: skip
     judge_options["calls"] = plan  # an LLM judge hands it to make_client
-    judge_obj: Judge = build_judge(
-        judge,
-        model=judge_model,
-        endpoints=tuple(endpoints),
-        template=str(template) if template else None,
-        cache=cache,
-        concurrency=concurrency,  # the client may keep this many in flight per endpoint
-        **judge_options,
-    )
+    try:
+        judge_obj: Judge = build_judge(
+            judge,
+            model=judge_model,
+            endpoints=tuple(endpoints),
+            template=str(template) if template else None,
+            cache=cache,
+            concurrency=concurrency,  # the client may keep this many in flight per endpoint
+            **judge_options,
+        )
+    except ValueError as e:  # no server named, no key: one line before any item is judged
+        raise ConfigError(str(e)) from None
 
     path = judgements_file(store, judge_obj.identity)
     existing = [
@@ -208,7 +222,33 @@ def judge_run(
     keys = {(p.sample_id, p.run_index) for p in preds}
     merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
     judgements = [j for k, j in merged.items() if k in keys]
-    _write_compact(path, judgements)
+    _write_compact(path, judgements)  # this judge's own file: failed ones retried next time
+    attempted = [*missing_sample, *fresh]
+
+    def said(j: Judgement) -> tuple[str, str]:  # one line naming the file and the item
+        return f"{path.name}: sample {j.sample_id}: {j.reason or j.status}", j.sample_id
+
+    failed = [said(j) for j in attempted if j.status == "failed"]
+    reasons = summary_lines("judgements", failed, len(attempted))
+    invalid = [said(j) for j in attempted if j.status == "invalid"]
+    reasons += summary_lines("judge replies", invalid, len(attempted), verb="were unusable")
+    # the judge's own record: of the predictions that have an output to judge, how many did it
+    # fail on (a failed prediction's judgement fails whatever the judge)
+    outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
+    judged = [j for j in judgements if (j.sample_id, j.run_index) in outputs]
+    judge_failed = sum(j.status == "failed" for j in judged)
+    # a batch left running (--batch-no-wait) or cancelled at the service is pending, not a judge
+    # failure: the next run collects it or submits its items anew
+    pending = sum(
+        int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
+        for s in plan.batch_stats().values()
+    )
+    if attempted and not pending and most_failed(judge_failed, len(judged)):
+        raise JudgeFailedError(
+            "\n".join([*reasons, f"judge {judge_obj.identity} failed: {run_dir}'s judgements.jsonl "
+                        "and its CAFE metrics were left as they were; fix the cause and run the "
+                        "same command again (failed judgements are retried)"])
+        )  # fmt: skip
     _write_compact(store.path(JUDGEMENTS), judgements)
 
     section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
@@ -233,6 +273,8 @@ def judge_run(
             **({"cost": costs} if costs is not None else {}),
         },
     )
+    if reasons:
+        section["failed_reasons"] = reasons
     if selective:
         section["selective"] = {
             **sel.report(len(items)),
@@ -321,6 +363,7 @@ def format_cafe(section: dict[str, Any]) -> str:
         f"  judgements: {st['ok']} ok, {st['invalid']} invalid, {st['failed']} failed "
         f"(of {st['total']}); reasoning accuracy {f(section['reasoning_accuracy']['acc'])}"
     )
+    lines += section.get("failed_reasons") or []
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache
+from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
 from cafe.judge.batching import (
     batch_click_options,
@@ -27,7 +27,6 @@ from cafe.judge.batching import (
     write_costs,
 )
 from cafe.judge.pipeline import (
-    DEFAULT_CACHE,
     FLUSH_EVERY,
     _bench_breakdowns,
     _write_compact,
@@ -113,7 +112,7 @@ def rubric_run(
             "(MMAR-meta.jsonl from the MMAR GitHub repository)"
         )
     if not isinstance(cache, Cache):
-        cache = Cache(cache if cache is not None else DEFAULT_CACHE)
+        cache = Cache(cache if cache is not None else cache_file("judge.sqlite"))
     scorer = RubricJudge(
         judge, judge_model, endpoints, str(template) if template else None, cache,
         raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
@@ -201,6 +200,13 @@ def rubric_run(
     show_default=True,
     help="Judge calls in flight at once.",
 )
+@click.option(
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+)
 @click.option("--raters", type=click.IntRange(min=1), default=RATERS, show_default=True)
 @click.option(
     "--trim",
@@ -233,6 +239,7 @@ def rubric_command(
     judge_model: str,
     endpoints: tuple[str, ...],
     judge_concurrency: int,
+    api_key_env: str | None,
     raters: int,
     trim: int,
     temperature: float,
@@ -265,6 +272,7 @@ def rubric_command(
             run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),
             raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
             template=template, cache=cache_path, progress=not no_progress, calls=plan,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None

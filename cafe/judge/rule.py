@@ -72,6 +72,7 @@ def _event_name(e: Event) -> str:
 
 class RuleJudge(Judge):
     needs_caption = False
+    needs_events = True  # ground-truth events: only synth carries them
     uses_cache = False  # deterministic and fast: nothing worth caching
 
     def __init__(

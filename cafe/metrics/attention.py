@@ -9,6 +9,7 @@ and writes attention.json, so the averaging is testable on fixed arrays."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -117,13 +118,25 @@ def attention(
                 problems.append(f"{s.id}: {type(e).__name__}: {e}")
     finally:
         adapter.close()
+    from cafe.failures import most_failed, summary_lines
+
+    reasons = summary_lines("items", [(p, p.split(":", 1)[0]) for p in problems], len(samples))
+    if most_failed(len(problems), len(samples)):  # nothing worth writing: keep any earlier file
+        raise CafeError(
+            "\n".join([*reasons, f"{len(problems)} of {len(samples)} items could not be traced; "
+                        "nothing written"])
+        )  # fmt: skip
+    for line in reasons:
+        print(line, file=sys.stderr)
     result = {"model": resolved.label, "bench": bench, **average_by_index(traces, min_items)}
     result["problems"] = problems
     if out is not None:
         path = Path(out)
         if path.is_dir():
             path = path / "attention.json"
-        path.write_text(json.dumps(result, indent=2) + "\n")
+        from cafe.redaction import scrub_text
+
+        path.write_text(scrub_text(json.dumps(result, indent=2)) + "\n")
         result["path"] = str(path)
     return result
 
@@ -158,6 +171,7 @@ def attention_command(
     cards: tuple[str, ...],
     options: tuple[str, ...],
     endpoints: tuple[str, ...],
+    api_key_env: str | None,
     bench: str,
     data: str | None,
     limit: int,
@@ -180,11 +194,9 @@ def attention_command(
         min_items=min_items,
         out=out,
         cards=cards,
-        options=adapter_options(options, endpoints),
+        options=adapter_options(options, endpoints, api_key_env),
         progress=not no_progress,
     )
-    for p in result["problems"]:
-        click.echo(p, err=True)
     click.echo(
         f"{result['items']} items traced; mean audio share {result['overall_mean']}; "
         f"-> {result['path']}"

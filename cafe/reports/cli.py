@@ -114,7 +114,9 @@ def report_command(
         if out:
             path = Path(out) / f"table{table}.{fmt}"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            from cafe.redaction import scrub_text
+
+            path.write_text(scrub_text(text), encoding="utf-8")
             click.echo(f"wrote {path}")
         else:
             click.echo(text, nl=False)

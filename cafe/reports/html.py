@@ -821,5 +821,8 @@ def write_html_report(
     )
     js = (WEB / "report.js").read_text(encoding="utf-8")
     path = out_dir / INDEX
-    path.write_text(page(title, _e(subtitle), "\n".join(body), data, js, nav), encoding="utf-8")
+    from cafe.redaction import scrub_text
+
+    text = page(title, _e(subtitle), "\n".join(body), data, js, nav)
+    path.write_text(scrub_text(text), encoding="utf-8")
     return HtmlReport(path, notes)

@@ -272,6 +272,16 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
             f"{store.root}: metrics.json has no 'accuracy' or 'cafe' section "
             "(run `cafe run` to score it, `cafe judge` for CAFE)"
         )
+    counts = caf.get("judgements") or {}
+    if (
+        isinstance(counts, dict)
+        and counts.get("total")
+        and (2 * int(counts.get("failed") or 0) > int(counts["total"]))
+    ):  # a judge that mostly failed measured nothing: its numbers must not look like a result
+        raise LeaderboardError(
+            f"{store.root}: {counts.get('failed')} of {counts['total']} CAFE judgements failed; "
+            "re-judge it (`cafe judge`) before adding it"
+        )
     card = manifest.get("model") or {}
     card = card if isinstance(card, dict) else {"name": str(card)}
     served = served_model(manifest)
@@ -376,8 +386,10 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
                 f"{target}: rows[{r.index}] ({r.model}) already holds this run "
                 f"(manifest sha256 {sha[:12]}…)"
             )
+    from cafe.redaction import scrub
+
     block = yaml.safe_dump(
-        [row.to_yaml_dict()], allow_unicode=True, sort_keys=False, default_flow_style=None
+        [scrub(row.to_yaml_dict())], allow_unicode=True, sort_keys=False, default_flow_style=None
     )
     text = target.read_text(encoding="utf-8")
     if not text.endswith("\n"):

@@ -341,7 +341,10 @@ def write_run_report(
         page = write_html_report(run.root, compare_with, report, embed_audio_s, draw)
         made["HTML report (open in a browser)"] = [page.path]
         notes += [f"index.html: {n}" for n in page.notes]
-    (report / "summary.md").write_text(summary_md(run, made, notes, row, signals), encoding="utf-8")
+    from cafe.redaction import scrub_text
+
+    text = scrub_text(summary_md(run, made, notes, row, signals))
+    (report / "summary.md").write_text(text, encoding="utf-8")
     return report
 
 

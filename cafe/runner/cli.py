@@ -52,6 +52,18 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("--judge", help="CAFE judge after the run (the benchmark's default; none: skip).")
 @judge_server_options()
 @option(
+    "--audio-root",
+    type=click.Path(file_okay=False),
+    help="Folder the metadata's audio paths are relative to and must stay inside [the metadata "
+    "file's folder]; paths resolving outside it fail their item.",
+)
+@option(
+    "--retry-failed",
+    is_flag=True,
+    help="Also retry items whose adapter raised (after fixing it); server failures are always "
+    "retried, unreadable audio once its file changed.",
+)
+@option(
     "--captions",
     type=click.Path(exists=True),
     help="Ground-truth captions JSONL for an LLM judge (`cafe caption`); synth needs none.",
@@ -87,6 +99,10 @@ def run_command(
     judge_model: str | None,
     judge_endpoints: tuple[str, ...],
     judge_concurrency: int | None,
+    api_key_env: str | None,
+    judge_api_key_env: str | None,
+    audio_root: str | None,
+    retry_failed: bool,
     captions: str | None,
     strict: bool,
     no_cache: bool,
@@ -114,6 +130,8 @@ def run_command(
         judge_options["concurrency"] = judge_concurrency
     if captions:
         judge_options["captions"] = captions
+    if judge_api_key_env:
+        judge_options["api_key_env"] = judge_api_key_env
     from cafe.controls import parse_controls
 
     try:
@@ -125,7 +143,7 @@ def run_command(
         "checkpoint": checkpoint, "data": data, "version": bench_version, "runs": runs,
         "limit": limit, "seed": seed, "prompt_style": prompt_style,
         "prompt_template": prompt_template, "max_new_tokens": max_new_tokens,
-        "options": adapter_options(options, endpoints),
+        "options": adapter_options(options, endpoints, api_key_env),
     }  # fmt: skip
     execution = {
         "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
@@ -133,13 +151,19 @@ def run_command(
     }  # fmt: skip
     result = run(
         model, bench, **spec_options, out=out, judge=judge, judge_options=judge_options,
-        **execution,
+        audio_root=audio_root, retry_failed=retry_failed, **execution,
     )  # fmt: skip
     for note in result.notes:
         click.echo(note, err=True)
     click.echo(summary_table(result.metrics))
     state = "model loaded" if result.model_loaded else "nothing left to run, no model loaded"
     click.echo(f"{result.new_predictions} new predictions ({state}); run folder: {result.run_dir}")
+    for line in result.failure_lines:
+        click.echo(line, err=True)
+    if result.most_failed:  # a run that produced (almost) nothing must not look like success
+        raise click.ClickException(
+            "most items failed (reasons above); the run folder keeps what succeeded"
+        )
     if control_names and "accuracy" in result.metrics:
         from cafe.listen import run_controls
         from cafe.metrics.listening import format_listening
@@ -150,3 +174,7 @@ def run_command(
             judge_options=judge_options, **execution,
         )  # fmt: skip
         click.echo(format_listening(section))
+    if result.judge_failed:
+        raise click.ClickException(
+            "the model run is complete, but its CAFE judge failed (reason above)"
+        )

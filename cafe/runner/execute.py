@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from pathlib import Path
 from typing import Any, TypeVar
 
 from cafe import cache as cache_mod
@@ -27,8 +25,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def call_adapter(adapter: Any, requests: list[Request]) -> list[Completion]:
-    """One generate() call. The contract says per-item errors; be safe anyway."""
+def call_adapter(adapter: Any, requests: list[Request], log: Any = None) -> list[Completion]:
+    """One generate() call. The contract says per-item errors; an exception raised by adapter
+    code (a bug, not the weather) becomes a one-line error per item marked as an adapter
+    failure (not retried by re-runs), its traceback once in ``log`` (cafe.failures.RunLog)."""
     try:
         completions = adapter.generate(requests)
         if inspect.isawaitable(completions):  # an async generate: one loop per batch
@@ -39,16 +39,22 @@ def call_adapter(adapter: Any, requests: list[Request]) -> list[Completion]:
             )
         return list(completions)
     except Exception as e:
-        reason = f"{type(e).__name__}: {e}"
-        return [Completion(r.sample_id, r.run_index, None, error=reason) for r in requests]
+        first = (str(e).strip().splitlines() or [""])[0]
+        reason = f"adapter error: {type(e).__name__}: {first}"
+        if log is not None:
+            log.exception("generate() raised", e)
+            reason += f" (traceback in {log.path})"
+        return [
+            Completion(r.sample_id, r.run_index, None, error=reason, backend={"failure": "adapter"})
+            for r in requests
+        ]
 
 
 def open_cache(enabled: bool) -> cache_mod.Cache:
     """$CAFE_CACHE/calls.sqlite (default ~/.cache/cafe), or a disabled cache."""
     if not enabled:
         return cache_mod.Cache(None)
-    root = Path(os.environ["CAFE_CACHE"]) if os.environ.get("CAFE_CACHE") else cache_mod.DEFAULT_DIR
-    return cache_mod.Cache(root / "calls.sqlite")
+    return cache_mod.Cache(cache_mod.cache_file("calls.sqlite"))
 
 
 class CachedAdapter:
@@ -56,10 +62,13 @@ class CachedAdapter:
     The key covers the model identity, template hash, messages (audio by content hash),
     generation settings and seed. Failed or empty completions are not cached (retried)."""
 
-    def __init__(self, adapter: Any, cache: cache_mod.Cache, identity: dict[str, Any]):
+    def __init__(
+        self, adapter: Any, cache: cache_mod.Cache, identity: dict[str, Any], log: Any = None
+    ):
         self.adapter = adapter
         self.cache = cache
         self.identity = identity
+        self.log = log
 
     def key(self, request: Request) -> str:
         def part(p: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +96,7 @@ class CachedAdapter:
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         if self.cache.path is None:
-            return call_adapter(self.adapter, requests)
+            return call_adapter(self.adapter, requests, self.log)
         out: list[Completion | None] = [None] * len(requests)
         misses: list[tuple[int, str]] = []
         for i, r in enumerate(requests):
@@ -100,7 +109,7 @@ class CachedAdapter:
             c.backend = {**c.backend, "cached": True}
             out[i] = c
         if misses:
-            fresh = call_adapter(self.adapter, [requests[i] for i, _ in misses])
+            fresh = call_adapter(self.adapter, [requests[i] for i, _ in misses], self.log)
             for (i, key), c in zip(misses, fresh, strict=True):
                 if not c.error and c.text:
                     self.cache.put(key, c.to_dict())

@@ -3,8 +3,9 @@ data flow"). Each stage is its own module in this package; this one only sequenc
 keeps the folder's manifest in step.
 
 Resume: an (item, run) is done once its prediction line is on disk; a SIGKILL loses at most the
-batches in flight, and the same command picks up exactly the missing ones (model failures are
-retried, bad-input failures are final). A finished run re-run loads no model."""
+batches in flight, and the same command picks up exactly the missing ones (transient model
+failures are retried, unreadable audio once its file changed, adapter errors with
+--retry-failed, bad metadata never: cafe.failures). A finished run re-run loads no model."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from typing import Any
 
 from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, load_adapter
-from cafe.audio import check_audio
+from cafe.audio import audio_state, check_audio
+from cafe.failures import RunLog, most_failed
 from cafe.manifest import now, without_secrets
 from cafe.prompts import build_request
 from cafe.records import InputError, Prediction, Problem, Request, Sample
@@ -40,6 +42,9 @@ class RunResult:
     model_loaded: bool = False  # whether this call constructed the adapter
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failure_lines: list[str] = field(default_factory=list)  # distinct reasons with counts
+    most_failed: bool = False  # more than half of the (item, run)s failed: the CLI exits 1
+    judge_failed: bool = False  # the judge did not run, or most judgements failed
 
 
 def run(
@@ -66,6 +71,8 @@ def run(
     cache: bool = True,
     cards: list[str] | None = None,
     options: dict[str, Any] | None = None,
+    audio_root: str | Path | None = None,
+    retry_failed: bool = False,
     control: str | None = None,
     control_seed: int = 0,
     control_of: str | Path | None = None,
@@ -96,6 +103,8 @@ def run(
         strict=strict,
         cards=cards,
         options=options,
+        audio_root=audio_root,
+        retry_failed=retry_failed,
         control=control,
         control_seed=control_seed,
     )
@@ -166,17 +175,20 @@ def _finish(
     predictions = [p for p in final if (p.sample_id, p.run_index) in plan.keys]
     store.update_metrics("accuracy", _accuracy(plan, predictions))
     manifest["status"] = "complete"
-    manifest["counts"] = {
-        "predictions": len(predictions),
-        "failed": sum(p.parse_status == "failed" for p in predictions),
-    }
+    manifest.pop("error", None)
+    failed = [p for p in predictions if p.parse_status == "failed"]
+    manifest["counts"] = {"predictions": len(predictions), "failed": len(failed)}
     manifest["updated"] = now()
+    result.failure_lines = failure_summary(failed, len(predictions), store.root)
+    result.most_failed = bool(predictions) and most_failed(len(failed), len(predictions))
 
     judge_name = judge if judge is not None else plan.bench.default_judge
     if judge_name and judge_name != "none":
         manifest["judge"] = {"name": judge_name, **without_secrets(judge_options)}
         store.write_manifest(manifest)
-        result.notes.extend(_judge(store.root, judge_name, judge_options, progress))
+        judge_notes = _judge(store.root, judge_name, judge_options, progress)
+        result.notes.extend(judge_notes)
+        result.judge_failed = any(n.startswith("error:") for n in judge_notes)
     elif result.new_predictions:
         gone = store.drop_metrics(*DERIVED_SECTIONS)
         if gone:
@@ -250,7 +262,9 @@ class _Work:
             except InputError as e:
                 if self.strict:
                     raise
-                out[(sample.id, r)] = failed_prediction(sample.id, r, plan.base(r), str(e), "input")
+                pred = failed_prediction(sample.id, r, plan.base(r), str(e), "audio")
+                pred.sections["audio_state"] = audio_state(sample.audio)  # retried once changed
+                out[(sample.id, r)] = pred
                 continue
             request = build_request(
                 sample, plan.template.style, r, plan.spec.seed + r,
@@ -288,6 +302,10 @@ def _generate(
     try:
         adapter = load_adapter(plan.resolved, plan.adapter_options)
     except ModelLoadError as e:
+        manifest["status"] = "failed"  # never left "running" by a model that cannot load
+        manifest["error"] = str(e)
+        manifest["updated"] = now()
+        plan.store.write_manifest(manifest)
         raise RunError(str(e)) from e
     store = plan.store
     calls = open_cache(cache)
@@ -303,19 +321,17 @@ def _generate(
                 if failures <= MAX_WARNINGS:
                     from tqdm import tqdm
 
-                    who = (
-                        ""
-                        if p.sample_id in p.error
-                        else f"sample {p.sample_id} (run {p.run_index}): "
-                    )
-                    tqdm.write(f"error: {who}{p.error}", file=sys.stderr)  # names its sample
+                    named = f"sample {p.sample_id}" in p.error
+                    said = p.error if named else f"sample {p.sample_id}: {p.error}"
+                    tqdm.write(f"error: {said}", file=sys.stderr)
 
     try:
         manifest["adapter"] = without_secrets(adapter.identity())
         manifest["token_counter"] = adapter.token_counter
         store.write_manifest(manifest)
         identity = {**manifest["adapter"], "fingerprint": plan.spec.fingerprint}
-        work = _Work(plan, adapter, CachedAdapter(adapter, calls, identity), strict)
+        log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
+        work = _Work(plan, adapter, CachedAdapter(adapter, calls, identity, log), strict)
         try:
             run_batches(
                 work,
@@ -362,5 +378,30 @@ def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) ->
         return [
             f"CAFE judge not available in this install; add it later with `cafe judge {run_dir}`"
         ]
-    judge_run(run_dir, judge=name, progress=progress, **options)
+    from cafe.judge.pipeline import JudgeFailedError
+
+    try:
+        judge_run(run_dir, judge=name, progress=progress, **options)
+    except (ValueError, FileNotFoundError) as e:  # no server named, no key, no captions
+        return [f"error: judge {name} not run: {e}; judge later with `cafe judge {run_dir}`"]
+    except JudgeFailedError as e:  # earlier judgements and CAFE metrics were kept
+        return [f"error: {e}"]
     return []
+
+
+def failure_summary(failed: list[Prediction], total: int, run_dir: Path) -> list[str]:
+    """Distinct reasons with counts, and what to do about the kinds a user can fix."""
+    from cafe.failures import RUN_LOG, summary_lines
+
+    kinds = {p.sections.get("failure") for p in failed}
+    hints = []
+    if "audio" in kinds:
+        hints.append("missing or unreadable audio is retried once the file changes: add or "
+                     "fix the files and run the same command again")  # fmt: skip
+    if "adapter" in kinds:
+        hints.append(f"adapter errors are not retried (tracebacks in {run_dir / RUN_LOG}); "
+                     "after a fix, run again with --retry-failed")  # fmt: skip
+    if "model" in kinds:
+        hints.append("model/server failures are retried by running the same command again")
+    pairs = [(p.error or "failed", p.sample_id) for p in failed]
+    return summary_lines("items", pairs, total, "; ".join(hints) or None)

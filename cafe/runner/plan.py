@@ -174,14 +174,22 @@ class Selection:
 
 
 def select_samples(
-    bench: str, data: str | None, version: str | None, limit: int | None, strict: bool
+    bench: str,
+    data: str | None,
+    version: str | None,
+    limit: int | None,
+    strict: bool,
+    audio_root: str | Path | None = None,
 ) -> Selection:
     """Load the benchmark, run the generic checks, take the first ``limit`` items; with
-    ``strict`` the first problem stops here. Problems are printed as warnings."""
+    ``strict`` the first problem stops here. Problems are printed as warnings. ``audio_root``:
+    the folder audio paths are relative to and must stay inside (default: the metadata's)."""
     try:
         bench_obj: Benchmark = BENCHMARKS.get(bench)()
     except KeyError as e:
         raise RunError(str(e)) from None
+    if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
+        bench_obj.audio_root = str(audio_root)
     loaded = bench_obj.load(data=data, version=version)
     samples, own_problems = check_samples(loaded)
     problems = [*loaded.problems, *own_problems]
@@ -259,6 +267,8 @@ def plan_run(
     strict: bool = False,
     cards: list[str] | None = None,
     options: dict[str, Any] | None = None,
+    audio_root: str | Path | None = None,
+    retry_failed: bool = False,
     control: str | None = None,
     control_seed: int = 0,
 ) -> RunPlan:
@@ -275,7 +285,7 @@ def plan_run(
         template = load_template(prompt_style or card.prompt_style, prompt_template)
     except (FileNotFoundError, ValueError, KeyError) as e:
         raise RunError(str(e)) from None
-    selection = select_samples(bench, data, version, limit, strict)
+    selection = select_samples(bench, data, version, limit, strict, audio_root)
     adapter_cls = ADAPTERS.get(card.adapter)
     adapter_options = dict(options or {})
     # -o temperature=0 etc. set the card's decoding; they are not adapter options
@@ -320,7 +330,10 @@ def plan_run(
     if plan.mode != "new":
         plan.done = {(p.sample_id, p.run_index): p for p in plan.store.predictions()}
     plan.pending = [
-        (s, r) for r in range(runs) for s in plan.samples if is_pending(plan.done.get((s.id, r)))
+        (s, r)
+        for r in range(runs)
+        for s in plan.samples
+        if is_pending(plan.done.get((s.id, r)), s, retry_failed)
     ]
     # a finished folder's model failures stay failures in a subset read (the full command
     # retries them); an unfinished folder has no results yet for part of the subset

@@ -16,7 +16,7 @@ Rule = Callable[[str, str, list[str]], bool]
 def failed_prediction(
     sample_id: str, run_index: int, base: dict[str, Any], reason: str, kind: str
 ) -> Prediction:
-    """kind "input" is final (bad audio or metadata); kind "model" is retried on re-run."""
+    """``kind``: input, audio, model or adapter (cafe.failures says which are retried)."""
     return Prediction(
         sample_id=sample_id,
         run_index=run_index,
@@ -40,7 +40,9 @@ def score_completion(
     the same rule on the answer mapped to a choice is the lenient figure beside it."""
     if completion.error or completion.text is None:
         reason = completion.error or "adapter returned no text"
-        return failed_prediction(sample.id, completion.run_index, base, reason, "model")
+        # an exception raised by adapter code is deterministic (call_adapter marks it)
+        kind = "adapter" if completion.backend.get("failure") == "adapter" else "model"
+        return failed_prediction(sample.id, completion.run_index, base, reason, kind)
     sections = parse_sections(completion.text)
     answer, status = extract_answer(sections.answer, sample.choices)
     truth = sample.answer
@@ -66,8 +68,20 @@ def score_completion(
     )
 
 
-def is_pending(prediction: Prediction | None) -> bool:
-    """An (item, run) still to run: no prediction yet, or a model failure (retried)."""
-    return prediction is None or (
-        prediction.parse_status == "failed" and prediction.sections.get("failure") == "model"
-    )
+def is_pending(
+    prediction: Prediction | None, sample: Sample | None = None, retry_failed: bool = False
+) -> bool:
+    """An (item, run) still to run: no prediction yet; a transient model failure; an unreadable
+    clip whose file has changed since (added, repaired); an adapter error with
+    ``retry_failed`` (after a fix). Bad metadata stays failed until the file is fixed."""
+    from cafe.audio import audio_state
+    from cafe.failures import RETRIED
+
+    if prediction is None:
+        return True
+    if prediction.parse_status != "failed":
+        return False
+    kind = prediction.sections.get("failure")
+    if kind == "audio" and sample is not None:
+        return prediction.sections.get("audio_state") != audio_state(sample.audio)
+    return kind in RETRIED or (retry_failed and kind == "adapter")

@@ -66,8 +66,10 @@ class _Loopback:
         latency_s: float = 0.0,
         faults: FaultSpec = (),
         slow_s: float = 2.0,
+        require_key: str | None = None,
     ):
         self.reply = reply or (lambda body: "ok")
+        self.require_key = require_key  # when set, a call without this key gets HTTP 401
         self.latency_s = latency_s
         self.slow_s = slow_s
         self._faults = faults
@@ -130,10 +132,12 @@ class _Loopback:
         return i, _as_fault(self._faults[i] if i < len(self._faults) else None)
 
     def _dispatch(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        sent = set()
         for name in _CREDENTIAL_HEADERS:
             v = h.headers.get(name)
             if v:
                 v = v.removeprefix("Bearer ")
+                sent.add(v)
                 with self._lock:
                     self.credential_hashes.add(hashlib.sha256(v.encode()).hexdigest())
         n = int(h.headers.get("Content-Length") or 0)
@@ -141,7 +145,11 @@ class _Loopback:
         with self._lock:
             self.paths.append(h.path)
         try:
-            status, headers, payload = self.route(method, h.path, dict(h.headers), raw)
+            if self.require_key is not None and self.require_key not in sent:
+                status, headers = 401, {}
+                payload = json.dumps({"error": {"message": "invalid key", "code": 401}}).encode()
+            else:
+                status, headers, payload = self.route(method, h.path, dict(h.headers), raw)
         except Exception as e:  # a bug in a test's reply function: tell the client, loudly
             status, headers, payload = 599, {}, json.dumps({"error": repr(e)}).encode()
         h.send_response(status)

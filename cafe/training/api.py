@@ -92,6 +92,7 @@ def grpo(
     judge_model: str | None = None,
     judge_endpoints: list[str] | tuple[str, ...] = (),
     judge_concurrency: int | None = None,
+    judge_api_key_env: str | None = None,
     max_steps: int | None = None,
 ) -> Path:
     """GRPO with the MPAR² rewards -> the checkpoint folder. ``judge``: "offline" or a chat
@@ -101,7 +102,10 @@ def grpo(
     r = load(recipe)
     from cafe.training.reward_judge import judge_from_recipe
 
-    rj = judge_from_recipe(r, judge, judge_model, judge_endpoints, concurrency=judge_concurrency)
+    rj = judge_from_recipe(
+        r, judge, judge_model, judge_endpoints, concurrency=judge_concurrency,
+        api_key_env=judge_api_key_env,
+    )  # fmt: skip
     return train_grpo(
         r, model_path=_model(r, model), data=data, out=out, judge=rj, max_steps=max_steps
     )

@@ -44,6 +44,7 @@ def data_command(
     cards: tuple[str, ...],
     options: tuple[str, ...],
     endpoints: tuple[str, ...],
+    api_key_env: str | None,
 ) -> None:
     """Build the SFT and RL files: captions, questions per dimension, question filter,
     difficulty filter (the base model through its adapter; --model, -o, --endpoint override
@@ -57,7 +58,7 @@ def data_command(
         model=model,
         checkpoint=checkpoint,
         cards=cards,
-        options=adapter_options(options, endpoints),
+        options=adapter_options(options, endpoints, api_key_env),
         echo=click.echo,
     )
     click.echo(f"SFT file: {out['sft']}\nRL file: {out['rl']}")
@@ -96,6 +97,7 @@ def grpo_command(
     judge_model: str | None,
     judge_endpoints: tuple[str, ...],
     judge_concurrency: int | None,
+    judge_api_key_env: str | None,
     max_steps: int | None,
 ) -> None:
     """GRPO with the MPAR² rewards (TRL GRPOTrainer extended with audio; vLLM rollouts on GPU
@@ -111,6 +113,7 @@ def grpo_command(
         judge_model=judge_model,
         judge_endpoints=judge_endpoints,
         judge_concurrency=judge_concurrency,
+        judge_api_key_env=judge_api_key_env,
         max_steps=max_steps,
     )
     click.echo(f"checkpoint: {path}")

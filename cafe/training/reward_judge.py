@@ -325,6 +325,7 @@ def make_reward_judge(
     concurrency: int = 64,
     thinking: bool = False,
     thinking_budget: int | None = None,
+    api_key_env: str | None = None,
     calls: Any = None,
 ) -> RewardJudge:
     """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
@@ -337,6 +338,7 @@ def make_reward_judge(
 
     if not model:
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
+    extra = {"api_key_env": api_key_env} if api_key_env else {}
     client = make_client(
         kind,
         model,
@@ -344,6 +346,7 @@ def make_reward_judge(
         concurrency=concurrency,
         calls=calls,
         thinking=thinking,
+        **extra,
     )
     return LLMRewardJudge(
         client,
@@ -362,20 +365,22 @@ def judge_from_recipe(
     endpoints: Sequence[str] = (),
     cache: str | Path | None = None,
     concurrency: int | None = None,
+    api_key_env: str | None = None,
 ) -> RewardJudge:
     """The reward judge a recipe's ``judge:`` block names ("offline" or a chat client kind);
     the arguments (from the command line) override the recipe."""
-    from cafe.cache import DEFAULT_DIR
+    from cafe.cache import cache_file
 
     spec = dict(recipe.get("judge") or {})
     return make_reward_judge(
         kind or spec.get("kind", "offline"),
         judge_model or spec.get("model"),
         list(endpoints) or spec.get("endpoints") or [],
-        cache_path=cache or spec.get("cache") or DEFAULT_DIR / "reward-judge.sqlite",
+        cache_path=cache or spec.get("cache") or cache_file("reward-judge.sqlite"),
         templates=spec.get("templates"),
         concurrency=int(concurrency or spec.get("concurrency", 64)),
         # recipe judge.thinking: true lets a thinking judge think (budget judge.thinking_budget)
         thinking=bool(spec.get("thinking", False)),
         thinking_budget=spec.get("thinking_budget"),
+        api_key_env=api_key_env or spec.get("api_key_env"),
     )

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -34,8 +34,9 @@ _VERSION_RE = re.compile(r"^n(\d+)-seed(\d+)$")
 
 def cache_root() -> Path:
     """$CAFE_CACHE/synth, default ~/.cache/cafe/synth."""
-    base = os.environ.get("CAFE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cafe")
-    return Path(base) / "synth"
+    from cafe.cache import cache_file
+
+    return cache_file("synth")
 
 
 def ensure_generated(n: int = DEFAULT_N, seed: int = DEFAULT_SEED, progress: bool = False) -> Path:
@@ -78,11 +79,12 @@ class SynthBenchmark(Benchmark):
                     )
                 n, seed = int(m.group(1)), int(m.group(2))
             data = str(ensure_generated(n, seed, progress=True))
-        return load_folder(data)
+        return load_folder(data, audio_root=self.audio_root)
 
 
-def load_folder(data: str | Path) -> LoadedBenchmark:
-    """Read synth.jsonl; every bad line becomes a Problem (file, sample id, field), not a crash."""
+def load_folder(data: str | Path, audio_root: str | Path | None = None) -> LoadedBenchmark:
+    """Read synth.jsonl; every bad line becomes a Problem (file, sample id, field), not a crash.
+    Audio paths stay inside the folder (or ``audio_root``, which they are then relative to)."""
     path = Path(data)
     if path.is_dir():
         path = path / JSONL_NAME
@@ -99,7 +101,7 @@ def load_folder(data: str | Path) -> LoadedBenchmark:
     for lineno, line in enumerate(body.decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
-        sample, problem = _parse_line(path, lineno, line, version, seen)
+        sample, problem = _parse_line(path, lineno, line, version, seen, audio_root)
         if problem is not None:
             problems.append(problem)
         if sample is not None:
@@ -114,7 +116,7 @@ def load_folder(data: str | Path) -> LoadedBenchmark:
 
 
 def _parse_line(
-    path: Path, lineno: int, line: str, version: str, seen: set[str]
+    path: Path, lineno: int, line: str, version: str, seen: set[str], audio_root: Any = None
 ) -> tuple[Sample | None, Problem | None]:
     file = str(path)
     try:
@@ -141,7 +143,15 @@ def _parse_line(
         return None, Problem(file, f"malformed event ({e})", sid, "events")
     error = None
     problem = None
-    if rec["answer"] not in choices:
+    from cafe.audio import contained_audio
+
+    root = Path(audio_root).expanduser() if audio_root is not None else path.parent
+    audio, outside = contained_audio(
+        str(rec["audio_path"]), [root], file=file, sample_id=sid, field="audio_path"
+    )
+    if outside is not None:  # recorded as a failed item; its file is never opened
+        problem, error = outside, str(outside)
+    elif rec["answer"] not in choices:
         problem = Problem(file, f"answer {rec['answer']!r} is not among the choices", sid, "answer")
         error = str(problem)
     meta = {
@@ -159,7 +169,7 @@ def _parse_line(
         question=rec["question"],
         choices=[str(c) for c in choices],
         answer=rec["answer"],
-        audio=[str((path.parent / rec["audio_path"]).resolve())],
+        audio=[str(audio)] if audio else [],
         meta=meta,
         caption=rec.get("caption"),
         events=events,

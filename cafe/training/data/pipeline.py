@@ -40,6 +40,7 @@ class DataConfig:
     backend: str = "rule"  # rule | a chat client kind ("openai-compatible", "openai", "gemini")
     llm_model: str | None = None
     llm_endpoints: list[str] = field(default_factory=list)
+    llm_api_key_env: str | None = None  # key variable of llm_endpoints [CAFE_ENDPOINT_API_KEY]
     dimensions: list[str] = field(default_factory=lambda: list(rules.DIMENSIONS))
     question_min_score: int = 4
     difficulty_model: str | None = None  # card, adapter or checkpoint folder; None = base_model
@@ -186,8 +187,12 @@ class Pipeline:
             from cafe.clients import make_client
             from cafe.training.data.llm import LLMStages, load_data_templates
 
+            extra = {"api_key_env": self.cfg.llm_api_key_env} if self.cfg.llm_api_key_env else {}
             client = make_client(
-                self.cfg.backend, self.cfg.llm_model, endpoints=self.cfg.llm_endpoints or None
+                self.cfg.backend,
+                self.cfg.llm_model,
+                endpoints=self.cfg.llm_endpoints or None,
+                **extra,
             )
             self._llm = LLMStages(
                 client,

@@ -26,8 +26,6 @@ def recipe_names() -> list[str]:
 
 def load_recipe(name_or_path: str | Path) -> dict[str, Any]:
     """A recipe by file path or by built-in name (see `recipe_names()`)."""
-    import yaml
-
     path = Path(name_or_path)
     if not path.is_file():
         path = RECIPE_DIR / f"{name_or_path}.yaml"
@@ -40,7 +38,9 @@ def load_recipe(name_or_path: str | Path) -> dict[str, Any]:
             f"recipe {name_or_path!r} is neither a file nor a built-in recipe{hint} "
             f"(built-in: {', '.join(recipe_names())})"
         )
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    from cafe.records import read_yaml
+
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a recipe is a YAML mapping")
     check_recipe(data, path)
