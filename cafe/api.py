@@ -164,7 +164,8 @@ def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") ->
 def judge_accuracy(run_dir: str | Path, judge: str, judge_model: str, **options: Any) -> Any:
     """Judged accuracy (the paper's † figures): an LLM names the option each output chose ->
     the metrics.json "judged_accuracy" section. Options: endpoints, concurrency, template,
-    cache, thinking, thinking_budget."""
+    cache, thinking, thinking_budget, batch, batch_options, selective (ask the judge only where
+    the official rule cannot decide), prices."""
     return _target("judge_accuracy")(run_dir, judge, judge_model, **options)
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from cafe.judge.cli import judge_command
 from cafe.judge.pipeline import judge_run
-from cafe.records import Prediction
+from cafe.records import Prediction, Sample
 from cafe.testing.batch_loopback import BatchPlan
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_judge_llm import build_run, scripted
@@ -495,3 +495,131 @@ def test_rubric_batch_gives_the_hand_counted_scores_with_five_raters_as_five_lin
     assert sec["invalid_replies"] == 2 + 20
     costs = json.loads(store.path("manifest.json").read_text())["costs"]["by_client"]
     assert next(iter(costs.values()))["batch"]["calls"] == 32
+
+
+# -- answer extraction (judged accuracy) through the batch transport -------------------------
+def _answer_reply(replies: dict[str, str]):
+    def reply(body):
+        prompt = body["messages"][0]["content"]
+        assert "(A) dog barking\n(B) cat meowing\n(C) bird song" in prompt
+        assert body["chat_template_kwargs"] == {"enable_thinking": False}
+        return replies[next(k for k in replies if f"[{k}]" in prompt)]
+
+    return reply
+
+
+def _cache_rows(path: Path) -> dict:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        return dict(db.execute("SELECT key, value FROM calls"))
+
+
+def test_judge_accuracy_batch_equals_direct_and_pays_each_line_once(tmp_path):
+    from cafe import api
+    from cafe.judge.answer import judge_accuracy_command
+    from tests.test_judged_accuracy import CASES
+    from tests.test_judged_accuracy import _run as accuracy_run
+
+    replies = {k: reply for k, (_, reply, _) in CASES.items()}
+    ref_store = accuracy_run(tmp_path / "direct")
+    with OpenAILoopback(reply=_answer_reply(replies)) as srv:
+        res = CliRunner().invoke(judge_accuracy_command, [
+            str(ref_store.root), "--judge", "openai-compatible", "--judge-model", "gpt-5",
+            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "d.sqlite")])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 6  # five items, s5 asked again with the reminder
+    ref = json.loads(ref_store.path("metrics.json").read_text())["judged_accuracy"]
+    assert ref["calls"]["mode"] == "direct" and ref["calls"]["sent"] == 6
+
+    store = accuracy_run(tmp_path / "run")
+    with OpenAILoopback(reply=_answer_reply(replies)) as srv:
+        sec = api.judge_accuracy(store.root, "openai-compatible", "gpt-5", endpoints=[srv.url],
+                                 cache=tmp_path / "b.sqlite", batch=True,
+                                 batch_options=FAST)  # fmt: skip
+        assert srv.requests == []  # nothing went the direct way
+        # round 1: the five items; round 2: s5's retry (its first reply was unusable)
+        assert srv.batches.created == 2
+        assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 6
+    # item for item: the same prompts (cache keys) got the same replies; the same figures
+    assert _cache_rows(tmp_path / "b.sqlite") == _cache_rows(tmp_path / "d.sqlite")
+    assert len(_cache_rows(tmp_path / "b.sqlite")) == 6
+    for k in ("total", "breakdowns", "verdicts", "judge"):
+        assert sec[k] == ref[k]
+    assert sec["total"] == {"correct": 1, "total": 5, "acc": 20.0}  # the direct test's hand count
+    (stats,) = sec["calls"]["cost"]["batches"].values()
+    assert stats["submitted"] == 6 and stats["succeeded"] == 6 and stats["batches"] == 2
+    assert store.path("batches").is_dir()
+    (modes,) = json.loads(store.path("manifest.json").read_text())["costs"]["by_client"].values()
+    assert modes["batch"]["calls"] == 6 and "direct" not in modes
+
+
+def test_judge_accuracy_selective_asks_only_where_the_official_rule_cannot_decide(tmp_path):
+    from cafe.judge.answer import judge_accuracy_command
+    from cafe.parsing import extract_answer
+    from tests.test_judged_accuracy import CASES, CHOICES
+    from tests.test_judged_accuracy import _run as accuracy_run
+
+    # three more items whose outputs the official rule maps to a choice (as the runner records
+    # it); their judge replies disagree with the rule, so a call for them would show
+    more = {"s6": ("(A)", "B"), "s7": ("C", "A"), "s8": ("cat meowing", "A")}
+    replies = {**{k: reply for k, (_, reply, _) in CASES.items()},
+               **{k: reply for k, (_, reply) in more.items()}}  # fmt: skip
+
+    def build(root):
+        store = accuracy_run(root)
+        samples = [Sample(k, "mmar", "v1", f"Which source [{k}]?", CHOICES, "dog barking", [],
+                          meta={"modality": "speech"}) for k in more]  # fmt: skip
+        with store.path("samples.jsonl").open("a") as f:
+            f.write("".join(s.to_json() + "\n" for s in samples))
+        rows = []
+        for k, (out, _) in more.items():
+            answer, status = extract_answer(out, CHOICES)
+            assert status == "ok" and answer in CHOICES
+            rows.append(Prediction(k, 0, "Tiny", "lalm", "h", out, answer=answer,
+                                   parse_status=status, answer_text=out))  # fmt: skip
+        # the first five: the rule could not map them (unmapped prose, or no choice at all)
+        olds = store.predictions()
+        for p in olds:
+            assert extract_answer(p.raw_output, CHOICES)[0] is None
+        with store.writer("predictions.jsonl") as w:
+            w.write_many(rows)
+        return store
+
+    def args(store, url, cache):
+        return [str(store.root), "--judge", "openai-compatible", "--judge-model", "gpt-5",
+                "--judge-endpoint", url, "--cache", str(cache)]  # fmt: skip
+
+    # the paper's protocol (default): every output is asked, s5 twice
+    full = build(tmp_path / "full")
+    with OpenAILoopback(reply=_answer_reply(replies)) as srv:
+        res = CliRunner().invoke(judge_accuracy_command, args(full, srv.url, tmp_path / "f.sq"))
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 9
+    sec = json.loads(full.path("metrics.json").read_text())["judged_accuracy"]
+    # by hand: s1 right; the judge's B for s6 wrong, its A for s7 and s8 right -> 3 of 8
+    assert sec["total"]["correct"] == 3 and "selective" not in sec
+
+    # --selective, by batch: lines only for s1..s5 (and s5's retry)
+    store = build(tmp_path / "run")
+    with OpenAILoopback(reply=_answer_reply(replies)) as srv:
+        res = CliRunner().invoke(judge_accuracy_command, [
+            *args(store, srv.url, tmp_path / "s.sq"), "--selective", "--batch",
+            "--batch-poll", "0.02"])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        assert srv.requests == [] and set(srv.batches.paid.values()) == {1}
+        assert sum(srv.batches.submitted.values()) == 6
+        asked = {next(k for k in replies if f"[{k}]" in body["messages"][0]["content"])
+                 for job in srv.batches.jobs.values() for _, body in job["lines"]}  # fmt: skip
+        assert asked == {"s1", "s2", "s3", "s4", "s5"}
+    sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
+    # by hand: s1 (judge: A) and s6 (rule: dog barking) right; s7 bird, s8 cat wrong -> 2 of 8
+    assert sec["total"] == {"correct": 2, "total": 8, "acc": 25.0}
+    assert sec["verdicts"] == {"ok": 6, "none": 1, "unparseable": 1, "failed": 0}
+    sel = sec["selective"]
+    assert sel["items"] == 8 and sel["judged"] == 5 and sel["decided_without_call"] == 3
+    assert sel["shared_same_prompt"] == 0 and sel["items_without_own_call"] == 3
+    assert sel["calls_saved_est"] == pytest.approx(6 / 5 * 3, abs=0.1)  # 6 calls for 5 items
+    assert sec["calls"]["sent"] == 6 and sec["calls"]["mode"] == "batch"
+    assert "selective: 3 of 8 judged without a call of their own (~3.6 calls saved)" in res.output
+    assert "batch (openai-batch" in res.output and "submitted 6" in res.output

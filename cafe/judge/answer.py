@@ -5,7 +5,9 @@ openai, gemini) to name the option each (item, run) output chose, maps its reply
 only; thinking is kept raw, never parsed) to a choice, scores that choice with the benchmark's
 rule, and writes the metrics.json "judged_accuracy" section: a separate, labelled accuracy with
 the judge named, beside (never instead of) the official headline. Replies are cached like every
-judge call; a retry appends a format reminder."""
+judge call; a retry appends a format reminder. Calls go direct or through the batch transport
+with the cost ledger (cafe.judge.batching); ``selective`` asks the judge only where the official
+rule cannot decide."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from cafe.cache import Cache, cache_file, make_key
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import load_template
+from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
@@ -39,6 +42,7 @@ class Verdict:
     choice: str | None  # the option the judge says the model chose
     status: str  # ok | none (the model chose nothing) | unparseable | failed
     raw: str | None = None
+    source: str = "judge"  # judge | rule (selective: the official rule decided, no call)
 
 
 def lettered(choices: Sequence[str]) -> str:
@@ -69,7 +73,10 @@ class AnswerJudge:
         thinking: bool = False,
         thinking_budget: int | None = None,
         client: Any = None,
+        calls: Any = None,
     ):
+        """``calls``: a cafe.clients.calls.CallPlan (batch transport, cost ledger), handed to
+        make_client."""
         self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
         self.template, self.template_hash = load_template("answer", template)
@@ -81,8 +88,18 @@ class AnswerJudge:
             from cafe.clients import make_client
 
             client = make_client(kind, model, endpoints=list(endpoints) or None,
-                                 concurrency=concurrency, thinking=thinking)  # fmt: skip
+                                 concurrency=concurrency, thinking=thinking,
+                                 calls=calls)  # fmt: skip
         self.client = client
+
+    @staticmethod
+    def decide(sample: Sample, pred: Prediction) -> Verdict | None:
+        """The verdict without a call where the official rule decides (its parse mapped the
+        answer to one of the choices), else None: the judge is asked."""
+        if pred.error or pred.parse_status != "ok" or pred.answer not in sample.choices:
+            return None
+        return Verdict(pred.sample_id, pred.run_index, pred.answer, "ok",
+                       "decided by the official rule", source="rule")  # fmt: skip
 
     async def verdict(self, sample: Sample, pred: Prediction) -> Verdict:
         if pred.raw_output is None or pred.error:
@@ -150,7 +167,6 @@ def judged_section(
         "breakdowns": acc["breakdowns"],
         "runs": acc["runs"],
         "verdicts": statuses,
-        "calls": judge.calls,
     }
 
 
@@ -166,9 +182,19 @@ def judge_accuracy_run(
     thinking: bool = False,
     thinking_budget: int | None = None,
     client: Any = None,
+    batch: bool = False,
+    selective: bool = False,
+    prices: str | Path | None = None,
+    batch_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy"."""
+    """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy".
+
+    ``batch``: deliver through the service's batch endpoints (state in RUN/batches/);
+    ``selective``: ask the judge only where the official rule cannot decide (its parse did not
+    map the answer to a choice); ``prices``: your price table; the calls' cost goes into the
+    manifest's ``costs`` (cafe.judge.batching.write_costs)."""
     from cafe.benchmarks.scoring import rule_for
+    from cafe.judge import batching
     from cafe.judge.pipeline import _bench_breakdowns
 
     store = RunStore(run_dir)
@@ -178,12 +204,25 @@ def judge_accuracy_run(
         raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
     by_id = {s.id: s for s in samples}
     cache_obj = cache if isinstance(cache, Cache) else Cache(cache or cache_file("judge.sqlite"))
+    plan = batching.call_plan(store.root, batch=batch, prices=prices,
+                              batch_options=batch_options)  # fmt: skip
     aj = AnswerJudge(judge, judge_model, endpoints, template=template, cache=cache_obj,
                      concurrency=concurrency, thinking=thinking,
-                     thinking_budget=thinking_budget, client=client)  # fmt: skip
+                     thinking_budget=thinking_budget, client=client, calls=plan)  # fmt: skip
+
+    decided: list[Verdict] = []
+    todo: list[Prediction] = []
+    for p in preds:
+        s = by_id.get(p.sample_id)
+        v = AnswerJudge.decide(s, p) if selective and s is not None else None
+        if v is None:
+            todo.append(p)
+        else:
+            decided.append(v)
 
     async def go() -> list[Verdict]:
-        sem = asyncio.Semaphore(max(1, concurrency))
+        # batch mode lifts the bound: a batch collects every call that is waiting
+        sem = asyncio.Semaphore(max(1, plan.item_concurrency(concurrency)))
 
         async def one(p: Prediction) -> Verdict:
             async with sem:
@@ -193,15 +232,30 @@ def judge_accuracy_run(
                 return await aj.verdict(s, p)
 
         try:
-            return list(await asyncio.gather(*(one(p) for p in preds)))
+            return list(await asyncio.gather(*(one(p) for p in todo)))
         finally:
             await aj.client.aclose()
 
-    verdicts = asyncio.run(go())
+    asked = asyncio.run(go())
+    verdicts = [*decided, *asked]
+    costs = batching.write_costs(store, plan, cache_obj.hits)
     manifest = store.read_manifest() if store.path("manifest.json").exists() else {}
     bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
     section = judged_section(samples, preds, verdicts, aj, _bench_breakdowns(store),
                              manifest.get("runs"), rule_for(bench))  # fmt: skip
+    section["calls"] = {
+        "sent": aj.calls,
+        "cache_hits": cache_obj.hits,
+        "judged_now": len(asked),
+        "mode": plan.mode,
+        **({"cost": costs} if costs is not None else {}),
+    }
+    if selective:
+        # the shared report shape (cafe.judge.batching.Selection): no prompt is shared here,
+        # the rule decides instead of the judge
+        sel = batching.Selection(todo=todo, decided=decided, copies={})  # type: ignore[arg-type]
+        section["selective"] = {**sel.report(len(preds)),
+                                **batching.saving(sel, plan, aj.calls, len(asked))}  # fmt: skip
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
     if bad * 2 > len(verdicts):
         click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
@@ -225,17 +279,28 @@ def judge_accuracy_run(
 @click.option("--thinking-budget", type=click.IntRange(min=0), default=None)
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+@click.option("--selective", is_flag=True,
+              help="Ask the judge only where the official rule cannot decide (its parse did "
+              "not map the answer to a choice); the rule's choice stands for the rest.",
+              )  # fmt: skip
+@batch_click_options
 def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
-                           thinking, thinking_budget, cache_path) -> None:  # fmt: skip
+                           thinking, thinking_budget, cache_path, selective, batch=False,
+                           batch_retry="resubmit", batch_poll=30.0, batch_no_wait=False,
+                           prices=None) -> None:  # fmt: skip
     """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
     chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
     official headline; tables print it in the † rows' place."""
     try:
         sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
                                  template=template, cache=cache_path, thinking=thinking,
-                                 thinking_budget=thinking_budget)  # fmt: skip
+                                 thinking_budget=thinking_budget, batch=batch,
+                                 selective=selective, prices=prices,
+                                 batch_options=batch_options(batch_retry, batch_poll,
+                                                             batch_no_wait))  # fmt: skip
     except (ValueError, FileNotFoundError, KeyError) as e:
         raise click.ClickException(str(e)) from None
     t = sec["total"]
     click.echo(f"{sec['label']}\n  total {t['acc']:.2f} ({t['correct']}/{t['total']}); "
                f"verdicts {sec['verdicts']}")  # fmt: skip
+    echo_costs(sec["calls"], sec.get("selective"))
