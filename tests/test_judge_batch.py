@@ -623,3 +623,30 @@ def test_judge_accuracy_selective_asks_only_where_the_official_rule_cannot_decid
     assert sec["calls"]["sent"] == 6 and sec["calls"]["mode"] == "batch"
     assert "selective: 3 of 8 judged without a call of their own (~3.6 calls saved)" in res.output
     assert "batch (openai-batch" in res.output and "submitted 6" in res.output
+
+
+def test_judge_accuracy_no_wait_leaves_the_figure_alone_and_a_rerun_collects(tmp_path):
+    from cafe.judge.answer import SECTION, judge_accuracy_run
+    from tests.test_judged_accuracy import CASES
+    from tests.test_judged_accuracy import _run as accuracy_run
+
+    replies = {k: reply for k, (_, reply, _) in CASES.items()}
+    store = accuracy_run(tmp_path / "run")
+    cache = tmp_path / "b.sqlite"
+
+    def go(srv, **opts):
+        return judge_accuracy_run(store.root, "openai-compatible", "gpt-5", [srv.url],
+                                  cache=cache, batch=True,
+                                  batch_options={**FAST, **opts})  # fmt: skip
+
+    plans = [BatchPlan(polls=3), BatchPlan()]
+    with OpenAILoopback(reply=_answer_reply(replies), batch_plans=plans) as srv:
+        sec = go(srv, wait=False)  # submitted, checked once, still running
+        assert sec["pending"] == 5 and srv.batches.paid == {}
+        assert SECTION not in json.loads(store.path("metrics.json").read_text())
+        sec = go(srv)  # the same batch polled to its end, then s5's retry
+        assert "pending" not in sec and srv.batches.created == 2
+        assert set(srv.batches.submitted.values()) == {1}  # nothing submitted twice
+        assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 6
+    written = json.loads(store.path("metrics.json").read_text())[SECTION]
+    assert written["total"] == {"correct": 1, "total": 5, "acc": 20.0}

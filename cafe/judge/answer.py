@@ -256,6 +256,15 @@ def judge_accuracy_run(
         sel = batching.Selection(todo=todo, decided=decided, copies={})  # type: ignore[arg-type]
         section["selective"] = {**sel.report(len(preds)),
                                 **batching.saving(sel, plan, aj.calls, len(asked))}  # fmt: skip
+    # calls left in a batch (--batch-no-wait) or cancelled at the service are not verdicts: a
+    # figure with them counted as failed would mislead, so the section stays as it was
+    pending = sum(int(st.get("left_pending", 0)) + int(st.get("cancelled_items", 0))
+                  for st in plan.batch_stats().values())  # fmt: skip
+    if pending:
+        click.echo(f"{pending} answer-judge calls still pending in a batch (or cancelled there): "
+                   f"{SECTION} left as it was; run the same command again to collect",
+                   err=True)  # fmt: skip
+        return {**section, "pending": pending}
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
     if bad * 2 > len(verdicts):
         click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
