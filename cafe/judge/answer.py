@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from cafe.cache import DEFAULT_DIR, Cache, make_key
+from cafe.cache import Cache, cache_file, make_key
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import load_template
@@ -30,7 +30,6 @@ SECTION = "judged_accuracy"
 MAX_TOKENS = 16
 RETRIES = 1  # one retry, with a reminder: the same prompt again would give the same reply
 REMINDER = "\n\nReply with one option letter (A, B, C, ...) or NONE, and nothing else."
-DEFAULT_CACHE = DEFAULT_DIR / "judge.sqlite"
 
 
 @dataclass
@@ -178,7 +177,7 @@ def judge_accuracy_run(
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
     by_id = {s.id: s for s in samples}
-    cache_obj = cache if isinstance(cache, Cache) else Cache(cache or DEFAULT_CACHE)
+    cache_obj = cache if isinstance(cache, Cache) else Cache(cache or cache_file("judge.sqlite"))
     aj = AnswerJudge(judge, judge_model, endpoints, template=template, cache=cache_obj,
                      concurrency=concurrency, thinking=thinking,
                      thinking_budget=thinking_budget, client=client)  # fmt: skip
