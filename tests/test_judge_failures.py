@@ -54,7 +54,7 @@ def test_refused_judge_exits_1_with_counted_reasons_and_keeps_the_good_results(j
     assert "4 x " in r.output and "CAFE_ENDPOINT_API_KEY is not set" in r.output
     assert "left as they were" in r.output and "Traceback" not in r.output
     assert _unchanged(store, before)
-    assert json.loads(store.path("metrics.json").read_text())["cafe"]["judge"]["judge"] == "rule-v1"
+    assert json.loads(store.path("metrics.json").read_text())["cafe"]["judge"]["judge"] == "rule-v2"
 
 
 def test_judge_with_a_dead_server_fails_without_replacing_anything(judged):
