@@ -66,18 +66,31 @@ async def _judge_all(
             except Exception as e:  # a bug in one item must not lose the rest
                 return judge.failed(item, f"{type(e).__name__}: {e}")
 
+    try:
+        return await write_as_completed(
+            [one(i) for i in items], writer, f"judge {judge.identity}", progress
+        )
+    finally:
+        await judge.aclose()
+
+
+async def write_as_completed(
+    coros: Sequence[Any], writer: Any, desc: str, progress: bool
+) -> list[Any]:
+    """Await judge calls as they finish; append their records in fsynced batches of FLUSH_EVERY
+    (a kill loses at most one batch, which the next run judges again)."""
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), desc=f"judge {judge.identity}", unit="item")
-    done: list[Judgement] = []
-    buffer: list[Judgement] = []
+        bar = tqdm(total=len(coros), desc=desc, unit="item")
+    done: list[Any] = []
+    buffer: list[Any] = []
     try:
-        for fut in asyncio.as_completed([one(i) for i in items]):
-            j = await fut
-            done.append(j)
-            buffer.append(j)
+        for fut in asyncio.as_completed(coros):
+            record = await fut
+            done.append(record)
+            buffer.append(record)
             if len(buffer) >= FLUSH_EVERY:
                 writer.write_many(buffer)
                 buffer = []
@@ -87,7 +100,6 @@ async def _judge_all(
     finally:
         if bar is not None:
             bar.close()
-        await judge.aclose()
     return done
 
 

@@ -27,10 +27,10 @@ from cafe.judge.batching import (
     write_costs,
 )
 from cafe.judge.pipeline import (
-    FLUSH_EVERY,
     _bench_breakdowns,
     _write_compact,
     judge_slug,
+    write_as_completed,
 )
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
@@ -58,28 +58,12 @@ async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool
             except Exception as e:  # a bug in one item must not lose the rest
                 return judge.record(pred, "failed", reason=f"{type(e).__name__}: {e}")
 
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(jobs), desc=f"rubric {judge.identity}", unit="item")
-    done, buffer = [], []
     try:
-        for fut in asyncio.as_completed([one(s, p) for s, p in jobs]):
-            r = await fut
-            done.append(r)
-            buffer.append(r)
-            if len(buffer) >= FLUSH_EVERY:
-                writer.write_many(buffer)
-                buffer = []
-            if bar is not None:
-                bar.update(1)
-        writer.write_many(buffer)
+        return await write_as_completed(
+            [one(s, p) for s, p in jobs], writer, f"rubric {judge.identity}", progress
+        )
     finally:
-        if bar is not None:
-            bar.close()
         await judge.aclose()
-    return done
 
 
 def rubric_run(
