@@ -266,3 +266,22 @@ def adapter_options(
     if api_key_env:
         out["api_key_env"] = api_key_env
     return out
+
+
+def judge_server_kwargs(
+    judge_model: str | None = None,
+    judge_endpoints: Sequence[str] = (),
+    judge_concurrency: int | None = None,
+    judge_api_key_env: str | None = None,
+    captions: str | None = None,
+) -> dict[str, Any]:
+    """The judge-server options (and --captions) given on the command line, as the judge
+    pipeline's keyword arguments; options not given are left out, so recorded ones can fill in."""
+    given = {
+        "judge_model": judge_model,
+        "endpoints": tuple(judge_endpoints) or None,
+        "concurrency": judge_concurrency,
+        "captions": captions,
+        "api_key_env": judge_api_key_env,
+    }
+    return {k: v for k, v in given.items() if v}

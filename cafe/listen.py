@@ -15,6 +15,7 @@ import click
 from cafe.cli_options import (
     command,
     concurrency_option,
+    judge_server_kwargs,
     judge_server_options,
     no_progress_option,
     option,
@@ -195,17 +196,9 @@ def listen_command(
         raise click.ClickException(str(e)) from None
     if endpoints:
         opts["options"] = {**opts["options"], "endpoints": list(endpoints)}
-    jopts: dict[str, Any] = {}
-    if judge_model:
-        jopts["judge_model"] = judge_model
-    if judge_endpoints:
-        jopts["endpoints"] = tuple(judge_endpoints)
-    if judge_concurrency:
-        jopts["concurrency"] = judge_concurrency
-    if captions:
-        jopts["captions"] = captions
-    if judge_api_key_env:
-        jopts["api_key_env"] = judge_api_key_env
+    jopts = judge_server_kwargs(
+        judge_model, judge_endpoints, judge_concurrency, judge_api_key_env, captions
+    )
     if judge is None and manifest.get("judge"):  # the real run's judge (keys: environment)
         recorded = dict(manifest["judge"])
         judge = recorded.pop("name", None)

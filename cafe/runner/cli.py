@@ -12,6 +12,7 @@ from cafe.cli_options import (
     command,
     concurrency_option,
     data_option,
+    judge_server_kwargs,
     judge_server_options,
     limit_option,
     max_new_tokens_option,
@@ -121,17 +122,9 @@ def run_command(
     from cafe.reports.summary import summary_table
     from cafe.runner.main import run
 
-    judge_options: dict[str, Any] = {}
-    if judge_model:
-        judge_options["judge_model"] = judge_model
-    if judge_endpoints:
-        judge_options["endpoints"] = tuple(judge_endpoints)
-    if judge_concurrency:
-        judge_options["concurrency"] = judge_concurrency
-    if captions:
-        judge_options["captions"] = captions
-    if judge_api_key_env:
-        judge_options["api_key_env"] = judge_api_key_env
+    judge_options = judge_server_kwargs(
+        judge_model, judge_endpoints, judge_concurrency, judge_api_key_env, captions
+    )
     from cafe.controls import parse_controls
 
     try:
