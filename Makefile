@@ -1,23 +1,37 @@
 # Two commands (README): `make run` sets everything up and runs the default job; `make test`
-# runs the linter, the format check and the test suite. Both create .venv on first use.
+# runs the linter, the format check and the test suite. Both create .venv on first use and
+# install from the committed lock file, so a library release cannot change main between two
+# sessions; `make test-latest` meets new releases on purpose, `make lock` refreshes the lock.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build from this machine's wheel cache; on a GPU machine set TORCH to your CUDA build
 TORCH ?= torch==2.13.0
 EXTRAS ?= hf,api,train,dev
+# the test environment's pins (uv pip compile, Python 3.11); LOCKED= installs without them
+LOCK := requirements/test.lock
+LOCKED ?= -c $(LOCK)
+# torch's CPU build, for the lock (the PyPI build of the same version pulls CUDA wheels)
+TORCH_LOCK ?= torch==2.13.0+cpu
+UV ?= uv==0.13.9
+comma := ,
+# apt waits this long for another process's dpkg lock instead of failing at once
+APT_LOCK_TIMEOUT ?= 600
 
-.PHONY: setup run test lint chromium
+.PHONY: setup run test test-latest lint lock chromium
 setup: $(VENV)/.installed
 
 # the HTML report tests open pages in Debian's headless Chromium (Playwright drives it; its own
 # browser download is not used)
 chromium:
-	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	@command -v chromium >/dev/null || { \
+	  echo "installing Debian's chromium for the HTML report tests (waits up to $(APT_LOCK_TIMEOUT) s for the apt lock)"; \
+	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) update -q && \
+	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) install -y -q chromium; }
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q $(LOCKED) $(TORCH)
+	$(PY) -m pip install -q $(LOCKED) -e ".[$(EXTRAS)]"
 	touch $@
 
 run: setup
@@ -27,5 +41,20 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# CAFE_LOCK: the suite also checks that the installed versions are the lock's
 test: lint chromium
-	HF_HUB_OFFLINE=1 $(PY) -m pytest
+	HF_HUB_OFFLINE=1 CAFE_LOCK=$(if $(LOCKED),$(LOCK)) $(PY) -m pytest
+
+# the same suite in a separate venv with the newest releases pyproject.toml allows (torch stays
+# $(TORCH): another build downloads gigabytes)
+test-latest:
+	$(MAKE) test VENV=.venv-latest LOCKED=
+
+lock:
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q "$(UV)"
+	echo "$(TORCH_LOCK)" > $(LOCK).torch
+	$(VENV)/bin/uv pip compile pyproject.toml $(foreach e,$(subst $(comma), ,$(EXTRAS)),--extra $(e)) \
+	  --python-version 3.11 -c $(LOCK).torch $(if $(wildcard /opt/wheels),--find-links /opt/wheels) \
+	  --custom-compile-command "make lock" --no-emit-package cafe-audio-eval -o $(LOCK)
+	rm -f $(LOCK).torch

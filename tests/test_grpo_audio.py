@@ -180,3 +180,56 @@ def test_rewards_through_trl_with_loopback_judge(tmp_path):
     # 1.5*0.5 + (0.7*0.5 + 0.3*0.5) + 1.5*(1 + 0.5*0.5) + 0.1*1 = 3.225; "no tags": 0 calls, 0
     assert rewards[:, 0].tolist() == pytest.approx([3.225, 0.0])
     assert len(server.requests) == 4 and state["peak"] == 4
+
+
+def test_scripted_rollouts_give_the_group_different_rewards(trainer):
+    """The smoke recipe's scripted completions (ScriptedRollouts): each group's last completion is
+    the row's reference MPAR² chain, so its reward (format 1, right answer: >= gamma + delta =
+    1.6) beats the sampled one (6 tokens cannot hold the tagged format: <= gamma = 1.5) and the
+    group's advantages are non-zero with opposite signs, whatever the random policy samples."""
+    from cafe.parsing import parse_sections
+    from cafe.training.grpo import ScriptedRollouts
+
+    scripted = ScriptedRollouts(1, "concise")
+    row = trainer._test_rows["real"][0]
+    (gold,) = scripted.texts(row)
+    assert parse_sections(gold).format_ok and parse_sections(gold).answer == "dog bark"
+    trainer._scripted = scripted
+    try:
+        batch = trainer._generate_and_score_completions(
+            [dict(r) for r in trainer._test_rows["real"]]
+        )
+    finally:
+        trainer._scripted = None
+    ids = batch["completion_ids"][1][batch["completion_mask"][1].bool()].tolist()
+    assert ids[-1] == trainer.eos_token_ids[0]
+    assert trainer._tokenizer.decode(ids[:-1]) == gold  # the scripted one is the second of two
+    sampled, written = batch["advantages"].tolist()
+    assert written > 0 > sampled
+
+
+def test_scripted_rollouts_replace_the_last_n_of_each_group():
+    from cafe.parsing import parse_sections
+    from cafe.training.grpo import ScriptedRollouts
+
+    class Tok:  # one id per character: what went in is what the ids spell
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [ord(c) for c in text]}
+
+    rows = [dict(_row("a.wav"), answer=a) for a in ("dog bark", "car horn")]
+    group = [rows[0]] * 4 + [rows[1]] * 4
+    sampled = [[i] for i in range(8)]
+    out = ScriptedRollouts(2, "concise").apply(sampled, group, 4, Tok(), eos_id=0)
+    assert out[0:2] == [[0], [1]] and out[4:6] == [[4], [5]]  # sampled ones kept
+    texts = ["".join(map(chr, ids[:-1])) for ids in out]
+    assert all(ids[-1] == 0 for ids in (out[2], out[3], out[6], out[7]))
+    gold, stripped = parse_sections(texts[2]), parse_sections(texts[3])
+    assert gold.format_ok and gold.answer == "dog bark"
+    assert parse_sections(texts[6]).answer == "car horn"
+    assert (
+        not stripped.format_ok
+        and "<" not in texts[3]
+        and texts[3] == texts[7].replace("car horn", "dog bark")
+    )
+    with pytest.raises(ValueError, match="below num_generations"):
+        ScriptedRollouts(4).apply(sampled, group, 4, Tok(), eos_id=0)

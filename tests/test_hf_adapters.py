@@ -31,8 +31,12 @@ def test_batch_with_left_padding_matches_single(family, tiny_adapter, clips):
     assert batch[0].error is None and batch[1].error is None
     # the short prompt is left-padded in the batch; greedy output must not notice
     assert batch[0].text == alone[0].text
-    assert batch[0].output_tokens == alone[0].output_tokens == 4
-    assert batch[0].backend["finish_reason"] == "length"
+    # how many of the 4 allowed tokens the random model uses is its own business; the count and
+    # the finish reason must agree with each other and across batch and single
+    n = batch[0].output_tokens
+    assert n == alone[0].output_tokens and 1 <= n <= 4
+    assert batch[0].backend["finish_reason"] == alone[0].backend["finish_reason"]
+    assert batch[0].backend["finish_reason"] == ("length" if n == 4 else "stop")
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -89,10 +93,17 @@ def test_sampling_is_seeded(tiny_adapter, clips):
     r.generation = {"max_new_tokens": 6, "temperature": 1.5, "top_p": 1.0}
     a, b = adapter.generate([r]), adapter.generate([r])
     assert a[0].text == b[0].text  # same seed, same sample
-    r.seed = 1
-    greedy = make_request("s", clips["tone"], "What sound?", max_new_tokens=6)
-    other = adapter.generate([r])[0].text
-    assert other != a[0].text or other != adapter.generate([greedy])[0].text  # really sampling
+    # really sampling, with the request's seed: at temperature 1000 every next token is near
+    # uniform over the vocabulary whatever the weights, so 4 seeds x 6 tokens give at least two
+    # different texts (all equal: p < 1e-15), and each seed again gives its own text back
+    r.generation = {"max_new_tokens": 6, "temperature": 1000.0, "top_p": 1.0}
+    texts = {}
+    for seed in range(4):
+        r.seed = seed
+        texts[seed] = adapter.generate([r])[0].text
+    assert len(set(texts.values())) >= 2
+    r.seed = 2
+    assert adapter.generate([r])[0].text == texts[2]
 
 
 def test_model_types_name_cards_of_their_own_adapter():

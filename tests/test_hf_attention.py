@@ -24,7 +24,8 @@ def test_trace_shapes_ratios_and_memory(family, tiny_adapter, clips):
     trace = trace_audio_attention(adapter, request)
     n_layers = adapter.model.config.get_text_config().num_hidden_layers
 
-    assert len(trace.ratios) == len(trace.tokens) == 5
+    # one row per generated token (the random model may stop before the 5 allowed)
+    assert len(trace.ratios) == len(trace.tokens) and 1 <= len(trace.tokens) <= 5
     assert all(len(row) == n_layers for row in trace.ratios)
     assert all(0.0 <= x <= 1.0 for row in trace.ratios for x in row)
     assert trace.bytes_per_token == 4 * n_layers  # one float32 per layer, never a map

@@ -5,12 +5,13 @@ merged checkpoint scored by `cafe run` before/after with a format-ok rate counte
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import torch
 import trl  # noqa: F401  (needed installed: fail, never skip)
 
 
-def test_smoke_end_to_end(tmp_path, monkeypatch):
+def test_smoke_end_to_end(tmp_path, monkeypatch, capsys):
     from cafe.training.grpo import load_policy
     from cafe.training.recipes import load_recipe
     from cafe.training.smoke import run_smoke
@@ -21,6 +22,7 @@ def test_smoke_end_to_end(tmp_path, monkeypatch):
     recipe["grpo"]["max_steps"] = 1
     lines: list[str] = []
     out = run_smoke(tmp_path / "w", limit=2, recipe=recipe, echo=lines.append)
+    console = capsys.readouterr().out  # what the trainers printed themselves
 
     text = "\n".join(lines)
     print(text)
@@ -38,10 +40,21 @@ def test_smoke_end_to_end(tmp_path, monkeypatch):
     # GRPO: TRL's reward mean/std for the one step, read back from its log history
     (step,) = out["grpo_steps"]
     assert step["reward"] >= 0 and step["reward_std"] >= 0
-    # after 40 SFT steps the rollouts carry MPAR² sections the offline judge scores, so the group's
-    # rewards differ and the policy gradient is non-zero (seeded run: tiny model 0, TRL 42; it
-    # was exactly 0 with 16-token completions)
+    # the recipe scripts 2 of each group's 4 completions (ScriptedRollouts): the reference chain
+    # (format 1, right answer: reward >= gamma + delta = 1.6) and the chain without tags (format
+    # 0, no sections: reward <= gamma = 1.5). Rewards differ by construction, whatever the tiny
+    # policy samples, so the std and the policy gradient are non-zero; format's mean over the 4
+    # lies in [1/4, 3/4] (the two sampled ones count 0 or 1 each)
+    assert recipe["scripted_rollouts"] == 2 and recipe["grpo"]["num_generations"] == 4
+    assert 0.25 <= step["mpar2/format"] <= 0.75
     assert step["reward_std"] > 0 and step["grad_norm"] > 0
+    assert "[smoke] GRPO groups: 2 of 4 completions scripted" in text
+    # TRL's per-step dicts are in the trainers' log files, not in the summary
+    assert "'loss'" not in console and "'reward_std'" not in console, console[-500:]
+    for ckpt in (tmp_path / "w" / "sft", out["checkpoint"]):
+        logged = [json.loads(x) for x in (Path(f"{ckpt}.trainer") / "log.jsonl").open()]
+        assert logged and all("step" in x for x in logged)
+    assert sum("reward_std" in x for x in logged) == 1  # the one GRPO step
     assert step["completions/mean_length"] > 16  # room for MPAR² tags (was capped at 16)
     for name in ("before", "after"):
         run_dir = tmp_path / "w" / "runs" / name

@@ -52,3 +52,64 @@ def test_transformers_5_everywhere_it_is_required():
     for extra in ("hf", "train"):
         spec = _one(extras[extra], "transformers").specifier
         assert Version("5.0.0") in spec and Version("4.57.0") not in spec
+
+
+LOCK = PYPROJECT.parent / "requirements" / "test.lock"
+#: the extras `make test` installs (Makefile EXTRAS)
+TEST_EXTRAS = ("hf", "api", "train", "dev")
+
+
+def _lock_pins() -> dict[str, Version]:
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in LOCK.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, pin = line.partition("==")
+            assert pin, f"{LOCK}: {line!r} is not a name==version pin"
+            pins[canonicalize_name(name)] = Version(pin)
+    return pins
+
+
+def _test_requirements() -> list[Requirement]:
+    data = tomllib.loads(PYPROJECT.read_text())["project"]
+    reqs = [Requirement(r) for r in data["dependencies"]]
+    return reqs + [r for e in TEST_EXTRAS for r in _extras()[e]]
+
+
+def test_lock_pins_every_test_requirement_inside_the_pyproject_range():
+    from packaging.utils import canonicalize_name
+
+    pins = _lock_pins()
+    assert pins[canonicalize_name("torch")].public == "2.13.0"  # the CPU build on this disk
+    for req in _test_requirements():
+        pin = pins.get(canonicalize_name(req.name))
+        assert pin is not None, f"{req.name} is not in {LOCK.name} (run `make lock`)"
+        assert req.specifier.contains(pin, prereleases=True), f"{req.name}=={pin} vs {req}"
+
+
+def test_installed_versions_are_the_lock_or_inside_the_ranges():
+    """`make test` sets CAFE_LOCK: every locked package installed is at its pin. Without it
+    (`make test-latest`, a user's pytest) each requirement's installed version is in range."""
+    import os
+
+    from packaging.utils import canonicalize_name
+
+    if os.environ.get("CAFE_LOCK"):
+        from importlib.metadata import PackageNotFoundError
+
+        missing, wrong = [], []
+        for name, pin in _lock_pins().items():
+            try:
+                got = Version(version(name))
+            except PackageNotFoundError:
+                missing.append(name)
+                continue
+            if got != pin:
+                wrong.append(f"{name} {got} (lock: {pin})")
+        assert not wrong, f"installed versions differ from {LOCK.name}: {wrong}"
+        assert not missing, f"locked but not installed: {missing}"
+    for req in _test_requirements():
+        got = Version(version(canonicalize_name(req.name)))
+        assert req.specifier.contains(got, prereleases=True), f"{req.name} {got} vs {req}"

@@ -21,7 +21,9 @@ Dataset rows (written by `cafe train data`): prompt (chat messages with an audio
 from __future__ import annotations
 
 import json
+import re
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,60 @@ def make_reward_func(judge: RewardJudge, weights: RewardWeights | None = None):
     return mpar2_reward
 
 
+_ANY_TAG = re.compile(r"</?[A-Za-z_]+>")
+
+
+@dataclass(frozen=True)
+class ScriptedRollouts:
+    """The last ``n`` completions of every GRPO group are written, not sampled: the row's
+    reference MPAR² chain (the rule CoT writer on its events: format-correct, right answer)
+    and, from the second on, that chain with its tags stripped (fails the format, scores 0).
+    The group's rewards then differ by construction, so its advantages and the policy gradient
+    are non-zero whatever a random policy samples; everything after generation (rewards,
+    advantages, log-probs, loss, optimiser step) is TRL's real path. For the CPU smoke run
+    (recipe key ``scripted_rollouts``); the paper's recipes never set it."""
+
+    n: int
+    cot_style: str = "full"
+
+    def texts(self, row: dict[str, Any]) -> list[str]:
+        from cafe.training.data.rules import write_cot
+
+        question = {"answer_text": row["answer"], "dimension": row.get("dimension") or ""}
+        gold = write_cot({"events": row.get("events") or []}, question, self.cot_style)
+        stripped = " ".join(_ANY_TAG.sub(" ", gold).split())
+        return [gold, *[stripped] * (self.n - 1)]
+
+    def apply(
+        self,
+        completion_ids: list[list[int]],
+        rows: list[dict[str, Any]],
+        num_generations: int,
+        tokenizer: Any,
+        eos_id: int,
+    ) -> list[list[int]]:
+        """Rows come in groups of ``num_generations`` consecutive copies of one prompt (TRL's
+        RepeatSampler); each group's last ``n`` completions are replaced."""
+        if not 0 < self.n < num_generations:
+            raise ValueError(
+                f"scripted_rollouts: {self.n} must be at least 1 and below num_generations "
+                f"({num_generations}), so every group keeps a sampled completion"
+            )
+        out = [list(c) for c in completion_ids]
+        for start in range(0, len(out), num_generations):
+            texts = self.texts(rows[start])
+            for j, text in enumerate(texts):
+                ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+                out[start + num_generations - self.n + j] = [*ids, eos_id]
+        return out
+
+    @classmethod
+    def from_recipe(cls, recipe: dict[str, Any]) -> ScriptedRollouts | None:
+        n = int(recipe.get("scripted_rollouts") or 0)
+        style = (recipe.get("data") or {}).get("cot_style") or "full"
+        return cls(n, style) if n else None
+
+
 def _trainer_class():
     import functools
 
@@ -98,8 +154,16 @@ def _trainer_class():
         _audio_rows: list[Any] | None = None  # waveforms of the batch being generated
         _vllm_prompt_ids: list[list[int]] | None = None  # the same prompts, placeholder unexpanded
         _audio_forward: dict[str, Any] | None = None  # features aligned with the rows in use
+        _rows: list[dict[str, Any]] | None = None  # the generation batch's dataset rows
 
-        def __init__(self, model, *args, vllm_engine_args: dict | None = None, **kwargs):
+        def __init__(
+            self,
+            model,
+            *args,
+            vllm_engine_args: dict | None = None,
+            scripted_rollouts: ScriptedRollouts | None = None,
+            **kwargs,
+        ):
             # TRL suppresses `config.image_token_id` when sampling from a processor-backed model
             # (a sampled placeholder would mismatch the features). Audio models name their
             # placeholder differently: where the config has no image token, alias the audio
@@ -140,10 +204,16 @@ def _trainer_class():
                     self.generation_kwargs["suppress_tokens"] = [*ids, audio_id]
             if self.use_vllm:
                 rename_weights_for_vllm(self.vllm_generation, model.config.model_type)
+            if scripted_rollouts is not None and self.use_vllm:
+                # vLLM's sampling logprobs feed the importance-sampling correction; a scripted
+                # completion has none
+                raise ValueError("scripted_rollouts needs transformers rollouts (use_vllm: false)")
+            self._scripted = scripted_rollouts
 
         # --- generation batch -------------------------------------------------------------
         def _generate_and_score_completions(self, inputs):
             self._audio_rows = [self._load_row_audio(x) for x in inputs]
+            self._rows = list(inputs)
             try:
                 output = super()._generate_and_score_completions(inputs)
                 if self._audio_forward:
@@ -151,6 +221,7 @@ def _trainer_class():
             finally:
                 self._audio_rows = None
                 self._audio_forward = None
+                self._rows = None
             return output
 
         @staticmethod
@@ -195,6 +266,22 @@ def _trainer_class():
             return prompt_ids, None, dict(self._audio_forward)
 
         def _generate_single_turn(
+            self, prompt_ids, images, multimodal_fields, num_generations, **kw
+        ):
+            completion_ids, logprobs = self._sampled_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, **kw
+            )
+            if self._scripted is not None and self._rows is not None:
+                completion_ids = self._scripted.apply(
+                    completion_ids,
+                    self._rows,
+                    num_generations,
+                    self._tokenizer,
+                    self.eos_token_ids[0],
+                )
+            return completion_ids, logprobs
+
+        def _sampled_single_turn(
             self, prompt_ids, images, multimodal_fields, num_generations, **kw
         ):
             rows = self._audio_rows
@@ -501,6 +588,29 @@ def save_log_history(trainer, out: str | Path) -> Path:
     return path
 
 
+def log_to_file(trainer, out: str | Path, *, quiet: bool = False) -> Path:
+    """Every log dict the trainer emits, appended as a JSON line to `<out>.trainer/log.jsonl`
+    as it comes (a killed run keeps its steps). ``quiet`` also takes transformers' console
+    printers off (the progress bar and the raw dict per step), for callers that print their
+    own summary (`cafe train smoke`)."""
+    from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+
+    path = trainer_dir(out) / "log.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    class LogFile(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and state.is_world_process_zero:
+                with path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"step": state.global_step, **logs}, default=float) + "\n")
+
+    trainer.add_callback(LogFile())
+    if quiet:
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
+    return path
+
+
 def trl_args(
     recipe: dict[str, Any],
     block: str,
@@ -551,8 +661,10 @@ def train_grpo(
     out: str | Path,
     judge: RewardJudge,
     max_steps: int | None = None,
+    quiet: bool = False,
 ) -> Path:
-    """Run GRPO from a recipe and save the merged checkpoint to ``out``; returns ``out``."""
+    """Run GRPO from a recipe and save the merged checkpoint to ``out``; returns ``out``.
+    The trainer's per-step logs go to `<out>.trainer/log.jsonl` (``quiet``: only there)."""
     from datasets import Dataset
 
     model, processor, rows = load_training_inputs(recipe, model_path, data, "RL")
@@ -565,7 +677,9 @@ def train_grpo(
         train_dataset=Dataset.from_list(rows),
         processing_class=processor,
         peft_config=lora_config(recipe),
+        scripted_rollouts=ScriptedRollouts.from_recipe(recipe),
     )
+    log_to_file(trainer, out, quiet=quiet)
     trainer.train()
     save_log_history(trainer, out)
     return save_checkpoint(trainer.model, processor, out, base=model_path)

@@ -16,6 +16,7 @@ from typing import Any
 
 from cafe.training.grpo import (
     load_training_inputs,
+    log_to_file,
     lora_config,
     save_checkpoint,
     save_log_history,
@@ -104,11 +105,14 @@ def train_sft(
     data: str | Path,
     out: str | Path,
     max_steps: int | None = None,
+    quiet: bool = False,
 ) -> Path:
-    """SFT from a recipe; saves the merged checkpoint (+ processor) to ``out``."""
+    """SFT from a recipe; saves the merged checkpoint (+ processor) to ``out``. The trainer's
+    per-step logs go to `<out>.trainer/log.jsonl` (``quiet``: only there)."""
     model, processor, rows = load_training_inputs(recipe, model_path, data, "SFT")
     overrides = {"max_steps": max_steps} if max_steps else {}
     trainer = build_sft_trainer(recipe, model, processor, rows, out, **overrides)
+    log_to_file(trainer, out, quiet=quiet)
     trainer.train()
     save_log_history(trainer, out)
     return save_checkpoint(trainer.model, processor, out, base=model_path)

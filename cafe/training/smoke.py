@@ -133,7 +133,7 @@ def run_smoke(
 ) -> dict[str, Any]:
     from cafe.testing.tiny_models import build_tiny_qwen2_audio
     from cafe.training.data.pipeline import run_pipeline
-    from cafe.training.grpo import train_grpo
+    from cafe.training.grpo import train_grpo, trainer_dir
     from cafe.training.reward_judge import judge_from_recipe
     from cafe.training.sft import train_sft
 
@@ -161,19 +161,27 @@ def run_smoke(
     max_new = int(recipe.get("eval_max_new_tokens", 256))
     before = _score(base, work / "runs" / "before", limit, eval_version, max_new)
     lap("score before")
-    sft = train_sft(recipe, model_path=base, data=files["sft"], out=work / "sft")
+    # TRL's per-step dicts go to <checkpoint>.trainer/log.jsonl; the smoke prints its own lines
+    sft = train_sft(recipe, model_path=base, data=files["sft"], out=work / "sft", quiet=True)
     lap("SFT")
     n_sft = sum(1 for line in Path(files["sft"]).read_text().splitlines() if line.strip())
     sft_format_ok = format_on_training_items(sft, files["sft"], max_new)
     lap("SFT format check")
     final = train_grpo(
-        recipe, model_path=sft, data=files["rl"], out=work / "grpo", judge=judge_from_recipe(recipe)
+        recipe,
+        model_path=sft,
+        data=files["rl"],
+        out=work / "grpo",
+        judge=judge_from_recipe(recipe),
+        quiet=True,
     )
     lap("GRPO")
     after = _score(final, work / "runs" / "after", limit, eval_version, max_new)
     lap("score after")
     signals = training_signals(sft, final)
     echo(f"[smoke] checkpoint: {final}")
+    logs = ", ".join(str(trainer_dir(p) / "log.jsonl") for p in (sft, final))
+    echo(f"[smoke] trainer logs (TRL's per-step dicts): {logs}")
     losses = signals["sft_loss"]
     if losses:
         echo(
@@ -184,6 +192,13 @@ def run_smoke(
         f"[smoke] SFT checkpoint on its {n_sft} training prompts: {sft_format_ok}/{n_sft} in the "
         "strict MPAR² format (greedy)"
     )
+    scripted = int(recipe.get("scripted_rollouts") or 0)
+    if scripted:
+        group = (recipe.get("grpo") or {}).get("num_generations")
+        echo(
+            f"[smoke] GRPO groups: {scripted} of {group} completions scripted (the reference "
+            "chain, then it without tags), the rest sampled"
+        )
     for i, st in enumerate(signals["grpo_steps"], 1):
         echo(
             f"[smoke] GRPO step {i}: reward mean {_fmt(st['reward'])} std {_fmt(st['reward_std'])}"
