@@ -194,7 +194,8 @@ def listen(run_dir: str | Path, controls: Any = ("silence", "noise", "shuffled",
 
 def decay(run_dir: str | Path, **options: Any) -> Any:
     """Perception decay by reasoning length -> the metrics.json "decay" section. Options:
-    bins, bin_width, min_count, merge, mode."""
+    bins, bin_width, min_count, merge (False, as `cafe decay` and the paper: sparse bins are
+    flagged, not merged), mode."""
     return _target("decay")(run_dir, **options)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cafe.adapters.token_counts import length_unit
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import MANIFEST, RunStore
 
@@ -595,7 +596,9 @@ def figures_svg(s: Source) -> tuple[list[tuple[str, str]], list[str]]:
             (
                 "Figure 7: reasoning length by task group",
                 lambda: figures.draw_figure7(
-                    s.title, figures.reasoning_length_by_group(s.samples, s.predictions)
+                    s.title,
+                    figures.reasoning_length_by_group(s.samples, s.predictions),
+                    s.manifest.get("token_counter"),
                 ),
             )
         )
@@ -806,6 +809,8 @@ def write_html_report(
                 "folder": str(s.store.root.resolve()),
                 "manifest_sha256": s.manifest_sha256,
                 "runs": s.manifest.get("runs"),
+                # reasoning lengths: tokens, or words for a run without a tokenizer
+                "unit": length_unit(s.manifest.get("token_counter")),
             }
             for s in sources
         ],

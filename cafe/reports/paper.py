@@ -65,5 +65,6 @@ def figure(number: int | str, run_dirs: Sequence[str | Path], out: str | Path) -
     for r in runs:  # Figure 7: one figure per run (its own task groups)
         lengths = figures.reasoning_length_by_group(r.samples(), r.predictions())
         stem = "figure7_reasoning_length" + (f"_{_slug(r.model)}" if len(runs) > 1 else "")
-        paths += figures.figure7(f"{r.model} ({r.bench[0]})", lengths, out, stem=stem)
+        counter = r.manifest.get("token_counter")
+        paths += figures.figure7(f"{r.model} ({r.bench[0]})", lengths, out, stem, counter)
     return paths

@@ -310,7 +310,10 @@ def write_run_report(
         (
             "Figure 7 (reasoning length)",
             lambda: figures.figure7(
-                title, figures.reasoning_length_by_group(run.samples(), run.predictions()), fdir
+                title,
+                figures.reasoning_length_by_group(run.samples(), run.predictions()),
+                fdir,
+                counter=run.manifest.get("token_counter"),
             ),
         ),
         ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
