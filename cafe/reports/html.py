@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.adapters.token_counts import length_unit
+from cafe.prompts import style_label
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import MANIFEST, RunStore
 
@@ -529,7 +530,7 @@ def protocol_html(s: Source) -> str:
             "items",
             (m.get("bench") or {}).get("n_samples") if isinstance(m.get("bench"), dict) else None,
         ),
-        ("prompt style", prompt.get("style") if isinstance(prompt, dict) else prompt),
+        ("prompt style", style_label(prompt.get("style") if isinstance(prompt, dict) else prompt)),
         (
             "template hash",
             str(prompt.get("template_hash", ""))[:12] if isinstance(prompt, dict) else None,

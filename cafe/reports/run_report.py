@@ -155,12 +155,15 @@ def summary_md(
     signals: str | None = None,
 ) -> str:
     bench, version = run.bench
+    from cafe.prompts import style_label
+
     m = run.manifest
     prompt = m.get("prompt") or {}
+    style = prompt.get("style", "?") if isinstance(prompt, dict) else prompt
     lines = [f"# Run report: {run.model} on {bench} ({version})", ""]
     lines += [
         f"- run folder: `{run.root.resolve()}`",
-        f"- prompt style: {prompt.get('style', '?') if isinstance(prompt, dict) else prompt}",
+        f"- prompt style: {style_label(style)}",
         f"- runs per item: {m.get('runs', '?')}",
     ]
     if row is not None:
