@@ -102,6 +102,12 @@ def test_accuracy_section_hand_computed():
     # list values count under each: x = a (2 right) + c (0); y = a (2) + b (1)
     assert sec["breakdowns"]["tags"]["x"] == {"correct": 2, "total": 4, "acc": 50.0}
     assert sec["breakdowns"]["tags"]["y"] == {"correct": 3, "total": 4, "acc": 75.0}
+    # the official pair: c's two (item, run)s have no answer and leave every denominator
+    assert sec["official_breakdowns"]["task"]["sound"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert sec["official_breakdowns"]["task"]["music"] == {"correct": 0, "total": 0, "acc": 0.0}
+    assert sec["official_breakdowns"]["tags"]["x"] == {"correct": 2, "total": 2, "acc": 100.0}
+    assert sec["official_breakdowns"]["tags"]["y"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert "skipped" in sec["official_label"]
     runs = sec["runs"]
     assert runs["n"] == 2 and runs["per_run"] == [33.33, 66.67]
     assert runs["mean"] == 50.0
@@ -203,8 +209,11 @@ def test_score_agrees_with_official_scripts(shared_data, tmp_path, bench, rel):
             "acc": round(100 * official["correct"] / len(items), 2),
         }
         for group in GROUPS[bench]:
-            for value, (corr, _tot) in official["groups"][group].items():
+            for value, (corr, tot) in official["groups"][group].items():
                 assert section["breakdowns"][group][value]["correct"] == corr, (name, value)
+                # the official pair of every breakdown cell: items without a prediction skipped
+                got = section["official_breakdowns"][group][value]
+                assert (got["correct"], got["total"]) == (corr, tot), (name, group, value)
         # item for item
         for item, strat in zip(items, per_item, strict=True):
             if strat[name] is not None:
@@ -312,3 +321,44 @@ def test_score_cli_refuses_answerless_metadata(tmp_path):
     )
     assert res.exit_code == 1
     assert "has no answers (mmau test)" in res.output and "cannot be scored" in res.output
+
+
+OCTAVE = "BV16j411E7Z9_00-00-13_00-00-34"  # v1 answer "Octave interval leap", not a choice
+
+
+def test_mmar_v1_answers_outside_the_choices_run_and_are_scored_on_the_answer_text(
+    shared_data, tmp_path
+):
+    """MMAR v1's five answers that are not among their choices: the runner keeps them (no
+    failure before the model is asked) and `cafe score` applies the official rule to the answer
+    text, as the official script does, with one data warning per item. For "Octave interval
+    leap" the other choices' words minus the answer's are {simulates, bell, chromatic, ...}:
+    "Octave interval leap" matches, "Octave interval leap simulates bell" (v2's answer) does
+    not; "Colombian" misses "american" of v1's "American\\nColombian"."""
+    from cafe.runner.plan import check_samples
+
+    meta = os.path.join(shared_data, "mmar", "MMAR-meta-v1.json")
+    loaded = BENCHMARKS.get("mmar")().load(meta)
+    samples, problems = check_samples(loaded)
+    warned = [s.id for s in samples if s.meta.get("data_warning")]
+    assert len(warned) == 5 and not [s for s in samples if s.error] and problems == []
+    rows = [
+        {"id": OCTAVE, "answer_prediction": "Octave interval leap"},
+        {"id": "BV1NtQuYTELJ_00-00-00_00-00-26", "answer_prediction": "Colombian"},
+        {"id": "BV1P4411677K_0-00_0-20", "answer_prediction": "professional performance level"},
+    ]
+    by_id = {it["id"]: it for it in _read(meta)}
+    rows = [{**by_id[r["id"]], **r} for r in rows]  # the official script reads the whole item
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    official = mmar_evaluate(p)
+    section, probs = score_file("mmar", meta, str(p))
+    assert official["matches"] == {
+        OCTAVE: True, "BV1NtQuYTELJ_00-00-00_00-00-26": False, "BV1P4411677K_0-00_0-20": False
+    }  # fmt: skip
+    assert section["official_denominator"] == {"correct": 1, "total": 3, "acc": 33.33}
+    flagged = [pr for pr in probs if pr.message.startswith("data warning")]
+    assert sorted(pr.sample_id for pr in flagged) == sorted(warned)
+    rows[0]["answer_prediction"] = "Octave interval leap simulates bell"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert score_file("mmar", meta, str(p))[0]["official_denominator"]["correct"] == 0

@@ -96,6 +96,10 @@ LENIENT_LABEL = (
     "official match; not comparable with the official scripts"
 )
 PARSE_STATUSES = ("ok", "no_answer", "unmapped", "failed", "missing")
+OFFICIAL_LABEL = (
+    "official: items without a prediction skipped (left out of the denominator), as the "
+    "official scripts do; cafe's own figure counts them wrong"
+)
 
 
 def _acc(correct: int, total: int) -> float:
@@ -142,12 +146,13 @@ def accuracy_section(
     lenient_run = {r: 0 for r in run_ids}
     status = dict.fromkeys(PARSE_STATUSES, 0)
     per_run = {r: [0, 0] for r in run_ids}
-    cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
+    # per value: [correct, total, answered]; answered = the official scripts' denominator
+    cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0, 0]) for n in breakdowns}
     for s in scorable:
         keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
         for r in run_ids:
             p = by_key.get((s.id, r))
-            ok = lenient_ok = False
+            ok = lenient_ok = answered = False
             if p is None or p.error is not None:
                 unanswered += 1
                 status["missing" if p is None else "failed"] += 1
@@ -159,6 +164,7 @@ def accuracy_section(
                 if text is None:
                     unanswered += 1
                 else:
+                    answered = True
                     ok = bool(rule(text, s.answer, s.choices))  # type: ignore[arg-type]
                 if p.answer is not None:
                     lenient_ok = bool(rule(p.answer, s.answer, s.choices))  # type: ignore[arg-type]
@@ -172,6 +178,7 @@ def accuracy_section(
                 for v in vals:
                     cells[n][v][0] += ok
                     cells[n][v][1] += 1
+                    cells[n][v][2] += answered
 
     accs = [_acc(c, t) for c, t in per_run.values()]
     exact = [100.0 * c / t for c, t in per_run.values() if t]
@@ -184,7 +191,15 @@ def accuracy_section(
         "failed": failed,
         "unscorable": len(samples) - len(scorable),
         "parse_rate": _acc(total - unanswered, total),
-        "breakdowns": {n: {v: _cell(*cells[n][v]) for v in sorted(cells[n])} for n in breakdowns},
+        "breakdowns": {
+            n: {v: _cell(c, t) for v, (c, t, _) in sorted(cells[n].items())} for n in breakdowns
+        },
+        # the same cells as the official scripts compute them: items without a prediction left
+        # out of each denominator (beside ours, where they count as wrong)
+        "official_breakdowns": {
+            n: {v: _cell(c, a) for v, (c, _, a) in sorted(cells[n].items())} for n in breakdowns
+        },
+        "official_label": OFFICIAL_LABEL,
         "runs": {
             "n": len(run_ids),
             "per_run": accs,
@@ -355,12 +370,24 @@ def format_table(section: dict[str, Any]) -> str:
             f"{lt['correct']:8d} {lt['total']:6d}"
         )
         lines.append("mapping: " + ", ".join(f"{k} {v}" for k, v in st.items() if v))
+    official = section.get("official_breakdowns") or {}
+    if official:
+        lines.append("")
+        lines.append(f"breakdowns: cafe (unanswered count wrong) | {section['official_label']}")
     for name, cells in section["breakdowns"].items():
         lines.append("")
-        lines.append(f"by {name}")
+        head = f"by {name}"
+        if name in official:
+            head = f"{head:{w}} {'acc %':>7} {'correct':>8} {'total':>6} | "
+            head += f"{'official':>8} {'total':>6}"
+        lines.append(head)
         for v, c in cells.items():
             label = v if len(v) <= w - 2 else v[: w - 5] + "..."
-            lines.append(f"  {label:{w - 2}} {c['acc']:7.2f} {c['correct']:8d} {c['total']:6d}")
+            row = f"  {label:{w - 2}} {c['acc']:7.2f} {c['correct']:8d} {c['total']:6d}"
+            o = official.get(name, {}).get(v)
+            if o is not None:
+                row += f" | {o['acc']:8.2f} {o['total']:6d}"
+            lines.append(row)
     return "\n".join(lines)
 
 
