@@ -213,9 +213,10 @@ def table(number: int | str, run_dirs: Any = (), **options: Any) -> Any:
     return _target("table")(number, run_dirs, **options)
 
 
-def figure(number: int | str, run_dirs: Any, out: str | Path) -> Any:
-    """Paper figure ``number`` (3, 5, 6, 7) from run folders into ``out`` -> files written."""
-    return _target("figure")(number, run_dirs, out)
+def figure(number: int | str, run_dirs: Any, out: str | Path, **options: Any) -> Any:
+    """Paper figure ``number`` into ``out`` -> files written: 1 from leaderboard.yaml's
+    published numbers (run_dirs may be empty; option leaderboard), 3, 5, 6, 7 from run folders."""
+    return _target("figure")(number, run_dirs, out, **options)
 
 
 def compare(

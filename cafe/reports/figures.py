@@ -165,6 +165,34 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
         ax.legend(loc="lower left", frameon=False)
 
 
+def figure1(spec: dict[str, Any], out_dir: str | Path, stem: str = "figure1_rl") -> list[Path]:
+    return _save(draw_figure1(spec), out_dir, stem)
+
+
+def draw_figure1(spec: dict[str, Any]) -> Any:
+    """A published figure from leaderboard.yaml's ``figures`` block: one line per series over the
+    x positions, each value written beside its point (the numbers are the paper's)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, PANEL_H_IN))
+    xs = list(range(len(spec["x"])))
+    for k, series in enumerate(spec["series"]):
+        ys = series["values"]
+        label = series["label"] + (f" ({series['meaning']})" if series.get("meaning") else "")
+        ax.plot(xs, ys, marker="o", linestyle="-" if k == 0 else "--", label=label)
+        for x, y in zip(xs, ys, strict=True):
+            ax.annotate(f"{y:g}", (x, y), textcoords="offset points", xytext=(0, 4),
+                        ha="center", fontsize=5.5)  # fmt: skip
+    ax.set_xticks(xs)
+    ax.set_xticklabels(spec["x"])
+    ax.set_xlabel(spec.get("x_label", ""))
+    ax.set_ylabel(f"{spec['benchmark'].upper()} {spec['metric']} (%)")
+    ax.set_title(spec["title"])
+    ax.grid(alpha=0.3, linewidth=0.5)
+    ax.legend(loc="best", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def figure3(
     panels: Sequence[tuple[str, dict[str, Any]]], out_dir: str | Path, stem: str = "figure3_decay"
 ) -> list[Path]:
