@@ -157,3 +157,26 @@ def test_decay_section_names_its_unit(counter, unit):
     section = decay_section(preds, counter=counter)
     assert section["settings"]["length_unit"] == unit
     assert section["settings"]["token_counter"] == counter
+
+
+def test_tokenizer_option_counts_with_a_local_copy_of_the_models_tokenizer(tmp_path):
+    """-o tokenizer=hf:<folder>: the served model's tokenizer, loaded locally; the server's
+    /tokenize is then never asked. The count equals that tokenizer's own encoding."""
+    from transformers import AutoTokenizer
+
+    from cafe.testing.tiny_models import _train_tokenizer
+
+    folder = tmp_path / "tok"
+    _train_tokenizer(["<|endoftext|>"], vocab_size=300).save_pretrained(folder)
+    expected = len(
+        AutoTokenizer.from_pretrained(folder).encode(REASONING, add_special_tokens=False)
+    )
+    assert expected not in (WORDS, LOOPBACK_TOKENS)  # a 300-symbol BPE splits most words
+    with OpenAILoopback() as srv:
+        ad = ADAPTERS.get("openai-compatible")(
+            _card("openai-compatible", "m", tokenizer=f"hf:{folder}"), endpoint=srv.url, **FAST
+        )
+        assert ad.token_counter == f"hf:{folder}"
+        assert ad.count_tokens(REASONING) == expected
+        ad.close()
+    assert srv.tokenized == []
