@@ -246,3 +246,44 @@ def test_llm_stages_through_loopback_judge(clips_file, tmp_path):
         # a re-run is resumed from the stage files: no call at all
         run_pipeline(recipe, workdir=tmp_path / "w", echo=lines.append)
         assert len(server.requests) == first
+
+
+def test_captioner_is_its_own_model_and_its_events_become_annotations(clips_file, tmp_path):
+    """caption_model / caption_endpoints: the captioner (Gemini-2.5-Pro in the paper) is asked
+    apart from the writer (Qwen3-32B): every clip's audio goes to the captioner's server and none
+    to the writer's. The captioner's "<description>SOURCES, [START, END]" events become the
+    clip's events, so the review judge gets real annotations instead of "(none)"."""
+    from cafe.testing.loopback import OpenAILoopback
+    from cafe.training.data.pipeline import DataConfig, Pipeline
+    from cafe.training.reward_judge import annotations_text
+
+    markup = (
+        "<event1><description>dog, [0.0, 0.3]</description><caption>two sharp barks</caption>"
+        "</event1><event2><description>car horn; [1.5 s, 2.25 s]</description><caption>a long "
+        "honk</caption></event2><event3><description>wind</description><caption>x</caption>"
+        "</event3>"
+    )
+    rows = [json.loads(x) for x in clips_file.read_text().splitlines()]
+    for r in rows:
+        r.pop("events")
+        r.pop("caption", None)
+    avqa = tmp_path / "avqa.jsonl"
+    avqa.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with OpenAILoopback(reply=lambda b: markup) as cap, OpenAILoopback() as writer:
+        cfg = DataConfig(
+            workdir=tmp_path / "w", source="clips", clips=str(avqa),
+            backend="openai-compatible", llm_model="qwen3-32b", llm_endpoints=[writer.url],
+            caption_model="gemini-2.5-pro", caption_endpoints=[cap.url],
+        )  # fmt: skip
+        pipe = Pipeline(cfg, echo=lambda _: None)
+        got = pipe.stage_captions(pipe.stage_clips())
+    assert len(cap.requests) == len(rows) and writer.requests == []
+    assert {b["model"] for b in cap.requests} == {"gemini-2.5-pro"}
+    events = got[0]["events"]
+    assert [(e["label"], e["onset"], e["offset"]) for e in events] == [
+        ("dog", 0.0, 0.3),
+        ("car horn", 1.5, 2.25),
+    ]  # fmt: skip  (wind has no span: no time to annotate)
+    assert got[0]["events_source"] == "captioner"
+    assert annotations_text(events) == "[0.00, 0.30]: dog\n[1.50, 2.25]: car horn"
+    assert got[0]["caption"].startswith("dog, [0.0, 0.3]: two sharp barks")

@@ -41,6 +41,12 @@ class DataConfig:
     llm_model: str | None = None
     llm_endpoints: list[str] = field(default_factory=list)
     llm_api_key_env: str | None = None  # key variable of llm_endpoints [CAFE_ENDPOINT_API_KEY]
+    # the captioner (Gemini-2.5-Pro in the paper) apart from the writer/filters (Qwen3-32B):
+    # None = the llm_* settings
+    caption_backend: str | None = None
+    caption_model: str | None = None
+    caption_endpoints: list[str] = field(default_factory=list)
+    caption_api_key_env: str | None = None
     dimensions: list[str] = field(default_factory=lambda: list(rules.DIMENSIONS))
     question_min_score: int = 4
     difficulty_model: str | None = None  # card, adapter or checkpoint folder; None = base_model
@@ -177,29 +183,43 @@ class Pipeline:
         self.files = {name: StageFile(cfg.workdir / f"{name}.jsonl") for name in STAGE_FILES}
         self._answerer = answerer
         self._llm = None
+        self._captioner = None
         self.counts: dict[str, dict[str, int]] = {}
 
     # helpers -----------------------------------------------------------------------------
+    def _stages(self, backend: str, model: str | None, endpoints: list[str], key_env: str | None):
+        from cafe.cache import Cache
+        from cafe.clients import make_client
+        from cafe.training.data.llm import LLMStages, load_data_templates
+
+        extra = {"api_key_env": key_env} if key_env else {}
+        client = make_client(backend, model, endpoints=endpoints or None, **extra)
+        return LLMStages(
+            client, cache=Cache(self.cfg.cache), templates=load_data_templates(self.cfg.templates)
+        )
+
     @property
     def llm(self):
+        """The writer and filters (questions, question filter, CoT, CoT filter)."""
         if self._llm is None:
-            from cafe.cache import Cache
-            from cafe.clients import make_client
-            from cafe.training.data.llm import LLMStages, load_data_templates
-
-            extra = {"api_key_env": self.cfg.llm_api_key_env} if self.cfg.llm_api_key_env else {}
-            client = make_client(
-                self.cfg.backend,
-                self.cfg.llm_model,
-                endpoints=self.cfg.llm_endpoints or None,
-                **extra,
-            )
-            self._llm = LLMStages(
-                client,
-                cache=Cache(self.cfg.cache),
-                templates=load_data_templates(self.cfg.templates),
-            )
+            c = self.cfg
+            self._llm = self._stages(c.backend, c.llm_model, c.llm_endpoints, c.llm_api_key_env)
         return self._llm
+
+    @property
+    def captioner(self):
+        """The captioner: its own model where the recipe names one (caption_*), else the llm."""
+        c = self.cfg
+        if not (c.caption_model or c.caption_backend):
+            return self.llm
+        if self._captioner is None:
+            self._captioner = self._stages(
+                c.caption_backend or c.backend,
+                c.caption_model or c.llm_model,
+                c.caption_endpoints or ([] if c.caption_backend else c.llm_endpoints),
+                c.caption_api_key_env,
+            )
+        return self._captioner
 
     def _rule(self) -> bool:
         return self.cfg.backend == "rule"
@@ -240,18 +260,31 @@ class Pipeline:
         if todo:
             if self._rule():
                 caps = [c.get("caption") or rules.caption_from_events(c["events"]) for c in todo]
+                f.add(
+                    [
+                        {**c, "caption": cap, "failed": cap is None}
+                        for c, cap in zip(todo, caps, strict=True)
+                    ]
+                )
             else:
                 fresh = asyncio.run(
-                    self._gather([self.llm.caption(c) for c in todo if not c.get("caption")])
+                    self._gather([self.captioner.caption(c) for c in todo if not c.get("caption")])
                 )
                 it = iter(fresh)
-                caps = [c.get("caption") or next(it) for c in todo]
-            f.add(
-                [
-                    {**c, "caption": cap, "failed": cap is None}
-                    for c, cap in zip(todo, caps, strict=True)
-                ]
-            )
+                rows = []
+                for c in todo:
+                    if c.get("caption"):
+                        rows.append({**c, "failed": False})
+                        continue
+                    got = next(it)
+                    row = {**c, "caption": got["caption"] if got else None, "failed": got is None}
+                    if got and got["events"] and not c.get("events"):
+                        # the captioner's events, with their spans: the review judge's
+                        # ground-truth annotations for clips that came without any
+                        row["events"] = got["events"]
+                        row["events_source"] = "captioner"
+                    rows.append(row)
+                f.add(rows)
         rows = [f.rows[c["id"]] for c in clips]
         ok = [r for r in rows if not r["failed"]]
         self._report("captions", clips=len(rows), captioned=len(ok), failed=len(rows) - len(ok))
