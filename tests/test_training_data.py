@@ -287,3 +287,43 @@ def test_captioner_is_its_own_model_and_its_events_become_annotations(clips_file
     assert got[0]["events_source"] == "captioner"
     assert annotations_text(events) == "[0.00, 0.30]: dog\n[1.50, 2.25]: car horn"
     assert got[0]["caption"].startswith("dog, [0.0, 0.3]: two sharp barks")
+
+
+def test_sft_pool_balanced_over_dimensions_and_duration_bins(tmp_path):
+    """Clips of 1, 2 and 3 s, two dimensions each: 6 candidates in 6 (dimension, bin) cells.
+    With 3 duration bins and 3 SFT items the picks are a-counting (all counts 0), b-pitch (the
+    first cell whose dimension and bin are both unpicked), c-counting (counting 1 + bin 0 ties
+    pitch 1 + bin 0; counting's cell comes first): every duration once, dimensions 2 / 1. With one
+    bin it is the round robin over dimensions: a-counting, a-pitch, b-counting."""
+    import numpy as np
+
+    from cafe.audio import write_wav
+    from cafe.training.data.pipeline import (
+        DataConfig,
+        Pipeline,
+        balanced_pick,
+        duration_cells,
+    )
+
+    clips = []
+    for cid, secs in (("a", 1), ("b", 2), ("c", 3)):
+        path = tmp_path / f"{cid}.wav"
+        write_wav(path, np.zeros(16000 * secs, dtype=np.float32))
+        clips.append({"id": cid, "audio": str(path), "caption": "x", "events": []})
+    qs = [
+        {"id": f"{c}-{d}", "clip": c, "dimension": d} for c in "abc" for d in ("counting", "pitch")
+    ]
+    assert duration_cells(qs, clips, 3) == {
+        "a-counting": 0, "a-pitch": 0, "b-counting": 1, "b-pitch": 1,
+        "c-counting": 2, "c-pitch": 2,
+    }  # fmt: skip
+    assert duration_cells(qs, clips, 1) == {}
+    for bins, want in ((3, ["a-counting", "b-pitch", "c-counting"]),
+                       (1, ["a-counting", "a-pitch", "b-counting"])):  # fmt: skip
+        cfg = DataConfig(workdir=tmp_path / f"w{bins}", sft_size=3, duration_bins=bins)
+        lines: list[str] = []
+        sft, rl = Pipeline(cfg, echo=lines.append).stage_pools(qs, clips)
+        assert [q["id"] for q in sft] == want and len(rl) == 3
+    assert lines[-1] == "pools: sft 3, rl 3, sft_counting 2, sft_pitch 1"
+    cells = {("counting", 0): [{"id": "x"}], ("pitch", 0): []}
+    assert balanced_pick(cells, 5) == ["x"]  # empty cells are skipped, no more than there is
