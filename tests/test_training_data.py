@@ -205,7 +205,14 @@ def test_llm_stages_through_loopback_judge(clips_file, tmp_path):
             return json.dumps({"analysis": "needs listening", "score": 5, "decision": "keep"})
         if "You grade a reasoning chain" in text:
             return '{"ReasoningScore": 8, "ReviewScore": 9}'
+        if "Break the question into a short chain" in text:
+            seen["chain"] = seen.get("chain", 0) + 1
+            return "Plan:\n1. Sub-question: what is heard?"  # the preamble line is dropped
         if "Write exactly this format" in text:
+            assert (
+                "Sub-questions to answer, in this order:\n1. Sub-question: what is heard?" in text
+            )
+            seen["cot"] = seen.get("cot", 0) + 1
             return cot.format("dog")
         return "?"
 
@@ -241,6 +248,8 @@ def test_llm_stages_through_loopback_judge(clips_file, tmp_path):
             if p.get("type") == "input_audio"
         ]
         assert len(audio_parts) == 3  # each clip's audio went to the captioner
+        # E.4 in two steps: one sub-question chain per CoT, then the CoT that follows it
+        assert seen["chain"] == seen["cot"] >= 1
         sft = [json.loads(x) for x in out["sft"].read_text().splitlines()]
         assert sft and sft[0]["messages"][1]["content"][0]["text"] == cot.format("dog")
         # a re-run is resumed from the stage files: no call at all
@@ -327,3 +336,18 @@ def test_sft_pool_balanced_over_dimensions_and_duration_bins(tmp_path):
     assert lines[-1] == "pools: sft 3, rl 3, sft_counting 2, sft_pitch 1"
     cells = {("counting", 0): [{"id": "x"}], ("pitch", 0): []}
     assert balanced_pick(cells, 5) == ["x"]  # empty cells are skipped, no more than there is
+
+
+def test_cot_without_a_sub_question_chain_fails_and_asks_no_cot(tmp_path):
+    import asyncio
+
+    from cafe.clients import make_client
+    from cafe.testing.loopback import OpenAILoopback
+    from cafe.training.data.llm import LLMStages
+
+    with OpenAILoopback(reply=lambda b: "I would first listen.") as srv:
+        stages = LLMStages(make_client("openai-compatible", "w", endpoints=[srv.url]), retries=2)
+        q = {"question": "What?", "choices": ["dog", "cat"], "answer_text": "dog"}
+        assert asyncio.run(stages.cot({"caption": "a dog barks"}, q)) is None
+    texts = [b["messages"][-1]["content"] for b in srv.requests]  # text-only: a plain string
+    assert len(texts) == 2 and all("Break the question into a short chain" in t for t in texts)

@@ -16,7 +16,9 @@ from cafe.cache import Cache, make_key
 from cafe.training.data.rules import DIMENSIONS
 from cafe.training.reward_judge import TEMPLATE_DIR, template_hash
 
-STAGES = ("caption", "question", "question_filter", "cot", "cot_filter")
+STAGES = ("caption", "question", "question_filter", "subquestions", "cot", "cot_filter")
+#: a planned sub-question line ("1. Sub-question: ...")
+_SUBQ = re.compile(r"^\s*\d+[.)]\s*Sub-question:\s*\S", re.I | re.M)
 _JSON = re.compile(r"\{.*\}", re.S)
 _EVENT = re.compile(
     r"<event\d+>\s*<description>(.*?)</description>\s*<caption>(.*?)</caption>", re.S | re.I
@@ -154,12 +156,34 @@ class LLMStages:
 
         return await self._ask("question_filter", [{"type": "text", "text": prompt}], parse)
 
+    async def subquestions(self, clip: dict[str, Any], q: dict[str, Any]) -> str | None:
+        """E.4's first step: the sub-question chain the CoT will follow (numbered lines)."""
+        prompt = self.templates["subquestions"].format(
+            caption=clip["caption"],
+            question=q["question"],
+            choices=_choices_text(q["choices"]),
+            answer=q["answer_text"],
+        )
+
+        def parse(text):
+            lines = [ln.strip() for ln in (text or "").splitlines() if _SUBQ.match(ln)]
+            return "\n".join(lines) or None
+
+        return await self._ask("subquestions", [{"type": "text", "text": prompt}], parse)
+
     async def cot(self, clip: dict[str, Any], q: dict[str, Any]) -> str | None:
+        """E.4 in two steps: the sub-question chain first, then the MPAR² chain that perceives
+        every caption event and answers those sub-questions in order. None when either step
+        never parses (the item is counted failed)."""
+        chain = await self.subquestions(clip, q)
+        if chain is None:
+            return None
         prompt = self.templates["cot"].format(
             caption=clip["caption"],
             question=q["question"],
             choices=_choices_text(q["choices"]),
             answer=q["answer_text"],
+            subquestions=chain,
         )
         return await self._ask(
             "cot",
