@@ -443,8 +443,8 @@ def test_a_file_with_another_known_key_gets_one_line_naming_key(shared_data, tmp
     one line says so and names --key, instead of a warning per item."""
     meta = os.path.join(shared_data, "mmau", "mmau-test-mini.json")
     items = _read(meta)
-    preds = _official_file(tmp_path / "p.json",
-                           [{"id": it["id"], "model_prediction": it["answer"]} for it in items])  # fmt: skip
+    rows = [{"id": it["id"], "model_prediction": it["answer"]} for it in items]
+    preds = _official_file(tmp_path / "p.json", rows)
     res = CliRunner().invoke(
         score_command, ["--bench", "mmau", "--data", meta, "--predictions", preds]
     )
