@@ -132,6 +132,7 @@ def test_cafe_run_records_server_token_counts_and_the_counter(tmp_path, monkeypa
     assert {p["reasoning_tokens"] for p in preds} == {LOOPBACK_TOKENS}  # not 11 words
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["token_counter"] == "server-tokenize:served-x"
+    assert manifest["length_unit"] == "tokens"
     # the server's usage counts the whole reply (answer line too): 14 words + marks here
     assert manifest["usage"]["completion_tokens"] == 4 * fallback_token_count(reply)
 
@@ -180,3 +181,25 @@ def test_tokenizer_option_counts_with_a_local_copy_of_the_models_tokenizer(tmp_p
         assert ad.count_tokens(REASONING) == expected
         ad.close()
     assert srv.tokenized == []
+
+
+def test_a_word_counted_run_says_words_in_its_manifest_summary_and_decay(tmp_path, monkeypatch):
+    """A server without /tokenize: the manifest, metrics.json's decay section, `cafe decay`'s
+    text and the run summary all say the lengths are words."""
+    from cafe.reports.leaderboard import load_leaderboard
+    from cafe.reports.run_report import write_run_report
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    with OpenAILoopback(reply=lambda b: f"(A)\nReasoning: {REASONING}", tokenize=False) as srv:
+        args = ["run", "--model", "openai-compatible", "-o", "model=served-x",
+                "--bench", "synth", "--version", "n8-seed0", "--out", str(out),
+                "--judge", "none", "--quiet", "--endpoint", srv.url]  # fmt: skip
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["token_counter"], manifest["length_unit"]) == ("fallback-words", "words")
+    res = CliRunner().invoke(main, ["decay", str(out)], catch_exceptions=False)
+    assert "reasoning length in words (fallback-words)" in res.output
+    summary = (write_run_report(out, load_leaderboard(), draw=False) / "summary.md").read_text()
+    assert "reasoning length in words (fallback-words)" in summary

@@ -485,6 +485,9 @@ def decay_html(dec: dict[str, Any]) -> str:
         r = c.get("r", c.get("rho"))
         if r is not None:
             parts.append(f"{label(k)} {_num(r)} (p = {_num(c.get('p'))})")
+    st = dec.get("settings") or {}
+    if "length_unit" in st:  # words for a run without a tokenizer, said before any number
+        parts.insert(0, f"reasoning length in {st['length_unit']} ({st.get('token_counter')})")
     return f"<p>{_e('; '.join(parts))}</p>" if parts else ""
 
 

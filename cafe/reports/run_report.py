@@ -233,8 +233,14 @@ def summary_md(
         p, s = dec.get("pearson") or {}, dec.get("spearman") or {}
         lines += ["", "## Perception decay", ""]
         rho = s.get("rho", s.get("r"))
+        st = dec.get("settings") or {}
+        unit = (
+            f"reasoning length in {st['length_unit']} ({st.get('token_counter')}); "
+            if "length_unit" in st
+            else ""
+        )
         lines.append(
-            f"{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
+            f"{unit}{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
