@@ -411,6 +411,10 @@ def test_predictions_that_fit_two_releases_are_refused_naming_both(shared_data, 
     # v2 fixed 6 answers; one of them differs from v1 only by a trailing space (not a difference)
     assert section["bench"]["chosen_by"]["fit"]["v2"] == {"unknown_ids": 0, "different_answers": 5}
     assert score_file("mmar", folder, bare, version="v2")[0]["bench"]["version"] == "v2"
+    # forced onto the other release, the v1 items' answers are said to differ (5 of them)
+    section, problems = score_file("mmar", folder, full, version="v2")
+    assert section["different_answers"] == 5
+    assert any("5 item(s) carry an answer different from mmar v2's" in str(p) for p in problems)
 
 
 def test_null_and_non_string_predictions_are_counted_and_named(shared_data, tmp_path):

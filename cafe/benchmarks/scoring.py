@@ -319,6 +319,18 @@ def predictions_from_file(
     return list(preds.values()), problems
 
 
+def different_answers(predictions: str | Path, by_id: dict[str, Sample]) -> int:
+    """Rows of an official-format file (whole items) whose ``answer`` differs from the loaded
+    metadata's answer for the same id (compared after trimming spaces)."""
+    rows, _ = read_records(predictions)
+    n = 0
+    for row in rows:
+        s = by_id.get(str(row.get("id")))
+        if s is not None and s.answer is not None and isinstance(row.get("answer"), str):
+            n += row["answer"].strip() != s.answer.strip()
+    return n
+
+
 #: where scripts and tools put a prediction: every benchmark's official key and common others
 KNOWN_KEYS = ("model_output", "answer_prediction", "model_prediction", "prediction", "response")
 
@@ -430,6 +442,16 @@ def score_loaded(
         "source": loaded.source,
     }
     section["predictions_file"] = str(predictions)
+    differ = different_answers(predictions, by_id)
+    if differ:  # the file's items are not this release's: say so once, with the count
+        problems.append(
+            Problem(
+                str(predictions),
+                f"{differ} item(s) carry an answer different from {bench.name} "
+                f"{loaded.version}'s: the predictions may be for another release (--version)",
+            )
+        )
+    section["different_answers"] = differ
     # null / non-string predictions (the official scripts crash on them): unanswered, counted
     section["non_string_predictions"] = sum(p.raw_output is None for p in preds)
     return section, problems
