@@ -23,9 +23,15 @@ class OpenAICompatAdapter(ChatAPIAdapter):
         from cafe.clients.openai_compat import NoTokenizeEndpoint
 
         count = remembered(lambda text: self._loop.run(self.client.acount_tokens(text)))
-
         try:
             count("a")  # the server says now whether it has the route, not halfway through
         except NoTokenizeEndpoint as e:
             return self._fallback(str(e))
-        return TokenCounter(f"server-tokenize:{self.model}", count)
+
+        def counted(text: str) -> int | None:
+            try:
+                return count(text)
+            except NoTokenizeEndpoint:  # refused for this text only: its length is unknown
+                return None
+
+        return TokenCounter(f"server-tokenize:{self.model}", counted)

@@ -303,7 +303,7 @@ class OpenAICompatClient(PooledChatClient):
                 raise CallError(f"{root}/tokenize: {type(e).__name__}: {e}") from None
             finally:
                 lanes.give(lane)
-            if r.status_code in (404, 405, 501):
+            if r.status_code in (400, 404, 405, 422, 501):  # no such route, or not this shape
                 raise NoTokenizeEndpoint(f"{root} has no /tokenize (HTTP {r.status_code})")
             if r.status_code != 200:
                 raise CallError(
