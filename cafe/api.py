@@ -194,7 +194,8 @@ def listen(run_dir: str | Path, controls: Any = ("silence", "noise", "shuffled",
 
 def decay(run_dir: str | Path, **options: Any) -> Any:
     """Perception decay by reasoning length -> the metrics.json "decay" section. Options:
-    bins, bin_width, min_count, merge, mode."""
+    bins, bin_width, min_count, merge (False, as `cafe decay` and the paper: sparse bins are
+    flagged, not merged), mode."""
     return _target("decay")(run_dir, **options)
 
 
@@ -212,9 +213,10 @@ def table(number: int | str, run_dirs: Any = (), **options: Any) -> Any:
     return _target("table")(number, run_dirs, **options)
 
 
-def figure(number: int | str, run_dirs: Any, out: str | Path) -> Any:
-    """Paper figure ``number`` (3, 5, 6, 7) from run folders into ``out`` -> files written."""
-    return _target("figure")(number, run_dirs, out)
+def figure(number: int | str, run_dirs: Any, out: str | Path, **options: Any) -> Any:
+    """Paper figure ``number`` into ``out`` -> files written: 1 from leaderboard.yaml's
+    published numbers (run_dirs may be empty; option leaderboard), 3, 5, 6, 7 from run folders."""
+    return _target("figure")(number, run_dirs, out, **options)
 
 
 def compare(

@@ -24,6 +24,8 @@ class PromptStyle:
     template_file: str  # file name in TEMPLATES_DIR
     system: str | None = None
     description: str = ""
+    #: a named variant of one of the paper's styles (not the paper's prompt; labelled so)
+    variant_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,26 @@ for _style in (
     PromptStyle("mpar2", "mpar2.txt", description="LARM text; the model emits MPAR² tags"),
     PromptStyle("rl-implicit", "rl-implicit.txt", description="answer inside <ANSWER></ANSWER>"),
     PromptStyle("rl-explicit", "rl-explicit.txt", description="<THINK> then <ANSWER>"),
+    # the paper's prompts above; these variants add that the answer must be the option's text,
+    # which steers outputs towards the official string match (not the paper's protocol)
+    PromptStyle("lalm-verbatim", "lalm-verbatim.txt", None,
+                "lalm, asking for the option written exactly as listed", "lalm"),
+    PromptStyle("rl-implicit-verbatim", "rl-implicit-verbatim.txt", None,
+                "rl-implicit, asking for the option's text", "rl-implicit"),
+    PromptStyle("rl-explicit-verbatim", "rl-explicit-verbatim.txt", None,
+                "rl-explicit, asking for the option's text", "rl-explicit"),
     PromptStyle("authors-mmar", "authors-mmar.txt", AUTHORS_SYSTEM, "authors' MMAR eval text"),
     PromptStyle("authors-mmau", "authors-mmau.txt", AUTHORS_SYSTEM, "authors' MMAU eval text"),
-):
+):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
+
+
+def style_label(name: str | None) -> str:
+    """A run's prompt style as reports show it: a variant says it is not the paper's prompt."""
+    if not name or name not in PROMPT_STYLES:
+        return str(name)
+    base = PROMPT_STYLES.get(name).variant_of
+    return f"{name} (variant of {base}, not the paper's prompt)" if base else name
 
 
 def load_template(style_name: str, template_file: str | Path | None = None) -> PromptTemplate:

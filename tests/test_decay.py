@@ -149,3 +149,33 @@ def test_default_is_the_papers_binning_on_a_hand_made_length_distribution():
     assert [(b["lo"], b["hi"], b["n"]) for b in merged["bins"]] == [
         (0, 20, 6), (20, 40, 6), (40, 100, 7)
     ]  # fmt: skip
+
+
+def test_api_and_cli_share_the_papers_default(tmp_path):
+    """`cafe.api.decay(run)` and `cafe decay RUN` give the same section: the 19 hand-made
+    lengths above in 5 bins keep their sparse [40, 60) bin (2 items) flagged, unmerged, and the
+    section names its unit: the run had no tokenizer, so lengths are words."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cafe import api
+    from cafe.metrics.decay import decay_command
+    from cafe.store import RunStore
+
+    lengths = [0, 2, 5, 8, 12, 19, 20, 25, 30, 31, 35, 39, 41, 55, 80, 85, 90, 95, 100]
+    store = RunStore(tmp_path / "run").create()
+    store.write_manifest({"token_counter": "fallback-words"})
+    with store.writer("predictions.jsonl") as w:
+        w.write_many([pred(i, n, i % 2 == 0) for i, n in enumerate(lengths)])
+    with store.writer("judgements.jsonl") as w:
+        w.write_many([judgement(i, 1, 1) for i in range(len(lengths))])
+    by_api = api.decay(store.root, bins=5)
+    assert [b["n"] for b in by_api["bins"]] == [6, 6, 2, 5]
+    assert [b["sparse"] for b in by_api["bins"]] == [False, False, True, False]
+    assert by_api["settings"]["length_unit"] == "words"
+    res = CliRunner().invoke(decay_command, [str(store.root), "--bins", "5"])
+    assert res.exit_code == 0, res.output
+    assert "reasoning length in words (fallback-words)" in res.output
+    by_cli = json.loads(store.path("metrics.json").read_text())["decay"]
+    assert by_cli["bins"] == by_api["bins"] and by_cli["settings"] == by_api["settings"]

@@ -141,3 +141,26 @@ def test_accuracy_by_breakdown(tmp_path):
     assert_images(figures.breakdown_figure("t", run.section("accuracy"), tmp_path / "b"))
     with pytest.raises(ValueError, match="no breakdowns"):
         figures.breakdown_figure("t", {"total": {"acc": 1.0}}, tmp_path)
+
+
+def test_figure1_is_the_papers_rl_numbers_and_regenerates_from_the_leaderboard(tmp_path):
+    """Figure 1's published values (RL vs RL† on MMAU) live in leaderboard.yaml, and
+    `cafe report --figure 1` draws them without any run folder."""
+    from click.testing import CliRunner
+
+    from cafe.reports.cli import report_command
+    from cafe.reports.leaderboard import load_leaderboard
+
+    spec = load_leaderboard().figures["1"]
+    assert spec["benchmark"] == "mmau" and spec["metric"] == "acc"
+    assert {s["label"]: s["values"] for s in spec["series"]} == {
+        "RL": [64.5, 61.1, 59.9, 59.5],
+        "RL†": [63.8, 65.0, 69.7, 69.8],
+    }
+    fig = figures.draw_figure1(spec)
+    lines = fig.axes[0].get_lines()
+    assert [list(ln.get_ydata()) for ln in lines] == [[64.5, 61.1, 59.9, 59.5],
+                                                     [63.8, 65.0, 69.7, 69.8]]  # fmt: skip
+    res = CliRunner().invoke(report_command, ["--figure", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "figure1_rl.png").exists() and "wrote" in res.output

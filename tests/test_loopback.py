@@ -52,9 +52,12 @@ def test_gemini_wire_shape():
     with GeminiLoopback(reply=lambda b: "yes") as srv:
         body = {"contents": [{"role": "user", "parts": [{"text": "a b"}]}]}
         s, _, raw = _post(srv.url + "/v1beta/models/gemini-x:generateContent", body)
-        s404, _, _ = _post(srv.url + "/v1beta/models/gemini-x:countTokens", body)
+        s404, _, _ = _post(srv.url + "/v1beta/models/gemini-x:embedContent", body)
+        # countTokens is served (reasoning lengths): "a b" is two loopback tokens
+        sc, _, counted = _post(srv.url + "/v1beta/models/gemini-x:countTokens", body)
     data = json.loads(raw)
     assert s == 200 and s404 == 404
+    assert sc == 200 and json.loads(counted) == {"totalTokens": 2}
     assert data["candidates"][0]["content"]["parts"] == [{"text": "yes"}]
     assert data["usageMetadata"] == {
         "promptTokenCount": 2,

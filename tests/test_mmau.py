@@ -152,7 +152,8 @@ def test_broken_items_are_problems_not_exceptions(tmp_path):
     assert by_id["dup#dup2"].error and "duplicate id" in by_id["dup#dup2"].error
     assert "answer: missing field" in by_id["noanswer"].error
     assert "choices is not a list" in by_id["badchoices"].error
-    assert "not among the choices" in by_id["notamong"].error
+    assert by_id["notamong"].error is None  # a data warning: the item runs and is scored
+    assert by_id["notamong"].meta["data_warning"] == "answer is not among the choices"
     assert "difficulty: missing field" in by_id["nodiff"].error
     assert by_id["listcat"].error is None and by_id["listcat"].meta["category"] == "Reasoning"
     fields = {(pr.sample_id, pr.field) for pr in lb.problems}
@@ -167,7 +168,10 @@ def test_broken_items_are_problems_not_exceptions(tmp_path):
     assert all(pr.file == str(p) for pr in lb.problems)
     assert any("item 9 is not a JSON object" in str(pr) for pr in lb.problems)
     line = str(next(pr for pr in lb.problems if pr.sample_id == "notamong"))
-    assert line == f"{p}: sample notamong: field answer: answer is not among the choices"
+    assert line == (
+        f"{p}: sample notamong: field answer: data warning: answer is not among the choices; "
+        "the item runs and is scored with the official rule on the answer text"
+    )
 
 
 def test_unreadable_file_raises_one_input_error(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cafe.prompts import PROMPT_STYLES, TEMPLATES_DIR, build_request, load_template
+from cafe.prompts import PROMPT_STYLES, TEMPLATES_DIR, build_request, load_template, style_label
 from cafe.records import Sample
 
 SAMPLE = Sample(
@@ -28,7 +28,8 @@ def _text(style: str) -> str:
 
 def test_all_styles_registered() -> None:
     assert set(PROMPT_STYLES.names()) == {
-        "lalm", "larm", "rl-implicit", "rl-explicit", "mpar2", "authors-mmar", "authors-mmau"
+        "lalm", "larm", "rl-implicit", "rl-explicit", "mpar2", "authors-mmar", "authors-mmau",
+        "lalm-verbatim", "rl-implicit-verbatim", "rl-explicit-verbatim",
     }  # fmt: skip
 
 
@@ -101,3 +102,32 @@ def test_user_template_file_with_literal_braces(tmp_path: Path) -> None:
         load_template("lalm", bad)
     with pytest.raises(KeyError, match="did you mean"):
         load_template("lalmm")
+
+
+VERBATIM = ("written exactly as it appears among the choices", "the text of that option")
+
+
+@pytest.mark.parametrize("style", ["lalm", "rl-implicit", "rl-explicit"])
+def test_paper_styles_ask_only_what_appendix_b_asks(style: str) -> None:
+    """The paper's B.x prompts ask for the selected option, not for its text verbatim: the
+    defaults add nothing that steers outputs towards the official string match."""
+    text = _text(style)
+    assert not any(v in text for v in VERBATIM)
+    assert style_label(style) == style
+
+
+@pytest.mark.parametrize(
+    ("style", "base", "phrase"),
+    [
+        ("lalm-verbatim", "lalm", ", " + VERBATIM[0]),
+        ("rl-implicit-verbatim", "rl-implicit", ", " + VERBATIM[1] + ","),
+        ("rl-explicit-verbatim", "rl-explicit", ", " + VERBATIM[1] + ","),
+    ],
+)
+def test_helpful_variants_are_named_styles_labelled_not_the_papers(style, base, phrase) -> None:
+    text = _text(style)
+    assert phrase in text
+    # the variant is its base text plus the verbatim request, nothing else changed
+    assert text.replace(phrase, "") == _text(base)
+    assert style_label(style) == f"{style} (variant of {base}, not the paper's prompt)"
+    assert load_template(style).hash != load_template(base).hash

@@ -46,3 +46,25 @@ def test_unknown_trainer_key_names_block_key_and_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"mine.yaml: unknown recipe key sft.'learnig_rate'; did"):
         check_trainer_block(recipe, "sft", SFTConfig)
     check_trainer_block(load_recipe("smoke"), "sft", SFTConfig)  # the built-in one is clean
+
+
+@pytest.mark.parametrize("name", ["mpar2-7b-grpo", "mpar2-7b-grpo-authors", "mpar2-3b-grpo"])
+def test_paper_grpo_recipes_run_grpos_loss(name: str, tmp_path: Path) -> None:
+    """TRL 1.16 defaults to loss_type "dapo" (token-level) and beta 0; the paper's recipes carry
+    GRPO's own loss and ms-swift's defaults (the authors' trainer): sequence-level "grpo", the
+    group's reward std as scale, KL beta 0.04."""
+    from trl import GRPOConfig
+
+    from cafe.training.grpo import grpo_config
+
+    default = GRPOConfig(output_dir=str(tmp_path), report_to=[], bf16=False)
+    assert (default.loss_type, default.beta, default.scale_rewards) == ("dapo", 0.0, "group")
+    cfg = grpo_config(load_recipe(name), tmp_path, bf16=False, use_vllm=False)
+    assert (cfg.loss_type, cfg.beta, cfg.scale_rewards) == ("grpo", 0.04, "group")
+    assert cfg.num_generations == 8 and cfg.learning_rate == 1e-5
+
+
+def test_3b_grpo_recipe_starts_from_the_3b_sft_checkpoint() -> None:
+    r3, r7 = load_recipe("mpar2-3b-grpo"), load_recipe("mpar2-7b-grpo")
+    assert r3["base_model"] == "qwen2.5-omni-3b" and r3["model"] == "runs/mpar2-3b-sft/checkpoint"
+    assert r3["grpo"] == r7["grpo"] and r3["rewards"] == r7["rewards"]

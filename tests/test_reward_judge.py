@@ -46,7 +46,35 @@ EVENTS = [
         (None, None),
     ],
 )
-def test_parse_score_first_number_clamped(text, value):
+def test_parse_score_authors_rule_first_number_clamped(text, value):
+    """The authors' parser (``parse: authors``): the first number anywhere, clamped."""
+    assert parse_score(text, "authors") == value
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("0.7", 0.7),
+        ("1", 1.0),
+        ("0", 0.0),
+        (".5", 0.5),
+        ("0.4.", 0.4),
+        ("Score: 0.6", 0.6),
+        ("**0.8**", 0.8),
+        ("The perception misses the horn.\n0.3", 0.3),  # a final score after a note
+        ("<think>maybe 0.9</think>0.2", 0.2),  # thinking is never parsed
+        ("8/10", None),
+        ("Step 2 gets 0.4", None),
+        ("8", None),  # out of [0, 1]: invalid, not clamped to 1
+        ("1.5", None),
+        ("-0.4", None),
+        ("Score: 0.35 because 0.9", None),
+        ("no idea", None),
+        (None, None),
+    ],
+)
+def test_parse_score_strict_final_score_in_unit_interval(text, value):
+    """The default, as the prompts ask: the reply ends with one number in [0, 1]."""
     assert parse_score(text) == value
 
 
@@ -98,11 +126,28 @@ def test_retries_then_value_and_failure_zero():
 def test_clamped_reply_and_cache_hit_costs_no_call(tmp_path):
     cache = Cache(tmp_path / "c.sqlite")
     with OpenAILoopback(reply=ScriptedJudge(["Score: 7 out of 10"])) as server:
-        judge = _judge(server, cache=cache)
+        judge = _judge(server, cache=cache, parse="authors")
         fields = {"question": "q", "perception": "p"}
         assert asyncio.run(judge.score("perception", fields)) == 1.0  # 7 clamped to 1
         assert asyncio.run(judge.score("perception", fields)) == 1.0
         assert len(server.requests) == 1
+
+
+def test_strict_parse_retries_invalid_replies_and_counts_them(tmp_path):
+    """ "8/10" and "Step 2 gets 0.4" hold no final score in [0, 1]: each is counted invalid and
+    retried (with the reminder); the third reply, 0.4, is the score."""
+    script = ScriptedJudge(["8/10", "Step 2 gets 0.4", "0.4"])
+    with OpenAILoopback(reply=script) as server:
+        judge = _judge(server)
+        assert asyncio.run(judge.score("step", {"step": "s"})) == 0.4
+        assert (judge.invalid, judge.failed, judge.calls) == (2, 0, 3)
+        prompts = _prompts(server)
+    assert "previous reply held no score" in prompts[1] and "previous" not in prompts[0]
+    # review: three invalid replies, then 0, counted failed
+    with OpenAILoopback(reply=ScriptedJudge(default="8/10")) as server:
+        judge = _judge(server)
+        assert asyncio.run(judge.score("review", {"review": "r"})) == 0.0
+        assert (judge.invalid, judge.failed) == (3, 1)
 
 
 def test_group_all_calls_in_flight_and_gating():
@@ -196,3 +241,17 @@ def _fields_of(item):
     from cafe.training.reward_judge import _fields
 
     return _fields(item)
+
+
+def test_review_template_scores_generic_validation_and_zeroes_only_a_wrong_approval():
+    """SPEC §7 / F.4: approving a wrong answer scores 0; generic validation without specific
+    checks is 0.5-0.7, not 0; the four checks are each asked for."""
+    from cafe.training.reward_judge import load_templates
+
+    text = " ".join(load_templates()["review"].split())
+    assert "approves a wrong conclusion scores 0" in text
+    assert "generic validation and scores 0.5 to 0.7" in text
+    assert "approves without checking anything" not in text  # an unchecked approval is not 0
+    for check in ("Evidence re-verification", "Temporal and causal audit", "Logic check"):
+        assert check in text
+    assert text.endswith("Reply with a single number between 0 and 1 and nothing else.")

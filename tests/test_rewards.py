@@ -101,3 +101,25 @@ def test_missing_review_section_gives_plain_accuracy():
     assert r.format == 0.0
     assert r.total == pytest.approx(1.5 * 0.5 + 1.0 + 1.5 * 1.0)
     assert not math.isnan(r.total)
+
+
+def test_step_floor_is_a_recipe_option_zero_is_eq5():
+    """Steps [0.9, 0.5, 0] with holistic 0.6, theta 0.7: Eq. 5 as printed gives geomean 0, so
+    R_spr = 0.3 * 0.6 = 0.18; the authors' 0.01 floor gives (0.9 * 0.5 * 0.01)^(1/3) = 0.16510
+    and R_spr = 0.7 * 0.16510 + 0.18 = 0.29557."""
+    from cafe.training.recipes import load_recipe
+
+    assert spr_reward("r", [0.9, 0.5, 0.0], 0.6, theta=0.7, floor=0.0) == pytest.approx(0.18)
+    assert spr_reward("r", [0.9, 0.5, 0.0], 0.6, theta=0.7, floor=0.01) == pytest.approx(
+        0.7 * 0.0045 ** (1 / 3) + 0.18
+    )
+    assert 0.7 * 0.0045 ** (1 / 3) + 0.18 == pytest.approx(0.29557, abs=1e-5)
+    # no zero step: the floor changes nothing, Eq. 5 is the plain geometric mean
+    assert spr_reward("r", [0.9, 0.4], 0.5, floor=0.0) == pytest.approx(0.7 * 0.6 + 0.15)
+    floors = {n: RewardWeights.from_dict(load_recipe(n)["rewards"]).step_floor
+              for n in ("mpar2-7b-grpo", "mpar2-3b-grpo", "mpar2-7b-grpo-authors")}  # fmt: skip
+    assert floors == {"mpar2-7b-grpo": 0.0, "mpar2-3b-grpo": 0.0, "mpar2-7b-grpo-authors": 0.01}
+    sections = parse_sections(GOOD)
+    scores = JudgeScores(perception=0.5, steps=[0.9, 0.5, 0.0], holistic=0.6, review=None)
+    eq5 = compute_rewards(sections, True, scores, RewardWeights(step_floor=0.0))
+    assert eq5.spr == pytest.approx(0.18)

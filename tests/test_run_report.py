@@ -148,3 +148,19 @@ def test_compare_defaults_to_the_papers_row_and_names_protocol_differences(tmp_p
     other = make_run(tmp_path / "other", model="Tiny-LALM")
     with pytest.raises(LeaderboardError, match="no paper row for 'Tiny-LALM'"):
         compare(other, None, board)
+
+
+def test_a_helpful_prompt_variant_is_labelled_in_the_summary_and_the_comparison(tmp_path, board):
+    import json
+
+    run = make_run(tmp_path / "run", model="qwen2.5-omni-7b")
+    mpath = run / "manifest.json"
+    manifest = json.loads(mpath.read_text())
+    manifest["prompt"]["style"] = "lalm-verbatim"
+    mpath.write_text(json.dumps(manifest))
+    label = "lalm-verbatim (variant of lalm, not the paper's prompt)"
+    summary = (write_run_report(run, board, draw=False) / "summary.md").read_text("utf-8")
+    assert f"- prompt style: {label}" in summary
+    text = compare(run, None, board)
+    line = next(ln for ln in text.splitlines() if "prompt_style" in ln)
+    assert line.startswith("  ≠") and label in line and "paper: authors-mmar" in line

@@ -102,6 +102,12 @@ def test_accuracy_section_hand_computed():
     # list values count under each: x = a (2 right) + c (0); y = a (2) + b (1)
     assert sec["breakdowns"]["tags"]["x"] == {"correct": 2, "total": 4, "acc": 50.0}
     assert sec["breakdowns"]["tags"]["y"] == {"correct": 3, "total": 4, "acc": 75.0}
+    # the official pair: c's two (item, run)s have no answer and leave every denominator
+    assert sec["official_breakdowns"]["task"]["sound"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert sec["official_breakdowns"]["task"]["music"] == {"correct": 0, "total": 0, "acc": 0.0}
+    assert sec["official_breakdowns"]["tags"]["x"] == {"correct": 2, "total": 2, "acc": 100.0}
+    assert sec["official_breakdowns"]["tags"]["y"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert "skipped" in sec["official_label"]
     runs = sec["runs"]
     assert runs["n"] == 2 and runs["per_run"] == [33.33, 66.67]
     assert runs["mean"] == 50.0
@@ -203,8 +209,11 @@ def test_score_agrees_with_official_scripts(shared_data, tmp_path, bench, rel):
             "acc": round(100 * official["correct"] / len(items), 2),
         }
         for group in GROUPS[bench]:
-            for value, (corr, _tot) in official["groups"][group].items():
+            for value, (corr, tot) in official["groups"][group].items():
                 assert section["breakdowns"][group][value]["correct"] == corr, (name, value)
+                # the official pair of every breakdown cell: items without a prediction skipped
+                got = section["official_breakdowns"][group][value]
+                assert (got["correct"], got["total"]) == (corr, tot), (name, group, value)
         # item for item
         for item, strat in zip(items, per_item, strict=True):
             if strat[name] is not None:
@@ -312,3 +321,144 @@ def test_score_cli_refuses_answerless_metadata(tmp_path):
     )
     assert res.exit_code == 1
     assert "has no answers (mmau test)" in res.output and "cannot be scored" in res.output
+
+
+OCTAVE = "BV16j411E7Z9_00-00-13_00-00-34"  # v1 answer "Octave interval leap", not a choice
+
+
+def test_mmar_v1_answers_outside_the_choices_run_and_are_scored_on_the_answer_text(
+    shared_data, tmp_path
+):
+    """MMAR v1's five answers that are not among their choices: the runner keeps them (no
+    failure before the model is asked) and `cafe score` applies the official rule to the answer
+    text, as the official script does, with one data warning per item. For "Octave interval
+    leap" the other choices' words minus the answer's are {simulates, bell, chromatic, ...}:
+    "Octave interval leap" matches, "Octave interval leap simulates bell" (v2's answer) does
+    not; "Colombian" misses "american" of v1's "American\\nColombian"."""
+    from cafe.runner.plan import check_samples
+
+    meta = os.path.join(shared_data, "mmar", "MMAR-meta-v1.json")
+    loaded = BENCHMARKS.get("mmar")().load(meta)
+    samples, problems = check_samples(loaded)
+    warned = [s.id for s in samples if s.meta.get("data_warning")]
+    assert len(warned) == 5 and not [s for s in samples if s.error] and problems == []
+    rows = [
+        {"id": OCTAVE, "answer_prediction": "Octave interval leap"},
+        {"id": "BV1NtQuYTELJ_00-00-00_00-00-26", "answer_prediction": "Colombian"},
+        {"id": "BV1P4411677K_0-00_0-20", "answer_prediction": "professional performance level"},
+    ]
+    by_id = {it["id"]: it for it in _read(meta)}
+    rows = [{**by_id[r["id"]], **r} for r in rows]  # the official script reads the whole item
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    official = mmar_evaluate(p)
+    section, probs = score_file("mmar", meta, str(p))
+    assert official["matches"] == {
+        OCTAVE: True, "BV1NtQuYTELJ_00-00-00_00-00-26": False, "BV1P4411677K_0-00_0-20": False
+    }  # fmt: skip
+    assert section["official_denominator"] == {"correct": 1, "total": 3, "acc": 33.33}
+    flagged = [pr for pr in probs if pr.message.startswith("data warning")]
+    assert sorted(pr.sample_id for pr in flagged) == sorted(warned)
+    rows[0]["answer_prediction"] = "Octave interval leap simulates bell"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert score_file("mmar", meta, str(p))[0]["official_denominator"]["correct"] == 0
+
+
+def _official_file(path, rows):
+    path.write_text(json.dumps(rows))
+    return str(path)
+
+
+def test_version_is_the_release_the_predictions_match(shared_data, tmp_path):
+    """An MMAU folder holds both test-mini releases: original-release predictions (whole items,
+    as the official script reads them, predicting the answer) are scored against the original,
+    not silently against v05.15.25 (where 102+ of their ids are unknown and answers differ)."""
+    folder = os.path.join(shared_data, "mmau")
+    for version, name in (("original", "mmau-test-mini-original.json"),
+                          ("v05.15.25", "mmau-test-mini.json")):  # fmt: skip
+        items = _read(os.path.join(folder, name))
+        rows = [{**it, "model_output": it["answer"]} for it in items]
+        preds = _official_file(tmp_path / f"{version}.json", rows)
+        section, _ = score_file("mmau", folder, preds)
+        assert section["bench"]["version"] == version
+        assert section["total"]["acc"] == 100.0
+        fit = section["bench"]["chosen_by"]["fit"]
+        assert fit[version] == {"unknown_ids": 0, "different_answers": 0}
+        other = next(v for v in fit if v != version)
+        assert fit[other]["unknown_ids"] > 100 and fit[other]["different_answers"] > 0
+    res = CliRunner().invoke(
+        score_command, ["--bench", "mmau", "--data", folder, "--predictions", preds]
+    )
+    assert res.exit_code == 0 and "note: scored against mmau v05.15.25, the release" in res.stderr
+
+
+def test_predictions_that_fit_two_releases_are_refused_naming_both(shared_data, tmp_path):
+    """MMAR v1 and v2 share their 1000 ids; predictions without answers cannot tell them apart:
+    refused, naming both; with the items' v1 answers they are v1's."""
+    folder = os.path.join(shared_data, "mmar")
+    items = _read(os.path.join(folder, "MMAR-meta-v1.json"))
+    bare = _official_file(tmp_path / "bare.json",
+                          [{"id": it["id"], "answer_prediction": "x"} for it in items])  # fmt: skip
+    res = CliRunner().invoke(
+        score_command, ["--bench", "mmar", "--data", folder, "--predictions", bare]
+    )
+    assert res.exit_code != 0
+    assert "fits v1 and v2 equally" in res.output and "--version v1 or --version v2" in res.output
+    full = _official_file(tmp_path / "full.json",
+                          [{**it, "answer_prediction": it["answer"]} for it in items])  # fmt: skip
+    section, _ = score_file("mmar", folder, full)
+    assert section["bench"]["version"] == "v1"
+    # v2 fixed 6 answers; one of them differs from v1 only by a trailing space (not a difference)
+    assert section["bench"]["chosen_by"]["fit"]["v2"] == {"unknown_ids": 0, "different_answers": 5}
+    assert score_file("mmar", folder, bare, version="v2")[0]["bench"]["version"] == "v2"
+    # forced onto the other release, the v1 items' answers are said to differ (5 of them)
+    section, problems = score_file("mmar", folder, full, version="v2")
+    assert section["different_answers"] == 5
+    assert any("5 item(s) carry an answer different from mmar v2's" in str(p) for p in problems)
+
+
+def test_null_and_non_string_predictions_are_counted_and_named(shared_data, tmp_path):
+    meta = os.path.join(shared_data, "mmau", "mmau-test-mini.json")
+    items = _read(meta)[:4]
+    rows = [
+        {"id": items[0]["id"], "model_output": items[0]["answer"]},
+        {"id": items[1]["id"], "model_output": None},
+        {"id": items[2]["id"], "model_output": 3},
+        {"id": items[3]["id"], "model_output": ["a list"]},
+    ]
+    preds = _official_file(tmp_path / "p.json", rows)
+    section, problems = score_file("mmau", meta, preds)
+    assert section["non_string_predictions"] == 3
+    assert section["official_denominator"] == {"correct": 1, "total": 1, "acc": 100.0}
+    named = {p.sample_id: p.message for p in problems if p.message.startswith("prediction is")}
+    assert named == {
+        items[1]["id"]: "prediction is null: counted unanswered",
+        items[2]["id"]: "prediction is not a string (int): counted unanswered",
+        items[3]["id"]: "prediction is not a string (list): counted unanswered",
+    }
+    res = CliRunner().invoke(
+        score_command, ["--bench", "mmau", "--data", meta, "--predictions", preds]
+    )
+    assert "3 null or non-string prediction(s) counted unanswered" in res.stderr
+
+
+def test_a_file_with_another_known_key_gets_one_line_naming_key(shared_data, tmp_path):
+    """The MMAU README names the field model_prediction; the official script reads model_output:
+    one line says so and names --key, instead of a warning per item."""
+    meta = os.path.join(shared_data, "mmau", "mmau-test-mini.json")
+    items = _read(meta)
+    rows = [{"id": it["id"], "model_prediction": it["answer"]} for it in items]
+    preds = _official_file(tmp_path / "p.json", rows)
+    res = CliRunner().invoke(
+        score_command, ["--bench", "mmau", "--data", meta, "--predictions", preds]
+    )
+    assert res.exit_code == 0
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(lines) == 1
+    assert "1000 item(s) have 'model_prediction': pass --key model_prediction" in lines[0]
+    again = CliRunner().invoke(
+        score_command,
+        ["--bench", "mmau", "--data", meta, "--predictions", preds, "--key", "model_prediction",
+         "--json"],
+    )  # fmt: skip
+    assert json.loads(again.stdout)["total"]["acc"] == 100.0

@@ -205,7 +205,14 @@ def test_llm_stages_through_loopback_judge(clips_file, tmp_path):
             return json.dumps({"analysis": "needs listening", "score": 5, "decision": "keep"})
         if "You grade a reasoning chain" in text:
             return '{"ReasoningScore": 8, "ReviewScore": 9}'
+        if "Break the question into a short chain" in text:
+            seen["chain"] = seen.get("chain", 0) + 1
+            return "Plan:\n1. Sub-question: what is heard?"  # the preamble line is dropped
         if "Write exactly this format" in text:
+            assert (
+                "Sub-questions to answer, in this order:\n1. Sub-question: what is heard?" in text
+            )
+            seen["cot"] = seen.get("cot", 0) + 1
             return cot.format("dog")
         return "?"
 
@@ -241,8 +248,106 @@ def test_llm_stages_through_loopback_judge(clips_file, tmp_path):
             if p.get("type") == "input_audio"
         ]
         assert len(audio_parts) == 3  # each clip's audio went to the captioner
+        # E.4 in two steps: one sub-question chain per CoT, then the CoT that follows it
+        assert seen["chain"] == seen["cot"] >= 1
         sft = [json.loads(x) for x in out["sft"].read_text().splitlines()]
         assert sft and sft[0]["messages"][1]["content"][0]["text"] == cot.format("dog")
         # a re-run is resumed from the stage files: no call at all
         run_pipeline(recipe, workdir=tmp_path / "w", echo=lines.append)
         assert len(server.requests) == first
+
+
+def test_captioner_is_its_own_model_and_its_events_become_annotations(clips_file, tmp_path):
+    """caption_model / caption_endpoints: the captioner (Gemini-2.5-Pro in the paper) is asked
+    apart from the writer (Qwen3-32B): every clip's audio goes to the captioner's server and none
+    to the writer's. The captioner's "<description>SOURCES, [START, END]" events become the
+    clip's events, so the review judge gets real annotations instead of "(none)"."""
+    from cafe.testing.loopback import OpenAILoopback
+    from cafe.training.data.pipeline import DataConfig, Pipeline
+    from cafe.training.reward_judge import annotations_text
+
+    markup = (
+        "<event1><description>dog, [0.0, 0.3]</description><caption>two sharp barks</caption>"
+        "</event1><event2><description>car horn; [1.5 s, 2.25 s]</description><caption>a long "
+        "honk</caption></event2><event3><description>wind</description><caption>x</caption>"
+        "</event3>"
+    )
+    rows = [json.loads(x) for x in clips_file.read_text().splitlines()]
+    for r in rows:
+        r.pop("events")
+        r.pop("caption", None)
+    avqa = tmp_path / "avqa.jsonl"
+    avqa.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with OpenAILoopback(reply=lambda b: markup) as cap, OpenAILoopback() as writer:
+        cfg = DataConfig(
+            workdir=tmp_path / "w", source="clips", clips=str(avqa),
+            backend="openai-compatible", llm_model="qwen3-32b", llm_endpoints=[writer.url],
+            caption_model="gemini-2.5-pro", caption_endpoints=[cap.url],
+        )  # fmt: skip
+        pipe = Pipeline(cfg, echo=lambda _: None)
+        got = pipe.stage_captions(pipe.stage_clips())
+    assert len(cap.requests) == len(rows) and writer.requests == []
+    assert {b["model"] for b in cap.requests} == {"gemini-2.5-pro"}
+    events = got[0]["events"]
+    assert [(e["label"], e["onset"], e["offset"]) for e in events] == [
+        ("dog", 0.0, 0.3),
+        ("car horn", 1.5, 2.25),
+    ]  # fmt: skip  (wind has no span: no time to annotate)
+    assert got[0]["events_source"] == "captioner"
+    assert annotations_text(events) == "[0.00, 0.30]: dog\n[1.50, 2.25]: car horn"
+    assert got[0]["caption"].startswith("dog, [0.0, 0.3]: two sharp barks")
+
+
+def test_sft_pool_balanced_over_dimensions_and_duration_bins(tmp_path):
+    """Clips of 1, 2 and 3 s, two dimensions each: 6 candidates in 6 (dimension, bin) cells.
+    With 3 duration bins and 3 SFT items the picks are a-counting (all counts 0), b-pitch (the
+    first cell whose dimension and bin are both unpicked), c-counting (counting 1 + bin 0 ties
+    pitch 1 + bin 0; counting's cell comes first): every duration once, dimensions 2 / 1. With one
+    bin it is the round robin over dimensions: a-counting, a-pitch, b-counting."""
+    import numpy as np
+
+    from cafe.audio import write_wav
+    from cafe.training.data.pipeline import (
+        DataConfig,
+        Pipeline,
+        balanced_pick,
+        duration_cells,
+    )
+
+    clips = []
+    for cid, secs in (("a", 1), ("b", 2), ("c", 3)):
+        path = tmp_path / f"{cid}.wav"
+        write_wav(path, np.zeros(16000 * secs, dtype=np.float32))
+        clips.append({"id": cid, "audio": str(path), "caption": "x", "events": []})
+    qs = [
+        {"id": f"{c}-{d}", "clip": c, "dimension": d} for c in "abc" for d in ("counting", "pitch")
+    ]
+    assert duration_cells(qs, clips, 3) == {
+        "a-counting": 0, "a-pitch": 0, "b-counting": 1, "b-pitch": 1,
+        "c-counting": 2, "c-pitch": 2,
+    }  # fmt: skip
+    assert duration_cells(qs, clips, 1) == {}
+    for bins, want in ((3, ["a-counting", "b-pitch", "c-counting"]),
+                       (1, ["a-counting", "a-pitch", "b-counting"])):  # fmt: skip
+        cfg = DataConfig(workdir=tmp_path / f"w{bins}", sft_size=3, duration_bins=bins)
+        lines: list[str] = []
+        sft, rl = Pipeline(cfg, echo=lines.append).stage_pools(qs, clips)
+        assert [q["id"] for q in sft] == want and len(rl) == 3
+    assert lines[-1] == "pools: sft 3, rl 3, sft_counting 2, sft_pitch 1"
+    cells = {("counting", 0): [{"id": "x"}], ("pitch", 0): []}
+    assert balanced_pick(cells, 5) == ["x"]  # empty cells are skipped, no more than there is
+
+
+def test_cot_without_a_sub_question_chain_fails_and_asks_no_cot(tmp_path):
+    import asyncio
+
+    from cafe.clients import make_client
+    from cafe.testing.loopback import OpenAILoopback
+    from cafe.training.data.llm import LLMStages
+
+    with OpenAILoopback(reply=lambda b: "I would first listen.") as srv:
+        stages = LLMStages(make_client("openai-compatible", "w", endpoints=[srv.url]), retries=2)
+        q = {"question": "What?", "choices": ["dog", "cat"], "answer_text": "dog"}
+        assert asyncio.run(stages.cot({"caption": "a dog barks"}, q)) is None
+    texts = [b["messages"][-1]["content"] for b in srv.requests]  # text-only: a plain string
+    assert len(texts) == 2 and all("Break the question into a short chain" in t for t in texts)

@@ -5,8 +5,10 @@ retries, endpoint sharding), each reply becomes a Completion carrying token usag
 Options (card ``options`` or ``-o KEY=VALUE``): ``model`` (API model name; default the card's
 checkpoint), ``endpoint``/``endpoints`` (base URL or list; default the protocol's environment
 variable), ``concurrency`` (calls in flight per endpoint), ``timeout_s``, ``max_attempts``,
-``base_delay``, ``max_delay``, ``price`` ({"input_per_mtok": $, "output_per_mtok": $}) and the
-client's own extras. Keys come from the environment only and never enter options."""
+``base_delay``, ``max_delay``, ``price`` ({"input_per_mtok": $, "output_per_mtok": $}),
+``tokenizer`` (how reasoning length is counted: each protocol's own counter by default, see
+``default_counter``; "words", "tiktoken:<encoding>" or a local tokenizer "hf:<id>" instead) and
+the client's own extras. Keys come from the environment only and never enter options."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from cafe.adapters.base import Adapter, ModelCard
+from cafe.adapters.token_counts import TokenCounter, resolve_counter, word_counter
 from cafe.records import Completion, Request
 
 #: options the adapter consumes itself; the chat client's own keywords go to the client
 _ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price", "max_new_tokens", "batch_size"}
+_ADAPTER_KEYS |= {"tokenizer"}
 #: options that change what the model replies (part of the identity, hence of cache keys)
 _SHAPING = ("extra_body", "config", "drop_params", "api_version", "max_new_tokens")
 #: generation keys with the same meaning everywhere; the rest only where a server takes them
@@ -36,7 +40,6 @@ class ChatAPIAdapter(Adapter):
 
     default_batch_size = 64
     default_concurrency = 8  # generate() calls in flight; all share one client and limiter
-    token_counter = "server-usage"  # output_tokens are the server's completion_tokens
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
         super().__init__(card, checkpoint, **options)
@@ -60,6 +63,34 @@ class ChatAPIAdapter(Adapter):
         self._loop = shared_loop()
         self._backends: list[dict[str, Any]] = []
         self._usage_lock = threading.Lock()
+        self._counter: TokenCounter | None = None
+        self._counter_lock = threading.Lock()
+
+    # -- reasoning length ----------------------------------------------------------------------
+    def default_counter(self) -> TokenCounter:
+        """The protocol's own token counter (subclasses); the word fallback where none exists."""
+        return word_counter()
+
+    def counter(self) -> TokenCounter:
+        """Chosen once, on first use (a served model's server is up by then)."""
+        with self._counter_lock:
+            if self._counter is None:
+                self._counter = resolve_counter(self.options.get("tokenizer"), self.default_counter)
+            return self._counter
+
+    @property  # type: ignore[override]
+    def token_counter(self) -> str:
+        return self.counter().name
+
+    def count_tokens(self, text: str) -> int | None:  # type: ignore[override]
+        return self.counter().count(text)
+
+    def _fallback(self, why: str) -> TokenCounter:
+        from cafe.runner.plan import warn
+
+        warn([f"model {self.card.name!r}: {why}; reasoning lengths are counted in words "
+              "(set -o tokenizer=hf:<the model's tokenizer> to count tokens)"])  # fmt: skip
+        return word_counter()
 
     # -- contract ----------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:

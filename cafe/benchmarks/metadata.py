@@ -21,6 +21,13 @@ from cafe.records import InputError, Problem, Sample
 CORE_FIELDS = ("id", "question", "choices", "answer")
 #: meta keys the loaders add (not in the official files; export leaves them out)
 ADDED_META = ("quirks", "isolation", "languages", "duplicate_choices", "category_original")
+ADDED_META += ("data_warning",)
+#: an answer that is not one of its choices (MMAR v1 has five, fixed in v2): the item still
+#: runs and is scored, as the official scripts score it, by the official rule on the answer text
+ANSWER_NOT_A_CHOICE = (
+    "data warning: answer is not among the choices; the item runs and is scored with the "
+    "official rule on the answer text"
+)
 
 
 @dataclass
@@ -251,8 +258,14 @@ def build_samples(
         elif answer is not None and not _text(answer):
             errors.append(("answer", "not a string"))
             answer = str(answer)
-        elif answer is not None and choices and answer.strip() not in {c.strip() for c in choices}:
-            errors.append(("answer", "answer is not among the choices"))
+        warning = None
+        if (
+            answer is not None
+            and _text(answer)
+            and choices
+            and answer.strip() not in {c.strip() for c in choices}
+        ):
+            warning = ANSWER_NOT_A_CHOICE
         for name in (spec.audio_field, *spec.required):
             if name not in item or item[name] is None or item[name] == "":
                 errors.append((name, "missing field"))
@@ -283,6 +296,9 @@ def build_samples(
         normalise(item, meta)
         if not quirks:
             del meta["quirks"]
+        if warning is not None:
+            meta["data_warning"] = "answer is not among the choices"
+            problems.append(Problem(src, warning, sid, "answer"))
 
         for f, m in errors:
             problems.append(Problem(src, m, sid, f))

@@ -96,6 +96,10 @@ LENIENT_LABEL = (
     "official match; not comparable with the official scripts"
 )
 PARSE_STATUSES = ("ok", "no_answer", "unmapped", "failed", "missing")
+OFFICIAL_LABEL = (
+    "official: items without a prediction skipped (left out of the denominator), as the "
+    "official scripts do; cafe's own figure counts them wrong"
+)
 
 
 def _acc(correct: int, total: int) -> float:
@@ -142,12 +146,13 @@ def accuracy_section(
     lenient_run = {r: 0 for r in run_ids}
     status = dict.fromkeys(PARSE_STATUSES, 0)
     per_run = {r: [0, 0] for r in run_ids}
-    cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
+    # per value: [correct, total, answered]; answered = the official scripts' denominator
+    cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0, 0]) for n in breakdowns}
     for s in scorable:
         keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
         for r in run_ids:
             p = by_key.get((s.id, r))
-            ok = lenient_ok = False
+            ok = lenient_ok = answered = False
             if p is None or p.error is not None:
                 unanswered += 1
                 status["missing" if p is None else "failed"] += 1
@@ -159,6 +164,7 @@ def accuracy_section(
                 if text is None:
                     unanswered += 1
                 else:
+                    answered = True
                     ok = bool(rule(text, s.answer, s.choices))  # type: ignore[arg-type]
                 if p.answer is not None:
                     lenient_ok = bool(rule(p.answer, s.answer, s.choices))  # type: ignore[arg-type]
@@ -172,6 +178,7 @@ def accuracy_section(
                 for v in vals:
                     cells[n][v][0] += ok
                     cells[n][v][1] += 1
+                    cells[n][v][2] += answered
 
     accs = [_acc(c, t) for c, t in per_run.values()]
     exact = [100.0 * c / t for c, t in per_run.values() if t]
@@ -184,7 +191,15 @@ def accuracy_section(
         "failed": failed,
         "unscorable": len(samples) - len(scorable),
         "parse_rate": _acc(total - unanswered, total),
-        "breakdowns": {n: {v: _cell(*cells[n][v]) for v in sorted(cells[n])} for n in breakdowns},
+        "breakdowns": {
+            n: {v: _cell(c, t) for v, (c, t, _) in sorted(cells[n].items())} for n in breakdowns
+        },
+        # the same cells as the official scripts compute them: items without a prediction left
+        # out of each denominator (beside ours, where they count as wrong)
+        "official_breakdowns": {
+            n: {v: _cell(c, a) for v, (c, _, a) in sorted(cells[n].items())} for n in breakdowns
+        },
+        "official_label": OFFICIAL_LABEL,
         "runs": {
             "n": len(run_ids),
             "per_run": accs,
@@ -259,6 +274,17 @@ def predictions_from_file(
     present wins); ``key`` overrides them."""
     rows, problems = read_records(path)
     keys = (key,) if key else tuple(keys)
+    other = None if key else _other_known_key(rows, keys)
+    if other is not None:  # one line instead of a warning per item
+        k, n = other
+        problems.append(
+            Problem(
+                str(path),
+                f"no item has {' / '.join(keys)} (where the official script reads the "
+                f"prediction); {n} item(s) have {k!r}: pass --key {k} to score them "
+                "(every item counts unanswered now)",
+            )
+        )
     preds: dict[str, Prediction] = {}
     for i, row in enumerate(rows, 1):
         sid = row.get("id")
@@ -268,9 +294,13 @@ def predictions_from_file(
         sid = str(sid)
         k = next((k for k in keys if k in row), None)
         if k is None:  # the official scripts skip it too: unanswered, but said
-            problems.append(Problem(str(path), "no prediction (unanswered)", sid, keys[0]))
+            if other is None:
+                problems.append(Problem(str(path), "no prediction (unanswered)", sid, keys[0]))
             continue
         value = row[k]
+        if not isinstance(value, str):  # the official scripts crash on these: counted, named
+            what = "null" if value is None else f"not a string ({type(value).__name__})"
+            problems.append(Problem(str(path), f"prediction is {what}: counted unanswered", sid, k))
         if sid in preds:
             problems.append(
                 Problem(str(path), "duplicate id; the last prediction is used", sid, "id")
@@ -289,6 +319,31 @@ def predictions_from_file(
     return list(preds.values()), problems
 
 
+def different_answers(predictions: str | Path, by_id: dict[str, Sample]) -> int:
+    """Rows of an official-format file (whole items) whose ``answer`` differs from the loaded
+    metadata's answer for the same id (compared after trimming spaces)."""
+    rows, _ = read_records(predictions)
+    n = 0
+    for row in rows:
+        s = by_id.get(str(row.get("id")))
+        if s is not None and s.answer is not None and isinstance(row.get("answer"), str):
+            n += row["answer"].strip() != s.answer.strip()
+    return n
+
+
+#: where scripts and tools put a prediction: every benchmark's official key and common others
+KNOWN_KEYS = ("model_output", "answer_prediction", "model_prediction", "prediction", "response")
+
+
+def _other_known_key(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> tuple[str, int] | None:
+    """(key, items holding it) when no row has ``keys`` but rows use another known key."""
+    if not rows or any(k in row for row in rows for k in keys):
+        return None
+    counts = {k: sum(k in row for row in rows) for k in KNOWN_KEYS if k not in keys}
+    best = max(counts, key=lambda k: counts[k], default=None)
+    return (best, counts[best]) if best is not None and counts[best] else None
+
+
 def score_file(
     bench: str, data: str, predictions: str, key: str | None = None, version: str | None = None
 ) -> tuple[dict[str, Any], list[Problem]]:
@@ -297,9 +352,67 @@ def score_file(
     from cafe.benchmarks import BENCHMARKS
 
     b = BENCHMARKS.get(bench)()
+    match = None
+    if version is None:
+        version, match = version_from_predictions(b, data, predictions)
     loaded = b.load(data, version=version)
     section, problems = score_loaded(b, loaded, predictions, key)
+    if match is not None:
+        section["bench"]["chosen_by"] = match
     return section, [*loaded.problems, *problems]
+
+
+def version_from_predictions(
+    bench: Any, data: str, predictions: str | Path
+) -> tuple[str | None, dict[str, Any] | None]:
+    """For a folder holding several releases of the benchmark (MMAU original and v05.15.25,
+    MMAR v1 and v2): the release the predictions match, by their ids and, where the rows carry
+    them, their answers (official-format files hold the whole item). -> (version, how it was
+    chosen); (None, None) for a single file or release. Raises CafeError when the predictions
+    fit several releases equally, naming them and their counts."""
+    from cafe.benchmarks.metadata import SPECS, find_metadata, sha256_file
+
+    spec = SPECS.get(bench.name)
+    if spec is None or Path(data).is_file():
+        return None, None
+    held = []
+    for v, name in spec.file_names.items():
+        if v == spec.answerless_version:
+            continue
+        try:
+            f = find_metadata(data, spec, v)
+        except InputError:
+            return None, None
+        if f.name == name or spec.known_sha256.get(sha256_file(f)) == v:
+            held.append(v)
+    if len(held) < 2:
+        return None, None
+    rows, _ = read_records(predictions)
+    fit: dict[str, dict[str, int]] = {}
+    for v in held:
+        by_id = {s.id: s for s in bench.load(data, version=v).samples}
+        unknown = different = 0
+        for row in rows:
+            s = by_id.get(str(row.get("id")))
+            if s is None:
+                unknown += 1
+            elif isinstance(row.get("answer"), str) and s.answer is not None:
+                different += row["answer"].strip() != s.answer.strip()
+        fit[v] = {"unknown_ids": unknown, "different_answers": different}
+    cost = {v: f["unknown_ids"] + f["different_answers"] for v, f in fit.items()}
+    best = min(cost.values())
+    winners = sorted(v for v in held if cost[v] == best)
+    said = "; ".join(
+        f"{v}: {f['unknown_ids']} unknown ids, {f['different_answers']} different answers"
+        for v, f in fit.items()
+    )
+    if len(winners) > 1:
+        raise CafeError(
+            f"{data} holds {bench.name} {' and '.join(winners)} and {predictions} fits "
+            f"{' and '.join(winners)} equally ({said}): pass --version "
+            f"{' or --version '.join(winners)}"
+        )
+    return winners[0], {"rule": "the release the predictions' ids and answers match", "fit": fit}
 
 
 def score_loaded(
@@ -329,6 +442,18 @@ def score_loaded(
         "source": loaded.source,
     }
     section["predictions_file"] = str(predictions)
+    differ = different_answers(predictions, by_id)
+    if differ:  # the file's items are not this release's: say so once, with the count
+        problems.append(
+            Problem(
+                str(predictions),
+                f"{differ} item(s) carry an answer different from {bench.name} "
+                f"{loaded.version}'s: the predictions may be for another release (--version)",
+            )
+        )
+    section["different_answers"] = differ
+    # null / non-string predictions (the official scripts crash on them): unanswered, counted
+    section["non_string_predictions"] = sum(p.raw_output is None for p in preds)
     return section, problems
 
 
@@ -355,12 +480,24 @@ def format_table(section: dict[str, Any]) -> str:
             f"{lt['correct']:8d} {lt['total']:6d}"
         )
         lines.append("mapping: " + ", ".join(f"{k} {v}" for k, v in st.items() if v))
+    official = section.get("official_breakdowns") or {}
+    if official:
+        lines.append("")
+        lines.append(f"breakdowns: cafe (unanswered count wrong) | {section['official_label']}")
     for name, cells in section["breakdowns"].items():
         lines.append("")
-        lines.append(f"by {name}")
+        head = f"by {name}"
+        if name in official:
+            head = f"{head:{w}} {'acc %':>7} {'correct':>8} {'total':>6} | "
+            head += f"{'official':>8} {'total':>6}"
+        lines.append(head)
         for v, c in cells.items():
             label = v if len(v) <= w - 2 else v[: w - 5] + "..."
-            lines.append(f"  {label:{w - 2}} {c['acc']:7.2f} {c['correct']:8d} {c['total']:6d}")
+            row = f"  {label:{w - 2}} {c['acc']:7.2f} {c['correct']:8d} {c['total']:6d}"
+            o = official.get(name, {}).get(v)
+            if o is not None:
+                row += f" | {o['acc']:8.2f} {o['total']:6d}"
+            lines.append(row)
     return "\n".join(lines)
 
 
@@ -405,6 +542,23 @@ def score_command(
         )
     for p in problems:
         click.echo(f"warning: {p}", err=True)
+    chosen = section["bench"].get("chosen_by")
+    if chosen:
+        fit = "; ".join(
+            f"{v}: {f['unknown_ids']} unknown ids, {f['different_answers']} different answers"
+            for v, f in chosen["fit"].items()
+        )
+        click.echo(
+            f"note: scored against {section['bench']['name']} {section['bench']['version']}, "
+            f"the release the predictions match ({fit}); --version chooses another",
+            err=True,
+        )
+    if section.get("non_string_predictions"):
+        click.echo(
+            f"warning: {section['non_string_predictions']} null or non-string prediction(s) "
+            "counted unanswered (each named above)",
+            err=True,
+        )
     if as_json:
         click.echo(json.dumps(section, ensure_ascii=False))
     else:

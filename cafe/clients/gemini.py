@@ -247,6 +247,30 @@ class GeminiClient(PooledChatClient):
             raise _as_call_error(e, url, self.key_env.get(url)) from None
         return _reply_fields(resp, url)
 
+    async def acount_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` as the API counts them for this model (``models.countTokens``),
+        under the shared limiter and retries; None when every attempt failed."""
+
+        async def once() -> int:
+            lanes = self._sdk[0].get()
+            lane = lanes.take()
+            try:
+                resp = await lanes.items[lane].aio.models.count_tokens(
+                    model=self.model, contents=text
+                )
+            except Exception as e:
+                raise _as_call_error(
+                    e, self.endpoints[0].url, self.key_env.get(self.endpoints[0].url)
+                ) from None
+            finally:
+                lanes.give(lane)
+            if resp.total_tokens is None:
+                raise CallError("countTokens reply without totalTokens")
+            return int(resp.total_tokens)
+
+        out = await call_with_retries(once, self.endpoints[0].limiter, self.policy, redact=redact)
+        return None if out.error is not None else out.value
+
     async def aclose(self) -> None:
         for per_loop in self._sdk:
             lanes = per_loop.pop_current()

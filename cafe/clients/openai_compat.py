@@ -278,11 +278,56 @@ class OpenAICompatClient(PooledChatClient):
             )
         return parse_reply(r.content, base)
 
+    async def acount_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` by the served model's own tokenizer: ``POST /tokenize`` at the
+        server's root (vLLM answers ``count`` for a ``prompt``; llama.cpp ``tokens`` for a
+        ``content``; both fields are sent, no special tokens added). None when every attempt
+        failed; NoTokenizeEndpoint when the server has no such route (no retry helps)."""
+        import httpx
+
+        ep = self.endpoints[0]
+        bare, auth = self._target(ep.url)
+        root = bare[: -len("/v1")] if bare.endswith("/v1") else bare
+        body = json.dumps(
+            {"model": self.model, "prompt": text, "content": text,
+             "add_special_tokens": False, "add_special": False}
+        ).encode()  # fmt: skip
+        headers = {"Content-Type": "application/json", **auth}
+
+        async def once() -> int:
+            lanes = self._http.get()
+            lane = lanes.take()
+            try:
+                r = await lanes.items[lane].post(f"{root}/tokenize", content=body, headers=headers)
+            except httpx.TransportError as e:
+                raise CallError(f"{root}/tokenize: {type(e).__name__}: {e}") from None
+            finally:
+                lanes.give(lane)
+            if r.status_code in (400, 404, 405, 422, 501):  # no such route, or not this shape
+                raise NoTokenizeEndpoint(f"{root} has no /tokenize (HTTP {r.status_code})")
+            if r.status_code != 200:
+                raise CallError(
+                    f"{root}/tokenize: HTTP {r.status_code}", status=r.status_code,
+                    retryable=is_retryable_status(r.status_code),
+                )  # fmt: skip
+            try:
+                data = r.json()
+                return int(data["count"]) if "count" in data else len(data["tokens"])
+            except (ValueError, KeyError, TypeError):
+                raise CallError(f"{root}/tokenize: malformed reply {r.text[:80]!r}") from None
+
+        out = await call_with_retries(once, ep.limiter, self.policy, redact=redact)
+        return None if out.error is not None else out.value
+
     async def aclose(self) -> None:
         lanes = self._http.pop_current()
         if lanes is not None:
             for http in lanes.items:
                 await http.aclose()
+
+
+class NoTokenizeEndpoint(Exception):
+    """The server has no ``/tokenize`` route: its reasoning lengths need another counter."""
 
 
 def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:

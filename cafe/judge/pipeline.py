@@ -293,7 +293,8 @@ def judge_run(
             **batching.saving(sel, plan, getattr(judge_obj, "calls", 0), len(sel.todo)),
         }
     store.update_metrics("cafe", section)
-    store.update_metrics("decay", decay_section(preds, judgements, mode=mode))
+    counter = (store.read_manifest() if store.has_manifest() else {}).get("token_counter")
+    store.update_metrics("decay", decay_section(preds, judgements, mode=mode, counter=counter))
     compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
     return section
 

@@ -19,6 +19,7 @@ from typing import Any
 import click
 import numpy as np
 
+from cafe.adapters.token_counts import WORDS, length_unit
 from cafe.cli_options import command
 from cafe.errors import CafeError, CafeUsageError
 from cafe.metrics.cafe import cafe_metrics
@@ -133,10 +134,13 @@ def decay_section(
     min_count: int = DEFAULT_MIN_COUNT,
     merge: bool = False,
     mode: str = "micro",
+    counter: str | None = None,
 ) -> dict[str, Any]:
-    """The metrics.json "decay" section. Bins hold (item, run) predictions with a reasoning length;
-    bins under ``min_count`` are kept and flagged sparse and left out of the correlations (the
-    paper's way), or merged into a neighbour with ``merge`` (then unequal widths)."""
+    """The metrics.json "decay" section. Bins hold (item, run) predictions with a reasoning
+    length; bins under ``min_count`` are kept and flagged sparse and left out of the correlations
+    (the paper's way), or merged into a neighbour with ``merge`` (then unequal widths).
+    ``counter`` is the run's ``token_counter``: lengths are labelled tokens, or words when the
+    run had no tokenizer (the word fallback)."""
     if bins is not None and bin_width is not None:
         raise ValueError("give either bins or bin_width, not both")
     usable = [p for p in predictions if p.reasoning_tokens is not None and p.error is None]
@@ -147,6 +151,8 @@ def decay_section(
         "sparse": "merged into the smaller neighbour" if merge else "flagged, not correlated",
         "x": "interval midpoint (x_mean: mean length inside the bin)",
         "acc_per_mode": mode,
+        "token_counter": counter or WORDS,
+        "length_unit": length_unit(counter),
     }
     out: dict[str, Any] = {
         "settings": settings,
@@ -211,7 +217,9 @@ def _fmt(v: Any, nd: int = 2) -> str:
 
 def format_decay(section: dict[str, Any]) -> str:
     st = section.get("settings") or {}
+    unit = st.get("length_unit", "tokens")
     lines = [
+        f"reasoning length in {unit} ({st.get('token_counter', 'counter not recorded')})",
         f"bins: {st.get('bins') or 'width ' + str(st.get('bin_width'))}, equal width; sparse "
         f"(< {st.get('min_count')}): {st.get('sparse')}; x = interval midpoint, "
         f"mean = mean length in the bin; Acc_per {st.get('acc_per_mode')}",
@@ -231,7 +239,7 @@ def format_decay(section: dict[str, Any]) -> str:
     )
     lines.append(
         f"logistic slope of correctness on length: {_fmt(lg.get('slope_per_100'), 3)} per 100 "
-        f"tokens (se {_fmt(lg.get('se'), 3)}, n={lg['n']})"
+        f"{unit} (se {_fmt(lg.get('se'), 3)}, n={lg['n']})"
     )
     if section["excluded_no_length_or_failed"]:
         lines.append(f"left out: {section['excluded_no_length_or_failed']} with no length/failed")
@@ -244,11 +252,12 @@ def decay(
     bins: int | None = None,
     bin_width: float | None = None,
     min_count: int = DEFAULT_MIN_COUNT,
-    merge: bool = True,
+    merge: bool = False,
     mode: str = "micro",
 ) -> dict[str, Any]:
     """Perception decay of a run folder -> the "decay" section (also written to metrics.json).
-    Uses the run's judgements for Acc_per (judge the run first)."""
+    Uses the run's judgements for Acc_per (judge the run first). The defaults are the paper's
+    and `cafe decay`'s: equal-width bins, sparse ones flagged, not merged."""
     from cafe.store import RunStore
 
     if bins is not None and bin_width is not None:
@@ -265,6 +274,7 @@ def decay(
         min_count=min_count,
         merge=merge,
         mode=mode,
+        counter=(store.read_manifest() if store.has_manifest() else {}).get("token_counter"),
     )
     store.update_metrics("decay", section)
     return section
@@ -277,7 +287,8 @@ def decay(
     "--bin-width",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Bin width in tokens, instead of --bins.",
+    help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
+    "of --bins.",
 )
 @click.option(
     "--min-count",

@@ -28,7 +28,8 @@ RUN_DIR = click.Path(exists=True, file_okay=False)
 @click.option(
     "--figure",
     type=click.Choice(FIGURES),
-    help="Draw a figure from RUN_DIRs: 3 decay panels (one per run), 5 base vs "
+    help="Draw a figure: 1 the paper's RL vs RL† numbers (leaderboard.yaml, no RUN_DIR; "
+    "written to --out or ./figures); from RUN_DIRs: 3 decay panels (one per run), 5 base vs "
     "trained (two runs), 6 attention ratio, 7 reasoning length by task group.",
 )
 @click.option(
@@ -121,11 +122,15 @@ def report_command(
         else:
             click.echo(text, nl=False)
         return
+    if figure == "1":  # the paper's own numbers: no run folder needed
+        for p in paper.figure(figure, run_dirs, Path(out or "figures"), leaderboard_path):
+            click.echo(f"wrote {p}")
+        return
     if not run_dirs:
         raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR [--against MODEL]")
     if figure:
         target = Path(out) if out else Path(run_dirs[0]) / "report" / "figures"
-        for p in paper.figure(figure, run_dirs, target):
+        for p in paper.figure(figure, run_dirs, target, leaderboard_path):
             click.echo(f"wrote {p}")
         return
     from cafe.reports.run_report import write_run_report

@@ -140,6 +140,15 @@ def _corr_text(decay: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def length_axis(decay: dict[str, Any]) -> str:
+    """The length axis as the decay section names its unit: tokens of the model's tokenizer, or
+    words where the run had none (sections from before the unit was recorded say neither)."""
+    from cafe.adapters.token_counts import length_label
+
+    st = decay.get("settings") or {}
+    return length_label(st["token_counter"]) if "token_counter" in st else "Reasoning length"
+
+
 def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True) -> None:
     x, per, rea = _series(decay)
     sp = _sparse(decay)
@@ -148,12 +157,40 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
     # correlations under the title: never on top of the curves
     text = _corr_text(decay).replace("\n", "; ")
     ax.set_title(f"{title}\n{text}" if text else title)
-    ax.set_xlabel("Reasoning length (tokens)")
+    ax.set_xlabel(length_axis(decay))
     ax.set_ylabel("Accuracy (%)")
     ax.set_ylim(0, 105)
     ax.grid(alpha=0.3, linewidth=0.5)
     if legend:
         ax.legend(loc="lower left", frameon=False)
+
+
+def figure1(spec: dict[str, Any], out_dir: str | Path, stem: str = "figure1_rl") -> list[Path]:
+    return _save(draw_figure1(spec), out_dir, stem)
+
+
+def draw_figure1(spec: dict[str, Any]) -> Any:
+    """A published figure from leaderboard.yaml's ``figures`` block: one line per series over the
+    x positions, each value written beside its point (the numbers are the paper's)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, PANEL_H_IN))
+    xs = list(range(len(spec["x"])))
+    for k, series in enumerate(spec["series"]):
+        ys = series["values"]
+        label = series["label"] + (f" ({series['meaning']})" if series.get("meaning") else "")
+        ax.plot(xs, ys, marker="o", linestyle="-" if k == 0 else "--", label=label)
+        for x, y in zip(xs, ys, strict=True):
+            ax.annotate(f"{y:g}", (x, y), textcoords="offset points", xytext=(0, 4),
+                        ha="center", fontsize=5.5)  # fmt: skip
+    ax.set_xticks(xs)
+    ax.set_xticklabels(spec["x"])
+    ax.set_xlabel(spec.get("x_label", ""))
+    ax.set_ylabel(f"{spec['benchmark'].upper()} {spec['metric']} (%)")
+    ax.set_title(spec["title"])
+    ax.grid(alpha=0.3, linewidth=0.5)
+    ax.legend(loc="best", frameon=False)
+    fig.tight_layout()
+    return fig
 
 
 def figure3(
@@ -192,7 +229,7 @@ def figure5(
         _plot_xy(ax_p, x, per, _sparse(decay), linestyle=style, label=lab, color=color)
         _plot_xy(ax_r, x, rea, _sparse(decay), linestyle=style, label=label, color=color)
     for ax, what in ((ax_p, "Perception accuracy (%)"), (ax_r, "Reasoning accuracy (%)")):
-        ax.set_xlabel("Reasoning length (tokens)")
+        ax.set_xlabel(length_axis(trained[1]))
         ax.set_ylabel(what)
         ax.set_ylim(0, 105)
         ax.grid(alpha=0.3, linewidth=0.5)
@@ -309,12 +346,18 @@ def figure7(
     lengths: dict[str, dict[str, tuple[float, int]]],
     out_dir: str | Path,
     stem: str = "figure7_reasoning_length",
+    counter: str | None = None,
 ) -> list[Path]:
-    return _save(draw_figure7(title, lengths), out_dir, stem)
+    return _save(draw_figure7(title, lengths, counter), out_dir, stem)
 
 
-def draw_figure7(title: str, lengths: dict[str, dict[str, tuple[float, int]]]) -> Any:
-    """Mean reasoning length per task group (bars), with the largest gap in each panel noted."""
+def draw_figure7(
+    title: str, lengths: dict[str, dict[str, tuple[float, int]]], counter: str | None = None
+) -> Any:
+    """Mean reasoning length per task group (bars), with the largest gap in each panel noted;
+    ``counter`` (the run's token_counter) names the unit: tokens, or words without a tokenizer."""
+    from cafe.adapters.token_counts import length_unit
+
     if not lengths:
         raise ValueError(
             "figure 7 needs predictions with reasoning_tokens and samples with difficulty, "
@@ -336,7 +379,7 @@ def draw_figure7(title: str, lengths: dict[str, dict[str, tuple[float, int]]]) -
             )
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels([n.replace(" ", "\n", 1) for n in names])
-        ax.set_ylabel("Mean reasoning tokens")
+        ax.set_ylabel(f"Mean reasoning {length_unit(counter)}")
         ax.set_title(f"{panel} (gap {max(means) - min(means):.0f})")
         ax.set_ylim(0, max(means) * 1.3 if max(means) > 0 else 1)
     fig.suptitle(title, fontsize=7.5)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cafe.adapters.token_counts import length_unit
+from cafe.prompts import style_label
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import MANIFEST, RunStore
 
@@ -483,6 +485,9 @@ def decay_html(dec: dict[str, Any]) -> str:
         r = c.get("r", c.get("rho"))
         if r is not None:
             parts.append(f"{label(k)} {_num(r)} (p = {_num(c.get('p'))})")
+    st = dec.get("settings") or {}
+    if "length_unit" in st:  # words for a run without a tokenizer, said before any number
+        parts.insert(0, f"reasoning length in {st['length_unit']} ({st.get('token_counter')})")
     return f"<p>{_e('; '.join(parts))}</p>" if parts else ""
 
 
@@ -528,7 +533,7 @@ def protocol_html(s: Source) -> str:
             "items",
             (m.get("bench") or {}).get("n_samples") if isinstance(m.get("bench"), dict) else None,
         ),
-        ("prompt style", prompt.get("style") if isinstance(prompt, dict) else prompt),
+        ("prompt style", style_label(prompt.get("style") if isinstance(prompt, dict) else prompt)),
         (
             "template hash",
             str(prompt.get("template_hash", ""))[:12] if isinstance(prompt, dict) else None,
@@ -595,7 +600,9 @@ def figures_svg(s: Source) -> tuple[list[tuple[str, str]], list[str]]:
             (
                 "Figure 7: reasoning length by task group",
                 lambda: figures.draw_figure7(
-                    s.title, figures.reasoning_length_by_group(s.samples, s.predictions)
+                    s.title,
+                    figures.reasoning_length_by_group(s.samples, s.predictions),
+                    s.manifest.get("token_counter"),
                 ),
             )
         )
@@ -806,6 +813,8 @@ def write_html_report(
                 "folder": str(s.store.root.resolve()),
                 "manifest_sha256": s.manifest_sha256,
                 "runs": s.manifest.get("runs"),
+                # reasoning lengths: tokens, or words for a run without a tokenizer
+                "unit": length_unit(s.manifest.get("token_counter")),
             }
             for s in sources
         ],

@@ -93,6 +93,8 @@ class Leaderboard:
     rows: list[Row]
     markers: dict[str, Marker]
     layout: dict[int, list[str]]
+    #: the paper's figures drawn from published numbers ("1": Figure 1), as the file holds them
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def select(
         self, benchmark: str | None = None, version: str | None = None, model: str | None = None
@@ -183,7 +185,15 @@ def parse(doc: dict[str, Any], path: Path) -> Leaderboard:
         for m in doc.get("markers", [])
     }
     layout = {int(k): list(v) for k, v in (doc.get("layout") or {}).items()}
-    return Leaderboard(path=path, rows=rows, markers=markers, layout=layout)
+    figures = {str(k): dict(v) for k, v in (doc.get("figures") or {}).items()}
+    for k, f in figures.items():
+        lengths = {len(x["values"]) for x in f["series"]}
+        if lengths != {len(f["x"])}:
+            raise LeaderboardError(
+                f"{path}: field figures.{k}: every series needs one value per x position "
+                f"({len(f['x'])}), got {sorted(lengths)}"
+            )
+    return Leaderboard(path=path, rows=rows, markers=markers, layout=layout, figures=figures)
 
 
 def load_leaderboard(path: str | Path | None = None) -> Leaderboard:

@@ -10,7 +10,7 @@ from pathlib import Path
 from cafe.errors import CafeUsageError
 
 TABLES = ("1", "2", "3", "4", "5")
-FIGURES = ("3", "5", "6", "7")
+FIGURES = ("1", "3", "5", "6", "7")
 
 
 def _slug(text: str) -> str:
@@ -37,10 +37,16 @@ def table(
     return render_table(int(number), board, fmt, extra=extra)
 
 
-def figure(number: int | str, run_dirs: Sequence[str | Path], out: str | Path) -> list[Path]:
-    """Draw paper figure ``number`` from run folders into ``out`` -> the files written.
-    3: decay panels (one per run); 5: base vs trained (two runs); 6: attention ratio;
-    7: reasoning length by task group (one figure per run)."""
+def figure(
+    number: int | str,
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    leaderboard: str | Path | None = None,
+) -> list[Path]:
+    """Draw paper figure ``number`` into ``out`` -> the files written. 1: the paper's RL vs RL†
+    numbers from leaderboard.yaml (no run needed); from run folders: 3 decay panels (one per
+    run); 5 base vs trained (two runs); 6 attention ratio; 7 reasoning length by task group
+    (one figure per run)."""
     from cafe.reports import figures
     from cafe.reports.run_report import RunData
 
@@ -48,6 +54,13 @@ def figure(number: int | str, run_dirs: Sequence[str | Path], out: str | Path) -
     if number not in FIGURES:
         raise CafeUsageError(f"figure {number!r}: cafe draws figures {', '.join(FIGURES)}")
     out = Path(out)
+    if number == "1":
+        from cafe.reports.leaderboard import load_leaderboard
+
+        board = load_leaderboard(leaderboard)
+        if "1" not in board.figures:
+            raise CafeUsageError(f"{board.path}: no figures.1 block (the paper's Figure 1)")
+        return figures.figure1(board.figures["1"], out)
     runs = [RunData.load(d) for d in run_dirs]
     if number == "3":
         return figures.figure3([(r.model, r.section("decay")) for r in runs], out)
@@ -65,5 +78,6 @@ def figure(number: int | str, run_dirs: Sequence[str | Path], out: str | Path) -
     for r in runs:  # Figure 7: one figure per run (its own task groups)
         lengths = figures.reasoning_length_by_group(r.samples(), r.predictions())
         stem = "figure7_reasoning_length" + (f"_{_slug(r.model)}" if len(runs) > 1 else "")
-        paths += figures.figure7(f"{r.model} ({r.bench[0]})", lengths, out, stem=stem)
+        counter = r.manifest.get("token_counter")
+        paths += figures.figure7(f"{r.model} ({r.bench[0]})", lengths, out, stem, counter)
     return paths

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cafe.prompts import style_label
 from cafe.reports.leaderboard import CAFE_METRICS, Leaderboard, Row, judge_name
 
 FIELDS = ("prompt_style", "runs", "decoding", "judge", "extractor", "cafe_mode")
@@ -87,6 +88,8 @@ def protocol_lines(run: dict[str, Any], paper: dict[str, Any]) -> list[str]:
     for f in FIELDS:
         a, b = run.get(f), paper.get(f)
         mark = " " if _same(f, a, b) else "≠"
+        if f == "prompt_style":  # a named variant says it is not the paper's prompt
+            a = style_label(a)
         lines.append(f"  {mark} {f:<13} run: {a!s:<40} paper: {b}")
     return lines
 

@@ -155,12 +155,15 @@ def summary_md(
     signals: str | None = None,
 ) -> str:
     bench, version = run.bench
+    from cafe.prompts import style_label
+
     m = run.manifest
     prompt = m.get("prompt") or {}
+    style = prompt.get("style", "?") if isinstance(prompt, dict) else prompt
     lines = [f"# Run report: {run.model} on {bench} ({version})", ""]
     lines += [
         f"- run folder: `{run.root.resolve()}`",
-        f"- prompt style: {prompt.get('style', '?') if isinstance(prompt, dict) else prompt}",
+        f"- prompt style: {style_label(style)}",
         f"- runs per item: {m.get('runs', '?')}",
     ]
     if row is not None:
@@ -230,8 +233,14 @@ def summary_md(
         p, s = dec.get("pearson") or {}, dec.get("spearman") or {}
         lines += ["", "## Perception decay", ""]
         rho = s.get("rho", s.get("r"))
+        st = dec.get("settings") or {}
+        unit = (
+            f"reasoning length in {st['length_unit']} ({st.get('token_counter')}); "
+            if "length_unit" in st
+            else ""
+        )
         lines.append(
-            f"{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
+            f"{unit}{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
@@ -310,7 +319,10 @@ def write_run_report(
         (
             "Figure 7 (reasoning length)",
             lambda: figures.figure7(
-                title, figures.reasoning_length_by_group(run.samples(), run.predictions()), fdir
+                title,
+                figures.reasoning_length_by_group(run.samples(), run.predictions()),
+                fdir,
+                counter=run.manifest.get("token_counter"),
             ),
         ),
         ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),

@@ -16,6 +16,7 @@ from typing import Any
 
 from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, load_adapter
+from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
 from cafe.failures import RunLog, most_failed
 from cafe.manifest import now, without_secrets
@@ -141,7 +142,7 @@ def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[s
     old = plan.old_manifest
     manifest["created"] = old.get("created", now())
     manifest["updated"] = now()
-    for k in ("adapter", "token_counter", "usage"):
+    for k in ("adapter", "token_counter", "length_unit", "usage"):
         if k in old:
             manifest[k] = old[k]
     if control:
@@ -328,6 +329,8 @@ def _generate(
     try:
         manifest["adapter"] = without_secrets(adapter.identity())
         manifest["token_counter"] = adapter.token_counter
+        # tokens of the model's tokenizer, or words where it has none (the fallback)
+        manifest["length_unit"] = length_unit(adapter.token_counter)
         store.write_manifest(manifest)
         identity = {**manifest["adapter"], "fingerprint": plan.spec.fingerprint}
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once

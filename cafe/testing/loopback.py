@@ -192,16 +192,31 @@ def _words(text: str) -> int:
     return len(re.findall(r"\w+|[^\w\s]", text))
 
 
+def loopback_tokens(text: str) -> list[str]:
+    """The loopback servers' tokenizer (their ``/tokenize`` and ``countTokens``): words and
+    punctuation marks as the word fallback splits them, each word further cut into pieces of at
+    most 4 characters, as a BPE splits rarer words ("barks." -> "bark", "s", "."). Counts differ
+    from the word fallback, so a test can tell which counter a length came from."""
+    out = []
+    for w in re.findall(r"\w+|[^\w\s]", text):
+        out += [w[i : i + 4] for i in range(0, len(w), 4)]
+    return out
+
+
 class OpenAILoopback(_Loopback):
     """``POST /v1/chat/completions``; ``.url`` is the base URL clients take (…/v1). Also the
     Files and Batches endpoints (see ``cafe.testing.batch_loopback.OpenAIBatchRoutes``):
     ``batch_plans`` scripts how each batch ends (``BatchPlan``)."""
 
-    def __init__(self, *args: Any, batch_plans: Any = (), **kwargs: Any):
+    def __init__(
+        self, *args: Any, batch_plans: Any = (), tokenize: bool = True, **kwargs: Any
+    ):  # fmt: skip
         super().__init__(*args, **kwargs)
         from cafe.testing.batch_loopback import OpenAIBatchRoutes
 
         self.batches = OpenAIBatchRoutes(self, batch_plans)
+        self.tokenize = tokenize  # serve vLLM's POST /tokenize (False: 404, as some servers)
+        self.tokenized: list[str] = []  # texts /tokenize was asked to count
 
     def _base_url(self, root: str) -> str:
         return root + "/v1"
@@ -210,6 +225,16 @@ class OpenAILoopback(_Loopback):
         bare = path.split("?")[0]
         if bare.startswith(("/v1/files", "/v1/batches")):
             return self.batches.route(method, path, headers, raw)
+        if method == "POST" and bare == "/tokenize" and self.tokenize:
+            text = json.loads(raw)["prompt"]  # vLLM's field (llama.cpp's is "content")
+            with self._lock:
+                self.tokenized.append(text)
+            toks = loopback_tokens(text)
+            return (
+                200,
+                {},
+                json.dumps({"count": len(toks), "tokens": list(range(len(toks)))}).encode(),
+            )
         if method != "POST" or bare != "/v1/chat/completions":
             return 404, {}, json.dumps({"error": {"message": f"no route {path}"}}).encode()
         try:
@@ -262,12 +287,14 @@ class GeminiLoopback(_Loopback):
     ``.url`` is the root clients put in http_options.base_url; uploads land in ``.files``."""
 
     _GEN = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:?]+):generateContent")
+    _COUNT = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:?]+):countTokens")
 
     def __init__(self, *args: Any, batch_plans: Any = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
         from cafe.testing.batch_loopback import GeminiBatchRoutes
 
         self.files: dict[str, dict[str, Any]] = {}  # name -> {"meta": {...}, "data": bytes}
+        self.tokenized: list[str] = []  # texts countTokens was asked to count
         self._uploads: dict[str, dict[str, Any]] = {}
         self.batches = GeminiBatchRoutes(self, batch_plans)  # batch mode (see batch_loopback)
 
@@ -278,6 +305,13 @@ class GeminiLoopback(_Loopback):
             answered = self.batches.route(method, path, headers, raw)
             if answered is not None:
                 return answered
+        c = self._COUNT.match(bare)
+        if c and method == "POST":  # the API's token counting (loopback_tokens of the text)
+            parts = [p for x in json.loads(raw).get("contents", []) for p in x.get("parts", [])]
+            text = "".join(p.get("text", "") for p in parts)
+            with self._lock:
+                self.tokenized.append(text)
+            return 200, {}, json.dumps({"totalTokens": len(loopback_tokens(text))}).encode()
         m = self._GEN.match(bare)
         if m and method == "POST":
             try:

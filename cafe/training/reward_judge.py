@@ -3,13 +3,15 @@ and review, each a number in [0, 1].
 
 Two backends share one interface (`RewardJudge.score(kind, fields)`):
 - `LLMRewardJudge`: a text judge through the shared chat clients (`cafe.clients`), project
-  templates in cafe/training/templates/*.txt (overridable per kind), reply parsed as its first
-  number clamped to [0, 1] (server thinking is never parsed: only the final answer), retried up to
-  5 times (3 for review), each retry with a format reminder appended (the same prompt at
-  temperature 0 would repeat the same reply); 0 when every try fails, counted in ``failed`` (GRPO
-  logs the share per step); calls are cached (cafe.cache) and a whole group of completions is
-  scored with every call in flight at once under a concurrency limit (the authors call the judge
-  one completion, one call at a time).
+  templates in cafe/training/templates/*.txt (overridable per kind), reply parsed as the prompt
+  asks: a final score in [0, 1] ("strict", the default; "8/10", "Step 2 gets 0.4" or 1.5 are
+  invalid, not clamped) or, with ``parse="authors"``, the authors' rule (first number anywhere,
+  clamped); server thinking is never parsed, only the final answer. An invalid reply is counted
+  (``invalid``) and retried up to 5 times (3 for review), each retry with a format reminder
+  appended (the same prompt at temperature 0 would repeat the same reply); 0 when every try
+  fails, counted in ``failed`` (GRPO logs the share per step); calls are cached (cafe.cache)
+  and a whole group of completions is scored with every call in flight at once under a
+  concurrency limit (the authors call the judge one completion, one call at a time).
 - `OfflineRewardJudge`: a deterministic rule judge for the synth benchmark, scoring the same
   sections against ground-truth events (labelled as a stand-in: no LLM reads anything).
 """
@@ -40,15 +42,32 @@ REMINDER = (
 )
 
 
-def parse_score(text: str | None) -> float | None:
-    """First number of the final answer (thinking cut away), clamped to [0, 1]; None when there
-    is none."""
+#: a final score line: the number alone, or labelled "Score:" / "Final score:", maybe bold
+_FINAL = re.compile(r"^(?:(?:final\s+)?score\s*[:=]\s*)?(\d*\.?\d+)\s*\.?$", re.IGNORECASE)
+PARSE_RULES = ("strict", "authors")
+
+
+def parse_score(text: str | None, rule: str = "strict") -> float | None:
+    """The judge's score from its reply's final answer (thinking cut away); None when invalid.
+
+    ``strict`` (what the prompts ask): the last non-empty line is one number in [0, 1], alone or
+    labelled "Score:"; anything else ("8/10", "Step 2 gets 0.4", 7, 1.5) is invalid.
+    ``authors``: the authors' code: the first number anywhere, clamped to [0, 1]."""
     from cafe.clients.thinking import final_answer
 
-    m = _NUMBER.search(final_answer(text))
+    final = final_answer(text)
+    if rule == "authors":
+        m = _NUMBER.search(final)
+        return None if m is None else min(1.0, max(0.0, float(m.group(0))))
+    if rule != "strict":
+        raise ValueError(f"reward judge parse rule {rule!r}: one of {', '.join(PARSE_RULES)}")
+    lines = [ln.strip().strip("*`_ ").strip() for ln in final.splitlines()]
+    lines = [ln for ln in lines if ln]
+    m = _FINAL.match(lines[-1]) if lines else None
     if m is None:
         return None
-    return min(1.0, max(0.0, float(m.group(0))))
+    value = float(m.group(1))
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def load_templates(overrides: dict[str, str] | None = None) -> dict[str, str]:
@@ -79,7 +98,8 @@ class RewardItem:
 class RewardJudge(ABC):
     identity: str
     asked = 0  # scores asked for (cache hits included)
-    failed = 0  # scores that fell back to 0 because no try gave a number
+    failed = 0  # scores that fell back to 0 because no try gave a valid score
+    invalid = 0  # replies that held no valid score (each one was retried or, last, failed)
 
     @abstractmethod
     async def score(self, kind: str, fields: dict[str, Any]) -> float: ...
@@ -99,9 +119,13 @@ class LLMRewardJudge(RewardJudge):
         max_tokens: int = 16,
         thinking: bool = False,
         thinking_budget: int | None = None,
+        parse: str = "strict",
     ):
         from cafe.clients.thinking import judge_max_tokens
 
+        if parse not in PARSE_RULES:
+            raise ValueError(f"reward judge parse rule {parse!r}: one of {', '.join(PARSE_RULES)}")
+        self.parse = parse
         self.client = client
         self.identity = client.identity
         self.templates = templates or load_templates()
@@ -110,7 +134,7 @@ class LLMRewardJudge(RewardJudge):
         self.thinking = thinking
         # a thinking judge gets its thinking budget on top: 16 tokens of thinking is no answer
         self.max_tokens = judge_max_tokens(max_tokens, thinking, thinking_budget)
-        self.asked = self.failed = 0
+        self.asked = self.failed = self.invalid = 0
         self.concurrency = concurrency
         self._limit: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, semaphore)
         self.calls = 0  # chat calls actually sent (cache hits excluded)
@@ -121,6 +145,7 @@ class LLMRewardJudge(RewardJudge):
         key = make_key(
             judge=self.identity, template=self.hashes[kind], kind=kind, prompt=prompt,
             thinking=self.thinking, max_tokens=self.max_tokens,
+            parse=self.parse,  # a value parsed by another rule is another value
         )  # fmt: skip
         cached = self.cache.get(key)
         if cached is not None:
@@ -136,10 +161,11 @@ class LLMRewardJudge(RewardJudge):
                     temperature=0.0,
                     max_tokens=self.max_tokens,
                 )
-            value = parse_score(reply.text)
+            value = parse_score(reply.text, self.parse)
             if value is not None:
                 self.cache.put(key, value)
                 return value
+            self.invalid += 1
         self.failed += 1
         return 0.0  # the authors' rule: a judge that never answers with a number scores 0
 
@@ -327,6 +353,7 @@ def make_reward_judge(
     thinking_budget: int | None = None,
     api_key_env: str | None = None,
     calls: Any = None,
+    parse: str = "strict",
 ) -> RewardJudge:
     """``kind`` "offline" (rule judge for synth) or a chat client kind from `cafe.clients`
     ("openai-compatible" for a vLLM-served Qwen3-32B, "openai", "gemini"). ``calls``: a
@@ -355,6 +382,7 @@ def make_reward_judge(
         concurrency=concurrency,
         thinking=thinking,
         thinking_budget=thinking_budget,
+        parse=parse,
     )
 
 
@@ -383,4 +411,6 @@ def judge_from_recipe(
         thinking=bool(spec.get("thinking", False)),
         thinking_budget=spec.get("thinking_budget"),
         api_key_env=api_key_env or spec.get("api_key_env"),
+        # judge.parse: strict (a final score in [0, 1], as asked) or authors (first number)
+        parse=str(spec.get("parse", "strict")),
     )

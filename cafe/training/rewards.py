@@ -14,7 +14,10 @@ from typing import Any
 @dataclass(frozen=True)
 class RewardWeights:
     """R_all = alpha R_perception + beta R_spr + gamma R_rea + delta R_format; theta mixes step and
-    holistic scores in R_spr; mu scales the review bonus in R_rea. Defaults are the paper's."""
+    holistic scores in R_spr; mu scales the review bonus in R_rea. Weights default to the paper's.
+    ``step_floor``: each step score is raised to at least this before the geometric mean, as the
+    authors' code does (0.01, the default here and in the smoke recipe); 0 is Eq. 5 exactly (a
+    step scored 0 makes the geometric mean 0), what the paper's recipes set."""
 
     alpha: float = 1.5
     beta: float = 1.0
@@ -22,7 +25,7 @@ class RewardWeights:
     delta: float = 0.1
     theta: float = 0.7
     mu: float = 0.5
-    step_floor: float = 0.01  # the authors floor each step score before the geometric mean
+    step_floor: float = 0.01  # the authors' code; 0 = Eq. 5 exactly
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> RewardWeights:
@@ -76,11 +79,15 @@ def spr_reward(
     floor: float = 0.01,
 ) -> float:
     """theta * geomean_i(max(step_i, floor)) + (1 - theta) * holistic; 0 without a reasoning
-    section or without any step."""
+    section or without any step. ``floor`` 0 is Eq. 5 as printed: one step scored 0 makes the
+    geometric mean 0."""
     if not (reasoning_text or "").strip() or not step_scores:
         return 0.0
-    logs = [math.log(max(_clamp(s), floor)) for s in step_scores]
-    geomean = math.exp(sum(logs) / len(logs))
+    scores = [max(_clamp(s), floor) for s in step_scores]
+    if min(scores) <= 0.0:
+        geomean = 0.0
+    else:
+        geomean = math.exp(sum(math.log(x) for x in scores) / len(scores))
     return theta * geomean + (1.0 - theta) * _clamp(holistic or 0.0)
 
 

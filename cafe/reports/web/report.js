@@ -273,7 +273,7 @@
     col.appendChild(el("h4", null, runLabel(p) + ": " + (p.ok ? "correct" : "wrong")));
     var facts = el("p", "facts");
     facts.innerHTML = "extracted answer <b>" + esc(p.ans == null ? "(none)" : p.ans) +
-      "</b> · parse status <b class=\"ps\">" + esc(p.ps) + "</b> · reasoning tokens " +
+      "</b> · parse status <b class=\"ps\">" + esc(p.ps) + "</b> · reasoning " + esc(D.sources[p.s].unit || "length") + " " +
       esc(p.len == null ? "?" : p.len) + (p.err ? " · error: " + esc(p.err) : "");
     col.appendChild(facts);
     if (p.out != null) col.appendChild(highlighted(p.out, p.j && p.j.spans));

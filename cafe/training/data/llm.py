@@ -16,11 +16,32 @@ from cafe.cache import Cache, make_key
 from cafe.training.data.rules import DIMENSIONS
 from cafe.training.reward_judge import TEMPLATE_DIR, template_hash
 
-STAGES = ("caption", "question", "question_filter", "cot", "cot_filter")
+STAGES = ("caption", "question", "question_filter", "subquestions", "cot", "cot_filter")
+#: a planned sub-question line ("1. Sub-question: ...")
+_SUBQ = re.compile(r"^\s*\d+[.)]\s*Sub-question:\s*\S", re.I | re.M)
 _JSON = re.compile(r"\{.*\}", re.S)
 _EVENT = re.compile(
     r"<event\d+>\s*<description>(.*?)</description>\s*<caption>(.*?)</caption>", re.S | re.I
 )
+#: "SOURCES, [START, END]" (seconds, an optional "s" after each number)
+_SPAN = re.compile(r"^(.*?)[,;:]?\s*\[\s*(\d+(?:\.\d+)?)\s*s?\s*[,-]\s*(\d+(?:\.\d+)?)\s*s?\s*\]")
+
+
+def caption_events(markup: str | None) -> list[dict[str, Any]]:
+    """The captioner's events as annotations: sources (the label), [start, end] (onset,
+    offset) from each ``<description>``, its detailed caption kept as an attribute. Events
+    whose description holds no span are left out (no time to annotate)."""
+    out = []
+    for description, caption in _EVENT.findall(markup or ""):
+        m = _SPAN.match(description.strip())
+        if m is None:
+            continue
+        sources, start, end = m.group(1).strip(" ,;:"), float(m.group(2)), float(m.group(3))
+        out.append({
+            "label": sources or "sound", "onset": start, "offset": end,
+            "attributes": {"caption": caption.strip()}, "required": False,
+        })  # fmt: skip
+    return out
 
 
 def load_data_templates(overrides: dict[str, str] | None = None) -> dict[str, str]:
@@ -66,8 +87,10 @@ class LLMStages:
         self.limit = asyncio.Semaphore(concurrency)
         self.identity = client.identity
 
-    async def _ask(self, stage: str, parts: list[dict[str, Any]], parse) -> Any:
-        key = make_key(judge=self.identity, template=self.hashes[stage], stage=stage, parts=parts)
+    async def _ask(self, stage: str, parts: list[dict[str, Any]], parse, **shape: str) -> Any:
+        key = make_key(
+            judge=self.identity, template=self.hashes[stage], stage=stage, parts=parts, **shape
+        )
         hit = self.cache.get(key)
         if hit is not None:
             return hit
@@ -82,16 +105,19 @@ class LLMStages:
                 return value
         return None
 
-    async def caption(self, clip: dict[str, Any]) -> str | None:
+    async def caption(self, clip: dict[str, Any]) -> dict[str, Any] | None:
+        """{"caption": the events' text, "events": their annotations (caption_events)}."""
+
         def parse(text):
             events = _EVENT.findall(text or "")
-            return " ".join(f"{d.strip()}: {c.strip()}" for d, c in events) or None
+            caption = " ".join(f"{d.strip()}: {c.strip()}" for d, c in events)
+            return {"caption": caption, "events": caption_events(text)} if caption else None
 
         parts = [
             {"type": "audio", "path": clip["audio"]},
             {"type": "text", "text": self.templates["caption"]},
         ]
-        return await self._ask("caption", parts, parse)
+        return await self._ask("caption", parts, parse, shape="caption+events")
 
     async def question(self, clip: dict[str, Any], dimension: str) -> dict[str, Any] | None:
         """A question dict, {"not_suitable": True}, or None when the reply never parsed."""
@@ -130,12 +156,34 @@ class LLMStages:
 
         return await self._ask("question_filter", [{"type": "text", "text": prompt}], parse)
 
+    async def subquestions(self, clip: dict[str, Any], q: dict[str, Any]) -> str | None:
+        """E.4's first step: the sub-question chain the CoT will follow (numbered lines)."""
+        prompt = self.templates["subquestions"].format(
+            caption=clip["caption"],
+            question=q["question"],
+            choices=_choices_text(q["choices"]),
+            answer=q["answer_text"],
+        )
+
+        def parse(text):
+            lines = [ln.strip() for ln in (text or "").splitlines() if _SUBQ.match(ln)]
+            return "\n".join(lines) or None
+
+        return await self._ask("subquestions", [{"type": "text", "text": prompt}], parse)
+
     async def cot(self, clip: dict[str, Any], q: dict[str, Any]) -> str | None:
+        """E.4 in two steps: the sub-question chain first, then the MPAR² chain that perceives
+        every caption event and answers those sub-questions in order. None when either step
+        never parses (the item is counted failed)."""
+        chain = await self.subquestions(clip, q)
+        if chain is None:
+            return None
         prompt = self.templates["cot"].format(
             caption=clip["caption"],
             question=q["question"],
             choices=_choices_text(q["choices"]),
             answer=q["answer_text"],
+            subquestions=chain,
         )
         return await self._ask(
             "cot",

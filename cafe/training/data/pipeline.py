@@ -41,6 +41,12 @@ class DataConfig:
     llm_model: str | None = None
     llm_endpoints: list[str] = field(default_factory=list)
     llm_api_key_env: str | None = None  # key variable of llm_endpoints [CAFE_ENDPOINT_API_KEY]
+    # the captioner (Gemini-2.5-Pro in the paper) apart from the writer/filters (Qwen3-32B):
+    # None = the llm_* settings
+    caption_backend: str | None = None
+    caption_model: str | None = None
+    caption_endpoints: list[str] = field(default_factory=list)
+    caption_api_key_env: str | None = None
     dimensions: list[str] = field(default_factory=lambda: list(rules.DIMENSIONS))
     question_min_score: int = 4
     difficulty_model: str | None = None  # card, adapter or checkpoint folder; None = base_model
@@ -50,6 +56,10 @@ class DataConfig:
     difficulty_n: int = 16
     difficulty_generation: dict[str, Any] = field(default_factory=dict)
     sft_size: int = 5000
+    # the SFT pool is balanced over dimensions x clip-duration bins (equal-count bins over the
+    # candidates' clip lengths; the paper: "across four aspects and different time durations",
+    # no bin count given); 1 = dimensions only
+    duration_bins: int = 1
     cot_min_reasoning: float = 7.0
     cot_min_review: float = 7.0
     cot_style: str = "full"  # rule CoT writer only: full | concise (rules.COT_STYLES)
@@ -177,29 +187,43 @@ class Pipeline:
         self.files = {name: StageFile(cfg.workdir / f"{name}.jsonl") for name in STAGE_FILES}
         self._answerer = answerer
         self._llm = None
+        self._captioner = None
         self.counts: dict[str, dict[str, int]] = {}
 
     # helpers -----------------------------------------------------------------------------
+    def _stages(self, backend: str, model: str | None, endpoints: list[str], key_env: str | None):
+        from cafe.cache import Cache
+        from cafe.clients import make_client
+        from cafe.training.data.llm import LLMStages, load_data_templates
+
+        extra = {"api_key_env": key_env} if key_env else {}
+        client = make_client(backend, model, endpoints=endpoints or None, **extra)
+        return LLMStages(
+            client, cache=Cache(self.cfg.cache), templates=load_data_templates(self.cfg.templates)
+        )
+
     @property
     def llm(self):
+        """The writer and filters (questions, question filter, CoT, CoT filter)."""
         if self._llm is None:
-            from cafe.cache import Cache
-            from cafe.clients import make_client
-            from cafe.training.data.llm import LLMStages, load_data_templates
-
-            extra = {"api_key_env": self.cfg.llm_api_key_env} if self.cfg.llm_api_key_env else {}
-            client = make_client(
-                self.cfg.backend,
-                self.cfg.llm_model,
-                endpoints=self.cfg.llm_endpoints or None,
-                **extra,
-            )
-            self._llm = LLMStages(
-                client,
-                cache=Cache(self.cfg.cache),
-                templates=load_data_templates(self.cfg.templates),
-            )
+            c = self.cfg
+            self._llm = self._stages(c.backend, c.llm_model, c.llm_endpoints, c.llm_api_key_env)
         return self._llm
+
+    @property
+    def captioner(self):
+        """The captioner: its own model where the recipe names one (caption_*), else the llm."""
+        c = self.cfg
+        if not (c.caption_model or c.caption_backend):
+            return self.llm
+        if self._captioner is None:
+            self._captioner = self._stages(
+                c.caption_backend or c.backend,
+                c.caption_model or c.llm_model,
+                c.caption_endpoints or ([] if c.caption_backend else c.llm_endpoints),
+                c.caption_api_key_env,
+            )
+        return self._captioner
 
     def _rule(self) -> bool:
         return self.cfg.backend == "rule"
@@ -240,18 +264,31 @@ class Pipeline:
         if todo:
             if self._rule():
                 caps = [c.get("caption") or rules.caption_from_events(c["events"]) for c in todo]
+                f.add(
+                    [
+                        {**c, "caption": cap, "failed": cap is None}
+                        for c, cap in zip(todo, caps, strict=True)
+                    ]
+                )
             else:
                 fresh = asyncio.run(
-                    self._gather([self.llm.caption(c) for c in todo if not c.get("caption")])
+                    self._gather([self.captioner.caption(c) for c in todo if not c.get("caption")])
                 )
                 it = iter(fresh)
-                caps = [c.get("caption") or next(it) for c in todo]
-            f.add(
-                [
-                    {**c, "caption": cap, "failed": cap is None}
-                    for c, cap in zip(todo, caps, strict=True)
-                ]
-            )
+                rows = []
+                for c in todo:
+                    if c.get("caption"):
+                        rows.append({**c, "failed": False})
+                        continue
+                    got = next(it)
+                    row = {**c, "caption": got["caption"] if got else None, "failed": got is None}
+                    if got and got["events"] and not c.get("events"):
+                        # the captioner's events, with their spans: the review judge's
+                        # ground-truth annotations for clips that came without any
+                        row["events"] = got["events"]
+                        row["events_source"] = "captioner"
+                    rows.append(row)
+                f.add(rows)
         rows = [f.rows[c["id"]] for c in clips]
         ok = [r for r in rows if not r["failed"]]
         self._report("captions", clips=len(rows), captioned=len(ok), failed=len(rows) - len(ok))
@@ -362,19 +399,16 @@ class Pipeline:
             events=[Event.from_dict(e) for e in clip["events"]],
         )
 
-    def stage_pools(self, questions) -> tuple[list[dict], list[dict]]:
-        """SFT pool balanced over dimensions (round robin, shortest ids first for determinism);
-        everything else feeds RL."""
+    def stage_pools(self, questions, clips=()) -> tuple[list[dict], list[dict]]:
+        """SFT pool balanced over dimensions x duration bins (balanced_pick; ids in order within
+        a cell, for determinism); everything else feeds RL."""
         f = self.files["pools"]
         if any(q["id"] not in f.rows for q in questions):
-            by_dim: dict[str, list[dict]] = defaultdict(list)
+            cell = duration_cells(questions, clips, self.cfg.duration_bins)
+            by_cell: dict[tuple[str, int], list[dict]] = defaultdict(list)
             for q in sorted(questions, key=lambda q: q["id"]):
-                by_dim[q["dimension"]].append(q)
-            sft: list[str] = []
-            while len(sft) < self.cfg.sft_size and any(by_dim.values()):
-                for d in sorted(by_dim):
-                    if by_dim[d] and len(sft) < self.cfg.sft_size:
-                        sft.append(by_dim[d].pop(0)["id"])
+                by_cell[(q["dimension"], cell.get(q["id"], 0))].append(q)
+            sft = balanced_pick(by_cell, self.cfg.sft_size)
             chosen = set(sft)
             f.add(
                 [
@@ -388,11 +422,18 @@ class Pipeline:
         per_dim = defaultdict(int)
         for q in sft_q:
             per_dim[q["dimension"]] += 1
+        per_bin: dict[str, int] = {}
+        if self.cfg.duration_bins > 1:
+            cell = duration_cells(questions, clips, self.cfg.duration_bins)
+            for q in sft_q:
+                key = f"sft_duration{cell.get(q['id'], 0)}"
+                per_bin[key] = per_bin.get(key, 0) + 1
         self._report(
             "pools",
             sft=len(sft_q),
             rl=len(rl_q),
             **{f"sft_{k}": v for k, v in sorted(per_dim.items())},
+            **dict(sorted(per_bin.items())),
         )
         return sft_q, rl_q
 
@@ -481,9 +522,56 @@ class Pipeline:
         questions = self.stage_questions(clips)
         questions = self.stage_question_filter(clips, questions)
         questions = self.stage_difficulty(clips, questions)
-        sft_pool, rl_pool = self.stage_pools(questions)
+        sft_pool, rl_pool = self.stage_pools(questions, clips)
         sft = self.stage_cot_filter(clips, self.stage_cot(clips, sft_pool))
         return self.write(clips, sft, rl_pool)
+
+
+def balanced_pick(cells: dict[tuple[str, int], list[dict]], size: int) -> list[str]:
+    """Up to ``size`` ids from (dimension, duration bin) cells: each pick comes from the
+    non-empty cell whose dimension and bin have been picked least (their counts summed; ties in
+    cell order). With one bin this is a round robin over the dimensions."""
+    queues = {k: list(v) for k, v in sorted(cells.items())}
+    dims: dict[str, int] = defaultdict(int)
+    bins: dict[int, int] = defaultdict(int)
+    out: list[str] = []
+    while len(out) < size:
+        open_cells = [k for k, v in queues.items() if v]
+        if not open_cells:
+            break
+        k = min(open_cells, key=lambda c: dims[c[0]] + bins[c[1]])
+        out.append(queues[k].pop(0)["id"])
+        dims[k[0]] += 1
+        bins[k[1]] += 1
+    return out
+
+
+def clip_seconds(clip: dict[str, Any]) -> float:
+    """A clip's length from its audio header (0 when unreadable: the difficulty stage has
+    already reported such clips)."""
+    from cafe.audio import audio_info
+    from cafe.records import InputError
+
+    try:
+        info = audio_info(clip["audio"], sample_id=clip.get("id"))
+    except InputError:
+        return 0.0
+    return info.frames / info.samplerate if info.samplerate else 0.0
+
+
+def duration_cells(questions, clips, bins: int) -> dict[str, int]:
+    """Question id -> its clip's duration bin: the candidates' distinct clip lengths split in
+    ``bins`` runs of about equally many, shortest first (clips of one length share a bin);
+    {} (every question in bin 0) when bins is 1."""
+    if bins <= 1 or not questions:
+        return {}
+    by_clip = {c["id"]: c for c in clips}
+    secs = {q["id"]: clip_seconds(by_clip[q["clip"]]) if q["clip"] in by_clip else 0.0
+            for q in questions}  # fmt: skip
+    ordered = sorted(set(secs.values()))
+    # the bin edge after every len/bins-th distinct length, so bins hold about as many lengths
+    rank = {v: min(bins - 1, i * bins // len(ordered)) for i, v in enumerate(ordered)}
+    return {qid: rank[v] for qid, v in secs.items()}
 
 
 _LLM_STAGES = {"captions", "questions", "question_filter", "cot", "cot_filter"}

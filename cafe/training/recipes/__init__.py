@@ -17,7 +17,7 @@ KEYS = frozenset(
 )
 JUDGE_KEYS = frozenset(
     {"kind", "model", "endpoints", "cache", "templates", "concurrency", "thinking"}
-    | {"thinking_budget"}
+    | {"thinking_budget", "parse"}
 )
 
 
