@@ -19,12 +19,13 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache, cache_file, make_key
+from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
+from cafe.judge.spec import JudgeSpec
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
 from cafe.store import RunStore
@@ -84,6 +85,11 @@ class AnswerJudge:
         self.thinking = thinking
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
         self.calls = 0
+        self.spec = JudgeSpec(
+            task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
+            thinking=bool(thinking), max_tokens=self.max_tokens, temperature=0.0,
+            retries=RETRIES,
+        )  # fmt: skip
         if client is None:
             from cafe.clients import make_client
 
@@ -109,9 +115,7 @@ class AnswerJudge:
         raws: list[str] = []
         for attempt in range(RETRIES + 1):
             text_in = prompt if attempt == 0 else prompt + REMINDER
-            key = make_key(task="answer-extraction", judge=self.identity, prompt=text_in,
-                           template=self.template_hash, max_tokens=self.max_tokens,
-                           thinking=self.thinking)  # fmt: skip
+            key = self.spec.call_key(prompt=text_in)  # the reminder is in the prompt
             hit = self.cache.get(key)
             if hit is not None:
                 text = hit["text"]
@@ -163,6 +167,7 @@ def judged_section(
             "temperature": 0.0,
             "thinking": judge.thinking,
         },  # fmt: skip
+        "spec": judge.spec.to_dict(),
         "total": acc["total"],
         "breakdowns": acc["breakdowns"],
         "runs": acc["runs"],

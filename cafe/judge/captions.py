@@ -16,15 +16,17 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache, cache_file, make_key
+from cafe.cache import Cache, cache_file
 from cafe.cli_options import command, concurrency_option, limit_option
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
+from cafe.judge.spec import JudgeSpec
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
 
 TEMPERATURE = 0.0
+MAX_TOKENS = 1024
 
 
 def load_captions(path: str | Path) -> dict[str, str]:
@@ -56,6 +58,16 @@ def captioner_identity(client: Any) -> str:
     return f"{kind}:{model}" if kind and model else str(client.identity).split("@")[0]
 
 
+def captioner_spec(client: Any, template_hash: str) -> JudgeSpec:
+    """The captioner's spec (cafe.judge.spec): its call cache keys derive from it."""
+    kind, _, model = captioner_identity(client).partition(":")
+    return JudgeSpec(
+        task="caption", kind=kind, model=model or None, template_hash=template_hash,
+        thinking=bool(getattr(client, "thinking", False)), max_tokens=MAX_TOKENS,
+        temperature=TEMPERATURE,
+    )  # fmt: skip
+
+
 def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]:
     # files written before identities dropped the endpoint carry "kind:model@url"
     return {
@@ -82,6 +94,7 @@ async def caption_samples(
 
     text, template_hash = load_template("caption", template)
     identity = captioner_identity(client)
+    spec = captioner_spec(client, template_hash)
     cache = cache or Cache(None)
     out = Path(out)
     done = _done(out, identity, template_hash)
@@ -105,13 +118,7 @@ async def caption_samples(
 
     async def one(s: Sample, hashes: list[str]) -> dict | None:
         nonlocal calls
-        key = make_key(
-            task="caption",
-            captioner=identity,
-            template=template_hash,
-            audio=hashes,
-            temperature=TEMPERATURE,
-        )
+        key = spec.call_key(audio=hashes)
         cached = cache.get(key)
         if cached is None:
             content = [{"type": "audio", "path": p} for p in s.audio]
@@ -119,7 +126,9 @@ async def caption_samples(
             async with sem:
                 calls += 1
                 reply = await client.achat(
-                    [{"role": "user", "content": content}], temperature=TEMPERATURE, max_tokens=1024
+                    [{"role": "user", "content": content}],
+                    temperature=TEMPERATURE,
+                    max_tokens=MAX_TOKENS,
                 )
             caption = reply.final  # a thinking captioner's reasoning is not the caption
             if reply.error or not caption:

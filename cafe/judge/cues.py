@@ -24,7 +24,7 @@ from cafe.judge.pipeline import (
     _write_compact,
     judge_slug,
     load_caption_map,
-    read_judgements,
+    resume_judgements,
 )
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.store import RunStore
@@ -37,6 +37,7 @@ class CueJudge(LLMJudge):
     """The CAFE extraction judge told the required events: the item's MMAR cues."""
 
     needs_caption = False
+    task = "cue-extraction"
 
     def __init__(self, kind: str, model: str | None = None, template: str | None = None, **kw: Any):
         super().__init__(kind, model, template=None, **kw)
@@ -94,11 +95,7 @@ def cues_run(
                       **client_options)  # fmt: skip
         described = cj.describe()
         path = cue_judgements_file(store, cj.identity)
-        existing = [
-            j
-            for j in read_judgements(path)
-            if j.judge == cj.identity and j.template_hash == cj.template_hash
-        ]
+        existing = resume_judgements(path, cj)
         done = {(j.sample_id, j.run_index) for j in existing if j.status != "failed"}
         by_id = {s.id: s for s in samples}
         caption_of = load_caption_map(samples, captions)

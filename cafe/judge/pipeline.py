@@ -23,6 +23,7 @@ from cafe.errors import CafeError, ConfigError, RunFolderError
 from cafe.failures import most_failed, summary_lines
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
+from cafe.judge.spec import resume_records
 from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
@@ -48,6 +49,15 @@ def judgements_file(store: RunStore, identity: str) -> Path:
 
 def read_judgements(path: Path) -> list[Judgement]:
     return latest_records(path, Judgement)
+
+
+def resume_judgements(path: Path, judge: Any, write: bool = True) -> list[Judgement]:
+    """The judgements ``path`` holds under ``judge``'s spec (another spec's are redone)."""
+
+    def same(j: Judgement) -> bool:  # a file from before judge specs
+        return j.judge == judge.identity and j.template_hash == judge.template_hash
+
+    return resume_records(path, judge.spec, read_judgements, same, write=write)
 
 
 def _write_compact(path: Path, records: Sequence[Judgement]) -> None:
@@ -185,11 +195,7 @@ def judge_run(
         raise ConfigError(str(e)) from None
 
     path = judgements_file(store, judge_obj.identity)
-    existing = [
-        j
-        for j in read_judgements(path)
-        if j.judge == judge_obj.identity and j.template_hash == judge_obj.template_hash
-    ]
+    existing = resume_judgements(path, judge_obj, write=plan.mode != "dry-run")
     done_keys = {(j.sample_id, j.run_index) for j in existing if j.status != "failed"}
     items = []
     missing_sample: list[Judgement] = []
@@ -267,6 +273,7 @@ def judge_run(
     n_correct = sum(p.correct for p in preds)
     section.update(
         judge=judge_obj.describe(),
+        spec=judge_obj.spec.to_dict(),
         template_hash=judge_obj.template_hash,
         judgements_file=path.name,
         reasoning_accuracy={

@@ -33,6 +33,7 @@ from cafe.judge.pipeline import (
     write_as_completed,
 )
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
+from cafe.judge.spec import resume_records
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
 from cafe.store import RunStore, latest_records
@@ -103,15 +104,15 @@ def rubric_run(
         concurrency=concurrency, **client_options,
     )  # fmt: skip
     path = rubric_file(store, scorer.identity)
+
     # a record made under another template or other rater settings is rated again (the calls
     # it shares with this protocol replay from the cache)
-    existing = [
-        r
-        for r in read_scores(path)
-        if r.judge == scorer.identity
-        and r.template_hash == scorer.template_hash
-        and r.protocol == scorer.protocol
-    ]
+    def same(r: RubricScore) -> bool:  # a file from before judge specs
+        return (r.judge, r.template_hash, r.protocol) == (
+            scorer.identity, scorer.template_hash, scorer.protocol
+        )  # fmt: skip
+
+    existing = resume_records(path, scorer.spec, read_scores, same)
     done = {(r.sample_id, r.run_index) for r in existing if r.status != "failed"}
     by_id = {s.id: s for s in samples}
     jobs, orphans = [], []
@@ -147,6 +148,7 @@ def rubric_run(
     section = rubric_section(records, samples, _bench_breakdowns(store))
     section = {
         "judge": scorer.describe(),
+        "spec": scorer.spec.to_dict(),
         "protocol": "MMAR code/evaluation_rubrics.py: official string match gates; "
         f"{raters} raters, drop {trim} lowest and highest, average the rest",
         **section,

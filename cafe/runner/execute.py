@@ -59,8 +59,10 @@ def open_cache(enabled: bool) -> cache_mod.Cache:
 
 class CachedAdapter:
     """An adapter behind the call cache: a request whose key is cached costs no model call.
-    The key covers the model identity, template hash, messages (audio by content hash),
-    generation settings and seed. Failed or empty completions are not cached (retried)."""
+    The key is the run's call identity (``RunSpec.call_identity()``: adapter, its options,
+    decoding, prompt, checkpoint fingerprint, seed) plus the request: template hash, messages
+    (audio by content hash), generation settings, seed and run index. Failed or empty
+    completions are not cached (retried)."""
 
     def __init__(
         self, adapter: Any, cache: cache_mod.Cache, identity: dict[str, Any], log: Any = None
@@ -92,6 +94,7 @@ class CachedAdapter:
             messages=messages,
             generation=request.generation,
             seed=request.seed,
+            run_index=request.run_index,
         )
 
     def generate(self, requests: list[Request]) -> list[Completion]:
@@ -183,10 +186,14 @@ def generate(
     desc: str = "generate",
 ) -> list[Completion]:
     """Completions for ``requests``, in order, through the same batching, threads, async
-    handling and (optional) call cache as `cafe run`."""
+    handling and (optional) call cache as `cafe run`. A cache needs ``identity``: the run's
+    ``RunSpec.call_identity()`` (an adapter's own identity leaves its options out, and a cache
+    keyed by it answers with another configuration's outputs)."""
     target: Any = adapter
     if cache is not None and cache.path is not None:
-        target = CachedAdapter(adapter, cache, identity or adapter.identity())
+        if identity is None:
+            raise ValueError("generate(cache=...) needs identity=RunSpec.call_identity()")
+        target = CachedAdapter(adapter, cache, identity)
     return run_batches(
         lambda batch: call_adapter(target, batch) if target is adapter else target.generate(batch),
         requests,

@@ -329,9 +329,9 @@ def _generate(
         manifest["adapter"] = without_secrets(adapter.identity())
         manifest["token_counter"] = adapter.token_counter
         store.write_manifest(manifest)
-        identity = {**manifest["adapter"], "fingerprint": plan.spec.fingerprint}
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
-        work = _Work(plan, adapter, CachedAdapter(adapter, calls, identity, log), strict)
+        target = CachedAdapter(adapter, calls, plan.spec.call_identity(), log)
+        work = _Work(plan, adapter, target, strict)
         try:
             run_batches(
                 work,
