@@ -26,6 +26,7 @@ from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
+from cafe.locking import writes_folder
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
 from cafe.store import RunStore
@@ -175,6 +176,7 @@ def judged_section(
     }
 
 
+@writes_folder("cafe judge-accuracy")
 def judge_accuracy_run(
     run_dir: str | Path,
     judge: str,

@@ -26,6 +26,7 @@ from cafe.judge.pipeline import (
     load_caption_map,
     resume_judgements,
 )
+from cafe.locking import writes_folder
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.store import RunStore
 
@@ -60,6 +61,7 @@ def cue_judgements_file(store: RunStore, identity: str) -> Path:
     return store.path(f"cues.judgements.{judge_slug(identity)}.jsonl")
 
 
+@writes_folder("cafe cues")
 def cues_run(
     run_dir: str | Path,
     judge: str | None = None,

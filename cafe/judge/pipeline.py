@@ -24,6 +24,7 @@ from cafe.failures import most_failed, summary_lines
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.spec import resume_records
+from cafe.locking import writes_folder
 from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
@@ -127,6 +128,7 @@ def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> 
     return out
 
 
+@writes_folder("cafe judge")
 def judge_run(
     run_dir: str | Path,
     judge: str = "rule",

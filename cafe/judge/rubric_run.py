@@ -34,6 +34,7 @@ from cafe.judge.pipeline import (
 )
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.judge.spec import resume_records
+from cafe.locking import writes_folder
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
 from cafe.store import RunStore, latest_records
@@ -67,6 +68,7 @@ async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool
         await judge.aclose()
 
 
+@writes_folder("cafe rubric")
 def rubric_run(
     run_dir: str | Path,
     judge: str = "openai",

@@ -18,11 +18,12 @@ from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, load_adapter
 from cafe.audio import audio_state, check_audio
 from cafe.failures import RunLog, most_failed
+from cafe.locking import folder_lock
 from cafe.manifest import now, without_secrets
 from cafe.prompts import build_request
 from cafe.records import InputError, Prediction, Problem, Request, Sample
 from cafe.runner.execute import CachedAdapter, open_cache, run_batches
-from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, warn
+from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, read_folder, warn
 from cafe.runner.score import failed_prediction, score_completion
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
 from cafe.store import PREDICTIONS
@@ -109,7 +110,28 @@ def run(
         control_seed=control_seed,
     )
     if plan.mode == "subset":
-        return _read_subset(plan)
+        return _read_subset(plan)  # a reader: no lock, nothing written
+    with folder_lock(plan.store.root, "cafe run"):
+        read_folder(plan)  # again, as the one writer: what another writer left is done
+        if plan.mode == "subset":
+            return _read_subset(plan)
+        return _run_locked(plan, judge, judge_options, batch_size, concurrency, cache, strict,
+                           progress, control, control_seed, control_of)  # fmt: skip
+
+
+def _run_locked(
+    plan: RunPlan,
+    judge: str | None,
+    judge_options: dict[str, Any] | None,
+    batch_size: int | None,
+    concurrency: int | None,
+    cache: bool,
+    strict: bool,
+    progress: bool,
+    control: str | None,
+    control_seed: int,
+    control_of: str | Path | None,
+) -> RunResult:
     link = None
     if control:
         link = {"name": control, "seed": control_seed,
