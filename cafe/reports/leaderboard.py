@@ -3,7 +3,12 @@
 Which file: ``--leaderboard FILE``, else ``$CAFE_LEADERBOARD``, else ``./leaderboard.yaml`` in the
 working directory, else the copy shipped in the package (``cafe/reports/leaderboard.yaml``, the
 paper's rows only). The file is validated against ``leaderboard_schema.json`` on every load; a bad
-row gives one error naming its index, model and field."""
+row gives one error naming its index, model and field.
+
+The shipped file is read-only package data: ``leaderboard add`` writes the user's file (the same
+order without the package's copy; created from the paper's rows on first use) and refuses any
+path inside the installed package. An add is one transaction under the file's own lock
+(cafe.locking): parallel adds all land, and a full disk leaves the old file whole."""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -23,6 +27,7 @@ import yaml
 from cafe.cli_options import group
 from cafe.errors import CafeError
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cafe/: package data, never written
 SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
 PACKAGED = Path(__file__).with_name("leaderboard.yaml")
 DEFAULT_NAME = "leaderboard.yaml"
@@ -190,11 +195,7 @@ def load_leaderboard(path: str | Path | None = None) -> Leaderboard:
     p = resolve_path(path)
     if not p.exists():
         raise LeaderboardError(f"{p}: no such leaderboard file (give --leaderboard FILE)")
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise LeaderboardError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
-    return parse(doc, p)
+    return parse(_load_yaml(p.read_text(encoding="utf-8"), p), p)
 
 
 # rows from run folders ----------------------------------------------------------------------
@@ -373,32 +374,58 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     )
 
 
-def append_row(row: Row, path: str | Path | None = None) -> Path:
-    """Append one row to the file's `rows` list (text append keeps the file's comments)."""
+def user_file(path: str | Path | None = None) -> Path:
+    """The leaderboard ``add`` writes: ``path``, else $CAFE_LEADERBOARD, else ./leaderboard.yaml;
+    never a file of the installed package (a link to one included)."""
     target = Path(path) if path else Path(os.environ.get("CAFE_LEADERBOARD") or DEFAULT_NAME)
-    if not target.exists():
-        shutil.copyfile(PACKAGED, target)  # start from the paper's rows
-    board = load_leaderboard(target)
-    sha = row.source.get("manifest_sha256")
-    for r in board.rows:
-        if sha and r.source.get("manifest_sha256") == sha:
-            raise LeaderboardError(
-                f"{target}: rows[{r.index}] ({r.model}) already holds this run "
-                f"(manifest sha256 {sha[:12]}…)"
-            )
-    from cafe.redaction import scrub
-
-    block = yaml.safe_dump(
-        [scrub(row.to_yaml_dict())], allow_unicode=True, sort_keys=False, default_flow_style=None
-    )
-    text = target.read_text(encoding="utf-8")
-    if not text.endswith("\n"):
-        text += "\n"
-    indented = "".join("  " + line if line.strip() else line for line in block.splitlines(True))
-    new = text + indented
-    parse(yaml.safe_load(new), target)  # never write a file that would not load
-    target.write_text(new, encoding="utf-8")
+    real = target.resolve()
+    if real == PACKAGED.resolve() or real.is_relative_to(PACKAGE_DIR):
+        raise LeaderboardError(
+            f"{target} is cafe's own data ({real}: the paper's rows, read-only); give "
+            "--leaderboard FILE or set CAFE_LEADERBOARD to your own file (created from the "
+            "paper's rows on first use)"
+        )
     return target
+
+
+def append_row(row: Row, path: str | Path | None = None) -> Path:
+    """Append one row to the user's file's `rows` list (text append keeps the file's comments),
+    as one transaction under the file's lock."""
+    from cafe.locking import file_lock
+    from cafe.redaction import scrub
+    from cafe.store import replace_file
+
+    target = user_file(path)
+    real = target.resolve()  # a link to the user's own file is written through
+    with file_lock(real.with_name(f".{real.name}.lock"), target, "cafe leaderboard add"):
+        source = real if real.exists() else PACKAGED  # first use: start from the paper's rows
+        text = source.read_text(encoding="utf-8")
+        board = parse(_load_yaml(text, target), target)
+        sha = row.source.get("manifest_sha256")
+        for r in board.rows:
+            if sha and r.source.get("manifest_sha256") == sha:
+                raise LeaderboardError(
+                    f"{target}: rows[{r.index}] ({r.model}) already holds this run "
+                    f"(manifest sha256 {sha[:12]}…)"
+                )
+        block = yaml.safe_dump(
+            [scrub(row.to_yaml_dict())], allow_unicode=True, sort_keys=False,
+            default_flow_style=None,
+        )  # fmt: skip
+        if not text.endswith("\n"):
+            text += "\n"
+        indented = "".join("  " + ln if ln.strip() else ln for ln in block.splitlines(True))
+        new = text + indented
+        parse(yaml.safe_load(new), target)  # never write a file that would not load
+        replace_file(real, lambda f: f.write(new))
+    return target
+
+
+def _load_yaml(text: str, where: Path) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise LeaderboardError(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
 
 
 # command ------------------------------------------------------------------------------------
@@ -456,7 +483,8 @@ def show_command(bench: str | None, version: str | None, path: str | None) -> No
     "--leaderboard",
     "path",
     type=click.Path(dir_okay=False),
-    help="File to append to (default ./leaderboard.yaml, created from the paper's rows).",
+    help="Your file to append to (default $CAFE_LEADERBOARD, else ./leaderboard.yaml; created "
+    "from the paper's rows on first use; never the package's own).",
 )
 def add_command(run_dir: str, group: str | None, name: str | None, path: str | None) -> None:
     """Append RUN_DIR's row (metrics.json numbers, run path, manifest sha256, date)."""
