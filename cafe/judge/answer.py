@@ -22,6 +22,7 @@ import click
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer, judge_max_tokens
+from cafe.counters import by_status, judge_counters
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
@@ -257,6 +258,11 @@ def judge_accuracy_run(
         "mode": plan.mode,
         **({"cost": costs} if costs is not None else {}),
     }
+    section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
+        "calls": aj.calls, "cache_hits": cache_obj.hits, "judged": len(asked),
+        "replies": by_status([v.status for v in asked]),
+        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
+    })  # fmt: skip
     if selective:
         # the shared report shape (cafe.judge.batching.Selection): no prompt is shared here,
         # the rule decides instead of the judge

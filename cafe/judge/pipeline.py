@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file
+from cafe.counters import judge_counters
 from cafe.errors import CafeError, ConfigError, RunFolderError
 from cafe.failures import most_failed, summary_lines
 from cafe.judge import JUDGES, build_judge
@@ -294,6 +295,11 @@ def judge_run(
             **({"cost": costs} if costs is not None else {}),
         },
     )
+    section["counters"] = judge_counters(store.read_metrics().get("cafe"), section["spec"], {
+        "calls": getattr(judge_obj, "calls", 0), "cache_hits": cache.hits, "judged": len(fresh),
+        "replies": {k: health[k] for k in ("ok", "empty", "unparseable", "failed")},
+        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
+    })  # fmt: skip
     if reasons:
         section["failed_reasons"] = reasons
     if selective:

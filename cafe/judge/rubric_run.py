@@ -19,6 +19,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.counters import by_status, judge_counters
 from cafe.judge.batching import (
     batch_click_options,
     batch_options,
@@ -162,6 +163,10 @@ def rubric_run(
             "wall_s": round(wall, 3),
         },
     }
+    section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
+        "calls": scorer.calls, "cache_hits": cache.hits, "rated": len(fresh),
+        "replies": by_status([r.status for r in fresh]),
+    })  # fmt: skip
     store.update_metrics(SECTION, section)
     return section
 

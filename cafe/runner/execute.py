@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
@@ -71,6 +72,13 @@ class CachedAdapter:
         self.cache = cache
         self.identity = identity
         self.log = log
+        self.sent = 0  # requests handed to the adapter (the cache answered the rest)
+        self._sent_lock = threading.Lock()
+
+    def _call(self, requests: list[Request]) -> list[Completion]:
+        with self._sent_lock:
+            self.sent += len(requests)
+        return call_adapter(self.adapter, requests, self.log)
 
     def key(self, request: Request) -> str:
         def part(p: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +107,7 @@ class CachedAdapter:
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         if self.cache.path is None:
-            return call_adapter(self.adapter, requests, self.log)
+            return self._call(requests)
         out: list[Completion | None] = [None] * len(requests)
         misses: list[tuple[int, str]] = []
         for i, r in enumerate(requests):
@@ -112,7 +120,7 @@ class CachedAdapter:
             c.backend = {**c.backend, "cached": True}
             out[i] = c
         if misses:
-            fresh = call_adapter(self.adapter, [requests[i] for i, _ in misses], self.log)
+            fresh = self._call([requests[i] for i, _ in misses])
             for (i, key), c in zip(misses, fresh, strict=True):
                 if not c.error and c.text:
                     self.cache.put(key, c.to_dict())

@@ -17,6 +17,7 @@ from typing import Any
 from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, load_adapter
 from cafe.audio import audio_state, check_audio
+from cafe.counters import accumulate, by_status
 from cafe.failures import RunLog, most_failed
 from cafe.locking import folder_lock
 from cafe.manifest import now, without_secrets
@@ -30,6 +31,8 @@ from cafe.store import PREDICTIONS
 
 #: metrics sections computed from the predictions by a later stage (stale once they change)
 DERIVED_SECTIONS = ("cafe", "decay")
+#: what an API adapter's usage adds to the folder's counters (cafe.counters)
+TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd")
 #: sections other commands compute from the predictions (stale once they change)
 LISTENING_SECTIONS = ("rubric", "cues", "listening")
 
@@ -163,7 +166,7 @@ def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[s
     old = plan.old_manifest
     manifest["created"] = old.get("created", now())
     manifest["updated"] = now()
-    for k in ("adapter", "token_counter", "usage"):
+    for k in ("adapter", "token_counter", "usage", "counters"):
         if k in old:
             manifest[k] = old[k]
     if control:
@@ -332,11 +335,13 @@ def _generate(
     store = plan.store
     calls = open_cache(cache)
     written = failures = 0
+    statuses: list[str] = []
 
     def on_done(preds: list[Prediction]) -> None:
         nonlocal written, failures
         writer.write_many(preds)
         written += len(preds)
+        statuses.extend(p.parse_status for p in preds)
         for p in preds:  # say why an item failed as it happens, not only on disk
             if p.parse_status == "failed" and p.error:
                 failures += 1
@@ -378,6 +383,15 @@ def _generate(
         session = getattr(adapter, "usage", None)
         if isinstance(session, dict):
             manifest["usage"] = add_usage(manifest.get("usage") or {}, session)
+        mine: dict[str, Any] = {
+            "calls": target.sent,
+            "cache_hits": calls.hits,
+            "cache_misses": calls.misses,
+            "replies": by_status(statuses),
+        }
+        if isinstance(session, dict):
+            mine.update({k: session[k] for k in TOKEN_COUNTERS if k in session})
+        manifest["counters"] = accumulate(manifest.get("counters"), mine)
     finally:
         calls.close()
         adapter.close()
