@@ -22,6 +22,7 @@ from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
 from cafe.judge.spec import JudgeSpec
+from cafe.locking import file_lock
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
 
@@ -227,7 +228,9 @@ def caption(
         finally:
             await client.aclose()
 
-    res = asyncio.run(go())
+    out_path = Path(out)  # one writer per captions file, as per run folder (cafe.locking)
+    with file_lock(out_path.with_name(f".{out_path.name}.lock"), out_path, "cafe caption"):
+        res = asyncio.run(go())
     res["failed"] = len(res["problems"])
     res["attempted"] = len(samples) - res["skipped_done"]
     res["problems"] = [*loaded.problems, *res["problems"]]
