@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cafe.errors import CafeError
+from cafe.store import LOCK_FILE
 
-LOCK_NAME = ".cafe.lock"
+LOCK_NAME = LOCK_FILE
 WAIT_ENV = "CAFE_LOCK_WAIT"
 DEFAULT_WAIT_S = 10.0
 POLL_S = 0.05

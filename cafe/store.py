@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -34,6 +35,11 @@ JUDGEMENTS = "judgements.jsonl"
 METRICS = "metrics.json"
 SAMPLES = "samples.jsonl"  # the items that ran, so judge and reports never need the originals
 REPORT_DIR = "report"
+RUN_LOG = "run.log"  # adapter tracebacks, each distinct one once (cafe.failures)
+BATCH_DIR = "batches"  # batch-transport state of the judging commands (cafe.judge.batching)
+LOCK_FILE = ".cafe.lock"  # the writer lock (cafe.locking)
+#: each judge's own records: <prefix>.<judge slug>.jsonl, its spec beside it (cafe.judge.spec)
+JUDGE_RECORDS = {"cafe": "judgements", "rubric": "rubric", "cues": "cues.judgements"}
 MANIFEST_RECOVERY = (
     "restore it from a backup, or delete it and run the same `cafe run` command on {root} "
     "again (it writes a new manifest; predictions the call cache holds cost nothing)"
@@ -42,6 +48,11 @@ METRICS_RECOVERY = (
     "delete it: the same `cafe run` command writes accuracy again (no model call), "
     "`cafe judge` the CAFE sections"
 )
+
+
+def judge_slug(identity: str) -> str:
+    """File-name form of a judge identity: judgements.<slug>.jsonl."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -201,6 +212,11 @@ class RunStore:
 
     def path(self, name: str) -> Path:
         return self.root / name
+
+    def judge_records(self, kind: str, identity: str) -> Path:
+        """A judge's own records file: ``kind`` "cafe" (judgements.<slug>.jsonl), "rubric" or
+        "cues" (JUDGE_RECORDS)."""
+        return self.path(f"{JUDGE_RECORDS[kind]}.{judge_slug(identity)}.jsonl")
 
     # manifest / metrics -------------------------------------------------------------------
     def has_manifest(self) -> bool:

@@ -247,7 +247,7 @@ def judge_accuracy_run(
     asked = asyncio.run(go())
     verdicts = [*decided, *asked]
     costs = batching.write_costs(store, plan, cache_obj.hits)
-    manifest = store.read_manifest() if store.path("manifest.json").exists() else {}
+    manifest = store.read_manifest() if store.has_manifest() else {}
     bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
     section = judged_section(samples, preds, verdicts, aj, _bench_breakdowns(store),
                              manifest.get("runs"), rule_for(bench))  # fmt: skip

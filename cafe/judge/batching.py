@@ -21,8 +21,7 @@ from typing import Any
 
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement
-
-BATCH_DIR = "batches"
+from cafe.store import BATCH_DIR
 
 
 def call_plan(

@@ -22,7 +22,6 @@ from cafe.judge.pipeline import (
     _bench_breakdowns,
     _judge_all,
     _write_compact,
-    judge_slug,
     load_caption_map,
     resume_judgements,
 )
@@ -58,7 +57,7 @@ class CueJudge(LLMJudge):
 
 
 def cue_judgements_file(store: RunStore, identity: str) -> Path:
-    return store.path(f"cues.judgements.{judge_slug(identity)}.jsonl")
+    return store.judge_records("cues", identity)
 
 
 @writes_folder("cafe cues")

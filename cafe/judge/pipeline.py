@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +29,13 @@ from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import JUDGEMENTS, SAMPLES, RunStore, latest_records, rewrite_jsonl
+from cafe.store import (
+    JUDGEMENTS,
+    SAMPLES,
+    RunStore,
+    latest_records,
+    rewrite_jsonl,
+)
 
 FLUSH_EVERY = 32
 
@@ -40,13 +45,8 @@ class JudgeFailedError(CafeError):
     were (a failed judge never replaces a good one); the message gives the reasons with counts."""
 
 
-def judge_slug(identity: str) -> str:
-    """File-name form of a judge identity: judgements.<slug>.jsonl."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
-
-
 def judgements_file(store: RunStore, identity: str) -> Path:
-    return store.path(f"judgements.{judge_slug(identity)}.jsonl")
+    return store.judge_records("cafe", identity)
 
 
 def read_judgements(path: Path) -> list[Judgement]:

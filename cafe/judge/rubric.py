@@ -32,6 +32,7 @@ from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
+from cafe.store import SAMPLES
 
 RATERS = 5  # the authors' NUM_RATERS
 TRIM = 1  # drop this many lowest and highest rater scores
@@ -55,7 +56,7 @@ class Criterion:
         return max(self.choices)
 
 
-def criteria_of(sample: Sample, source: str = "samples.jsonl") -> list[Criterion]:
+def criteria_of(sample: Sample, source: str = SAMPLES) -> list[Criterion]:
     """The item's rubric (``meta["rubric"]``, MMAR v2); InputError naming item and field."""
     rubric = sample.meta.get("rubric")
 

@@ -30,7 +30,6 @@ from cafe.judge.batching import (
 from cafe.judge.pipeline import (
     _bench_breakdowns,
     _write_compact,
-    judge_slug,
     write_as_completed,
 )
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
@@ -44,7 +43,7 @@ SECTION = "rubric"
 
 
 def rubric_file(store: RunStore, identity: str) -> Path:
-    return store.path(f"rubric.{judge_slug(identity)}.jsonl")
+    return store.judge_records("rubric", identity)
 
 
 def read_scores(path: Path) -> list[RubricScore]:
