@@ -27,6 +27,7 @@ from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
+from cafe.judge.stages import execute
 from cafe.locking import writes_folder
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
@@ -138,6 +139,11 @@ class AnswerJudge:
         return Verdict(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws))
 
 
+class _Discard:
+    def write_many(self, records: Any) -> None:
+        pass
+
+
 def judged_section(
     samples: Sequence[Sample],
     predictions: Sequence[Prediction],
@@ -228,41 +234,28 @@ def judge_accuracy_run(
         else:
             decided.append(v)
 
-    async def go() -> list[Verdict]:
-        # batch mode lifts the bound: a batch collects every call that is waiting
-        sem = asyncio.Semaphore(max(1, plan.item_concurrency(concurrency)))
+    async def ask(p: Prediction) -> Verdict:
+        s = by_id.get(p.sample_id)
+        if s is None:
+            return Verdict(p.sample_id, p.run_index, None, "failed", "sample not found")
+        return await aj.verdict(s, p)
 
-        async def one(p: Prediction) -> Verdict:
-            async with sem:
-                s = by_id.get(p.sample_id)
-                if s is None:
-                    return Verdict(p.sample_id, p.run_index, None, "failed", "sample not found")
-                return await aj.verdict(s, p)
+    def failed(p: Prediction, why: str) -> Verdict:  # a bug on one item: that item only
+        return Verdict(p.sample_id, p.run_index, None, "failed", why)
 
-        try:
-            return list(await asyncio.gather(*(one(p) for p in todo)))
-        finally:
-            await aj.client.aclose()
-
-    asked = asyncio.run(go())
+    # batch mode lifts the bound: a batch collects every call that is waiting; verdicts are
+    # kept in the section only (the cache replays them), so nothing is appended as they come
+    asked = asyncio.run(execute(
+        todo, ask, failed, _Discard(), concurrency=plan.item_concurrency(concurrency),
+        desc="judge-accuracy", progress=False, aclose=aj.client.aclose,
+    ))  # fmt: skip
     verdicts = [*decided, *asked]
     costs = batching.write_costs(store, plan, cache_obj.hits)
     manifest = store.read_manifest() if store.has_manifest() else {}
     bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
     section = judged_section(samples, preds, verdicts, aj, _bench_breakdowns(store),
                              manifest.get("runs"), rule_for(bench))  # fmt: skip
-    section["calls"] = {
-        "sent": aj.calls,
-        "cache_hits": cache_obj.hits,
-        "judged_now": len(asked),
-        "mode": plan.mode,
-        **({"cost": costs} if costs is not None else {}),
-    }
-    section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
-        "calls": aj.calls, "cache_hits": cache_obj.hits, "judged": len(asked),
-        "replies": by_status([v.status for v in asked]),
-        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
-    })  # fmt: skip
+    _describe_calls(section, store, aj, asked, cache_obj.hits, plan.mode, costs)
     if selective:
         # the shared report shape (cafe.judge.batching.Selection): no prompt is shared here,
         # the rule decides instead of the judge
@@ -284,6 +277,25 @@ def judge_accuracy_run(
                    f"({section['verdicts']})", err=True)  # fmt: skip
     store.update_metrics(SECTION, section)
     return section
+
+
+def _describe_calls(
+    section: dict[str, Any], store: RunStore, aj: AnswerJudge, asked: list[Verdict],
+    cache_hits: int, mode: str, costs: Any,
+) -> None:  # fmt: skip
+    """This invocation's calls, and the counters over every invocation under this spec."""
+    section["calls"] = {
+        "sent": aj.calls,
+        "cache_hits": cache_hits,
+        "judged_now": len(asked),
+        "mode": mode,
+        **({"cost": costs} if costs is not None else {}),
+    }
+    section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
+        "calls": aj.calls, "cache_hits": cache_hits, "judged": len(asked),
+        "replies": by_status([v.status for v in asked]),
+        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
+    })  # fmt: skip
 
 
 @command("judge-accuracy")
