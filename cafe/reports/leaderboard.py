@@ -255,19 +255,69 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     from cafe.store import MANIFEST, RunStore
 
     store = RunStore(run_dir)
+    manifest, acc, caf, metrics_doc = _run_sections(store)
+    model, grp = _model_and_group(store, manifest, group, name)
+    bench, version = _bench_of(manifest)
+    markers: list[str] = []
+    judged = metrics_doc.get("judged_accuracy") or {}
+    extra_source: dict[str, Any] = {}
+    if judged and acc:
+        # the paper's † rows: accuracy as an LLM judge read the outputs, marked and footnoted
+        # with the judge and the official figure it stands in for
+        extra_source = {
+            "judged_by": judge_name(judged.get("judge")),
+            "official_acc": _r2((acc.get("total") or {}).get("acc")),
+        }
+        acc = {**acc, "total": judged.get("total"), "breakdowns": judged.get("breakdowns")}
+        acc.pop("ci95", None)
+        markers.append("†")
+    metrics, intervals = _row_metrics(acc, caf, metrics_doc, bench)
+    if not metrics:
+        raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")
+    source: dict[str, Any] = {
+        "kind": "run",
+        "run_dir": str(Path(run_dir).resolve()),
+        "manifest_sha256": hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
+    }
+    prompt = manifest.get("prompt") or {}
+    extras = {
+        "prompt_style": prompt.get("style") if isinstance(prompt, dict) else prompt,
+        "runs": manifest.get("runs"),
+        "judge": judge_name(caf.get("judge")),
+        "cafe_mode": caf.get("mode"),
+        "identical_runs": True if acc.get("identical_runs") else None,
+    }
+    source.update({k: v for k, v in extras.items() if v is not None})
+    source.update(extra_source)
+    date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    return Row(
+        model=str(model),
+        group=grp,
+        benchmark=bench,
+        version=version,
+        metrics=metrics,
+        source=source,
+        date=date,
+        intervals=intervals,
+        markers=markers,
+    )
+
+
+def _run_sections(store: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
+    """(manifest, accuracy, cafe, all of metrics.json) of a folder worth a row; else one line
+    saying why not (no scores, a judge that mostly failed)."""
+    from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
+
     try:
         manifest = store.read_manifest()
     except FileNotFoundError as e:
         raise LeaderboardError(str(e)) from None
-    from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
-
     try:  # typed and version-checked: a folder from a newer cafe says so
         acc_s, caf_s = store.read_section(AccuracySection), store.read_section(CafeSection)
     except SectionError as e:
         raise LeaderboardError(str(e)) from None
     acc = acc_s.to_dict() if acc_s else {}
     caf = caf_s.to_dict() if caf_s else {}
-    metrics_doc = store.read_metrics()  # sections without a type (listening, rubric…)
     if not acc and not caf:
         raise LeaderboardError(
             f"{store.root}: metrics.json has no 'accuracy' or 'cafe' section "
@@ -283,6 +333,12 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
             f"{store.root}: {counts.get('failed')} of {counts['total']} CAFE judgements failed; "
             "re-judge it (`cafe judge`) before adding it"
         )
+    return manifest, acc, caf, store.read_metrics()  # untyped sections too (listening, rubric)
+
+
+def _model_and_group(
+    store: Any, manifest: dict[str, Any], group: str | None, name: str | None
+) -> tuple[str, str]:
     card = manifest.get("model") or {}
     card = card if isinstance(card, dict) else {"name": str(card)}
     served = served_model(manifest)
@@ -295,22 +351,15 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
             f"{store.root}: model group {grp!r} is not a leaderboard group; pass --group "
             f"({', '.join(GROUP_ORDER)})"
         )
-    bench, version = _bench_of(manifest)
+    return str(model), str(grp)
+
+
+def _row_metrics(
+    acc: dict[str, Any], caf: dict[str, Any], metrics_doc: dict[str, Any], bench: str
+) -> tuple[dict[str, float | None], dict[str, list[float]]]:
+    """The row's numbers and their 95% intervals from the run's sections."""
     metrics: dict[str, float | None] = {}
     intervals: dict[str, list[float]] = {}
-    markers: list[str] = []
-    judged = metrics_doc.get("judged_accuracy") or {}
-    extra_source: dict[str, Any] = {}
-    if judged and acc:
-        # the paper's † rows: accuracy as an LLM judge read the outputs, marked and footnoted
-        # with the judge and the official figure it stands in for
-        extra_source = {
-            "judged_by": judge_name(judged.get("judge")),
-            "official_acc": _r2((acc.get("total") or {}).get("acc")),
-        }
-        acc = {**acc, "total": judged.get("total"), "breakdowns": judged.get("breakdowns")}
-        acc.pop("ci95", None)
-        markers.append("†")
     if acc:
         metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
         # the isolated sound / music / speech subsets (SPEC §9): the benchmark says where
@@ -342,36 +391,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     rub_ci = (metrics_doc.get("rubric") or {}).get("ci95")
     if rub_ci:
         intervals["rubric"] = [_r2(v) for v in rub_ci]  # type: ignore[misc]
-    metrics = {k: v for k, v in metrics.items() if v is not None}
-    if not metrics:
-        raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")
-    source: dict[str, Any] = {
-        "kind": "run",
-        "run_dir": str(Path(run_dir).resolve()),
-        "manifest_sha256": hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
-    }
-    prompt = manifest.get("prompt") or {}
-    extras = {
-        "prompt_style": prompt.get("style") if isinstance(prompt, dict) else prompt,
-        "runs": manifest.get("runs"),
-        "judge": judge_name(caf.get("judge")),
-        "cafe_mode": caf.get("mode"),
-        "identical_runs": True if acc.get("identical_runs") else None,
-    }
-    source.update({k: v for k, v in extras.items() if v is not None})
-    source.update(extra_source)
-    date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
-    return Row(
-        model=str(model),
-        group=grp,
-        benchmark=bench,
-        version=version,
-        metrics=metrics,
-        source=source,
-        date=date,
-        intervals=intervals,
-        markers=markers,
-    )
+    return {k: v for k, v in metrics.items() if v is not None}, intervals
 
 
 def user_file(path: str | Path | None = None) -> Path:
