@@ -101,13 +101,14 @@ def test_another_adapter_option_never_reuses_the_cached_outputs(tmp_path, monkey
 
 # -- the judge spec ----------------------------------------------------------------------------
 JUDGE = JudgeSpec(task="cafe-extraction", kind="openai", model="gpt", template_hash="t",
-                  thinking=False, max_tokens=100, temperature=0.0, seed=None, raters=5, trim=1,
-                  retries=2)  # fmt: skip
+                  endpoint="service", thinking=False, max_tokens=100, temperature=0.0, seed=None,
+                  raters=5, trim=1, retries=2)  # fmt: skip
 JUDGE_CHANGED: dict[str, Any] = {
     "task": "mmar-rubric",
     "kind": "gemini",
     "model": "gpt-2",
     "template_hash": "t2",
+    "endpoint": "named",  # a self-hosted "gpt" is not the service's
     "thinking": True,
     "max_tokens": 200,
     "temperature": 0.5,
@@ -140,12 +141,18 @@ def test_execution_options_leave_the_judge_spec_alone() -> None:
                  concurrency=4, timeout_s=5)  # fmt: skip
     b = LLMJudge("openai-compatible", "m", endpoints=("http://127.0.0.1:2/v1",), client=client,
                  concurrency=64)  # fmt: skip
-    assert a.spec == b.spec
+    assert a.spec == b.spec  # other servers, other concurrency: the same judge
+    assert LLMJudge("openai", "m", client=client).spec.endpoint == "service"
+    assert a.spec.endpoint == "named"
     thinking = LLMJudge("openai-compatible", "m", client=client, thinking=True)
     assert thinking.spec.call_key(prompt="p", attempt=0) != a.spec.call_key(prompt="p", attempt=0)
     r1 = RubricJudge("openai", "gpt", (), concurrency=2, client=client)
-    r2 = RubricJudge("openai", "gpt", ("http://127.0.0.1:3/v1",), concurrency=32, client=client)
+    r2 = RubricJudge("openai", "gpt", (), concurrency=32, client=client)
     assert r1.spec == r2.spec
+    r3 = RubricJudge("openai", "gpt", ("http://127.0.0.1:3/v1",), client=client)
+    r4 = RubricJudge("openai", "gpt", ("http://127.0.0.1:4/v1", "http://127.0.0.1:5/v1"),
+                     client=client)  # fmt: skip
+    assert r3.spec == r4.spec != r1.spec  # named servers: their URLs and number are execution
 
 
 def _judgement(sid: str, template: str = "t") -> Judgement:

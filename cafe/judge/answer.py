@@ -90,6 +90,7 @@ class AnswerJudge:
         self.calls = 0
         self.spec = JudgeSpec(
             task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
+            endpoint=JudgeSpec.endpoint_of(list(endpoints)),
             thinking=bool(thinking), max_tokens=self.max_tokens, temperature=0.0,
             retries=RETRIES,
         )  # fmt: skip

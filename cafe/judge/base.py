@@ -32,7 +32,7 @@ class Judge(ABC):
         """The frozen identity of this judge's judgements (cafe.judge.spec); a judge with more
         settings that change its replies (model, thinking, budget) spells them in its own."""
         return JudgeSpec(
-            task=self.task, kind=self.identity, model=None,
+            task=self.task, kind=self.identity, model=None, endpoint=None,
             template_hash=self.template_hash, temperature=self.temperature,
         )  # fmt: skip
 

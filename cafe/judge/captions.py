@@ -59,12 +59,12 @@ def captioner_identity(client: Any) -> str:
     return f"{kind}:{model}" if kind and model else str(client.identity).split("@")[0]
 
 
-def captioner_spec(client: Any, template_hash: str) -> JudgeSpec:
+def captioner_spec(client: Any, template_hash: str, endpoint: str = "service") -> JudgeSpec:
     """The captioner's spec (cafe.judge.spec): its call cache keys derive from it."""
     kind, _, model = captioner_identity(client).partition(":")
     return JudgeSpec(
         task="caption", kind=kind, model=model or None, template_hash=template_hash,
-        thinking=bool(getattr(client, "thinking", False)), max_tokens=MAX_TOKENS,
+        endpoint=endpoint, thinking=bool(getattr(client, "thinking", False)), max_tokens=MAX_TOKENS,
         temperature=TEMPERATURE,
     )  # fmt: skip
 
@@ -88,14 +88,16 @@ async def caption_samples(
     concurrency: int = 8,
     cache: Cache | None = None,
     progress: bool = True,
+    endpoint: str = "service",
 ) -> dict[str, Any]:
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
-    counts. Failed items are reported and left out of the file, so a re-run retries them."""
+    counts. Failed items are reported and left out of the file, so a re-run retries them.
+    ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
     from cafe.audio import file_sha256
 
     text, template_hash = load_template("caption", template)
     identity = captioner_identity(client)
-    spec = captioner_spec(client, template_hash)
+    spec = captioner_spec(client, template_hash, endpoint)
     cache = cache or Cache(None)
     out = Path(out)
     done = _done(out, identity, template_hash)
@@ -224,6 +226,7 @@ def caption(
                 template=template,
                 concurrency=calls.item_concurrency(concurrency) if calls else concurrency,
                 cache=Cache(cache or cache_file("captions.sqlite")),
+                endpoint=JudgeSpec.endpoint_of(list(endpoints)),
             )
         finally:
             await client.aclose()

@@ -172,7 +172,8 @@ class LLMJudge(Judge):
     def spec(self) -> JudgeSpec:
         return JudgeSpec(
             task=self.task, kind=self.kind, model=self.model, template_hash=self.template_hash,
-            thinking=self.thinking, max_tokens=self.max_tokens, temperature=self.temperature,
+            endpoint=JudgeSpec.endpoint_of(self._endpoints), thinking=self.thinking,
+            max_tokens=self.max_tokens, temperature=self.temperature,
             retries=self.retries,
         )  # fmt: skip
 

@@ -259,7 +259,8 @@ class RubricJudge:
         call fields, so raters, trim and retries share the calls they have in common."""
         return JudgeSpec(
             task="mmar-rubric", kind=self.kind, model=self.model,
-            template_hash=self.template_hash, max_tokens=self.max_tokens,
+            template_hash=self.template_hash, endpoint=JudgeSpec.endpoint_of(self._endpoints),
+            max_tokens=self.max_tokens,
             temperature=self.temperature, seed=self.seed, raters=self.raters, trim=self.trim,
             retries=self.retries,
         )  # fmt: skip

@@ -3,10 +3,12 @@ judgements (the judge side's RunSpec). Every judge call's cache key derives from
 (``JudgeSpec.call_key``), and it is stored beside the judgements it made and compared whole on
 resume (``resume_records``): judgements made under another spec are judged again, never mixed.
 
-Left out on purpose, because they do not change a reply: how calls are made (endpoint URLs of
-the servers one model is spread over, concurrency, batch delivery, timeouts, keys). The service
-(``kind``: the protocol and whose service answers) and the served model are the endpoint's
-identity; a second replica of the same model is execution, so sharding keeps cache keys."""
+The endpoint's identity is the protocol (``kind``), the served model and whose servers answer
+(``endpoint``: "service", the kind's own API, or "named", servers given with --judge-endpoint):
+a self-hosted model is never taken for the service's model of the same name. Left out on
+purpose, because they do not change a reply: how calls are made (the URLs and number of the
+named servers one model is spread over, concurrency, batch delivery, timeouts, keys), so
+re-sharding, or another spelling of the same server, keeps the cache keys."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class JudgeSpec:
     kind: str  # the judge kind / client protocol (rule, openai, gemini, openai-compatible)
     model: str | None  # the served judge model (None for the rule judge)
     template_hash: str
+    endpoint: str | None = "service"  # "service" | "named" | None (no server: the rule judge)
     thinking: bool = False
     max_tokens: int | None = None  # the reply budget, thinking budget included
     temperature: float | None = 0.0
@@ -42,6 +45,11 @@ class JudgeSpec:
     #: spec, so judgements made under others are redone, but not in a call's cache key, so the
     #: calls both protocols share are paid once
     PROTOCOL = ("raters", "trim", "retries")
+
+    @staticmethod
+    def endpoint_of(endpoints: Any) -> str:
+        """ "named" when the user named servers, else "service" (the kind's own API)."""
+        return "named" if endpoints else "service"
 
     @property
     def identity(self) -> str:
