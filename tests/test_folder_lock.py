@@ -134,3 +134,37 @@ def test_two_real_runs_on_one_folder_run_each_item_once(tmp_path: Path) -> None:
     assert "24 new predictions" in outs and "0 new predictions" in outs
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete"
+
+
+def test_two_judges_on_one_folder_pay_each_call_once(tmp_path: Path, monkeypatch) -> None:
+    """Two `cafe judge`s at once (threads of one process here: the same lock, the same wait),
+    no call cache to hide a second payment: the judge server answers one judging's calls."""
+    from test_judge_llm import build_run, scripted
+
+    from cafe.cache import Cache
+    from cafe.judge.pipeline import judge_run
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setenv("CAFE_LOCK_WAIT", "60")
+    store = build_run(tmp_path / "run")
+    errors: list[BaseException] = []
+    with OpenAILoopback(reply=scripted(), latency_s=0.01) as srv:
+
+        def judge() -> None:
+            try:
+                judge_run(store.root, judge="openai-compatible", judge_model="judge-m",
+                          endpoints=[srv.url], cache=Cache(None), progress=False,
+                          concurrency=4)  # fmt: skip
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=judge) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(srv.requests) == 7  # q-a 1, q-b 1, q-c 2, q-d 3: once, not twice
+    lines = store.path("judgements.openai-compatible-judge-m.jsonl").read_text().splitlines()
+    keys = [(d["sample_id"], d["run_index"]) for d in map(json.loads, lines)]
+    assert len(keys) == len(set(keys)) == 5
