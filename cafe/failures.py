@@ -20,8 +20,9 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from cafe.store import RUN_LOG
+
 RETRIED = ("model",)  # kinds a plain re-run tries again ("audio": once its file changed)
-RUN_LOG = "run.log"
 #: distinct reasons printed in a summary (the rest are counted)
 MAX_REASONS = 8
 

@@ -21,6 +21,7 @@ from cafe.cli_options import (
     option,
 )
 from cafe.controls import CONTROLS, control_captions, parse_controls
+from cafe.locking import writes_folder
 from cafe.store import RunStore
 
 SECTION = "listening"
@@ -116,6 +117,7 @@ def run_controls(
     return write_listening(real, {n: r.run_dir for n, r in results.items()})
 
 
+@writes_folder("cafe listen")
 def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> dict[str, Any]:
     """The real run's "listening" section from its control folders."""
     from cafe.judge.pipeline import _bench_breakdowns

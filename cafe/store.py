@@ -2,13 +2,21 @@
 
 A process can be SIGKILLed mid-write, so a JSONL file may end in a torn line. Readers skip a torn
 final line and writers cut it off before appending, so nothing is lost (the torn record was never
-acknowledged) and nothing is duplicated (callers dedupe by (sample_id, run_index))."""
+acknowledged) and nothing is duplicated (callers dedupe by (sample_id, run_index)).
+
+Every whole-file write is a transaction (``replace_file``): a uniquely named temporary file in
+the same folder, fsynced, renamed over the target, then the folder fsynced; a reader sees the
+old file or the new one, never half of one, and two writers never share a temporary name.
+Read-modify-writes (metrics sections, the manifest's costs) run under the folder's writer lock
+(cafe.locking), so concurrent sections all survive."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,16 +35,78 @@ JUDGEMENTS = "judgements.jsonl"
 METRICS = "metrics.json"
 SAMPLES = "samples.jsonl"  # the items that ran, so judge and reports never need the originals
 REPORT_DIR = "report"
+RUN_LOG = "run.log"  # adapter tracebacks, each distinct one once (cafe.failures)
+BATCH_DIR = "batches"  # batch-transport state of the judging commands (cafe.judge.batching)
+LOCK_FILE = ".cafe.lock"  # the writer lock (cafe.locking)
+#: each judge's own records: <prefix>.<judge slug>.jsonl, its spec beside it (cafe.judge.spec)
+JUDGE_RECORDS = {"cafe": "judgements", "rubric": "rubric", "cues": "cues.judgements"}
+MANIFEST_RECOVERY = (
+    "restore it from a backup, or delete it and run the same `cafe run` command on {root} "
+    "again (it writes a new manifest; predictions the call cache holds cost nothing)"
+)
+METRICS_RECOVERY = (
+    "delete it: the same `cafe run` command writes accuracy again (no model call), "
+    "`cafe judge` the CAFE sections"
+)
+
+
+def judge_slug(identity: str) -> str:
+    """File-name form of a judge identity: judgements.<slug>.jsonl."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a platform that cannot open folders: the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_file(path: str | Path, write: Callable[[Any], None]) -> None:
+    """Replace ``path`` whole: ``write(f)`` fills a unique temporary file in the same folder
+    (text, utf-8), which is fsynced and renamed over ``path``, then the folder is fsynced. On
+    any error the temporary file is removed and ``path`` is as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a run folder's files are not
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temporary file and rename; the text is scrubbed of secrets first."""
+    """Write JSON as one transaction (``replace_file``); the text is scrubbed of secrets first."""
     from cafe.redaction import scrub_text
 
-    tmp = path.with_suffix(path.suffix + ".tmp")
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-    tmp.write_text(scrub_text(text), encoding="utf-8")
-    os.replace(tmp, path)
+    replace_file(path, lambda f: f.write(scrub_text(text)))
+
+
+def read_json_file(path: Path, recover: str) -> Any:
+    """A whole JSON file; a damaged one is a RunFolderError in one line naming the file and
+    ``recover`` (how to get it back), never a traceback."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        why = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        raise RunFolderError(f"{path} is damaged (not valid JSON: {why}); {recover}") from None
 
 
 def _repair_tail(path: Path) -> None:
@@ -85,13 +155,12 @@ def rewrite_jsonl(path: Path, records: Iterable[Record]) -> None:
     from cafe.redaction import scrub_text, secret_values
 
     secrets = secret_values()
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+
+    def write(f: Any) -> None:
         for r in records:
             f.write(scrub_text(r.to_json(), secrets) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    replace_file(path, write)
 
 
 class JsonlWriter:
@@ -144,6 +213,11 @@ class RunStore:
     def path(self, name: str) -> Path:
         return self.root / name
 
+    def judge_records(self, kind: str, identity: str) -> Path:
+        """A judge's own records file: ``kind`` "cafe" (judgements.<slug>.jsonl), "rubric" or
+        "cues" (JUDGE_RECORDS)."""
+        return self.path(f"{JUDGE_RECORDS[kind]}.{judge_slug(identity)}.jsonl")
+
     # manifest / metrics -------------------------------------------------------------------
     def has_manifest(self) -> bool:
         return self.path(MANIFEST).exists()
@@ -152,7 +226,18 @@ class RunStore:
         p = self.path(MANIFEST)
         if not p.exists():
             raise RunFolderError(f"{self.root}: not a run folder (no {MANIFEST})")
-        return json.loads(p.read_text())
+        data = read_json_file(p, MANIFEST_RECOVERY.format(root=self.root))
+        if not isinstance(data, dict):
+            raise RunFolderError(
+                f"{p} is damaged (not a JSON object); {MANIFEST_RECOVERY.format(root=self.root)}"
+            )
+        return data
+
+    def lock(self, command: str | None = None) -> Any:
+        """The folder's writer lock (cafe.locking): hold it to plan from the folder and write."""
+        from cafe.locking import folder_lock
+
+        return folder_lock(self.root, command)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         from cafe.redaction import scrub
@@ -162,7 +247,12 @@ class RunStore:
     def read_metrics(self) -> dict[str, Any]:
         """metrics.json as plain JSON (every section, typed or not)."""
         p = self.path(METRICS)
-        return json.loads(p.read_text()) if p.exists() else {}
+        if not p.exists():
+            return {}
+        data = read_json_file(p, METRICS_RECOVERY)
+        if not isinstance(data, dict):
+            raise RunFolderError(f"{p} is damaged (not a JSON object); {METRICS_RECOVERY}")
+        return data
 
     def read_section(self, cls: type[S]) -> S | None:
         """One typed section (None when absent); a section from a newer cafe, or missing its
@@ -177,12 +267,13 @@ class RunStore:
 
     def drop_metrics(self, *sections: str) -> list[str]:
         """Remove sections (stale after the predictions changed); returns those removed."""
-        metrics = self.read_metrics()
-        gone = [s for s in sections if s in metrics]
-        if gone:
-            write_json_atomic(
-                self.path(METRICS), {k: v for k, v in metrics.items() if k not in gone}
-            )
+        with self.lock():
+            metrics = self.read_metrics()
+            gone = [s for s in sections if s in metrics]
+            if gone:
+                write_json_atomic(
+                    self.path(METRICS), {k: v for k, v in metrics.items() if k not in gone}
+                )
         return gone
 
     def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
@@ -195,10 +286,20 @@ class RunStore:
             cls = SECTIONS[section]
             cls.from_dict(value, where=str(self.path(METRICS)))  # raises if it is not one
             value["version"] = cls.VERSION  # stamped in place: the caller's copy says it too
-        metrics = self.read_metrics()
-        metrics[section] = value
-        write_json_atomic(self.path(METRICS), metrics)
+        with self.lock():  # read-modify-write: another writer's section is never lost
+            metrics = self.read_metrics()
+            metrics[section] = value
+            write_json_atomic(self.path(METRICS), metrics)
         return metrics
+
+    def update_manifest(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Read the manifest, apply ``change`` to it in place and write it back, under the lock
+        (for a command that adds to a manifest another command may be writing)."""
+        with self.lock():
+            manifest = self.read_manifest()
+            change(manifest)
+            self.write_manifest(manifest)
+        return manifest
 
     # records ------------------------------------------------------------------------------
     def read_records(self, name: str, cls: type[R]) -> list[R]:
@@ -219,11 +320,9 @@ class RunStore:
         return [Sample.from_dict(d) for d in iter_jsonl(path)]
 
     def write_samples(self, samples: Iterable[Sample]) -> None:
-        path = self.path(SAMPLES)
-        tmp = path.with_suffix(".jsonl.tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.writelines(s.to_json() + "\n" for s in samples)
-        os.replace(tmp, path)
+        replace_file(
+            self.path(SAMPLES), lambda f: f.writelines(s.to_json() + "\n" for s in samples)
+        )
 
     def predictions(self) -> list[Prediction]:
         return self.read_records(PREDICTIONS, Prediction)

@@ -198,3 +198,53 @@ def test_add_takes_the_mean_over_runs_for_cafe(tmp_path):
     row = load_leaderboard(lb).rows[-1]
     assert row.metrics["acc_per"] == 60.0
     assert row.metrics["err_per"] == 20.25  # no per-run values: the pooled figure
+
+
+def test_add_never_writes_the_package_file(tmp_path, monkeypatch):
+    """The shipped paper rows are package data: neither the repository's link to them nor the
+    file itself is written, whichever way it is named."""
+    run = make_run(tmp_path / "run")
+    before = PACKAGED.read_bytes()
+    monkeypatch.delenv("CAFE_LEADERBOARD", raising=False)
+    monkeypatch.chdir(ROOT)  # inside the repository: ./leaderboard.yaml is the link
+    for args in ([], ["--leaderboard", str(PACKAGED)]):
+        res = CliRunner().invoke(leaderboard_command, ["add", str(run), *args])
+        assert res.exit_code != 0
+        assert "cafe's own data" in res.output and "--leaderboard FILE" in res.output
+    monkeypatch.setenv("CAFE_LEADERBOARD", str(ROOT / "leaderboard.yaml"))
+    res = CliRunner().invoke(leaderboard_command, ["add", str(run)])
+    assert res.exit_code != 0 and "cafe's own data" in res.output
+    assert PACKAGED.read_bytes() == before
+
+
+ADDER = """
+import os, sys, time
+from cafe.reports.leaderboard import add_run
+while not os.path.exists(sys.argv[3]):  # every adder starts together
+    time.sleep(0.005)
+add_run(sys.argv[1], path=sys.argv[2])
+print("added", flush=True)
+"""
+
+
+def test_parallel_adds_all_land(tmp_path):
+    """Four `leaderboard add`s at once on one (new) file: all four rows are kept."""
+    import os
+    import subprocess
+    import sys
+
+    runs = [make_run(tmp_path / f"run{i}", model=f"Tiny-{i}") for i in range(4)]
+    lb, go = tmp_path / "mine.yaml", tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "CAFE_LOCK_WAIT": "60"}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", ADDER, str(r), str(lb), str(go)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in runs
+    ]  # fmt: skip
+    go.touch()
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.strip() == "added", err
+    board = load_leaderboard(lb)
+    assert len(board.rows) == 56 + 4
+    assert sorted(r.model for r in board.rows[56:]) == [f"Tiny-{i}" for i in range(4)]

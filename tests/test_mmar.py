@@ -177,3 +177,17 @@ def test_hub_snapshot_folder_and_default_data_dir(shared_data, tmp_path, monkeyp
     monkeypatch.setenv("CAFE_DATA_DIR", str(tmp_path / "nowhere"))
     with pytest.raises(InputError, match="pass --data PATH"):
         MMAR().load()
+
+
+def test_a_duplicate_is_renamed_to_a_name_no_real_item_has(tmp_path):
+    """ids x, x, x#dup2: the second x becomes x#dup3 (reported), the real x#dup2 still runs."""
+    lines = [_item("x"), _item("x", answer="Violin"), _item("x#dup2"), _item("x")]
+    p = tmp_path / "MMAR-meta.jsonl"
+    p.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    lb = MMAR().load(str(tmp_path))
+    by_id = {s.id: s for s in lb.samples}
+    assert list(by_id) == ["x", "x#dup3", "x#dup2", "x#dup4"]
+    assert by_id["x#dup2"].error is None  # the real item, untouched
+    assert "recorded as x#dup3" in by_id["x#dup3"].error
+    said = [str(pr) for pr in lb.problems]
+    assert any("duplicate id (item 2)" in m and "x#dup3" in m for m in said), said

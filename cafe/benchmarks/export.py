@@ -17,7 +17,7 @@ from cafe.benchmarks.scoring import official_text
 from cafe.cli_options import command, option
 from cafe.errors import CafeUsageError
 from cafe.records import Sample
-from cafe.store import RunStore, write_json_atomic
+from cafe.store import RunStore, replace_file, write_json_atomic
 
 
 def official_item(sample: Sample, fmt: ExportFormat) -> dict[str, Any]:
@@ -80,9 +80,8 @@ def export_run(
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".jsonl":
-        tmp = out.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
-        tmp.replace(out)
+        text = "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items)
+        replace_file(out, lambda f: f.write(text))
     else:
         write_json_atomic(out, items)
     return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}

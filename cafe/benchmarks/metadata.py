@@ -219,6 +219,8 @@ def build_samples(
     samples: list[Sample] = []
     problems: list[Problem] = []
     seen: dict[str, int] = {}
+    # a duplicate's new name must not be any real id of the file: x, x, x#dup2 -> x#dup3
+    taken = {str(it["id"]) for _, it in rows if isinstance(it, dict) and it.get("id") is not None}
     answerless = version == spec.answerless_version
     for pos, item in rows:
         if not isinstance(item, dict):
@@ -232,7 +234,10 @@ def build_samples(
         errors: list[tuple[str, str]] = []  # (field, message)
         if sid in seen:
             seen[sid] += 1
+            while f"{sid}#dup{seen[sid]}" in taken:
+                seen[sid] += 1
             dup = f"{sid}#dup{seen[sid]}"
+            taken.add(dup)
             msg = f"duplicate id (item {pos}); the first is kept, this one is recorded as {dup}"
             errors.append(("id", msg))
             sid = dup

@@ -114,21 +114,22 @@ def agreement(a: Sequence[Judgement], b: Sequence[Judgement], mode: str = "micro
 
 def resolve(run_dir: Path, name: str) -> Path:
     """A judgement set by file path, by judge identity or slug, or by unique prefix."""
-    from cafe.judge.pipeline import judge_slug
+    from cafe.store import JUDGE_RECORDS, judge_slug
 
+    prefix = JUDGE_RECORDS["cafe"]
     if Path(name).is_file():
         return Path(name)
     for cand in (
-        run_dir / f"judgements.{name}.jsonl",
-        run_dir / f"judgements.{judge_slug(name)}.jsonl",
+        run_dir / f"{prefix}.{name}.jsonl",
+        run_dir / f"{prefix}.{judge_slug(name)}.jsonl",
     ):
         if cand.is_file():
             return cand
-    hits = sorted(run_dir.glob(f"judgements.{judge_slug(name)}*.jsonl"))
+    hits = sorted(run_dir.glob(f"{prefix}.{judge_slug(name)}*.jsonl"))
     if len(hits) == 1:
         return hits[0]
     known = sorted(
-        p.name[len("judgements.") : -len(".jsonl")] for p in run_dir.glob("judgements.*.jsonl")
+        p.name[len(prefix) + 1 : -len(".jsonl")] for p in run_dir.glob(f"{prefix}.*.jsonl")
     )
     raise CafeUsageError(
         f"{run_dir}: no judgement set {name!r}; known: {', '.join(known) or 'none'} "

@@ -19,12 +19,16 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache, cache_file, make_key
+from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer, judge_max_tokens
+from cafe.counters import by_status, judge_counters
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
+from cafe.judge.spec import JudgeSpec
+from cafe.judge.stages import execute
+from cafe.locking import writes_folder
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
 from cafe.store import RunStore
@@ -84,6 +88,12 @@ class AnswerJudge:
         self.thinking = thinking
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
         self.calls = 0
+        self.spec = JudgeSpec(
+            task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
+            endpoint=JudgeSpec.endpoint_of(list(endpoints)),
+            thinking=bool(thinking), max_tokens=self.max_tokens, temperature=0.0,
+            retries=RETRIES,
+        )  # fmt: skip
         if client is None:
             from cafe.clients import make_client
 
@@ -109,9 +119,7 @@ class AnswerJudge:
         raws: list[str] = []
         for attempt in range(RETRIES + 1):
             text_in = prompt if attempt == 0 else prompt + REMINDER
-            key = make_key(task="answer-extraction", judge=self.identity, prompt=text_in,
-                           template=self.template_hash, max_tokens=self.max_tokens,
-                           thinking=self.thinking)  # fmt: skip
+            key = self.spec.call_key(prompt=text_in)  # the reminder is in the prompt
             hit = self.cache.get(key)
             if hit is not None:
                 text = hit["text"]
@@ -130,6 +138,11 @@ class AnswerJudge:
             if status != "unparseable":
                 return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
         return Verdict(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws))
+
+
+class _Discard:
+    def write_many(self, records: Any) -> None:
+        pass
 
 
 def judged_section(
@@ -163,6 +176,7 @@ def judged_section(
             "temperature": 0.0,
             "thinking": judge.thinking,
         },  # fmt: skip
+        "spec": judge.spec.to_dict(),
         "total": acc["total"],
         "breakdowns": acc["breakdowns"],
         "runs": acc["runs"],
@@ -170,6 +184,7 @@ def judged_section(
     }
 
 
+@writes_folder("cafe judge-accuracy")
 def judge_accuracy_run(
     run_dir: str | Path,
     judge: str,
@@ -220,36 +235,28 @@ def judge_accuracy_run(
         else:
             decided.append(v)
 
-    async def go() -> list[Verdict]:
-        # batch mode lifts the bound: a batch collects every call that is waiting
-        sem = asyncio.Semaphore(max(1, plan.item_concurrency(concurrency)))
+    async def ask(p: Prediction) -> Verdict:
+        s = by_id.get(p.sample_id)
+        if s is None:
+            return Verdict(p.sample_id, p.run_index, None, "failed", "sample not found")
+        return await aj.verdict(s, p)
 
-        async def one(p: Prediction) -> Verdict:
-            async with sem:
-                s = by_id.get(p.sample_id)
-                if s is None:
-                    return Verdict(p.sample_id, p.run_index, None, "failed", "sample not found")
-                return await aj.verdict(s, p)
+    def failed(p: Prediction, why: str) -> Verdict:  # a bug on one item: that item only
+        return Verdict(p.sample_id, p.run_index, None, "failed", why)
 
-        try:
-            return list(await asyncio.gather(*(one(p) for p in todo)))
-        finally:
-            await aj.client.aclose()
-
-    asked = asyncio.run(go())
+    # batch mode lifts the bound: a batch collects every call that is waiting; verdicts are
+    # kept in the section only (the cache replays them), so nothing is appended as they come
+    asked = asyncio.run(execute(
+        todo, ask, failed, _Discard(), concurrency=plan.item_concurrency(concurrency),
+        desc="judge-accuracy", progress=False, aclose=aj.client.aclose,
+    ))  # fmt: skip
     verdicts = [*decided, *asked]
     costs = batching.write_costs(store, plan, cache_obj.hits)
-    manifest = store.read_manifest() if store.path("manifest.json").exists() else {}
+    manifest = store.read_manifest() if store.has_manifest() else {}
     bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
     section = judged_section(samples, preds, verdicts, aj, _bench_breakdowns(store),
                              manifest.get("runs"), rule_for(bench))  # fmt: skip
-    section["calls"] = {
-        "sent": aj.calls,
-        "cache_hits": cache_obj.hits,
-        "judged_now": len(asked),
-        "mode": plan.mode,
-        **({"cost": costs} if costs is not None else {}),
-    }
+    _describe_calls(section, store, aj, asked, cache_obj.hits, plan.mode, costs)
     if selective:
         # the shared report shape (cafe.judge.batching.Selection): no prompt is shared here,
         # the rule decides instead of the judge
@@ -271,6 +278,25 @@ def judge_accuracy_run(
                    f"({section['verdicts']})", err=True)  # fmt: skip
     store.update_metrics(SECTION, section)
     return section
+
+
+def _describe_calls(
+    section: dict[str, Any], store: RunStore, aj: AnswerJudge, asked: list[Verdict],
+    cache_hits: int, mode: str, costs: Any,
+) -> None:  # fmt: skip
+    """This invocation's calls, and the counters over every invocation under this spec."""
+    section["calls"] = {
+        "sent": aj.calls,
+        "cache_hits": cache_hits,
+        "judged_now": len(asked),
+        "mode": mode,
+        **({"cost": costs} if costs is not None else {}),
+    }
+    section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
+        "calls": aj.calls, "cache_hits": cache_hits, "judged": len(asked),
+        "replies": by_status([v.status for v in asked]),
+        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
+    })  # fmt: skip
 
 
 @command("judge-accuracy")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from cafe.judge.spec import JudgeSpec
 from cafe.records import Judgement, Prediction, Sample
 
 
@@ -24,6 +25,16 @@ class Judge(ABC):
     temperature: float | None = None
     needs_caption: bool = True
     uses_cache: bool = True
+    task: str = "cafe-extraction"
+
+    @property
+    def spec(self) -> JudgeSpec:
+        """The frozen identity of this judge's judgements (cafe.judge.spec); a judge with more
+        settings that change its replies (model, thinking, budget) spells them in its own."""
+        return JudgeSpec(
+            task=self.task, kind=self.identity, model=None, endpoint=None,
+            template_hash=self.template_hash, temperature=self.temperature,
+        )  # fmt: skip
 
     @abstractmethod
     async def ajudge(self, item: JudgeItem) -> Judgement: ...

@@ -21,8 +21,7 @@ from typing import Any
 
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement
-
-BATCH_DIR = "batches"
+from cafe.store import BATCH_DIR
 
 
 def call_plan(
@@ -143,17 +142,18 @@ def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None
     batches = plan.batch_stats()
     if batches:
         mine["batches"] = batches
-    try:
-        manifest = store.read_manifest()
-    except FileNotFoundError:
+    if not store.has_manifest():
         return mine
-    old = manifest.get("costs")
-    total = merge_summaries(
-        old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
-    )
-    total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
-    manifest["costs"] = total
-    store.write_manifest(manifest)
+
+    def add(manifest: dict[str, Any]) -> None:  # under the folder's lock: no cost is lost
+        old = manifest.get("costs")
+        total = merge_summaries(
+            old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
+        )
+        total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
+        manifest["costs"] = total
+
+    store.update_manifest(add)
     return mine
 
 

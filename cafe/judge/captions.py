@@ -16,15 +16,18 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache, cache_file, make_key
+from cafe.cache import Cache, cache_file
 from cafe.cli_options import command, concurrency_option, limit_option
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
+from cafe.judge.spec import JudgeSpec
+from cafe.locking import file_lock
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl
 
 TEMPERATURE = 0.0
+MAX_TOKENS = 1024
 
 
 def load_captions(path: str | Path) -> dict[str, str]:
@@ -56,6 +59,16 @@ def captioner_identity(client: Any) -> str:
     return f"{kind}:{model}" if kind and model else str(client.identity).split("@")[0]
 
 
+def captioner_spec(client: Any, template_hash: str, endpoint: str = "service") -> JudgeSpec:
+    """The captioner's spec (cafe.judge.spec): its call cache keys derive from it."""
+    kind, _, model = captioner_identity(client).partition(":")
+    return JudgeSpec(
+        task="caption", kind=kind, model=model or None, template_hash=template_hash,
+        endpoint=endpoint, thinking=bool(getattr(client, "thinking", False)), max_tokens=MAX_TOKENS,
+        temperature=TEMPERATURE,
+    )  # fmt: skip
+
+
 def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]:
     # files written before identities dropped the endpoint carry "kind:model@url"
     return {
@@ -75,13 +88,16 @@ async def caption_samples(
     concurrency: int = 8,
     cache: Cache | None = None,
     progress: bool = True,
+    endpoint: str = "service",
 ) -> dict[str, Any]:
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
-    counts. Failed items are reported and left out of the file, so a re-run retries them."""
+    counts. Failed items are reported and left out of the file, so a re-run retries them.
+    ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
     from cafe.audio import file_sha256
 
     text, template_hash = load_template("caption", template)
     identity = captioner_identity(client)
+    spec = captioner_spec(client, template_hash, endpoint)
     cache = cache or Cache(None)
     out = Path(out)
     done = _done(out, identity, template_hash)
@@ -105,13 +121,7 @@ async def caption_samples(
 
     async def one(s: Sample, hashes: list[str]) -> dict | None:
         nonlocal calls
-        key = make_key(
-            task="caption",
-            captioner=identity,
-            template=template_hash,
-            audio=hashes,
-            temperature=TEMPERATURE,
-        )
+        key = spec.call_key(audio=hashes)
         cached = cache.get(key)
         if cached is None:
             content = [{"type": "audio", "path": p} for p in s.audio]
@@ -119,7 +129,9 @@ async def caption_samples(
             async with sem:
                 calls += 1
                 reply = await client.achat(
-                    [{"role": "user", "content": content}], temperature=TEMPERATURE, max_tokens=1024
+                    [{"role": "user", "content": content}],
+                    temperature=TEMPERATURE,
+                    max_tokens=MAX_TOKENS,
                 )
             caption = reply.final  # a thinking captioner's reasoning is not the caption
             if reply.error or not caption:
@@ -214,11 +226,14 @@ def caption(
                 template=template,
                 concurrency=calls.item_concurrency(concurrency) if calls else concurrency,
                 cache=Cache(cache or cache_file("captions.sqlite")),
+                endpoint=JudgeSpec.endpoint_of(list(endpoints)),
             )
         finally:
             await client.aclose()
 
-    res = asyncio.run(go())
+    out_path = Path(out)  # one writer per captions file, as per run folder (cafe.locking)
+    with file_lock(out_path.with_name(f".{out_path.name}.lock"), out_path, "cafe caption"):
+        res = asyncio.run(go())
     res["failed"] = len(res["problems"])
     res["attempted"] = len(samples) - res["skipped_done"]
     res["problems"] = [*loaded.problems, *res["problems"]]

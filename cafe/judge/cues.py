@@ -20,12 +20,15 @@ from cafe.judge.base import JudgeItem, load_template
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.judge.pipeline import (
     _bench_breakdowns,
+    _item_without_sample,
     _judge_all,
     _write_compact,
-    judge_slug,
     load_caption_map,
     read_judgements,
+    same_judge,
 )
+from cafe.judge.stages import merged, plan_judging
+from cafe.locking import writes_folder
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.store import RunStore
 
@@ -37,6 +40,7 @@ class CueJudge(LLMJudge):
     """The CAFE extraction judge told the required events: the item's MMAR cues."""
 
     needs_caption = False
+    task = "cue-extraction"
 
     def __init__(self, kind: str, model: str | None = None, template: str | None = None, **kw: Any):
         super().__init__(kind, model, template=None, **kw)
@@ -56,9 +60,10 @@ class CueJudge(LLMJudge):
 
 
 def cue_judgements_file(store: RunStore, identity: str) -> Path:
-    return store.path(f"cues.judgements.{judge_slug(identity)}.jsonl")
+    return store.judge_records("cues", identity)
 
 
+@writes_folder("cafe cues")
 def cues_run(
     run_dir: str | Path,
     judge: str | None = None,
@@ -93,30 +98,21 @@ def cues_run(
                       endpoints=tuple(endpoints), cache=cache, concurrency=concurrency,
                       **client_options)  # fmt: skip
         described = cj.describe()
-        path = cue_judgements_file(store, cj.identity)
-        existing = [
-            j
-            for j in read_judgements(path)
-            if j.judge == cj.identity and j.template_hash == cj.template_hash
-        ]
-        done = {(j.sample_id, j.run_index) for j in existing if j.status != "failed"}
-        by_id = {s.id: s for s in samples}
-        caption_of = load_caption_map(samples, captions)
         # a failed prediction has no reasoning to read: the offline recall counts it 0 of its
-        # cues and the judge is not asked
-        items = [
-            JudgeItem(by_id[p.sample_id], p, caption_of.get(p.sample_id) or NO_CAPTION)
-            for p in preds
-            if (p.sample_id, p.run_index) not in done
-            and p.sample_id in by_id
-            and cues_of(by_id[p.sample_id])
-            and p.error is None
-            and p.raw_output is not None
-        ]
+        # cues and the judge is not asked; nor is one whose sample is gone
+        usable = [p for p in preds if p.error is None and p.raw_output is not None]
+        work = plan_judging(
+            cue_judgements_file(store, cj.identity), cj.spec, usable, samples, read_judgements,
+            same_judge(cj), lambda p, why: cj.failed(_item_without_sample(p), why),
+        )  # fmt: skip
+        path = work.path
+        caption_of = load_caption_map(samples, captions)
+        items = [JudgeItem(s, p, caption_of.get(s.id) or NO_CAPTION)
+                 for s, p in work.todo if cues_of(s)]  # fmt: skip
         with store.writer(path.name) as writer:
             fresh = asyncio.run(_judge_all(cj, items, writer, concurrency, progress))
-        merged = {(j.sample_id, j.run_index): j for j in [*existing, *fresh]}
-        cue_judgements = list(merged.values())
+        work.orphans = []  # a missing sample has no cues: nothing for the cue judge to record
+        cue_judgements = merged(work, fresh)
         _write_compact(path, cue_judgements)
         described = {**described, "file": path.name, "calls_sent": cj.calls}
     cafe_judgements = [j for j in store.judgements() if j.status == "ok"] or None

@@ -10,7 +10,8 @@ code fence, prose before the object and trailing text are tolerated; server thin
 reply is retried with a format reminder naming what was wrong; after the retries
 the Judgement is ``invalid`` with the reason and every raw reply kept. A call that fails (network,
 server errors after the client's own retries) gives ``failed``. Every reply is cached by judge
-identity + template hash + prompt + temperature + attempt number, so a re-judge replays the
+spec (cafe.judge.spec: kind, model, template hash, thinking, budget, temperature) + prompt +
+attempt number, so a re-judge replays the
 same decisions without a call, while failed calls are never cached and are retried."""
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import json
 import re
 from typing import Any
 
-from cafe.cache import Cache, make_key
+from cafe.cache import Cache
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Judge, JudgeItem, load_template
+from cafe.judge.spec import JudgeSpec
 from cafe.records import Judgement
 
 #: the paper's printed output format (A.2): every reply must hold these
@@ -166,6 +168,15 @@ class LLMJudge(Judge):
             )
         return self._client
 
+    @property
+    def spec(self) -> JudgeSpec:
+        return JudgeSpec(
+            task=self.task, kind=self.kind, model=self.model, template_hash=self.template_hash,
+            endpoint=JudgeSpec.endpoint_of(self._endpoints), thinking=self.thinking,
+            max_tokens=self.max_tokens, temperature=self.temperature,
+            retries=self.retries,
+        )  # fmt: skip
+
     def prompt_for(self, item: JudgeItem) -> str:
         s = item.sample
         return build_prompt(
@@ -194,18 +205,10 @@ class LLMJudge(Judge):
         base_prompt = self.prompt_for(item)
         raws: list[str] = []
         reason = None
+        spec = self.spec
         for attempt in range(self.retries + 1):
             prompt = base_prompt if attempt == 0 else base_prompt + reminder(reason)
-            key = make_key(
-                task="cafe-extraction",
-                judge=self.identity,
-                template=self.template_hash,
-                prompt=prompt,
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-                thinking=self.thinking,
-                attempt=attempt,
-            )
+            key = spec.call_key(prompt=prompt, attempt=attempt)
             cached = self.cache.get(key)
             if cached is not None:
                 text = cached["text"]

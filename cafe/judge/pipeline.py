@@ -12,24 +12,33 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file
+from cafe.counters import judge_counters
 from cafe.errors import CafeError, ConfigError, RunFolderError
 from cafe.failures import most_failed, summary_lines
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
+from cafe.judge.spec import resume_records
+from cafe.judge.stages import FLUSH_EVERY as FLUSH_EVERY
+from cafe.judge.stages import execute, merged, plan_judging
+from cafe.judge.stages import write_as_completed as write_as_completed
+from cafe.locking import writes_folder
 from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import JUDGEMENTS, SAMPLES, RunStore, latest_records, rewrite_jsonl
-
-FLUSH_EVERY = 32
+from cafe.store import (
+    JUDGEMENTS,
+    RunStore,
+    latest_records,
+    rewrite_jsonl,
+)
+from cafe.store import judge_slug as judge_slug  # re-exported: cues, older callers
 
 
 class JudgeFailedError(CafeError):
@@ -37,17 +46,23 @@ class JudgeFailedError(CafeError):
     were (a failed judge never replaces a good one); the message gives the reasons with counts."""
 
 
-def judge_slug(identity: str) -> str:
-    """File-name form of a judge identity: judgements.<slug>.jsonl."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
-
-
 def judgements_file(store: RunStore, identity: str) -> Path:
-    return store.path(f"judgements.{judge_slug(identity)}.jsonl")
+    return store.judge_records("cafe", identity)
 
 
 def read_judgements(path: Path) -> list[Judgement]:
     return latest_records(path, Judgement)
+
+
+def same_judge(judge: Any) -> Any:
+    """For a file from before judge specs: a judgement this judge may keep (same identity and
+    template)."""
+    return lambda j: (j.judge, j.template_hash) == (judge.identity, judge.template_hash)
+
+
+def resume_judgements(path: Path, judge: Any, write: bool = True) -> list[Judgement]:
+    """The judgements ``path`` holds under ``judge``'s spec (another spec's are redone)."""
+    return resume_records(path, judge.spec, read_judgements, same_judge(judge), write=write)
 
 
 def _write_compact(path: Path, records: Sequence[Judgement]) -> None:
@@ -57,50 +72,10 @@ def _write_compact(path: Path, records: Sequence[Judgement]) -> None:
 async def _judge_all(
     judge: Judge, items: list[JudgeItem], writer: Any, concurrency: int, progress: bool
 ) -> list[Judgement]:
-    sem = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(item: JudgeItem) -> Judgement:
-        async with sem:
-            try:
-                return await judge.ajudge(item)
-            except Exception as e:  # a bug in one item must not lose the rest
-                return judge.failed(item, f"{type(e).__name__}: {e}")
-
-    try:
-        return await write_as_completed(
-            [one(i) for i in items], writer, f"judge {judge.identity}", progress
-        )
-    finally:
-        await judge.aclose()
-
-
-async def write_as_completed(
-    coros: Sequence[Any], writer: Any, desc: str, progress: bool
-) -> list[Any]:
-    """Await judge calls as they finish; append their records in fsynced batches of FLUSH_EVERY
-    (a kill loses at most one batch, which the next run judges again)."""
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(coros), desc=desc, unit="item")
-    done: list[Any] = []
-    buffer: list[Any] = []
-    try:
-        for fut in asyncio.as_completed(coros):
-            record = await fut
-            done.append(record)
-            buffer.append(record)
-            if len(buffer) >= FLUSH_EVERY:
-                writer.write_many(buffer)
-                buffer = []
-            if bar is not None:
-                bar.update(1)
-        writer.write_many(buffer)
-    finally:
-        if bar is not None:
-            bar.close()
-    return done
+    return await execute(
+        items, judge.ajudge, judge.failed, writer, concurrency=concurrency,
+        desc=f"judge {judge.identity}", progress=progress, aclose=judge.aclose,
+    )  # fmt: skip
 
 
 class _NoWriter:
@@ -117,6 +92,7 @@ def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> 
     return out
 
 
+@writes_folder("cafe judge")
 def judge_run(
     run_dir: str | Path,
     judge: str = "rule",
@@ -150,9 +126,78 @@ def judge_run(
     preds: list[Prediction] = store.predictions()
     if not preds:
         raise RunFolderError(f"{run_dir}: no predictions.jsonl records to judge")
-    by_id = {s.id: s for s in samples}
     caption_of = load_caption_map(samples, captions)
     judge_cls = JUDGES.get(judge)
+    _check_ground_truth(run_dir, judge, judge_cls, samples, caption_of)
+    if not isinstance(cache, Cache):
+        use = getattr(judge_cls, "uses_cache", True)
+        cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
+    plan = batching.call_plan(store.root, batch=batch, dry_run=dry_run, prices=prices,
+                              batch_options=batch_options)  # fmt: skip
+    judge_options["calls"] = plan  # an LLM judge hands it to make_client
+    try:
+        judge_obj: Judge = build_judge(
+            judge, model=judge_model, endpoints=tuple(endpoints),
+            template=str(template) if template else None, cache=cache,
+            concurrency=concurrency,  # the client may keep this many in flight per endpoint
+            **judge_options,
+        )  # fmt: skip
+    except ValueError as e:  # no server named, no key: one line before any item is judged
+        raise ConfigError(str(e)) from None
+
+    # plan: what this judge's spec has not judged yet
+    work = plan_judging(
+        judgements_file(store, judge_obj.identity), judge_obj.spec, preds, samples,
+        read_judgements, same_judge(judge_obj),
+        lambda p, why: judge_obj.failed(_item_without_sample(p), why),
+        write=plan.mode != "dry-run",
+    )  # fmt: skip
+    items = [JudgeItem(s, p, caption_of.get(s.id)) for s, p in work.todo]
+    sel = batching.select_items(judge_obj, items, selective)
+    in_flight = plan.item_concurrency(concurrency)
+    if plan.mode == "dry-run":
+        asyncio.run(_judge_all(judge_obj, sel.todo, _NoWriter(), in_flight, False))
+        return batching.dry_run_report(
+            plan, items=len(sel.todo), already_done=len(work.done), cache_hits=cache.hits,
+            selection=sel.report(len(items)) if selective else None,
+        )  # fmt: skip
+    # execute: calls in flight, records appended as they come
+    t0 = time.perf_counter()
+    with store.writer(work.path.name) as writer:
+        writer.write_many([*work.orphans, *sel.decided])
+        fresh = asyncio.run(_judge_all(judge_obj, sel.todo, writer, in_flight, progress))
+        shared = batching.share_judgements(sel, fresh)
+        writer.write_many(shared)
+    wall = time.perf_counter() - t0
+    fresh = [*fresh, *sel.decided, *shared]
+    costs = batching.write_costs(store, plan, cache.hits)
+    # store: this judge's file compacted; the run's current judgements only if it did its job
+    judgements = merged(work, fresh)
+    _write_compact(work.path, judgements)  # failed ones are retried next time
+    reasons = _refuse_a_failed_judge(run_dir, judge_obj, work, fresh, preds, judgements, plan)
+    _write_compact(store.path(JUDGEMENTS), judgements)
+    # metrics
+    section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
+    _describe_judging(section, store, judge_obj, preds, fresh, cache.hits, wall, plan, costs)
+    if reasons:
+        section["failed_reasons"] = reasons
+    if selective:
+        section["selective"] = {
+            **sel.report(len(items)),
+            **batching.saving(sel, plan, getattr(judge_obj, "calls", 0), len(sel.todo)),
+        }
+    store.update_metrics("cafe", section)
+    counter = (store.read_manifest() if store.has_manifest() else {}).get("token_counter")
+    store.update_metrics("decay", decay_section(preds, judgements, mode=mode, counter=counter))
+    compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
+    return section
+
+
+def _check_ground_truth(
+    run_dir: str | Path, judge: str, judge_cls: Any, samples: Sequence[Sample],
+    caption_of: dict[str, str],
+) -> None:  # fmt: skip
+    """The judge's ground truth is there (captions, or events), else one line saying how."""
     if getattr(judge_cls, "needs_caption", True) and not caption_of:
         raise ConfigError(
             f"{run_dir}: no sample has a caption; the {judge} judge needs ground-truth captions: "
@@ -165,80 +210,23 @@ def judge_run(
             f"{run_dir}: the {judge} judge needs ground-truth events, which no sample of this "
             "benchmark carries (synth has them); use an LLM judge with --captions FILE"
         )
-    if not isinstance(cache, Cache):
-        use = getattr(judge_cls, "uses_cache", True)
-        cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
-    plan = batching.call_plan(store.root, batch=batch, dry_run=dry_run, prices=prices,
-                              batch_options=batch_options)  # fmt: skip
-    judge_options["calls"] = plan  # an LLM judge hands it to make_client
-    try:
-        judge_obj: Judge = build_judge(
-            judge,
-            model=judge_model,
-            endpoints=tuple(endpoints),
-            template=str(template) if template else None,
-            cache=cache,
-            concurrency=concurrency,  # the client may keep this many in flight per endpoint
-            **judge_options,
-        )
-    except ValueError as e:  # no server named, no key: one line before any item is judged
-        raise ConfigError(str(e)) from None
 
-    path = judgements_file(store, judge_obj.identity)
-    existing = [
-        j
-        for j in read_judgements(path)
-        if j.judge == judge_obj.identity and j.template_hash == judge_obj.template_hash
-    ]
-    done_keys = {(j.sample_id, j.run_index) for j in existing if j.status != "failed"}
-    items = []
-    missing_sample: list[Judgement] = []
-    for p in preds:
-        if (p.sample_id, p.run_index) in done_keys:
-            continue
-        s = by_id.get(p.sample_id)
-        if s is None:
-            missing_sample.append(
-                judge_obj.failed(
-                    JudgeItem(Sample(p.sample_id, "", "", "", [], None, []), p, None),
-                    f"{SAMPLES}: sample {p.sample_id} not found",
-                )
-            )
-            continue
-        items.append(JudgeItem(s, p, caption_of.get(s.id)))
 
-    sel = batching.select_items(judge_obj, items, selective)
-    in_flight = plan.item_concurrency(concurrency)
-    if plan.mode == "dry-run":
-        asyncio.run(_judge_all(judge_obj, sel.todo, _NoWriter(), in_flight, False))
-        return batching.dry_run_report(
-            plan, items=len(sel.todo), already_done=len(done_keys), cache_hits=cache.hits,
-            selection=sel.report(len(items)) if selective else None,
-        )  # fmt: skip
-    t0 = time.perf_counter()
-    with store.writer(path.name) as writer:
-        writer.write_many([*missing_sample, *sel.decided])
-        fresh = asyncio.run(_judge_all(judge_obj, sel.todo, writer, in_flight, progress))
-        shared = batching.share_judgements(sel, fresh)
-        writer.write_many(shared)
-    judge_wall = time.perf_counter() - t0
-    fresh = [*fresh, *sel.decided, *shared]
-    costs = batching.write_costs(store, plan, cache.hits)
+def _item_without_sample(p: Prediction) -> JudgeItem:
+    return JudgeItem(Sample(p.sample_id, "", "", "", [], None, []), p, None)
 
-    health = reply_health(fresh)
-    if health["warning"]:
-        import click
 
-        click.echo(f"warning: {health['warning']}", err=True)
-
-    keys = {(p.sample_id, p.run_index) for p in preds}
-    merged = {(j.sample_id, j.run_index): j for j in [*existing, *missing_sample, *fresh]}
-    judgements = [j for k, j in merged.items() if k in keys]
-    _write_compact(path, judgements)  # this judge's own file: failed ones retried next time
-    attempted = [*missing_sample, *fresh]
+def _refuse_a_failed_judge(
+    run_dir: str | Path, judge: Judge, work: Any, fresh: list[Judgement],
+    preds: list[Prediction], judgements: list[Judgement], plan: Any,
+) -> list[str]:  # fmt: skip
+    """The reasons of this invocation's failed and unusable judgements (one line each, naming
+    the file and item); raises JudgeFailedError when the judge failed most of the outputs."""
+    attempted = [*work.orphans, *fresh]
+    name = work.path.name
 
     def said(j: Judgement) -> tuple[str, str]:  # one line naming the file and the item
-        return f"{path.name}: sample {j.sample_id}: {j.reason or j.status}", j.sample_id
+        return f"{name}: sample {j.sample_id}: {j.reason or j.status}", j.sample_id
 
     failed = [said(j) for j in attempted if j.status == "failed"]
     reasons = summary_lines("judgements", failed, len(attempted))
@@ -257,18 +245,31 @@ def judge_run(
     )
     if attempted and not pending and most_failed(judge_failed, len(judged)):
         raise JudgeFailedError(
-            "\n".join([*reasons, f"judge {judge_obj.identity} failed: {run_dir}'s judgements.jsonl "
+            "\n".join([*reasons, f"judge {judge.identity} failed: {run_dir}'s judgements.jsonl "
                         "and its CAFE metrics were left as they were; fix the cause and run the "
                         "same command again (failed judgements are retried)"])
         )  # fmt: skip
-    _write_compact(store.path(JUDGEMENTS), judgements)
+    return reasons
 
-    section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
+
+def _describe_judging(
+    section: dict[str, Any], store: RunStore, judge: Judge, preds: list[Prediction],
+    fresh: list[Judgement], cache_hits: int, wall: float, plan: Any, costs: Any,
+) -> None:  # fmt: skip
+    """What the "cafe" section says about the judge and this invocation: its spec, reasoning
+    accuracy, reply health, calls, and the counters over every invocation under this spec."""
+    health = reply_health(fresh)
+    if health["warning"]:
+        import click
+
+        click.echo(f"warning: {health['warning']}", err=True)
     n_correct = sum(p.correct for p in preds)
+    sent = getattr(judge, "calls", 0)
     section.update(
-        judge=judge_obj.describe(),
-        template_hash=judge_obj.template_hash,
-        judgements_file=path.name,
+        judge=judge.describe(),
+        spec=judge.spec.to_dict(),
+        template_hash=judge.template_hash,
+        judgements_file=store.judge_records("cafe", judge.identity).name,
         reasoning_accuracy={
             "correct": n_correct,
             "total": len(preds),
@@ -277,26 +278,19 @@ def judge_run(
         },
         replies=health,
         calls={
-            "sent": getattr(judge_obj, "calls", 0),
-            "cache_hits": cache.hits,
+            "sent": sent,
+            "cache_hits": cache_hits,
             "judged_now": len(fresh),
-            "judge_wall_s": round(judge_wall, 3),
+            "judge_wall_s": round(wall, 3),
             "mode": plan.mode,
             **({"cost": costs} if costs is not None else {}),
         },
     )
-    if reasons:
-        section["failed_reasons"] = reasons
-    if selective:
-        section["selective"] = {
-            **sel.report(len(items)),
-            **batching.saving(sel, plan, getattr(judge_obj, "calls", 0), len(sel.todo)),
-        }
-    store.update_metrics("cafe", section)
-    counter = (store.read_manifest() if store.has_manifest() else {}).get("token_counter")
-    store.update_metrics("decay", decay_section(preds, judgements, mode=mode, counter=counter))
-    compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
-    return section
+    section["counters"] = judge_counters(store.read_metrics().get("cafe"), section["spec"], {
+        "calls": sent, "cache_hits": cache_hits, "judged": len(fresh),
+        "replies": {k: health[k] for k in ("ok", "empty", "unparseable", "failed")},
+        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
+    })  # fmt: skip
 
 
 def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:

@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe.benchmarks.scoring import is_correct
-from cafe.cache import Cache, make_key
+from cafe.cache import Cache
 from cafe.judge.base import load_template
+from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
+from cafe.store import SAMPLES
 
 RATERS = 5  # the authors' NUM_RATERS
 TRIM = 1  # drop this many lowest and highest rater scores
@@ -54,7 +56,7 @@ class Criterion:
         return max(self.choices)
 
 
-def criteria_of(sample: Sample, source: str = "samples.jsonl") -> list[Criterion]:
+def criteria_of(sample: Sample, source: str = SAMPLES) -> list[Criterion]:
     """The item's rubric (``meta["rubric"]``, MMAR v2); InputError naming item and field."""
     rubric = sample.meta.get("rubric")
 
@@ -251,6 +253,18 @@ class RubricJudge:
             "max_tokens": self.max_tokens,
         }
 
+    @property
+    def spec(self) -> JudgeSpec:
+        """What decides this judge's replies and scores (cafe.judge.spec); the call key is its
+        call fields, so raters, trim and retries share the calls they have in common."""
+        return JudgeSpec(
+            task="mmar-rubric", kind=self.kind, model=self.model,
+            template_hash=self.template_hash, endpoint=JudgeSpec.endpoint_of(self._endpoints),
+            max_tokens=self.max_tokens,
+            temperature=self.temperature, seed=self.seed, raters=self.raters, trim=self.trim,
+            retries=self.retries,
+        )  # fmt: skip
+
     def _get_client(self) -> Any:
         if self._client is None:
             from cafe.clients import make_client
@@ -274,11 +288,7 @@ class RubricJudge:
 
     async def _ask(self, prompt: str, rater: int, attempt: int) -> tuple[str | None, str | None]:
         """(reply text, None) or (None, failure reason); replies cached per rater and attempt."""
-        key = make_key(
-            task="mmar-rubric", judge=self.identity, template=self.template_hash,
-            prompt=prompt, temperature=self.temperature, seed=self.seed,
-            max_tokens=self.max_tokens, rater=rater, attempt=attempt,
-        )  # fmt: skip
+        key = self.spec.call_key(prompt=prompt, rater=rater, attempt=attempt)
         hit = self.cache.get(key)
         if hit is not None:
             return hit["text"], None

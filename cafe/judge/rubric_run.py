@@ -19,6 +19,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.counters import by_status, judge_counters
 from cafe.judge.batching import (
     batch_click_options,
     batch_options,
@@ -29,10 +30,10 @@ from cafe.judge.batching import (
 from cafe.judge.pipeline import (
     _bench_breakdowns,
     _write_compact,
-    judge_slug,
-    write_as_completed,
 )
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
+from cafe.judge.stages import execute, merged, plan_judging
+from cafe.locking import writes_folder
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
 from cafe.store import RunStore, latest_records
@@ -41,31 +42,14 @@ SECTION = "rubric"
 
 
 def rubric_file(store: RunStore, identity: str) -> Path:
-    return store.path(f"rubric.{judge_slug(identity)}.jsonl")
+    return store.judge_records("rubric", identity)
 
 
 def read_scores(path: Path) -> list[RubricScore]:
     return latest_records(path, RubricScore)
 
 
-async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool) -> list:
-    sem = asyncio.Semaphore(max(1, judge.concurrency))
-
-    async def one(sample: Any, pred: Any) -> RubricScore:
-        async with sem:
-            try:
-                return await judge.ascore(sample, pred)
-            except Exception as e:  # a bug in one item must not lose the rest
-                return judge.record(pred, "failed", reason=f"{type(e).__name__}: {e}")
-
-    try:
-        return await write_as_completed(
-            [one(s, p) for s, p in jobs], writer, f"rubric {judge.identity}", progress
-        )
-    finally:
-        await judge.aclose()
-
-
+@writes_folder("cafe rubric")
 def rubric_run(
     run_dir: str | Path,
     judge: str = "openai",
@@ -102,37 +86,27 @@ def rubric_run(
         raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
         concurrency=concurrency, **client_options,
     )  # fmt: skip
-    path = rubric_file(store, scorer.identity)
-    # a record made under another template or other rater settings is rated again (the calls
-    # it shares with this protocol replay from the cache)
-    existing = [
-        r
-        for r in read_scores(path)
-        if r.judge == scorer.identity
-        and r.template_hash == scorer.template_hash
-        and r.protocol == scorer.protocol
-    ]
-    done = {(r.sample_id, r.run_index) for r in existing if r.status != "failed"}
-    by_id = {s.id: s for s in samples}
-    jobs, orphans = [], []
-    for p in preds:
-        if (p.sample_id, p.run_index) in done:
-            continue
-        s = by_id.get(p.sample_id)
-        if s is None:
-            orphans.append(
-                scorer.record(p, "failed", reason=f"samples.jsonl: sample {p.sample_id} not found")
-            )
-            continue
-        jobs.append((s, p))
+    # plan: a record made under another template or other rater settings is rated again (the
+    # calls it shares with this protocol replay from the cache)
+    work = plan_judging(
+        rubric_file(store, scorer.identity), scorer.spec, preds, samples, read_scores,
+        lambda r: (r.judge, r.template_hash, r.protocol)
+        == (scorer.identity, scorer.template_hash, scorer.protocol),
+        lambda p, why: scorer.record(p, "failed", reason=why),
+    )  # fmt: skip
+    path = work.path
     t0 = time.perf_counter()
     with store.writer(path.name) as writer:
-        writer.write_many(orphans)
-        fresh = asyncio.run(_score_all(scorer, jobs, writer, progress))
+        writer.write_many(work.orphans)
+        fresh = asyncio.run(execute(
+            work.todo, lambda job: scorer.ascore(*job),
+            lambda job, why: scorer.record(job[1], "failed", reason=why), writer,
+            concurrency=scorer.concurrency, desc=f"rubric {scorer.identity}",
+            progress=progress, aclose=scorer.aclose,
+        ))  # fmt: skip
     wall = time.perf_counter() - t0
-    merged = {(r.sample_id, r.run_index): r for r in [*existing, *orphans, *fresh]}
-    keys = {(p.sample_id, p.run_index) for p in preds}
-    records = [r for k, r in merged.items() if k in keys]
+    records = merged(work, fresh)
+    keys = work.keys
     # every item of every run is accounted for: an item with no prediction scores 0
     runs = sorted({p.run_index for p in preds})
     for s in samples:
@@ -147,6 +121,7 @@ def rubric_run(
     section = rubric_section(records, samples, _bench_breakdowns(store))
     section = {
         "judge": scorer.describe(),
+        "spec": scorer.spec.to_dict(),
         "protocol": "MMAR code/evaluation_rubrics.py: official string match gates; "
         f"{raters} raters, drop {trim} lowest and highest, average the rest",
         **section,
@@ -158,6 +133,10 @@ def rubric_run(
             "wall_s": round(wall, 3),
         },
     }
+    section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
+        "calls": scorer.calls, "cache_hits": cache.hits, "rated": len(fresh),
+        "replies": by_status([r.status for r in fresh]),
+    })  # fmt: skip
     store.update_metrics(SECTION, section)
     return section
 

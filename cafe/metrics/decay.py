@@ -22,6 +22,7 @@ import numpy as np
 from cafe.adapters.token_counts import WORDS, length_unit
 from cafe.cli_options import command
 from cafe.errors import CafeError, CafeUsageError
+from cafe.locking import writes_folder
 from cafe.metrics.cafe import cafe_metrics
 from cafe.records import Judgement, Prediction
 
@@ -246,6 +247,7 @@ def format_decay(section: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@writes_folder("cafe decay")
 def decay(
     run_dir: str | Path,
     *,

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from cafe.store import METRICS
+
 S = TypeVar("S", bound="Section")
 
 
@@ -27,7 +29,7 @@ class Section:
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True)
 
     @classmethod
-    def from_dict(cls: type[S], data: dict[str, Any], where: str = "metrics.json") -> S:
+    def from_dict(cls: type[S], data: dict[str, Any], where: str = METRICS) -> S:
         version = int(data.get("version", 1))
         if version > cls.VERSION:
             raise SectionError(

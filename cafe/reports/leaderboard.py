@@ -3,7 +3,12 @@
 Which file: ``--leaderboard FILE``, else ``$CAFE_LEADERBOARD``, else ``./leaderboard.yaml`` in the
 working directory, else the copy shipped in the package (``cafe/reports/leaderboard.yaml``, the
 paper's rows only). The file is validated against ``leaderboard_schema.json`` on every load; a bad
-row gives one error naming its index, model and field."""
+row gives one error naming its index, model and field.
+
+The shipped file is read-only package data: ``leaderboard add`` writes the user's file (the same
+order without the package's copy; created from the paper's rows on first use) and refuses any
+path inside the installed package. An add is one transaction under the file's own lock
+(cafe.locking): parallel adds all land, and a full disk leaves the old file whole."""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -23,6 +27,7 @@ import yaml
 from cafe.cli_options import group
 from cafe.errors import CafeError
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cafe/: package data, never written
 SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
 PACKAGED = Path(__file__).with_name("leaderboard.yaml")
 DEFAULT_NAME = "leaderboard.yaml"
@@ -200,11 +205,7 @@ def load_leaderboard(path: str | Path | None = None) -> Leaderboard:
     p = resolve_path(path)
     if not p.exists():
         raise LeaderboardError(f"{p}: no such leaderboard file (give --leaderboard FILE)")
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise LeaderboardError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
-    return parse(doc, p)
+    return parse(_load_yaml(p.read_text(encoding="utf-8"), p), p)
 
 
 # rows from run folders ----------------------------------------------------------------------
@@ -264,49 +265,9 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     from cafe.store import MANIFEST, RunStore
 
     store = RunStore(run_dir)
-    try:
-        manifest = store.read_manifest()
-    except FileNotFoundError as e:
-        raise LeaderboardError(str(e)) from None
-    from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
-
-    try:  # typed and version-checked: a folder from a newer cafe says so
-        acc_s, caf_s = store.read_section(AccuracySection), store.read_section(CafeSection)
-    except SectionError as e:
-        raise LeaderboardError(str(e)) from None
-    acc = acc_s.to_dict() if acc_s else {}
-    caf = caf_s.to_dict() if caf_s else {}
-    metrics_doc = store.read_metrics()  # sections without a type (listening, rubric…)
-    if not acc and not caf:
-        raise LeaderboardError(
-            f"{store.root}: metrics.json has no 'accuracy' or 'cafe' section "
-            "(run `cafe run` to score it, `cafe judge` for CAFE)"
-        )
-    counts = caf.get("judgements") or {}
-    if (
-        isinstance(counts, dict)
-        and counts.get("total")
-        and (2 * int(counts.get("failed") or 0) > int(counts["total"]))
-    ):  # a judge that mostly failed measured nothing: its numbers must not look like a result
-        raise LeaderboardError(
-            f"{store.root}: {counts.get('failed')} of {counts['total']} CAFE judgements failed; "
-            "re-judge it (`cafe judge`) before adding it"
-        )
-    card = manifest.get("model") or {}
-    card = card if isinstance(card, dict) else {"name": str(card)}
-    served = served_model(manifest)
-    model = name or served or card.get("name")
-    if not model:
-        raise LeaderboardError(f"{store.root}: manifest has no model name; pass --name")
-    grp = group or (served and served_group(served)) or card.get("group")
-    if grp not in GROUP_ORDER:
-        raise LeaderboardError(
-            f"{store.root}: model group {grp!r} is not a leaderboard group; pass --group "
-            f"({', '.join(GROUP_ORDER)})"
-        )
+    manifest, acc, caf, metrics_doc = _run_sections(store)
+    model, grp = _model_and_group(store, manifest, group, name)
     bench, version = _bench_of(manifest)
-    metrics: dict[str, float | None] = {}
-    intervals: dict[str, list[float]] = {}
     markers: list[str] = []
     judged = metrics_doc.get("judged_accuracy") or {}
     extra_source: dict[str, Any] = {}
@@ -320,38 +281,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         acc = {**acc, "total": judged.get("total"), "breakdowns": judged.get("breakdowns")}
         acc.pop("ci95", None)
         markers.append("†")
-    if acc:
-        metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
-        # the isolated sound / music / speech subsets (SPEC §9): the benchmark says where
-        from cafe.benchmarks.base import benchmark_class
-
-        modality = benchmark_class(bench).modality_breakdown
-        split = (acc.get("breakdowns") or {}).get(modality or "", {})
-        for key in ("sound", "music", "speech"):
-            if key in split:
-                metrics[key] = _r2(split[key].get("acc"))
-        if acc.get("ci95"):
-            intervals["acc"] = [_r2(v) for v in acc["ci95"]]  # type: ignore[misc]
-    # the paper averages CAFE over its three runs: the section's headline is the mean of per-run
-    # values (sections written before it was: take the per-run mean when there are several runs)
-    per_run = caf.get("runs") or {}
-    several = isinstance(per_run, dict) and (per_run.get("n") or 1) > 1
-    for key in CAFE_METRICS:
-        mean = (per_run.get(key) or {}).get("mean") if several and "headline" not in caf else None
-        value = mean if mean is not None else caf.get(key)
-        if value is not None:
-            metrics[key] = _r2(value)
-    for key, ci in (caf.get("ci95") or {}).items():
-        if key in CAFE_METRICS and ci:
-            intervals[key] = [_r2(v) for v in ci]  # type: ignore[misc]
-    metrics.update(listening_metrics(metrics_doc))
-    for name, c in ((metrics_doc.get("listening") or {}).get("controls") or {}).items():
-        if c.get("ci95"):
-            intervals["gap_" + name.replace("-", "_")] = [_r2(v) for v in c["ci95"]]  # type: ignore[misc]
-    rub_ci = (metrics_doc.get("rubric") or {}).get("ci95")
-    if rub_ci:
-        intervals["rubric"] = [_r2(v) for v in rub_ci]  # type: ignore[misc]
-    metrics = {k: v for k, v in metrics.items() if v is not None}
+    metrics, intervals = _row_metrics(acc, caf, metrics_doc, bench)
     if not metrics:
         raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")
     source: dict[str, Any] = {
@@ -383,32 +313,149 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
     )
 
 
-def append_row(row: Row, path: str | Path | None = None) -> Path:
-    """Append one row to the file's `rows` list (text append keeps the file's comments)."""
-    target = Path(path) if path else Path(os.environ.get("CAFE_LEADERBOARD") or DEFAULT_NAME)
-    if not target.exists():
-        shutil.copyfile(PACKAGED, target)  # start from the paper's rows
-    board = load_leaderboard(target)
-    sha = row.source.get("manifest_sha256")
-    for r in board.rows:
-        if sha and r.source.get("manifest_sha256") == sha:
-            raise LeaderboardError(
-                f"{target}: rows[{r.index}] ({r.model}) already holds this run "
-                f"(manifest sha256 {sha[:12]}…)"
-            )
-    from cafe.redaction import scrub
+def _run_sections(store: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
+    """(manifest, accuracy, cafe, all of metrics.json) of a folder worth a row; else one line
+    saying why not (no scores, a judge that mostly failed)."""
+    from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
 
-    block = yaml.safe_dump(
-        [scrub(row.to_yaml_dict())], allow_unicode=True, sort_keys=False, default_flow_style=None
-    )
-    text = target.read_text(encoding="utf-8")
-    if not text.endswith("\n"):
-        text += "\n"
-    indented = "".join("  " + line if line.strip() else line for line in block.splitlines(True))
-    new = text + indented
-    parse(yaml.safe_load(new), target)  # never write a file that would not load
-    target.write_text(new, encoding="utf-8")
+    try:
+        manifest = store.read_manifest()
+    except FileNotFoundError as e:
+        raise LeaderboardError(str(e)) from None
+    try:  # typed and version-checked: a folder from a newer cafe says so
+        acc_s, caf_s = store.read_section(AccuracySection), store.read_section(CafeSection)
+    except SectionError as e:
+        raise LeaderboardError(str(e)) from None
+    acc = acc_s.to_dict() if acc_s else {}
+    caf = caf_s.to_dict() if caf_s else {}
+    if not acc and not caf:
+        raise LeaderboardError(
+            f"{store.root}: metrics.json has no 'accuracy' or 'cafe' section "
+            "(run `cafe run` to score it, `cafe judge` for CAFE)"
+        )
+    counts = caf.get("judgements") or {}
+    if (
+        isinstance(counts, dict)
+        and counts.get("total")
+        and (2 * int(counts.get("failed") or 0) > int(counts["total"]))
+    ):  # a judge that mostly failed measured nothing: its numbers must not look like a result
+        raise LeaderboardError(
+            f"{store.root}: {counts.get('failed')} of {counts['total']} CAFE judgements failed; "
+            "re-judge it (`cafe judge`) before adding it"
+        )
+    return manifest, acc, caf, store.read_metrics()  # untyped sections too (listening, rubric)
+
+
+def _model_and_group(
+    store: Any, manifest: dict[str, Any], group: str | None, name: str | None
+) -> tuple[str, str]:
+    card = manifest.get("model") or {}
+    card = card if isinstance(card, dict) else {"name": str(card)}
+    served = served_model(manifest)
+    model = name or served or card.get("name")
+    if not model:
+        raise LeaderboardError(f"{store.root}: manifest has no model name; pass --name")
+    grp = group or (served and served_group(served)) or card.get("group")
+    if grp not in GROUP_ORDER:
+        raise LeaderboardError(
+            f"{store.root}: model group {grp!r} is not a leaderboard group; pass --group "
+            f"({', '.join(GROUP_ORDER)})"
+        )
+    return str(model), str(grp)
+
+
+def _row_metrics(
+    acc: dict[str, Any], caf: dict[str, Any], metrics_doc: dict[str, Any], bench: str
+) -> tuple[dict[str, float | None], dict[str, list[float]]]:
+    """The row's numbers and their 95% intervals from the run's sections."""
+    metrics: dict[str, float | None] = {}
+    intervals: dict[str, list[float]] = {}
+    if acc:
+        metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
+        # the isolated sound / music / speech subsets (SPEC §9): the benchmark says where
+        from cafe.benchmarks.base import benchmark_class
+
+        modality = benchmark_class(bench).modality_breakdown
+        split = (acc.get("breakdowns") or {}).get(modality or "", {})
+        for key in ("sound", "music", "speech"):
+            if key in split:
+                metrics[key] = _r2(split[key].get("acc"))
+        if acc.get("ci95"):
+            intervals["acc"] = [_r2(v) for v in acc["ci95"]]  # type: ignore[misc]
+    # the paper averages CAFE over its three runs: the section's headline is the mean of per-run
+    # values (sections written before it was: take the per-run mean when there are several runs)
+    per_run = caf.get("runs") or {}
+    several = isinstance(per_run, dict) and (per_run.get("n") or 1) > 1
+    for key in CAFE_METRICS:
+        mean = (per_run.get(key) or {}).get("mean") if several and "headline" not in caf else None
+        value = mean if mean is not None else caf.get(key)
+        if value is not None:
+            metrics[key] = _r2(value)
+    for key, ci in (caf.get("ci95") or {}).items():
+        if key in CAFE_METRICS and ci:
+            intervals[key] = [_r2(v) for v in ci]  # type: ignore[misc]
+    metrics.update(listening_metrics(metrics_doc))
+    for name, c in ((metrics_doc.get("listening") or {}).get("controls") or {}).items():
+        if c.get("ci95"):
+            intervals["gap_" + name.replace("-", "_")] = [_r2(v) for v in c["ci95"]]  # type: ignore[misc]
+    rub_ci = (metrics_doc.get("rubric") or {}).get("ci95")
+    if rub_ci:
+        intervals["rubric"] = [_r2(v) for v in rub_ci]  # type: ignore[misc]
+    return {k: v for k, v in metrics.items() if v is not None}, intervals
+
+
+def user_file(path: str | Path | None = None) -> Path:
+    """The leaderboard ``add`` writes: ``path``, else $CAFE_LEADERBOARD, else ./leaderboard.yaml;
+    never a file of the installed package (a link to one included)."""
+    target = Path(path) if path else Path(os.environ.get("CAFE_LEADERBOARD") or DEFAULT_NAME)
+    real = target.resolve()
+    if real == PACKAGED.resolve() or real.is_relative_to(PACKAGE_DIR):
+        raise LeaderboardError(
+            f"{target} is cafe's own data ({real}: the paper's rows, read-only); give "
+            "--leaderboard FILE or set CAFE_LEADERBOARD to your own file (created from the "
+            "paper's rows on first use)"
+        )
     return target
+
+
+def append_row(row: Row, path: str | Path | None = None) -> Path:
+    """Append one row to the user's file's `rows` list (text append keeps the file's comments),
+    as one transaction under the file's lock."""
+    from cafe.locking import file_lock
+    from cafe.redaction import scrub
+    from cafe.store import replace_file
+
+    target = user_file(path)
+    real = target.resolve()  # a link to the user's own file is written through
+    with file_lock(real.with_name(f".{real.name}.lock"), target, "cafe leaderboard add"):
+        source = real if real.exists() else PACKAGED  # first use: start from the paper's rows
+        text = source.read_text(encoding="utf-8")
+        board = parse(_load_yaml(text, target), target)
+        sha = row.source.get("manifest_sha256")
+        for r in board.rows:
+            if sha and r.source.get("manifest_sha256") == sha:
+                raise LeaderboardError(
+                    f"{target}: rows[{r.index}] ({r.model}) already holds this run "
+                    f"(manifest sha256 {sha[:12]}…)"
+                )
+        block = yaml.safe_dump(
+            [scrub(row.to_yaml_dict())], allow_unicode=True, sort_keys=False,
+            default_flow_style=None,
+        )  # fmt: skip
+        if not text.endswith("\n"):
+            text += "\n"
+        indented = "".join("  " + ln if ln.strip() else ln for ln in block.splitlines(True))
+        new = text + indented
+        parse(yaml.safe_load(new), target)  # never write a file that would not load
+        replace_file(real, lambda f: f.write(new))
+    return target
+
+
+def _load_yaml(text: str, where: Path) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise LeaderboardError(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
 
 
 # command ------------------------------------------------------------------------------------
@@ -466,7 +513,8 @@ def show_command(bench: str | None, version: str | None, path: str | None) -> No
     "--leaderboard",
     "path",
     type=click.Path(dir_okay=False),
-    help="File to append to (default ./leaderboard.yaml, created from the paper's rows).",
+    help="Your file to append to (default $CAFE_LEADERBOARD, else ./leaderboard.yaml; created "
+    "from the paper's rows on first use; never the package's own).",
 )
 def add_command(run_dir: str, group: str | None, name: str | None, path: str | None) -> None:
     """Append RUN_DIR's row (metrics.json numbers, run path, manifest sha256, date)."""

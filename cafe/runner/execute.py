@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
@@ -59,8 +60,10 @@ def open_cache(enabled: bool) -> cache_mod.Cache:
 
 class CachedAdapter:
     """An adapter behind the call cache: a request whose key is cached costs no model call.
-    The key covers the model identity, template hash, messages (audio by content hash),
-    generation settings and seed. Failed or empty completions are not cached (retried)."""
+    The key is the run's call identity (``RunSpec.call_identity()``: adapter, its options,
+    decoding, prompt, checkpoint fingerprint, seed) plus the request: template hash, messages
+    (audio by content hash), generation settings, seed and run index. Failed or empty
+    completions are not cached (retried)."""
 
     def __init__(
         self, adapter: Any, cache: cache_mod.Cache, identity: dict[str, Any], log: Any = None
@@ -69,6 +72,13 @@ class CachedAdapter:
         self.cache = cache
         self.identity = identity
         self.log = log
+        self.sent = 0  # requests handed to the adapter (the cache answered the rest)
+        self._sent_lock = threading.Lock()
+
+    def _call(self, requests: list[Request]) -> list[Completion]:
+        with self._sent_lock:
+            self.sent += len(requests)
+        return call_adapter(self.adapter, requests, self.log)
 
     def key(self, request: Request) -> str:
         def part(p: dict[str, Any]) -> dict[str, Any]:
@@ -92,11 +102,12 @@ class CachedAdapter:
             messages=messages,
             generation=request.generation,
             seed=request.seed,
+            run_index=request.run_index,
         )
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         if self.cache.path is None:
-            return call_adapter(self.adapter, requests, self.log)
+            return self._call(requests)
         out: list[Completion | None] = [None] * len(requests)
         misses: list[tuple[int, str]] = []
         for i, r in enumerate(requests):
@@ -109,7 +120,7 @@ class CachedAdapter:
             c.backend = {**c.backend, "cached": True}
             out[i] = c
         if misses:
-            fresh = call_adapter(self.adapter, [requests[i] for i, _ in misses], self.log)
+            fresh = self._call([requests[i] for i, _ in misses])
             for (i, key), c in zip(misses, fresh, strict=True):
                 if not c.error and c.text:
                     self.cache.put(key, c.to_dict())
@@ -183,10 +194,14 @@ def generate(
     desc: str = "generate",
 ) -> list[Completion]:
     """Completions for ``requests``, in order, through the same batching, threads, async
-    handling and (optional) call cache as `cafe run`."""
+    handling and (optional) call cache as `cafe run`. A cache needs ``identity``: the run's
+    ``RunSpec.call_identity()`` (an adapter's own identity leaves its options out, and a cache
+    keyed by it answers with another configuration's outputs)."""
     target: Any = adapter
     if cache is not None and cache.path is not None:
-        target = CachedAdapter(adapter, cache, identity or adapter.identity())
+        if identity is None:
+            raise ValueError("generate(cache=...) needs identity=RunSpec.call_identity()")
+        target = CachedAdapter(adapter, cache, identity)
     return run_batches(
         lambda batch: call_adapter(target, batch) if target is adapter else target.generate(batch),
         requests,

@@ -18,18 +18,22 @@ from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, load_adapter
 from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
+from cafe.counters import accumulate, by_status
 from cafe.failures import RunLog, most_failed
+from cafe.locking import folder_lock
 from cafe.manifest import now, without_secrets
 from cafe.prompts import build_request
 from cafe.records import InputError, Prediction, Problem, Request, Sample
 from cafe.runner.execute import CachedAdapter, open_cache, run_batches
-from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, warn
+from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, read_folder, warn
 from cafe.runner.score import failed_prediction, score_completion
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
 from cafe.store import PREDICTIONS
 
 #: metrics sections computed from the predictions by a later stage (stale once they change)
 DERIVED_SECTIONS = ("cafe", "decay")
+#: what an API adapter's usage adds to the folder's counters (cafe.counters)
+TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd")
 #: sections other commands compute from the predictions (stale once they change)
 LISTENING_SECTIONS = ("rubric", "cues", "listening")
 
@@ -110,7 +114,28 @@ def run(
         control_seed=control_seed,
     )
     if plan.mode == "subset":
-        return _read_subset(plan)
+        return _read_subset(plan)  # a reader: no lock, nothing written
+    with folder_lock(plan.store.root, "cafe run"):
+        read_folder(plan)  # again, as the one writer: what another writer left is done
+        if plan.mode == "subset":
+            return _read_subset(plan)
+        return _run_locked(plan, judge, judge_options, batch_size, concurrency, cache, strict,
+                           progress, control, control_seed, control_of)  # fmt: skip
+
+
+def _run_locked(
+    plan: RunPlan,
+    judge: str | None,
+    judge_options: dict[str, Any] | None,
+    batch_size: int | None,
+    concurrency: int | None,
+    cache: bool,
+    strict: bool,
+    progress: bool,
+    control: str | None,
+    control_seed: int,
+    control_of: str | Path | None,
+) -> RunResult:
     link = None
     if control:
         link = {"name": control, "seed": control_seed,
@@ -142,7 +167,7 @@ def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[s
     old = plan.old_manifest
     manifest["created"] = old.get("created", now())
     manifest["updated"] = now()
-    for k in ("adapter", "token_counter", "length_unit", "usage"):
+    for k in ("adapter", "token_counter", "length_unit", "usage", "counters"):
         if k in old:
             manifest[k] = old[k]
     if control:
@@ -311,11 +336,13 @@ def _generate(
     store = plan.store
     calls = open_cache(cache)
     written = failures = 0
+    statuses: list[str] = []
 
     def on_done(preds: list[Prediction]) -> None:
         nonlocal written, failures
         writer.write_many(preds)
         written += len(preds)
+        statuses.extend(p.parse_status for p in preds)
         for p in preds:  # say why an item failed as it happens, not only on disk
             if p.parse_status == "failed" and p.error:
                 failures += 1
@@ -332,9 +359,9 @@ def _generate(
         # tokens of the model's tokenizer, or words where it has none (the fallback)
         manifest["length_unit"] = length_unit(adapter.token_counter)
         store.write_manifest(manifest)
-        identity = {**manifest["adapter"], "fingerprint": plan.spec.fingerprint}
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
-        work = _Work(plan, adapter, CachedAdapter(adapter, calls, identity, log), strict)
+        target = CachedAdapter(adapter, calls, plan.spec.call_identity(), log)
+        work = _Work(plan, adapter, target, strict)
         try:
             run_batches(
                 work,
@@ -359,6 +386,15 @@ def _generate(
         session = getattr(adapter, "usage", None)
         if isinstance(session, dict):
             manifest["usage"] = add_usage(manifest.get("usage") or {}, session)
+        mine: dict[str, Any] = {
+            "calls": target.sent,
+            "cache_hits": calls.hits,
+            "cache_misses": calls.misses,
+            "replies": by_status(statuses),
+        }
+        if isinstance(session, dict):
+            mine.update({k: session[k] for k in TOKEN_COUNTERS if k in session})
+        manifest["counters"] = accumulate(manifest.get("counters"), mine)
     finally:
         calls.close()
         adapter.close()

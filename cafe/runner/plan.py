@@ -119,6 +119,7 @@ class RunPlan:
     old_manifest: dict[str, Any] = field(default_factory=dict)
     done: dict[tuple[str, int], Prediction] = field(default_factory=dict)
     pending: list[tuple[Sample, int]] = field(default_factory=list)
+    retry_failed: bool = False
 
     @property
     def keys(self) -> set[tuple[str, int]]:
@@ -327,7 +328,17 @@ def plan_run(
         template=template,
         store=RunStore(run_dir),
         mode="new",
+        retry_failed=retry_failed,
     )
+    return read_folder(plan)
+
+
+def read_folder(plan: RunPlan) -> RunPlan:
+    """What the folder already holds: the resume mode, the done and the pending (item, run)s.
+    The runner reads it again once it holds the folder's writer lock (cafe.locking), so a
+    command that waited for another writer runs only what that one left."""
+    spec, run_dir = plan.spec, plan.store.root
+    plan.mode, plan.old_manifest, plan.done = "new", {}, {}
     if plan.store.has_manifest():
         plan.old_manifest = plan.store.read_manifest()
         plan.mode = _resume_mode(run_dir, plan.old_manifest, spec)
@@ -335,9 +346,9 @@ def plan_run(
         plan.done = {(p.sample_id, p.run_index): p for p in plan.store.predictions()}
     plan.pending = [
         (s, r)
-        for r in range(runs)
+        for r in range(spec.runs)
         for s in plan.samples
-        if is_pending(plan.done.get((s.id, r)), s, retry_failed)
+        if is_pending(plan.done.get((s.id, r)), s, plan.retry_failed)
     ]
     # a finished folder's model failures stay failures in a subset read (the full command
     # retries them); an unfinished folder has no results yet for part of the subset

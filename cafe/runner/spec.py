@@ -55,6 +55,14 @@ class RunSpec:
 
     #: fields that select which (item, run) pairs the folder holds; the rest is its identity
     SELECTION = ("limit", "runs")
+    #: the fields that decide what one model call replies: the model-call cache key is these
+    #: plus the request (messages with audio by content hash, seed, run index). The benchmark,
+    #: its data hash, the selection and a control decide which requests are made, not what a
+    #: request returns (a control's replaced audio is in the request's own audio hashes).
+    CALL_FIELDS = (
+        "model", "adapter", "adapter_options", "checkpoint", "fingerprint",
+        "prompt_style", "template_hash", "generation", "seed",
+    )  # fmt: skip
 
     def __hash__(self) -> int:
         return hash(_canonical(self.to_dict()))
@@ -64,6 +72,14 @@ class RunSpec:
         """The model a server-backed adapter asks for (``-o model=NAME``)."""
         name = self.adapter_options.get("model")
         return None if name is None else str(name)
+
+    def call_identity(self) -> dict[str, Any]:
+        """What a model call's cache key takes from the run: every identity-bearing adapter
+        option (the served model among them), decoding, the prompt, the checkpoint's content,
+        the seed. Execution options (batch size, concurrency, endpoints, timeouts) are never in
+        the spec, so they cannot split the cache."""
+        d = self.to_dict()
+        return {k: d[k] for k in self.CALL_FIELDS}
 
     @property
     def seeds(self) -> list[int]:

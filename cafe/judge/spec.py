@@ -1,0 +1,135 @@
+"""The judge spec: one frozen value that says everything deciding a judge's replies and
+judgements (the judge side's RunSpec). Every judge call's cache key derives from it
+(``JudgeSpec.call_key``), and it is stored beside the judgements it made and compared whole on
+resume (``resume_records``): judgements made under another spec are judged again, never mixed.
+
+The endpoint's identity is the protocol (``kind``), the served model and whose servers answer
+(``endpoint``: "service", the kind's own API, or "named", servers given with --judge-endpoint):
+a self-hosted model is never taken for the service's model of the same name. Left out on
+purpose, because they do not change a reply: how calls are made (the URLs and number of the
+named servers one model is spread over, concurrency, batch delivery, timeouts, keys), so
+re-sharding, or another spelling of the same server, keeps the cache keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cafe.cache import make_key
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    task: str  # cafe-extraction | answer-extraction | caption | mmar-rubric | ...
+    kind: str  # the judge kind / client protocol (rule, openai, gemini, openai-compatible)
+    model: str | None  # the served judge model (None for the rule judge)
+    template_hash: str
+    endpoint: str | None = "service"  # "service" | "named" | None (no server: the rule judge)
+    thinking: bool = False
+    max_tokens: int | None = None  # the reply budget, thinking budget included
+    temperature: float | None = 0.0
+    seed: int | None = None
+    raters: int = 1
+    trim: int = 0
+    retries: int = 0
+
+    #: fields that change the judgements but not what one call replies (rater r's attempt a is
+    #: the same request whatever the number of raters, the trim or the retries allowed): in the
+    #: spec, so judgements made under others are redone, but not in a call's cache key, so the
+    #: calls both protocols share are paid once
+    PROTOCOL = ("raters", "trim", "retries")
+
+    @staticmethod
+    def endpoint_of(endpoints: Any) -> str:
+        """ "named" when the user named servers, else "service" (the kind's own API)."""
+        return "named" if endpoints else "service"
+
+    @property
+    def identity(self) -> str:
+        """``kind:model`` (the rule judge: its kind, which carries its version)."""
+        return f"{self.kind}:{self.model}" if self.model else self.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JudgeSpec:
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, Mapping) or set(data) - names or "task" not in data:
+            raise ValueError("not a judge spec of this cafe")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def call_fields(self) -> dict[str, Any]:
+        d = self.to_dict()
+        return {k: v for k, v in d.items() if k not in self.PROTOCOL}
+
+    def call_key(self, **request: Any) -> str:
+        """The cache key of one call: this spec's call fields plus the request (prompt, audio
+        hashes, rater, attempt)."""
+        return make_key(judge=self.call_fields(), **request)
+
+    def differences(self, other: JudgeSpec) -> list[tuple[str, Any, Any]]:
+        return [
+            (f.name, getattr(self, f.name), getattr(other, f.name))
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
+
+
+def spec_file(records: Path) -> Path:
+    """Where the spec of a judge's records file is kept: ``<file>.spec.json`` beside it."""
+    return records.with_name(records.name.removesuffix(".jsonl") + ".spec.json")
+
+
+def read_spec(records: Path) -> JudgeSpec | None:
+    p = spec_file(records)
+    if not p.exists():
+        return None
+    try:
+        return JudgeSpec.from_dict(json.loads(p.read_text(encoding="utf-8")))
+    except (ValueError, TypeError):
+        return None  # damaged or foreign: treated as another spec (the records are redone)
+
+
+def resume_records(
+    records: Path,
+    spec: JudgeSpec,
+    read: Callable[[Path], Sequence[R]],
+    legacy_ok: Callable[[R], bool],
+    *,
+    write: bool = True,
+) -> list[R]:
+    """The records of ``records`` that this spec may keep, with the spec stored beside them.
+
+    The stored spec equal to ``spec``: every record is kept. Another spec: none is (a line on
+    stderr names the differing fields), and the file is emptied before the new spec is written,
+    so a kill in between can never leave old records under the new spec. No stored spec (a
+    folder from before judge specs): the records ``legacy_ok`` accepts (same identity and
+    template) are kept. ``write=False`` (a dry run): the same answer, nothing written."""
+    from cafe.store import rewrite_jsonl, write_json_atomic
+
+    stored = read_spec(records)
+    kept = list(read(records)) if records.exists() else []
+    if stored is None and not spec_file(records).exists():
+        kept = [r for r in kept if legacy_ok(r)]
+    elif stored != spec:
+        if kept and write:
+            diffs = stored.differences(spec) if stored is not None else []
+            said = "; ".join(f"{k}: {a!r} then, {b!r} now" for k, a, b in diffs) or "unreadable"
+            print(
+                f"note: {records.name} was made under another judge spec ({said}): its "
+                f"{len(kept)} records are judged again (calls the two share replay from the cache)",
+                file=sys.stderr,
+            )
+            rewrite_jsonl(records, [])
+        kept = []
+    if stored != spec and write:
+        write_json_atomic(spec_file(records), spec.to_dict())
+    return kept

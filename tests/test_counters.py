@@ -1,0 +1,60 @@
+"""Counters accumulate across invocations of one folder (issue 19): calls, cache hits, replies
+by status, tokens and cost, with the last invocation's figures beside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runner_helpers import HIGH, LOW, register, write_tone_bench
+
+from cafe.counters import accumulate, add
+from cafe.runner import run
+
+register()
+
+
+def test_add_sums_field_wise_and_nested() -> None:
+    total = {"calls": 3, "cost_usd": 0.1, "replies": {"ok": 2}}
+    more = {"calls": 1, "cost_usd": 0.2, "replies": {"ok": 1, "failed": 1}}
+    assert add(total, more) == {"calls": 4, "cost_usd": 0.3, "replies": {"ok": 3, "failed": 1}}
+    second = accumulate(accumulate(None, total), more)
+    assert second["invocations"] == 2 and second["this_invocation"] == more
+    assert second["total"]["replies"] == {"ok": 3, "failed": 1}
+
+
+def test_model_call_counters_add_up_over_resumes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW])  # two clips: no request twice
+    rows = [json.loads(x) for x in meta.read_text().splitlines()]
+    rows[1]["id"] = "t1-fail"  # the tone adapter fails this one every time (a model failure)
+    meta.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kw = dict(data=str(meta), out=tmp_path / "r", progress=False, judge="none")
+    first = run("tone", "tone", **kw)
+    c1 = first.manifest["counters"]
+    assert c1["invocations"] == 1 and c1["total"]["calls"] == 2
+    again = run("tone", "tone", **kw)  # retries the model failure only
+    c2 = again.manifest["counters"]
+    assert c2["invocations"] == 2
+    assert c2["this_invocation"]["calls"] == 1 and c2["total"]["calls"] == 3
+    assert c2["total"]["cache_misses"] == 3 and c2["total"]["cache_hits"] == 0
+    assert c2["total"]["replies"]["failed"] == 2 and sum(c2["total"]["replies"].values()) == 3
+    assert c2["this_invocation"]["replies"] == {"failed": 1}
+    on_disk = json.loads((tmp_path / "r" / "manifest.json").read_text())["counters"]
+    assert on_disk == c2
+
+
+def test_judge_counters_describe_the_folder_not_the_last_command(tmp_path: Path) -> None:
+    """The bug: after a resume, replies.ok said 0 for a folder holding only ok judgements."""
+    from cafe.judge.pipeline import judge_run
+
+    r = run("reference", "synth", limit=4, judge="none", progress=False, cache=False,
+            out=tmp_path / "r")  # fmt: skip
+    judge_run(r.run_dir, judge="rule", progress=False)
+    second = judge_run(r.run_dir, judge="rule", progress=False)  # nothing left to judge
+    c = second["counters"]
+    assert c["invocations"] == 2
+    assert c["this_invocation"]["judged"] == 0 and c["this_invocation"]["replies"]["ok"] == 0
+    assert c["total"]["judged"] == 4 and c["total"]["replies"]["ok"] == 4
+    other = judge_run(r.run_dir, judge="rule", progress=False, tolerance_s=0.01)  # another spec
+    assert other["counters"]["invocations"] == 1 and other["counters"]["total"]["judged"] == 4
