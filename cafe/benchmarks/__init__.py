@@ -1,10 +1,12 @@
-"""Benchmarks: MMAU, MMAR (official metadata files or local HF copies) and the synthetic one."""
+"""Benchmarks: MMAU, MMAR, SAKURA (official metadata files or local HF copies) and the synthetic
+one."""
 
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 
 for _name, _target in {
     "mmau": "cafe.benchmarks.mmau:MMAU",
     "mmar": "cafe.benchmarks.mmar:MMAR",
+    "sakura": "cafe.benchmarks.sakura:SAKURA",
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)

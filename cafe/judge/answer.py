@@ -186,8 +186,16 @@ def judge_accuracy_run(
     selective: bool = False,
     prices: str | Path | None = None,
     batch_options: dict[str, Any] | None = None,
+    make_judge: Any = None,
+    build_section: Any = None,
+    section_name: str = SECTION,
 ) -> dict[str, Any]:
     """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy".
+
+    ``make_judge`` / ``build_section`` / ``section_name``: another judge of the same shape (an
+    AnswerJudge subclass, built with the same arguments), the section it makes (judged_section's
+    arguments) and its name: a benchmark's LLM-judged official rule (cafe.judge.verdict) reuses
+    the cache, batch and cost machinery here.
 
     ``batch``: deliver through the service's batch endpoints (state in RUN/batches/);
     ``selective``: ask the judge only where the official rule cannot decide (its parse did not
@@ -206,9 +214,10 @@ def judge_accuracy_run(
     cache_obj = cache if isinstance(cache, Cache) else Cache(cache or cache_file("judge.sqlite"))
     plan = batching.call_plan(store.root, batch=batch, prices=prices,
                               batch_options=batch_options)  # fmt: skip
-    aj = AnswerJudge(judge, judge_model, endpoints, template=template, cache=cache_obj,
-                     concurrency=concurrency, thinking=thinking,
-                     thinking_budget=thinking_budget, client=client, calls=plan)  # fmt: skip
+    aj = (make_judge or AnswerJudge)(judge, judge_model, endpoints, template=template,
+                                     cache=cache_obj, concurrency=concurrency,
+                                     thinking=thinking, thinking_budget=thinking_budget,
+                                     client=client, calls=plan)  # fmt: skip
 
     decided: list[Verdict] = []
     todo: list[Prediction] = []
@@ -241,8 +250,9 @@ def judge_accuracy_run(
     costs = batching.write_costs(store, plan, cache_obj.hits)
     manifest = store.read_manifest() if store.path("manifest.json").exists() else {}
     bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
-    section = judged_section(samples, preds, verdicts, aj, _bench_breakdowns(store),
-                             manifest.get("runs"), rule_for(bench))  # fmt: skip
+    section = (build_section or judged_section)(samples, preds, verdicts, aj,
+                                                _bench_breakdowns(store), manifest.get("runs"),
+                                                rule_for(bench))  # fmt: skip
     section["calls"] = {
         "sent": aj.calls,
         "cache_hits": cache_obj.hits,
@@ -262,14 +272,14 @@ def judge_accuracy_run(
                   for st in plan.batch_stats().values())  # fmt: skip
     if pending:
         click.echo(f"{pending} answer-judge calls still pending in a batch (or cancelled there): "
-                   f"{SECTION} left as it was; run the same command again to collect",
+                   f"{section_name} left as it was; run the same command again to collect",
                    err=True)  # fmt: skip
         return {**section, "pending": pending}
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
     if bad * 2 > len(verdicts):
         click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
                    f"({section['verdicts']})", err=True)  # fmt: skip
-    store.update_metrics(SECTION, section)
+    store.update_metrics(section_name, section)
     return section
 
 
