@@ -74,3 +74,20 @@ def answered(p: Prediction | None) -> str | None:
     if p is None or p.error is not None:
         return None
     return official_text(p)
+
+
+def format_official(section: dict[str, Any]) -> str:
+    """The "official" section as table lines: the headline, then each labelled variant, with
+    its dropped pairs and averages."""
+    lines = [f"official rule: {section.get('rule', '')}"]
+    rows = [("headline", section.get("headline") or {})]
+    rows += list((section.get("variants") or {}).items())
+    for name, fig in rows:
+        t = fig.get("total")
+        figure = f"{t['acc']:.2f} ({t['correct']}/{t['total']})" if t else "absent"
+        extra = f"; dropped {fig['dropped']}" if fig.get("dropped") else ""
+        avg = fig.get("average")
+        if avg:
+            extra += "; average " + ", ".join(f"{k} {v}" for k, v in avg.items())
+        lines.append(f"  {name}: {figure}{extra}\n    {fig.get('label', '')}")
+    return "\n".join(lines)

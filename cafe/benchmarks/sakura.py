@@ -134,9 +134,13 @@ def _track_files(data: Path) -> list[TrackFile]:
     if out:
         return out
     # a Hugging Face copy: one folder (or parquet file) per track, or one track's own
-    candidates = [data] if hf_copy.is_hf_copy(data) else []
-    if not candidates and data.is_dir():
-        candidates = sorted(d for d in data.iterdir() if d.is_dir() and hf_copy.is_hf_copy(d))
+    candidates = []
+    if data.is_dir():  # SLLM-multi-hop/<Track>QA folders side by side
+        candidates = sorted(
+            d for d in data.iterdir() if d.is_dir() and track_of(d.name) and hf_copy.is_hf_copy(d)
+        )
+    if not candidates and hf_copy.is_hf_copy(data):
+        candidates = [data]
     for c in candidates:
         rows_list, base, _ = hf_copy.load_rows(c, "audio_path")
         keyed: dict[str, Any] = {}

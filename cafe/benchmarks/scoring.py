@@ -416,3 +416,7 @@ def score_command(
         b = section["bench"]
         click.echo(f"{b['name']} {b['version']} ({b['source']})")
         click.echo(format_table(section))
+        if section.get("official"):
+            from cafe.benchmarks.official import format_official
+
+            click.echo("\n" + format_official(section["official"]))
