@@ -1,5 +1,5 @@
-"""Benchmarks: MMAU, MMAR, SAKURA (official metadata files or local HF copies) and the synthetic
-one."""
+"""Benchmarks: MMAU, MMAR, SAKURA, MMSU, AIR-Bench foundation (official metadata files or local HF
+copies) and the synthetic one."""
 
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 
@@ -7,6 +7,8 @@ for _name, _target in {
     "mmau": "cafe.benchmarks.mmau:MMAU",
     "mmar": "cafe.benchmarks.mmar:MMAR",
     "sakura": "cafe.benchmarks.sakura:SAKURA",
+    "mmsu": "cafe.benchmarks.mmsu:MMSU",
+    "airbench": "cafe.benchmarks.airbench:AIRBench",
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)
