@@ -38,13 +38,14 @@ def tally(
     """Micro accuracy over every scorable (item, run) pair: total, dropped (pairs the verdict
     left out), and one cell per breakdown value."""
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    runs_counted = run_ids(predictions, runs)
     correct = total = dropped = 0
     cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
     for s in samples:
         if s.answer is None:
             continue
         keys = {n: str(fn(s)) for n, fn in breakdowns.items()}
-        for r in run_ids(predictions, runs):
+        for r in runs_counted:
             v = verdict(s, by_key.get((s.id, r)))
             if v is None:
                 dropped += 1
