@@ -1,5 +1,5 @@
-"""Benchmarks: MMAU, MMAR, SAKURA, MMSU, AIR-Bench foundation (official metadata files or local HF
-copies) and the synthetic one."""
+"""Benchmarks: MMAU, MMAR, SAKURA, MMSU, AIR-Bench foundation, MMAU-Pro (official metadata files
+or local HF copies) and the synthetic one."""
 
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
 
@@ -9,6 +9,7 @@ for _name, _target in {
     "sakura": "cafe.benchmarks.sakura:SAKURA",
     "mmsu": "cafe.benchmarks.mmsu:MMSU",
     "airbench": "cafe.benchmarks.airbench:AIRBench",
+    "mmau-pro": "cafe.benchmarks.mmau_pro:MMAUPro",
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)

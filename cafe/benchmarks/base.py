@@ -71,6 +71,11 @@ class Benchmark(ABC):
     #: the LLM judge of an official rule that is one (cafe.judge.verdict.VerdictSpec), run by
     #: `cafe judge-official`; None: the official rule needs no LLM
     official_judge: Any = None
+    #: the embedding model an official rule matches outputs to choices with (`cafe
+    #: judge-official --embedder`); None: no embedding path
+    official_embedder: str | None = None
+    #: whether some items are open questions (no choices), which the runner's checks allow
+    open_items: bool = False
 
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...

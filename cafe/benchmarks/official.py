@@ -85,7 +85,12 @@ def format_official(section: dict[str, Any]) -> str:
     rows += list((section.get("variants") or {}).items())
     for name, fig in rows:
         t = fig.get("total")
-        figure = f"{t['acc']:.2f} ({t['correct']}/{t['total']})" if t else "absent"
+        if not t or t.get("acc") is None:
+            figure = "absent"
+        elif "correct" in t:
+            figure = f"{t['acc']:.2f} ({t['correct']}/{t['total']})"
+        else:
+            figure = f"{t['acc']:.2f} ({t.get('items')} (item, run) pairs)"
         extra = f"; dropped {fig['dropped']}" if fig.get("dropped") else ""
         avg = fig.get("average")
         if avg:

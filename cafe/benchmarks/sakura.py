@@ -356,7 +356,7 @@ class SAKURA(Benchmark):
             def judge_says(s: Sample, p: Prediction | None) -> bool:
                 # an unparsed reply stays in the denominator as wrong, as the official script
                 v = verdicts.get((s.id, p.run_index)) if p is not None else None
-                return v is not None and v.status == "ok" and v.choice is not None
+                return v is not None and v.status == "ok" and v.value is True
 
             headline = {"label": f"official rule: LLM judge {judged.get('judge')}",
                         **_figures(tally(samples, predictions, judge_says,

@@ -223,7 +223,7 @@ def judge_accuracy_run(
     todo: list[Prediction] = []
     for p in preds:
         s = by_id.get(p.sample_id)
-        v = AnswerJudge.decide(s, p) if selective and s is not None else None
+        v = aj.decide(s, p) if selective and s is not None else None
         if v is None:
             todo.append(p)
         else:
