@@ -192,6 +192,12 @@ def test_run_export_cafe_and_listening_controls(tmp_path, bench):
     assert head["dropped"] == 0 and head["total"]["total"] == 4  # every "(X)" parses
     assert head["total"] == m["official"]["variants"]["counted_wrong"]["total"]
     assert m["accuracy"]["total"] == head["total"]
+    from cafe.reports.leaderboard import row_from_run
+
+    row = row_from_run(run, group="Baseline")
+    assert (
+        row.metrics["acc"] == head["total"]["acc"] and "letter rule" in row.source["official_rule"]
+    )
     # export -> score reproduces the run's official figure item for item
     exported = tmp_path / "export.json"
     cafe("export", str(run), "--out", str(exported))

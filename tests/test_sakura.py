@@ -193,6 +193,11 @@ def test_official_llm_judge_through_a_loopback_server(tmp_path):
     cafe("run", "--model", "random", "--bench", "sakura", "--data", str(root), "--out", str(run),
          "--no-progress")  # fmt: skip
     assert metrics(run)["official"]["headline"]["total"] is None
+    from cafe.reports.leaderboard import LeaderboardError, row_from_run
+
+    # not judged yet: the row has no accuracy (the labelled variant does not stand in for it)
+    with pytest.raises(LeaderboardError, match="official accuracy is absent: .*not run"):
+        row_from_run(run, group="LALM")
 
     def reply(body):
         prompt = body["messages"][0]["content"]
@@ -228,6 +233,16 @@ def test_official_llm_judge_through_a_loopback_server(tmp_path):
         cafe(*args)
         assert len(srv.requests) == 6
         assert metrics(run)["official"]["headline"]["total"]["correct"] == 3
+    # the run report's table and the leaderboard row carry the judged figure, the variant
+    # beside it labelled
+    cafe("report", str(run), "--no-figures")
+    summary = (run / "report" / "summary.md").read_text()
+    assert "## Official figure and its labelled variants" in summary
+    assert "| official | **50.00** (3/6) |" in summary and "| option_match |" in summary
+    assert "NOT the official figure" in summary
+    row = row_from_run(run, group="LALM")
+    assert row.metrics["acc"] == 50.0 and "LLM judge" in row.source["official_rule"]
+    assert "NOT the official" in row.source["accuracy_variant"]["label"]
     # resuming the finished run keeps the judged figure (its predictions did not change)
     cafe("run", "--model", "random", "--bench", "sakura", "--data", str(root), "--out", str(run),
          "--no-progress")  # fmt: skip

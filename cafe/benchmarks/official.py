@@ -97,3 +97,35 @@ def format_official(section: dict[str, Any]) -> str:
             extra += "; average " + ", ".join(f"{k} {v}" for k, v in avg.items())
         lines.append(f"  {name}: {figure}{extra}\n    {fig.get('label', '')}")
     return "\n".join(lines)
+
+
+def official_md(section: dict[str, Any]) -> list[str]:
+    """The "official" section as markdown: one table of the headline and each labelled variant
+    (figure, dropped pairs, averages, label), then the headline's per-category scores (MMAU-Pro)
+    or its first breakdown."""
+
+    def figure(fig: dict[str, Any]) -> str:
+        t = fig.get("total") or {}
+        if t.get("acc") is None:
+            return "absent"
+        return f"**{t['acc']:.2f}**" + (f" ({t['correct']}/{t['total']})" if "correct" in t else "")
+
+    lines = [f"Official rule: {section.get('rule', '')}", ""]
+    lines += ["| figure | value | dropped | average | what it is |", "|---|---:|---:|---|---|"]
+    rows = [("official", section.get("headline") or {})]
+    rows += list((section.get("variants") or {}).items())
+    for name, fig in rows:
+        avg = ", ".join(f"{k} {v}" for k, v in (fig.get("average") or {}).items())
+        label = str(fig.get("label", "")).replace("|", "/")
+        lines.append(f"| {name} | {figure(fig)} | {fig.get('dropped', '')} | {avg} | {label} |")
+    head = section.get("headline") or {}
+    if head.get("categories"):
+        lines += ["", "| category | path | pairs | score |", "|---|---|---:|---:|"]
+        for name, c in head["categories"].items():
+            score = "absent: " + c["label"] if c.get("score") is None else f"{c['score']:.2f}"
+            lines.append(f"| {name} | {c.get('path')} | {c.get('n', '')} | {score} |")
+    for name, cells in list((head.get("breakdowns") or {}).items())[-1:]:
+        lines += ["", f"| {name} | correct | total | acc |", "|---|---:|---:|---:|"]
+        for k, v in cells.items():
+            lines.append(f"| {k} | {v['correct']} | {v['total']} | {v['acc']:.2f} |")
+    return lines

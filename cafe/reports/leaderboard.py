@@ -310,7 +310,23 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         acc = {**acc, "total": judged.get("total"), "breakdowns": judged.get("breakdowns")}
         acc.pop("ci95", None)
         markers.append("†")
-    if acc:
+    official = metrics_doc.get("official") or {}
+    if official and acc and not judged:
+        # a benchmark whose official figure is not accuracy's headline (SAKURA's judge, MMSU's
+        # denominator, MMAU-Pro's paths): the row's acc is that figure, or absent, never the
+        # labelled variant in its place
+        head = official.get("headline") or {}
+        figure = (head.get("total") or {}).get("acc")
+        extra_source["accuracy_variant"] = {"acc": _r2((acc.get("total") or {}).get("acc")),
+                                            "label": acc.get("rule")}  # fmt: skip
+        if figure is None:
+            extra_source["acc_absent"] = head.get("label")
+            acc = {k: v for k, v in acc.items() if k not in ("total", "breakdowns", "ci95")}
+        else:
+            extra_source["official_rule"] = official.get("rule")
+            acc = {**acc, "total": head.get("total"), "breakdowns": head.get("breakdowns") or {}}
+            acc.pop("ci95", None)
+    if acc.get("total"):
         metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
         # the isolated sound / music / speech subsets (SPEC §9): the benchmark says where
         from cafe.benchmarks.base import benchmark_class
@@ -343,7 +359,11 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         intervals["rubric"] = [_r2(v) for v in rub_ci]  # type: ignore[misc]
     metrics = {k: v for k, v in metrics.items() if v is not None}
     if not metrics:
-        raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")
+        why = extra_source.get("acc_absent")
+        raise LeaderboardError(
+            f"{store.root}: metrics.json holds no numbers to add"
+            + (f" (the official accuracy is absent: {why})" if why else "")
+        )
     source: dict[str, Any] = {
         "kind": "run",
         "run_dir": str(Path(run_dir).resolve()),
