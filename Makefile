@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build from this machine's wheel cache; on a GPU machine set TORCH to your CUDA build
 TORCH ?= torch==2.13.0
-EXTRAS ?= hf,api,train,embed,dev
+EXTRAS ?= hf,api,train,dev
 
 .PHONY: setup run test lint chromium
 setup: $(VENV)/.installed
