@@ -272,6 +272,8 @@ def test_cafe_judge_and_listening_controls(tmp_path):
     assert sec["acc_per"] == pytest.approx(50.0) and sec["err_per"] == pytest.approx(50.0)
     assert set(sec["breakdowns"]["track_hop"]) == {
         "Animal/single", "Animal/multi", "Gender/single", "Gender/multi"}  # fmt: skip
+    cafe("decay", str(run))  # perception decay over the benchmark's items
+    assert "decay" in metrics(run)
     # listening controls: the chance baseline never listens, so every gap is exactly zero
     cafe("listen", str(run), "--judge", "none", "--no-progress")
     listening = metrics(run)["listening"]
