@@ -56,9 +56,9 @@ class AIRBench(Benchmark):
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         if data is None:
-            from cafe.benchmarks.metadata import MetadataSpec, default_data
+            from cafe.benchmarks.metadata import default_data
 
-            data = str(default_data(MetadataSpec("airbench", "path", (), {}, {}, {})))
+            data = str(default_data("airbench"))
         return load_rows(SPEC, data, version, self.audio_root)
 
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:

@@ -184,9 +184,9 @@ class MMAUPro(Benchmark):
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         if data is None:
-            from cafe.benchmarks.metadata import MetadataSpec, default_data
+            from cafe.benchmarks.metadata import default_data
 
-            data = str(default_data(MetadataSpec("mmau-pro", "audio_path", (), {}, {}, {})))
+            data = str(default_data("mmau-pro"))
         return load(data, version, self.audio_root)
 
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:

@@ -50,9 +50,9 @@ class MMSU(Benchmark):
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         if data is None:
-            from cafe.benchmarks.metadata import MetadataSpec, default_data
+            from cafe.benchmarks.metadata import default_data
 
-            data = str(default_data(MetadataSpec("mmsu", "audio", (), {}, {}, {})))
+            data = str(default_data("mmsu"))
         return load_rows(SPEC, data, version, self.audio_root)
 
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:

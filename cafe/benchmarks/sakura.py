@@ -325,11 +325,10 @@ class SAKURA(Benchmark):
         )
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
-        from cafe.benchmarks.metadata import MetadataSpec, default_data
+        from cafe.benchmarks.metadata import default_data
 
         if data is None:
-            spec = MetadataSpec("sakura", "file", (), {}, {}, {})
-            data = str(default_data(spec))
+            data = str(default_data("sakura"))
         return load(data, version, self.audio_root)
 
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
@@ -358,7 +357,11 @@ class SAKURA(Benchmark):
                 v = verdicts.get((s.id, p.run_index)) if p is not None else None
                 return v is not None and v.status == "ok" and v.value is True
 
-            headline = {"label": f"official rule: LLM judge {judged.get('judge')}",
+            failed = sum(v.status == "failed" for v in verdicts.values())
+            label = f"official rule: LLM judge {judged.get('judge')}"
+            if failed:  # a call that failed is no verdict: counted wrong here, and said
+                label += f"; {failed} judge calls failed (counted wrong; run it again to retry)"
+            headline = {"label": label,
                         **_figures(tally(samples, predictions, judge_says,
                                          dict(self.breakdowns), runs))}  # fmt: skip
         return {"rule": self.official_rule, "headline": headline, "variants": variants}

@@ -222,7 +222,7 @@ def official_judge_run(
                  "value": getattr(v, "value", None), "raw_reply": v.raw, "judge": aj.identity,
                  "output": output_hash(by_pred[(v.sample_id, v.run_index)])}
                 for v in verdicts if (v.sample_id, v.run_index) in by_pred]  # fmt: skip
-        _write_kept(store, VERDICTS_FILE, rows)
+        _write_kept(store, VERDICTS_FILE + ".new", rows)  # kept only once the section is
         by_key = {(v.sample_id, v.run_index): v for v in verdicts}
         section = bench.official_section(samples, preds, runs, verdicts=by_key,
                                          judge=aj.identity, **extras)  # fmt: skip
@@ -236,9 +236,15 @@ def official_judge_run(
         section["verdicts_file"] = VERDICTS_FILE
         return section
 
-    return judge_accuracy_run(run_dir, judge, model, endpoints, make_judge=cls,
-                              build_section=build, section_name=SECTION,
-                              selective=True, **options)  # fmt: skip
+    section = judge_accuracy_run(run_dir, judge, model, endpoints, make_judge=cls,
+                                 build_section=build, section_name=SECTION,
+                                 selective=True, **options)  # fmt: skip
+    new = store.path(VERDICTS_FILE + ".new")
+    if "pending" in section:  # calls left in a batch are no verdicts: nothing kept from them
+        new.unlink(missing_ok=True)
+    elif new.exists():
+        new.replace(store.path(VERDICTS_FILE))
+    return section
 
 
 @command("judge-official")
