@@ -282,3 +282,32 @@ def test_cafe_judge_and_listening_controls(tmp_path):
         assert c["gap"] == 0.0 and c["n"] == 6, (name, c)  # items, over 2 runs each
     control = json.loads((run.with_name("run-ctl-silence") / "metrics.json").read_text())
     assert control["official"]["variants"]["option_match"]["total"]["total"] == 12
+
+
+def test_official_judge_through_the_batch_api_left_and_collected(tmp_path):
+    from cafe.judge.verdict import VERDICTS_FILE, official_judge_run
+    from cafe.testing.batch_loopback import BatchPlan
+
+    root = write_folder(tmp_path / "s")
+    run = tmp_path / "run"
+    cafe("run", "--model", "random", "--bench", "sakura", "--data", str(root), "--out", str(run),
+         "--no-progress")  # fmt: skip
+
+    def reply(body):
+        assert body["top_p"] == 0.9  # the official sampling, in every batch line too
+        return JUDGE[next(t for t in JUDGE if f"[{t}]" in body["messages"][0]["content"])]
+
+    fast = {"poll_s": 0.02, "collect_s": 0.2}
+    with OpenAILoopback(reply=reply, batch_plans=[BatchPlan(polls=3), BatchPlan()]) as srv:
+        go = dict(endpoints=(srv.url,), cache=tmp_path / "b.sqlite", batch=True)
+        sec = official_judge_run(run, "openai-compatible", **go,
+                                 batch_options={**fast, "wait": False})  # fmt: skip
+        # submitted and still running: no verdicts, the headline stays "not run"
+        assert sec["pending"] == 6 and not (run / VERDICTS_FILE).exists()
+        assert metrics(run)["official"]["headline"]["total"] is None
+        sec = official_judge_run(run, "openai-compatible", **go, batch_options=fast)
+        assert srv.requests == [] and srv.batches.created == 1  # the same batch, collected
+        assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 6
+    head = metrics(run)["official"]["headline"]
+    assert head["total"] == {"correct": 3, "total": 6, "acc": 50.0}  # the direct test's count
+    assert len((run / VERDICTS_FILE).read_text().splitlines()) == 6
