@@ -59,6 +59,23 @@ class Benchmark(ABC):
     #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
     #: None: the metadata file's own folder
     audio_root: str | None = None
+    #: the official rule in one line (`cafe bench list`, tables, docs/benchmarks.md)
+    official_rule: str = "the official string match (MMAU / MMAR evaluation scripts)"
+    #: the licence its repository or card states (`cafe bench list`)
+    licence: str = "see the benchmark's repository"
+    #: known version -> number of items (`cafe bench list`)
+    version_items: dict[str, int] = {}
+    #: what the accuracy section's headline is, where it is not the official figure (then
+    #: ``official_section`` gives that figure); None: the default rule's label
+    accuracy_label: str | None = None
+    #: the LLM judge of an official rule that is one (cafe.judge.verdict.VerdictSpec), run by
+    #: `cafe judge-official`; None: the official rule needs no LLM
+    official_judge: Any = None
+    #: the embedding model an official rule matches outputs to choices with (`cafe
+    #: judge-official --embedder`); None: no embedding path
+    official_embedder: str | None = None
+    #: whether some items are open questions (no choices), which the runner's checks allow
+    open_items: bool = False
 
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...
@@ -67,6 +84,26 @@ class Benchmark(ABC):
         """Whether this version's items carry answers (one without them is predictions and
         export only: it is scored by the benchmark's own leaderboard)."""
         return True
+
+    def official_section(
+        self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
+    ) -> dict[str, Any] | None:
+        """The metrics.json "official" section where the official script's figure is not the
+        accuracy section's headline (another denominator, an LLM judge, several paths): the
+        headline and each labelled variant beside it (cafe.benchmarks.official). ``judged``:
+        what `cafe judge-official` adds (its verdicts). None: accuracy's headline is official."""
+        return None
+
+    @classmethod
+    def info(cls) -> dict[str, Any]:
+        """What `cafe bench list` shows: versions with their item counts, the official rule,
+        the licence."""
+        return {
+            "name": cls.name,
+            "versions": dict(cls.version_items),
+            "rule": cls.official_rule,
+            "licence": cls.licence,
+        }
 
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
         """The benchmark's correctness rule, used by the runner, `cafe score`, the training

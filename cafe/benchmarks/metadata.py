@@ -377,15 +377,16 @@ def load_official(
     )
 
 
-def default_data(spec: MetadataSpec) -> Path:
-    """Where to look without --data: $CAFE_DATA_DIR/<bench>."""
+def default_data(spec: MetadataSpec | str) -> Path:
+    """Where to look without --data: $CAFE_DATA_DIR/<bench> (``spec``: a spec or the name)."""
+    bench = spec if isinstance(spec, str) else spec.bench
     root = os.environ.get("CAFE_DATA_DIR")
-    if root and (Path(root) / spec.bench).exists():
-        return Path(root) / spec.bench
+    if root and (Path(root) / bench).exists():
+        return Path(root) / bench
     raise InputError(
         Problem(
-            f"$CAFE_DATA_DIR/{spec.bench}",
-            f"no {spec.bench} data: pass --data PATH (the official metadata file or its folder, "
+            f"$CAFE_DATA_DIR/{bench}",
+            f"no {bench} data: pass --data PATH (the official metadata file or its folder, "
             f"or a local Hugging Face copy) or set CAFE_DATA_DIR",
         )
     )

@@ -48,6 +48,8 @@ class MMAR(Benchmark):
     prediction_keys = ("answer_prediction", "model_prediction")  # code/evaluation.py
     export_format = ExportFormat("answer_prediction", "audio_path")
     modality_breakdown = "modality"  # sound / music / speech (and the mix-* modalities)
+    licence = "CC BY-NC 4.0 (data)"
+    version_items = {"v1": 1000, "v2": 1000}
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

@@ -124,6 +124,7 @@ def accuracy_section(
     *,
     runs: int | None = None,
     rule: Callable[[str | None, str, list[str]], bool] | None = None,
+    label: str | None = None,
 ) -> dict[str, Any]:
     """Accuracy over every (item, run): a missing, unanswered (no answer text) or failed
     prediction counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all
@@ -184,7 +185,7 @@ def accuracy_section(
     exact = [100.0 * c / t for c, t in per_run.values() if t]
     lenient_exact = [100.0 * lenient_run[r] / t for r, (_, t) in per_run.items() if t]
     return {
-        "rule": RULE_LABEL,
+        "rule": label or RULE_LABEL,  # the benchmark's own where its rule is another
         "total": _cell(correct, total),
         "official_denominator": _cell(correct, total - unanswered),
         "unanswered": unanswered,
@@ -434,7 +435,11 @@ def score_loaded(
         p.answer, p.parse_status = extract_answer(p.answer_text, s.choices)
         if s.answer is not None:
             p.correct = bench.is_correct(p.answer_text, s.answer, s.choices)
-    section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct)
+    section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct,
+                               label=bench.accuracy_label)  # fmt: skip
+    official = bench.official_section(loaded.samples, preds)
+    if official is not None:  # the benchmark's official figure, where the headline is not it
+        section["official"] = official
     section["bench"] = {
         "name": bench.name,
         "version": loaded.version,
@@ -565,3 +570,7 @@ def score_command(
         b = section["bench"]
         click.echo(f"{b['name']} {b['version']} ({b['source']})")
         click.echo(format_table(section))
+        if section.get("official"):
+            from cafe.benchmarks.official import format_official
+
+            click.echo("\n" + format_official(section["official"]))

@@ -201,8 +201,16 @@ def judge_accuracy_run(
     selective: bool = False,
     prices: str | Path | None = None,
     batch_options: dict[str, Any] | None = None,
+    make_judge: Any = None,
+    build_section: Any = None,
+    section_name: str = SECTION,
 ) -> dict[str, Any]:
     """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy".
+
+    ``make_judge`` / ``build_section`` / ``section_name``: another judge of the same shape (an
+    AnswerJudge subclass, built with the same arguments), the section it makes (judged_section's
+    arguments) and its name: a benchmark's LLM-judged official rule (cafe.judge.verdict) reuses
+    the cache, batch and cost machinery here.
 
     ``batch``: deliver through the service's batch endpoints (state in RUN/batches/);
     ``selective``: ask the judge only where the official rule cannot decide (its parse did not
@@ -221,15 +229,16 @@ def judge_accuracy_run(
     cache_obj = cache if isinstance(cache, Cache) else Cache(cache or cache_file("judge.sqlite"))
     plan = batching.call_plan(store.root, batch=batch, prices=prices,
                               batch_options=batch_options)  # fmt: skip
-    aj = AnswerJudge(judge, judge_model, endpoints, template=template, cache=cache_obj,
-                     concurrency=concurrency, thinking=thinking,
-                     thinking_budget=thinking_budget, client=client, calls=plan)  # fmt: skip
+    aj = (make_judge or AnswerJudge)(judge, judge_model, endpoints, template=template,
+                                     cache=cache_obj, concurrency=concurrency,
+                                     thinking=thinking, thinking_budget=thinking_budget,
+                                     client=client, calls=plan)  # fmt: skip
 
     decided: list[Verdict] = []
     todo: list[Prediction] = []
     for p in preds:
         s = by_id.get(p.sample_id)
-        v = AnswerJudge.decide(s, p) if selective and s is not None else None
+        v = aj.decide(s, p) if selective and s is not None else None
         if v is None:
             todo.append(p)
         else:
@@ -254,9 +263,10 @@ def judge_accuracy_run(
     costs = batching.write_costs(store, plan, cache_obj.hits)
     manifest = store.read_manifest() if store.has_manifest() else {}
     bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
-    section = judged_section(samples, preds, verdicts, aj, _bench_breakdowns(store),
-                             manifest.get("runs"), rule_for(bench))  # fmt: skip
-    _describe_calls(section, store, aj, asked, cache_obj.hits, plan.mode, costs)
+    section = (build_section or judged_section)(samples, preds, verdicts, aj,
+                                                _bench_breakdowns(store), manifest.get("runs"),
+                                                rule_for(bench))  # fmt: skip
+    _describe_calls(section, store, aj, asked, cache_obj.hits, plan.mode, costs, section_name)
     if selective:
         # the shared report shape (cafe.judge.batching.Selection): no prompt is shared here,
         # the rule decides instead of the judge
@@ -269,20 +279,20 @@ def judge_accuracy_run(
                   for st in plan.batch_stats().values())  # fmt: skip
     if pending:
         click.echo(f"{pending} answer-judge calls still pending in a batch (or cancelled there): "
-                   f"{SECTION} left as it was; run the same command again to collect",
+                   f"{section_name} left as it was; run the same command again to collect",
                    err=True)  # fmt: skip
         return {**section, "pending": pending}
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
     if bad * 2 > len(verdicts):
         click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
                    f"({section['verdicts']})", err=True)  # fmt: skip
-    store.update_metrics(SECTION, section)
+    store.update_metrics(section_name, section)
     return section
 
 
 def _describe_calls(
     section: dict[str, Any], store: RunStore, aj: AnswerJudge, asked: list[Verdict],
-    cache_hits: int, mode: str, costs: Any,
+    cache_hits: int, mode: str, costs: Any, section_name: str = SECTION,
 ) -> None:  # fmt: skip
     """This invocation's calls, and the counters over every invocation under this spec."""
     section["calls"] = {
@@ -292,7 +302,7 @@ def _describe_calls(
         "mode": mode,
         **({"cost": costs} if costs is not None else {}),
     }
-    section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
+    section["counters"] = judge_counters(store.read_metrics().get(section_name), section["spec"], {
         "calls": aj.calls, "cache_hits": cache_hits, "judged": len(asked),
         "replies": by_status([v.status for v in asked]),
         **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),

@@ -281,9 +281,16 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         acc = {**acc, "total": judged.get("total"), "breakdowns": judged.get("breakdowns")}
         acc.pop("ci95", None)
         markers.append("†")
+    official = metrics_doc.get("official") or {}
+    if official and acc and not judged:
+        acc = _official_acc(acc, official, extra_source)
     metrics, intervals = _row_metrics(acc, caf, metrics_doc, bench)
     if not metrics:
-        raise LeaderboardError(f"{store.root}: metrics.json holds no numbers to add")
+        why = extra_source.get("acc_absent")
+        raise LeaderboardError(
+            f"{store.root}: metrics.json holds no numbers to add"
+            + (f" (the official accuracy is absent: {why})" if why else "")
+        )
     source: dict[str, Any] = {
         "kind": "run",
         "run_dir": str(Path(run_dir).resolve()),
@@ -364,13 +371,32 @@ def _model_and_group(
     return str(model), str(grp)
 
 
+def _official_acc(
+    acc: dict[str, Any], official: dict[str, Any], extra_source: dict[str, Any]
+) -> dict[str, Any]:
+    """A benchmark whose official figure is not accuracy's headline (SAKURA's judge, MMSU's
+    denominator, MMAU-Pro's paths): the row's acc is that figure, or absent, never the labelled
+    variant in its place (which ``extra_source`` keeps, labelled)."""
+    head = official.get("headline") or {}
+    figure = (head.get("total") or {}).get("acc")
+    extra_source["accuracy_variant"] = {"acc": _r2((acc.get("total") or {}).get("acc")),
+                                        "label": acc.get("rule")}  # fmt: skip
+    if figure is None:
+        extra_source["acc_absent"] = head.get("label")
+        return {k: v for k, v in acc.items() if k not in ("total", "breakdowns", "ci95")}
+    extra_source["official_rule"] = official.get("rule")
+    out = {**acc, "total": head.get("total"), "breakdowns": head.get("breakdowns") or {}}
+    out.pop("ci95", None)
+    return out
+
+
 def _row_metrics(
     acc: dict[str, Any], caf: dict[str, Any], metrics_doc: dict[str, Any], bench: str
 ) -> tuple[dict[str, float | None], dict[str, list[float]]]:
     """The row's numbers and their 95% intervals from the run's sections."""
     metrics: dict[str, float | None] = {}
     intervals: dict[str, list[float]] = {}
-    if acc:
+    if acc.get("total"):  # absent where a benchmark's official figure is (the official block)
         metrics["acc"] = _r2((acc.get("total") or {}).get("acc"))
         # the isolated sound / music / speech subsets (SPEC §9): the benchmark says where
         from cafe.benchmarks.base import benchmark_class

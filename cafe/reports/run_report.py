@@ -171,7 +171,13 @@ def summary_md(
     acc = run.metrics.get("accuracy") or {}
     if acc:
         t = acc.get("total") or {}
-        lines += ["", "## Accuracy (official rule on the answer text, percent)", ""]
+        from cafe.benchmarks.scoring import RULE_LABEL
+
+        rule = acc.get("rule")
+        title = "Accuracy (official rule on the answer text, percent)"
+        if rule and rule != RULE_LABEL:  # a benchmark's own, labelled rule
+            title = f"Accuracy (percent; {rule})"
+        lines += ["", f"## {title}", ""]
         lines.append(
             f"Total: **{_fmt(t.get('acc'))}** ({t.get('correct', '?')}/{t.get('total', '?')}; "
             f"every (item, run) counted; unanswered {acc.get('unanswered', '?')}, "
@@ -199,6 +205,12 @@ def summary_md(
             for k, v in values.items():
                 acc_k = _fmt(v.get("acc"))
                 lines.append(f"| {k} | {v.get('correct')} | {v.get('total')} | {acc_k} |")
+    official = run.metrics.get("official") or {}
+    if official:  # the benchmark's own official figure, where accuracy's headline is not it
+        from cafe.benchmarks.official import official_md
+
+        lines += ["", "## Official figure and its labelled variants (percent)", ""]
+        lines += official_md(official)
     judged = run.metrics.get("judged_accuracy") or {}
     if judged:
         jt = judged.get("total") or {}

@@ -149,6 +149,10 @@ def run_command(
     for note in result.notes:
         click.echo(note, err=True)
     click.echo(summary_table(result.metrics))
+    if result.metrics.get("official"):  # the benchmark's official figure and its variants
+        from cafe.benchmarks.official import format_official
+
+        click.echo(format_official(result.metrics["official"]))
     state = "model loaded" if result.model_loaded else "nothing left to run, no model loaded"
     click.echo(f"{result.new_predictions} new predictions ({state}); run folder: {result.run_dir}")
     for line in result.failure_lines:

@@ -39,10 +39,13 @@ def warn(lines: list[str], prefix: str = "warning") -> None:
         print(f"{prefix}: … and {len(lines) - MAX_WARNINGS} more (manifest.json)", file=sys.stderr)
 
 
-def check_samples(loaded: LoadedBenchmark) -> tuple[list[Sample], list[Problem]]:
+def check_samples(
+    loaded: LoadedBenchmark, open_items: bool = False
+) -> tuple[list[Sample], list[Problem]]:
     """Generic sanity every benchmark shares: unique ids, a question, choices, an answer among
     them. A bad item keeps its place as a failed sample (Sample.error); a duplicate id cannot
-    (predictions are keyed by id) and is dropped with a Problem."""
+    (predictions are keyed by id) and is dropped with a Problem. ``open_items``: the benchmark
+    has open questions (no choices; ``Benchmark.open_items``), which are not bad input."""
     seen: set[str] = set()
     samples, problems = [], []
     for s in loaded.samples:
@@ -56,6 +59,8 @@ def check_samples(loaded: LoadedBenchmark) -> tuple[list[Sample], list[Problem]]
         if s.error is None:
             if not isinstance(s.question, str) or not s.question.strip():
                 problem = Problem(loaded.source, "missing or empty", s.id, "question")
+            elif open_items and not s.choices:
+                pass  # an open question: answered in free text, scored by its benchmark
             elif not s.choices or not all(isinstance(c, str) for c in s.choices):
                 problem = Problem(
                     loaded.source, "must be a non-empty list of strings", s.id, "choices"
@@ -196,7 +201,7 @@ def select_samples(
     if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
         bench_obj.audio_root = str(audio_root)
     loaded = bench_obj.load(data=data, version=version)
-    samples, own_problems = check_samples(loaded)
+    samples, own_problems = check_samples(loaded, bench_obj.open_items)
     problems = [*loaded.problems, *own_problems]
     if limit is not None and limit >= len(samples):
         limit = None  # all of them: the same selection as no limit

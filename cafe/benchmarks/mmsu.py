@@ -1,0 +1,64 @@
+"""MMSU (dingdongwang/MMSU; Hugging Face ddwang2000/MMSU, split "train", which the official
+inference uses): 5,000 spoken-language MCQ. Rows: id, audio, task_name, question, choice_a..d,
+answer_gt (the option text), category (Perception / Reasoning), sub-category (Linguistics /
+Paralinguistics), sub-sub-category, linguistics_sub_discipline. ``--data``: a local HF copy
+(parquet or save_to_disk) or a JSON / JSONL file of such rows (``audio`` a path relative to it).
+
+Official rule: the letter rule (cafe.benchmarks.letter_rule), format failures dropped; micro
+accuracy per (category, sub-category), per category and overall."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
+from cafe.benchmarks.letter_rule import RowSpec, letter_rule_section, letter_verdict, load_rows
+
+SPEC = RowSpec(
+    bench="mmsu",
+    id_field="id",
+    audio_fields=("audio", "audio_path"),
+    meta_fields=("category", "sub-category"),
+    file_names=("mmsu.json", "mmsu.jsonl", "MMSU.json", "MMSU.jsonl"),
+    known_sha256={},  # no release file is available to hash yet: recorded as 'unknown'
+)
+
+
+def _category_pair(s: Any) -> str:
+    return f"{s.meta.get('category')}/{s.meta.get('sub-category')}"
+
+
+class MMSU(Benchmark):
+    name = "mmsu"
+    breakdowns = {
+        **by_meta("category", "sub-category", "task_name"),
+        "category_sub": _category_pair,  # the official table's (category, sub-category) rows
+    }
+    prediction_keys = ("response", "model_output", "prediction")
+    export_format = ExportFormat("response", "audio")
+    official_rule = (
+        "letter rule (first character if A-D, else the second-to-last); format failures dropped "
+        "from the denominator, empty or 'None' wrong; correct when the letter's option text is "
+        "answer_gt; micro per (category, sub-category), per category, overall"
+    )
+    licence = "MIT (Hugging Face card, reportedly)"
+    version_items = {"train": 5000}
+    accuracy_label = (
+        "the official letter rule with format failures counted wrong (the official figure drops "
+        "them: see the 'official' section)"
+    )
+
+    def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
+        if data is None:
+            from cafe.benchmarks.metadata import default_data
+
+            data = str(default_data("mmsu"))
+        return load_rows(SPEC, data, version, self.audio_root)
+
+    def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
+        return bool(letter_verdict(prediction, answer, choices))
+
+    def official_section(
+        self, samples: list[Any], predictions: list[Any], runs: int | None = None, **judged: Any
+    ) -> dict[str, Any]:
+        return letter_rule_section(self, samples, predictions, runs)

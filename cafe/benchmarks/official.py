@@ -1,0 +1,131 @@
+"""The metrics.json "official" section for benchmarks whose official figure is not the accuracy
+section's headline: a denominator that drops format failures (MMSU, AIR-Bench), an LLM judge
+(SAKURA). One tally over (item, run) pairs, with the official script's breakdowns and its
+averages, so each benchmark module only says which pairs are right, wrong or dropped."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cafe.records import Prediction, Sample
+
+#: (sample, its prediction or None) -> True (right) | False (wrong) | None (dropped from the
+#: denominator, as the official script drops a format failure)
+Verdict = Callable[[Sample, Prediction | None], bool | None]
+
+
+def cell(correct: int, total: int) -> dict[str, Any]:
+    acc = round(100.0 * correct / total, 2) if total else 0.0
+    return {"correct": correct, "total": total, "acc": acc}
+
+
+def run_ids(predictions: Sequence[Prediction], runs: int | None) -> list[int]:
+    """The runs an accuracy counts: 0..runs-1 when given, plus any present (at least one), as
+    cafe.benchmarks.scoring.accuracy_section counts them."""
+    return sorted({p.run_index for p in predictions} | set(range(runs or 0))) or [0]
+
+
+def tally(
+    samples: Sequence[Sample],
+    predictions: Sequence[Prediction],
+    verdict: Verdict,
+    breakdowns: dict[str, Callable[[Sample], Any]],
+    runs: int | None = None,
+) -> dict[str, Any]:
+    """Micro accuracy over every scorable (item, run) pair: total, dropped (pairs the verdict
+    left out), and one cell per breakdown value."""
+    by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    runs_counted = run_ids(predictions, runs)
+    correct = total = dropped = 0
+    cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
+    for s in samples:
+        if s.answer is None:
+            continue
+        keys = {n: str(fn(s)) for n, fn in breakdowns.items()}
+        for r in runs_counted:
+            v = verdict(s, by_key.get((s.id, r)))
+            if v is None:
+                dropped += 1
+                continue
+            correct += v
+            total += 1
+            for n, k in keys.items():
+                cells[n][k][0] += v
+                cells[n][k][1] += 1
+    return {
+        "total": cell(correct, total),
+        "dropped": dropped,
+        "breakdowns": {n: {k: cell(*c[k]) for k in sorted(c)} for n, c in cells.items()},
+    }
+
+
+def mean_of(cells: dict[str, dict[str, Any]], keys: Sequence[str] | None = None) -> float | None:
+    """The unweighted mean of some cells' accuracies (a script's "average of the task rows")."""
+    accs = [cells[k]["acc"] for k in (keys if keys is not None else sorted(cells)) if k in cells]
+    return round(statistics.fmean(accs), 2) if accs else None
+
+
+def answered(p: Prediction | None) -> str | None:
+    """The answer text a rule reads, or None where the pair has no usable prediction."""
+    from cafe.benchmarks.scoring import official_text
+
+    if p is None or p.error is not None:
+        return None
+    return official_text(p)
+
+
+def format_official(section: dict[str, Any]) -> str:
+    """The "official" section as table lines: the headline, then each labelled variant, with
+    its dropped pairs and averages."""
+    lines = [f"official rule: {section.get('rule', '')}"]
+    rows = [("headline", section.get("headline") or {})]
+    rows += list((section.get("variants") or {}).items())
+    for name, fig in rows:
+        t = fig.get("total")
+        if not t or t.get("acc") is None:
+            figure = "absent"
+        elif "correct" in t:
+            figure = f"{t['acc']:.2f} ({t['correct']}/{t['total']})"
+        else:
+            figure = f"{t['acc']:.2f} ({t.get('items')} (item, run) pairs)"
+        extra = f"; dropped {fig['dropped']}" if fig.get("dropped") else ""
+        avg = fig.get("average")
+        if avg:
+            extra += "; average " + ", ".join(f"{k} {v}" for k, v in avg.items())
+        lines.append(f"  {name}: {figure}{extra}\n    {fig.get('label', '')}")
+    return "\n".join(lines)
+
+
+def official_md(section: dict[str, Any]) -> list[str]:
+    """The "official" section as markdown: one table of the headline and each labelled variant
+    (figure, dropped pairs, averages, label), then the headline's per-category scores (MMAU-Pro)
+    or its first breakdown."""
+
+    def figure(fig: dict[str, Any]) -> str:
+        t = fig.get("total") or {}
+        if t.get("acc") is None:
+            return "absent"
+        return f"**{t['acc']:.2f}**" + (f" ({t['correct']}/{t['total']})" if "correct" in t else "")
+
+    lines = [f"Official rule: {section.get('rule', '')}", ""]
+    lines += ["| figure | value | dropped | average | what it is |", "|---|---:|---:|---|---|"]
+    rows = [("official", section.get("headline") or {})]
+    rows += list((section.get("variants") or {}).items())
+    for name, fig in rows:
+        avg = ", ".join(f"{k} {v}" for k, v in (fig.get("average") or {}).items())
+        label = str(fig.get("label", "")).replace("|", "/")
+        lines.append(f"| {name} | {figure(fig)} | {fig.get('dropped', '')} | {avg} | {label} |")
+    head = section.get("headline") or {}
+    if head.get("categories"):
+        lines += ["", "| category | path | pairs | score |", "|---|---|---:|---:|"]
+        for name, c in head["categories"].items():
+            score = "absent: " + c["label"] if c.get("score") is None else f"{c['score']:.2f}"
+            lines.append(f"| {name} | {c.get('path')} | {c.get('n', '')} | {score} |")
+    for name, cells in list((head.get("breakdowns") or {}).items())[-1:]:
+        lines += ["", f"| {name} | correct | total | acc |", "|---|---:|---:|---:|"]
+        for k, v in cells.items():
+            lines.append(f"| {k} | {v['correct']} | {v['total']} | {v['acc']:.2f} |")
+    return lines

@@ -1,0 +1,379 @@
+"""SAKURA (ckyang1124/SAKURA): multi-hop audio reasoning, 4 tracks (Animal, Emotion, Gender,
+Language) x 500 clips, each clip asked a single-hop and a multi-hop question (4,000 MCQ).
+
+Layout: ``data/<Track>/metadata.json`` maps the clip path (relative to the dataset root, e.g.
+``data/Animal/audio/dog28.wav``) to attribute_label, {single,multi}_instruction and
+{single,multi}_answer; the options are written inside the instruction ("... (a) dog (b) crow"),
+the answer is "(x) text" (300 Emotion answers start with a space). ``--data`` is the dataset root,
+its ``data`` folder (the track folders), one track's metadata.json, or a local Hugging Face copy
+(SLLM-multi-hop/<Track>QA: parquet or save_to_disk; columns file, audio, attribute_label, ...).
+
+Each clip gives two samples, ``<Track>-<clip>-single`` and ``<Track>-<clip>-multi``; the question
+is the instruction before its options, the inline options become the choices, the answer the
+lettered option's text. The official rule is an LLM judge (`cafe judge-official`); until one is
+run the "official" section reports a deterministic option match, labelled as not the official
+figure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
+from cafe.records import InputError, Prediction, Problem, Sample
+
+TRACKS = ("Animal", "Emotion", "Gender", "Language")
+HOPS = ("single", "multi")
+#: the one release (metadata last changed 2025-05-13): each track file's sha256
+KNOWN_SHA256 = {
+    "914c511ff75c2150c821f37178ffb11a38288e3c91c0d48d3f06f8e189413078": ("Animal", "v1"),
+    "4fbc78c259139428cf94068645bb0806c07481cd63764a882c67f46e8a4a22b5": ("Emotion", "v1"),
+    "3ebe06357b186a1704aac3a2899567190f7f5b6aec17ba862e964444f43b44b2": ("Gender", "v1"),
+    "c90091cc799415e61b574043b3b7e3defbc9a1f3dc090f1942520e5e09cff8ad": ("Language", "v1"),
+}
+#: per track, hash of the sorted [clip file name, instructions, answers] rows: identifies the
+#: version where the bytes differ (a Hugging Face copy, re-serialised JSON)
+KNOWN_CONTENT = {
+    "bd4327e5cd4c0d035bffa64384232cf2eb227e4ad23056f6d699bebebc983412": ("Animal", "v1"),
+    "a7fb98b5b9fac144c5a6e3acbd31110510f65020b23063902e2c009335ad1ed1": ("Emotion", "v1"),
+    "c6674b5d43fea1127f7e5edba5450daf291183eeddbf598e52a03419b0f3bbea": ("Gender", "v1"),
+    "17d02efad63beb5feaad9104d4e07eb90e881cc82c0c338a77e5d18b3cde8131": ("Language", "v1"),
+}
+FIELDS = ("single_instruction", "single_answer", "multi_instruction", "multi_answer")
+_ANSWER = re.compile(r"\s*\(([a-z])\)\s*(.*?)\s*", re.DOTALL)
+
+
+def split_options(instruction: str) -> tuple[str, list[str]] | None:
+    """(question, options) of an instruction with inline "(a) ... (b) ..." options, or None.
+    The markers must run (a), (b), ... in order, so a parenthesis inside an option's text is
+    kept as text."""
+    parts: list[int] = []
+    start = 0
+    for i in range(26):
+        marker = f"({chr(ord('a') + i)})"
+        at = instruction.find(marker, start)
+        if at < 0:
+            break
+        parts.append(at)
+        start = at + len(marker)
+    if len(parts) < 2:
+        return None
+    ends = [*parts[1:], len(instruction)]
+    options = [instruction[a + 3 : b].strip() for a, b in zip(parts, ends, strict=True)]
+    return instruction[: parts[0]].strip(), options
+
+
+def track_of(text: str) -> str | None:
+    """The track a path names (a folder Animal/, AnimalQA/, a clip path data/Animal/...)."""
+    for part in reversed(Path(text.replace("\\", "/")).parts):
+        for t in TRACKS:
+            if part.lower() in (t.lower(), f"{t.lower()}qa"):
+                return t
+    return None
+
+
+def content_fingerprint(rows: dict[str, dict[str, Any]]) -> str:
+    items = sorted(
+        json.dumps([Path(k).name, *(str(v.get(f)) for f in FIELDS)], ensure_ascii=False)
+        for k, v in rows.items()
+    )
+    return hashlib.sha256("\n".join(items).encode()).hexdigest()
+
+
+def _clip_rel(key: str, track: str) -> str:
+    """A metadata key as a path relative to the track folder: ``data/Animal/audio/x.wav`` ->
+    ``audio/x.wav`` (keys not in that form are used as given)."""
+    k = key.replace("\\", "/")
+    for prefix in (f"data/{track}/", f"{track}/"):
+        if k.startswith(prefix):
+            return k[len(prefix) :]
+    return k
+
+
+class TrackFile:
+    """One track's rows (clip key -> fields), where they came from and the folder its clips
+    are relative to."""
+
+    def __init__(self, track: str, rows: dict[str, Any], source: str, base: Path,
+                 sha: str | None, extra_roots: tuple[Path, ...] = ()):  # fmt: skip
+        self.track, self.rows, self.source, self.base, self.sha = track, rows, source, base, sha
+        self.extra_roots = extra_roots  # clips cafe wrote out of a Hugging Face copy
+
+
+def _track_files(data: Path) -> list[TrackFile]:
+    """Every track found at ``data`` (official layout, one file, or a Hugging Face copy)."""
+    from cafe.benchmarks import hf_copy
+    from cafe.benchmarks.metadata import sha256_file
+
+    if not data.exists():
+        raise InputError(Problem(str(data), "sakura data not found"))
+    if data.is_file() and data.suffix == ".json":
+        files = [data]
+    else:
+        files = []
+        for root in (data / "data", data):
+            files = [f for t in TRACKS if (f := root / t / "metadata.json").is_file()]
+            if files:
+                break
+    out: list[TrackFile] = []
+    for f in files:
+        track = track_of(str(f.parent))
+        if track is None:
+            raise InputError(Problem(str(f), f"names no SAKURA track ({', '.join(TRACKS)})"))
+        try:
+            rows = json.loads(f.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise InputError(Problem(str(f), f"cannot read SAKURA metadata ({e})")) from None
+        if not isinstance(rows, dict):
+            raise InputError(Problem(str(f), "not a SAKURA metadata file (one JSON object: "
+                                     "clip path -> fields)"))  # fmt: skip
+        out.append(TrackFile(track, rows, str(f), f.parent, sha256_file(f)))
+    if out:
+        return out
+    # a Hugging Face copy: one folder (or parquet file) per track, or one track's own
+    candidates = []
+    if data.is_dir():  # SLLM-multi-hop/<Track>QA folders side by side
+        candidates = sorted(
+            d for d in data.iterdir() if d.is_dir() and track_of(d.name) and hf_copy.is_hf_copy(d)
+        )
+    if not candidates and hf_copy.is_hf_copy(data):
+        candidates = [data]
+    for c in candidates:
+        rows_list, base, _ = hf_copy.load_rows(c, "audio_path")
+        keyed: dict[str, Any] = {}
+        track = track_of(str(c))
+        for row in rows_list:
+            if not isinstance(row, dict):
+                continue
+            key = str(row.get("file") or row.get("audio_path") or "")
+            track = track or track_of(key)
+            keyed[key] = row
+        if track is None:
+            raise InputError(Problem(str(c), f"names no SAKURA track ({', '.join(TRACKS)})"))
+        out.append(TrackFile(track, keyed, str(c), base, None, (hf_copy.audio_dir(c),)))
+    if not out:
+        raise InputError(Problem(str(data), "no SAKURA metadata (data/<Track>/metadata.json) "
+                                 "or Hugging Face copy here"))  # fmt: skip
+    return out
+
+
+def _version(tf: TrackFile) -> str | None:
+    hit = KNOWN_SHA256.get(tf.sha or "") or KNOWN_CONTENT.get(content_fingerprint(tf.rows))
+    return hit[1] if hit and hit[0] == tf.track else None
+
+
+def load(
+    data: str | Path, version: str | None = None, audio_root: str | None = None
+) -> LoadedBenchmark:
+    from cafe.audio import contained_audio
+
+    root = Path(data).expanduser()
+    tracks = _track_files(root)
+    problems: list[Problem] = []
+    seen_tracks: set[str] = set()
+    versions = set()
+    samples: list[Sample] = []
+    for tf in tracks:
+        if tf.track in seen_tracks:
+            problems.append(Problem(tf.source, f"a second {tf.track} track: ignored"))
+            continue
+        seen_tracks.add(tf.track)
+        versions.add(_version(tf))
+        # --audio-root: the dataset root the keys (data/<Track>/audio/...) are relative to
+        base = Path(audio_root).expanduser() if audio_root else None
+        for key, row in tf.rows.items():
+            samples += _clip_samples(tf, key, row, base, problems, contained_audio)
+    detected = versions.pop() if len(versions) == 1 else None
+    if detected is None:
+        problems.append(Problem(str(root), "unknown file hash: version recorded as 'unknown' "
+                                "(pass --version to name it)"))  # fmt: skip
+    elif version and version != detected:
+        problems.append(Problem(str(root), f"content identifies version {detected!r}; recorded "
+                                f"as {version!r} as asked"))  # fmt: skip
+    ver = version or detected or "unknown"
+    for s in samples:
+        s.version = ver
+    digest = "\n".join(f"{tf.track} {tf.sha}" for tf in sorted(tracks, key=lambda t: t.track))
+    sha = (
+        tracks[0].sha
+        if len(tracks) == 1
+        else hashlib.sha256(digest.encode()).hexdigest()
+        if all(t.sha for t in tracks)
+        else None
+    )
+    return LoadedBenchmark(samples, ver, str(root), sha, problems)
+
+
+def _clip_samples(tf, key, row, base, problems, contained_audio) -> list[Sample]:  # type: ignore[no-untyped-def]
+    """The single- and multi-hop samples of one clip (errors noted on the sample, never
+    raised)."""
+    stem = Path(key.replace("\\", "/")).stem or key
+    if not isinstance(row, dict):
+        problems.append(Problem(tf.source, "not a JSON object", key))
+        return []
+    audio: list[str] = []
+    audio_error = None
+    if base is not None:
+        value, roots = row.get("audio_path") or key, [base]
+    else:
+        value, roots = row.get("audio_path") or _clip_rel(key, tf.track), [tf.base]
+    path, outside = contained_audio(value, [*roots, *tf.extra_roots], file=tf.source,
+                                    sample_id=key, field="file")  # fmt: skip
+    if outside is not None:
+        audio_error = outside.message
+    else:
+        audio = [str(path)]
+    out = []
+    for hop in HOPS:
+        sid = f"{tf.track}-{stem}-{hop}"
+        errors: list[tuple[str, str]] = [("file", audio_error)] if audio_error else []
+        instruction = row.get(f"{hop}_instruction")
+        raw_answer = row.get(f"{hop}_answer")
+        question, choices, answer = "", [], None
+        split = split_options(instruction) if isinstance(instruction, str) else None
+        if split is None:
+            errors.append((f"{hop}_instruction", "missing field" if instruction is None
+                           else "no inline options (a) (b) ..."))  # fmt: skip
+        else:
+            question, choices = split
+        m = _ANSWER.fullmatch(raw_answer) if isinstance(raw_answer, str) else None
+        if m is None:
+            errors.append((f"{hop}_answer", "missing field" if raw_answer is None
+                           else f"not '(x) option' ({raw_answer!r})"))  # fmt: skip
+        elif choices:
+            idx = ord(m.group(1)) - ord("a")
+            if idx >= len(choices) or choices[idx] != m.group(2):
+                errors.append((f"{hop}_answer", "answer is not among the choices"))
+            else:
+                answer = choices[idx]
+        quirks = ["answer has surrounding spaces"] if m and raw_answer != raw_answer.strip() else []
+        meta = {
+            "file": key,
+            "track": tf.track,
+            "hop": hop,
+            "track_hop": f"{tf.track}/{hop}",
+            "attribute_label": row.get("attribute_label"),
+            "instruction": instruction,
+            "answer_raw": raw_answer,
+            **({"gender": row["gender"]} if "gender" in row else {}),
+            **({"quirks": quirks} if quirks else {}),
+        }
+        for f, msg in errors:
+            problems.append(Problem(tf.source, msg, sid, f))
+        out.append(
+            Sample(
+                id=sid, bench="sakura", version="", question=question, choices=choices,
+                answer=answer if answer is not None or not isinstance(raw_answer, str)
+                else raw_answer,
+                audio=audio, meta=meta,
+                error="; ".join(f"{f}: {msg}" for f, msg in errors) or None,
+            )
+        )  # fmt: skip
+    return out
+
+
+def option_match(text: str | None, answer: str, choices: list[str]) -> bool:
+    """The deterministic stand-in for SAKURA's judge: the answer maps to exactly one option
+    (its text or its letter) and that option is the answer. NOT the official figure."""
+    from cafe.parsing import extract_answer
+
+    choice, status = extract_answer(text, list(choices))
+    return status == "ok" and choice == answer
+
+
+OPTION_MATCH_LABEL = (
+    "option match: the answer mapped to exactly one option (its text or letter) equals the "
+    "answer; deterministic, NOT the official figure (SAKURA's official rule is an LLM judge: "
+    "`cafe judge-official RUN`)"
+)
+
+
+class SAKURA(Benchmark):
+    """SAKURA: breakdowns track, hop and track x hop (the paper's table); the average is the
+    mean of the four tracks."""
+
+    name = "sakura"
+    breakdowns = by_meta("track", "hop", "track_hop")
+    prediction_keys = ("response", "model_output", "prediction")
+    export_format = ExportFormat("response", "file")
+    official_rule = (
+        "LLM judge (gpt-4o-2024-11-20, temperature 0, top_p 0.9): correct when exactly one "
+        "option is chosen and it is the answer; unparsed replies count wrong; per track x hop, "
+        "average = mean of the 4 tracks"
+    )
+    licence = "none stated (research use; audio keeps its sources' terms)"
+    version_items = {"v1": 4000}
+    accuracy_label = OPTION_MATCH_LABEL
+
+    @property
+    def official_judge(self) -> Any:
+        from cafe.judge.verdict import VerdictSpec
+
+        return VerdictSpec(
+            name="sakura-judge",
+            template=Path(__file__).with_name("templates") / "sakura_judge.txt",
+            model="gpt-4o-2024-11-20",
+            temperature=0.0,
+            top_p=0.9,
+            fields=lambda s: {
+                "question": s.meta.get("instruction") or s.question,
+                "answer": (s.meta.get("answer_raw") or s.answer or "").strip(),
+            },
+        )
+
+    def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
+        from cafe.benchmarks.metadata import default_data
+
+        if data is None:
+            data = str(default_data("sakura"))
+        return load(data, version, self.audio_root)
+
+    def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
+        return option_match(prediction, answer, choices)
+
+    def official_section(
+        self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
+    ) -> dict[str, Any]:
+        from cafe.benchmarks.official import answered, tally
+
+        def matched(s: Sample, p: Prediction | None) -> bool:
+            return option_match(answered(p), s.answer or "", s.choices)
+
+        variants = {"option_match": {"label": OPTION_MATCH_LABEL, **_figures(tally(
+            samples, predictions, matched, dict(self.breakdowns), runs))}}  # fmt: skip
+        verdicts = judged.get("verdicts")
+        if verdicts is None:
+            headline: dict[str, Any] = {
+                "label": "official rule (LLM judge): not run; `cafe judge-official RUN` runs it",
+                "total": None,
+            }
+        else:
+
+            def judge_says(s: Sample, p: Prediction | None) -> bool:
+                # an unparsed reply stays in the denominator as wrong, as the official script
+                v = verdicts.get((s.id, p.run_index)) if p is not None else None
+                return v is not None and v.status == "ok" and v.value is True
+
+            failed = sum(v.status == "failed" for v in verdicts.values())
+            label = f"official rule: LLM judge {judged.get('judge')}"
+            if failed:  # a call that failed is no verdict: counted wrong here, and said
+                label += f"; {failed} judge calls failed (counted wrong; run it again to retry)"
+            headline = {"label": label,
+                        **_figures(tally(samples, predictions, judge_says,
+                                         dict(self.breakdowns), runs))}  # fmt: skip
+        return {"rule": self.official_rule, "headline": headline, "variants": variants}
+
+
+def _figures(t: dict[str, Any]) -> dict[str, Any]:
+    """The tally with SAKURA's averages: per hop and overall, the mean of the four tracks."""
+    from cafe.benchmarks.official import mean_of
+
+    cells = t["breakdowns"]["track_hop"]
+    t["average"] = {
+        hop: mean_of({k: c for k, c in cells.items() if k.endswith(f"/{hop}")}) for hop in HOPS
+    }
+    t["average"]["all"] = mean_of(t["breakdowns"]["track"])
+    return t
