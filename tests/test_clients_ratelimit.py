@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
+from manual_clock import ManualClock
 
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -61,16 +61,45 @@ def test_halves_on_429_and_recovers_one_slot_per_streak():
 
 
 def test_retry_after_pauses_new_calls():
-    lim = AdaptiveLimiter(4)
+    clock = ManualClock()
+    lim = AdaptiveLimiter(4, clock=clock.now, sleep=clock.sleep)
+    t429 = clock.now()
     lim.on_rate_limited(retry_after=0.3)
+    started: list[float] = []  # virtual time at which each call got its slot
 
-    async def timed():
-        t0 = time.perf_counter()
+    async def call():
         await lim.acquire()
+        started.append(clock.now())
         lim.release()
-        return time.perf_counter() - t0
 
-    assert asyncio.run(timed()) >= 0.29
+    async def main():
+        await asyncio.gather(*(call() for _ in range(3)))
+
+    asyncio.run(main())
+    assert len(started) == 3 and lim.in_flight == 0
+    # not one call started before the pause ended; each waited it out once, none longer
+    assert sum(t < t429 + 0.3 for t in started) == 0
+    assert started == [pytest.approx(t429 + 0.3)] * 3
+    assert clock.sleeps == [pytest.approx(0.3)] * 3
+    asyncio.run(call())  # after the pause: straight through, no wait
+    assert len(clock.sleeps) == 3 and started[-1] == pytest.approx(t429 + 0.3)
+
+
+def test_backoff_waits_through_the_policy_clock():
+    clock = ManualClock()
+    calls = []
+
+    async def flaky():
+        calls.append(clock.now())
+        raise CallError("HTTP 503", status=503)
+
+    policy = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=10.0, sleep=clock.sleep)
+    out = asyncio.run(call_with_retries(flaky, AdaptiveLimiter(2), policy))
+    assert out.attempts == 3 and len(calls) == 3
+    # two backoffs (1 s then 2 s nominal, ±50 % jitter) and none after the last attempt
+    assert len(clock.sleeps) == 2
+    assert 0.5 <= clock.sleeps[0] <= 1.5 and 1.0 <= clock.sleeps[1] <= 3.0
+    assert calls[1] - calls[0] == pytest.approx(clock.sleeps[0])
 
 
 def test_one_limiter_serves_several_loops_and_threads():

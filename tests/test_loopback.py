@@ -68,9 +68,9 @@ def test_gemini_wire_shape():
 
 
 def test_latency_setting_delays_replies():
-    import time
-
-    with OpenAILoopback(latency_s=0.2) as srv:
-        t0 = time.perf_counter()
-        _post(srv.url + "/chat/completions", {"model": "m", "messages": []})
-        assert time.perf_counter() - t0 >= 0.2
+    waits: list[float] = []
+    with OpenAILoopback(latency_s=0.2, sleep=waits.append, faults=["ok", "429"]) as srv:
+        s200, _, _ = _post(srv.url + "/chat/completions", {"model": "m", "messages": []})
+        s429, _, _ = _post(srv.url + "/chat/completions", {"model": "m", "messages": []})
+    assert (s200, s429) == (200, 429)
+    assert waits == [0.2, 0.2]  # every model call waits latency_s before its reply

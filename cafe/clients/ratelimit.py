@@ -4,7 +4,10 @@ run of successes; Retry-After pauses every caller; failures back off exponential
 
 The limiter holds no asyncio primitive bound to one event loop (waiters are futures of whichever
 loop awaits them, woken thread-safely), so one client can serve several ``asyncio.run`` calls and
-several threads at once, sharing a single budget per endpoint."""
+several threads at once, sharing a single budget per endpoint.
+
+Time comes from injectable ``clock``/``sleep`` (the limiter's) and ``RetryPolicy.sleep`` (the
+backoff's), real by default, so tests drive pauses and backoff on a manual clock."""
 
 from __future__ import annotations
 
@@ -65,6 +68,7 @@ class RetryPolicy:
     max_delay: float = 60.0
     jitter: float = 0.5
     timeout_s: float = 120.0  # one attempt's wall clock
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep  # how a backoff waits
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         d = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
@@ -79,16 +83,25 @@ class AdaptiveLimiter:
 
     ``limit`` starts at ``max_concurrency``; ``on_rate_limited`` halves it (not below
     ``min_concurrency``) and pauses new calls for Retry-After; every ``recover_after`` successes
-    in a row raise it by one, back up to ``max_concurrency``."""
+    in a row raise it by one, back up to ``max_concurrency``. ``clock`` (seconds, monotonic) and
+    ``sleep`` are how the pause reads and waits out time."""
 
     def __init__(
-        self, max_concurrency: int = 16, *, min_concurrency: int = 1, recover_after: int = 20
+        self,
+        max_concurrency: int = 16,
+        *,
+        min_concurrency: int = 1,
+        recover_after: int = 20,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ):
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.max_concurrency = max_concurrency
         self.min_concurrency = max(1, min(min_concurrency, max_concurrency))
         self.recover_after = max(1, recover_after)
+        self.clock = clock
+        self.sleep = sleep
         self.limit = max_concurrency
         self.in_flight = 0
         self.paused_until = 0.0
@@ -102,7 +115,7 @@ class AdaptiveLimiter:
         while True:
             fut: asyncio.Future[None] | None = None
             with self._lock:
-                pause = self.paused_until - time.monotonic()
+                pause = self.paused_until - self.clock()
                 if pause <= 0:
                     if self.in_flight < self.limit:
                         self.in_flight += 1
@@ -110,7 +123,7 @@ class AdaptiveLimiter:
                     fut = asyncio.get_running_loop().create_future()
                     self._waiters.append(fut)
             if fut is None:  # paused by Retry-After: every caller waits it out
-                await asyncio.sleep(pause)
+                await self.sleep(pause)
                 continue
             try:
                 await fut
@@ -157,7 +170,7 @@ class AdaptiveLimiter:
             self._streak = 0
             self.limit = max(self.min_concurrency, self.limit // 2)
             if retry_after:
-                self.paused_until = max(self.paused_until, time.monotonic() + retry_after)
+                self.paused_until = max(self.paused_until, self.clock() + retry_after)
 
     def on_failure(self) -> None:
         with self._lock:
@@ -221,5 +234,5 @@ async def call_with_retries(
             lim.release()
         if not retryable or attempt == policy.max_attempts:
             return Outcome(error=redact(f"{last} (after {attempt} attempt(s))"), attempts=attempt)
-        await asyncio.sleep(policy.delay(attempt, retry_after))
+        await policy.sleep(policy.delay(attempt, retry_after))
     return Outcome(error=redact(last), attempts=policy.max_attempts)

@@ -67,11 +67,13 @@ class _Loopback:
         faults: FaultSpec = (),
         slow_s: float = 2.0,
         require_key: str | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
     ):
         self.reply = reply or (lambda body: "ok")
         self.require_key = require_key  # when set, a call without this key gets HTTP 401
         self.latency_s = latency_s
         self.slow_s = slow_s
+        self.sleep = sleep  # how latency and stalls wait (tests may record them instead)
         self._faults = faults
         self.requests: list[dict[str, Any]] = []  # bodies of model calls, in arrival order
         self.paths: list[str] = []
@@ -169,9 +171,9 @@ class _Loopback:
     ) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
         _, fault = self._next_fault(body)
         if fault.kind == "timeout":
-            time.sleep(fault.delay_s if fault.delay_s is not None else self.slow_s)
+            self.sleep(fault.delay_s if fault.delay_s is not None else self.slow_s)
         elif self.latency_s:
-            time.sleep(self.latency_s)
+            self.sleep(self.latency_s)
         if fault.kind == "429":
             hdr = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
             return 429, hdr, json.dumps(error(429, "rate limited (scripted)")).encode()

