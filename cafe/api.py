@@ -25,6 +25,7 @@ command line               function
 ``cafe judge``             judge
 ``cafe judge-agreement``   judge_agreement
 ``cafe judge-accuracy``    judge_accuracy
+``cafe judge-official``    judge_official
 ``cafe rubric``            rubric
 ``cafe cues``              cues
 ``cafe listen``            listen
@@ -54,6 +55,7 @@ TARGETS: dict[str, str] = {
     "judge": "cafe.judge.pipeline:judge_run",
     "judge_agreement": "cafe.judge.agreement:judge_agreement",
     "judge_accuracy": "cafe.judge.answer:judge_accuracy_run",
+    "judge_official": "cafe.judge.verdict:official_judge_run",
     "rubric": "cafe.judge.rubric_run:rubric_run",
     "cues": "cafe.judge.cues:cues_run",
     "listen": "cafe.listen:run_controls",
@@ -167,6 +169,15 @@ def judge_accuracy(run_dir: str | Path, judge: str, judge_model: str, **options:
     cache, thinking, thinking_budget, batch, batch_options, selective (ask the judge only where
     the official rule cannot decide), prices."""
     return _target("judge_accuracy")(run_dir, judge, judge_model, **options)
+
+
+def judge_official(
+    run_dir: str | Path, judge: str | None = None, judge_model: str | None = None, **options: Any
+) -> Any:
+    """The official model paths of a run's benchmark (SAKURA's and MMAU-Pro's LLM judges with
+    ``judge``; MMAU-Pro's embedding match with ``embedder=``) -> the metrics.json "official"
+    section. Options: endpoints, embedder, concurrency, cache, thinking, batch, prices."""
+    return _target("judge_official")(run_dir, judge, judge_model, **options)
 
 
 def rubric(run_dir: str | Path, **options: Any) -> Any:
@@ -288,6 +299,7 @@ FUNCTIONS = (
     "judge",
     "judge_agreement",
     "judge_accuracy",
+    "judge_official",
     "rubric",
     "cues",
     "listen",

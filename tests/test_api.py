@@ -62,6 +62,7 @@ COMMAND_FUNCTIONS = {
     "judge": ["judge"],
     "judge-agreement": ["judge_agreement"],
     "judge-accuracy": ["judge_accuracy"],
+    "judge-official": ["judge_official"],
     "rubric": ["rubric"],
     "cues": ["cues"],
     "listen": ["listen"],

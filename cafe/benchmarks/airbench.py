@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
-from cafe.benchmarks.letter_rule import RowSpec, letter_rule_section, letter_verdict, load_rows
+from cafe.benchmarks.base import ExportFormat, by_meta
+from cafe.benchmarks.letter_rule import LetterRuleBenchmark, RowSpec
 
 SPEC = RowSpec(
     bench="airbench",
@@ -38,8 +38,10 @@ def _averages(cells: dict[str, Any]) -> dict[str, Any]:
     return {"tasks": mean_of(cells["task_name"])}  # the README's average of the task rows
 
 
-class AIRBench(Benchmark):
+class AIRBench(LetterRuleBenchmark):
     name = "airbench"
+    row_spec = SPEC
+    averages = _averages
     breakdowns = {**by_meta("task_name", "dataset_name"), "task_dataset": _task_dataset}
     prediction_keys = ("response", "model_output", "prediction")
     export_format = ExportFormat("response", "path")
@@ -53,18 +55,3 @@ class AIRBench(Benchmark):
         "the official letter rule with format failures counted wrong (the official figure "
         "excludes them: see the 'official' section)"
     )
-
-    def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
-        if data is None:
-            from cafe.benchmarks.metadata import default_data
-
-            data = str(default_data("airbench"))
-        return load_rows(SPEC, data, version, self.audio_root)
-
-    def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
-        return bool(letter_verdict(prediction, answer, choices))
-
-    def official_section(
-        self, samples: list[Any], predictions: list[Any], runs: int | None = None, **judged: Any
-    ) -> dict[str, Any]:
-        return letter_rule_section(self, samples, predictions, runs, _averages)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cafe.benchmarks.base import LoadedBenchmark
+from cafe.benchmarks.base import Benchmark, LoadedBenchmark
 from cafe.records import InputError, Prediction, Problem, Sample
 
 LETTERS = "ABCD"
@@ -223,3 +223,28 @@ def letter_rule_section(
     headline = figures.pop("headline")
     headline["format_failures"] = headline["dropped"]
     return {"rule": bench.official_rule, "headline": headline, "variants": figures}
+
+
+class LetterRuleBenchmark(Benchmark):
+    """A benchmark of lettered MCQ rows scored by the letter rule (MMSU, AIR-Bench): its rows'
+    layout (``row_spec``) and the averages its official table prints (``averages``) are all
+    that differ."""
+
+    row_spec: RowSpec
+    averages: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
+        if data is None:
+            from cafe.benchmarks.metadata import default_data
+
+            data = str(default_data(self.name))
+        return load_rows(self.row_spec, data, version, self.audio_root)
+
+    def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
+        return bool(letter_verdict(prediction, answer, choices))
+
+    def official_section(
+        self, samples: list[Any], predictions: list[Any], runs: int | None = None, **judged: Any
+    ) -> dict[str, Any]:
+        averages = type(self).averages  # a plain function, not a method
+        return letter_rule_section(self, samples, predictions, runs, averages)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
-from cafe.benchmarks.letter_rule import RowSpec, letter_rule_section, letter_verdict, load_rows
+from cafe.benchmarks.base import ExportFormat, by_meta
+from cafe.benchmarks.letter_rule import LetterRuleBenchmark, RowSpec
 
 SPEC = RowSpec(
     bench="mmsu",
@@ -28,8 +28,9 @@ def _category_pair(s: Any) -> str:
     return f"{s.meta.get('category')}/{s.meta.get('sub-category')}"
 
 
-class MMSU(Benchmark):
+class MMSU(LetterRuleBenchmark):
     name = "mmsu"
+    row_spec = SPEC
     breakdowns = {
         **by_meta("category", "sub-category", "task_name"),
         "category_sub": _category_pair,  # the official table's (category, sub-category) rows
@@ -47,18 +48,3 @@ class MMSU(Benchmark):
         "the official letter rule with format failures counted wrong (the official figure drops "
         "them: see the 'official' section)"
     )
-
-    def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
-        if data is None:
-            from cafe.benchmarks.metadata import default_data
-
-            data = str(default_data("mmsu"))
-        return load_rows(SPEC, data, version, self.audio_root)
-
-    def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
-        return bool(letter_verdict(prediction, answer, choices))
-
-    def official_section(
-        self, samples: list[Any], predictions: list[Any], runs: int | None = None, **judged: Any
-    ) -> dict[str, Any]:
-        return letter_rule_section(self, samples, predictions, runs)
