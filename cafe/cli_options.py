@@ -255,12 +255,21 @@ def adapter_options(
     adapter options."""
     import yaml
 
+    from cafe.records import YamlBoundsError, load_yaml, yaml_problem
+
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise CafeUsageError(f"--option {pair!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = load_yaml(value, max_nodes=10_000)
+        except (yaml.YAMLError, YamlBoundsError) as e:  # the parser's own text quotes the value
+            _, what = yaml_problem(e)
+            raise CafeUsageError(
+                f"--option {key}=…: the value is not valid YAML ({what}); quote it, or write "
+                "a YAML flow value such as [1, 2] or {name: value}"
+            ) from None
     if endpoints:
         out["endpoints"] = list(endpoints)
     if api_key_env:

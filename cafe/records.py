@@ -196,20 +196,95 @@ def key_of(record: Any) -> tuple[str, int]:
     return (record.sample_id, record.run_index)
 
 
+#: bounds on YAML users write by hand (cards, recipes, leaderboards, -o values): a larger file,
+#: or one whose aliases expand past YAML_MAX_NODES (an alias bomb), is refused in one line
+YAML_MAX_BYTES = 16 * 1024 * 1024
+YAML_MAX_NODES = 1_000_000
+
+
+class YamlBoundsError(ValueError):
+    """A YAML text past the bounds (size, expanded nodes, recursive aliases)."""
+
+
+def _expanded_nodes(root: Any, limit: int) -> int:
+    """How many nodes ``root`` holds with every alias expanded; each distinct node is visited
+    once (subtree sizes memoised), so an alias bomb is measured without being built. A node
+    that contains itself (a recursive alias) is refused."""
+    from yaml.nodes import CollectionNode, MappingNode
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if not isinstance(node, CollectionNode):
+            sizes[key] = 1
+            continue
+        children = (
+            [c for pair in node.value for c in pair]
+            if isinstance(node, MappingNode)
+            else list(node.value)
+        )
+        if done:
+            active.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[key] > limit:
+                raise YamlBoundsError(f"aliases expand to more than {limit:,} nodes")
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            raise YamlBoundsError("a recursive alias (a node that contains itself)")
+        active.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def load_yaml(text: str, max_nodes: int = YAML_MAX_NODES) -> Any:
+    """``yaml.safe_load`` with bounds: at most YAML_MAX_BYTES of text and ``max_nodes`` nodes
+    once aliases are expanded (YamlBoundsError); malformed YAML raises yaml.YAMLError as
+    safe_load does. The one way cafe reads YAML."""
+    import yaml
+
+    if len(text) > YAML_MAX_BYTES:
+        raise YamlBoundsError(f"larger than {YAML_MAX_BYTES // 1024 // 1024} MB")
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, max_nodes)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(e: Exception) -> tuple[str, str]:
+    """(":line" or "", what) for a YAML error, without the parser's snippet of the text (it
+    may quote a secret)."""
+    mark = getattr(e, "problem_mark", None)
+    where = f":{mark.line + 1}" if mark is not None else ""
+    what = getattr(e, "problem", None) or (str(e) if isinstance(e, YamlBoundsError) else "")
+    return where, what or type(e).__name__
+
+
 def read_yaml(path: str | Path) -> Any:
-    """A YAML file's content; unreadable, not UTF-8 or malformed YAML is one InputError naming
-    the file and line (cards, recipes, leaderboards: files users write by hand)."""
+    """A YAML file's content (bounded: cafe.records.load_yaml); unreadable, not UTF-8, too large,
+    an alias bomb or malformed YAML is one InputError naming the file and line (cards, recipes,
+    leaderboards: files users write by hand)."""
     import yaml
 
     p = Path(path)
     try:
+        if p.stat().st_size > YAML_MAX_BYTES:
+            raise InputError(Problem(str(p), f"larger than {YAML_MAX_BYTES >> 20} MB"))
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(Problem(str(p), f"cannot read ({e})")) from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        what = getattr(e, "problem", None) or type(e).__name__
+        return load_yaml(text)
+    except (yaml.YAMLError, YamlBoundsError) as e:
+        where, what = yaml_problem(e)
         raise InputError(Problem(f"{p}{where}", f"not valid YAML ({what})")) from None

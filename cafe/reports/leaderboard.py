@@ -22,6 +22,7 @@ import yaml
 
 from cafe.cli_options import group
 from cafe.errors import CafeError
+from cafe.records import InputError, load_yaml, read_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
 PACKAGED = Path(__file__).with_name("leaderboard.yaml")
@@ -191,9 +192,9 @@ def load_leaderboard(path: str | Path | None = None) -> Leaderboard:
     if not p.exists():
         raise LeaderboardError(f"{p}: no such leaderboard file (give --leaderboard FILE)")
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise LeaderboardError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
+        doc = read_yaml(p)
+    except InputError as e:
+        raise LeaderboardError(str(e)) from None
     return parse(doc, p)
 
 
@@ -396,7 +397,7 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
         text += "\n"
     indented = "".join("  " + line if line.strip() else line for line in block.splitlines(True))
     new = text + indented
-    parse(yaml.safe_load(new), target)  # never write a file that would not load
+    parse(load_yaml(new), target)  # never write a file that would not load
     target.write_text(new, encoding="utf-8")
     return target
 
