@@ -722,15 +722,17 @@ def compare_html(c: dict[str, Any]) -> str:
 
 
 def page(title: str, subtitle: str, body: str, data: Any, js: str, nav_extra: str = "") -> str:
-    import string
+    """The run report page; the values it carries from the run folders are scrubbed of
+    secrets here (the body's HTML and the data's JSON text; never the page's own script, which
+    the Content-Security-Policy names by its hash)."""
+    from cafe.redaction import scrub_text
+    from cafe.reports.page import render_page
 
-    template = string.Template((WEB / "page.html").read_text(encoding="utf-8"))
-    return template.substitute(
-        title=_e(title),
-        subtitle=subtitle,
-        css=(WEB / "report.css").read_text(encoding="utf-8"),
-        body=body,
-        data=script_json(data),
+    return render_page(
+        title=scrub_text(title),
+        subtitle=scrub_text(subtitle),
+        body=scrub_text(body),
+        data=scrub_text(script_json(data)),
         js=js,
         nav=f'<a href="#summary">Summary</a> {nav_extra}<a href="#figures">Figures</a> '
         '<a href="#items">Items</a>',
@@ -821,8 +823,6 @@ def write_html_report(
     )
     js = (WEB / "report.js").read_text(encoding="utf-8")
     path = out_dir / INDEX
-    from cafe.redaction import scrub_text
-
     text = page(title, _e(subtitle), "\n".join(body), data, js, nav)
-    path.write_text(scrub_text(text), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return HtmlReport(path, notes)
