@@ -36,6 +36,10 @@ def cli_errors() -> Iterator[None]:
         err = click.ClickException(msg)
         err.exit_code = e.exit_code
         raise err from None
+    except OSError as e:  # a machine fault (full disk, read-only folder…): one line, exit 1
+        from cafe.errors import os_error_line
+
+        raise click.ClickException(scrub_text(os_error_line(e))) from None
     except Exception as e:
         raise scrub_exception(e) from e.__cause__
     finally:

@@ -27,6 +27,14 @@ JUDGEMENTS = "judgements.jsonl"
 METRICS = "metrics.json"
 SAMPLES = "samples.jsonl"  # the items that ran, so judge and reports never need the originals
 REPORT_DIR = "report"
+MANIFEST_RECOVERY = (
+    "restore it from a backup, or delete it and run the same `cafe run` command on {root} "
+    "again (it writes a new manifest; predictions the call cache holds cost nothing)"
+)
+METRICS_RECOVERY = (
+    "delete it: the same `cafe run` command writes accuracy again (no model call), "
+    "`cafe judge` the CAFE sections"
+)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -37,6 +45,16 @@ def write_json_atomic(path: Path, data: Any) -> None:
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
     tmp.write_text(scrub_text(text), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def read_json_file(path: Path, recover: str) -> Any:
+    """A whole JSON file; a damaged one is a RunFolderError in one line naming the file and
+    ``recover`` (how to get it back), never a traceback."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        why = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        raise RunFolderError(f"{path} is damaged (not valid JSON: {why}); {recover}") from None
 
 
 def _repair_tail(path: Path) -> None:
@@ -54,27 +72,55 @@ def _repair_tail(path: Path) -> None:
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Yield JSON objects; a torn or undecodable last line is skipped (crash residue)."""
+    for _, d in numbered_jsonl(path):
+        yield d
+
+
+def numbered_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of each line; a torn or undecodable last line is skipped
+    (crash residue), one in the middle is a ConfigError naming the file and line."""
     if not path.exists():
         return
-    with path.open("rb") as f:
-        lines = f.read().split(b"\n")
+    try:
+        with path.open("rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror}); {_DAMAGED}") from None
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            yield json.loads(raw)
-        except json.JSONDecodeError:
+            yield i + 1, json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
             if i >= len(lines) - 2:  # the final line (with or without trailing newline)
                 return
-            raise ConfigError(f"{path}: line {i + 1}: not valid JSON") from None
+            raise ConfigError(f"{path}: line {i + 1}: not valid JSON; {_BAD_LINE}") from None
+
+
+#: what to do about a damaged file or line of a run folder (the one-line errors below)
+_DAMAGED = "restore it from a copy, or run into a fresh --out folder"
+_BAD_LINE = "fix or delete that line (`cafe run` redoes a deleted item)"
+
+
+def read_records(path: Path, cls: type[R]) -> Iterator[R]:
+    """Records of a JSONL file in file order; a line that is not a valid record (not an
+    object, a field missing or of the wrong type) is a ConfigError naming file, line and field."""
+    from cafe.records import RecordError
+
+    for n, d in numbered_jsonl(path):
+        try:
+            yield cls.from_dict(d)
+        except RecordError as e:
+            sid = d.get("sample_id", d.get("id")) if isinstance(d, dict) else None
+            item = f"sample {sid}: " if isinstance(sid, str) else ""
+            raise ConfigError(f"{path}: line {n}: {item}{e}; {_BAD_LINE}") from None
 
 
 def latest_records(path: Path, cls: type[R]) -> list[R]:
     """Records of a JSONL file of (sample_id, run_index) records, the last write winning: how
     every per-item file of a run folder is read (predictions, judgements.<judge>, rubric…)."""
     by_key: dict[tuple[str, int], R] = {}
-    for d in iter_jsonl(path):
-        rec = cls.from_dict(d)
+    for rec in read_records(path, cls):
         by_key[(rec.sample_id, rec.run_index)] = rec  # type: ignore[attr-defined]
     return list(by_key.values())
 
@@ -152,7 +198,12 @@ class RunStore:
         p = self.path(MANIFEST)
         if not p.exists():
             raise RunFolderError(f"{self.root}: not a run folder (no {MANIFEST})")
-        return json.loads(p.read_text())
+        data = read_json_file(p, MANIFEST_RECOVERY.format(root=self.root))
+        if not isinstance(data, dict):
+            raise RunFolderError(
+                f"{p} is damaged (not a JSON object); {MANIFEST_RECOVERY.format(root=self.root)}"
+            )
+        return data
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         from cafe.redaction import scrub
@@ -162,7 +213,12 @@ class RunStore:
     def read_metrics(self) -> dict[str, Any]:
         """metrics.json as plain JSON (every section, typed or not)."""
         p = self.path(METRICS)
-        return json.loads(p.read_text()) if p.exists() else {}
+        if not p.exists():
+            return {}
+        data = read_json_file(p, METRICS_RECOVERY)
+        if not isinstance(data, dict):
+            raise RunFolderError(f"{p} is damaged (not a JSON object); {METRICS_RECOVERY}")
+        return data
 
     def read_section(self, cls: type[S]) -> S | None:
         """One typed section (None when absent); a section from a newer cafe, or missing its
@@ -216,7 +272,7 @@ class RunStore:
                 f"{self.root}: no {SAMPLES} (the runner writes it; "
                 "re-run `cafe run` on this folder)"
             )
-        return [Sample.from_dict(d) for d in iter_jsonl(path)]
+        return list(read_records(path, Sample))
 
     def write_samples(self, samples: Iterable[Sample]) -> None:
         path = self.path(SAMPLES)
