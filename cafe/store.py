@@ -173,6 +173,28 @@ class JsonlWriter:
         self.close()
 
 
+def refuse_links_out(root: Path, folder: Path) -> None:
+    """Before writing into ``folder`` (report/ of a run folder): refuse when it, or anything
+    in it, is a link leading outside ``root``; writing through it would overwrite files
+    elsewhere on the machine."""
+    real_root = root.resolve()
+
+    def outside(p: Path) -> bool:
+        real = p.resolve()
+        return real != real_root and real_root not in real.parents
+
+    entries = [folder] if folder.is_symlink() or folder.exists() else []
+    if folder.is_dir() and not outside(folder):
+        for base, dirs, files in os.walk(folder):  # links are not followed
+            entries += [Path(base, n) for n in dirs + files]
+    for p in entries:
+        if p.is_symlink() and outside(p):
+            raise RunFolderError(
+                f"{p}: a link leading outside the run folder (to {p.resolve()}); cafe writes "
+                "nothing through it: remove the link, or give --out DIR"
+            )
+
+
 class RunStore:
     """One run folder. All paths hang off here so no other module spells a file name."""
 

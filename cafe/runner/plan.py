@@ -60,6 +60,10 @@ def check_samples(loaded: LoadedBenchmark) -> tuple[list[Sample], list[Problem]]
                 problem = Problem(
                     loaded.source, "must be a non-empty list of strings", s.id, "choices"
                 )
+            elif any(not c.strip() for c in s.choices):  # an empty option matches any output
+                problem = Problem(loaded.source, "holds an empty string", s.id, "choices")
+            elif s.answer is not None and not s.answer.strip():  # any output would score
+                problem = Problem(loaded.source, "is empty", s.id, "answer")
             elif s.answer is not None and s.answer.strip() not in {c.strip() for c in s.choices}:
                 problem = Problem(
                     loaded.source, f"answer {s.answer!r} is not among the choices", s.id, "answer"
@@ -142,6 +146,7 @@ class RunPlan:
                 "name": spec.bench,
                 "version": spec.version,
                 "source": loaded.source,
+                "audio_root": getattr(self.bench, "audio_root", None),
                 "sha256": spec.data_sha256,
                 "n_samples": len(self.samples),
                 "problems": [str(p) for p in self.problems],
