@@ -245,12 +245,16 @@ def build_samples(
         elif not all(_text(c) for c in choices):
             errors.append(("choices", "a choice is not a string"))
             choices = [str(c) for c in choices]
+        elif any(not c.strip() for c in choices):  # an empty option: any output would match
+            errors.append(("choices", "holds an empty string"))
         answer = item.get("answer")
         if answer is None and not answerless:
             errors.append(("answer", "missing field"))
         elif answer is not None and not _text(answer):
             errors.append(("answer", "not a string"))
             answer = str(answer)
+        elif answer is not None and not answer.strip():  # every output would count as right
+            errors.append(("answer", "is empty"))
         elif answer is not None and choices and answer.strip() not in {c.strip() for c in choices}:
             errors.append(("answer", "answer is not among the choices"))
         for name in (spec.audio_field, *spec.required):
