@@ -494,10 +494,15 @@ def meta_blank_answer(tmp):
                 good=("g1", "g2"))  # fmt: skip
 
 
-def meta_empty_choice(tmp):
+def meta_empty_choice_and_answer(tmp):  # the attack: choices ["", "B"], answer ""
     meta = _bench(tmp, [*GOOD, _item("b", choices=["", "B"], answer="")])
-    return Case(_run_args(meta, tmp), [str(meta), "sample b", "field choices", "empty string"],
+    return Case(_run_args(meta, tmp), [str(meta), "sample b", "field answer", "is empty"],
                 good=("g1", "g2"))  # fmt: skip
+
+
+def meta_empty_choice_beside_the_answer(tmp):  # as 4 real MMAR items ship: kept, it runs
+    meta = _bench(tmp, [*GOOD, _item("b", choices=["A", "B", ""], answer="A")])
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2", "b"))
 
 
 # -- run folders: damaged files -------------------------------------------------------------
@@ -893,7 +898,8 @@ KINDS: list[Callable[[Path], Case]] = [
     cards_alias_bomb, cards_recursive_alias, cards_too_large, cards_alias_bomb_in_run,
     leaderboard_alias_bomb, leaderboard_recursive_alias, leaderboard_not_a_mapping,
     recipe_alias_bomb,
-    meta_empty_answer, meta_blank_answer, meta_empty_choice,
+    meta_empty_answer, meta_blank_answer, meta_empty_choice_and_answer,
+    meta_empty_choice_beside_the_answer,
     manifest_garbage, manifest_empty, manifest_a_list, manifest_a_folder, manifest_not_utf8,
     metrics_garbage, metrics_empty, metrics_a_list, metrics_a_folder,
     samples_garbage_line, samples_lines_are_lists, samples_a_folder, samples_missing_question,

@@ -60,8 +60,6 @@ def check_samples(loaded: LoadedBenchmark) -> tuple[list[Sample], list[Problem]]
                 problem = Problem(
                     loaded.source, "must be a non-empty list of strings", s.id, "choices"
                 )
-            elif any(not c.strip() for c in s.choices):  # an empty option matches any output
-                problem = Problem(loaded.source, "holds an empty string", s.id, "choices")
             elif s.answer is not None and not s.answer.strip():  # any output would score
                 problem = Problem(loaded.source, "is empty", s.id, "answer")
             elif s.answer is not None and s.answer.strip() not in {c.strip() for c in s.choices}:

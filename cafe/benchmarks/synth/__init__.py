@@ -151,10 +151,8 @@ def _parse_line(
     )
     if outside is not None:  # recorded as a failed item; its file is never opened
         problem, error = outside, str(outside)
-    elif not str(rec["answer"]).strip() or any(not str(c).strip() for c in choices):
-        field = "answer" if not str(rec["answer"]).strip() else "choices"
-        problem = Problem(file, "is empty" if field == "answer" else "holds an empty string",
-                          sid, field)  # fmt: skip
+    elif not str(rec["answer"]).strip():  # an empty answer: every output would count
+        problem = Problem(file, "is empty", sid, "answer")
         error = str(problem)
     elif rec["answer"] not in choices:
         problem = Problem(file, f"answer {rec['answer']!r} is not among the choices", sid, "answer")
