@@ -22,10 +22,12 @@ from typing import Any
 
 from cafe.redaction import scrub_text
 
+CACHE_ENV = "CAFE_CACHE"
+
 
 def cache_root() -> Path:
     """$CAFE_CACHE, else ~/.cache/cafe: read at call time, the one place the root is derived."""
-    env = os.environ.get("CAFE_CACHE")
+    env = os.environ.get(CACHE_ENV)
     return Path(env) if env else Path.home() / ".cache" / "cafe"
 
 
@@ -51,13 +53,23 @@ class Cache:
         if self.path is not None:
             try:
                 self._db = self._open(self.path)
-            except sqlite3.DatabaseError as e:  # not a database, unreadable: run without it
-                print(
-                    f"warning: cache {self.path} cannot be used ({e}); running without it "
-                    "(delete or move the file to start a fresh cache)",
-                    file=sys.stderr,
-                )
-                self._db = None
+            except (sqlite3.Error, OSError) as e:  # not a database, unreadable, CAFE_CACHE
+                self._disable(e)  # naming a file, a read-only folder: run without it
+
+    def _disable(self, e: Exception) -> None:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        print(
+            f"warning: cache {self.path} cannot be used ({why}); running without it "
+            f"(delete or move what stands at {self.path}, or point {CACHE_ENV} at a folder, to "
+            "have a cache again)",
+            file=sys.stderr,
+        )
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+        self._db = None
 
     @staticmethod
     def _open(path: Path) -> sqlite3.Connection:
@@ -73,7 +85,17 @@ class Cache:
         if self._db is None:
             return None
         with self._lock:
-            row = self._db.execute("SELECT value FROM calls WHERE key = ?", (key,)).fetchone()
+            try:
+                row = (
+                    None
+                    if self._db is None
+                    else self._db.execute(
+                        "SELECT value FROM calls WHERE key = ?", (key,)
+                    ).fetchone()
+                )
+            except sqlite3.Error as e:  # damaged or unreadable since it opened: a miss
+                self._disable(e)
+                row = None
             value = None
             if row is not None:
                 try:
@@ -91,8 +113,15 @@ class Cache:
             return
         text = scrub_text(json.dumps(value, ensure_ascii=False))
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO calls (key, value) VALUES (?, ?)", (key, text))
-            self._db.commit()
+            if self._db is None:
+                return
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO calls (key, value) VALUES (?, ?)", (key, text)
+                )
+                self._db.commit()
+            except sqlite3.Error as e:  # a full disk, a read-only file: the run goes on
+                self._disable(e)
 
     def close(self) -> None:
         if self._db is not None:

@@ -36,6 +36,10 @@ def cli_errors() -> Iterator[None]:
         err = click.ClickException(msg)
         err.exit_code = e.exit_code
         raise err from None
+    except OSError as e:  # a machine fault (full disk, read-only folder…): one line, exit 1
+        from cafe.errors import os_error_line
+
+        raise click.ClickException(scrub_text(os_error_line(e))) from None
     except Exception as e:
         raise scrub_exception(e) from e.__cause__
     finally:
@@ -255,12 +259,21 @@ def adapter_options(
     adapter options."""
     import yaml
 
+    from cafe.records import YamlBoundsError, load_yaml, yaml_problem
+
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise CafeUsageError(f"--option {pair!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = load_yaml(value, max_nodes=10_000)
+        except (yaml.YAMLError, YamlBoundsError) as e:  # the parser's own text quotes the value
+            _, what = yaml_problem(e)
+            raise CafeUsageError(
+                f"--option {key}=…: the value is not valid YAML ({what}); quote it, or write "
+                "a YAML flow value such as [1, 2] or {name: value}"
+            ) from None
     if endpoints:
         out["endpoints"] = list(endpoints)
     if api_key_env:

@@ -5,7 +5,10 @@ re-judged and re-reported without the model."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +32,74 @@ def _plain(v: Any) -> Any:
     return v
 
 
+class RecordError(ValueError):
+    """A JSON object that is not a valid record: not an object, a field missing or of the
+    wrong type. Readers add the file and line (cafe.store)."""
+
+
+def kind_of(v: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return "null" if v is None else names.get(type(v), f"a {type(v).__name__}")
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, tuple[Any, bool]]:
+    """Each field's type and whether it is required (no default)."""
+    hints = typing.get_type_hints(cls)
+    return {
+        f.name: (
+            hints.get(f.name, Any),
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(cls)
+    }
+
+
+def type_ok(value: Any, tp: Any) -> bool:
+    """Whether a JSON value fits a field's type: unions, None, str, int, float, bool, lists
+    (with their items' type), tuples, dicts, records given as objects; other types pass."""
+    if tp is Any or tp is object:
+        return True
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if tp is list or origin is list:
+        args = typing.get_args(tp)
+        return isinstance(value, list | tuple) and (
+            not args or all(type_ok(v, args[0]) for v in value)
+        )
+    if tp is tuple or origin is tuple:
+        return isinstance(value, list | tuple)
+    if tp is dict or origin is dict:
+        return isinstance(value, dict)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return isinstance(value, tp | dict)
+    return True
+
+
+def type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is typing.Union or typing.get_origin(tp) is types.UnionType:
+        return " or ".join(type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    origin = typing.get_origin(tp)
+    if origin is not None:
+        args = typing.get_args(tp)
+        inner = f" of {type_name(args[0])}" if origin is list and args else ""
+        return f"{origin.__name__}{inner}"
+    return getattr(tp, "__name__", str(tp))
+
+
 class Record:
     """Mixin: dict / JSON round trip that ignores unknown keys (forward compatible files)."""
 
@@ -42,8 +113,21 @@ class Record:
 
     @classmethod
     def from_dict(cls: type[T], data: dict[str, Any]) -> T:
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in data.items() if k in names})
+        """The record from a JSON object: unknown keys ignored; a missing field or a value of
+        the wrong type is a RecordError naming the field (a damaged line, never a TypeError
+        later)."""
+        if not isinstance(data, dict):
+            raise RecordError(f"expected a JSON object, found {kind_of(data)}")
+        types = _field_types(cls)
+        for name, (tp, required) in types.items():
+            if name not in data:
+                if required:
+                    raise RecordError(f"field {name}: missing")
+            elif not type_ok(data[name], tp):
+                raise RecordError(
+                    f"field {name}: expected {type_name(tp)}, found {kind_of(data[name])}"
+                )
+        return cls(**{k: v for k, v in data.items() if k in types})
 
     @classmethod
     def from_json(cls: type[T], line: str) -> T:
@@ -196,20 +280,95 @@ def key_of(record: Any) -> tuple[str, int]:
     return (record.sample_id, record.run_index)
 
 
+#: bounds on YAML users write by hand (cards, recipes, leaderboards, -o values): a larger file,
+#: or one whose aliases expand past YAML_MAX_NODES (an alias bomb), is refused in one line
+YAML_MAX_BYTES = 16 * 1024 * 1024
+YAML_MAX_NODES = 1_000_000
+
+
+class YamlBoundsError(ValueError):
+    """A YAML text past the bounds (size, expanded nodes, recursive aliases)."""
+
+
+def _expanded_nodes(root: Any, limit: int) -> int:
+    """How many nodes ``root`` holds with every alias expanded; each distinct node is visited
+    once (subtree sizes memoised), so an alias bomb is measured without being built. A node
+    that contains itself (a recursive alias) is refused."""
+    from yaml.nodes import CollectionNode, MappingNode
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if not isinstance(node, CollectionNode):
+            sizes[key] = 1
+            continue
+        children = (
+            [c for pair in node.value for c in pair]
+            if isinstance(node, MappingNode)
+            else list(node.value)
+        )
+        if done:
+            active.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[key] > limit:
+                raise YamlBoundsError(f"aliases expand to more than {limit:,} nodes")
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            raise YamlBoundsError("a recursive alias (a node that contains itself)")
+        active.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def load_yaml(text: str, max_nodes: int = YAML_MAX_NODES) -> Any:
+    """``yaml.safe_load`` with bounds: at most YAML_MAX_BYTES of text and ``max_nodes`` nodes
+    once aliases are expanded (YamlBoundsError); malformed YAML raises yaml.YAMLError as
+    safe_load does. The one way cafe reads YAML."""
+    import yaml
+
+    if len(text) > YAML_MAX_BYTES:
+        raise YamlBoundsError(f"larger than {YAML_MAX_BYTES // 1024 // 1024} MB")
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, max_nodes)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(e: Exception) -> tuple[str, str]:
+    """(":line" or "", what) for a YAML error, without the parser's snippet of the text (it
+    may quote a secret)."""
+    mark = getattr(e, "problem_mark", None)
+    where = f":{mark.line + 1}" if mark is not None else ""
+    what = getattr(e, "problem", None) or (str(e) if isinstance(e, YamlBoundsError) else "")
+    return where, what or type(e).__name__
+
+
 def read_yaml(path: str | Path) -> Any:
-    """A YAML file's content; unreadable, not UTF-8 or malformed YAML is one InputError naming
-    the file and line (cards, recipes, leaderboards: files users write by hand)."""
+    """A YAML file's content (bounded: cafe.records.load_yaml); unreadable, not UTF-8, too large,
+    an alias bomb or malformed YAML is one InputError naming the file and line (cards, recipes,
+    leaderboards: files users write by hand)."""
     import yaml
 
     p = Path(path)
     try:
+        if p.stat().st_size > YAML_MAX_BYTES:
+            raise InputError(Problem(str(p), f"larger than {YAML_MAX_BYTES >> 20} MB"))
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(Problem(str(p), f"cannot read ({e})")) from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        what = getattr(e, "problem", None) or type(e).__name__
+        return load_yaml(text)
+    except (yaml.YAMLError, YamlBoundsError) as e:
+        where, what = yaml_problem(e)
         raise InputError(Problem(f"{p}{where}", f"not valid YAML ({what})")) from None

@@ -124,27 +124,55 @@ def _repair_tail(path: Path) -> None:
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Yield JSON objects; a torn or undecodable last line is skipped (crash residue)."""
+    for _, d in numbered_jsonl(path):
+        yield d
+
+
+def numbered_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of each line; a torn or undecodable last line is skipped
+    (crash residue), one in the middle is a ConfigError naming the file and line."""
     if not path.exists():
         return
-    with path.open("rb") as f:
-        lines = f.read().split(b"\n")
+    try:
+        with path.open("rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror}); {_DAMAGED}") from None
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            yield json.loads(raw)
-        except json.JSONDecodeError:
+            yield i + 1, json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
             if i >= len(lines) - 2:  # the final line (with or without trailing newline)
                 return
-            raise ConfigError(f"{path}: line {i + 1}: not valid JSON") from None
+            raise ConfigError(f"{path}: line {i + 1}: not valid JSON; {_BAD_LINE}") from None
+
+
+#: what to do about a damaged file or line of a run folder (the one-line errors below)
+_DAMAGED = "restore it from a copy, or run into a fresh --out folder"
+_BAD_LINE = "fix or delete that line (`cafe run` redoes a deleted item)"
+
+
+def read_records(path: Path, cls: type[R]) -> Iterator[R]:
+    """Records of a JSONL file in file order; a line that is not a valid record (not an
+    object, a field missing or of the wrong type) is a ConfigError naming file, line and field."""
+    from cafe.records import RecordError
+
+    for n, d in numbered_jsonl(path):
+        try:
+            yield cls.from_dict(d)
+        except RecordError as e:
+            sid = d.get("sample_id", d.get("id")) if isinstance(d, dict) else None
+            item = f"sample {sid}: " if isinstance(sid, str) else ""
+            raise ConfigError(f"{path}: line {n}: {item}{e}; {_BAD_LINE}") from None
 
 
 def latest_records(path: Path, cls: type[R]) -> list[R]:
     """Records of a JSONL file of (sample_id, run_index) records, the last write winning: how
     every per-item file of a run folder is read (predictions, judgements.<judge>, rubric…)."""
     by_key: dict[tuple[str, int], R] = {}
-    for d in iter_jsonl(path):
-        rec = cls.from_dict(d)
+    for rec in read_records(path, cls):
         by_key[(rec.sample_id, rec.run_index)] = rec  # type: ignore[attr-defined]
     return list(by_key.values())
 
@@ -194,6 +222,28 @@ class JsonlWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def refuse_links_out(root: Path, folder: Path) -> None:
+    """Before writing into ``folder`` (report/ of a run folder): refuse when it, or anything
+    in it, is a link leading outside ``root``; writing through it would overwrite files
+    elsewhere on the machine."""
+    real_root = root.resolve()
+
+    def outside(p: Path) -> bool:
+        real = p.resolve()
+        return real != real_root and real_root not in real.parents
+
+    entries = [folder] if folder.is_symlink() or folder.exists() else []
+    if folder.is_dir() and not outside(folder):
+        for base, dirs, files in os.walk(folder):  # links are not followed
+            entries += [Path(base, n) for n in dirs + files]
+    for p in entries:
+        if p.is_symlink() and outside(p):
+            raise RunFolderError(
+                f"{p}: a link leading outside the run folder (to {p.resolve()}); cafe writes "
+                "nothing through it: remove the link, or give --out DIR"
+            )
 
 
 class RunStore:
@@ -317,7 +367,7 @@ class RunStore:
                 f"{self.root}: no {SAMPLES} (the runner writes it; "
                 "re-run `cafe run` on this folder)"
             )
-        return [Sample.from_dict(d) for d in iter_jsonl(path)]
+        return list(read_records(path, Sample))
 
     def write_samples(self, samples: Iterable[Sample]) -> None:
         replace_file(

@@ -7,11 +7,18 @@ checks is really decoded and encoded the way an API model receives it."""
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
 import json
+import os
 import re
+import shutil
 import struct
+import subprocess
+import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +70,12 @@ class Case:
     good: tuple[str, ...] = ()
     keep: tuple[Path, ...] = ()  # files that must be byte-identical afterwards
     reply: Callable[[dict], str] | None = None  # the server's behaviour, for judge kinds
+    check: Callable[[str], None] | None = None  # more assertions (gets the output)
+    env: dict[str, str] = field(default_factory=dict)
+    restore: Callable[[], None] | None = None  # undo the fault (free space, make writable)…
+    resume: list[str] | None = None  # … then this command completes: exit 0, and
+    resumed: Callable[[], None] | None = None  # these assertions hold (every item done)
+    cleanup: Callable[[], None] | None = None  # unmount what the kind mounted
 
 
 # -- cafe run: metadata --------------------------------------------------------------------
@@ -366,6 +379,508 @@ def leaderboard_bad_row(tmp):
                 keep=(board,))  # fmt: skip
 
 
+# -- round two: hostile options, YAML bombs, damaged run folders, machine faults ------------
+SECRET = "sk-PLANT-corpus-0123456789"
+
+
+def _no_secret(out: str) -> None:
+    assert SECRET not in out
+
+
+def option_yaml_error_quotes_no_secret(tmp):
+    meta = _bench(tmp, GOOD)
+    return Case([*_run_args(meta, tmp), "-o", f"extra_body={{api_key: {SECRET}"],
+                ["--option extra_body", "not valid YAML"], 2, check=_no_secret)  # fmt: skip
+
+
+def option_unclosed_list(tmp):
+    meta = _bench(tmp, GOOD)
+    return Case([*_run_args(meta, tmp), "-o", "x=[oops"], ["--option x", "not valid YAML"], 2)
+
+
+def option_concurrency_not_a_number(tmp):
+    meta = _bench(tmp, GOOD)
+    return Case([*_run_args(meta, tmp), "-o", "concurrency=abc"],
+                ["option concurrency", "expected int", "found a string"], 1)  # fmt: skip
+
+
+def option_extra_body_a_list(tmp):
+    meta = _bench(tmp, GOOD)
+    return Case([*_run_args(meta, tmp), "-o", "extra_body=[1,2]"],
+                ["option extra_body", "expected dict", "found a list"], 1)  # fmt: skip
+
+
+def option_alias_bomb(tmp):
+    meta = _bench(tmp, GOOD)
+    bomb = "[" + ",".join(["&a [x,x,x,x,x,x,x,x,x,x]"] + ["*a"] * 20) + "]"
+    nested = "&b [" + ",".join(["*a"] * 9) + "]"
+    value = bomb[:-1] + "," + nested + "," + ",".join(["&c [" + ",".join(["*b"] * 99) + "]"]
+                                                     + ["*c"] * 99) + "]"  # fmt: skip
+    return Case([*_run_args(meta, tmp), "-o", f"extra_body={{x: {value}}}"],
+                ["--option extra_body", "aliases expand"], 2)  # fmt: skip
+
+
+#: nine levels of nine aliases: 9**9 nodes once expanded, a few hundred bytes on disk
+ALIAS_BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{','.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(9)
+)
+
+
+def _yaml_file(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def cards_alias_bomb(tmp):
+    cards = _yaml_file(tmp, "cards.yaml", ALIAS_BOMB)
+    return Case(["adapters", "show", "m", "--cards", str(cards)], [str(cards), "aliases expand"],
+                1, keep=(cards,))  # fmt: skip
+
+
+def cards_recursive_alias(tmp):
+    cards = _yaml_file(tmp, "cards.yaml", "m: &m {adapter: random, options: {x: *m}}\n")
+    return Case(["adapters", "show", "m", "--cards", str(cards)],
+                [str(cards), "recursive alias"], 1)  # fmt: skip
+
+
+def cards_too_large(tmp):
+    cards = _yaml_file(tmp, "cards.yaml", "# padding\n" * 1_700_000)  # 17 MB of comments
+    return Case(["adapters", "show", "m", "--cards", str(cards)],
+                [str(cards), "larger than 16 MB"], 1)  # fmt: skip
+
+
+def cards_alias_bomb_in_run(tmp):
+    meta = _bench(tmp, GOOD)
+    cards = _yaml_file(tmp, "cards.yaml", ALIAS_BOMB)
+    return Case([*_run_args(meta, tmp), "--cards", str(cards)], [str(cards), "aliases expand"], 1)
+
+
+def leaderboard_alias_bomb(tmp):
+    board = _yaml_file(tmp, "lb.yaml", ALIAS_BOMB)
+    return Case(["leaderboard", "show", "--leaderboard", str(board)],
+                [str(board), "aliases expand"], 1, keep=(board,))  # fmt: skip
+
+
+def leaderboard_recursive_alias(tmp):
+    board = _yaml_file(tmp, "lb.yaml", "schema_version: 1\nrows: &r [*r]\n")
+    return Case(["leaderboard", "show", "--leaderboard", str(board)],
+                [str(board), "recursive alias"], 1, keep=(board,))  # fmt: skip
+
+
+def leaderboard_not_a_mapping(tmp):
+    board = _yaml_file(tmp, "lb.yaml", "[1, 2]\n")
+    return Case(["leaderboard", "show", "--leaderboard", str(board)],
+                [str(board), "expected a mapping"], 1, keep=(board,))  # fmt: skip
+
+
+def recipe_alias_bomb(tmp):
+    recipe = _yaml_file(tmp, "recipe.yaml", ALIAS_BOMB)
+    data = _yaml_file(tmp, "sft.jsonl", "")
+    return Case(["train", "sft", "--recipe", str(recipe), "--data", str(data), "--out",
+                 str(tmp / "ckpt")], [str(recipe), "aliases expand"], 2)  # fmt: skip
+
+
+# -- benchmark items that any output would pass --------------------------------------------
+def meta_empty_answer(tmp):
+    meta = _bench(tmp, [*GOOD, _item("b", answer="")])
+    return Case(_run_args(meta, tmp), [str(meta), "sample b", "field answer", "is empty"],
+                good=("g1", "g2"))  # fmt: skip
+
+
+def meta_blank_answer(tmp):
+    meta = _bench(tmp, [*GOOD, _item("b", answer="   ")])
+    return Case(_run_args(meta, tmp), [str(meta), "sample b", "field answer", "is empty"],
+                good=("g1", "g2"))  # fmt: skip
+
+
+def meta_empty_choice_and_answer(tmp):  # the attack: choices ["", "B"], answer ""
+    meta = _bench(tmp, [*GOOD, _item("b", choices=["", "B"], answer="")])
+    return Case(_run_args(meta, tmp), [str(meta), "sample b", "field answer", "is empty"],
+                good=("g1", "g2"))  # fmt: skip
+
+
+def meta_empty_choice_beside_the_answer(tmp):  # as 4 real MMAR items ship: kept, it runs
+    meta = _bench(tmp, [*GOOD, _item("b", choices=["A", "B", ""], answer="A")])
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2", "b"))
+
+
+# -- run folders: damaged files -------------------------------------------------------------
+_BUILT: dict[str, Path] = {}
+
+
+def _run_folder(tmp: Path, name: str = "rf") -> Path:
+    """A real finished run folder (synth, reference listener, rule judge), built once and
+    copied for each kind."""
+    if "rf" not in _BUILT:
+        root = Path(tempfile.mkdtemp(prefix="cafe-corpus-"))
+        saved = os.environ.get("CAFE_CACHE")
+        os.environ["CAFE_CACHE"] = str(root / "cache")
+        try:
+            args = ["run", "--version", "n4-seed0", "--out", str(root / "rf"), "--no-progress",
+                    "--judge", "rule"]  # fmt: skip
+            r = CliRunner().invoke(main, args)
+        finally:
+            if saved is None:
+                os.environ.pop("CAFE_CACHE", None)
+            else:
+                os.environ["CAFE_CACHE"] = saved
+        assert r.exit_code == 0, r.output
+        _BUILT["rf"] = root / "rf"
+    dest = tmp / name
+    shutil.copytree(_BUILT["rf"], dest, symlinks=True)
+    return dest
+
+
+def _cmd(name: str, d: Path) -> list[str]:
+    return {
+        "report": ["report", str(d), "--no-figures"],
+        "judge": ["judge", str(d), "--judge", "rule", "--no-progress"],
+        "decay": ["decay", str(d)],
+        "run": ["run", "--version", "n4-seed0", "--out", str(d), "--no-progress", "--judge",
+                "rule"],
+        "lb-add": ["leaderboard", "add", str(d), "--leaderboard", str(d.parent / "lb.yaml")],
+    }[name]  # fmt: skip
+
+
+def _damaged(tmp, command: str, rel: str, content: str | bytes | None, says: list[str]):
+    d = _run_folder(tmp)
+    p = d / rel
+    if content is None:  # a folder where the file should be
+        p.unlink()
+        p.mkdir()
+    elif isinstance(content, bytes):
+        p.write_bytes(content)
+    else:
+        p.write_text(content)
+    return Case(_cmd(command, d), [str(p), *says], 1)
+
+
+DAMAGED_JSON = ["is damaged", "not valid JSON"]
+A_FOLDER = ["Is a directory", "a folder stands where a file is expected"]
+
+
+def manifest_garbage(tmp):
+    return _damaged(tmp, "report", "manifest.json", "{garbage", [*DAMAGED_JSON, "backup"])
+
+
+def manifest_empty(tmp):
+    return _damaged(tmp, "run", "manifest.json", "", DAMAGED_JSON)
+
+
+def manifest_a_list(tmp):
+    return _damaged(tmp, "report", "manifest.json", "[1, 2]", ["is damaged", "not a JSON object"])
+
+
+def manifest_a_folder(tmp):
+    return _damaged(tmp, "report", "manifest.json", None, A_FOLDER)
+
+
+def manifest_not_utf8(tmp):
+    return _damaged(tmp, "lb-add", "manifest.json", b"\xff\xfe{}", ["is damaged"])
+
+
+def metrics_garbage(tmp):
+    return _damaged(tmp, "judge", "metrics.json", "{garbage", [*DAMAGED_JSON, "delete it"])
+
+
+def metrics_empty(tmp):
+    return _damaged(tmp, "decay", "metrics.json", "", DAMAGED_JSON)
+
+
+def metrics_a_list(tmp):
+    return _damaged(tmp, "lb-add", "metrics.json", "[]", ["is damaged", "not a JSON object"])
+
+
+def metrics_a_folder(tmp):
+    return _damaged(tmp, "report", "metrics.json", None, A_FOLDER)
+
+
+def samples_garbage_line(tmp):
+    return _damaged(tmp, "report", "samples.jsonl", "garbage\n{}\n",
+                    ["line 1: not valid JSON", "fix or delete that line"])  # fmt: skip
+
+
+def samples_lines_are_lists(tmp):
+    return _damaged(tmp, "judge", "samples.jsonl", "[1, 2]\n[3]\n",
+                    ["line 1", "expected a JSON object, found a list"])  # fmt: skip
+
+
+def samples_a_folder(tmp):
+    return _damaged(tmp, "report", "samples.jsonl", None, ["cannot read", "Is a directory"])
+
+
+def _edit_line(tmp, command: str, rel: str, edit: Callable[[dict], None], says: list[str]):
+    d = _run_folder(tmp)
+    p = d / rel
+    lines = p.read_text().splitlines()
+    rec = json.loads(lines[1])
+    edit(rec)
+    lines[1] = json.dumps(rec)
+    p.write_text("\n".join(lines) + "\n")
+    return Case(_cmd(command, d), [f"{p}: line 2", *says], 1)
+
+
+def samples_missing_question(tmp):
+    return _edit_line(tmp, "report", "samples.jsonl", lambda r: r.pop("question"),
+                      ["field question: missing"])  # fmt: skip
+
+
+def prediction_missing_run_index(tmp):
+    return _edit_line(tmp, "report", "predictions.jsonl", lambda r: r.pop("run_index"),
+                      ["sample synth-00001", "field run_index: missing"])  # fmt: skip
+
+
+def prediction_run_index_a_string(tmp):
+    return _edit_line(tmp, "decay", "predictions.jsonl", lambda r: r.update(run_index="zero"),
+                      ["field run_index", "expected int, found a string"])  # fmt: skip
+
+
+def prediction_sections_a_list(tmp):
+    return _edit_line(tmp, "judge", "predictions.jsonl", lambda r: r.update(sections=[1]),
+                      ["field sections", "expected dict, found a list"])  # fmt: skip
+
+
+def prediction_output_a_number(tmp):
+    return _edit_line(tmp, "run", "predictions.jsonl", lambda r: r.update(raw_output=42),
+                      ["field raw_output", "found a int"])  # fmt: skip
+
+
+def prediction_line_not_utf8(tmp):
+    d = _run_folder(tmp)
+    p = d / "predictions.jsonl"
+    lines = p.read_bytes().split(b"\n")
+    p.write_bytes(b"\n".join([lines[0], b'{"sample_id": "\xff\xfe"}', *lines[1:]]))
+    return Case(_cmd("report", d), [f"{p}: line 2", "not valid JSON"], 1)
+
+
+def judgement_events_a_string(tmp):
+    return _edit_line(tmp, "report", "judgements.jsonl",
+                      lambda r: r.update(matched_events="a dog"),
+                      ["field matched_events", "expected list"])  # fmt: skip
+
+
+def report_is_a_file(tmp):
+    d = _run_folder(tmp)
+    shutil.rmtree(d / "report", ignore_errors=True)
+    (d / "report").write_text("not a folder")
+    return Case(_cmd("report", d), [str(d / "report"), "a file stands where a folder"], 1,
+                keep=(d / "report",))  # fmt: skip
+
+
+# -- where output goes ------------------------------------------------------------------------
+def out_name_too_long(tmp):
+    meta = _bench(tmp, GOOD)
+    args = _run_args(meta, tmp)
+    args[args.index("--out") + 1] = str(tmp / ("x" * 300))
+    return Case(args, ["x" * 300, "File name too long", "choose a shorter path"], 1)
+
+
+def out_is_a_file(tmp):
+    meta = _bench(tmp, GOOD)
+    f = _yaml_file(tmp, "taken.json", "{}")
+    args = _run_args(meta, tmp)
+    args[args.index("--out") + 1] = str(f)
+    return Case(args, [str(f), "a file stands where a folder is expected"], 1, keep=(f,))
+
+
+def out_under_a_file(tmp):
+    meta = _bench(tmp, GOOD)
+    f = _yaml_file(tmp, "taken.json", "{}")
+    args = _run_args(meta, tmp)
+    args[args.index("--out") + 1] = str(f / "run")
+    return Case(args, [str(f), "Not a directory"], 1, keep=(f,))
+
+
+def cache_env_names_a_file(tmp):
+    meta = _bench(tmp, GOOD)
+    f = _yaml_file(tmp, "cache.json", "{}")
+    return Case(_run_args(meta, tmp), [str(f), "cannot be used", "running without it"],
+                good=("g1", "g2"), keep=(f,), env={"CAFE_CACHE": str(f)})  # fmt: skip
+
+
+def cache_file_not_a_database(tmp):
+    meta = _bench(tmp, GOOD)
+    (tmp / "cache").mkdir()
+    db = tmp / "cache" / "calls.sqlite"
+    db.write_bytes(b"not sqlite at all" * 100)
+    return Case(_run_args(meta, tmp), [str(db), "cannot be used", "running without it"],
+                good=("g1", "g2"), keep=(db,))  # fmt: skip
+
+
+def strict_stop_is_recorded(tmp):
+    meta = _bench(tmp, [*GOOD, _item("b")])
+    (meta.parent / "audio" / "b.wav").unlink()
+    run = tmp / "run"
+
+    def check(out: str) -> None:  # the manifest never stays "running" after a caught error
+        assert json.loads((run / "manifest.json").read_text())["status"] == "failed"
+
+    args = [*_run_args(meta, tmp), "--strict", "--version", "v1"]
+    return Case(args, ["--strict", "sample b", "file not found"],
+                1, check=check)  # fmt: skip
+
+
+# -- links, embedded clips, spreadsheet cells -----------------------------------------------
+def report_link_leaves_the_folder(tmp):
+    d = _run_folder(tmp)
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    victim = _yaml_file(elsewhere, "index.html", "precious")
+    shutil.rmtree(d / "report", ignore_errors=True)
+    (d / "report").symlink_to(elsewhere)
+    return Case(_cmd("report", d), [str(d / "report"), "outside the run folder", "remove the link"],
+                1, keep=(victim,))  # fmt: skip
+
+
+def report_file_link_leaves_the_folder(tmp):
+    d = _run_folder(tmp)
+    victim = _yaml_file(tmp, "notes.md", "precious")
+    (d / "report").mkdir(exist_ok=True)
+    (d / "report" / "summary.md").unlink(missing_ok=True)
+    (d / "report" / "summary.md").symlink_to(victim)
+    return Case(_cmd("report", d), [str(d / "report" / "summary.md"), "outside the run folder"],
+                1, keep=(victim,))  # fmt: skip
+
+
+def embed_audio_outside_the_data(tmp):
+    d = _run_folder(tmp)
+    secret = tmp / "private" / "voice.wav"
+    _tone(secret)
+    lines = (d / "samples.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["audio"] = [str(secret)]
+    lines[0] = json.dumps(first)
+    (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
+
+    def check(out: str) -> None:
+        page = (d / "report" / "index.html").read_text()
+        assert base64.b64encode(secret.read_bytes()).decode() not in page
+        assert page.count("data:audio/wav;base64,") == 3  # the other clips, inside the data
+
+    return Case([*_cmd("report", d), "--embed-audio", "60"], [], check=check)
+
+
+def csv_formula_in_a_model_name(tmp):
+    from cafe.reports.leaderboard import PACKAGED
+
+    board = tmp / "lb.yaml"
+    text = Path(PACKAGED).read_text()
+    evil = ['=HYPERLINK("http://x.example","y")', "+1+1", "-2+3", "@SUM(A1)"]
+    head, rows = text.split("\nrows:", 1)
+    for name, new in zip(
+        ["MiMo-Audio", "Qwen2.5-Omni-7B", "Omni-R1", "Kimi-Audio"], evil, strict=True
+    ):  # the rows, and the tables' layout that names them
+        rows = rows.replace(f'model: "{name}"', f"model: {json.dumps(new)}")
+        head = re.sub(
+            rf"(?<=[\[ ]){re.escape(name)}(?=[,\]])", json.dumps(new).replace("\\", r"\\"), head
+        )
+    text = head + "\nrows:" + rows
+    board.write_text(text)
+
+    def check(out: str) -> None:
+        cells = [c for row in csv.reader(io.StringIO(out)) for c in row]
+        assert "'" + evil[0] in cells and "'+1+1" in cells
+        assert not [c for c in cells if c[:1] in ("=", "+", "@")]
+        assert not [c for c in cells if c.startswith("-") and not re.fullmatch(r"-[0-9.]+", c)]
+
+    return Case(["report", "--table", "2", "--format", "csv", "--leaderboard", str(board)], [],
+                check=check, keep=(board,))  # fmt: skip
+
+
+# -- machine faults: a full disk, a read-only file system ---------------------------------
+def _tmpfs(tmp: Path, size: str = "1m") -> tuple[Path, Callable[[], None]]:
+    mnt = tmp / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                       capture_output=True)  # fmt: skip
+    if r.returncode:
+        pytest.skip("a full disk and a read-only file system need root (mount -t tmpfs)")
+    return mnt, lambda: subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def _fill(mnt: Path) -> Path:
+    """Fill the file system to the last byte; deleting the file frees it again."""
+    fill = mnt / ".fill"
+    with open(fill, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError:
+            pass
+        try:
+            while True:
+                f.write(b"\0" * 512)
+        except OSError:
+            pass
+    return fill
+
+
+def _all_done(run: Path, n: int) -> Callable[[], None]:
+    def check() -> None:
+        keys = {(json.loads(x)["sample_id"], json.loads(x)["run_index"])
+                for x in (run / "predictions.jsonl").read_text().splitlines()}  # fmt: skip
+        assert len(keys) == n
+        assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
+
+    return check
+
+
+def disk_full_during_run(tmp):
+    mnt, umount = _tmpfs(tmp)
+    run = mnt / "run"
+    args = ["run", "--version", "n4-seed0", "--out", str(run), "--no-progress", "--judge", "rule"]
+    fill = _fill(mnt)
+
+    def check(out: str) -> None:  # nothing says "running" (no manifest, or a failed one)
+        m = run / "manifest.json"
+        assert not m.exists() or json.loads(m.read_text())["status"] != "running"
+
+    return Case(args, [str(run), "No space left on device", "free some space"], 1, check=check,
+                restore=fill.unlink, resume=args, resumed=_all_done(run, 4),
+                cleanup=umount)  # fmt: skip
+
+
+def disk_full_during_report(tmp):
+    mnt, umount = _tmpfs(tmp, "4m")
+    d = _run_folder(mnt)
+    fill = _fill(mnt)
+    args = ["report", str(d)]
+    return Case(args, [str(d), "No space left on device", "free some space"], 1,
+                restore=fill.unlink, resume=args,
+                resumed=lambda: (d / "report" / "index.html").stat(), cleanup=umount)  # fmt: skip
+
+
+def _read_only(tmp, command: str, extra: tuple[str, ...] = (), runs: int = 1):
+    mnt, umount = _tmpfs(tmp, "4m")
+    d = _run_folder(mnt)
+    subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+    args = [*_cmd(command, d), *extra]
+
+    def restore() -> None:
+        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=True)
+
+    done = _all_done(d, 4 * runs) if command == "run" else None
+    return Case(args, [str(d), "Read-only file system", "make it writable"], 1,
+                restore=restore, resume=args, resumed=done, cleanup=umount)  # fmt: skip
+
+
+def read_only_run(tmp):
+    return _read_only(tmp, "run", ("--runs", "2"), runs=2)  # the second run of each item
+
+
+def read_only_judge(tmp):
+    return _read_only(tmp, "judge")
+
+
+def read_only_report(tmp):
+    return _read_only(tmp, "report")
+
+
+def read_only_decay(tmp):
+    return _read_only(tmp, "decay")
+
+
 KINDS: list[Callable[[Path], Case]] = [
     meta_empty, meta_truncated_json, meta_bad_line_in_middle, meta_duplicate_id,
     meta_answer_not_in_choices, meta_null_field, meta_wrong_type, meta_missing_id,
@@ -377,11 +892,31 @@ KINDS: list[Callable[[Path], Case]] = [
     judge_reply_not_json, judge_reply_missing_keys, judge_reply_wrong_types,
     captions_missing_caption, captions_json_not_object,
     recipe_not_yaml, cards_not_yaml, cards_missing_adapter, leaderboard_bad_row,
+    # round two
+    option_yaml_error_quotes_no_secret, option_unclosed_list, option_concurrency_not_a_number,
+    option_extra_body_a_list, option_alias_bomb,
+    cards_alias_bomb, cards_recursive_alias, cards_too_large, cards_alias_bomb_in_run,
+    leaderboard_alias_bomb, leaderboard_recursive_alias, leaderboard_not_a_mapping,
+    recipe_alias_bomb,
+    meta_empty_answer, meta_blank_answer, meta_empty_choice_and_answer,
+    meta_empty_choice_beside_the_answer,
+    manifest_garbage, manifest_empty, manifest_a_list, manifest_a_folder, manifest_not_utf8,
+    metrics_garbage, metrics_empty, metrics_a_list, metrics_a_folder,
+    samples_garbage_line, samples_lines_are_lists, samples_a_folder, samples_missing_question,
+    prediction_missing_run_index, prediction_run_index_a_string, prediction_sections_a_list,
+    prediction_output_a_number, prediction_line_not_utf8, judgement_events_a_string,
+    report_is_a_file,
+    out_name_too_long, out_is_a_file, out_under_a_file, cache_env_names_a_file,
+    cache_file_not_a_database, strict_stop_is_recorded,
+    report_link_leaves_the_folder, report_file_link_leaves_the_folder,
+    embed_audio_outside_the_data, csv_formula_in_a_model_name,
+    disk_full_during_run, disk_full_during_report,
+    read_only_run, read_only_judge, read_only_report, read_only_decay,
 ]  # fmt: skip
 
 
-def test_the_corpus_has_at_least_30_kinds():
-    assert len(KINDS) >= 30 and len({k.__name__ for k in KINDS}) == len(KINDS)
+def test_the_corpus_has_at_least_70_kinds():
+    assert len(KINDS) >= 70 and len({k.__name__ for k in KINDS}) == len(KINDS)
 
 
 @pytest.fixture(autouse=True)
@@ -394,17 +929,30 @@ def _isolated(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
-def test_bad_input_is_one_line_and_loses_nothing(kind, tmp_path):
+def test_bad_input_is_one_line_and_loses_nothing(kind, tmp_path, monkeypatch):
     case = kind(tmp_path)
+    try:
+        _check_case(case, tmp_path, monkeypatch)
+    finally:
+        if case.cleanup:
+            case.cleanup()
+
+
+def _check_case(case: Case, tmp_path: Path, monkeypatch) -> None:
+    for k, v in case.env.items():
+        monkeypatch.setenv(k, v)
     server_reply = case.reply or (lambda b: "<answer>A</answer>")
     before = {p: p.read_bytes() for p in case.keep}
-    existing = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    existing = {
+        p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()
+    }
     with OpenAILoopback(reply=server_reply) as srv:
         args = [a.replace("{url}", srv.url) for a in case.args]
         r = CliRunner().invoke(main, args)
     out = r.output
     assert "Traceback" not in out and not isinstance(r.exception, (KeyError, TypeError,
                                                                    AttributeError))  # fmt: skip
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert r.exit_code == case.exit_code, out
     if case.says:
         lines = [x for x in out.splitlines() if all(s in x for s in case.says)]
@@ -416,8 +964,17 @@ def test_bad_input_is_one_line_and_loses_nothing(kind, tmp_path):
         }
         for sid in case.good:  # every good item was processed (and the model answered it)
             assert preds[sid]["parse_status"] == "ok" and preds[sid]["correct"], (sid, out)
+    if case.check:
+        case.check(out)
     for p, b in before.items():
         assert p.read_bytes() == b
     for p, b in existing.items():  # inputs and earlier results: never removed or rewritten,
         if p.suffix in (".json", ".jsonl", ".yaml", ".wav") and "jrun" not in p.parts:
             assert p.exists() and p.read_bytes() == b, p
+    if case.resume:  # the fault undone (space freed, writable again), the same command finishes
+        assert case.restore is not None
+        case.restore()
+        r = CliRunner().invoke(main, case.resume)
+        assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+        if case.resumed:
+            case.resumed()

@@ -367,3 +367,171 @@ def test_listening_signals_show_when_the_run_has_them(tmp_path: Path) -> None:
     page = signals_html(Source.load(run))
     assert 'id="sec-signals"' in page and "listening gap (silence)" in page
     assert "18.75" in page and "[6.25, 31.25]" in page and "56.25" in page  # accuracy beside it
+
+
+# hostile markup -------------------------------------------------------------------------------
+#: planted in every field below; each part tries another way to run script in the page
+PAYLOAD = (
+    "x<code><img src=x onerror=window.__pwned=1>\"'><svg onload=window.__pwned=1>"
+    "</script><script>window.__pwned=1</script><!-- javascript:window.__pwned=1 "
+    "<a href=javascript:alert(1)>link</a><iframe srcdoc='<script>alert(1)</script>'>"
+)
+#: a folder name cannot hold "/": the parts of the payload that can
+FOLDER = "run<code><img src=x onerror=window.__pwned=1>'\"><svg onload=alert(1)>"
+#: every field the pages show that comes from a leaderboard row, a folder name or a run's
+#: records (the report's list of planted fields)
+PLANTED_FIELDS = [
+    "run folder name",
+    "manifest: model.name, model.adapter, model.group?, bench.version, prompt.style, "
+    "prompt.template_hash, checkpoint.path, generation (keys and values), judge.name, git_commit, "
+    "created, status, an extra key",
+    "samples.jsonl: id, question, choices, answer, audio path (a javascript: URL), meta "
+    "(modality, category values), error",
+    "predictions.jsonl: model, raw_output, answer, parse_status, error, sections (keys, values)",
+    "judgements.jsonl: judge, raw_reply, reason, status, the five event lists",
+    "metrics.json: accuracy breakdown names and values, cafe.mode, cafe.judge, "
+    "cafe.template_hash, an unknown section (its name, keys and values)",
+    "leaderboard row: model, label, version, markers (symbol, meaning), notes, source.ref, "
+    "source.table, source.run_dir (a run folder added with `cafe leaderboard add`), "
+    "source.judge, source.cafe_mode",
+]
+
+
+def _hostile_run(root: Path, name: str) -> Path:
+    from report_runs import make_run
+
+    from cafe.records import Judgement, Prediction, Sample
+    from cafe.store import JUDGEMENTS, PREDICTIONS, RunStore
+
+    P = PAYLOAD
+    run = make_run(root / name, model="Tiny" + P)
+    store = RunStore(run)
+    m = store.read_manifest()
+    m["model"].update(adapter=P)
+    m["bench"]["version"] = P
+    m["prompt"] = {"style": P, "template_hash": P}
+    m.update(checkpoint={"path": P}, generation={P: P}, judge={"name": P}, git_commit=P,
+             created=P, status=P, extra=P)  # fmt: skip
+    store.write_manifest(m)
+    store.write_samples(
+        [Sample(id=f"h{i}" + P, bench="mmar", version="v1", question=P, choices=[P, "y"],
+                answer=P, audio=["javascript:window.__pwned=1", f"/a/{P}.wav"],
+                meta={"modality": P, "category": P}, error=P if i else None)
+         for i in range(2)]
+    )  # fmt: skip
+    with store.writer(PREDICTIONS) as w:
+        w.write_many(
+            Prediction(sample_id=f"h{i}" + P, run_index=0, model=P, prompt_style=P,
+                       template_hash=P, raw_output=P + " the end", sections={P: P, "answer": P},
+                       answer=P, parse_status=P, correct=bool(i), error=P, reasoning_tokens=5)
+            for i in range(2)
+        )  # fmt: skip
+    with store.writer(JUDGEMENTS) as w:
+        w.write_many(
+            Judgement(sample_id=f"h{i}" + P, run_index=0, judge=P, template_hash=P, raw_reply=P,
+                      matched_events=[P], error_matched=[P], error_use=[P], neutral_events=[P],
+                      missed_events=[P], status=P, reason=P)
+            for i in range(2)
+        )  # fmt: skip
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["accuracy"]["breakdowns"] = {"modality": {P: {"correct": 1, "total": 2, "acc": 50.0}}}
+    metrics["cafe"].update(mode=P, judge={"judge": P}, template_hash=P)
+    metrics[P] = {P: P, "list": [P], "table": {P: {P: P}}}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    return run
+
+
+class Hostile(Opened):
+    """An Opened page that also records dialogs (alert, confirm) the page tried to open."""
+
+    def __init__(self, browser: Browser, path: Path, fragment: str = ""):
+        self.dialogs: list[str] = []
+        self._browser = browser
+        super().__init__(browser, path, fragment)
+
+    def _route(self, route, request) -> None:  # type: ignore[no-untyped-def]
+        if not hasattr(self, "_dialogs_on"):
+            self._dialogs_on = True
+            self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        super()._route(route, request)
+
+    def assert_inert(self) -> None:
+        assert self.page.evaluate("window.__pwned") is None
+        assert self.dialogs == []
+        assert self.page.locator("script:not([type])").count() == 1  # the page's own, only
+        assert (
+            self.page.locator("img, iframe, [onerror], [onload], a[href^=javascript]").count() == 0
+        )
+        csp = self.page.get_attribute('meta[http-equiv="Content-Security-Policy"]', "content")
+        script_src = next(p for p in csp.split(";") if p.strip().startswith("script-src"))
+        assert "'sha256-" in script_src and "unsafe" not in script_src
+
+
+def test_planted_markup_never_runs_in_any_page(tmp_path: Path, browser) -> None:
+    assert len(PLANTED_FIELDS) == 7
+    a = _hostile_run(tmp_path, FOLDER)
+    b = _hostile_run(tmp_path, "B" + FOLDER)
+    _cafe(report_command, [str(a)])  # with figures: titles carry the model name
+    o = Hostile(browser, a / "report" / "index.html")
+    o.assert_inert()
+    assert "Tiny" + PAYLOAD in o.page.inner_text("#summary")  # shown as text
+    ids = o.page.eval_on_selector_all("#rows tbody tr", "rs => rs.map(r => r.dataset.key)")
+    ids = [k for k in ids if k.startswith("item=h")]  # make_run's own items are plain
+    assert len(ids) == 2
+    for key in ids:  # every item's detail: question, choices, outputs, judge lists, audio
+        o.page.click(f'#rows tr[data-key="{key.replace(chr(34), chr(92) + chr(34))}"] a')
+        expect(o.page.locator("#detail .pred")).to_have_attribute("data-key", key)
+        expect(o.page.locator("#detail pre.out")).to_have_text(PAYLOAD + " the end")
+        o.page.click("#detail details.sections summary")
+        o.page.click("#detail details.raw summary")
+        o.assert_inert()
+    o.page.fill("#f-text", "onerror")  # the search box renders matches too
+    expect(o.page.locator("#f-count")).to_contain_text("2 of")
+    o.assert_inert()
+    o.page.close()
+    # the comparison page: both runs' names, deltas and flips
+    _cafe(report_command, [str(a), str(b), "--html", "--no-figures"])
+    o = Hostile(browser, a / "report" / "index.html", "#item=x&run=1.0")
+    assert "Comparison" in o.page.inner_text("#compare")
+    o.assert_inert()
+    o.page.close()
+    # the leaderboard: a hand-written hostile row and a run folder added from its hostile name
+    from cafe.reports.leaderboard import PACKAGED
+
+    board = tmp_path / "lb.yaml"
+    text = (
+        Path(PACKAGED)
+        .read_text()
+        .replace(
+            "markers:\n",
+            f"markers:\n  - {{symbol: {json.dumps(PAYLOAD)}, meaning: {json.dumps(PAYLOAD)}}}\n",
+            1,
+        )
+    )
+    row = {
+        "model": PAYLOAD, "label": "L" + PAYLOAD, "group": "LALM", "benchmark": "mmar",
+        "version": PAYLOAD, "metrics": {"acc": 50.0}, "markers": [PAYLOAD], "notes": PAYLOAD,
+        "source": {"kind": "paper", "ref": PAYLOAD, "table": PAYLOAD}, "date": "2026-01",
+    }  # fmt: skip
+    board.write_text(text + f"  - {json.dumps(row)}\n")
+    _cafe(leaderboard_command, ["add", str(a), "--leaderboard", str(board)])
+    lb = yaml_rows(board)
+    assert lb[-1]["source"]["run_dir"].endswith(FOLDER) and lb[-2]["source"]["ref"] == PAYLOAD
+    assert lb[-1]["source"]["judge"] == PAYLOAD and lb[-1]["source"]["cafe_mode"] == PAYLOAD
+    page_path = tmp_path / "lb.html"
+    _cafe(leaderboard_command, ["html", "--leaderboard", str(board), "--out", str(page_path)])
+    o = Hostile(browser, page_path)
+    o.assert_inert()
+    prov = o.page.inner_text("#rows-all")
+    assert f"{PAYLOAD} Table {PAYLOAD}" in prov and FOLDER in prov and "L" + PAYLOAD in prov
+    for th in o.page.locator("th.sortable").all()[:8]:  # sorting moves rows: still text
+        th.click()
+    o.assert_inert()
+    assert o.errors == [] and o.outside == []
+    o.page.close()
+
+
+def yaml_rows(path: Path) -> list[dict]:
+    import yaml
+
+    return yaml.safe_load(path.read_text())["rows"]

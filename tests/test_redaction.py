@@ -122,3 +122,119 @@ def test_planted_secrets_reach_no_file_line_or_log(tmp_path, monkeypatch, caplog
     texts += [p.read_bytes().decode("latin-1") for p in written]
     assert len(texts) > 12
     assert _leaks(texts) == []
+
+
+SHAPES = {
+    "camel_token": "PLANT11camelTok",
+    "camel_secret": "PLANT12camelSecret",
+    "header_key": "PLANT13headerKey",
+    "session_token": "PLANT14session",
+    "access_key": "PLANT15access",
+    "client_secret": "PLANT16client",
+    "oauth_code": "PLANT17code",
+    "amz_token": "PLANT18amz",
+    "subscription_key": "PLANT19sub",
+    "basic_pass": "PLANT20basicpass",
+    "bare_pass": "PLANT21barepass",
+}
+
+
+def test_secrets_are_found_by_shape_in_any_case_style_and_at_any_depth():
+    s = SHAPES
+    opts = {
+        "extra_body": {"authToken": s["camel_token"],
+                       "deep": [{"clientSecret": s["camel_secret"]}]},
+        "headers": {"X-Api-Key": s["header_key"], "X-Request-Id": "r1"},
+        "max_new_tokens": 64, "pad_token": "<pad>", "api_key_env": "MY_VAR",
+    }  # fmt: skip
+    assert scrub(opts) == {
+        "extra_body": {"deep": [{}]},
+        "headers": {"X-Request-Id": "r1"},
+        "max_new_tokens": 64, "pad_token": "<pad>", "api_key_env": "MY_VAR",
+    }  # fmt: skip
+    url = (
+        f"https://h.example/cb?session_token={s['session_token']}&access_key={s['access_key']}"
+        f"&client_secret={s['client_secret']}&code={s['oauth_code']}"
+        f"&X-Amz-Security-Token={s['amz_token']}&subscription-key={s['subscription_key']}&page=2"
+    )
+    assert scrub_text(url) == (
+        "https://h.example/cb?session_token=***&access_key=***&client_secret=***&code=***"
+        "&X-Amz-Security-Token=***&subscription-key=***&page=2"
+    )
+    basic = __import__("base64").b64encode(f"u:{s['basic_pass']}".encode()).decode()
+    text = (
+        f"proxy said: Authorization: Basic {basic}; via u:{s['bare_pass']}@proxy.example:3128; "
+        f'echo {{"authToken": "{s["camel_token"]}", "clientSecret": \'{s["camel_secret"]}\'}} '
+        f"and extra_body={{api_key: {s['header_key']}"
+    )
+    out = scrub_text(text)
+    assert _leaks_of(SHAPES, [out]) == [] and basic not in out, out
+    assert "Authorization: Basic ***" in out and "***@proxy.example:3128" in out
+    # ordinary text keeps its words: a musical key, a token count, basic understanding, e-mail
+    plain = "The key: C major; token: 5; basic understanding. Basic idea. Mail a@b.org"
+    assert scrub_text(plain) == plain
+
+
+def _leaks_of(secrets: dict[str, str], texts: list[str]) -> list[tuple[str, str]]:
+    return [(name, t[:200]) for t in texts for name, v in secrets.items() if v in t]
+
+
+def test_a_yaml_error_in_an_option_never_quotes_the_value(tmp_path):
+    """PyYAML's own message quotes the text around the error (the key, twice)."""
+    r = CliRunner().invoke(
+        main,
+        ["run", "--bench", "synth", "--version", "n4-seed0", "--out", str(tmp_path / "run"),
+         "-o", f"extra_body={{api_key: {SHAPES['header_key']}"],
+    )  # fmt: skip
+    assert r.exit_code == 2 and "extra_body" in r.output and "not valid YAML" in r.output
+    assert SHAPES["header_key"] not in r.output + repr(r.exception)
+    assert "Traceback" not in r.output
+
+
+def test_scrub_exception_cleans_a_parsers_own_message():
+    import yaml
+
+    from cafe.redaction import scrub_exception
+
+    try:
+        yaml.safe_load(f"extra_body: {{api_key: {SHAPES['header_key']}")
+    except yaml.YAMLError as e:
+        assert SHAPES["header_key"] in str(e)  # PyYAML quotes the text in its snippet
+        assert SHAPES["header_key"] not in str(scrub_exception(e))
+
+
+def test_shaped_secrets_reach_no_manifest_cache_prediction_page_or_line(tmp_path, monkeypatch):
+    """camelCase names in -o extra_body (manifest, calls.sqlite), and a hostile server echoing
+    credential query parameters, a Basic header and user:pass@ into its replies."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    s = SHAPES
+    basic = __import__("base64").b64encode(f"u:{s['basic_pass']}".encode()).decode()
+    echo = (
+        f"<answer>x</answer> GET /cb?session_token={s['session_token']}&access_key="
+        f"{s['access_key']}&client_secret={s['client_secret']}&code={s['oauth_code']}"
+        f"&X-Amz-Security-Token={s['amz_token']}&subscription-key={s['subscription_key']} "
+        f"Authorization: Basic {basic} via http://u:{s['bare_pass']}@proxy.example/"
+    )
+    run_dir = tmp_path / "run"
+    with OpenAILoopback(reply=lambda body: echo) as srv:
+        r = CliRunner().invoke(
+            main,
+            ["run", "--model", "openai-compatible", "-o", "model=m", "--endpoint", srv.url,
+             "--bench", "synth", "--version", "n4-seed0", "--out", str(run_dir), "--judge", "none",
+             "-o", f"extra_body={{authToken: {s['camel_token']}, "
+                   f"nested: {{clientSecret: {s['camel_secret']}}}, X-Api-Key: {s['header_key']}}}",
+             "--no-progress"],
+        )  # fmt: skip
+        assert r.exit_code == 0, r.output
+        sent = json.dumps(srv.requests[0])
+    assert s["camel_token"] in sent  # the server got its body: only what we write is scrubbed
+    out = [r.output]
+    r = CliRunner().invoke(main, ["report", str(run_dir), "--no-figures"])
+    out.append(r.output)
+    manifest = (run_dir / "manifest.json").read_text()
+    assert "extra_body" in manifest
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    names = {p.name for p in written}
+    assert "calls.sqlite" in names and "index.html" in names
+    texts = out + [p.read_bytes().decode("latin-1") for p in written]
+    assert _leaks_of(SHAPES, texts) == [] and not any(basic in t for t in texts)

@@ -182,6 +182,21 @@ def _check_options(card: ModelCard, kind: str, client_opts: dict[str, Any]) -> N
             f"model {card.name!r} ({card.adapter}): unknown option(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(known | _ADAPTER_KEYS))}"
         )
+    # a value of the wrong type (-o concurrency=abc, -o extra_body=[1,2]) fails here too
+    import typing
+
+    from cafe.records import kind_of, type_name, type_ok
+
+    try:
+        hints = typing.get_type_hints(CLIENTS.get(kind).__init__)
+    except (NameError, TypeError):  # an annotation only a type checker resolves: no check
+        return
+    for name, value in client_opts.items():
+        if name in hints and not type_ok(value, hints[name]):
+            raise ValueError(
+                f"model {card.name!r} ({card.adapter}): option {name}: expected "
+                f"{type_name(hints[name])}, found {kind_of(value)} (-o {name}=VALUE)"
+            )
 
 
 def with_audio_paths(request: Request) -> list[dict[str, Any]]:

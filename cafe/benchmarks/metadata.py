@@ -263,10 +263,14 @@ def build_samples(
         elif answer is not None and not _text(answer):
             errors.append(("answer", "not a string"))
             answer = str(answer)
+        elif answer is not None and not answer.strip():  # every output would count as right
+            # (an empty choice beside a real answer is kept: 4 real MMAR items ship one)
+            errors.append(("answer", "is empty"))
         warning = None
         if (
             answer is not None
             and _text(answer)
+            and answer.strip()
             and choices
             and answer.strip() not in {c.strip() for c in choices}
         ):

@@ -55,16 +55,16 @@ class PriceTable:
     @classmethod
     def load(cls, user_file: str | Path | None = None) -> PriceTable:
         """The packaged table, with ``user_file`` (or $CAFE_PRICES) entries in front."""
-        import yaml
+        from cafe.records import load_yaml, read_yaml
 
         entries: list[Price] = []
         sources: list[str] = []
         user = user_file or os.environ.get(PRICES_ENV)
         if user:
-            entries += _entries(yaml.safe_load(Path(user).read_text(encoding="utf-8")), str(user))
+            entries += _entries(read_yaml(user), str(user))
             sources.append(str(user))
         text = resources.files("cafe.clients").joinpath("prices.yaml").read_text("utf-8")
-        entries += _entries(yaml.safe_load(text), "cafe/clients/prices.yaml")
+        entries += _entries(load_yaml(text), "cafe/clients/prices.yaml")
         sources.append("cafe/clients/prices.yaml")
         return cls(entries, sources)
 

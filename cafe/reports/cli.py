@@ -130,6 +130,10 @@ def report_command(
         raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR [--against MODEL]")
     if figure:
         target = Path(out) if out else Path(run_dirs[0]) / "report" / "figures"
+        if not out:
+            from cafe.store import refuse_links_out
+
+            refuse_links_out(Path(run_dirs[0]), target.parent)
         for p in paper.figure(figure, run_dirs, target, leaderboard_path):
             click.echo(f"wrote {p}")
         return

@@ -222,14 +222,35 @@ def pack(value: Any, raw: str | None, min_len: int = 12) -> Any:
     return value
 
 
-def _audio_entry(path: str, out_dir: Path, embed_s: float | None) -> dict[str, Any]:
+def data_roots(manifest: dict[str, Any]) -> list[Path]:
+    """The folders a run's audio may come from: the benchmark metadata's folder and the
+    --audio-root it ran with (what the loaders kept every clip inside)."""
+    bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
+    roots = []
+    for value, folder in ((bench.get("source"), True), (bench.get("audio_root"), False)):
+        if isinstance(value, str) and value and "://" not in value:
+            p = Path(value).expanduser()
+            roots.append((p.parent if folder else p).resolve())
+    return roots
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    real = path.resolve()
+    return any(real == r or r in real.parents for r in roots)
+
+
+def _audio_entry(
+    path: str, out_dir: Path, embed_s: float | None, roots: Sequence[Path] = ()
+) -> dict[str, Any]:
     p = Path(path)
     entry: dict[str, Any] = {
         "src": urllib.parse.quote(Path(os.path.relpath(p, out_dir)).as_posix()),
         "name": p.name,
         "exists": p.exists(),
     }
-    if embed_s and p.exists():
+    # only a clip inside the run's data roots is embedded: samples.jsonl may have been edited
+    # to name any file on the machine, which the page would then carry inside it
+    if embed_s and p.exists() and p.is_file() and _inside(p, roots):
         import soundfile as sf
 
         try:
@@ -303,6 +324,7 @@ def items_blob(
     keys = breakdown_keys(sources)
     items: dict[str, dict[str, Any]] = {}
     for si, s in enumerate(sources):
+        roots = data_roots(s.manifest) if embed_audio_s else []
         judged = {(j.sample_id, j.run_index): j for j in s.judgements}
         for smp in s.samples:
             if smp.id in items:
@@ -313,7 +335,7 @@ def items_blob(
                 "choices": smp.choices,
                 "answer": smp.answer,
                 "meta": {k: _meta_value(smp.meta.get(k)) for k in keys if k in (smp.meta or {})},
-                "audio": [_audio_entry(a, out_dir, embed_audio_s) for a in smp.audio],
+                "audio": [_audio_entry(a, out_dir, embed_audio_s, roots) for a in smp.audio],
                 "preds": [],
             }
             if smp.error:
@@ -729,15 +751,17 @@ def compare_html(c: dict[str, Any]) -> str:
 
 
 def page(title: str, subtitle: str, body: str, data: Any, js: str, nav_extra: str = "") -> str:
-    import string
+    """The run report page; the values it carries from the run folders are scrubbed of
+    secrets here (the body's HTML and the data's JSON text; never the page's own script, which
+    the Content-Security-Policy names by its hash)."""
+    from cafe.redaction import scrub_text
+    from cafe.reports.page import render_page
 
-    template = string.Template((WEB / "page.html").read_text(encoding="utf-8"))
-    return template.substitute(
-        title=_e(title),
-        subtitle=subtitle,
-        css=(WEB / "report.css").read_text(encoding="utf-8"),
-        body=body,
-        data=script_json(data),
+    return render_page(
+        title=scrub_text(title),
+        subtitle=scrub_text(subtitle),
+        body=scrub_text(body),
+        data=scrub_text(script_json(data)),
         js=js,
         nav=f'<a href="#summary">Summary</a> {nav_extra}<a href="#figures">Figures</a> '
         '<a href="#items">Items</a>',
@@ -764,6 +788,10 @@ def write_html_report(
     if compare_with is not None:
         sources.append(Source.load(compare_with, "B"))
     out_dir = Path(out) if out else sources[0].store.report_dir
+    if not out:
+        from cafe.store import refuse_links_out
+
+        refuse_links_out(sources[0].store.root, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     items, keys = items_blob(sources, out_dir.resolve(), embed_audio_s)
     notes: list[str] = []
@@ -830,8 +858,6 @@ def write_html_report(
     )
     js = (WEB / "report.js").read_text(encoding="utf-8")
     path = out_dir / INDEX
-    from cafe.redaction import scrub_text
-
     text = page(title, _e(subtitle), "\n".join(body), data, js, nav)
-    path.write_text(scrub_text(text), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return HtmlReport(path, notes)

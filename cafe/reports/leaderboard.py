@@ -472,14 +472,19 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
             text += "\n"
         indented = "".join("  " + ln if ln.strip() else ln for ln in block.splitlines(True))
         new = text + indented
-        parse(yaml.safe_load(new), target)  # never write a file that would not load
+        parse(_load_yaml(new, target), target)  # never write a file that would not load
         replace_file(real, lambda f: f.write(new))
     return target
 
 
 def _load_yaml(text: str, where: Path) -> Any:
+    """Bounded (cafe.records.load_yaml: size, expanded aliases); one line naming the file."""
+    from cafe.records import YamlBoundsError, load_yaml
+
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
+    except YamlBoundsError as e:
+        raise LeaderboardError(f"{where}: {e}") from None
     except yaml.YAMLError as e:
         raise LeaderboardError(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import string
 from pathlib import Path
 from typing import Any
 
 from cafe.reports.leaderboard import GROUP_ORDER, Leaderboard, Row
+from cafe.reports.page import WEB, render_page
 from cafe.reports.tables import TABLES, Table, build_table
-
-WEB = Path(__file__).with_name("web")
 
 
 def _e(x: Any) -> str:
@@ -22,12 +20,13 @@ def _e(x: Any) -> str:
 
 
 def provenance(r: Row) -> str:
+    """The row's provenance as HTML; every value from the file or a run folder is escaped."""
     s = r.source
     if r.is_paper:
-        return f"{s.get('ref', 'paper')} Table {s.get('table', '?')} ({r.date})"
+        return _e(f"{s.get('ref', 'paper')} Table {s.get('table', '?')} ({r.date})")
     sha = str(s.get("manifest_sha256", ""))
     parts = [
-        f"run folder {s.get('run_dir')}",
+        _e(f"run folder {s.get('run_dir')}"),
         f'manifest sha256 <code title="{_e(sha)}">{_e(sha[:12])}</code>',
     ]
     if s.get("judge"):
@@ -35,7 +34,7 @@ def provenance(r: Row) -> str:
     if s.get("cafe_mode"):
         parts.append(f"CAFE {_e(s['cafe_mode'])}")
     parts.append(_e(r.date))
-    return "; ".join(p if "<code" in p else _e(p) for p in parts)
+    return "; ".join(parts)
 
 
 def _value_cell(v: float | None, mark: str | None) -> str:
@@ -129,10 +128,9 @@ def leaderboard_page(board: Leaderboard) -> str:
         f"{_e(board.path)} · {len(board.rows)} rows ({runs} from run folders) · written "
         f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
     )
-    return string.Template((WEB / "page.html").read_text(encoding="utf-8")).substitute(
+    return render_page(
         title="cafe leaderboard",
         subtitle=sub,
-        css=(WEB / "report.css").read_text(encoding="utf-8"),
         nav=f'{nav} <a href="#rows-all">All rows</a>',
         body="\n".join(sections),
         data="{}",

@@ -301,6 +301,10 @@ def write_run_report(
     compute_metrics(run_dir)  # registered metrics are recomputed with every report
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
+    if not out:
+        from cafe.store import refuse_links_out
+
+        refuse_links_out(run.root, report)
     tdir, fdir = report / "tables", report / "figures"
     tdir.mkdir(parents=True, exist_ok=True)
     made: dict[str, list[Path]] = {}

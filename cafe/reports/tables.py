@@ -267,16 +267,27 @@ def render_md(table: Table) -> str:
     return "\n".join(out) + "\n"
 
 
+#: a cell a spreadsheet would evaluate as a formula starts with one of these
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(s: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting like a formula (a model named
+    ``=HYPERLINK(…)``) gets a leading apostrophe (OWASP's CSV-injection advice)."""
+    return "'" + s if s.startswith(_FORMULA_START) else s
+
+
 def render_csv(table: Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["group", "model", "markers", *[c.header for c in table.spec.columns]])
+    w.writerow(["group", "model", "markers", *[csv_text(c.header) for c in table.spec.columns]])
     for tr in table.rows:
         w.writerow(
             [
-                tr.group,
-                tr.model,
-                "".join(tr.markers),
+                csv_text(tr.group),
+                csv_text(tr.model),
+                csv_text("".join(tr.markers)),
+                # numbers we formatted ourselves: a negative one stays a number
                 *["" if v is None else f"{v:.2f}" for v in tr.values],
             ]
         )

@@ -141,6 +141,42 @@ def _run_locked(
         link = {"name": control, "seed": control_seed,
                 "real_run": str(Path(control_of).resolve()) if control_of else None}  # fmt: skip
     manifest = _open_folder(plan, link)
+    try:
+        return _run_open_folder(plan, manifest, judge, judge_options, batch_size, concurrency,
+                                cache, strict, progress)  # fmt: skip
+    except BaseException as e:  # a full disk, a refused checkpoint, Ctrl-C: never "running"
+        _mark_stopped(plan, manifest, e)
+        raise
+
+
+def _mark_stopped(plan: RunPlan, manifest: dict[str, Any], e: BaseException) -> None:
+    """Record in the manifest that the session stopped (best effort: on a full disk even this
+    write may fail, and the error that stopped the run is the one to report)."""
+    if manifest.get("status") == "failed":
+        return
+    from cafe.redaction import scrub_text
+
+    interrupted = isinstance(e, KeyboardInterrupt)
+    manifest["status"] = "interrupted" if interrupted else "failed"
+    manifest["error"] = scrub_text(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    manifest["updated"] = now()
+    try:
+        plan.store.write_manifest(manifest)
+    except Exception:  # noqa: BLE001 - the original error is raised, not this one
+        pass
+
+
+def _run_open_folder(
+    plan: RunPlan,
+    manifest: dict[str, Any],
+    judge: str | None,
+    judge_options: dict[str, Any] | None,
+    batch_size: int | None,
+    concurrency: int | None,
+    cache: bool,
+    strict: bool,
+    progress: bool,
+) -> RunResult:
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
     with plan.store.writer(PREDICTIONS) as writer:
         bad = [(s, r) for s, r in plan.pending if s.error]
@@ -172,10 +208,12 @@ def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[s
             manifest[k] = old[k]
     if control:
         manifest["control"] = control
-    manifest["status"] = "running"
-    store.write_manifest(manifest)
+    # samples first: a write that fails here (a full disk) leaves the manifest as it was, not
+    # marked running
     if plan.mode in ("new", "extend") or not store.has_samples():
         store.write_samples(plan.samples)
+    manifest["status"] = "running"
+    store.write_manifest(manifest)
     return manifest
 
 

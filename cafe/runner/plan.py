@@ -65,6 +65,8 @@ def check_samples(
                 problem = Problem(
                     loaded.source, "must be a non-empty list of strings", s.id, "choices"
                 )
+            elif s.answer is not None and not s.answer.strip():  # any output would score
+                problem = Problem(loaded.source, "is empty", s.id, "answer")
             elif (
                 s.answer is not None
                 and s.answer.strip() not in {c.strip() for c in s.choices}
@@ -152,6 +154,7 @@ class RunPlan:
                 "name": spec.bench,
                 "version": spec.version,
                 "source": loaded.source,
+                "audio_root": getattr(self.bench, "audio_root", None),
                 "sha256": spec.data_sha256,
                 "n_samples": len(self.samples),
                 "problems": [str(p) for p in self.problems],

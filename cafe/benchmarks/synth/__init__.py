@@ -151,6 +151,9 @@ def _parse_line(
     )
     if outside is not None:  # recorded as a failed item; its file is never opened
         problem, error = outside, str(outside)
+    elif not str(rec["answer"]).strip():  # an empty answer: every output would count
+        problem = Problem(file, "is empty", sid, "answer")
+        error = str(problem)
     elif rec["answer"] not in choices:
         problem = Problem(file, f"answer {rec['answer']!r} is not among the choices", sid, "answer")
         error = str(problem)
