@@ -57,9 +57,11 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _URL_USERINFO = re.compile(
     r"(?<![A-Za-z0-9+.\-])(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@'\"<>]+@"
 )
-#: user:pass@host without a scheme (a proxy setting, a log line)
+#: user:pass@host without a scheme (a proxy setting, a log line); not ``kind:model@http://…``
+#: (a client's identity: what follows its @ is a URL, never a credential's host)
 _BARE_USERINFO = re.compile(
     r"(?<![^\s'\"=(),;<>\[\]{}])[^\s'\"=(),;<>\[\]{}/@:]+:[^\s'\"=(),;<>\[\]{}/@]+@(?=[A-Za-z0-9\[])"
+    r"(?![A-Za-z][A-Za-z0-9+.\-]{0,30}://)"
 )
 _QUERY = re.compile(r"(?P<k>[?&;](?P<name>[A-Za-z0-9_.\-]{1,100})=)(?P<v>[^&#\s'\"<>;]+)")
 _BEARER = re.compile(r"(?P<b>\bBearer\s+)[A-Za-z0-9._~+/=\-]{4,}")

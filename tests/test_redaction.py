@@ -238,3 +238,16 @@ def test_shaped_secrets_reach_no_manifest_cache_prediction_page_or_line(tmp_path
     assert "calls.sqlite" in names and "index.html" in names
     texts = out + [p.read_bytes().decode("latin-1") for p in written]
     assert _leaks_of(SHAPES, texts) == [] and not any(basic in t for t in texts)
+
+
+def test_a_client_identity_is_not_a_bare_credential():
+    """``kind:model@URL`` (a chat client's identity, written in batch logs and judgements) has the
+    shape user:pass@ but a URL after its @: left as it is, or a resumed batch no longer finds
+    its own log lines; a real bare credential before a host is still masked."""
+    from cafe.redaction import scrub_text
+
+    ident = "openai-compatible:judge-m@http://127.0.0.1:8080/v1"
+    assert scrub_text(ident) == ident
+    assert scrub_text(f"proxy u:p4ss@proxy.example:3128 then {ident}") == (
+        f"proxy ***@proxy.example:3128 then {ident}"
+    )
