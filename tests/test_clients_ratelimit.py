@@ -37,14 +37,26 @@ def test_cap_is_never_exceeded_and_every_waiter_runs():
     assert peak == 3 and lim.in_flight == 0
 
 
+class _Clock:
+    """A clock that moves only when told (the limiter reads time through it)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_halves_on_429_and_recovers_one_slot_per_streak():
-    lim = AdaptiveLimiter(16, recover_after=5)
+    # changed with the limiter (issue 21): one cut per cut window, so the clock moves past it
+    # between the 429s; it stands still otherwise, so only the streak of successes recovers
+    clock = _Clock()
+    lim = AdaptiveLimiter(16, recover_after=5, clock=clock)
     lim.on_rate_limited()
     assert lim.limit == 8
-    lim.on_rate_limited()
-    lim.on_rate_limited()
-    lim.on_rate_limited()
-    lim.on_rate_limited()
+    for _ in range(4):
+        clock.now += lim.cut_window_s
+        lim.on_rate_limited()
     assert lim.limit == 1  # 16 -> 8 -> 4 -> 2 -> 1 -> stays at the floor
     for _ in range(4):
         lim.on_success()
@@ -61,7 +73,7 @@ def test_halves_on_429_and_recovers_one_slot_per_streak():
 
 
 def test_retry_after_pauses_new_calls():
-    lim = AdaptiveLimiter(4)
+    lim = AdaptiveLimiter(1)  # at its floor (issue 21: above it, a 429 cuts instead of pausing)
     lim.on_rate_limited(retry_after=0.3)
 
     async def timed():

@@ -88,8 +88,8 @@ class AnswerJudge:
             from cafe.clients import make_client
 
             client = make_client(kind, model, endpoints=list(endpoints) or None,
-                                 concurrency=concurrency, thinking=thinking,
-                                 calls=calls)  # fmt: skip
+                                 concurrency=concurrency, thinking=thinking, calls=calls,
+                                 server_option="--judge-endpoint")  # fmt: skip
         self.client = client
 
     @staticmethod

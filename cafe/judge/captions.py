@@ -200,6 +200,7 @@ def caption(
         client = make_client(
             captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
             calls=calls, thinking=False,  # a captioner is a judge: asked not to think
+            server_option="--endpoint",
             **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
     except (KeyError, ValueError) as e:  # unknown kind, missing API key

@@ -28,6 +28,7 @@ from typing import Any
 
 from cafe.benchmarks.scoring import is_correct
 from cafe.cache import Cache, make_key
+from cafe.clients.breaker import ServerUnreachable
 from cafe.judge.base import load_template
 from cafe.metrics.stats import trimmed_mean
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
@@ -256,8 +257,9 @@ class RubricJudge:
             from cafe.clients import make_client
 
             self._client = make_client(
-                self.kind, self.model, endpoints=self._endpoints, **self._client_options
-            )
+                self.kind, self.model, endpoints=self._endpoints,
+                **{"server_option": "--judge-endpoint", **self._client_options},
+            )  # fmt: skip
         return self._client
 
     @property
@@ -297,6 +299,8 @@ class RubricJudge:
                     max_tokens=self.max_tokens,
                     seed=self.seed,
                 )
+            except ServerUnreachable:  # a dead server stops the command, not one item
+                raise
             except Exception as e:  # a client bug or transport error: this item only
                 return None, f"judge call failed: {type(e).__name__}: {e}"
         if reply.error or reply.text is None:

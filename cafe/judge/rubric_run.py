@@ -19,6 +19,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.clients.breaker import ServerUnreachable
 from cafe.judge.batching import (
     batch_click_options,
     batch_options,
@@ -55,6 +56,8 @@ async def _score_all(judge: RubricJudge, jobs: list, writer: Any, progress: bool
         async with sem:
             try:
                 return await judge.ascore(sample, pred)
+            except ServerUnreachable:  # a dead server stops the command (write_as_completed)
+                raise
             except Exception as e:  # a bug in one item must not lose the rest
                 return judge.record(pred, "failed", reason=f"{type(e).__name__}: {e}")
 

@@ -313,8 +313,14 @@ def _generate(
 
     def on_done(preds: list[Prediction]) -> None:
         nonlocal written, failures
+        # calls a dead server's breaker stopped stay pending (the next run makes them); the
+        # rest of the batch is kept, then the run stops
+        dead = [p for p in preds if p.sections.get("failure") == "unreachable"]
+        preds = [p for p in preds if p.sections.get("failure") != "unreachable"]
         writer.write_many(preds)
         written += len(preds)
+        if dead:
+            raise _ServerGone(dead[0].error or "the model server gave no reply")
         for p in preds:  # say why an item failed as it happens, not only on disk
             if p.parse_status == "failed" and p.error:
                 failures += 1
@@ -344,6 +350,16 @@ def _generate(
             )
         except InputError as e:  # --strict: what is written stays
             raise RunError(f"--strict: {e}") from None
+        except _ServerGone as e:  # what is written stays; the same command resumes
+            manifest["status"] = "stopped"
+            manifest["error"] = str(e)
+            manifest["updated"] = now()
+            store.write_manifest(manifest)
+            kept = len(plan.done) + written
+            raise RunError(
+                f"{e}; stopped: {kept} predictions kept in {store.root}; once the server "
+                "answers, run the same command again to resume"
+            ) from None
         finally:
             if failures > MAX_WARNINGS:
                 print(
@@ -362,6 +378,10 @@ def _generate(
     return written
 
 
+class _ServerGone(Exception):
+    """A model server's circuit breaker opened (cafe.clients.breaker): stop the run."""
+
+
 def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     """Field-wise sum of two usage dicts (calls, tokens, cost)."""
     out = dict(total)
@@ -378,12 +398,15 @@ def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) ->
         return [
             f"CAFE judge not available in this install; add it later with `cafe judge {run_dir}`"
         ]
+    from cafe.clients.breaker import ServerUnreachable
     from cafe.judge.pipeline import JudgeFailedError
 
     try:
         judge_run(run_dir, judge=name, progress=progress, **options)
     except (ValueError, FileNotFoundError) as e:  # no server named, no key, no captions
         return [f"error: judge {name} not run: {e}; judge later with `cafe judge {run_dir}`"]
+    except ServerUnreachable as e:  # the judgements made so far are kept
+        return [f"error: judge {name}: {e}; or judge later with `cafe judge {run_dir}`"]
     except JudgeFailedError as e:  # earlier judgements and CAFE metrics were kept
         return [f"error: {e}"]
     return []
