@@ -73,7 +73,7 @@ def test_judge_with_a_dead_server_fails_without_replacing_anything(judged):
 @pytest.mark.parametrize(
     "args,says",
     [
-        (["--judge", "openai-compatible", "--judge-model", "j"], "--judge-endpoint"),  # no localhost
+        (["--judge", "openai-compatible", "--judge-model", "j"], "--judge-endpoint"),  # no default
         (["--judge", "gemini", "--judge-model", "gemini-3-pro"], "GEMINI_API_KEY"),
     ],
 )
