@@ -265,6 +265,19 @@ def judge_accuracy_run(
                    f"{SECTION} left as it was; run the same command again to collect",
                    err=True)  # fmt: skip
         return {**section, "pending": pending}
+    # a call that failed is no verdict: a figure counting it wrong would be a 0 the judge never
+    # gave, so the section stays as it was (the cache keeps the replies that came back)
+    answered = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None
+                and not p.error}  # fmt: skip
+    lost = [v for v in asked if v.status == "failed" and (v.sample_id, v.run_index) in answered]
+    if lost:
+        from cafe.errors import CafeError
+
+        raise CafeError(
+            f"{len(lost)} of {len(asked)} answer-judge calls failed (first: sample "
+            f"{lost[0].sample_id}: {lost[0].raw}); {SECTION} left as it was; run the same "
+            "command again to retry them"
+        )
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
     if bad * 2 > len(verdicts):
         click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "

@@ -189,13 +189,7 @@ def caption(
 
     if not model:
         raise CafeUsageError("--model is required: the captioner's model name")
-    try:
-        bench_obj = BENCHMARKS.get(bench)()
-        bench_obj.audio_root = str(audio_root) if audio_root is not None else None
-        loaded = bench_obj.load(data, version)
-    except (InputError, FileNotFoundError) as e:
-        raise CafeError(str(e)) from None
-    samples = loaded.samples[:limit] if limit else loaded.samples
+    # the client first: a missing key or server is said in one line before any other work
     try:
         client = make_client(
             captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
@@ -203,8 +197,17 @@ def caption(
             server_option="--endpoint",
             **({"api_key_env": api_key_env} if api_key_env else {}),
         )  # fmt: skip
-    except (KeyError, ValueError) as e:  # unknown kind, missing API key
+    except KeyError as e:  # unknown kind
         raise CafeUsageError(str(e)) from None
+    except ValueError as e:  # missing API key, no server named
+        raise CafeError(str(e)) from None
+    try:
+        bench_obj = BENCHMARKS.get(bench)()
+        bench_obj.audio_root = str(audio_root) if audio_root is not None else None
+        loaded = bench_obj.load(data, version)
+    except (InputError, FileNotFoundError) as e:
+        raise CafeError(str(e)) from None
+    samples = loaded.samples[:limit] if limit else loaded.samples
 
     async def go() -> dict[str, Any]:
         try:

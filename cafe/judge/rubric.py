@@ -239,6 +239,9 @@ class RubricJudge:
         self._endpoints = list(endpoints) or None
         self._client_options = {"concurrency": concurrency, **client_options}
         self._client = client
+        # built now: no server named or no key fails once, in one line naming what to set,
+        # before any item is marked failed (and scored 0)
+        self._get_client()
 
     def describe(self) -> dict[str, Any]:
         return {

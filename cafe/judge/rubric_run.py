@@ -266,3 +266,10 @@ def rubric_command(
     cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
     click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))
     echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
+    failed = section["status"].get("failed", 0)
+    if failed:  # a score left absent must not look like success
+        raise click.ClickException(
+            f"{failed} of {section['total']} items could not be rated (judge calls failed; "
+            f"reasons in {section['file']}): the score is absent; run the same command again "
+            "to retry them"
+        )
