@@ -82,8 +82,9 @@ class ChatAPIAdapter(Adapter):
         """Totals over every call this adapter made (for the run manifest)."""
         with self._usage_lock:
             totals = usage_totals(list(self._backends))
-        stats = getattr(self.client, "call_stats", None)  # 429s, 5xx, retries, waits
-        return {**totals, **stats()} if stats is not None else totals
+        from cafe.clients.base import call_stats_of
+
+        return {**totals, **call_stats_of(self.client)}  # and 429s, 5xx, retries, waits
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         return self._loop.run(self.agenerate(requests))

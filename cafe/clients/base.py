@@ -106,6 +106,17 @@ class PooledChatClient(ChatClient):
         return add_call_stats(*(e.limiter.stats() for e in self.endpoints))
 
 
+def call_stats_of(client: Any) -> dict[str, Any]:
+    """The call counters of a client, looking through wrappers (metering, batching) that keep
+    the direct client as ``inner``; zeros for a client without a limiter (a dry run)."""
+    seen = 0
+    while client is not None and seen < 8:
+        if isinstance(client, PooledChatClient):
+            return client.call_stats()
+        client, seen = getattr(client, "inner", None), seen + 1
+    return add_call_stats()
+
+
 CLIENTS: Registry[type[ChatClient]] = Registry(
     "chat client", entry_point_group="cafe.clients", base=ChatClient
 )

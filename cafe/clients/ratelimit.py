@@ -1,11 +1,15 @@
 """Adaptive concurrency limiter and retry policy shared by every chat client: additive increase,
-multiplicative decrease. A 429 halves the allowed concurrency, at most once per cut window (the
-429s of calls already in flight describe the load before the cut, and cutting again for each of
-them sinks concurrency towards 1); it grows back by one slot every ``recover_every_s`` seconds
-of successes (or every ``recover_after`` successes, whichever comes first), so it recovers in
-seconds. Retry-After delays the call that got it; it pauses every caller only once the limit is
-at its floor. Failures back off exponentially with jitter, and a per-server circuit breaker
-(cafe.clients.breaker) ends calls to a server that gives no reply at all.
+multiplicative decrease in proportion to the share of calls rate-limited (as DCTCP does with
+congestion marks). A 429 cuts the allowed concurrency by half that share (all of them 429: a
+halving; one in ten: 5%), at most once per cut window (the 429s of calls already in flight
+describe the load before the cut, and cutting again for each of them sinks concurrency towards
+1); it grows back by one slot every ``recover_every_s`` seconds of successes (or every
+``recover_after`` successes, whichever comes first), so it recovers in seconds. Retry-After
+delays the call that got it; it pauses every caller only once the limit is at its floor (a cut
+is the answer above it). One slot less per 429 where a tenth of the calls are turned away keeps
+a run within 2x of its fault-free time (perf/ratelimit_429.py). Failures back off exponentially
+with jitter, and a per-server circuit breaker (cafe.clients.breaker) ends calls to a server that
+gives no reply at all.
 
 The limiter holds no asyncio primitive bound to one event loop (waiters are futures of whichever
 loop awaits them, woken thread-safely), so one client can serve several ``asyncio.run`` calls and
@@ -84,7 +88,7 @@ class RetryPolicy:
 
 
 #: seconds of successes per regained slot
-RECOVER_EVERY_S = 0.1
+RECOVER_EVERY_S = 0.05
 #: shortest time between two cuts (a longer Retry-After stretches it)
 CUT_WINDOW_S = 1.0
 
@@ -92,9 +96,11 @@ CUT_WINDOW_S = 1.0
 class AdaptiveLimiter:
     """Concurrency cap that halves on rate limiting and recovers in seconds.
 
-    ``limit`` starts at ``max_concurrency``; ``on_rate_limited`` halves it (not below
-    ``min_concurrency``) unless it was cut less than a cut window ago (``CUT_WINDOW_S``, or the
-    Retry-After if longer); at the floor it pauses new calls for Retry-After. Every
+    ``limit`` starts at ``max_concurrency``; ``on_rate_limited`` multiplies it by 1 - share/2,
+    share being the 429s among the calls answered since the last cut (not below
+    ``min_concurrency``; a fresh limiter's first 429 halves it), unless it was cut less than a
+    cut window ago (``CUT_WINDOW_S``, or the Retry-After if longer); at the floor it pauses new
+    calls for Retry-After. Every
     ``recover_every_s`` seconds since the last change, or ``recover_after`` successes in a row,
     a success raises it by one, back up to ``max_concurrency``. ``clock``/``sleep``: injectable
     for tests. Counters (429s, 5xx, no reply, retries, seconds waited) feed run manifests."""
@@ -127,6 +133,7 @@ class AdaptiveLimiter:
         self.retries = 0  # attempts after the first
         self.waited_s = 0.0  # seconds calls spent backing off
         self._streak = 0
+        self._answered = self._limited = 0  # calls answered / rate-limited since the last cut
         self._changed_at = clock()  # last cut or growth
         self._cut_until = -1.0  # no cut before this time
         self._lock = threading.Lock()
@@ -179,11 +186,15 @@ class AdaptiveLimiter:
         grew = False
         with self._lock:
             self._streak += 1
+            self._answered += 1
             now = self.clock()
-            waited = now - self._changed_at
-            due = self._streak >= self.recover_after or waited >= self.recover_every_s
-            if due and self.limit < self.max_concurrency:
-                self.limit += 1
+            # one slot per recover_every_s since the last change, all at once: replies come in
+            # waves, and one slot per reply-wave would tie recovery to the server's latency
+            steps = int((now - self._changed_at) / self.recover_every_s)
+            if self._streak >= self.recover_after:
+                steps = max(steps, 1)
+            if steps and self.limit < self.max_concurrency:
+                self.limit = min(self.max_concurrency, self.limit + steps)
                 self._streak = 0
                 self._changed_at = now
                 grew = True
@@ -195,12 +206,17 @@ class AdaptiveLimiter:
             self.rate_limited += 1
             self._streak = 0
             now = self.clock()
+            self._answered += 1
+            self._limited += 1
             if self.limit <= self.min_concurrency:  # nothing left to cut: the server says wait
                 if retry_after:
                     self.paused_until = max(self.paused_until, now + retry_after)
                 self._changed_at = now  # and no growth until it has been quiet a while
             elif now >= self._cut_until:
-                self.limit = max(self.min_concurrency, self.limit // 2)
+                share = self._limited / self._answered
+                cut = max(1, int(self.limit * share / 2))
+                self.limit = max(self.min_concurrency, self.limit - cut)
+                self._answered = self._limited = 0
                 self._cut_until = now + max(self.cut_window_s, retry_after or 0.0)
                 self._changed_at = now
 

@@ -21,6 +21,7 @@ import click
 
 from cafe.cache import Cache, cache_file, make_key
 from cafe.cli_options import command
+from cafe.clients.base import call_stats_of
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
@@ -248,6 +249,7 @@ def judge_accuracy_run(
         "cache_hits": cache_obj.hits,
         "judged_now": len(asked),
         "mode": plan.mode,
+        **call_stats_of(aj.client),  # 429s, 5xx, retries, waits
         **({"cost": costs} if costs is not None else {}),
     }
     if selective:

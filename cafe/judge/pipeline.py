@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file
+from cafe.clients.base import call_stats_of
 from cafe.clients.breaker import ServerUnreachable
 from cafe.errors import CafeError, ConfigError, RunFolderError
 from cafe.failures import most_failed, summary_lines
@@ -293,6 +294,7 @@ def judge_run(
             "judged_now": len(fresh),
             "judge_wall_s": round(judge_wall, 3),
             "mode": plan.mode,
+            **call_stats_of(getattr(judge_obj, "_client", None)),  # 429s, 5xx, retries, waits
             **({"cost": costs} if costs is not None else {}),
         },
     )

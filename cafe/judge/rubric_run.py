@@ -19,6 +19,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.clients.base import call_stats_of
 from cafe.clients.breaker import ServerUnreachable
 from cafe.judge.batching import (
     batch_click_options,
@@ -159,6 +160,7 @@ def rubric_run(
             "cache_hits": cache.hits,
             "rated_now": len(fresh),
             "wall_s": round(wall, 3),
+            **call_stats_of(scorer._client),  # 429s, 5xx, retries, waits
         },
     }
     store.update_metrics(SECTION, section)

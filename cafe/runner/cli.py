@@ -119,6 +119,7 @@ def run_command(
     model, -o option, prompt, data…) is refused with the differing fields named: pass --out for
     a separate run. Results: manifest.json, predictions.jsonl, samples.jsonl, metrics.json (and
     judgements.jsonl after judging)."""
+    from cafe.clients.ratelimit import format_call_stats
     from cafe.reports.summary import summary_table
     from cafe.runner.main import run
 
@@ -151,6 +152,9 @@ def run_command(
     click.echo(summary_table(result.metrics))
     state = "model loaded" if result.model_loaded else "nothing left to run, no model loaded"
     click.echo(f"{result.new_predictions} new predictions ({state}); run folder: {result.run_dir}")
+    calls = format_call_stats(result.manifest.get("usage") or {})  # totals over the folder's runs
+    if calls:
+        click.echo(calls)
     for line in result.failure_lines:
         click.echo(line, err=True)
     if result.most_failed:  # a run that produced (almost) nothing must not look like success
