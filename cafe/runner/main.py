@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.adapters.base import is_greedy
-from cafe.adapters.resolve import ModelLoadError, load_adapter
+from cafe.adapters.resolve import ModelLoadError, check_loadable, load_adapter
 from cafe.audio import audio_state, check_audio
 from cafe.failures import RunLog, most_failed
 from cafe.manifest import now, without_secrets
@@ -110,6 +110,11 @@ def run(
     )
     if plan.mode == "subset":
         return _read_subset(plan)
+    if any(not s.error for s, _ in plan.pending):  # the model will load: fail before the folder
+        try:
+            check_loadable(plan.resolved)
+        except ModelLoadError as e:
+            raise RunError(str(e)) from e
     link = None
     if control:
         link = {"name": control, "seed": control_seed,
