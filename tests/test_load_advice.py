@@ -78,3 +78,72 @@ def test_a_local_checkpoint_is_not_checked_against_the_hub(tmp_path, monkeypatch
     (tmp_path / "ckpt").mkdir()
     check_loadable(resolve_model("qwen2-audio-7b-instruct", str(tmp_path / "ckpt")))
     assert connects == []
+
+
+def test_ctrl_c_says_what_was_saved_and_how_to_resume(tmp_path, monkeypatch):
+    import json
+
+    from cafe.adapters.reference import ReferenceAdapter
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    real = ReferenceAdapter.generate
+    calls = []
+
+    def interrupted_third(self, requests):
+        calls.append(len(requests))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, requests)
+
+    monkeypatch.setattr(ReferenceAdapter, "generate", interrupted_third)
+    out = tmp_path / "run"
+    args = ["run", "--bench", "synth", "--version", "n10-seed0", "--out", str(out),
+            "--no-progress", "--judge", "none", "--batch-size", "2", "--concurrency", "1",
+            "--no-cache"]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 130
+    # batches finish in order on one thread; which of the finished ones the runner took before
+    # the interrupt reached it varies (2 or 4 predictions): the message says the number on disk
+    saved = len((out / "predictions.jsonl").read_text().splitlines())
+    assert saved in (2, 4)
+    assert f"{saved} of 10 predictions saved in {out}" in res.output
+    assert "run the same command again to resume" in res.output
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    monkeypatch.setattr(ReferenceAdapter, "generate", real)
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and f"{10 - saved} new predictions" in again.output
+
+
+def test_data_that_is_not_the_benchmark_is_one_error_and_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    readme = tmp_path / "README.md"
+    readme.write_text("# a readme\n\nsome text\n")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["run", "--bench", "mmar", "--data", str(readme),
+                                    "--out", str(out), "--no-progress"])  # fmt: skip
+    assert res.exit_code == 1
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "no usable mmar item" in lines[0] and str(readme) in lines[0]
+    assert not out.exists()
+
+
+def test_bench_typo_gets_a_case_insensitive_suggestion_and_no_hidden_option():
+    res = CliRunner().invoke(main, ["run", "--bench", "MMAR"])
+    assert res.exit_code != 0 and "did you mean mmar" in res.output
+    res = CliRunner().invoke(main, ["run", "--limt", "3"])
+    assert "--limit" in res.output and "--quiet" not in res.output
+
+
+def test_missing_cafe_figures_print_as_a_dash_never_none():
+    from cafe.metrics.listening import format_listening
+    from cafe.reports.summary import summary_table
+
+    text = summary_table({"cafe": {"acc_per": None, "err_per": None, "err_use": None,
+                                   "err_omit": 100.0}})  # fmt: skip
+    cafe_line = text.splitlines()[-1]
+    assert "None" not in cafe_line and "acc_per –" in cafe_line and "err_omit 100.00" in cafe_line
+    section = {"chance": 25.0, "controls": {"shuffled": {
+        "real_acc": 100.0, "acc": 30.0, "gap": 70.0, "ci95": None, "n": 20,
+        "cafe": {"acc_per": 0.0, "err_per": 0.0, "judged": 0}}}}  # fmt: skip
+    line = format_listening(section).splitlines()[-1]
+    assert "nothing judged" in line and "Acc_per 0.00" not in line

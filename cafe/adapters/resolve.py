@@ -131,7 +131,8 @@ def check_loadable(resolved: ResolvedModel) -> None:
 
     card = resolved.card
     cls = ADAPTERS.get(card.adapter)
-    what = f"cannot load model {card.name!r} (adapter {card.adapter})"
+    ckpt = resolved.checkpoint or card.checkpoint
+    what = f"cannot load model {card.name!r} (adapter {card.adapter}, checkpoint {ckpt or '-'})"
     need = getattr(cls, "requires", None)
     if need and importlib.util.find_spec(need[0]) is None:
         raise ModelLoadError(
@@ -139,11 +140,10 @@ def check_loadable(resolved: ResolvedModel) -> None:
             f'pip install -e ".[{need[1]}]" (from a checkout; or pip install '
             f'"cafe-audio-eval[{need[1]}]")'
         )
-    ckpt = resolved.checkpoint or card.checkpoint
     if not getattr(cls, "weights_from_hub", False) or not ckpt or Path(ckpt).expanduser().exists():
         return
     if not _REPO_ID.fullmatch(ckpt):
-        raise ModelLoadError(f"{what}: checkpoint {ckpt}: no such folder")
+        raise ModelLoadError(f"{what}: no such folder")
     if _in_hub_cache(ckpt):
         return
     cache = os.environ.get("HF_HUB_CACHE") or _hub_cache_dir()

@@ -121,18 +121,21 @@ def run(
                 "real_run": str(Path(control_of).resolve()) if control_of else None}  # fmt: skip
     manifest = _open_folder(plan, link)
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
-    with plan.store.writer(PREDICTIONS) as writer:
-        bad = [(s, r) for s, r in plan.pending if s.error]
-        writer.write_many(
-            failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
-        )
-        result.new_predictions += len(bad)
-        todo = [(s, r) for s, r in plan.pending if not s.error]
-        if todo:
-            result.new_predictions += _generate(
-                plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
+    try:
+        with plan.store.writer(PREDICTIONS) as writer:
+            bad = [(s, r) for s, r in plan.pending if s.error]
+            writer.write_many(
+                failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
             )
-            result.model_loaded = True
+            result.new_predictions += len(bad)
+            todo = [(s, r) for s, r in plan.pending if not s.error]
+            if todo:
+                result.new_predictions += _generate(
+                    plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
+                )
+                result.model_loaded = True
+    except KeyboardInterrupt:  # Ctrl-C: what is on disk stays; say so and how to go on
+        raise _interrupted(plan, manifest) from None
     _finish(plan, manifest, result, judge, judge_options or {}, progress)
     return result
 
@@ -381,6 +384,23 @@ def _generate(
         calls.close()
         adapter.close()
     return written
+
+
+class RunInterrupted(RunError):
+    """Ctrl-C during a run: the message says what was saved and how to resume."""
+
+    exit_code = 130  # the shell's code for SIGINT
+
+
+def _interrupted(plan: RunPlan, manifest: dict[str, Any]) -> RunInterrupted:
+    manifest["status"] = "interrupted"
+    manifest["updated"] = now()
+    plan.store.write_manifest(manifest)
+    saved = {(p.sample_id, p.run_index) for p in plan.store.predictions()} & plan.keys
+    return RunInterrupted(
+        f"interrupted: {len(saved)} of {len(plan.keys)} predictions saved in {plan.store.root}; "
+        "run the same command again to resume (nothing saved is run twice)"
+    )
 
 
 class _ServerGone(Exception):
