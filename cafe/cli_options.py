@@ -239,7 +239,12 @@ def model_options(required: bool = True, default: str | None = None):
             "--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML."
         ),
         option(
-            "-o", "--option", "options", multiple=True, help="Adapter option KEY=VALUE (repeat)."
+            "-o",
+            "--option",
+            "options",
+            multiple=True,
+            help="Adapter option or generation setting KEY=VALUE (repeat), e.g. -o "
+            "temperature=0.7 -o top_p=0.95.",
         ),
         option(
             "--endpoint",

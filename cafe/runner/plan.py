@@ -144,6 +144,7 @@ class RunPlan:
                 "source": loaded.source,
                 "sha256": spec.data_sha256,
                 "n_samples": len(self.samples),
+                "n_items": len(loaded.samples),  # the whole benchmark: coverage of a --limit run
                 "problems": [str(p) for p in self.problems],
             },
             "prompt": {
