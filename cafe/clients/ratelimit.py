@@ -94,16 +94,16 @@ CUT_WINDOW_S = 1.0
 
 
 class AdaptiveLimiter:
-    """Concurrency cap that halves on rate limiting and recovers in seconds.
+    """Concurrency cap that shrinks under rate limiting and recovers in seconds.
 
     ``limit`` starts at ``max_concurrency``; ``on_rate_limited`` multiplies it by 1 - share/2,
     share being the 429s among the calls answered since the last cut (not below
     ``min_concurrency``; a fresh limiter's first 429 halves it), unless it was cut less than a
     cut window ago (``CUT_WINDOW_S``, or the Retry-After if longer); at the floor it pauses new
-    calls for Retry-After. Every
-    ``recover_every_s`` seconds since the last change, or ``recover_after`` successes in a row,
-    a success raises it by one, back up to ``max_concurrency``. ``clock``/``sleep``: injectable
-    for tests. Counters (429s, 5xx, no reply, retries, seconds waited) feed run manifests."""
+    calls for Retry-After instead. A success gives back one slot per ``recover_every_s`` seconds
+    since the last change (at least one after ``recover_after`` successes in a row), up to
+    ``max_concurrency``. ``clock``/``sleep``: injectable for tests. Counters (429s, 5xx, no
+    reply, retries, seconds waited) feed run manifests."""
 
     def __init__(
         self,
