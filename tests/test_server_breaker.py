@@ -202,3 +202,27 @@ def test_cafe_judge_against_a_refusing_server_names_judge_endpoint(tmp_path):
     assert res.exit_code != 0
     assert url in res.output and "--judge-endpoint" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("command", ["rubric", "judge-accuracy", "caption"])
+def test_other_judging_commands_against_a_refusing_server(command, tmp_path, monkeypatch):
+    from test_judged_accuracy import _run as accuracy_run
+    from test_rubric import build_run as rubric_run
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "k")
+    url = closed_port_url()
+    server = ["--judge", "openai-compatible", "--judge-model", "j", "--judge-endpoint", url]
+    if command == "rubric":
+        args = ["rubric", str(rubric_run(tmp_path / "run").root), *server, "--no-progress"]
+    elif command == "judge-accuracy":
+        args = ["judge-accuracy", str(accuracy_run(tmp_path / "run").root), *server]
+    else:
+        args = ["caption", "--bench", "synth", "--version", "n4-seed0", "--captioner",
+                "openai-compatible", "--model", "c", "--endpoint", url,
+                "--out", str(tmp_path / "caps.jsonl")]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1, res.output
+    option = "--endpoint" if command == "caption" else "--judge-endpoint"
+    assert url in res.output and f"(set by {option})" in res.output
+    assert "Traceback" not in res.output and "never retrieved" not in res.output

@@ -142,14 +142,21 @@ async def caption_samples(
 
         bar = tqdm(total=len(todo), desc="caption", unit="clip")
     written = 0
+    tasks = [asyncio.ensure_future(one(s, h)) for s, h in todo]
     with JsonlWriter(out) as writer:
-        for fut in asyncio.as_completed([one(s, h) for s, h in todo]):
-            row = await fut
-            if row is not None:
-                writer.write_many([row])  # one line per clip: a kill loses at most one
-                written += 1
-            if bar is not None:
-                bar.update(1)
+        try:
+            for fut in asyncio.as_completed(tasks):
+                row = await fut
+                if row is not None:
+                    writer.write_many([row])  # one line per clip: a kill loses at most one
+                    written += 1
+                if bar is not None:
+                    bar.update(1)
+        except BaseException:  # a dead server (ServerUnreachable) or Ctrl-C: the rest stop
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
     if bar is not None:
         bar.close()
     return {
