@@ -583,9 +583,16 @@ def signals_html(s: Source) -> str:
     for key in ("across_items", "across_correct_items"):
         for row in sec.get(key) or []:
             row["a"], row["b"] = _label(row["a"]), _label(row["b"])
+    # the values open; the correlation tables (long, for the curious) folded away
+    tables = {k: sec.pop(k) for k in ("across_items", "across_correct_items") if sec.get(k)}
+    folded = "".join(
+        f"<details class=corr><summary>correlations {_e(k.replace('_', ' '))}</summary>"
+        f"{_generic(v)}</details>"
+        for k, v in tables.items()
+    )
     return (
         '<section class="metric" id="sec-signals"><h3>Is it listening? Accuracy, perception, '
-        f"rubric, cues, controls</h3>{_generic(sec)}</section>"
+        f"rubric, cues, controls</h3>{_generic(sec)}{folded}</section>"
     )
 
 
