@@ -1,7 +1,7 @@
 """Failures are classified: an adapter exception is recorded once (traceback in run.log, one
 line per item), not retried by a re-run until --retry-failed; missing audio is retried once the
-file appears; a model that cannot load leaves status "failed", not "running"; a run where most
-items fail says why (distinct reasons with counts) and exits non-zero."""
+file appears; a model that cannot load leaves no new folder (a resumed one: status "failed");
+a run where most items fail says why (distinct reasons with counts) and exits non-zero."""
 
 from __future__ import annotations
 

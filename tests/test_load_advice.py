@@ -147,3 +147,14 @@ def test_missing_cafe_figures_print_as_a_dash_never_none():
         "cafe": {"acc_per": 0.0, "err_per": 0.0, "judged": 0}}}}  # fmt: skip
     line = format_listening(section).splitlines()[-1]
     assert "nothing judged" in line and "Acc_per 0.00" not in line
+
+
+def test_a_load_that_fails_late_removes_the_folder_it_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    # a served model with no server named: it fails in the adapter, after the folder was made
+    res = CliRunner().invoke(main, ["run", "--model", "openai-compatible", "-o", "model=m",
+                                    "--bench", "synth", "--version", "n4-seed0",
+                                    "--out", str(out), "--no-progress"])  # fmt: skip
+    assert res.exit_code == 1 and "--endpoint URL" in res.output
+    assert not out.exists()

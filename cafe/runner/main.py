@@ -119,6 +119,7 @@ def run(
     if control:
         link = {"name": control, "seed": control_seed,
                 "real_run": str(Path(control_of).resolve()) if control_of else None}  # fmt: skip
+    fresh = not plan.store.root.exists()
     manifest = _open_folder(plan, link)
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
     try:
@@ -136,6 +137,12 @@ def run(
                 result.model_loaded = True
     except KeyboardInterrupt:  # Ctrl-C: what is on disk stays; say so and how to go on
         raise _interrupted(plan, manifest) from None
+    except _LoadFailed:
+        if fresh and not result.new_predictions:  # a folder this call made, holding nothing
+            import shutil
+
+            shutil.rmtree(plan.store.root, ignore_errors=True)
+        raise
     _finish(plan, manifest, result, judge, judge_options or {}, progress)
     return result
 
@@ -314,7 +321,7 @@ def _generate(
         manifest["error"] = str(e)
         manifest["updated"] = now()
         plan.store.write_manifest(manifest)
-        raise RunError(str(e)) from e
+        raise _LoadFailed(str(e)) from e
     store = plan.store
     calls = open_cache(cache)
     written = failures = 0
@@ -384,6 +391,10 @@ def _generate(
         calls.close()
         adapter.close()
     return written
+
+
+class _LoadFailed(RunError):
+    """The adapter could not load: a run folder this call made for it is removed again."""
 
 
 class RunInterrupted(RunError):
