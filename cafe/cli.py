@@ -36,7 +36,7 @@ HELP = {
     "run": "Run a model on a benchmark into a resumable run folder.",
     "score": "Score a predictions file with the official MMAU / MMAR rule.",
     "export": "Export a run's predictions in an official scorer's input format.",
-    "bench": "Generate the synthetic benchmark.",
+    "bench": "List benchmarks (versions, items, scoring, licence) or generate the synthetic one.",
     "adapters": "List model adapters and model cards.",
     "doctor": "Check that a model really hears its audio (real vs silent clips).",
     "judge": "Run the CAFE judge on a run folder and compute perception metrics.",

@@ -51,7 +51,15 @@ class Command(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         note_deprecated(self, args)
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:  # suggest only what --help shows (no old spelling)
+            hidden = {o for p in self.params for o in getattr(p, "old", ())}
+            hidden |= {o for p in self.params if getattr(p, "hidden", False) for o in p.opts}
+            kept = [o for o in (e.possibilities or []) if o not in hidden]
+            if kept == list(e.possibilities or []):
+                raise
+            raise click.NoSuchOption(e.option_name, possibilities=kept or None, ctx=e.ctx) from None
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         with cli_errors():
@@ -235,7 +243,12 @@ def model_options(required: bool = True, default: str | None = None):
             "--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML."
         ),
         option(
-            "-o", "--option", "options", multiple=True, help="Adapter option KEY=VALUE (repeat)."
+            "-o",
+            "--option",
+            "options",
+            multiple=True,
+            help="Adapter option or generation setting KEY=VALUE (repeat), e.g. -o "
+            "temperature=0.7 -o top_p=0.95.",
         ),
         option(
             "--endpoint",

@@ -122,7 +122,10 @@ class Registry(Generic[T]):
             # importing may have registered it already (decorator in the module): keep that one
             self._lazy.pop(name, None)
             return self._objects.setdefault(name, obj)
-        close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
+        # case-insensitive ("MMAR" -> mmar): names are lower-case, users type them as published
+        folded = {n.lower(): n for n in self.names()}
+        matches = difflib.get_close_matches(name.lower(), folded, n=3, cutoff=0.5)
+        close = [folded[c] for c in matches]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownNameError(
             f"unknown {self.kind} {name!r}{hint} (known: {', '.join(self.names()) or 'none'})"

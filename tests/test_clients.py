@@ -15,6 +15,7 @@ from manual_clock import ManualClock
 
 from cafe.audio import load_audio, write_wav
 from cafe.clients import make_client, run_sync
+from cafe.clients.ratelimit import AdaptiveLimiter
 from cafe.testing.loopback import Fault, GeminiLoopback, OpenAILoopback
 
 FAST = {"base_delay": 0.01, "max_delay": 0.05, "timeout_s": 5.0}
@@ -102,15 +103,15 @@ def test_429_retry_after_honoured_and_limiter_halves(kind, monkeypatch):
     server = OpenAILoopback if kind != "gemini" else GeminiLoopback
     with server(reply=lambda b: "ok", faults=[Fault("429", retry_after=0.4)]) as srv:
         c = make_client(kind, "m", [srv.url], concurrency=8, **FAST)
-        clock = ManualClock()  # the pause and the backoff wait in virtual seconds
-        lim = c.endpoints[0].limiter
-        lim.clock, lim.sleep, c.policy.sleep = clock.now, clock.sleep, clock.sleep
-        t0 = clock.now()
+        clock = ManualClock()  # the backoff waits in virtual seconds
+        # a limiter whose clock stands still: regrowth on time (issue 21) stays out of the count
+        c.endpoints[0].limiter = lim = AdaptiveLimiter(8, clock=lambda: 100.0, sleep=clock.sleep)
         reply = run_sync(c.achat(_msgs()))
     assert reply.text == "ok" and reply.attempts == 2 and srv.count == 2
-    # base_delay is 0.01: only the server's Retry-After explains a 0.4 s wait before attempt 2
+    # base_delay is 0.01: only the server's Retry-After explains a 0.4 s wait before attempt 2;
+    # above its floor the limiter cuts (8 -> 4) instead of pausing every caller (issue 21)
     assert clock.sleeps == [pytest.approx(0.4)]
-    assert lim.paused_until == pytest.approx(t0 + 0.4)
+    assert lim.paused_until == 0.0
     assert lim.rate_limited == 1 and lim.limit == 4
 
 

@@ -37,14 +37,26 @@ def test_cap_is_never_exceeded_and_every_waiter_runs():
     assert peak == 3 and lim.in_flight == 0
 
 
+class _Clock:
+    """A clock that moves only when told (the limiter reads time through it)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_halves_on_429_and_recovers_one_slot_per_streak():
-    lim = AdaptiveLimiter(16, recover_after=5)
+    # changed with the limiter (issue 21): one cut per cut window, so the clock moves past it
+    # between the 429s; it stands still otherwise, so only the streak of successes recovers
+    clock = _Clock()
+    lim = AdaptiveLimiter(16, recover_after=5, clock=clock)
     lim.on_rate_limited()
     assert lim.limit == 8
-    lim.on_rate_limited()
-    lim.on_rate_limited()
-    lim.on_rate_limited()
-    lim.on_rate_limited()
+    for _ in range(4):
+        clock.now += lim.cut_window_s
+        lim.on_rate_limited()
     assert lim.limit == 1  # 16 -> 8 -> 4 -> 2 -> 1 -> stays at the floor
     for _ in range(4):
         lim.on_success()
@@ -62,7 +74,8 @@ def test_halves_on_429_and_recovers_one_slot_per_streak():
 
 def test_retry_after_pauses_new_calls():
     clock = ManualClock()
-    lim = AdaptiveLimiter(4, clock=clock.now, sleep=clock.sleep)
+    # at its floor (issue 21: above it, a 429 cuts concurrency instead of pausing every caller)
+    lim = AdaptiveLimiter(1, clock=clock.now, sleep=clock.sleep)
     t429 = clock.now()
     lim.on_rate_limited(retry_after=0.3)
     started: list[float] = []  # virtual time at which each call got its slot
@@ -85,7 +98,7 @@ def test_retry_after_pauses_new_calls():
     assert len(clock.sleeps) == 3 and started[-1] == pytest.approx(t429 + 0.3)
 
 
-def test_backoff_waits_through_the_policy_clock():
+def test_backoff_waits_through_the_endpoint_clock():
     clock = ManualClock()
     calls = []
 
@@ -93,8 +106,9 @@ def test_backoff_waits_through_the_policy_clock():
         calls.append(clock.now())
         raise CallError("HTTP 503", status=503)
 
-    policy = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=10.0, sleep=clock.sleep)
-    out = asyncio.run(call_with_retries(flaky, AdaptiveLimiter(2), policy))
+    policy = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=10.0)
+    lim = AdaptiveLimiter(2, clock=clock.now, sleep=clock.sleep)  # the backoff waits on it too
+    out = asyncio.run(call_with_retries(flaky, lim, policy))
     assert out.attempts == 3 and len(calls) == 3
     # two backoffs (1 s then 2 s nominal, ±50 % jitter) and none after the last attempt
     assert len(clock.sleeps) == 2

@@ -1,7 +1,7 @@
 """Failures are classified: an adapter exception is recorded once (traceback in run.log, one
 line per item), not retried by a re-run until --retry-failed; missing audio is retried once the
-file appears; a model that cannot load leaves status "failed", not "running"; a run where most
-items fail says why (distinct reasons with counts) and exits non-zero."""
+file appears; a model that cannot load leaves no new folder (a resumed one: status "failed");
+a run where most items fail says why (distinct reasons with counts) and exits non-zero."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_a_folder_without_audio_exits_non_zero_with_counted_reasons(tmp_path):
     assert manifest["counts"] == {"predictions": 4, "failed": 4}
 
 
-def test_a_model_that_cannot_load_leaves_status_failed(tmp_path):
+def test_a_model_that_cannot_load_leaves_no_folder(tmp_path):
     meta = write_tone_bench(tmp_path / "b", [HIGH])
     out = tmp_path / "r"
     r = CliRunner().invoke(
@@ -96,8 +96,9 @@ def test_a_model_that_cannot_load_leaves_status_failed(tmp_path):
          "--bench", "tone", "--data", str(meta), "--out", str(out), "--quiet"],
     )  # fmt: skip
     assert r.exit_code == 1 and "cannot load model" in r.output and "Traceback" not in r.output
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "failed" and "cannot load model" in manifest["error"]
+    # issue 21: weights that are not there are found before the run folder is made, so a failed
+    # load leaves none behind (a load failing later still marks its manifest "failed")
+    assert "no such folder" in r.output and not out.exists()
 
 
 def test_reason_key_groups_what_varies_per_item():

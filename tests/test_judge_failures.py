@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from test_judge_pipeline import VOCAB, build_run
 
 from cafe.cli import main
-from cafe.judge.pipeline import JudgeFailedError, judge_run
+from cafe.clients.breaker import ServerUnreachable
+from cafe.judge.pipeline import judge_run
 from cafe.testing.loopback import OpenAILoopback
 
 
@@ -58,19 +59,21 @@ def test_refused_judge_exits_1_with_counted_reasons_and_keeps_the_good_results(j
 
 
 def test_judge_with_a_dead_server_fails_without_replacing_anything(judged):
+    # issue 21: a server that never answers stops the judge at once (its circuit breaker),
+    # named with its option, instead of failing every item after its retries
     store, caps, before = judged
-    with pytest.raises(JudgeFailedError, match=r"5 of 5 judgements failed") as e:
+    with pytest.raises(ServerUnreachable, match=r"no reply from http://127.0.0.1:9/v1") as e:
         judge_run(store.root, judge="openai-compatible", judge_model="j",
                   endpoints=["http://127.0.0.1:9/v1"], captions=caps, progress=False,
                   max_attempts=2, base_delay=0.01, max_delay=0.02)  # fmt: skip
-    assert "ConnectError" in str(e.value) and "(after 2 attempt(s))" in str(e.value)
+    assert "ConnectError" in str(e.value) and "--judge-endpoint" in str(e.value)
     assert _unchanged(store, before)
 
 
 @pytest.mark.parametrize(
     "args,says",
     [
-        (["--judge", "openai-compatible", "--judge-model", "j"], "--endpoint"),  # no localhost
+        (["--judge", "openai-compatible", "--judge-model", "j"], "--judge-endpoint"),  # no default
         (["--judge", "gemini", "--judge-model", "gemini-3-pro"], "GEMINI_API_KEY"),
     ],
 )
@@ -93,7 +96,7 @@ def test_inline_judge_without_endpoint_calls_nothing_and_exits_1(tmp_path, monke
          "--quiet", "--judge", "openai-compatible", "--judge-model", "j"],
     )  # fmt: skip
     assert r.exit_code == 1 and calls == []
-    assert "judge openai-compatible not run" in r.output and "--endpoint" in r.output
+    assert "judge openai-compatible not run" in r.output and "--judge-endpoint" in r.output
     assert "acc_per None" not in r.output
     assert "cafe" not in json.loads((tmp_path / "r" / "metrics.json").read_text())
 

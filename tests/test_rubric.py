@@ -193,7 +193,8 @@ def test_failed_judge_calls_are_retried_next_run_and_counted(tmp_path):
         sec = rubric_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
                          cache=cache, progress=False, max_attempts=1)  # fmt: skip
     assert sec["status"]["failed"] == 3 and sec["status"]["wrong"] == 1
-    assert sec["score"] == 0.0 and sec["total"] == 4  # counted, never dropped
+    # counted, never dropped; and (issue 21) no score the judge did not give: absent, not 0.0
+    assert sec["score"] is None and sec["total"] == 4 and sec["ci95"] is None
     with OpenAILoopback(reply=scripted()) as srv:
         sec = rubric_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
                          cache=cache, progress=False)  # fmt: skip

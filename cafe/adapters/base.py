@@ -73,12 +73,16 @@ class Adapter(ABC):
     default_concurrency: int = 1
     #: name of the token counter used for reasoning lengths ("fallback-words" or a tokenizer id)
     token_counter: str = "fallback-words"
+    #: (module, extra): an engine the adapter needs, checked before loading (cafe.adapters.resolve)
+    requires: tuple[str, str] | None = None
+    #: whether the checkpoint is weights a hub id names (checked against the cache and the hub)
+    weights_from_hub: bool = False
     #: options that change how calls are made, not what the model replies (batching, threads,
     #: servers, timeouts): recorded in the manifest but not part of a run's identity, so a run
     #: can be resumed with another concurrency or a restarted server
     execution_options: frozenset[str] = frozenset(
         {"batch_size", "concurrency", "endpoint", "endpoints", "timeout_s", "max_retries"}
-        | {"base_delay", "max_delay"}
+        | {"base_delay", "max_delay", "break_after"}
     )
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):

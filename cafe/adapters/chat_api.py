@@ -26,6 +26,8 @@ _ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price", "max_new_tokens", "b
 _ADAPTER_KEYS |= {"tokenizer"}
 #: options that change what the model replies (part of the identity, hence of cache keys)
 _SHAPING = ("extra_body", "config", "drop_params", "api_version", "max_new_tokens")
+#: Completion.backend["failure"] of a call the server's circuit breaker stopped
+UNREACHABLE = "unreachable"
 #: generation keys with the same meaning everywhere; the rest only where a server takes them
 _COMMON = {"temperature", "top_p"}
 
@@ -56,6 +58,8 @@ class ChatAPIAdapter(Adapter):
             **self.client_defaults,
             **{k: v for k, v in self.options.items() if k not in _ADAPTER_KEYS},
         }
+        # a server that stops answering is named with the option that set it
+        client_opts.setdefault("server_option", "--endpoint")
         _check_options(card, self.client_kind, client_opts)
         self.client = make_client(
             self.client_kind, self.model, self.endpoints or None, **client_opts
@@ -108,7 +112,10 @@ class ChatAPIAdapter(Adapter):
     def usage(self) -> dict[str, Any]:
         """Totals over every call this adapter made (for the run manifest)."""
         with self._usage_lock:
-            return usage_totals(list(self._backends))
+            totals = usage_totals(list(self._backends))
+        from cafe.clients.base import call_stats_of
+
+        return {**totals, **call_stats_of(self.client)}  # and 429s, 5xx, retries, waits
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         return self._loop.run(self.agenerate(requests))
@@ -133,11 +140,19 @@ class ChatAPIAdapter(Adapter):
         return temperature, max_tokens, extra
 
     async def _one(self, request: Request) -> Completion:
+        from cafe.clients.breaker import ServerUnreachable
+
         temperature, max_tokens, extra = self.sampling(request.generation)
-        reply = await self.client.achat(
-            with_audio_paths(request), temperature=temperature, max_tokens=max_tokens,
-            seed=request.seed, **extra,
-        )  # fmt: skip
+        try:
+            reply = await self.client.achat(
+                with_audio_paths(request), temperature=temperature, max_tokens=max_tokens,
+                seed=request.seed, **extra,
+            )  # fmt: skip
+        except ServerUnreachable as e:  # the runner stops on it, keeping the batch's replies
+            return Completion(
+                sample_id=request.sample_id, run_index=request.run_index, text=None,
+                error=str(e), backend={"failure": UNREACHABLE},
+            )  # fmt: skip
         backend: dict[str, Any] = {
             "engine": self.engine,
             "model": self.model,

@@ -4,6 +4,8 @@ resolution that `cafe run`, doctor, attention, the training data filter and GRPO
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -114,10 +116,90 @@ def resolve_model(
     )
 
 
+#: a hub repository id (org/name), as opposed to a local path
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+#: seconds to wait for the hub before saying it cannot be reached
+HUB_PROBE_S = 3.0
+
+
+def check_loadable(resolved: ResolvedModel) -> None:
+    """What can be known without loading, said at once (ModelLoadError): an engine that is not
+    installed (named with the extra that installs it), weights that are neither local nor in
+    the Hugging Face cache while the hub is off or out of reach (instead of minutes of
+    retries). Checked before any run folder is made."""
+    import importlib.util
+
+    card = resolved.card
+    cls = ADAPTERS.get(card.adapter)
+    ckpt = resolved.checkpoint or card.checkpoint
+    what = f"cannot load model {card.name!r} (adapter {card.adapter}, checkpoint {ckpt or '-'})"
+    need = getattr(cls, "requires", None)
+    if need and importlib.util.find_spec(need[0]) is None:
+        raise ModelLoadError(
+            f"{what}: it needs {need[0]}, which is not installed here: "
+            f'pip install -e ".[{need[1]}]" (from a checkout; or pip install '
+            f'"cafe-audio-eval[{need[1]}]")'
+        )
+    if not getattr(cls, "weights_from_hub", False) or not ckpt or Path(ckpt).expanduser().exists():
+        return
+    if not _REPO_ID.fullmatch(ckpt):
+        raise ModelLoadError(f"{what}: no such folder")
+    if _in_hub_cache(ckpt):
+        return
+    cache = os.environ.get("HF_HUB_CACHE") or _hub_cache_dir()
+    advice = (
+        f"pass --checkpoint PATH to a local copy, or fetch {ckpt} where the hub is reachable "
+        f"(`hf download {ckpt}`) into the cache ({cache})"
+    )
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise ModelLoadError(
+            f"{what}: its weights {ckpt} are not in the local Hugging Face cache and the hub "
+            f"is switched off (HF_HUB_OFFLINE=1); {advice}"
+        )
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    if not _reachable(endpoint):
+        raise ModelLoadError(
+            f"{what}: its weights {ckpt} are not in the local Hugging Face cache and the hub "
+            f"({endpoint}) cannot be reached; {advice}; set HF_HUB_OFFLINE=1 to work offline "
+            "without waiting on the network"
+        )
+
+
+def _hub_cache_dir() -> str:
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
+
+
+def _in_hub_cache(repo: str) -> bool:
+    """Whether the repo's config.json is in the hub cache (read where HF_HUB_CACHE says now)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return True  # no hub client: the adapter's own loader says what is wrong
+    cache = os.environ.get("HF_HUB_CACHE") or _hub_cache_dir()
+    return isinstance(try_to_load_from_cache(repo, "config.json", cache_dir=cache), str)
+
+
+def _reachable(url: str) -> bool:
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "", port), timeout=HUB_PROBE_S).close()
+    except OSError:
+        return False
+    return True
+
+
 def load_adapter(resolved: ResolvedModel, options: dict[str, Any] | None = None) -> Adapter:
     """Construct (load) the resolved model's adapter with ``options`` (the -o pairs). A model
-    that cannot load is one ModelLoadError line naming model, adapter and checkpoint."""
+    that cannot load is one ModelLoadError line naming model, adapter and checkpoint (what can
+    be known before loading, at once: ``check_loadable``)."""
     card = resolved.card
+    check_loadable(resolved)
     cls = ADAPTERS.get(card.adapter)
     try:
         return cls(card, checkpoint=resolved.checkpoint, **(options or {}))

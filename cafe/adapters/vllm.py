@@ -78,6 +78,8 @@ def _make_sampling_params(**kw: Any) -> Any:
 class VLLMAdapter(Adapter):
     default_batch_size = 512  # vLLM schedules continuously; large batches keep it full
     default_concurrency = 1  # one engine per process
+    requires = ("vllm", "vllm")
+    weights_from_hub = True
 
     #: the engine and its request parameters (tests hand in a double of the engine)
     engine_factory = staticmethod(_make_llm)

@@ -56,6 +56,11 @@ class Benchmark(ABC):
     modality_breakdown: str | None = None
     #: whether results of two versions may be compared (False: each release is another test)
     versions_comparable: bool = True
+    #: what `cafe bench list` shows: version -> items (None: any number), how an answer is
+    #: scored, and the licence its metadata comes under
+    version_items: dict[str, int | None] = {}
+    scoring: str = "official MMAU / MMAR string match on the answer text"
+    licence: str = "not stated here: see the benchmark's own page"
     #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
     #: None: the metadata file's own folder
     audio_root: str | None = None

@@ -43,6 +43,9 @@ class MMAR(Benchmark):
     """MMAR v1 / v2; breakdowns as the official script (modality, category = layer,
     sub-category) plus isolation (isolated vs mixed)."""
 
+    version_items = {"v1": 1000, "v2": 1000}
+    licence = "CC BY-NC 4.0 (ddlBoJack/MMAR data)"
+
     name = "mmar"
     breakdowns = by_meta("modality", "category", "sub-category", "isolation")
     prediction_keys = ("answer_prediction", "model_prediction")  # code/evaluation.py

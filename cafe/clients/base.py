@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cafe.clients.breaker import BREAK_AFTER, Breaker
 from cafe.clients.common import Endpoint, check_http_transport, least_loaded
-from cafe.clients.ratelimit import AdaptiveLimiter, RetryPolicy
+from cafe.clients.ratelimit import AdaptiveLimiter, RetryPolicy, add_call_stats
 from cafe.registry import Registry
 
 
@@ -74,10 +75,19 @@ class PooledChatClient(ChatClient):
         max_delay: float,
         recover_after: int,
         http_transport: str,
+        break_after: int = BREAK_AFTER,
+        server_option: str | None = None,
     ) -> None:
+        """``break_after``: attempts in a row without a reply that end calls to an endpoint
+        (0: never); ``server_option``: the option that named the endpoints (--endpoint,
+        --judge-endpoint), said when one stops answering."""
         self.endpoints = [
-            Endpoint(u, AdaptiveLimiter(concurrency, recover_after=recover_after)) for u in urls
-        ]
+            Endpoint(
+                u, AdaptiveLimiter(concurrency, recover_after=recover_after),
+                breaker=Breaker(u, break_after, server_option),
+            )
+            for u in urls
+        ]  # fmt: skip
         self.policy = RetryPolicy(
             max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
             timeout_s=timeout_s,
@@ -87,8 +97,24 @@ class PooledChatClient(ChatClient):
         self._rr = itertools.count()
 
     def _pick(self) -> int:
-        """Index of the endpoint for the next call (least loaded; round-robin among ties)."""
+        """Index of the endpoint for the next call (least loaded; round-robin among ties;
+        ServerUnreachable once every endpoint's breaker has opened)."""
         return least_loaded(self.endpoints, next(self._rr))
+
+    def call_stats(self) -> dict[str, Any]:
+        """429s, 5xx, calls without reply, retries and seconds waited, over every endpoint."""
+        return add_call_stats(*(e.limiter.stats() for e in self.endpoints))
+
+
+def call_stats_of(client: Any) -> dict[str, Any]:
+    """The call counters of a client, looking through wrappers (metering, batching) that keep
+    the direct client as ``inner``; zeros for a client without a limiter (a dry run)."""
+    seen = 0
+    while client is not None and seen < 8:
+        if isinstance(client, PooledChatClient):
+            return client.call_stats()
+        client, seen = getattr(client, "inner", None), seen + 1
+    return add_call_stats()
 
 
 CLIENTS: Registry[type[ChatClient]] = Registry(

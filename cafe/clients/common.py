@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from cafe.clients.breaker import Breaker
 from cafe.clients.ratelimit import AdaptiveLimiter
 
 T = TypeVar("T")
@@ -143,18 +144,25 @@ def check_http_transport(name: str) -> str:
 
 @dataclass
 class Endpoint:
-    """One base URL a client spreads its calls over, with its own adaptive limiter."""
+    """One base URL a client spreads its calls over, with its own adaptive limiter and circuit
+    breaker."""
 
     url: str | None  # None: the SDK's default endpoint (Gemini: Google's)
     limiter: AdaptiveLimiter
     calls: int = 0
+    breaker: Breaker | None = None
 
 
 def least_loaded(endpoints: Sequence[Endpoint], turn: int) -> int:
     """Index of the endpoint with the fewest calls in flight relative to its current limit;
-    ties go round-robin, starting at ``turn``."""
+    ties go round-robin, starting at ``turn``. Endpoints whose breaker opened are skipped; when
+    every one has, ServerUnreachable is raised (cafe.clients.breaker)."""
     start = turn % len(endpoints)
     order = list(range(start, len(endpoints))) + list(range(start))
+    alive = [i for i in order if endpoints[i].breaker is None or not endpoints[i].breaker.is_open]
+    if not alive:
+        raise endpoints[order[0]].breaker.error()  # type: ignore[union-attr]
+    order = alive
     lims = [e.limiter for e in endpoints]
     return min(order, key=lambda i: (lims[i].in_flight + 1) / lims[i].limit)
 

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from cafe.clients.base import CLIENTS, ChatReply, PooledChatClient
+from cafe.clients.breaker import BREAK_AFTER
 from cafe.clients.common import (
     Lanes,
     PerLoop,
@@ -73,6 +74,8 @@ class GeminiClient(PooledChatClient):
         api_version: str = "v1beta",
         thinking: bool | None = None,  # judges pass it; thought parts never reach .text anyway
         api_key_env: str | None = None,
+        break_after: int = BREAK_AFTER,
+        server_option: str | None = None,
     ):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
@@ -90,7 +93,8 @@ class GeminiClient(PooledChatClient):
         self._init_pool(
             urls, concurrency=concurrency, timeout_s=timeout_s, max_attempts=max_attempts,
             base_delay=base_delay, max_delay=max_delay, recover_after=recover_after,
-            http_transport=http_transport,
+            http_transport=http_transport, break_after=break_after,
+            server_option=server_option if endpoints else None,
         )  # fmt: skip
         self.inline_limit_bytes = inline_limit_bytes
         self.config = dict(config or {})
@@ -213,7 +217,10 @@ class GeminiClient(PooledChatClient):
         # before the timed attempts, so a cold start is never counted as a timed-out call
         for per_loop in self._sdk:
             per_loop.get()
-        out = await call_with_retries(once, choose, self.policy, redact=redact)
+        out = await call_with_retries(
+            once, choose, self.policy, redact=redact,
+            breaker=lambda: self.endpoints[chosen[0]].breaker,
+        )  # fmt: skip
         latency = time.perf_counter() - t0
         endpoint = (used[-1] or "google") if used else None
         if out.error is not None:
@@ -287,6 +294,8 @@ def _as_call_error(
     import httpx
     from google.genai import errors
 
+    from cafe.clients.transport import NO_REPLY
+
     where = url or "gemini"
     if isinstance(e, errors.APIError):
         resp = getattr(e, "response", None)
@@ -305,6 +314,8 @@ def _as_call_error(
             retryable=is_retryable_status(status),
             retry_after=parse_retry_after(headers.get("retry-after")),
         )
+    if isinstance(e, NO_REPLY):  # refused, DNS, TLS, dropped: the breaker counts these
+        return CallError(f"{where}: {type(e).__name__}: {e}", no_reply=True)
     if isinstance(e, httpx.TimeoutException | asyncio.TimeoutError):
         return CallError(f"{where}: timed out")
     if isinstance(e, httpx.HTTPError):

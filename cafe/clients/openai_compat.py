@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from cafe.clients.base import CLIENTS, ChatReply, PooledChatClient
+from cafe.clients.breaker import BREAK_AFTER
 from cafe.clients.common import (
     Endpoint,
     Lanes,
@@ -66,7 +67,8 @@ class OpenAICompatClient(PooledChatClient):
     """Chat client for the OpenAI chat-completions protocol.
 
     Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
-    ``max_delay``, ``recover_after`` (successes per regained slot), ``api_key_env`` (variable
+    ``max_delay``, ``recover_after`` (successes per regained slot), ``break_after`` (attempts
+    in a row without any reply that end calls to a server; 0: never), ``api_key_env`` (variable
     holding the key for every endpoint; default: OPENAI_API_KEY for OpenAI itself, as its
     URL or OPENAI_BASE_URL names it, and CAFE_ENDPOINT_API_KEY for any other server),
     ``drop_params`` (request fields a model rejects, e.g. temperature for
@@ -95,14 +97,18 @@ class OpenAICompatClient(PooledChatClient):
         drop_params: list[str] | tuple[str, ...] = (),
         extra_body: dict[str, Any] | None = None,
         thinking: bool | None = None,
+        break_after: int = BREAK_AFTER,
+        server_option: str | None = None,
     ):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         urls = list(endpoints or []) or [os.environ.get("OPENAI_BASE_URL") or self.default_url]
         if urls == [None]:
+            option = server_option or "--endpoint"
+            also = " (or -o endpoint=URL)" if option == "--endpoint" else ""
             raise ValueError(
-                f"{self.kind} client for {model}: name the server with --endpoint URL "
-                "(or -o endpoint=URL); no server is assumed"
+                f"{self.kind} client for {model}: name the server with {option} URL{also}; "
+                "no server is assumed"
             )
         urls = [normalise_base(u) for u in urls]
         self.model = model
@@ -118,6 +124,7 @@ class OpenAICompatClient(PooledChatClient):
             urls, concurrency=concurrency, timeout_s=timeout_s,
             max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay,
             recover_after=recover_after, http_transport=http_transport,
+            break_after=break_after, server_option=server_option if endpoints else None,
         )  # fmt: skip
         self.drop_params = set(drop_params)
         self.extra_body = dict(extra_body or {})
@@ -230,7 +237,9 @@ class OpenAICompatClient(PooledChatClient):
             chosen[:] = [self.endpoints[self._pick()]]
             return chosen[0].limiter
 
-        out = await call_with_retries(once, choose, self.policy, redact=redact)
+        out = await call_with_retries(
+            once, choose, self.policy, redact=redact, breaker=lambda: chosen[0].breaker
+        )
         latency = time.perf_counter() - t0
         if out.error is not None:
             return ChatReply(text=None, error=out.error, attempts=len(used), latency_s=latency,
@@ -245,6 +254,8 @@ class OpenAICompatClient(PooledChatClient):
     async def _post(self, base: str, payload: bytes) -> dict[str, Any]:
         import httpx
 
+        from cafe.clients.transport import NO_REPLY
+
         bare, auth = self._target(base)
         headers = {"Content-Type": "application/json", **auth}
         lanes = self._http.get()
@@ -253,6 +264,8 @@ class OpenAICompatClient(PooledChatClient):
             r = await lanes.items[lane].post(
                 f"{bare}/chat/completions", content=payload, headers=headers
             )
+        except NO_REPLY as e:  # refused, DNS, TLS, dropped: the breaker counts these
+            raise CallError(f"{base}: {type(e).__name__}: {e}", no_reply=True) from None
         except httpx.TimeoutException:
             raise CallError(f"{base}: timed out") from None
         except httpx.TransportError as e:  # refused/reset: try again (maybe elsewhere)

@@ -1,6 +1,15 @@
-"""Adaptive concurrency limiter and retry policy shared by every chat client (after MMAR's
-evaluation_rubrics.py): the allowed concurrency halves on each 429 and creeps back one slot per
-run of successes; Retry-After pauses every caller; failures back off exponentially with jitter.
+"""Adaptive concurrency limiter and retry policy shared by every chat client: additive increase,
+multiplicative decrease in proportion to the share of calls rate-limited (as DCTCP does with
+congestion marks). A 429 cuts the allowed concurrency by half that share (all of them 429: a
+halving; one in ten: 5%), at most once per cut window (the 429s of calls already in flight
+describe the load before the cut, and cutting again for each of them sinks concurrency towards
+1); it grows back by one slot every ``recover_every_s`` seconds of successes (or every
+``recover_after`` successes, whichever comes first), so it recovers in seconds. Retry-After
+delays the call that got it; it pauses every caller only once the limit is at its floor (a cut
+is the answer above it). One slot less per 429 where a tenth of the calls are turned away keeps
+a run within 2x of its fault-free time (perf/ratelimit_429.py). Failures back off exponentially
+with jitter, and a per-server circuit breaker (cafe.clients.breaker) ends calls to a server that
+gives no reply at all.
 
 The limiter holds no asyncio primitive bound to one event loop (waiters are futures of whichever
 loop awaits them, woken thread-safely), so one client can serve several ``asyncio.run`` calls and
@@ -20,6 +29,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from cafe.clients.breaker import Breaker
+
 T = TypeVar("T")
 
 
@@ -33,11 +44,13 @@ class CallError(Exception):
         status: int | None = None,
         retryable: bool = True,
         retry_after: float | None = None,
+        no_reply: bool = False,
     ):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.no_reply = no_reply  # no answer at all (refused, DNS, TLS): the breaker counts it
 
 
 def is_retryable_status(status: int) -> bool:
@@ -61,30 +74,39 @@ def parse_retry_after(value: str | None) -> float | None:
 @dataclass
 class RetryPolicy:
     """Bounded retries: attempt k (1-based) waits base_delay·2^(k-1) (capped at max_delay) times a
-    uniform jitter factor in [1-jitter, 1+jitter], or Retry-After if that is longer."""
+    uniform jitter factor in [1-jitter, 1+jitter]; a server's Retry-After is taken as it is (the
+    server said when to come back: waiting longer only loses time)."""
 
     max_attempts: int = 6
     base_delay: float = 1.0
     max_delay: float = 60.0
     jitter: float = 0.5
     timeout_s: float = 120.0  # one attempt's wall clock
-    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep  # how a backoff waits
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        d = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
-        d *= random.uniform(1 - self.jitter, 1 + self.jitter)
         if retry_after is not None:
-            d = max(d, retry_after)
-        return d
+            return retry_after
+        d = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return d * random.uniform(1 - self.jitter, 1 + self.jitter)
+
+
+#: seconds of successes per regained slot
+RECOVER_EVERY_S = 0.05
+#: shortest time between two cuts (a longer Retry-After stretches it)
+CUT_WINDOW_S = 1.0
 
 
 class AdaptiveLimiter:
-    """Concurrency cap that halves on rate limiting and recovers slowly.
+    """Concurrency cap that shrinks under rate limiting and recovers in seconds.
 
-    ``limit`` starts at ``max_concurrency``; ``on_rate_limited`` halves it (not below
-    ``min_concurrency``) and pauses new calls for Retry-After; every ``recover_after`` successes
-    in a row raise it by one, back up to ``max_concurrency``. ``clock`` (seconds, monotonic) and
-    ``sleep`` are how the pause reads and waits out time."""
+    ``limit`` starts at ``max_concurrency``; ``on_rate_limited`` multiplies it by 1 - share/2,
+    share being the 429s among the calls answered since the last cut (not below
+    ``min_concurrency``; a fresh limiter's first 429 halves it), unless it was cut less than a
+    cut window ago (``CUT_WINDOW_S``, or the Retry-After if longer); at the floor it pauses new
+    calls for Retry-After instead. A success gives back one slot per ``recover_every_s`` seconds
+    since the last change (at least one after ``recover_after`` successes in a row), up to
+    ``max_concurrency``. ``clock``/``sleep``: injectable for tests. Counters (429s, 5xx, no
+    reply, retries, seconds waited) feed run manifests."""
 
     def __init__(
         self,
@@ -92,6 +114,8 @@ class AdaptiveLimiter:
         *,
         min_concurrency: int = 1,
         recover_after: int = 20,
+        recover_every_s: float = RECOVER_EVERY_S,
+        cut_window_s: float = CUT_WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ):
@@ -100,13 +124,21 @@ class AdaptiveLimiter:
         self.max_concurrency = max_concurrency
         self.min_concurrency = max(1, min(min_concurrency, max_concurrency))
         self.recover_after = max(1, recover_after)
-        self.clock = clock
-        self.sleep = sleep
+        self.recover_every_s = recover_every_s
+        self.cut_window_s = cut_window_s
+        self.clock, self.sleep = clock, sleep
         self.limit = max_concurrency
         self.in_flight = 0
         self.paused_until = 0.0
         self.rate_limited = 0  # how many 429s were seen (reported in run manifests)
+        self.server_errors = 0  # 5xx replies
+        self.no_reply = 0  # attempts that got no reply at all
+        self.retries = 0  # attempts after the first
+        self.waited_s = 0.0  # seconds calls spent backing off
         self._streak = 0
+        self._answered = self._limited = 0  # calls answered / rate-limited since the last cut
+        self._changed_at = clock()  # last cut or growth
+        self._cut_until = -1.0  # no cut before this time
         self._lock = threading.Lock()
         self._waiters: deque[asyncio.Future[None]] = deque()
 
@@ -122,7 +154,7 @@ class AdaptiveLimiter:
                         return
                     fut = asyncio.get_running_loop().create_future()
                     self._waiters.append(fut)
-            if fut is None:  # paused by Retry-After: every caller waits it out
+            if fut is None:  # paused by Retry-After at the floor: every caller waits it out
                 await self.sleep(pause)
                 continue
             try:
@@ -157,9 +189,17 @@ class AdaptiveLimiter:
         grew = False
         with self._lock:
             self._streak += 1
-            if self._streak >= self.recover_after and self.limit < self.max_concurrency:
-                self.limit += 1
+            self._answered += 1
+            now = self.clock()
+            # one slot per recover_every_s since the last change, all at once: replies come in
+            # waves, and one slot per reply-wave would tie recovery to the server's latency
+            steps = int((now - self._changed_at) / self.recover_every_s)
+            if self._streak >= self.recover_after:
+                steps = max(steps, 1)
+            if steps and self.limit < self.max_concurrency:
+                self.limit = min(self.max_concurrency, self.limit + steps)
                 self._streak = 0
+                self._changed_at = now
                 grew = True
         if grew:
             self._wake()
@@ -168,16 +208,66 @@ class AdaptiveLimiter:
         with self._lock:
             self.rate_limited += 1
             self._streak = 0
-            self.limit = max(self.min_concurrency, self.limit // 2)
-            if retry_after:
-                self.paused_until = max(self.paused_until, self.clock() + retry_after)
+            now = self.clock()
+            self._answered += 1
+            self._limited += 1
+            if self.limit <= self.min_concurrency:  # nothing left to cut: the server says wait
+                if retry_after:
+                    self.paused_until = max(self.paused_until, now + retry_after)
+                self._changed_at = now  # and no growth until it has been quiet a while
+            elif now >= self._cut_until:
+                share = self._limited / self._answered
+                cut = max(1, int(self.limit * share / 2))
+                self.limit = max(self.min_concurrency, self.limit - cut)
+                self._answered = self._limited = 0
+                self._cut_until = now + max(self.cut_window_s, retry_after or 0.0)
+                self._changed_at = now
 
-    def on_failure(self) -> None:
+    def on_failure(self, status: int | None = None, no_reply: bool = False) -> None:
         with self._lock:
             self._streak = 0
+            if status is not None and status >= 500:
+                self.server_errors += 1
+            if no_reply:
+                self.no_reply += 1
+
+    def on_backoff(self, seconds: float) -> None:
+        with self._lock:
+            self.retries += 1
+            self.waited_s += seconds
 
     def stats(self) -> dict[str, Any]:
-        return {"limit": self.limit, "max": self.max_concurrency, "rate_limited": self.rate_limited}
+        return {
+            "limit": self.limit, "max": self.max_concurrency, "rate_limited": self.rate_limited,
+            "server_errors": self.server_errors, "no_reply": self.no_reply,
+            "retries": self.retries, "waited_s": round(self.waited_s, 3),
+        }  # fmt: skip
+
+
+#: the counters of ``AdaptiveLimiter.stats`` that add up over endpoints and sessions
+CALL_COUNTERS = ("rate_limited", "server_errors", "no_reply", "retries", "waited_s")
+
+
+def add_call_stats(*stats: dict[str, Any]) -> dict[str, Any]:
+    """Field-wise sum of the call counters of several limiters (or sessions)."""
+    out: dict[str, Any] = dict.fromkeys(CALL_COUNTERS, 0)
+    for st in stats:
+        for k in CALL_COUNTERS:
+            out[k] += st.get(k) or 0
+    out["waited_s"] = round(out["waited_s"], 3)
+    return out
+
+
+def format_call_stats(stats: dict[str, Any]) -> str | None:
+    """One line for a command's summary, or None when every call went through at once."""
+    if not any(stats.get(k) for k in CALL_COUNTERS):
+        return None
+    return (
+        f"server calls: {stats.get('rate_limited', 0)} rate-limited (429), "
+        f"{stats.get('server_errors', 0)} server errors (5xx), "
+        f"{stats.get('no_reply', 0)} without reply; {stats.get('retries', 0)} retries, "
+        f"{stats.get('waited_s', 0):g} s waiting"
+    )
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -200,19 +290,28 @@ async def call_with_retries(
     policy: RetryPolicy,
     *,
     redact: Callable[[str], str] = lambda s: s,
+    breaker: Breaker | Callable[[], Breaker] | None = None,
 ) -> Outcome:
     """Run ``once`` under a limiter slot and a per-attempt timeout, retrying CallErrors that are
     retryable (and timeouts) with backoff. Never raises for a failed call: the error is returned
     (redacted), so one bad item never loses a batch. ``limiter`` may be a function that picks
-    one per attempt (several endpoints: a retry may go elsewhere)."""
+    one per attempt (several endpoints: a retry may go elsewhere); ``breaker`` likewise (the
+    chosen endpoint's, read after ``limiter`` chose): the one exception, ServerUnreachable, is
+    raised once it opens, at once for calls backing off too."""
     choose = (lambda: limiter) if isinstance(limiter, AdaptiveLimiter) else limiter
+    which = (lambda: breaker) if isinstance(breaker, Breaker) else breaker
     last = "no attempt made"
     for attempt in range(1, policy.max_attempts + 1):
         retry_after = None
         retryable = True
         lim = choose()
+        brk = which() if which is not None else None
+        if brk is not None:
+            brk.check()
         await lim.acquire()
         try:
+            if brk is not None:
+                brk.check()  # it may have opened while this call waited for a slot
             # the HTTP client enforces timeout_s on the call itself; this outer limit is a
             # backstop only, so cold-start work (imports, first connection) never eats into it
             value = await asyncio.wait_for(once(), timeout=policy.timeout_s * 1.5 + 0.5)
@@ -226,13 +325,25 @@ async def call_with_retries(
             if e.status == 429:
                 lim.on_rate_limited(retry_after)
             else:
-                lim.on_failure()
+                lim.on_failure(e.status, e.no_reply)
+            if brk is not None:
+                if e.no_reply:
+                    brk.on_no_reply(redact(last))
+                else:
+                    brk.on_reply()
         else:
             lim.on_success()
+            if brk is not None:
+                brk.on_reply()
             return Outcome(value=value, attempts=attempt)
         finally:
             lim.release()
+        if brk is not None:
+            brk.check()
         if not retryable or attempt == policy.max_attempts:
             return Outcome(error=redact(f"{last} (after {attempt} attempt(s))"), attempts=attempt)
-        await policy.sleep(policy.delay(attempt, retry_after))
+        pause = policy.delay(attempt, retry_after)
+        lim.on_backoff(pause)
+        # the endpoint's clock waits (the limiter's sleep); a breaker that opens meanwhile ends it
+        await (brk.sleep(pause, lim.sleep) if brk is not None else lim.sleep(pause))
     return Outcome(error=redact(last), attempts=policy.max_attempts)

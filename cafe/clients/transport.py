@@ -24,6 +24,9 @@ _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding"}
 
 
 TRANSPORTS = HTTP_TRANSPORTS
+#: httpx errors that mean the server gave no reply at all: refused, DNS, TLS (ConnectError),
+#: no connection in time (ConnectTimeout), dropped before any answer (RemoteProtocolError)
+NO_REPLY = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
 
 
 def http_lanes(connections: int, timeout_s: float, transport: str = "auto") -> Lanes[Any]:

@@ -21,6 +21,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.clients.base import call_stats_of
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.counters import by_status, judge_counters
 from cafe.judge.base import load_template
@@ -98,8 +99,8 @@ class AnswerJudge:
             from cafe.clients import make_client
 
             client = make_client(kind, model, endpoints=list(endpoints) or None,
-                                 concurrency=concurrency, thinking=thinking,
-                                 calls=calls)  # fmt: skip
+                                 concurrency=concurrency, thinking=thinking, calls=calls,
+                                 server_option="--judge-endpoint")  # fmt: skip
         self.client = client
 
     @staticmethod
@@ -282,6 +283,19 @@ def judge_accuracy_run(
                    f"{section_name} left as it was; run the same command again to collect",
                    err=True)  # fmt: skip
         return {**section, "pending": pending}
+    # a call that failed is no verdict: a figure counting it wrong would be a 0 the judge never
+    # gave, so the section stays as it was (the cache keeps the replies that came back)
+    answered = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None
+                and not p.error}  # fmt: skip
+    lost = [v for v in asked if v.status == "failed" and (v.sample_id, v.run_index) in answered]
+    if lost:
+        from cafe.errors import CafeError
+
+        raise CafeError(
+            f"{len(lost)} of {len(asked)} answer-judge calls failed (first: sample "
+            f"{lost[0].sample_id}: {lost[0].raw}); {SECTION} left as it was; run the same "
+            "command again to retry them"
+        )
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
     if bad * 2 > len(verdicts):
         click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
@@ -300,6 +314,7 @@ def _describe_calls(
         "cache_hits": cache_hits,
         "judged_now": len(asked),
         "mode": mode,
+        **call_stats_of(aj.client),  # 429s, 5xx, retries, waits
         **({"cost": costs} if costs is not None else {}),
     }
     section["counters"] = judge_counters(store.read_metrics().get(section_name), section["spec"], {

@@ -246,9 +246,15 @@ def batch_options(retry: str, poll_s: float, no_wait: bool) -> dict[str, Any]:
 
 
 def echo_costs(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> None:
-    """Print a command's batch counts, spend and selective saving (stderr stays for errors)."""
+    """Print a command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
+    selective saving (stderr stays for errors)."""
     import click
 
+    from cafe.clients.ratelimit import format_call_stats
+
+    trouble = format_call_stats(calls)
+    if trouble:
+        click.echo(trouble)
     cost = calls.get("cost") or {}
     for identity, st in (cost.get("batches") or {}).items():
         counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))

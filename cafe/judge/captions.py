@@ -154,14 +154,21 @@ async def caption_samples(
 
         bar = tqdm(total=len(todo), desc="caption", unit="clip")
     written = 0
+    tasks = [asyncio.ensure_future(one(s, h)) for s, h in todo]
     with JsonlWriter(out) as writer:
-        for fut in asyncio.as_completed([one(s, h) for s, h in todo]):
-            row = await fut
-            if row is not None:
-                writer.write_many([row])  # one line per clip: a kill loses at most one
-                written += 1
-            if bar is not None:
-                bar.update(1)
+        try:
+            for fut in asyncio.as_completed(tasks):
+                row = await fut
+                if row is not None:
+                    writer.write_many([row])  # one line per clip: a kill loses at most one
+                    written += 1
+                if bar is not None:
+                    bar.update(1)
+        except BaseException:  # a dead server (ServerUnreachable) or Ctrl-C: the rest stop
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
     if bar is not None:
         bar.close()
     return {
@@ -201,6 +208,18 @@ def caption(
 
     if not model:
         raise CafeUsageError("--model is required: the captioner's model name")
+    # the client first: a missing key or server is said in one line before any other work
+    try:
+        client = make_client(
+            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
+            calls=calls, thinking=False,  # a captioner is a judge: asked not to think
+            server_option="--endpoint",
+            **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
+    except KeyError as e:  # unknown kind
+        raise CafeUsageError(str(e)) from None
+    except ValueError as e:  # missing API key, no server named
+        raise CafeError(str(e)) from None
     try:
         bench_obj = BENCHMARKS.get(bench)()
         bench_obj.audio_root = str(audio_root) if audio_root is not None else None
@@ -208,14 +227,6 @@ def caption(
     except (InputError, FileNotFoundError) as e:
         raise CafeError(str(e)) from None
     samples = loaded.samples[:limit] if limit else loaded.samples
-    try:
-        client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
-            calls=calls, thinking=False,  # a captioner is a judge: asked not to think
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )  # fmt: skip
-    except (KeyError, ValueError) as e:  # unknown kind, missing API key
-        raise CafeUsageError(str(e)) from None
 
     async def go() -> dict[str, Any]:
         try:

@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from cafe.cache import Cache
+from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Judge, JudgeItem, load_template
 from cafe.judge.spec import JudgeSpec
@@ -164,8 +165,9 @@ class LLMJudge(Judge):
             from cafe.clients import make_client
 
             self._client = make_client(
-                self.kind, self.model, endpoints=self._endpoints, **self._client_options
-            )
+                self.kind, self.model, endpoints=self._endpoints,
+                **{"server_option": "--judge-endpoint", **self._client_options},
+            )  # fmt: skip
         return self._client
 
     @property
@@ -220,6 +222,8 @@ class LLMJudge(Judge):
                         temperature=self.temperature,
                         max_tokens=self.max_tokens,
                     )
+                except ServerUnreachable:  # a dead server stops the command, not one item
+                    raise
                 except Exception as e:  # a client bug or transport error: this item only
                     return self.failed(item, f"judge call failed: {type(e).__name__}: {e}")
                 if reply.error or reply.text is None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file
+from cafe.clients.base import call_stats_of
 from cafe.counters import judge_counters
 from cafe.errors import CafeError, ConfigError, RunFolderError
 from cafe.failures import most_failed, summary_lines
@@ -283,6 +284,7 @@ def _describe_judging(
             "judged_now": len(fresh),
             "judge_wall_s": round(wall, 3),
             "mode": plan.mode,
+            **call_stats_of(getattr(judge, "_client", None)),  # 429s, 5xx, retries, waits
             **({"cost": costs} if costs is not None else {}),
         },
     )

@@ -28,6 +28,7 @@ from typing import Any
 
 from cafe.benchmarks.scoring import is_correct
 from cafe.cache import Cache
+from cafe.clients.breaker import ServerUnreachable
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
@@ -240,6 +241,9 @@ class RubricJudge:
         self._endpoints = list(endpoints) or None
         self._client_options = {"concurrency": concurrency, **client_options}
         self._client = client
+        # built now: no server named or no key fails once, in one line naming what to set,
+        # before any item is marked failed (and scored 0)
+        self._get_client()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -270,8 +274,9 @@ class RubricJudge:
             from cafe.clients import make_client
 
             self._client = make_client(
-                self.kind, self.model, endpoints=self._endpoints, **self._client_options
-            )
+                self.kind, self.model, endpoints=self._endpoints,
+                **{"server_option": "--judge-endpoint", **self._client_options},
+            )  # fmt: skip
         return self._client
 
     @property
@@ -307,6 +312,8 @@ class RubricJudge:
                     max_tokens=self.max_tokens,
                     seed=self.seed,
                 )
+            except ServerUnreachable:  # a dead server stops the command, not one item
+                raise
             except Exception as e:  # a client bug or transport error: this item only
                 return None, f"judge call failed: {type(e).__name__}: {e}"
         if reply.error or reply.text is None:

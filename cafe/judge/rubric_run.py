@@ -19,6 +19,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.clients.base import call_stats_of
 from cafe.counters import by_status, judge_counters
 from cafe.judge.batching import (
     batch_click_options,
@@ -131,6 +132,7 @@ def rubric_run(
             "cache_hits": cache.hits,
             "rated_now": len(fresh),
             "wall_s": round(wall, 3),
+            **call_stats_of(scorer._client),  # 429s, 5xx, retries, waits
         },
     }
     section["counters"] = judge_counters(store.read_metrics().get(SECTION), section["spec"], {
@@ -242,3 +244,10 @@ def rubric_command(
     cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
     click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))
     echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
+    failed = section["status"].get("failed", 0)
+    if failed:  # a score left absent must not look like success
+        raise click.ClickException(
+            f"{failed} of {section['total']} items could not be rated (judge calls failed; "
+            f"reasons in {section['file']}): the score is absent; run the same command again "
+            "to retry them"
+        )

@@ -73,7 +73,10 @@ async def write_as_completed(
     coros: Sequence[Awaitable[Any]], writer: Any, desc: str, progress: bool
 ) -> list[Any]:
     """Await judge calls as they finish; append their records in fsynced batches of FLUSH_EVERY
-    (a kill loses at most one batch, which the next run judges again)."""
+    (a kill loses at most one batch, which the next run judges again). A judge server that
+    stops answering (ServerUnreachable) ends it: what finished is written, the error says so."""
+    from cafe.clients.breaker import ServerUnreachable
+
     bar = None
     if progress:
         from tqdm import tqdm
@@ -81,8 +84,9 @@ async def write_as_completed(
         bar = tqdm(total=len(coros), desc=desc, unit="item")
     done: list[Any] = []
     buffer: list[Any] = []
+    tasks = [asyncio.ensure_future(c) for c in coros]
     try:
-        for fut in asyncio.as_completed(coros):
+        for fut in asyncio.as_completed(tasks):
             record = await fut
             done.append(record)
             buffer.append(record)
@@ -92,6 +96,12 @@ async def write_as_completed(
             if bar is not None:
                 bar.update(1)
         writer.write_many(buffer)
+    except ServerUnreachable as e:
+        writer.write_many(buffer)
+        for t in tasks:  # the others would only fail the same way
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise e.stopped(f"{len(done)} records of this run kept") from None
     finally:
         if bar is not None:
             bar.close()
@@ -114,10 +124,14 @@ async def execute(
     client) runs at the end whatever happens."""
     sem = asyncio.Semaphore(max(1, concurrency))
 
+    from cafe.clients.breaker import ServerUnreachable
+
     async def one(item: T) -> R:
         async with sem:
             try:
                 return await call(item)
+            except ServerUnreachable:  # a dead server stops the command (write_as_completed)
+                raise
             except Exception as e:  # a bug in one item must not lose the rest
                 return failed(item, f"{type(e).__name__}: {e}")
 

@@ -89,6 +89,7 @@ def listening_section(
             entry["cafe"] = {m: caf.get(m) for m in CAFE_METRICS}
             entry["cafe"]["judge"] = (caf.get("judge") or {}).get("judge")
             entry["cafe"]["mode"] = caf.get("mode")
+            entry["cafe"]["judged"] = (caf.get("judgements") or {}).get("ok")
         out["controls"][name] = entry
     return out
 
@@ -106,7 +107,9 @@ def format_listening(section: dict[str, Any]) -> str:
             + f"  over {c['n']} items"
         )
         caf = c.get("cafe")
-        if caf:
+        if caf and caf.get("judged") == 0:  # no figure from no judgement
+            lines.append(f"  {'':<10} CAFE under {name}: nothing judged (no Acc_per, no Err_per)")
+        elif caf:
             lines.append(
                 f"  {'':<10} CAFE under {name}: Acc_per {f(caf.get('acc_per'))}, Err_per "
                 f"{f(caf.get('err_per'))}"

@@ -2,9 +2,11 @@
 
 As the MMAR authors report it: mean score and accuracy in percent, overall and by modality,
 category and sub-category, over every (item, run). A wrong answer scores 0 (it is never rated);
-an item the judge could not rate (invalid replies after retries, failed calls, no rubric, no
-prediction) also counts 0 in the headline and is counted by status, never left out. The mean
-over rated items only is given beside it, labelled."""
+an item the judge could not rate (invalid replies after retries, no rubric, no prediction) also
+counts 0 in the headline and is counted by status, never left out. A failed judge call is no
+rating at all: while any is left (a re-run retries them) the score of every figure it belongs
+to is absent (None), never a 0 the judge did not give. The mean over rated items only is given
+beside it, labelled."""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ def _cell(records: Sequence[RubricScore]) -> dict[str, Any]:
     n = len(records)
     if not n:
         return {"score": None, "acc": None, "total": 0}
+    unrated = any(r.status == "failed" for r in records)
     return {
-        "score": _pct(sum(r.score or 0.0 for r in records) / n),
+        "score": None if unrated else _pct(sum(r.score or 0.0 for r in records) / n),
         "acc": _pct(sum(r.correct for r in records) / n),
         "total": n,
     }
@@ -68,13 +71,17 @@ def rubric_section(
         per_run[r.run_index].append(r)
         per_item[r.sample_id].append(r.score or 0.0)
     run_scores = [_cell(rs)["score"] for _, rs in sorted(per_run.items())]
-    section["runs"] = {**mean_std(run_scores), "per_run": run_scores}
-    item_means = np.array([np.mean(v) for v in per_item.values()])
-    ci = bootstrap_ci(
-        len(item_means), lambda idx: 100.0 * item_means[idx].mean(axis=1),
-        resamples=resamples, seed=seed,
-    )  # fmt: skip
-    section["ci95"] = list(ci) if ci else None
+    if section["score"] is None:  # failed calls left: no spread of a score that is absent
+        section["runs"] = {"per_run": run_scores}
+        section["ci95"] = None
+    else:
+        section["runs"] = {**mean_std(run_scores), "per_run": run_scores}
+        item_means = np.array([np.mean(v) for v in per_item.values()])
+        ci = bootstrap_ci(
+            len(item_means), lambda idx: 100.0 * item_means[idx].mean(axis=1),
+            resamples=resamples, seed=seed,
+        )  # fmt: skip
+        section["ci95"] = list(ci) if ci else None
     by_id = {s.id: s for s in samples}
     out: dict[str, Any] = {}
     for key, func in (breakdowns or {}).items():

@@ -95,6 +95,7 @@ def report_command(
     cafe report RUN_DIR                       RUN_DIR/report/: summary.md, index.html, tables/,
                                               figures/
     cafe report RUN_A RUN_B --html            RUN_A's index.html compares B against A
+    cafe report runs/                         one table over the run folders inside runs/
     cafe report BASE TRAINED --figure 5       base vs trained decay
     cafe report --compare RUN_DIR --against "Qwen2.5-Omni-7B"
     cafe report --compare RUN_DIR              the paper's row for the run's model
@@ -128,6 +129,12 @@ def report_command(
         return
     if not run_dirs:
         raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR [--against MODEL]")
+    if len(run_dirs) == 1 and not (Path(run_dirs[0]) / "manifest.json").exists():
+        from cafe.reports.folder import folder_table, run_folders
+
+        if run_folders(run_dirs[0]):  # a folder of runs: one table over them
+            click.echo(folder_table(run_dirs[0], fmt), nl=False)
+            return
     if figure:
         target = Path(out) if out else Path(run_dirs[0]) / "report" / "figures"
         if not out:

@@ -71,7 +71,23 @@ def to_svg(fig: Any, name: str) -> str:
     plt.close(fig)
     text = buf.getvalue()
     # the RDF metadata block (creator, date) is noise on a page and changes on every write
-    return re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg") :], flags=re.S)
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.index("<svg") :], flags=re.S)
+    return _scaled(svg, SCREEN_SCALE)
+
+
+#: figures are drawn at print size (7 pt text); on a screen they are shown this much larger
+SCREEN_SCALE = 1.6
+
+
+def _scaled(svg: str, k: float) -> str:
+    """The <svg> element's width and height (pt) times ``k``: the viewBox keeps the drawing,
+    so text and lines grow together (CSS still caps it at the page width)."""
+
+    def one(m: re.Match[str]) -> str:
+        return f'{m.group(1)}="{float(m.group(2)) * k:.2f}pt"'
+
+    head, sep, rest = svg.partition(">")
+    return re.sub(r'\b(width|height)="([0-9.]+)pt"', one, head) + sep + rest
 
 
 def _grid(plt: Any, n: int, ncols_max: int = 2) -> tuple[Any, list[Any]]:
@@ -149,6 +165,21 @@ def length_axis(decay: dict[str, Any]) -> str:
     return length_label(st["token_counter"]) if "token_counter" in st else "Reasoning length"
 
 
+#: the legend's word for the hollow markers (_plot_xy)
+SPARSE_LABEL = "hollow: too few items in the bin (left out of r, ρ)"
+
+
+def _length_axis(ax: Any, decay: dict[str, Any], sparse: Sequence[bool] = ()) -> None:
+    """The length axis (its unit: length_axis): integer ticks (lengths are counts); a legend
+    entry explaining hollow markers where a bin is sparse."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel(length_axis(decay))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if any(sparse):
+        ax.plot([], [], "o", color="#7f7f7f", mfc="white", mec="#7f7f7f", label=SPARSE_LABEL)
+
+
 def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True) -> None:
     x, per, rea = _series(decay)
     sp = _sparse(decay)
@@ -157,7 +188,7 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
     # correlations under the title: never on top of the curves
     text = _corr_text(decay).replace("\n", "; ")
     ax.set_title(f"{title}\n{text}" if text else title)
-    ax.set_xlabel(length_axis(decay))
+    _length_axis(ax, decay, sp)
     ax.set_ylabel("Accuracy (%)")
     ax.set_ylim(0, 105)
     ax.grid(alpha=0.3, linewidth=0.5)
@@ -228,8 +259,9 @@ def figure5(
         lab = label + (f" (r = {r:.2f})" if r is not None else "")
         _plot_xy(ax_p, x, per, _sparse(decay), linestyle=style, label=lab, color=color)
         _plot_xy(ax_r, x, rea, _sparse(decay), linestyle=style, label=label, color=color)
+    sparse = [*_sparse(base[1]), *_sparse(trained[1])]
     for ax, what in ((ax_p, "Perception accuracy (%)"), (ax_r, "Reasoning accuracy (%)")):
-        ax.set_xlabel(length_axis(trained[1]))
+        _length_axis(ax, trained[1], sparse)
         ax.set_ylabel(what)
         ax.set_ylim(0, 105)
         ax.grid(alpha=0.3, linewidth=0.5)

@@ -13,6 +13,7 @@ import datetime as _dt
 import hashlib
 import html
 import json
+import math
 import os
 import re
 import urllib.parse
@@ -75,9 +76,27 @@ def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
+#: how a missing value (None, or a ratio with nothing to divide by) reads on a page
+MISSING = "–"
+
+
+def _finite(v: Any) -> Any:
+    """``v`` with every non-finite float (NaN, inf) as None: strict JSON has no NaN (a browser
+    rejects the page's data), and a missing value is not a number."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
 def _num(v: Any) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        v = None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return _e("-" if v is None else v)
+        return _e(MISSING if v is None else v)
     return f"{v:.4g}" if abs(v) < 0.01 and v else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"
 
 
@@ -359,7 +378,7 @@ def items_blob(
 def script_json(data: Any) -> str:
     """JSON safe inside <script>: no "<", ">" or "&" survives (so no "</script>" or "<!--"),
     and the result still parses as the same JSON."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -591,9 +610,16 @@ def signals_html(s: Source) -> str:
     for key in ("across_items", "across_correct_items"):
         for row in sec.get(key) or []:
             row["a"], row["b"] = _label(row["a"]), _label(row["b"])
+    # the values open; the correlation tables (long, for the curious) folded away
+    tables = {k: sec.pop(k) for k in ("across_items", "across_correct_items") if sec.get(k)}
+    folded = "".join(
+        f"<details class=corr><summary>correlations {_e(k.replace('_', ' '))}</summary>"
+        f"{_generic(v)}</details>"
+        for k, v in tables.items()
+    )
     return (
         '<section class="metric" id="sec-signals"><h3>Is it listening? Accuracy, perception, '
-        f"rubric, cues, controls</h3>{_generic(sec)}</section>"
+        f"rubric, cues, controls</h3>{_generic(sec)}{folded}</section>"
     )
 
 
@@ -673,13 +699,21 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
         stat: Callable[[np.ndarray, np.ndarray], np.ndarray],
     ) -> None:
         full = np.arange(len(ids))[None, :]
-        xa, xb = float(stat(va, full)[0]), float(stat(vb, full)[0])
-        ci = bootstrap_ci(
-            len(ids), lambda idx: stat(vb, idx) - stat(va, idx), resamples=resamples, seed=seed
-        )
-        deltas.append(
-            {"metric": name, "a": xa, "b": xb, "delta": xb - xa, "ci95": list(ci) if ci else None}
-        )
+        # a ratio with nothing to divide by (no Acc_per for a random baseline, no Err_omit for
+        # a shuffled control) is missing: None, never NaN, and no delta or interval with it
+        xa, xb = _finite(float(stat(va, full)[0])), _finite(float(stat(vb, full)[0]))
+        ci = None
+        if xa is not None and xb is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ci = bootstrap_ci(
+                    len(ids), lambda idx: stat(vb, idx) - stat(va, idx), resamples=resamples,
+                    seed=seed,
+                )  # fmt: skip
+        ci = _finite(list(ci)) if ci else None
+        if ci is not None and None in ci:
+            ci = None
+        delta = None if xa is None or xb is None else xb - xa
+        deltas.append({"metric": name, "a": xa, "b": xb, "delta": delta, "ci95": ci})
 
     if ids:
         acc = np.zeros((2, len(ids), 2))  # source, item, (correct, n)
@@ -720,14 +754,18 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
 def compare_html(c: dict[str, Any]) -> str:
     rows = ""
     for d in c["deltas"]:
-        ci = d["ci95"]
+        ci, delta = d["ci95"], d["delta"]
         lower = d["metric"] in LOWER_BETTER
-        good = d["delta"] < 0 if lower else d["delta"] > 0
-        cls = "" if abs(d["delta"]) < 1e-12 else ("up" if good else "down")
+        if delta is None:  # one side has no value: nothing to compare
+            cls, shown = "missing", MISSING
+        else:
+            good = delta < 0 if lower else delta > 0
+            cls = "" if abs(delta) < 1e-12 else ("up" if good else "down")
+            shown = f"{delta:+.2f}"
         rows += (
             f"<tr><th>{_e(label(d['metric']))}</th><td>{_num(d['a'])}</td><td>{_num(d['b'])}</td>"
-            f"<td class='{cls}'>{d['delta']:+.2f}</td>"
-            f"<td>{'[' + _num(ci[0]) + ', ' + _num(ci[1]) + ']' if ci else '-'}</td></tr>"
+            f"<td class='{cls}'>{shown}</td>"
+            f"<td>{'[' + _num(ci[0]) + ', ' + _num(ci[1]) + ']' if ci else MISSING}</td></tr>"
         )
 
     def flip_list(name: str, pairs: list[list[Any]]) -> str:

@@ -260,6 +260,18 @@ def served_group(served: str) -> str | None:
     return None
 
 
+def run_coverage(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """{"items": run, "of": in the benchmark} for a partial (--limit) run; None for a whole one.
+    ("of" is None for folders written before the manifest recorded the benchmark's size.)"""
+    bench = manifest.get("bench") or {}
+    if not isinstance(bench, dict) or not manifest.get("limit"):
+        return None
+    n, of = bench.get("n_samples"), bench.get("n_items")
+    if of is not None and n is not None and n >= of:
+        return None
+    return {"items": n, "of": of}
+
+
 def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
     """A leaderboard row for one run folder: its metrics plus provenance (path, manifest hash)."""
     from cafe.store import MANIFEST, RunStore
@@ -303,6 +315,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         "judge": judge_name(caf.get("judge")),
         "cafe_mode": caf.get("mode"),
         "identical_runs": True if acc.get("identical_runs") else None,
+        "coverage": run_coverage(manifest),
     }
     source.update({k: v for k, v in extras.items() if v is not None})
     source.update(extra_source)

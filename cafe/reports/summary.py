@@ -6,7 +6,8 @@ from typing import Any
 
 
 def _num(v: Any) -> str:
-    return f"{v:.2f}" if isinstance(v, float) else str(v)
+    """A figure as printed; a missing one (None: nothing to divide by) as "–", never "None"."""
+    return "–" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
 def summary_table(metrics: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ import csv
 import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cafe.reports.leaderboard import GROUP_ORDER, Leaderboard, Row
 
@@ -61,6 +62,9 @@ def _split_columns(bench: str, prefix: str) -> tuple[Column, ...]:
 
 
 MMAU_ORIGINAL = {"mmau": ("original",)}
+#: a run over part of a benchmark (--limit): its coverage is in the footnote
+PARTIAL = "◐"
+PARTIAL_MEANING = "a partial run over only some of the benchmark's items (coverage below)"
 IDENTICAL = "≡"
 IDENTICAL_MEANING = (
     "its runs gave identical outputs (greedy decoding): not three sampled runs as in the paper, "
@@ -196,6 +200,8 @@ def build_table(number: int, board: Leaderboard, extra: Iterable[Row] = ()) -> T
                     markers.append(m)
         if any(r.source.get("identical_runs") for r in got.values()):
             markers.append(IDENTICAL)  # greedy decoding: no spread over runs to speak of
+        if any(r.source.get("coverage") for r in got.values()):
+            markers.append(PARTIAL)  # beside full-benchmark rows it must say it is not one
         shown += [m for m in markers if m not in shown]
         name = primary.display
         if key[1] == "run" and name in paper_names:
@@ -204,6 +210,8 @@ def build_table(number: int, board: Leaderboard, extra: Iterable[Row] = ()) -> T
     notes = [(m, board.markers[m].meaning) for m in board.markers if m in shown]
     if IDENTICAL in shown:
         notes.append((IDENTICAL, IDENTICAL_MEANING))
+    if PARTIAL in shown:
+        notes.append((PARTIAL, PARTIAL_MEANING))
     return Table(spec, rows, notes)
 
 
@@ -233,9 +241,16 @@ def _footnotes(table: Table) -> list[str]:
                 if s.get("judged_by")
                 else ""
             )
+            + (_coverage(s["coverage"]) if s.get("coverage") else "")
             + "."
         )
     return lines
+
+
+def _coverage(c: dict[str, Any]) -> str:
+    of = c.get("of")
+    share = f" ({100 * c['items'] / of:.0f}%)" if of and c.get("items") is not None else ""
+    return f", {PARTIAL} covers {c.get('items')} of {of if of else 'more'} items{share}"
 
 
 def _md_escape(text: str) -> str:

@@ -3,6 +3,7 @@ back as exceptions and leave here as one line."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,6 +21,7 @@ from cafe.cli_options import (
     no_progress_option,
     option,
 )
+from cafe.errors import CafeError
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
 
 
@@ -30,7 +32,12 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 @command("run")
 @model_options(required=False, default=DEFAULT_MODEL)
-@option("--bench", default=DEFAULT_BENCH, show_default=True, help="Benchmark name.")
+@option(
+    "--bench",
+    default=DEFAULT_BENCH,
+    show_default=True,
+    help="Benchmark name, or several comma-separated (a folder each); `cafe bench list`.",
+)
 @data_option()
 @option("--version", "bench_version", help="Benchmark version (default: detected).")
 @option("--runs", default=1, show_default=True, help="Sampled generations per item.")
@@ -118,8 +125,15 @@ def run_command(
     finish; a finished run re-run makes no model call. A folder holding another run (another
     model, -o option, prompt, data…) is refused with the differing fields named: pass --out for
     a separate run. Results: manifest.json, predictions.jsonl, samples.jsonl, metrics.json (and
-    judgements.jsonl after judging)."""
-    from cafe.reports.summary import summary_table
+    judgements.jsonl after judging).
+
+    \b
+    Generation settings override the card's with -o KEY=VALUE, e.g.
+      cafe run --model NAME -o temperature=0.7 -o top_p=0.95 -o do_sample=true \\
+          --max-new-tokens 2048 --runs 3
+    (keys: do_sample, temperature, top_p, top_k, min_p, repetition_penalty).
+    Several benchmarks in one command: --bench synth,mmar (each in OUT/<bench> with --out,
+    one summary table at the end)."""
     from cafe.runner.main import run
 
     judge_options = judge_server_kwargs(
@@ -142,6 +156,57 @@ def run_command(
         "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
         "progress": not no_progress, "cache": not no_cache, "cards": list(cards),
     }  # fmt: skip
+    benches = [b.strip() for b in bench.split(",") if b.strip()]
+    if len(benches) > 1 and (data or bench_version):
+        raise click.UsageError(
+            "--data and --version name one benchmark's file and release: with several in "
+            "--bench, each uses its own default (run one benchmark at a time to pass them)"
+        )
+    if len(benches) == 1:
+        _run_one(benches[0], out, run, spec_options, execution, judge, judge_options,
+                 audio_root, retry_failed, control_names, control_seed, model)  # fmt: skip
+        return
+    # several benchmarks in one command (the lmms-eval habit): a folder each, one summary
+    done: list[tuple[str, Any]] = []
+    failed: list[str] = []
+    for b in benches:
+        click.echo(f"== {b} ==")
+        where = str(Path(out) / b) if out else None
+        try:
+            done.append((b, _run_one(b, where, run, spec_options, execution, judge,
+                                     judge_options, audio_root, retry_failed, control_names,
+                                     control_seed, model)))  # fmt: skip
+        except (click.ClickException, CafeError) as e:  # this one failed; the next still runs
+            msg = e.format_message() if isinstance(e, click.ClickException) else str(e)
+            click.echo(f"error: {b}: {msg}", err=True)
+            failed.append(b)
+    click.echo(several_summary(done))
+    if failed:
+        raise click.ClickException(f"{', '.join(failed)} failed (reasons above); the others stand")
+
+
+def several_summary(done: list[tuple[str, Any]]) -> str:
+    """One table over the benchmarks of a `--bench a,b` run: accuracy, items, folder."""
+    lines = ["benchmark  accuracy  correct/total  run folder"]
+    for b, result in done:
+        total = (result.metrics.get("accuracy") or {}).get("total") or {}
+        acc = total.get("acc")
+        shown = "–" if acc is None else f"{acc:.2f}"
+        lines.append(f"{b:<9}  {shown:>8}  {total.get('correct')}/{total.get('total'):<11}  "
+                     f"{result.run_dir}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _run_one(
+    bench: str, out: str | None, run: Any, spec_options: dict[str, Any],
+    execution: dict[str, Any], judge: str | None, judge_options: dict[str, Any],
+    audio_root: str | None, retry_failed: bool, control_names: list[str], control_seed: int,
+    model: str,
+) -> Any:  # fmt: skip
+    """One benchmark: the run, its summary, its controls; ClickException when it failed."""
+    from cafe.clients.ratelimit import format_call_stats
+    from cafe.reports.summary import summary_table
+
     result = run(
         model, bench, **spec_options, out=out, judge=judge, judge_options=judge_options,
         audio_root=audio_root, retry_failed=retry_failed, **execution,
@@ -155,6 +220,9 @@ def run_command(
         click.echo(format_official(result.metrics["official"]))
     state = "model loaded" if result.model_loaded else "nothing left to run, no model loaded"
     click.echo(f"{result.new_predictions} new predictions ({state}); run folder: {result.run_dir}")
+    calls = format_call_stats(result.manifest.get("usage") or {})  # totals over the folder's runs
+    if calls:
+        click.echo(calls)
     for line in result.failure_lines:
         click.echo(line, err=True)
     if result.most_failed:  # a run that produced (almost) nothing must not look like success
@@ -175,3 +243,4 @@ def run_command(
         raise click.ClickException(
             "the model run is complete, but its CAFE judge failed (reason above)"
         )
+    return result

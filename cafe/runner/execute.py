@@ -146,8 +146,9 @@ def run_batches(
 ) -> list[R]:
     """``work`` on batches of ``items`` from ``concurrency`` threads; results in finishing order
     are handed to ``on_done`` and returned in the items' order. An exception from ``work``
-    (a --strict stop) or Ctrl-C drops the queued batches and propagates; what ``on_done``
-    already took is kept."""
+    (a --strict stop), from ``on_done`` (a dead server) or Ctrl-C drops the queued batches and
+    propagates; what ``on_done`` already took is kept, and after an exception (not Ctrl-C) so
+    are the batches that were already running."""
     from tqdm import tqdm
 
     concurrency = max(1, concurrency)
@@ -173,13 +174,27 @@ def run_batches(
                     if on_done is not None:
                         on_done(done)
                     bar.update(len(done))
-        except BaseException:
+        except BaseException as stop:
             for fut in in_flight:
                 fut.cancel()
+            if on_done is not None and isinstance(stop, Exception):
+                _keep_running(in_flight, on_done)
             raise
         finally:
             bar.close()
     return [r for i in sorted(results) for r in results[i]]
+
+
+def _keep_running(in_flight: dict[Future[Any], int], on_done: Callable[[Any], None]) -> None:
+    """Hand the batches that were running when the run stopped to ``on_done`` (each one's
+    results are already paid for); their own errors no longer matter."""
+    for fut in in_flight:
+        if fut.cancelled():
+            continue
+        try:
+            on_done(fut.result())
+        except Exception:
+            pass
 
 
 def generate(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.adapters.base import is_greedy
-from cafe.adapters.resolve import ModelLoadError, load_adapter
+from cafe.adapters.resolve import ModelLoadError, check_loadable, load_adapter
 from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
 from cafe.counters import accumulate, by_status
@@ -115,12 +115,18 @@ def run(
     )
     if plan.mode == "subset":
         return _read_subset(plan)  # a reader: no lock, nothing written
+    if any(not s.error for s, _ in plan.pending):  # the model will load: fail before the folder
+        try:
+            check_loadable(plan.resolved)
+        except ModelLoadError as e:
+            raise RunError(str(e)) from e
+    fresh = not plan.store.root.exists()  # before the lock file makes the folder
     with folder_lock(plan.store.root, "cafe run"):
         read_folder(plan)  # again, as the one writer: what another writer left is done
         if plan.mode == "subset":
             return _read_subset(plan)
         return _run_locked(plan, judge, judge_options, batch_size, concurrency, cache, strict,
-                           progress, control, control_seed, control_of)  # fmt: skip
+                           progress, control, control_seed, control_of, fresh)  # fmt: skip
 
 
 def _run_locked(
@@ -135,6 +141,7 @@ def _run_locked(
     control: str | None,
     control_seed: int,
     control_of: str | Path | None,
+    fresh: bool,
 ) -> RunResult:
     link = None
     if control:
@@ -143,7 +150,7 @@ def _run_locked(
     manifest = _open_folder(plan, link)
     try:
         return _run_open_folder(plan, manifest, judge, judge_options, batch_size, concurrency,
-                                cache, strict, progress)  # fmt: skip
+                                cache, strict, progress, fresh)  # fmt: skip
     except BaseException as e:  # a full disk, a refused checkpoint, Ctrl-C: never "running"
         _mark_stopped(plan, manifest, e)
         raise
@@ -152,8 +159,11 @@ def _run_locked(
 def _mark_stopped(plan: RunPlan, manifest: dict[str, Any], e: BaseException) -> None:
     """Record in the manifest that the session stopped (best effort: on a full disk even this
     write may fail, and the error that stopped the run is the one to report)."""
-    if manifest.get("status") == "failed":
-        return
+    if (
+        manifest.get("status") in ("failed", "interrupted", "stopped")
+        or not plan.store.root.is_dir()
+    ):
+        return  # said already (Ctrl-C, a dead server), or a failed load took the folder away
     from cafe.redaction import scrub_text
 
     interrupted = isinstance(e, KeyboardInterrupt)
@@ -176,20 +186,31 @@ def _run_open_folder(
     cache: bool,
     strict: bool,
     progress: bool,
+    fresh: bool,
 ) -> RunResult:
+    """``fresh``: this call made the folder (a failed load removes it again when empty)."""
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
-    with plan.store.writer(PREDICTIONS) as writer:
-        bad = [(s, r) for s, r in plan.pending if s.error]
-        writer.write_many(
-            failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
-        )
-        result.new_predictions += len(bad)
-        todo = [(s, r) for s, r in plan.pending if not s.error]
-        if todo:
-            result.new_predictions += _generate(
-                plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
+    try:
+        with plan.store.writer(PREDICTIONS) as writer:
+            bad = [(s, r) for s, r in plan.pending if s.error]
+            writer.write_many(
+                failed_prediction(s.id, r, plan.base(r), s.error or "", "input") for s, r in bad
             )
-            result.model_loaded = True
+            result.new_predictions += len(bad)
+            todo = [(s, r) for s, r in plan.pending if not s.error]
+            if todo:
+                result.new_predictions += _generate(
+                    plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
+                )
+                result.model_loaded = True
+    except KeyboardInterrupt:  # Ctrl-C: what is on disk stays; say so and how to go on
+        raise _interrupted(plan, manifest) from None
+    except _LoadFailed:
+        if fresh and not result.new_predictions:  # a folder this call made, holding nothing
+            import shutil
+
+            shutil.rmtree(plan.store.root, ignore_errors=True)
+        raise
     _finish(plan, manifest, result, judge, judge_options or {}, progress)
     return result
 
@@ -376,7 +397,7 @@ def _generate(
         manifest["error"] = str(e)
         manifest["updated"] = now()
         plan.store.write_manifest(manifest)
-        raise RunError(str(e)) from e
+        raise _LoadFailed(str(e)) from e
     store = plan.store
     calls = open_cache(cache)
     written = failures = 0
@@ -384,9 +405,15 @@ def _generate(
 
     def on_done(preds: list[Prediction]) -> None:
         nonlocal written, failures
+        # calls a dead server's breaker stopped stay pending (the next run makes them); the
+        # rest of the batch is kept, then the run stops
+        dead = [p for p in preds if p.sections.get("failure") == "unreachable"]
+        preds = [p for p in preds if p.sections.get("failure") != "unreachable"]
         writer.write_many(preds)
         written += len(preds)
         statuses.extend(p.parse_status for p in preds)
+        if dead:
+            raise _ServerGone(dead[0].error or "the model server gave no reply")
         for p in preds:  # say why an item failed as it happens, not only on disk
             if p.parse_status == "failed" and p.error:
                 failures += 1
@@ -418,6 +445,16 @@ def _generate(
             )
         except InputError as e:  # --strict: what is written stays
             raise RunError(f"--strict: {e}") from None
+        except _ServerGone as e:  # what is written stays; the same command resumes
+            manifest["status"] = "stopped"
+            manifest["error"] = str(e)
+            manifest["updated"] = now()
+            store.write_manifest(manifest)
+            kept = len(plan.done) + written
+            raise RunError(
+                f"{e}; stopped: {kept} predictions kept in {store.root}; once the server "
+                "answers, run the same command again to resume"
+            ) from None
         finally:
             if failures > MAX_WARNINGS:
                 print(
@@ -445,6 +482,31 @@ def _generate(
     return written
 
 
+class _LoadFailed(RunError):
+    """The adapter could not load: a run folder this call made for it is removed again."""
+
+
+class RunInterrupted(RunError):
+    """Ctrl-C during a run: the message says what was saved and how to resume."""
+
+    exit_code = 130  # the shell's code for SIGINT
+
+
+def _interrupted(plan: RunPlan, manifest: dict[str, Any]) -> RunInterrupted:
+    manifest["status"] = "interrupted"
+    manifest["updated"] = now()
+    plan.store.write_manifest(manifest)
+    saved = {(p.sample_id, p.run_index) for p in plan.store.predictions()} & plan.keys
+    return RunInterrupted(
+        f"interrupted: {len(saved)} of {len(plan.keys)} predictions saved in {plan.store.root}; "
+        "run the same command again to resume (nothing saved is run twice)"
+    )
+
+
+class _ServerGone(Exception):
+    """A model server's circuit breaker opened (cafe.clients.breaker): stop the run."""
+
+
 def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     """Field-wise sum of two usage dicts (calls, tokens, cost)."""
     out = dict(total)
@@ -461,12 +523,15 @@ def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) ->
         return [
             f"CAFE judge not available in this install; add it later with `cafe judge {run_dir}`"
         ]
+    from cafe.clients.breaker import ServerUnreachable
     from cafe.judge.pipeline import JudgeFailedError
 
     try:
         judge_run(run_dir, judge=name, progress=progress, **options)
     except (ValueError, FileNotFoundError) as e:  # no server named, no key, no captions
         return [f"error: judge {name} not run: {e}; judge later with `cafe judge {run_dir}`"]
+    except ServerUnreachable as e:  # the judgements made so far are kept
+        return [f"error: judge {name}: {e}; or judge later with `cafe judge {run_dir}`"]
     except JudgeFailedError as e:  # earlier judgements and CAFE metrics were kept
         return [f"error: {e}"]
     return []

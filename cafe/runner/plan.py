@@ -157,6 +157,7 @@ class RunPlan:
                 "audio_root": getattr(self.bench, "audio_root", None),
                 "sha256": spec.data_sha256,
                 "n_samples": len(self.samples),
+                "n_items": len(loaded.samples),  # the whole benchmark: coverage of a --limit run
                 "problems": [str(p) for p in self.problems],
             },
             "prompt": {
@@ -217,6 +218,13 @@ def select_samples(
         bad = next((s for s in samples if s.error), None)
         if bad is not None:
             raise RunError(f"--strict: {bad.error}")
+    if not any(not s.error for s in pool):  # nothing to run: one error, not a page of warnings
+        first = problems[0] if problems else next((s.error for s in pool if s.error), None)
+        raise RunError(
+            f"{data or bench}: no usable {bench} item"
+            + (f" ({len(problems) or len(pool)} problem(s); first: {first})" if first else "")
+            + f"; --data takes the {bench} benchmark's metadata file or folder"
+        )
     warn([str(p) for p in problems])
     return Selection(bench_obj, loaded, samples, problems, limit, pool)
 

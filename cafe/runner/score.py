@@ -40,8 +40,10 @@ def score_completion(
     the same rule on the answer mapped to a choice is the lenient figure beside it."""
     if completion.error or completion.text is None:
         reason = completion.error or "adapter returned no text"
-        # an exception raised by adapter code is deterministic (call_adapter marks it)
-        kind = "adapter" if completion.backend.get("failure") == "adapter" else "model"
+        # an exception raised by adapter code is deterministic (call_adapter marks it); a call
+        # a dead server's breaker stopped is not written at all (the runner stops on it)
+        marked = completion.backend.get("failure")
+        kind = marked if marked in ("adapter", "unreachable") else "model"
         return failed_prediction(sample.id, completion.run_index, base, reason, kind)
     sections = parse_sections(completion.text)
     answer, status = extract_answer(sections.answer, sample.choices)

@@ -7,7 +7,8 @@ protocols, for tests and perf scripts: clients under test go through their real 
 ``reply(body) -> str | dict`` gets the parsed request JSON; a str becomes the reply text, a dict
 is sent as the whole response body. ``faults`` are consumed one per request, in order (then
 every request succeeds); each is a ``Fault`` or one of "ok", "429", "500", "timeout" (reply
-after ``slow_s``, past the client's timeout) and "malformed" (200 with a broken JSON body).
+after ``slow_s``, past the client's timeout), "malformed" (200 with a broken JSON body) and
+"die" (the server dies: it stops listening and drops this and every later request unanswered).
 A callable ``faults(index, body) -> Fault | str | None`` scripts any pattern.
 
 Request bodies are kept in ``.requests``; credentials are never logged or stored (only their
@@ -29,7 +30,7 @@ from typing import Any
 
 @dataclass
 class Fault:
-    kind: str  # ok | 429 | 500 | timeout | malformed
+    kind: str  # ok | 429 | 500 | timeout | malformed | die
     retry_after: float | None = 1.0  # Retry-After header for 429 (None: no header)
     delay_s: float | None = None  # for timeout: how long to stall (default: server's slow_s)
 
@@ -43,9 +44,13 @@ def _as_fault(f: Fault | str | None) -> Fault:
         return Fault("ok")
     if isinstance(f, Fault):
         return f
-    if f not in ("ok", "429", "500", "timeout", "slow", "malformed"):
+    if f not in ("ok", "429", "500", "timeout", "slow", "malformed", "die"):
         raise ValueError(f"unknown fault {f!r}")
     return Fault("timeout" if f == "slow" else f)
+
+
+class _Dropped(Exception):
+    """The server died: the connection closes without a reply."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -79,6 +84,7 @@ class _Loopback:
         self.paths: list[str] = []
         self.credential_hashes: set[str] = set()
         self.count = 0
+        self.dead = False  # a "die" fault happened: nothing is answered any more
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -115,10 +121,17 @@ class _Loopback:
         self._thread.start()
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+    def die(self) -> None:
+        """Stop listening (new connections are refused) and answer nothing more on the open
+        ones: a server process that crashed."""
+        self.dead = True
+        threading.Thread(target=self.stop, daemon=True).start()
 
     def _base_url(self, root: str) -> str:
         return root
@@ -134,6 +147,9 @@ class _Loopback:
         return i, _as_fault(self._faults[i] if i < len(self._faults) else None)
 
     def _dispatch(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        if self.dead:  # a kept-alive connection of a dead server: drop it unanswered
+            h.close_connection = True
+            return
         sent = set()
         for name in _CREDENTIAL_HEADERS:
             v = h.headers.get(name)
@@ -152,6 +168,9 @@ class _Loopback:
                 payload = json.dumps({"error": {"message": "invalid key", "code": 401}}).encode()
             else:
                 status, headers, payload = self.route(method, h.path, dict(h.headers), raw)
+        except _Dropped:
+            h.close_connection = True
+            return
         except Exception as e:  # a bug in a test's reply function: tell the client, loudly
             status, headers, payload = 599, {}, json.dumps({"error": repr(e)}).encode()
         h.send_response(status)
@@ -170,6 +189,9 @@ class _Loopback:
         error: Callable[[int, str], dict[str, Any]],
     ) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
         _, fault = self._next_fault(body)
+        if fault.kind == "die" or self.dead:
+            self.die()
+            raise _Dropped
         if fault.kind == "timeout":
             self.sleep(fault.delay_s if fault.delay_s is not None else self.slow_s)
         elif self.latency_s:

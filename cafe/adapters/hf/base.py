@@ -29,6 +29,8 @@ class TransformersAdapter(Adapter):
     ``trust_remote_code`` (False) and ``max_new_tokens`` (caps every request: the completion's
     backend records the value used)."""
 
+    requires = ("transformers", "hf")
+    weights_from_hub = True
     #: transformers class that loads this family's checkpoints
     model_class: str = "AutoModelForImageTextToText"
     #: the family's processor class, set where it bundles image/video processors (see

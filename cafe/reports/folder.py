@@ -1,0 +1,84 @@
+"""`cafe report runs/`: one table over the run folders inside a folder (the lmms-eval habit of
+looking at a results directory): model, benchmark, coverage, accuracy, CAFE and status per run;
+a missing value is "–", a partial run is marked ◐ with its coverage."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from cafe.reports.tables import PARTIAL
+
+COLUMNS = ("run", "model", "benchmark", "version", "items", "runs", "accuracy", "Acc_per",
+           "Err_per", "Err_use", "Err_omit", "status")  # fmt: skip
+MISSING = "–"
+
+
+def run_folders(root: str | Path) -> list[Path]:
+    """The run folders directly inside ``root`` (those with a manifest.json), by name."""
+    return sorted(p.parent for p in Path(root).glob("*/manifest.json"))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _num(v: Any) -> str:
+    return MISSING if not isinstance(v, (int, float)) or isinstance(v, bool) else f"{v:.2f}"
+
+
+def run_line(run: Path) -> list[str]:
+    from cafe.reports.leaderboard import run_coverage
+
+    manifest, metrics = _read(run / "manifest.json"), _read(run / "metrics.json")
+    bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
+    model = manifest.get("model")
+    model = model.get("name") if isinstance(model, dict) else model
+    cov = run_coverage(manifest)
+    n = bench.get("n_samples")
+    items = MISSING if n is None else str(n)
+    if cov:
+        items = f"{PARTIAL} {cov['items']} of {cov['of'] or '?'}"
+    total = (metrics.get("accuracy") or {}).get("total") or {}
+    cafe = metrics.get("cafe") or {}
+    return [
+        run.name, str(model or MISSING), str(bench.get("name") or MISSING),
+        str(bench.get("version") or MISSING), items, str(manifest.get("runs") or MISSING),
+        _num(total.get("acc")), *(_num(cafe.get(k)) for k in ("acc_per", "err_per", "err_use",
+                                                               "err_omit")),
+        str(manifest.get("status") or MISSING),
+    ]  # fmt: skip
+
+
+def folder_table(root: str | Path, fmt: str = "md") -> str:
+    runs = run_folders(root)
+    rows = [run_line(r) for r in runs]
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(COLUMNS)
+        w.writerows(rows)
+        return buf.getvalue()
+    if fmt == "tex":
+        body = [" & ".join(COLUMNS) + r" \\ \midrule"]
+        body += [" & ".join(c.replace("_", r"\_") for c in r) + r" \\" for r in rows]
+        return (
+            "\\begin{tabular}{"
+            + "l" * len(COLUMNS)
+            + "}\n\\toprule\n"
+            + "\n".join(body)
+            + "\n\\bottomrule\n\\end{tabular}\n"
+        )
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines.append(f"\n{len(rows)} run folders in {Path(root)}"
+                 + (f"; {PARTIAL} partial run (--limit): items run of items in the benchmark"
+                    if any(r[4].startswith(PARTIAL) for r in rows) else ""))  # fmt: skip
+    return "\n".join(lines) + "\n"
