@@ -152,23 +152,11 @@ def accuracy_section(
     for s in scorable:
         keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
         for r in run_ids:
-            p = by_key.get((s.id, r))
-            ok = lenient_ok = answered = False
-            if p is None or p.error is not None:
-                unanswered += 1
-                status["missing" if p is None else "failed"] += 1
-                if (p is not None and p.error is not None) or (p is None and s.error is not None):
-                    failed += 1
-            else:
-                status[p.parse_status if p.parse_status in status else "unmapped"] += 1
-                text = official_text(p)
-                if text is None:
-                    unanswered += 1
-                else:
-                    answered = True
-                    ok = bool(rule(text, s.answer, s.choices))  # type: ignore[arg-type]
-                if p.answer is not None:
-                    lenient_ok = bool(rule(p.answer, s.answer, s.choices))  # type: ignore[arg-type]
+            ok, lenient_ok, answered, is_failed = _score_pair(
+                s, by_key.get((s.id, r)), rule, status
+            )
+            unanswered += not answered
+            failed += is_failed
             total += 1
             correct += ok
             lenient += lenient_ok
@@ -218,6 +206,21 @@ def accuracy_section(
         },
         "parse_status": status,
     }
+
+
+def _score_pair(
+    s: Sample, p: Prediction | None, rule: Callable[..., bool], status: dict[str, int]
+) -> tuple[bool, bool, bool, bool]:
+    """One (item, run): (correct, lenient correct, answered, failed); counts its parse status.
+    A missing or failed prediction is unanswered; a missing one is failed when the item is."""
+    if p is None or p.error is not None:
+        status["missing" if p is None else "failed"] += 1
+        return False, False, False, p is not None or s.error is not None
+    status[p.parse_status if p.parse_status in status else "unmapped"] += 1
+    text = official_text(p)
+    ok = text is not None and bool(rule(text, s.answer, s.choices))
+    lenient_ok = p.answer is not None and bool(rule(p.answer, s.answer, s.choices))
+    return ok, lenient_ok, text is not None, False
 
 
 def _identical_runs(predictions: list[Prediction], run_ids: list[int]) -> bool:

@@ -235,15 +235,7 @@ def judge_accuracy_run(
                                      thinking=thinking, thinking_budget=thinking_budget,
                                      client=client, calls=plan)  # fmt: skip
 
-    decided: list[Verdict] = []
-    todo: list[Prediction] = []
-    for p in preds:
-        s = by_id.get(p.sample_id)
-        v = aj.decide(s, p) if selective and s is not None else None
-        if v is None:
-            todo.append(p)
-        else:
-            decided.append(v)
+    decided, todo = _split_rule_decided(aj, preds, by_id, selective)
 
     async def ask(p: Prediction) -> Verdict:
         s = by_id.get(p.sample_id)
@@ -285,6 +277,34 @@ def judge_accuracy_run(
         return {**section, "pending": pending}
     # a call that failed is no verdict: a figure counting it wrong would be a 0 the judge never
     # gave, so the section stays as it was (the cache keeps the replies that came back)
+    _refuse_lost_calls(preds, asked)
+    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
+    if bad * 2 > len(verdicts):
+        click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
+                   f"({section['verdicts']})", err=True)  # fmt: skip
+    store.update_metrics(section_name, section)
+    return section
+
+
+def _split_rule_decided(
+    aj: AnswerJudge, preds: list[Prediction], by_id: dict[str, Sample], selective: bool
+) -> tuple[list[Verdict], list[Prediction]]:
+    """(verdicts the official rule decides, predictions left for the judge); with
+    ``selective`` off every prediction goes to the judge."""
+    decided: list[Verdict] = []
+    todo: list[Prediction] = []
+    for p in preds:
+        s = by_id.get(p.sample_id)
+        v = aj.decide(s, p) if selective and s is not None else None
+        if v is None:
+            todo.append(p)
+        else:
+            decided.append(v)
+    return decided, todo
+
+
+def _refuse_lost_calls(preds: list[Prediction], asked: list[Verdict]) -> None:
+    """Raise when a judge call on an answered output failed: such a call is no verdict."""
     answered = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None
                 and not p.error}  # fmt: skip
     lost = [v for v in asked if v.status == "failed" and (v.sample_id, v.run_index) in answered]
@@ -296,12 +316,6 @@ def judge_accuracy_run(
             f"{lost[0].sample_id}: {lost[0].raw}); {SECTION} left as it was; run the same "
             "command again to retry them"
         )
-    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
-    if bad * 2 > len(verdicts):
-        click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
-                   f"({section['verdicts']})", err=True)  # fmt: skip
-    store.update_metrics(section_name, section)
-    return section
 
 
 def _describe_calls(

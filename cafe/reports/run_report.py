@@ -170,41 +170,7 @@ def summary_md(
         lines.append(f"- manifest sha256: `{row.source['manifest_sha256']}`")
     acc = run.metrics.get("accuracy") or {}
     if acc:
-        t = acc.get("total") or {}
-        from cafe.benchmarks.scoring import RULE_LABEL
-
-        rule = acc.get("rule")
-        title = "Accuracy (official rule on the answer text, percent)"
-        if rule and rule != RULE_LABEL:  # a benchmark's own, labelled rule
-            title = f"Accuracy (percent; {rule})"
-        lines += ["", f"## {title}", ""]
-        lines.append(
-            f"Total: **{_fmt(t.get('acc'))}** ({t.get('correct', '?')}/{t.get('total', '?')}; "
-            f"every (item, run) counted; unanswered {acc.get('unanswered', '?')}, "
-            f"failed {acc.get('failed', '?')}, parse rate {_fmt(acc.get('parse_rate'))})"
-        )
-        lenient = acc.get("lenient") or {}
-        if lenient:
-            lt = lenient.get("total") or {}
-            status = ", ".join(f"{k} {v}" for k, v in (acc.get("parse_status") or {}).items() if v)
-            lines.append(
-                f"Lenient (answer mapped to a choice first; not the official figure): "
-                f"{_fmt(lt.get('acc'))} ({lt.get('correct')}/{lt.get('total')}); "
-                f"mapping: {status}"
-            )
-        if acc.get("identical_runs"):
-            lines.append("Runs: identical outputs in every run (greedy decoding): no spread.")
-        runs = acc.get("runs") or {}
-        if runs.get("n", 1) and runs.get("n", 1) > 1:
-            lines.append(
-                f"Per run: {', '.join(_fmt(x) for x in runs.get('per_run', []))} "
-                f"(mean {_fmt(runs.get('mean'))}, std {_fmt(runs.get('std'))})"
-            )
-        for name, values in (acc.get("breakdowns") or {}).items():
-            lines += ["", f"| {name} | correct | total | acc |", "|---|---:|---:|---:|"]
-            for k, v in values.items():
-                acc_k = _fmt(v.get("acc"))
-                lines.append(f"| {k} | {v.get('correct')} | {v.get('total')} | {acc_k} |")
+        lines += _accuracy_md(acc)
     official = run.metrics.get("official") or {}
     if official:  # the benchmark's own official figure, where accuracy's headline is not it
         from cafe.benchmarks.official import official_md
@@ -278,6 +244,46 @@ def summary_md(
     if notes:
         lines += ["", "## Not produced", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
+
+
+def _accuracy_md(acc: dict[str, Any]) -> list[str]:
+    """The accuracy section: headline, lenient figure, runs and breakdown tables."""
+    t = acc.get("total") or {}
+    from cafe.benchmarks.scoring import RULE_LABEL
+
+    rule = acc.get("rule")
+    title = "Accuracy (official rule on the answer text, percent)"
+    if rule and rule != RULE_LABEL:  # a benchmark's own, labelled rule
+        title = f"Accuracy (percent; {rule})"
+    lines = ["", f"## {title}", ""]
+    lines.append(
+        f"Total: **{_fmt(t.get('acc'))}** ({t.get('correct', '?')}/{t.get('total', '?')}; "
+        f"every (item, run) counted; unanswered {acc.get('unanswered', '?')}, "
+        f"failed {acc.get('failed', '?')}, parse rate {_fmt(acc.get('parse_rate'))})"
+    )
+    lenient = acc.get("lenient") or {}
+    if lenient:
+        lt = lenient.get("total") or {}
+        status = ", ".join(f"{k} {v}" for k, v in (acc.get("parse_status") or {}).items() if v)
+        lines.append(
+            f"Lenient (answer mapped to a choice first; not the official figure): "
+            f"{_fmt(lt.get('acc'))} ({lt.get('correct')}/{lt.get('total')}); "
+            f"mapping: {status}"
+        )
+    if acc.get("identical_runs"):
+        lines.append("Runs: identical outputs in every run (greedy decoding): no spread.")
+    runs = acc.get("runs") or {}
+    if runs.get("n", 1) and runs.get("n", 1) > 1:
+        lines.append(
+            f"Per run: {', '.join(_fmt(x) for x in runs.get('per_run', []))} "
+            f"(mean {_fmt(runs.get('mean'))}, std {_fmt(runs.get('std'))})"
+        )
+    for name, values in (acc.get("breakdowns") or {}).items():
+        lines += ["", f"| {name} | correct | total | acc |", "|---|---:|---:|---:|"]
+        for k, v in values.items():
+            acc_k = _fmt(v.get("acc"))
+            lines.append(f"| {k} | {v.get('correct')} | {v.get('total')} | {acc_k} |")
+    return lines
 
 
 def write_run_report(

@@ -462,24 +462,31 @@ def _generate(
                     "(each reason is in predictions.jsonl)",
                     file=sys.stderr,
                 )
-        manifest["cache"] = {"hits": calls.hits, "misses": calls.misses}
-        # API adapters total tokens and cost; a resumed run adds this session's share
-        session = getattr(adapter, "usage", None)
-        if isinstance(session, dict):
-            manifest["usage"] = add_usage(manifest.get("usage") or {}, session)
-        mine: dict[str, Any] = {
-            "calls": target.sent,
-            "cache_hits": calls.hits,
-            "cache_misses": calls.misses,
-            "replies": by_status(statuses),
-        }
-        if isinstance(session, dict):
-            mine.update({k: session[k] for k in TOKEN_COUNTERS if k in session})
-        manifest["counters"] = accumulate(manifest.get("counters"), mine)
+        _record_session_counters(manifest, adapter, calls, target.sent, statuses)
     finally:
         calls.close()
         adapter.close()
     return written
+
+
+def _record_session_counters(
+    manifest: dict[str, Any], adapter: Any, calls: Any, sent: int, statuses: list[str]
+) -> None:
+    """Add this session's cache, usage and call counters to the manifest (not yet written)."""
+    manifest["cache"] = {"hits": calls.hits, "misses": calls.misses}
+    # API adapters total tokens and cost; a resumed run adds this session's share
+    session = getattr(adapter, "usage", None)
+    if isinstance(session, dict):
+        manifest["usage"] = add_usage(manifest.get("usage") or {}, session)
+    mine: dict[str, Any] = {
+        "calls": sent,
+        "cache_hits": calls.hits,
+        "cache_misses": calls.misses,
+        "replies": by_status(statuses),
+    }
+    if isinstance(session, dict):
+        mine.update({k: session[k] for k in TOKEN_COUNTERS if k in session})
+    manifest["counters"] = accumulate(manifest.get("counters"), mine)
 
 
 class _LoadFailed(RunError):
