@@ -200,6 +200,44 @@ def _text(v: Any) -> bool:
     return isinstance(v, str)
 
 
+def _check_mcq(
+    item: dict[str, Any], answerless: bool, errors: list[tuple[str, str]]
+) -> tuple[str, list[Any], Any, str | None]:
+    """The item's question, choices and answer, each made usable (a wrong type noted in
+    ``errors`` as (field, message)); the warning when the answer is not among the choices
+    (a data fact, not a failure: the item runs and is scored on the answer text)."""
+    question = item.get("question")
+    if not _text(question):
+        errors.append(("question", "missing field" if question is None else "not a string"))
+        question = "" if question is None else str(question)
+    choices = item.get("choices")
+    if not isinstance(choices, list):
+        errors.append(("choices", "missing field" if choices is None else "choices is not a list"))
+        choices = []
+    elif not all(_text(c) for c in choices):
+        errors.append(("choices", "a choice is not a string"))
+        choices = [str(c) for c in choices]
+    answer = item.get("answer")
+    if answer is None and not answerless:
+        errors.append(("answer", "missing field"))
+    elif answer is not None and not _text(answer):
+        errors.append(("answer", "not a string"))
+        answer = str(answer)
+    elif answer is not None and not answer.strip():  # every output would count as right
+        # (an empty choice beside a real answer is kept: 4 real MMAR items ship one)
+        errors.append(("answer", "is empty"))
+    warning = None
+    if (
+        answer is not None
+        and _text(answer)
+        and answer.strip()
+        and choices
+        and answer.strip() not in {c.strip() for c in choices}
+    ):
+        warning = ANSWER_NOT_A_CHOICE
+    return question, choices, answer, warning
+
+
 def build_samples(
     rows: list[tuple[int, Any]],
     spec: MetadataSpec,
@@ -244,37 +282,7 @@ def build_samples(
         else:
             seen[sid] = 1
 
-        question = item.get("question")
-        if not _text(question):
-            errors.append(("question", "missing field" if question is None else "not a string"))
-            question = "" if question is None else str(question)
-        choices = item.get("choices")
-        if not isinstance(choices, list):
-            errors.append(
-                ("choices", "missing field" if choices is None else "choices is not a list")
-            )
-            choices = []
-        elif not all(_text(c) for c in choices):
-            errors.append(("choices", "a choice is not a string"))
-            choices = [str(c) for c in choices]
-        answer = item.get("answer")
-        if answer is None and not answerless:
-            errors.append(("answer", "missing field"))
-        elif answer is not None and not _text(answer):
-            errors.append(("answer", "not a string"))
-            answer = str(answer)
-        elif answer is not None and not answer.strip():  # every output would count as right
-            # (an empty choice beside a real answer is kept: 4 real MMAR items ship one)
-            errors.append(("answer", "is empty"))
-        warning = None
-        if (
-            answer is not None
-            and _text(answer)
-            and answer.strip()
-            and choices
-            and answer.strip() not in {c.strip() for c in choices}
-        ):
-            warning = ANSWER_NOT_A_CHOICE
+        question, choices, answer, warning = _check_mcq(item, answerless, errors)
         for name in (spec.audio_field, *spec.required):
             if name not in item or item[name] is None or item[name] == "":
                 errors.append((name, "missing field"))
