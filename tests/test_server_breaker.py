@@ -15,6 +15,7 @@ from cafe.cli import main
 from cafe.clients import make_client, run_sync
 from cafe.clients.breaker import BREAK_AFTER, Breaker, ServerUnreachable
 from cafe.clients.ratelimit import AdaptiveLimiter, CallError, RetryPolicy, call_with_retries
+from cafe.judge.extraction import ANALYSIS_KEYS, PAPER_KEYS
 from cafe.testing.loopback import OpenAILoopback
 
 
@@ -146,21 +147,7 @@ def _judge_run(root, n):
     return store
 
 
-JUDGE_REPLY = json.dumps(
-    {
-        k: []
-        for k in (
-            "required_events",
-            "all_caption_events",
-            "all_reasoning_events",
-            "matched_events",
-            "error_matched",
-            "error_use",
-            "neutral_events",
-            "missed_events",
-        )
-    }  # fmt: skip
-)
+JUDGE_REPLY = json.dumps({k: [] for k in (*ANALYSIS_KEYS, *PAPER_KEYS)})  # empty: a valid reply
 
 
 def test_cafe_judge_when_the_judge_server_dies_keeps_judgements_and_resumes(tmp_path):

@@ -121,39 +121,21 @@ def run(
         except ModelLoadError as e:
             raise RunError(str(e)) from e
     fresh = not plan.store.root.exists()  # before the lock file makes the folder
-    with folder_lock(plan.store.root, "cafe run"):
-        read_folder(plan)  # again, as the one writer: what another writer left is done
-        if plan.mode == "subset":
-            return _read_subset(plan)
-        return _run_locked(plan, judge, judge_options, batch_size, concurrency, cache, strict,
-                           progress, control, control_seed, control_of, fresh)  # fmt: skip
-
-
-def _run_locked(
-    plan: RunPlan,
-    judge: str | None,
-    judge_options: dict[str, Any] | None,
-    batch_size: int | None,
-    concurrency: int | None,
-    cache: bool,
-    strict: bool,
-    progress: bool,
-    control: str | None,
-    control_seed: int,
-    control_of: str | Path | None,
-    fresh: bool,
-) -> RunResult:
     link = None
     if control:
         link = {"name": control, "seed": control_seed,
                 "real_run": str(Path(control_of).resolve()) if control_of else None}  # fmt: skip
-    manifest = _open_folder(plan, link)
-    try:
-        return _run_open_folder(plan, manifest, judge, judge_options, batch_size, concurrency,
-                                cache, strict, progress, fresh)  # fmt: skip
-    except BaseException as e:  # a full disk, a refused checkpoint, Ctrl-C: never "running"
-        _mark_stopped(plan, manifest, e)
-        raise
+    with folder_lock(plan.store.root, "cafe run"):
+        read_folder(plan)  # again, as the one writer: what another writer left is done
+        if plan.mode == "subset":
+            return _read_subset(plan)
+        manifest = _open_folder(plan, link)
+        try:
+            return _run_open_folder(plan, manifest, judge, judge_options, batch_size,
+                                    concurrency, cache, strict, progress, fresh)  # fmt: skip
+        except BaseException as e:  # a full disk, a refused checkpoint, Ctrl-C: never "running"
+            _mark_stopped(plan, manifest, e)
+            raise
 
 
 def _mark_stopped(plan: RunPlan, manifest: dict[str, Any], e: BaseException) -> None:
