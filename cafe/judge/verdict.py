@@ -22,7 +22,6 @@ from typing import Any
 import click
 
 from cafe.benchmarks.embedding_match import EmbedderUnavailable
-from cafe.cache import make_key
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer
 from cafe.judge.answer import AnswerJudge, Verdict
@@ -111,10 +110,9 @@ class VerdictJudge(AnswerJudge):
                               answer=fields.get("answer", sample.answer or ""),
                               output=pred.raw_output)  # fmt: skip
         extra = {"top_p": self.verdict_spec.top_p} if self.verdict_spec.top_p is not None else {}
-        key = make_key(task=self.verdict_spec.name, judge=self.identity, prompt=prompt,
-                       template=self.template_hash, max_tokens=self.max_tokens,
-                       temperature=self.verdict_spec.temperature, thinking=self.thinking,
-                       **extra)  # fmt: skip
+        # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
+        # for every judge; top_p is this rule's own sampling setting, so it is in the request
+        key = self.spec.call_key(prompt=prompt, **extra)
         hit = self.cache.get(key)
         if hit is not None:
             text = hit["text"]
