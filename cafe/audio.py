@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import wave
 from collections.abc import Callable
 from functools import lru_cache
 from math import gcd
@@ -78,7 +79,7 @@ def load_audio(
     data, file_sr = _read(p, sample_id, lambda f: sf.read(f, dtype="float32", always_2d=True))
     if data.shape[0] == 0:
         raise _problem(p, "audio has no samples", sample_id)
-    mono = data.mean(axis=1)
+    mono = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1)  # no copy for mono files
     if file_sr != sr:
         mono = resample(mono, file_sr, sr)
     if not np.isfinite(mono).all():
@@ -153,6 +154,40 @@ def write_wav(path: str | Path, audio: np.ndarray, sr: int = TARGET_SR) -> None:
     import soundfile as sf
 
     sf.write(str(path), np.asarray(audio, dtype=np.float32), sr, subtype="PCM_16")
+
+
+def api_wav(path: str | Path, *, sample_id: str | None = None) -> bytes:
+    """A clip as 16 kHz mono 16-bit PCM WAV bytes: the one audio encoding sent to every API. A
+    file already in that form keeps its samples under a fresh header, without a decode: the same
+    bytes as decoding and re-encoding it (16-bit PCM round-trips exactly through float32) for a
+    fraction of the CPU. Anything else decodes (load_audio, with its checks and errors) and is
+    re-encoded."""
+    frames = _pcm16_mono_frames(Path(path))
+    if frames is None:
+        return wav_bytes(load_audio(path, sample_id=sample_id))
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:  # the 44-byte header soundfile writes for PCM_16 too
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(TARGET_SR)
+        w.writeframes(frames)
+    return buf.getvalue()
+
+
+def _pcm16_mono_frames(p: Path) -> bytes | None:
+    """The sample bytes of a well-formed 16 kHz mono 16-bit PCM WAV within the length limit, or
+    None for any other file (other formats, damage, a short data chunk, a missing file): those
+    take load_audio's path, which says what is wrong with them."""
+    try:
+        with wave.open(str(p), "rb") as w:
+            shape = (w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getcomptype())
+            n = w.getnframes()
+            if shape != (1, 2, TARGET_SR, "NONE") or n <= 0 or n / TARGET_SR > max_audio_s():
+                return None
+            frames = w.readframes(n)
+    except (wave.Error, EOFError, OSError):
+        return None
+    return frames if len(frames) == 2 * n else None
 
 
 def wav_bytes(audio: np.ndarray, sr: int = TARGET_SR) -> bytes:

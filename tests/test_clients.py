@@ -282,7 +282,7 @@ def test_clips_are_encoded_under_a_limiter_slot(clip, monkeypatch):
     import cafe.clients.openai_compat as oc
 
     seen = []
-    real = oc.audio_b64
+    real = oc.audio_wav
     with OpenAILoopback() as srv:
         c = make_client("openai-compatible", "m", [srv.url], concurrency=2, **FAST)
         lim = c.endpoints[0].limiter
@@ -291,7 +291,7 @@ def test_clips_are_encoded_under_a_limiter_slot(clip, monkeypatch):
             seen.append(lim.in_flight)
             return real(path)
 
-        monkeypatch.setattr(oc, "audio_b64", spy)
+        monkeypatch.setattr(oc, "audio_wav", spy)
 
         async def many():
             return await asyncio.gather(*(c.achat(_msgs(clip)) for _ in range(8)))

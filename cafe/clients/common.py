@@ -90,9 +90,9 @@ def missing_key_hint(names: tuple[str, ...], url: str | None) -> str:
 
 def audio_wav(path: str) -> bytes:
     """A clip as 16 kHz mono 16-bit WAV bytes: the one audio encoding sent to every API."""
-    from cafe.audio import load_audio, wav_bytes
+    from cafe.audio import api_wav
 
-    return wav_bytes(load_audio(path))
+    return api_wav(path)
 
 
 def audio_b64(path: str) -> str:

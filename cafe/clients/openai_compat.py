@@ -10,20 +10,22 @@ each endpoint with its own adaptive limiter."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
+import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from cafe.clients.base import CLIENTS, ChatReply, PooledChatClient
 from cafe.clients.breaker import BREAK_AFTER
 from cafe.clients.common import (
     Endpoint,
-    Lanes,
     PerLoop,
     audio_b64,
     audio_bytes_on_disk,
+    audio_wav,
     env_key,
     key_env_for,
     missing_key_hint,
@@ -38,6 +40,9 @@ from cafe.clients.ratelimit import (
     is_retryable_status,
     parse_retry_after,
 )
+
+if TYPE_CHECKING:
+    from cafe.clients.transport import Poster
 
 OPENAI_URL = "https://api.openai.com/v1"
 #: clips larger than this on disk are encoded off the event loop
@@ -140,11 +145,11 @@ class OpenAICompatClient(PooledChatClient):
         self.identity = f"{self.kind}:{model}@" + ",".join(e.url for e in self.endpoints)
 
     # -- transport ---------------------------------------------------------------------------
-    def _new_http(self) -> Lanes[Any]:
-        from cafe.clients.transport import http_lanes
+    def _new_http(self) -> Poster:
+        from cafe.clients.transport import Poster
 
         n = self.concurrency * len(self.endpoints)
-        return http_lanes(n, self.policy.timeout_s, self.http_transport)
+        return Poster(n, self.policy.timeout_s, self.http_transport)
 
     def _target(self, url: str) -> tuple[str, dict[str, str]]:
         """Request base URL and auth header for an endpoint: its key as a bearer token, else
@@ -154,17 +159,23 @@ class OpenAICompatClient(PooledChatClient):
         return bare, ({"Authorization": f"Bearer {key}"} if key else basic)
 
     # -- protocol ----------------------------------------------------------------------------
-    def convert_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def convert_messages(
+        self, messages: list[dict[str, Any]], blobs: dict[str, bytes] | None = None
+    ) -> list[dict[str, Any]]:
+        """OpenAI content parts. With ``blobs``, each clip's base64 goes there under a random
+        placeholder that stands in the message (see spliced_json) instead of inline."""
         out = []
         for m in messages:
             parts = []
             for p in parts_of(m):
                 if p.get("type") == "audio":
+                    if blobs is None:
+                        data = audio_b64(p["path"])
+                    else:
+                        data = f"cafe-audio-{secrets.token_hex(8)}"
+                        blobs[data] = base64.b64encode(audio_wav(p["path"]))
                     parts.append(
-                        {
-                            "type": "input_audio",
-                            "input_audio": {"data": audio_b64(p["path"]), "format": "wav"},
-                        }
+                        {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}
                     )
                 else:
                     parts.append(p)
@@ -175,11 +186,11 @@ class OpenAICompatClient(PooledChatClient):
 
     def body(
         self, messages: list[dict[str, Any]], temperature: float | None, max_tokens: int,
-        seed: int | None, extra: dict[str, Any],
+        seed: int | None, extra: dict[str, Any], blobs: dict[str, bytes] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": self.convert_messages(messages),
+            "messages": self.convert_messages(messages, blobs),
             "temperature": temperature,
             self.token_field: max_tokens,
             **self.extra_body,
@@ -210,18 +221,18 @@ class OpenAICompatClient(PooledChatClient):
             """Encoded once, under the first attempt's slot: a batch of thousands never holds
             all its clips in memory at once, and encoding is paced by the limiter."""
             if not built:
+                blobs: dict[str, bytes] = {}
+                args = (messages, temperature, max_tokens, seed, extra, blobs)
                 try:
                     if audio_bytes_on_disk(messages) > OFFLOOP_AUDIO_BYTES:
                         # long clips decode in a worker thread; short ones (most) inline, where
                         # a thread handoff costs more CPU than the encoding itself
-                        body = await asyncio.to_thread(
-                            self.body, messages, temperature, max_tokens, seed, extra
-                        )
+                        body = await asyncio.to_thread(self.body, *args)
                     else:
-                        body = self.body(messages, temperature, max_tokens, seed, extra)
+                        body = self.body(*args)
                 except Exception as e:  # unreadable audio etc.: no retry will fix it
                     raise CallError(f"cannot build request: {e}", retryable=False) from None
-                built.append(json.dumps(body).encode())
+                built.append(spliced_json(body, blobs))
             return built[0]
 
         async def once() -> tuple[dict[str, Any], str]:
@@ -258,35 +269,29 @@ class OpenAICompatClient(PooledChatClient):
 
         bare, auth = self._target(base)
         headers = {"Content-Type": "application/json", **auth}
-        lanes = self._http.get()
-        lane = lanes.take()
         try:
-            r = await lanes.items[lane].post(
-                f"{bare}/chat/completions", content=payload, headers=headers
-            )
+            r = await self._http.get().post(f"{bare}/chat/completions", payload, headers)
         except NO_REPLY as e:  # refused, DNS, TLS, dropped: the breaker counts these
             raise CallError(f"{base}: {type(e).__name__}: {e}", no_reply=True) from None
         except httpx.TimeoutException:
             raise CallError(f"{base}: timed out") from None
         except httpx.TransportError as e:  # refused/reset: try again (maybe elsewhere)
             raise CallError(f"{base}: {type(e).__name__}: {e}") from None
-        finally:
-            lanes.give(lane)
-        if r.status_code in (401, 403):  # no retry fixes a key: say which variable to set
+        if r.status in (401, 403):  # no retry fixes a key: say which variable to set
             names = self.key_env[base]
             state = "is set but was refused" if env_key(*names) else "is not set"
             raise CallError(
-                f"{base}: HTTP {r.status_code} (unauthorised): {names[0]} {state}; "
+                f"{base}: HTTP {r.status} (unauthorised): {names[0]} {state}; "
                 f"{missing_key_hint(names, base)}",
-                status=r.status_code,
+                status=r.status,
                 retryable=False,
             )
-        if r.status_code != 200:
+        if r.status != 200:
             detail = r.text[:200].replace("\n", " ")
             raise CallError(
-                f"{base}: HTTP {r.status_code}: {detail}",
-                status=r.status_code,
-                retryable=is_retryable_status(r.status_code),
+                f"{base}: HTTP {r.status}: {detail}",
+                status=r.status,
+                retryable=is_retryable_status(r.status),
                 retry_after=parse_retry_after(r.headers.get("retry-after")),
             )
         return parse_reply(r.content, base)
@@ -308,23 +313,19 @@ class OpenAICompatClient(PooledChatClient):
         headers = {"Content-Type": "application/json", **auth}
 
         async def once() -> int:
-            lanes = self._http.get()
-            lane = lanes.take()
             try:
-                r = await lanes.items[lane].post(f"{root}/tokenize", content=body, headers=headers)
+                r = await self._http.get().post(f"{root}/tokenize", body, headers)
             except httpx.TransportError as e:
                 raise CallError(f"{root}/tokenize: {type(e).__name__}: {e}") from None
-            finally:
-                lanes.give(lane)
-            if r.status_code in (400, 404, 405, 422, 501):  # no such route, or not this shape
-                raise NoTokenizeEndpoint(f"{root} has no /tokenize (HTTP {r.status_code})")
-            if r.status_code != 200:
+            if r.status in (400, 404, 405, 422, 501):  # no such route, or not this shape
+                raise NoTokenizeEndpoint(f"{root} has no /tokenize (HTTP {r.status})")
+            if r.status != 200:
                 raise CallError(
-                    f"{root}/tokenize: HTTP {r.status_code}", status=r.status_code,
-                    retryable=is_retryable_status(r.status_code),
+                    f"{root}/tokenize: HTTP {r.status}", status=r.status,
+                    retryable=is_retryable_status(r.status),
                 )  # fmt: skip
             try:
-                data = r.json()
+                data = json.loads(r.content)
                 return int(data["count"]) if "count" in data else len(data["tokens"])
             except (ValueError, KeyError, TypeError):
                 raise CallError(f"{root}/tokenize: malformed reply {r.text[:80]!r}") from None
@@ -333,10 +334,19 @@ class OpenAICompatClient(PooledChatClient):
         return None if out.error is not None else out.value
 
     async def aclose(self) -> None:
-        lanes = self._http.pop_current()
-        if lanes is not None:
-            for http in lanes.items:
-                await http.aclose()
+        poster = self._http.pop_current()
+        if poster is not None:
+            await poster.aclose()
+
+
+def spliced_json(body: dict[str, Any], blobs: dict[str, bytes]) -> bytes:
+    """``json.dumps(body)`` with each placeholder string of ``blobs`` replaced by its bytes, which
+    are JSON string content already (base64 needs no escaping): the encoder would otherwise scan
+    every character of every clip for escapes, ~0.3 ms of CPU per 4-second clip."""
+    raw = json.dumps(body).encode()
+    for token, blob in blobs.items():
+        raw = raw.replace(token.encode(), blob, 1)
+    return raw
 
 
 class NoTokenizeEndpoint(Exception):

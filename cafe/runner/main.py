@@ -239,7 +239,8 @@ def _finish(
                 f"earlier predictions (`cafe rubric`, `cafe cues`, `cafe listen` redo them)"
             )
     final = store.predictions() if result.new_predictions else list(plan.done.values())
-    predictions = [p for p in final if (p.sample_id, p.run_index) in plan.keys]
+    keys = plan.keys  # built once: the property makes a new set on every access
+    predictions = [p for p in final if (p.sample_id, p.run_index) in keys]
     store.update_metrics("accuracy", _accuracy(plan, predictions))
     # the benchmark's official figure, where accuracy's is not it; one that `cafe judge-official`
     # wrote stands until the predictions change
@@ -294,7 +295,8 @@ def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:
 def _read_subset(plan: RunPlan) -> RunResult:
     """A smaller selection on a finished folder: its results for that subset, computed in
     memory; nothing in the folder changes (it keeps describing the whole run)."""
-    predictions = [p for p in plan.done.values() if (p.sample_id, p.run_index) in plan.keys]
+    keys = plan.keys
+    predictions = [p for p in plan.done.values() if (p.sample_id, p.run_index) in keys]
     old = plan.old_manifest
     note = (
         f"{plan.store.root} holds {_selection(old)}; reporting its results for "
