@@ -34,7 +34,7 @@ PERF = Path(__file__).resolve().parent
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--items", type=int, default=1920)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--latency", type=float, default=0.2)
