@@ -58,3 +58,43 @@ def test_judge_counters_describe_the_folder_not_the_last_command(tmp_path: Path)
     assert c["total"]["judged"] == 4 and c["total"]["replies"]["ok"] == 4
     other = judge_run(r.run_dir, judge="rule", progress=False, tolerance_s=0.01)  # another spec
     assert other["counters"]["invocations"] == 1 and other["counters"]["total"]["judged"] == 4
+
+
+def test_a_stopped_session_still_counts_what_it_wrote(tmp_path: Path, monkeypatch) -> None:
+    """A model server that dies mid-run stops the run; the manifest's usage and counters cover
+    every prediction kept (they are written with each durable batch, not only at a clean end),
+    and the resume adds its own share on top."""
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    answered = 20
+    faults = lambda i, body: "die" if i >= answered else None  # noqa: E731
+    args = ["run", "--model", "openai-compatible", "-o", "model=served", "--bench", "synth",
+            "--version", "n50-seed0", "--judge", "none", "--no-progress", "--batch-size", "2",
+            "--concurrency", "2", "--out", str(out), "--endpoint"]  # fmt: skip
+    with OpenAILoopback(reply=lambda b: "<answer>x</answer>", faults=faults) as srv:
+        first = CliRunner().invoke(main, [*args, srv.url])
+    assert first.exit_code != 0 and "stopped" in first.output
+    m1 = json.loads((out / "manifest.json").read_text())
+    assert m1["status"] == "stopped"
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == answered
+    assert m1["usage"]["calls"] == answered  # every reply the server gave
+    c1 = m1["counters"]
+    assert c1["invocations"] == 1 and sum(c1["total"]["replies"].values()) == answered
+    assert c1["total"]["completion_tokens"] == m1["usage"]["completion_tokens"] > 0
+    with OpenAILoopback(reply=lambda b: "<answer>x</answer>") as srv2:
+        second = CliRunner().invoke(main, [*args, srv2.url])
+        assert second.exit_code == 0, second.output
+        assert srv2.count == 50 - answered
+    m2 = json.loads((out / "manifest.json").read_text())
+    c2 = m2["counters"]
+    assert m2["usage"]["calls"] == 50 and c2["invocations"] == 2
+    assert sum(c2["total"]["replies"].values()) == 50
+    assert sum(c2["this_invocation"]["replies"].values()) == 50 - answered
+    assert c2["total"]["calls"] == c1["total"]["calls"] + (50 - answered)
+    per_reply = m1["usage"]["completion_tokens"] // answered
+    assert c2["total"]["completion_tokens"] == m2["usage"]["completion_tokens"] == 50 * per_reply

@@ -386,6 +386,13 @@ def _generate(
     calls = open_cache(cache)
     written = failures = 0
     statuses: list[str] = []
+    before = {k: manifest.get(k) for k in ("usage", "counters")}  # the earlier sessions' figures
+    target: CachedAdapter | None = None
+
+    def count() -> None:
+        """This session's figures so far into the manifest, over the earlier sessions' ones."""
+        sent = target.sent if target is not None else 0
+        _record_session_counters(manifest, before, adapter, calls, sent, statuses)
 
     def on_done(preds: list[Prediction]) -> None:
         nonlocal written, failures
@@ -396,6 +403,10 @@ def _generate(
         writer.write_many(preds)
         written += len(preds)
         statuses.extend(p.parse_status for p in preds)
+        # with each durable batch, so a stop, Ctrl-C or kill leaves counters that cover every
+        # prediction on disk (the folder's totals say what it cost, whatever ended the session)
+        count()
+        store.write_manifest(manifest)
         if dead:
             raise _ServerGone(dead[0].error or "the model server gave no reply")
         for p in preds:  # say why an item failed as it happens, not only on disk
@@ -430,6 +441,7 @@ def _generate(
         except InputError as e:  # --strict: what is written stays
             raise RunError(f"--strict: {e}") from None
         except _ServerGone as e:  # what is written stays; the same command resumes
+            count()
             manifest["status"] = "stopped"
             manifest["error"] = str(e)
             manifest["updated"] = now()
@@ -446,7 +458,7 @@ def _generate(
                     "(each reason is in predictions.jsonl)",
                     file=sys.stderr,
                 )
-        _record_session_counters(manifest, adapter, calls, target.sent, statuses)
+        count()
     finally:
         calls.close()
         adapter.close()
@@ -454,14 +466,16 @@ def _generate(
 
 
 def _record_session_counters(
-    manifest: dict[str, Any], adapter: Any, calls: Any, sent: int, statuses: list[str]
-) -> None:
-    """Add this session's cache, usage and call counters to the manifest (not yet written)."""
+    manifest: dict[str, Any], before: dict[str, Any], adapter: Any, calls: Any, sent: int,
+    statuses: list[str],
+) -> None:  # fmt: skip
+    """This session's cache, usage and call counters so far, added to ``before`` (the manifest's
+    usage and counters when the session began) in the manifest (not yet written)."""
     manifest["cache"] = {"hits": calls.hits, "misses": calls.misses}
     # API adapters total tokens and cost; a resumed run adds this session's share
     session = getattr(adapter, "usage", None)
     if isinstance(session, dict):
-        manifest["usage"] = add_usage(manifest.get("usage") or {}, session)
+        manifest["usage"] = add_usage(before.get("usage") or {}, session)
     mine: dict[str, Any] = {
         "calls": sent,
         "cache_hits": calls.hits,
@@ -470,7 +484,7 @@ def _record_session_counters(
     }
     if isinstance(session, dict):
         mine.update({k: session[k] for k in TOKEN_COUNTERS if k in session})
-    manifest["counters"] = accumulate(manifest.get("counters"), mine)
+    manifest["counters"] = accumulate(before.get("counters"), mine)
 
 
 class _LoadFailed(RunError):
