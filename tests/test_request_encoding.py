@@ -150,3 +150,30 @@ def test_clips_are_spliced_into_the_body_unchanged(tmp_path):
         audio_b64(str(b)),
     ]
     assert base64.b64decode(parts[2]["input_audio"]["data"]) == api_wav(b)
+
+
+def test_only_a_large_clip_is_encoded_in_a_worker_thread(tmp_path, monkeypatch):
+    import asyncio
+    import threading
+
+    import cafe.clients.common as common
+
+    small, large = tmp_path / "small.wav", tmp_path / "large.wav"
+    write_wav(small, _tone(1000))
+    write_wav(large, _tone(16000))
+    monkeypatch.setattr(common, "OFFLOOP_AUDIO_BYTES", 10_000)  # between the two files' sizes
+    threads = {}
+    real = common.audio_wav
+
+    def spy(path):
+        threads[path] = threading.get_ident()
+        return real(path)
+
+    monkeypatch.setattr(common, "audio_wav", spy)
+
+    async def both():
+        return threading.get_ident(), [await common.audio_wav_async(str(p)) for p in (small, large)]
+
+    loop_thread, wavs = asyncio.run(both())
+    assert wavs == [api_wav(small), api_wav(large)]
+    assert threads[str(small)] == loop_thread and threads[str(large)] != loop_thread

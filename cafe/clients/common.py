@@ -95,6 +95,20 @@ def audio_wav(path: str) -> bytes:
     return api_wav(path)
 
 
+#: clips larger than this on disk are encoded off the event loop; smaller ones (most) inline,
+#: where a thread hand-off costs more CPU than the encoding itself (cafe.audio.api_wav)
+OFFLOOP_AUDIO_BYTES = 2_000_000
+
+
+async def audio_wav_async(path: str) -> bytes:
+    """audio_wav from a coroutine: in a worker thread only for a large clip."""
+    try:
+        large = os.path.getsize(path) > OFFLOOP_AUDIO_BYTES
+    except OSError:  # missing: the encoder says so
+        large = False
+    return await asyncio.to_thread(audio_wav, path) if large else audio_wav(path)
+
+
 def audio_b64(path: str) -> str:
     return base64.b64encode(audio_wav(path)).decode("ascii")
 

@@ -20,7 +20,7 @@ from cafe.clients.breaker import BREAK_AFTER
 from cafe.clients.common import (
     Lanes,
     PerLoop,
-    audio_wav,
+    audio_wav_async,
     env_key,
     key_env_for,
     missing_key_hint,
@@ -141,7 +141,7 @@ class GeminiClient(PooledChatClient):
             parts = []
             for p in parts_of(m):
                 if p.get("type") == "audio":
-                    wav = await asyncio.to_thread(audio_wav, p["path"])
+                    wav = await audio_wav_async(p["path"])
                     if len(wav) > self.inline_limit_bytes:
                         uri = await self._upload(sdk, url, wav)
                         parts.append(types.Part.from_uri(file_uri=uri, mime_type="audio/wav"))

@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 from cafe.clients.base import CLIENTS, ChatReply, PooledChatClient
 from cafe.clients.breaker import BREAK_AFTER
 from cafe.clients.common import (
+    OFFLOOP_AUDIO_BYTES,
     Endpoint,
     PerLoop,
     audio_b64,
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
     from cafe.clients.transport import Poster
 
 OPENAI_URL = "https://api.openai.com/v1"
-#: clips larger than this on disk are encoded off the event loop
-OFFLOOP_AUDIO_BYTES = 2_000_000
 #: where OPENAI_API_KEY may go: OpenAI's endpoint and the SDK's own base-URL variable
 OPENAI_KEY_ENV = ("OPENAI_API_KEY",)
 
@@ -225,8 +224,7 @@ class OpenAICompatClient(PooledChatClient):
                 args = (messages, temperature, max_tokens, seed, extra, blobs)
                 try:
                     if audio_bytes_on_disk(messages) > OFFLOOP_AUDIO_BYTES:
-                        # long clips decode in a worker thread; short ones (most) inline, where
-                        # a thread handoff costs more CPU than the encoding itself
+                        # long clips encode in a worker thread, short ones (most) inline
                         body = await asyncio.to_thread(self.body, *args)
                     else:
                         body = self.body(*args)
