@@ -135,17 +135,19 @@ def _adapter(url: str, clips: list[str], args: argparse.Namespace) -> tuple[floa
 
 
 def _cafe_run(url: str, args: argparse.Namespace) -> tuple[float, float, int, int]:
-    """`cafe run`'s path in this process, no call cache, a fresh folder each time."""
+    """`cafe run`'s path in this process, no call cache, a fresh folder each time; the runner's
+    own default of generate() calls in flight (what `cafe run` does), the client's slots set to
+    --concurrency."""
     from cafe.runner.main import run
 
     def one(limit: int) -> tuple[float, float, int]:
         out = tempfile.mkdtemp()
         t0, cpu0 = time.perf_counter(), time.process_time()
+        options = {"model": "perf-model", "endpoints": [url], "concurrency": args.concurrency,
+                   "http_transport": args.http_transport}  # fmt: skip
         res = run("openai-compatible", "synth", version=f"n{args.items}-seed0", out=out,
-                  judge="none", progress=False, cache=False, concurrency=args.concurrency,
-                  limit=limit, options={"model": "perf-model", "endpoints": [url],
-                                        "concurrency": args.concurrency,
-                                        "http_transport": args.http_transport})  # fmt: skip
+                  judge="none", progress=False, cache=False, limit=limit,
+                  options=options)  # fmt: skip
         assert res.new_predictions == limit and not res.most_failed
         return time.perf_counter() - t0, time.process_time() - cpu0, res.new_predictions
 

@@ -94,6 +94,8 @@ def test_openai_compatible_adapter_order_usage_cost_and_vllm_fields(clips):
     tot = usage_totals([x.backend for x in out] + [{"cached": True}])
     assert tot["calls"] == 6 and tot["cached"] == 1 and tot["completion_tokens"] == 24
     assert tot["cost_usd"] == pytest.approx(6 * (17 * 2.5 + 4 * 10.0) / 1e6)
+    # the adapter's running totals (kept as calls finish) say the same
+    assert {k: ad.usage[k] for k in tot} == {**tot, "cached": 0}
     assert ad.identity()["checkpoint"] == "Qwen/Qwen2.5-Omni-7B"
 
 

@@ -65,7 +65,7 @@ class ChatAPIAdapter(Adapter):
             self.client_kind, self.model, self.endpoints or None, **client_opts
         )
         self._loop = shared_loop()
-        self._backends: list[dict[str, Any]] = []
+        self._totals = usage_totals([])  # kept as calls finish: read after every batch
         self._usage_lock = threading.Lock()
         self._counter: TokenCounter | None = None
         self._counter_lock = threading.Lock()
@@ -112,7 +112,7 @@ class ChatAPIAdapter(Adapter):
     def usage(self) -> dict[str, Any]:
         """Totals over every call this adapter made (for the run manifest)."""
         with self._usage_lock:
-            totals = usage_totals(list(self._backends))
+            totals = {**self._totals, "cost_usd": round(self._totals["cost_usd"], 6)}
         from cafe.clients.base import call_stats_of
 
         return {**totals, **call_stats_of(self.client)}  # and 429s, 5xx, retries, waits
@@ -165,7 +165,7 @@ class ChatAPIAdapter(Adapter):
         if cost is not None:
             backend["cost_usd"] = cost
         with self._usage_lock:
-            self._backends.append(backend)
+            add_to_totals(self._totals, backend)
         return Completion(
             sample_id=request.sample_id,
             run_index=request.run_index,
@@ -265,13 +265,19 @@ def usage_totals(backends: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0,
     }  # fmt: skip
     for b in backends:
-        if b.get("cached"):
-            tot["cached"] += 1
-            continue
-        usage = b.get("usage") or {}
-        tot["calls"] += 1
-        tot["prompt_tokens"] += usage.get("prompt_tokens") or 0
-        tot["completion_tokens"] += usage.get("completion_tokens") or 0
-        tot["cost_usd"] += b.get("cost_usd") or 0.0
+        add_to_totals(tot, b)
     tot["cost_usd"] = round(tot["cost_usd"], 6)
     return tot
+
+
+def add_to_totals(tot: dict[str, Any], b: dict[str, Any]) -> None:
+    """One call's Completion.backend added to usage_totals' dict, in place (cost unrounded:
+    rounding each addition would drift over thousands of calls)."""
+    if b.get("cached"):
+        tot["cached"] += 1
+        return
+    usage = b.get("usage") or {}
+    tot["calls"] += 1
+    tot["prompt_tokens"] += usage.get("prompt_tokens") or 0
+    tot["completion_tokens"] += usage.get("completion_tokens") or 0
+    tot["cost_usd"] += b.get("cost_usd") or 0.0
