@@ -299,3 +299,29 @@ def test_clips_are_encoded_under_a_limiter_slot(clip, monkeypatch):
         replies = run_sync(many())
     assert all(r.text == "ok" for r in replies) and len(seen) == 8
     assert all(1 <= n <= 2 for n in seen)
+
+
+def test_aiohttp_transport_errors_carry_the_failed_request():
+    """Behind the httpx API (as google-genai uses it) a refused connection is httpx's
+    ConnectError naming the request that failed, as httpx's own transport raises it."""
+    import socket
+
+    import httpx
+
+    from cafe.clients.transport import AiohttpTransport
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1/x"  # released: nothing listens
+
+    async def call():
+        transport = AiohttpTransport(1, 2.0)
+        async with httpx.AsyncClient(transport=transport) as http:
+            try:
+                await http.post(url, content=b"{}")
+            finally:
+                await transport.aclose()
+
+    with pytest.raises(httpx.ConnectError) as err:
+        asyncio.run(call())
+    assert str(err.value.request.url) == url
