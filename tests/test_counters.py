@@ -98,3 +98,38 @@ def test_a_stopped_session_still_counts_what_it_wrote(tmp_path: Path, monkeypatc
     assert c2["total"]["calls"] == c1["total"]["calls"] + (50 - answered)
     per_reply = m1["usage"]["completion_tokens"] // answered
     assert c2["total"]["completion_tokens"] == m2["usage"]["completion_tokens"] == 50 * per_reply
+
+
+def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, monkeypatch) -> None:
+    """Ctrl-C arrives as the sixth batch is about to be written: the manifest on disk already
+    counts the five batches (ten predictions) that are, because it is rewritten with each one."""
+    import pytest
+
+    from cafe.runner.main import RunInterrupted
+    from cafe.store import JsonlWriter
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW] * 10)
+    writes = []
+    real = JsonlWriter.write_many
+
+    def write_many(self, records):
+        records = list(records)
+        if self.path.name == "predictions.jsonl" and records:
+            writes.append(len(records))
+            if len(writes) == 6:
+                raise KeyboardInterrupt
+        return real(self, records)
+
+    monkeypatch.setattr(JsonlWriter, "write_many", write_many)
+    out = tmp_path / "r"
+    with pytest.raises(RunInterrupted):
+        run("tone", "tone", data=str(meta), out=out, progress=False, judge="none",
+            batch_size=2, concurrency=1)  # fmt: skip
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(lines) == 10 and manifest["status"] == "interrupted"
+    c = manifest["counters"]
+    assert c["invocations"] == 1 and sum(c["total"]["replies"].values()) == 10
+    # identical clips: two calls, the other eight from the call cache
+    assert c["total"]["calls"] == 2 and c["total"]["cache_hits"] == 8

@@ -177,3 +177,21 @@ def test_only_a_large_clip_is_encoded_in_a_worker_thread(tmp_path, monkeypatch):
     loop_thread, wavs = asyncio.run(both())
     assert wavs == [api_wav(small), api_wav(large)]
     assert threads[str(small)] == loop_thread and threads[str(large)] != loop_thread
+
+
+def test_a_body_that_lost_its_clip_is_never_sent(tmp_path):
+    """extra_body replacing the messages drops the clip's placeholder: the call fails before
+    anything is sent, saying why, instead of posting a question without its audio."""
+    from cafe.clients import run_sync
+    from cafe.testing.loopback import OpenAILoopback
+
+    a = tmp_path / "a.wav"
+    write_wav(a, _tone())
+    messages = [{"role": "user", "content": [{"type": "audio", "path": str(a)},
+                                             {"type": "text", "text": "What is it?"}]}]  # fmt: skip
+    with OpenAILoopback() as srv:
+        c = make_client("openai-compatible", "m", [srv.url],
+                        extra_body={"messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+        reply = run_sync(c.achat(messages))
+        assert srv.count == 0
+    assert reply.text is None and "placeholder is missing" in reply.error

@@ -228,9 +228,9 @@ class OpenAICompatClient(PooledChatClient):
                         body = await asyncio.to_thread(self.body, *args)
                     else:
                         body = self.body(*args)
+                    built.append(spliced_json(body, blobs))
                 except Exception as e:  # unreadable audio etc.: no retry will fix it
                     raise CallError(f"cannot build request: {e}", retryable=False) from None
-                built.append(spliced_json(body, blobs))
             return built[0]
 
         async def once() -> tuple[dict[str, Any], str]:
@@ -343,7 +343,11 @@ def spliced_json(body: dict[str, Any], blobs: dict[str, bytes]) -> bytes:
     every character of every clip for escapes, ~0.3 ms of CPU per 4-second clip."""
     raw = json.dumps(body).encode()
     for token, blob in blobs.items():
-        raw = raw.replace(token.encode(), blob, 1)
+        head, found, tail = raw.partition(token.encode())
+        if not found:  # extra_body replaced the messages: never send a body without its clip
+            raise ValueError("a clip's placeholder is missing from the request body "
+                             "(does extra_body set messages?)")  # fmt: skip
+        raw = head + blob + tail
     return raw
 
 

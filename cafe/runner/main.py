@@ -406,6 +406,7 @@ def _generate(
         # with each durable batch, so a stop, Ctrl-C or kill leaves counters that cover every
         # prediction on disk (the folder's totals say what it cost, whatever ended the session)
         count()
+        manifest["updated"] = now()
         store.write_manifest(manifest)
         if dead:
             raise _ServerGone(dead[0].error or "the model server gave no reply")
