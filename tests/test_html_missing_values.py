@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_html_report
 from click.testing import CliRunner
-from playwright.sync_api import Browser, sync_playwright
-from test_html_report import CHROMIUM, Opened
+from test_html_report import Opened
 
 from cafe.reports.cli import report_command
 from cafe.reports.html import script_json
 from cafe.runner.cli import run_command
+
+browser = test_html_report.browser  # the one module-scoped Chromium fixture
 
 N = 20
 
@@ -36,16 +37,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _cafe(run_command, [*common, "--out", str(root / "ref"), "--controls", "shuffled"])
     _cafe(run_command, [*common, "--model", "random", "--out", str(root / "random")])
     return {"ref": root / "ref", "control": root / "ref-ctl-shuffled", "random": root / "random"}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install chromium` (make test does it)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        yield b
-        b.close()
 
 
 def _cafe_metric(run: Path, key: str):

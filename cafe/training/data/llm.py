@@ -142,34 +142,35 @@ class LLMStages:
 
         return await self._ask("question", [{"type": "text", "text": prompt}], parse)
 
-    async def question_filter(self, clip: dict[str, Any], q: dict[str, Any]) -> dict | None:
-        prompt = self.templates["question_filter"].format(
+    def _qa_parts(
+        self, stage: str, clip: dict[str, Any], q: dict[str, Any], **extra: str
+    ) -> list[dict[str, Any]]:
+        """The stage's template filled with the clip's caption and the question, its choices
+        and answer (and ``extra`` fields), as the one text part of a request."""
+        prompt = self.templates[stage].format(
             caption=clip["caption"],
             question=q["question"],
             choices=_choices_text(q["choices"]),
             answer=q["answer_text"],
+            **extra,
         )
+        return [{"type": "text", "text": prompt}]
 
+    async def question_filter(self, clip: dict[str, Any], q: dict[str, Any]) -> dict | None:
         def parse(text):
             v = parse_json(text)
             return v if v and isinstance(v.get("score"), (int, float)) else None
 
-        return await self._ask("question_filter", [{"type": "text", "text": prompt}], parse)
+        return await self._ask("question_filter", self._qa_parts("question_filter", clip, q), parse)
 
     async def subquestions(self, clip: dict[str, Any], q: dict[str, Any]) -> str | None:
         """E.4's first step: the sub-question chain the CoT will follow (numbered lines)."""
-        prompt = self.templates["subquestions"].format(
-            caption=clip["caption"],
-            question=q["question"],
-            choices=_choices_text(q["choices"]),
-            answer=q["answer_text"],
-        )
 
         def parse(text):
             lines = [ln.strip() for ln in (text or "").splitlines() if _SUBQ.match(ln)]
             return "\n".join(lines) or None
 
-        return await self._ask("subquestions", [{"type": "text", "text": prompt}], parse)
+        return await self._ask("subquestions", self._qa_parts("subquestions", clip, q), parse)
 
     async def cot(self, clip: dict[str, Any], q: dict[str, Any]) -> str | None:
         """E.4 in two steps: the sub-question chain first, then the MPAR² chain that perceives
@@ -178,16 +179,9 @@ class LLMStages:
         chain = await self.subquestions(clip, q)
         if chain is None:
             return None
-        prompt = self.templates["cot"].format(
-            caption=clip["caption"],
-            question=q["question"],
-            choices=_choices_text(q["choices"]),
-            answer=q["answer_text"],
-            subquestions=chain,
-        )
         return await self._ask(
             "cot",
-            [{"type": "text", "text": prompt}],
+            self._qa_parts("cot", clip, q, subquestions=chain),
             lambda t: t.strip() if t and "<answer>" in t else None,
         )
 
