@@ -61,6 +61,8 @@ def test_parse_score_authors_rule_first_number_clamped(text, value):
         ("0.4.", 0.4),
         ("Score: 0.6", 0.6),
         ("**0.8**", 0.8),
+        ("1.0", 1.0),
+        ("0.30", 0.3),
         ("The perception misses the horn.\n0.3", 0.3),  # a final score after a note
         ("<think>maybe 0.9</think>0.2", 0.2),  # thinking is never parsed
         ("8/10", None),
@@ -68,13 +70,16 @@ def test_parse_score_authors_rule_first_number_clamped(text, value):
         ("8", None),  # out of [0, 1]: invalid, not clamped to 1
         ("1.5", None),
         ("-0.4", None),
+        ("0.75", None),  # off the prompts' 0.1 steps: invalid, not rounded
+        ("0.45", None),
         ("Score: 0.35 because 0.9", None),
         ("no idea", None),
         (None, None),
     ],
 )
 def test_parse_score_strict_final_score_in_unit_interval(text, value):
-    """The default, as the prompts ask: the reply ends with one number in [0, 1]."""
+    """The default, as the prompts ask: the reply ends with one number in [0, 1] in steps of
+    0.1."""
     assert parse_score(text) == value
 
 
@@ -218,14 +223,11 @@ def test_trl_reward_function_adapter():
     assert logged["mpar2/format"] == pytest.approx(2 / 3)
 
 
-def test_templates_carry_the_papers_caps_and_inputs_and_a_retry_changes_the_prompt():
+def test_review_template_inputs_and_a_retry_changes_the_prompt():
     from cafe.training.reward_judge import load_templates
 
     t = load_templates()
-    assert "0.0 to 0.1" in t["step"]  # critical penalty (F.2)
-    assert "caps the score at 0.0 to\n  0.2" in t["holistic"]  # propagated errors (F.3)
     assert "{annotations}" in t["review"] and "{caption}" in t["review"]  # F.4 inputs
-    assert "caps the score at 0.2" in t["perception"]
     s = parse_sections(GOOD)
     with OpenAILoopback(reply=ScriptedJudge(["none", "0.8"])) as server:
         items = [RewardItem(s, True, "What first?", "dog bark", "a dog, then a horn", EVENTS)]
@@ -243,15 +245,192 @@ def _fields_of(item):
     return _fields(item)
 
 
-def test_review_template_scores_generic_validation_and_zeroes_only_a_wrong_approval():
-    """SPEC §7 / F.4: approving a wrong answer scores 0; generic validation without specific
-    checks is 0.5-0.7, not 0; the four checks are each asked for."""
+#: SPEC §7's table of appendix F, rule by rule, as each template words it (whitespace folded)
+CUMULATIVE = "Start from 1.0 and apply every penalty below that fits; penalties add up"
+APPENDIX_F_RULES = {
+    "perception": [
+        CUMULATIVE,
+        "Critical errors set the score to 0.0 to 0.2",
+        "a hallucinated event: a sound or event the caption does not contain",
+        "the main sound source misidentified",
+        "the audio cue the question depends on is missing",
+        "Moderate errors take 0.3 to 0.5 off each",
+        "an order of events that contradicts the caption",
+        "a significant omission of details the caption describes",
+        "Minor errors take 0.1 to 0.2 off each",
+        "wordy or repetitive lines",
+        'a vague label (such as "noise" or "a sound") where the caption is specific',
+        "1.0: flawless",
+        "0.8 to 0.9: every key event, in a logical order",
+        "0.5 to 0.7: the key event is found but described vaguely",
+        "0.2 to 0.4: the key event is missed or its source misidentified, or the events are "
+        "disorderly",
+        "0.0 to 0.1: a hallucinated event, or the main event is missed",
+    ],
+    "step": [
+        "Critical errors set the score to 0.0 to 0.1",
+        "the step claims a sound or event that the caption contradicts, or that the caption does "
+        "not contain",
+        "An empty step (a sub-question or answer with nothing in it) scores 0.0",
+        "Usefulness",
+        "Grounding",
+        "Logical next move",
+    ],
+    "holistic": [
+        CUMULATIVE,
+        "Critical errors set the score to 0.0 to 0.2",
+        "a false premise early in the chain corrupts the steps built on it",
+        "contradiction: the reasoning concludes something other than the correct answer",
+        "Moderate errors take 0.2 to 0.4 off each",
+        "bloat: far more steps than the question's difficulty needs (for example ten steps for a "
+        "yes/no question)",
+        "steps spent on caption events that are irrelevant to the question",
+        "Goal orientation",
+        "Causal dependency",
+        "Error propagation",
+        "Derivability",
+        "Proportion",
+    ],
+    "review": [
+        "Critical errors score 0.0 at once",
+        "it approves reasoning that ends in a wrong answer",
+        "caption check: it approves a sound or event that is absent from the caption",
+        "A rubber stamp of a wrong answer (approval without any check) scores 0.0 to 0.1",
+        "a review that confirms a correct answer only in general terms, without re-checking any "
+        "specific event, time or step, scores 0.5 to 0.7",
+        "Evidence re-verification",
+        "Temporal and causal audit",
+        "Logic check",
+        "Anti-rubber-stamping",
+    ],
+}
+BANDS = ("- 1.0:", "- 0.8 to 0.9:", "- 0.5 to 0.7:", "- 0.2 to 0.4:", "- 0.0 to 0.1:")
+INPUTS = {
+    "perception": ("{question}", "{answer}", "{caption}", "{perception}"),
+    "step": ("{question}", "{answer}", "{caption}", "{history}", "{step}"),
+    "holistic": ("{question}", "{answer}", "{caption}", "{reasoning}"),
+    "review": (
+        "{question}", "{answer}", "{caption}", "{annotations}", "{perception}", "{reasoning}",
+        "{review}",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(APPENDIX_F_RULES))
+def test_each_template_states_appendix_f_penalties_bands_and_inputs(kind):
+    """SPEC §7: each reward prompt carries its row of appendix F (critical, moderate and minor
+    penalty sizes, the empty-step rule, the holistic contradiction, the review's caption check),
+    the five score bands, its inputs, and asks for the reply the strict parser reads."""
     from cafe.training.reward_judge import load_templates
 
-    text = " ".join(load_templates()["review"].split())
-    assert "approves a wrong conclusion scores 0" in text
-    assert "generic validation and scores 0.5 to 0.7" in text
-    assert "approves without checking anything" not in text  # an unchecked approval is not 0
-    for check in ("Evidence re-verification", "Temporal and causal audit", "Logic check"):
-        assert check in text
-    assert text.endswith("Reply with a single number between 0 and 1 and nothing else.")
+    raw = load_templates()[kind]
+    text = " ".join(raw.split())
+    missing = [rule for rule in APPENDIX_F_RULES[kind] if rule not in text]
+    assert missing == []
+    assert [b for b in BANDS if b not in raw] == []
+    assert [p for p in INPUTS[kind] if p not in raw] == []
+    assert text.endswith(
+        "Reply with a single number between 0 and 1 in steps of 0.1 (for example 0.7) and "
+        "nothing else."
+    )
+    # moderate / minor sizes only where appendix F gives them
+    assert ("Moderate errors" in text) == (kind in ("perception", "holistic"))
+    assert ("Minor errors" in text) == (kind == "perception")
+
+
+@pytest.mark.parametrize(
+    "step,empty",
+    [
+        ("Sub-question: Answer:", True),
+        ("Sub-question:", True),
+        ("Sub-question: . Answer: -", True),
+        ("Sub-question: what barks? Answer:", False),  # an unanswered question: the judge grades
+        ("Sub-question: Answer: a dog", False),
+    ],
+)
+def test_empty_step(step, empty):
+    from cafe.training.reward_judge import empty_step
+
+    assert empty_step(step) is empty
+
+
+def _appendix_f_judge(body):
+    """A judge that scores as appendix F's sizes say, one reply per template."""
+    prompt = body["messages"][-1]["content"]
+    if "grade the perception section" in prompt:
+        return "0.4"  # 1.0 - 0.5 (order contradicts the caption) - 0.1 (wordy)
+    if "Step to grade" in prompt:
+        assert "Sub-question: Answer:\n" not in prompt.split("Step to grade:")[1]
+        return "0.9"
+    if "whole reasoning section" in prompt:
+        return "0.6"  # 1.0 - 0.4 (bloated for the question)
+    if "self-review" in prompt:
+        return "0.6"  # generic validation of a correct answer: 0.5 to 0.7
+    return "no"
+
+
+def test_rewards_from_appendix_f_scores_and_an_empty_step_through_loopback_judge():
+    """R_all hand-computed from scripted judge replies (the sizes a judge following each prompt
+    gives), through the TRL reward function and a loopback judge; the empty step scores 0.0 with
+    no judge call (F.2), then is floored at 0.01 like any step."""
+    from cafe.training.grpo import make_reward_func
+
+    text = GOOD.replace(
+        "2. Sub-question: what follows?",
+        "2. Sub-question: Answer:\n3. Sub-question: what follows?",
+    )
+    assert parse_sections(text).format_ok and len(parse_sections(text).steps) == 3
+    wrong = text.replace("<answer>dog bark</answer>", "<answer>car horn</answer>")
+    completions = [[{"role": "assistant", "content": t}] for t in (text, wrong)]
+    with OpenAILoopback(reply=_appendix_f_judge) as server:
+        judge = _judge(server)
+        rewards = asyncio.run(
+            make_reward_func(judge)(
+                prompts=[[{"role": "user", "content": "q"}]] * 2,
+                completions=completions,
+                answer=["dog bark"] * 2,
+                choices=[["dog bark", "car horn"]] * 2,
+                question=["What first?"] * 2,
+                caption=["A dog barks, then a car horn."] * 2,
+                events=[EVENTS] * 2,
+            )
+        )
+        prompts = _prompts(server)
+    # right answer: perception, 2 non-empty steps, holistic, review = 5 calls; wrong: 4 (no review)
+    assert len(prompts) == 9 and judge.invalid == 0
+    assert sum("Step to grade" in p for p in prompts) == 4
+    # steps [0.9, 0.0 -> 0.01, 0.9]: geomean = (0.9 * 0.01 * 0.9) ** (1/3) = 0.0081 ** (1/3)
+    geo = 0.0081 ** (1 / 3)
+    assert geo == pytest.approx(0.2008299, abs=1e-6)
+    spr = 0.7 * 0.2008299 + 0.3 * 0.6  # 0.3205809
+    # 1.5*0.4 + 0.3205809 + 1.5*(1 + 0.5*0.6) + 0.1*1 = 2.9705809; wrong: 1.5*1.3 less
+    assert rewards == pytest.approx([0.6 + spr + 1.95 + 0.1, 0.6 + spr + 0.1], abs=1e-6)
+    assert rewards[0] == pytest.approx(2.9705809, abs=1e-6)
+
+
+def test_offline_judge_gets_no_empty_step_either():
+    """The empty-step rule is the reward code's, so the offline rule judge follows it too (its
+    own rule would give an unanswered step 0.1)."""
+    text = GOOD.replace("2. Sub-question: what follows? Answer: a car horn", "2. Sub-question:")
+    s = parse_sections(text)
+    item = RewardItem(s, True, "What first?", "dog bark", "", EVENTS)
+    scores = asyncio.run(score_group(OfflineRewardJudge(), [item]))[0]
+    assert scores.steps == [1.0, 0.0]
+
+
+def test_a_changed_template_is_a_new_cache_key(tmp_path):
+    """A changed template has another hash and its calls other cache keys: the same fields
+    through an edited template are asked again, never answered from the old template's cache."""
+    from cafe.training.reward_judge import load_templates, template_hash
+
+    cache = Cache(tmp_path / "c.sqlite")
+    base = load_templates()
+    edited = {**base, "step": base["step"].replace("0.0 to 0.1", "0.0 to 0.2")}
+    assert template_hash(edited["step"]) != template_hash(base["step"])
+    with OpenAILoopback(reply=ScriptedJudge(["0.3", "0.7"])) as server:
+        fields = {"step": "Sub-question: what? Answer: a dog", "history": "(none)"}
+        assert asyncio.run(_judge(server, cache=cache).score("step", fields)) == 0.3
+        assert asyncio.run(_judge(server, cache=cache).score("step", fields)) == 0.3  # cached
+        changed = _judge(server, cache=cache, templates=edited)
+        assert asyncio.run(changed.score("step", fields)) == 0.7
+        assert len(server.requests) == 2

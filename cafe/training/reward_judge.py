@@ -3,17 +3,19 @@ and review, each a number in [0, 1].
 
 Two backends share one interface (`RewardJudge.score(kind, fields)`):
 - `LLMRewardJudge`: a text judge through the shared chat clients (`cafe.clients`), project
-  templates in cafe/training/templates/*.txt (overridable per kind), reply parsed as the prompt
-  asks: a final score in [0, 1] ("strict", the default; "8/10", "Step 2 gets 0.4" or 1.5 are
-  invalid, not clamped) or, with ``parse="authors"``, the authors' rule (first number anywhere,
-  clamped); server thinking is never parsed, only the final answer. An invalid reply is counted
-  (``invalid``) and retried up to 5 times (3 for review), each retry with a format reminder
-  appended (the same prompt at temperature 0 would repeat the same reply); 0 when every try
-  fails, counted in ``failed`` (GRPO logs the share per step); calls are cached (cafe.cache)
-  and a whole group of completions is scored with every call in flight at once under a
-  concurrency limit (the authors call the judge one completion, one call at a time).
+  templates in cafe/training/templates/*.txt (overridable per kind; each states appendix F's
+  criteria, penalty sizes and score bands, SPEC §7), reply parsed as the prompt asks: a final
+  score in [0, 1] in steps of 0.1 ("strict", the default; "8/10", "Step 2 gets 0.4", 0.75 or 1.5
+  are invalid, not clamped or rounded) or, with ``parse="authors"``, the authors' rule (first
+  number anywhere, clamped); server thinking is never parsed, only the final answer. An invalid
+  reply is counted (``invalid``) and retried up to 5 times (3 for review), each retry with a
+  format reminder appended (the same prompt at temperature 0 would repeat the same reply); 0
+  when every try fails, counted in ``failed`` (GRPO logs the share per step); calls are cached
+  (cafe.cache) and a whole group of completions is scored with every call in flight at once
+  under a concurrency limit (the authors call the judge one completion, one call at a time).
 - `OfflineRewardJudge`: a deterministic rule judge for the synth benchmark, scoring the same
   sections against ground-truth events (labelled as a stand-in: no LLM reads anything).
+For both, an empty reasoning step scores 0.0 without a call (F.2's rule, applied in code).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ _NUMBER = re.compile(r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?")
 
 
 REMINDER = (
-    "\n\nYour previous reply held no score. Reply with one number between 0 and 1 (for "
-    "example 0.7) and nothing else."
+    "\n\nYour previous reply held no score. Reply with one number between 0 and 1 in steps of "
+    "0.1 (for example 0.7) and nothing else."
 )
 
 
@@ -50,8 +52,9 @@ PARSE_RULES = ("strict", "authors")
 def parse_score(text: str | None, rule: str = "strict") -> float | None:
     """The judge's score from its reply's final answer (thinking cut away); None when invalid.
 
-    ``strict`` (what the prompts ask): the last non-empty line is one number in [0, 1], alone or
-    labelled "Score:"; anything else ("8/10", "Step 2 gets 0.4", 7, 1.5) is invalid.
+    ``strict`` (what the prompts ask): the last non-empty line is one number in [0, 1] in steps
+    of 0.1, alone or labelled "Score:"; anything else ("8/10", "Step 2 gets 0.4", 7, 1.5, 0.75)
+    is invalid.
     ``authors``: the authors' code: the first number anywhere, clamped to [0, 1]."""
     from cafe.clients.thinking import final_answer
 
@@ -67,7 +70,8 @@ def parse_score(text: str | None, rule: str = "strict") -> float | None:
     if m is None:
         return None
     value = float(m.group(1))
-    return value if 0.0 <= value <= 1.0 else None
+    on_grid = abs(value * 10 - round(value * 10)) < 1e-6  # the prompts' 0.1 steps
+    return value if 0.0 <= value <= 1.0 and on_grid else None
 
 
 def load_templates(overrides: dict[str, str] | None = None) -> dict[str, str]:
@@ -285,60 +289,69 @@ def _fields(item: RewardItem) -> dict[str, Any]:
     }
 
 
+#: a step's labels and punctuation: what is left once they are gone is the step's content
+_STEP_LABELS = re.compile(r"sub-question\s*:|answer\s*:|[\W_]+", re.IGNORECASE)
+
+
+def empty_step(step: str) -> bool:
+    """A step with nothing but its labels ("2. Sub-question: Answer:"): F.2 scores it 0.0, so no
+    judge is asked."""
+    return not _STEP_LABELS.sub("", step)
+
+
+async def _empty() -> float:
+    return 0.0
+
+
+def _calls(judge: RewardJudge, item: RewardItem) -> list[tuple[str, int, Any]]:
+    """(kind, step index, awaitable score) for each score one completion's rewards use. Calls are
+    skipped where the reward would not use them: no section, no steps, or review of a wrong
+    answer (R_rea is gated by correctness); an empty step scores 0.0 without a call (F.2)."""
+    f = _fields(item)
+    s = item.sections
+    calls: list[tuple[str, int, Any]] = []
+    if (s.perception or "").strip():
+        calls.append(("perception", 0, judge.score("perception", f)))
+    if (s.reasoning or "").strip() and s.steps:
+        for j, step in enumerate(s.steps):
+            history = "\n".join(s.steps[:j]) or "(none)"
+            fields = {**f, "step": step, "history": history}
+            calls.append(("step", j, _empty() if empty_step(step) else judge.score("step", fields)))
+        calls.append(("holistic", 0, judge.score("holistic", f)))
+    if item.correct and (s.review or "").strip():
+        calls.append(("review", 0, judge.score("review", f)))
+    return calls
+
+
+def _collect(item: RewardItem, scored: list[tuple[str, int, float]]) -> JudgeScores:
+    out = JudgeScores(steps=[0.0] * len(item.sections.steps))
+    for kind, j, value in scored:
+        if kind == "step":
+            out.steps[j] = value
+        else:
+            setattr(out, kind, value)
+    if not (item.sections.reasoning or "").strip():  # steps are never scored without reasoning
+        out.steps = []
+    return out
+
+
 async def score_group(judge: RewardJudge, items: Sequence[RewardItem]) -> list[JudgeScores]:
     """Every judge call for a whole group of completions, in flight at once (the judge's
-    concurrency limit applies). Calls are skipped where the reward would not use them: no section,
-    no steps, or review of a wrong answer (R_rea is gated by correctness)."""
-    jobs: list[tuple[int, str, int, Any]] = []  # (item index, kind, step index, coroutine)
-    for i, item in enumerate(items):
-        f = _fields(item)
-        s = item.sections
-        if (s.perception or "").strip():
-            jobs.append((i, "perception", 0, judge.score("perception", f)))
-        if (s.reasoning or "").strip() and s.steps:
-            for j, step in enumerate(s.steps):
-                history = "\n".join(s.steps[:j]) or "(none)"
-                jobs.append(
-                    (i, "step", j, judge.score("step", {**f, "step": step, "history": history}))
-                )
-            jobs.append((i, "holistic", 0, judge.score("holistic", f)))
-        if item.correct and (s.review or "").strip():
-            jobs.append((i, "review", 0, judge.score("review", f)))
-    values = await asyncio.gather(*(job[3] for job in jobs))
-    out = [JudgeScores(steps=[0.0] * len(it.sections.steps)) for it in items]
-    for (i, kind, j, _), v in zip(jobs, values, strict=True):
-        if kind == "step":
-            out[i].steps[j] = v
-        else:
-            setattr(out[i], kind, v)
-    for i, it in enumerate(items):  # steps were never scored without a reasoning section
-        if not (it.sections.reasoning or "").strip():
-            out[i].steps = []
-    return out
+    concurrency limit applies)."""
+    calls = [_calls(judge, item) for item in items]
+    values = iter(await asyncio.gather(*(c[2] for cs in calls for c in cs)))
+    return [
+        _collect(item, [(kind, j, next(values)) for kind, j, _ in cs])
+        for item, cs in zip(items, calls, strict=True)
+    ]
 
 
 async def score_one_at_a_time(judge: RewardJudge, items: Sequence[RewardItem]) -> list[JudgeScores]:
     """The authors' order (one completion, one call at a time); kept for perf comparison."""
     out = []
     for item in items:
-        out.extend([s async for s in _aiter_one(judge, item)])
+        out.append(_collect(item, [(kind, j, await call) for kind, j, call in _calls(judge, item)]))
     return out
-
-
-async def _aiter_one(judge: RewardJudge, item: RewardItem):
-    f = _fields(item)
-    s = item.sections
-    scores = JudgeScores()
-    if (s.perception or "").strip():
-        scores.perception = await judge.score("perception", f)
-    if (s.reasoning or "").strip() and s.steps:
-        for j, step in enumerate(s.steps):
-            history = "\n".join(s.steps[:j]) or "(none)"
-            scores.steps.append(await judge.score("step", {**f, "step": step, "history": history}))
-        scores.holistic = await judge.score("holistic", f)
-    if item.correct and (s.review or "").strip():
-        scores.review = await judge.score("review", f)
-    yield scores
 
 
 def make_reward_judge(
