@@ -61,11 +61,15 @@ class Answerer:
         return {s.id: table.get(s.meta["dimension"], [True, False, False, True]) for s in samples}
 
 
-def _recipe(clips_file, sft_size=2):
+def _recipe(clips_file, sft_size=2, **data):
     return {
         "base_model": "unused-here",
-        "data": {"source": "clips", "clips": str(clips_file), "sft_size": sft_size},
+        "data": {"source": "clips", "clips": str(clips_file), "sft_size": sft_size, **data},
     }
+
+
+#: the four aspects of section 4.1 (the default) plus event counting, opted in
+WITH_COUNTING = ["counting", "pitch", "rhythm", "temporal", "timbre"]
 
 
 def test_rules_not_suitable_and_scores():
@@ -83,15 +87,14 @@ def test_rules_not_suitable_and_scores():
     assert low["score"] == 2 and low["decision"] == "drop" and low["analysis"]
 
 
-def test_pipeline_offline_counts_and_outputs(clips_file, tmp_path):
+def test_pipeline_offline_counts_and_outputs_with_counting_opted_in(clips_file, tmp_path):
     lines: list[str] = []
     answerer = Answerer()
-    out = run_pipeline(
-        _recipe(clips_file), workdir=tmp_path / "w", answerer=answerer, echo=lines.append
-    )
+    recipe = _recipe(clips_file, dimensions=WITH_COUNTING)
+    out = run_pipeline(recipe, workdir=tmp_path / "w", answerer=answerer, echo=lines.append)
     text = "\n".join(lines)
-    # 3 clips x 5 dimensions = 15 asked; not suitable: c2 temporal+rhythm, c3 rhythm+pitch,
-    # c1 pitch -> 5; written 10
+    # 3 clips x 5 dimensions (counting opted in) = 15 asked; not suitable: c2 temporal+rhythm,
+    # c3 rhythm+pitch, c1 pitch -> 5; written 10
     assert "questions [rule stand-in]: asked 15, written 10, not_suitable 5, failed 0" in text
     # kept >= 4: c1 counting/temporal/rhythm/timbre (5,5,5,4); c3 counting/temporal (4,4);
     # c3 timbre = 2+1 = 3 dropped; c2 counting 3, pitch 2, timbre 2 dropped -> 6 kept
@@ -114,7 +117,7 @@ def test_pipeline_offline_counts_and_outputs(clips_file, tmp_path):
     # resumable: a re-run appends nothing and asks the base model nothing
     sizes = {p.name: p.stat().st_size for p in (tmp_path / "w").glob("*.jsonl")}
     lines.clear()
-    run_pipeline(_recipe(clips_file), workdir=tmp_path / "w", answerer=answerer, echo=lines.append)
+    run_pipeline(recipe, workdir=tmp_path / "w", answerer=answerer, echo=lines.append)
     assert answerer.calls == 1
     assert {p.name: p.stat().st_size for p in (tmp_path / "w").glob("*.jsonl")} == sizes
 
@@ -122,9 +125,50 @@ def test_pipeline_offline_counts_and_outputs(clips_file, tmp_path):
     diff = tmp_path / "w" / "difficulty.jsonl"
     body = diff.read_text().splitlines()
     diff.write_text("\n".join(body[:-1]) + "\n" + body[-1][:10])
-    run_pipeline(_recipe(clips_file), workdir=tmp_path / "w", answerer=answerer, echo=lines.append)
+    run_pipeline(recipe, workdir=tmp_path / "w", answerer=answerer, echo=lines.append)
     assert answerer.calls == 2
     assert "difficulty: answered 6, kept 3" in "\n".join(lines)
+
+
+def test_pipeline_defaults_to_the_four_aspects_of_section_4_1(clips_file, tmp_path):
+    """No `dimensions` in the recipe: pitch, rhythm, temporal and timbre, no counting question.
+    Every outcome mixed, so the difficulty filter keeps every question the filter kept."""
+    from cafe.training.data.pipeline import DataConfig
+
+    assert DataConfig(workdir=tmp_path).dimensions == ["pitch", "rhythm", "temporal", "timbre"]
+    lines: list[str] = []
+    out = run_pipeline(
+        _recipe(clips_file),
+        workdir=tmp_path / "w",
+        answerer=lambda samples: {s.id: [True, False, True, False] for s in samples},
+        echo=lines.append,
+    )
+    text = "\n".join(lines)
+    # 3 clips x 4 dimensions = 12 asked; not suitable: c1 pitch, c2 rhythm+temporal, c3
+    # pitch+rhythm -> 5; written 7
+    assert "questions [rule stand-in]: asked 12, written 7, not_suitable 5, failed 0" in text
+    # kept >= 4: c1 rhythm/temporal/timbre (5, 5, 4), c3 temporal (4); c3 timbre 3, c2 pitch 2,
+    # c2 timbre 2 dropped
+    assert "question_filter [rule stand-in]: scored 7, kept 4" in text
+    assert "difficulty: answered 4, kept 4, always_right 0, always_wrong 0" in text
+    # round robin over the dimensions, ids in order: c1-rhythm, then c1-temporal
+    assert "pools: sft 2, rl 2, sft_rhythm 1, sft_temporal 1" in text
+    rows = (tmp_path / "w" / "questions.jsonl").read_text().splitlines()
+    assert sorted({json.loads(x)["dimension"] for x in rows}) == [
+        "pitch", "rhythm", "temporal", "timbre",
+    ]  # fmt: skip
+    assert len(out["rl"].read_text().splitlines()) == 2
+
+
+def test_unknown_or_no_dimension_is_refused_with_the_choices(tmp_path):
+    from cafe.training.data.pipeline import DataConfig
+
+    for dims, says in ((["timbre", "loudness"], "unknown 'loudness'"), ([], "none given")):
+        with pytest.raises(ValueError) as err:
+            DataConfig.from_recipe({"data": {"dimensions": dims}}, tmp_path)
+        msg = str(err.value)
+        assert "data.dimensions" in msg and says in msg
+        assert "choose from counting, pitch, rhythm, temporal, timbre" in msg
 
 
 def test_bad_clip_row_names_file_id_and_field(tmp_path):
@@ -154,11 +198,12 @@ def test_cli_data_with_harness_difficulty(clips_file, tmp_path):
         main, ["train", "data", "--recipe", str(recipe), "--workdir", str(tmp_path / "w")]
     )
     assert res.exit_code == 0, res.output
-    assert "question_filter [rule stand-in]: scored 10, kept 6" in res.output
+    # the default four dimensions: as in test_pipeline_defaults_to_the_four_aspects_of_section_4_1
+    assert "question_filter [rule stand-in]: scored 7, kept 4" in res.output
     rows = [json.loads(x) for x in (tmp_path / "w" / "difficulty.jsonl").read_text().splitlines()]
-    assert len(rows) == 6 and all(len(r["outcomes"]) == 6 for r in rows)
+    assert len(rows) == 4 and all(len(r["outcomes"]) == 6 for r in rows)
     kept = sum(any(r["outcomes"]) and not all(r["outcomes"]) for r in rows)
-    assert f"difficulty: answered 6, kept {kept}," in res.output
+    assert f"difficulty: answered 4, kept {kept}," in res.output
     assert "SFT file:" in res.output
 
     bad = CliRunner().invoke(main, ["train", "data", "--recipe", "mpar2-7b-sfft"])

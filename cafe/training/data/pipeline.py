@@ -47,7 +47,8 @@ class DataConfig:
     caption_model: str | None = None
     caption_endpoints: list[str] = field(default_factory=list)
     caption_api_key_env: str | None = None
-    dimensions: list[str] = field(default_factory=lambda: list(rules.DIMENSIONS))
+    # section 4.1's four aspects; add "counting" (appendix E.2's fifth) to opt in
+    dimensions: list[str] = field(default_factory=lambda: list(rules.DEFAULT_DIMENSIONS))
     question_min_score: int = 4
     difficulty_model: str | None = None  # card, adapter or checkpoint folder; None = base_model
     difficulty_checkpoint: str | None = None
@@ -65,6 +66,15 @@ class DataConfig:
     cot_style: str = "full"  # rule CoT writer only: full | concise (rules.COT_STYLES)
     templates: dict[str, str] = field(default_factory=dict)
     cache: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [d for d in self.dimensions if d not in rules.DIMENSIONS]
+        if unknown or not self.dimensions:
+            raise ValueError(
+                f"recipe data.dimensions {self.dimensions}: "
+                f"{'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'none given'}; "
+                f"choose from {', '.join(rules.DIMENSIONS)}"
+            )
 
     @classmethod
     def from_recipe(cls, recipe: dict[str, Any], workdir: str | Path | None = None) -> DataConfig:

@@ -20,6 +20,9 @@ DIMENSIONS = {
     "temporal": "temporal logic: the order and overlap of events",
     "timbre": "timbre: which sources make the sounds",
 }
+#: the four aspects of the paper's main text (section 4.1), the data pipeline's default; event
+#: counting, the fifth in the appendix's question prompt (E.2), is opt-in (`data.dimensions`)
+DEFAULT_DIMENSIONS = ("pitch", "rhythm", "temporal", "timbre")
 FALLBACK_LABELS = ["dog_bark", "car_horn", "bell", "bird_chirp", "siren", "whistle", "drum"]
 NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
