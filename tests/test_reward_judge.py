@@ -193,26 +193,34 @@ def test_offline_judge_scores_against_events():
     assert out[0].perception == 0.8  # out of order: 1.0 * 0.8
 
 
+def _trl_rewards(judge, texts, caption="", **kw):
+    """R_all per completion text through the reward function TRL calls (its arguments)."""
+    from cafe.training.grpo import make_reward_func
+
+    n = len(texts)
+    return asyncio.run(
+        make_reward_func(judge)(
+            prompts=[[{"role": "user", "content": "q"}]] * n,
+            completions=[[{"role": "assistant", "content": t}] for t in texts],
+            answer=["dog bark"] * n,
+            choices=[["dog bark", "car horn"]] * n,
+            question=["What first?"] * n,
+            caption=[caption] * n,
+            events=[EVENTS] * n,
+            **kw,
+        )
+    )
+
+
 def test_trl_reward_function_adapter():
     """The async reward function GRPOTrainer calls: TRL's arguments in, R_all per completion out
     (offline judge, hand-computed), component means logged."""
-    from cafe.training.grpo import make_reward_func
-
-    func = make_reward_func(OfflineRewardJudge())
     wrong = GOOD.replace("<answer>dog bark</answer>", "<answer>car horn</answer>")
-    completions = [[{"role": "assistant", "content": t}] for t in (GOOD, wrong, "gibberish")]
     logged: dict[str, float] = {}
-    rewards = asyncio.run(
-        func(
-            prompts=[[{"role": "user", "content": "q"}]] * 3,
-            completions=completions,
-            answer=["dog bark"] * 3,
-            choices=[["dog bark", "car horn"]] * 3,
-            question=["What first?"] * 3,
-            caption=[""] * 3,
-            events=[EVENTS] * 3,
-            log_metric=lambda k, v: logged.__setitem__(k, v),
-        )
+    rewards = _trl_rewards(
+        OfflineRewardJudge(),
+        [GOOD, wrong, "gibberish"],
+        log_metric=lambda k, v: logged.__setitem__(k, v),
     )
     # GOOD: perception 1, steps [1, 1], holistic 1, review 1, correct:
     # 1.5*1 + (0.7*1 + 0.3*1) + 1.5*(1 + 0.5*1) + 0.1*1 = 4.85
@@ -373,28 +381,15 @@ def test_rewards_from_appendix_f_scores_and_an_empty_step_through_loopback_judge
     """R_all hand-computed from scripted judge replies (the sizes a judge following each prompt
     gives), through the TRL reward function and a loopback judge; the empty step scores 0.0 with
     no judge call (F.2), then is floored at 0.01 like any step."""
-    from cafe.training.grpo import make_reward_func
-
     text = GOOD.replace(
         "2. Sub-question: what follows?",
         "2. Sub-question: Answer:\n3. Sub-question: what follows?",
     )
     assert parse_sections(text).format_ok and len(parse_sections(text).steps) == 3
     wrong = text.replace("<answer>dog bark</answer>", "<answer>car horn</answer>")
-    completions = [[{"role": "assistant", "content": t}] for t in (text, wrong)]
     with OpenAILoopback(reply=_appendix_f_judge) as server:
         judge = _judge(server)
-        rewards = asyncio.run(
-            make_reward_func(judge)(
-                prompts=[[{"role": "user", "content": "q"}]] * 2,
-                completions=completions,
-                answer=["dog bark"] * 2,
-                choices=[["dog bark", "car horn"]] * 2,
-                question=["What first?"] * 2,
-                caption=["A dog barks, then a car horn."] * 2,
-                events=[EVENTS] * 2,
-            )
-        )
+        rewards = _trl_rewards(judge, [text, wrong], caption="A dog barks, then a car horn.")
         prompts = _prompts(server)
     # right answer: perception, 2 non-empty steps, holistic, review = 5 calls; wrong: 4 (no review)
     assert len(prompts) == 9 and judge.invalid == 0
