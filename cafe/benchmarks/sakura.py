@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +285,48 @@ def option_match(text: str | None, answer: str, choices: list[str]) -> bool:
     return status == "ok" and choice == answer
 
 
+#: evaluation/llm_judge.py's reading of a judge reply (extract_judgement): case-sensitive, dot
+#: matches newlines, the first match; calculate_acc.py counts an item right only when the captured
+#: judgement, lowercased and stripped, is "correct"
+OFFICIAL_REPLY = re.compile(r"Explanation: (.*?)\nJudgement: (.*?)(?:\n\n|$)", re.DOTALL)
+#: the system message the judge gets (ours; the official script sends one of its own)
+JUDGE_SYSTEM = (
+    "You grade answers to multiple-choice questions. You are given a question with its "
+    "options, the correct answer and a model's reply, and you decide whether the reply is right."
+)
+
+
+def official_judgement(reply: str | None) -> str | None:
+    """The judgement the official script extracts from a judge reply, or None where its pattern
+    does not match (it records "No extracted judgement": counted wrong). A thinking block is
+    removed first (the official judge, GPT-4o, writes none)."""
+    from cafe.clients.thinking import final_answer
+
+    m = OFFICIAL_REPLY.search(final_answer(reply))
+    return m.group(2) if m else None
+
+
+def judged_correct(judgement: str | None) -> bool:
+    """calculate_acc.py's rule: right only when the judgement is "correct" (any case, spaces
+    around); "incorrect", anything else or no judgement counts wrong."""
+    return judgement is not None and judgement.lower().strip() == "correct"
+
+
+OFFICIAL_LABEL = (
+    "official: the judge's reply read with the official pattern 'Explanation: ...\\nJudgement: "
+    "...' (case-sensitive), right only when the judgement is 'correct'; unmatched replies count "
+    "wrong; null responses (the official script crashes on them) and items without a prediction "
+    "are in no denominator (counted beside)"
+)
+LENIENT_LABEL = (
+    "lenient judgement: the reply's last 'Judgement:'/'Judgment:' label in any case or markup, "
+    "'right' as 'correct'; NOT the official figure (the official pattern scores those replies "
+    "wrong); same denominator as the official figure"
+)
+COUNTED_WRONG_LABEL = (
+    "counted wrong: the official reading, with null responses and items without a prediction "
+    "counted wrong in the denominator; NOT the official figure"
+)
 OPTION_MATCH_LABEL = (
     "option match: the answer mapped to exactly one option (its text or letter) equals the "
     "answer; deterministic, NOT the official figure (SAKURA's official rule is an LLM judge: "
@@ -300,9 +343,10 @@ class SAKURA(Benchmark):
     prediction_keys = ("response", "model_output", "prediction")
     export_format = ExportFormat("response", "file")
     official_rule = (
-        "LLM judge (gpt-4o-2024-11-20, temperature 0, top_p 0.9): correct when exactly one "
-        "option is chosen and it is the answer; unparsed replies count wrong; per track x hop, "
-        "average = mean of the 4 tracks"
+        "LLM judge (gpt-4o-2024-11-20, temperature 0, top_p 0.9, no max_tokens): its reply read "
+        "with the official pattern 'Explanation: ...' then 'Judgement: ...' (case-sensitive, "
+        "first match), right only when the judgement is 'correct'; unmatched replies count "
+        "wrong; per track x hop, average = mean of the 4 tracks"
     )
     licence = "none stated (research use; audio keeps its sources' terms)"
     version_items = {"v1": 4000}
@@ -312,16 +356,21 @@ class SAKURA(Benchmark):
     def official_judge(self) -> Any:
         from cafe.judge.verdict import VerdictSpec
 
+        # the official request: temperature 0, top_p 0.9, no max_tokens sent; the instruction
+        # with its inline options and the label exactly as saved (leading space kept)
         return VerdictSpec(
             name="sakura-judge",
             template=Path(__file__).with_name("templates") / "sakura_judge.txt",
             model="gpt-4o-2024-11-20",
             temperature=0.0,
             top_p=0.9,
+            max_tokens=None,
+            system=JUDGE_SYSTEM,
             fields=lambda s: {
                 "question": s.meta.get("instruction") or s.question,
-                "answer": (s.meta.get("answer_raw") or s.answer or "").strip(),
+                "answer": s.meta.get("answer_raw") or s.answer or "",
             },
+            reader=official_judgement,
         )
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
@@ -342,29 +391,73 @@ class SAKURA(Benchmark):
         def matched(s: Sample, p: Prediction | None) -> bool:
             return option_match(answered(p), s.answer or "", s.choices)
 
+        crumbs = dict(self.breakdowns)
         variants = {"option_match": {"label": OPTION_MATCH_LABEL, **_figures(tally(
-            samples, predictions, matched, dict(self.breakdowns), runs))}}  # fmt: skip
+            samples, predictions, matched, crumbs, runs))}}  # fmt: skip
         verdicts = judged.get("verdicts")
         if verdicts is None:
             headline: dict[str, Any] = {
                 "label": "official rule (LLM judge): not run; `cafe judge-official RUN` runs it",
                 "total": None,
             }
-        else:
+            return {"rule": self.official_rule, "headline": headline, "variants": variants}
+        kept_out = _kept_out(samples, predictions, runs)
+        out = set(kept_out["null_response"]) | set(kept_out["not_in_predictions"])
 
-            def judge_says(s: Sample, p: Prediction | None) -> bool:
-                # an unparsed reply stays in the denominator as wrong, as the official script
-                v = verdicts.get((s.id, p.run_index)) if p is not None else None
-                return v is not None and v.status == "ok" and v.value is True
+        def reading(read: Callable[[str | None], bool], outside: bool | None) -> Any:
+            def verdict(s: Sample, p: Prediction | None) -> bool | None:
+                if p is None or (s.id, p.run_index) in out:
+                    return outside
+                v = verdicts.get((s.id, p.run_index))
+                # only a reply is read (a failed call has none): counted wrong, and said
+                return v is not None and v.status in ("ok", "unparseable") and read(v.raw)
 
-            failed = sum(v.status == "failed" for v in verdicts.values())
-            label = f"official rule: LLM judge {judged.get('judge')}"
-            if failed:  # a call that failed is no verdict: counted wrong here, and said
-                label += f"; {failed} judge calls failed (counted wrong; run it again to retry)"
-            headline = {"label": label,
-                        **_figures(tally(samples, predictions, judge_says,
-                                         dict(self.breakdowns), runs))}  # fmt: skip
+            return verdict
+
+        def official(reply: str | None) -> bool:
+            return judged_correct(official_judgement(reply))
+
+        def lenient(reply: str | None) -> bool:
+            from cafe.judge.verdict import read_judgement
+
+            return read_judgement(reply) is True
+
+        failed = sum(v.status == "failed" for k, v in verdicts.items() if k not in out)
+        label = f"{OFFICIAL_LABEL}; judge {judged.get('judge')}"
+        if failed:  # a call that failed is no verdict: counted wrong here, and said
+            label += f"; {failed} judge calls failed (counted wrong; run it again to retry)"
+        figures = _figures(tally(samples, predictions, reading(official, None), crumbs, runs))
+        headline = {"label": label, **figures, "kept_out": {
+            "null_response": len(kept_out["null_response"]),
+            "not_in_predictions": len(kept_out["not_in_predictions"]),
+            "null_response_items": sorted({k[0] for k in kept_out["null_response"]})}}  # fmt: skip
+        variants["lenient_judgement"] = {"label": LENIENT_LABEL, **_figures(tally(
+            samples, predictions, reading(lenient, None), crumbs, runs))}  # fmt: skip
+        variants["counted_wrong"] = {"label": COUNTED_WRONG_LABEL, **_figures(tally(
+            samples, predictions, reading(official, False), crumbs, runs))}  # fmt: skip
         return {"rule": self.official_rule, "headline": headline, "variants": variants}
+
+
+def _kept_out(
+    samples: list[Sample], predictions: list[Any], runs: int | None
+) -> dict[str, list[tuple[str, int]]]:
+    """The (item, run) pairs the official script cannot score: a null response (its prompt
+    building crashes on one) and pairs with no prediction (in no results file: no
+    denominator)."""
+    from cafe.benchmarks.official import run_ids
+
+    by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    null, absent = [], []
+    for s in samples:
+        if s.answer is None:
+            continue
+        for r in run_ids(predictions, runs):
+            p = by_key.get((s.id, r))
+            if p is None:
+                absent.append((s.id, r))
+            elif p.raw_output is None or p.error is not None:
+                null.append((s.id, r))
+    return {"null_response": null, "not_in_predictions": absent}
 
 
 def _figures(t: dict[str, Any]) -> dict[str, Any]:
