@@ -177,8 +177,10 @@ def embed_run(store: RunStore, bench: Any, embedder: str) -> dict[tuple[str, int
     by_id = {s.id: s for s in store.samples()}
     preds = [p for p in store.predictions()
              if p.sample_id in by_id and bench.embedding_applies(by_id[p.sample_id])]  # fmt: skip
-    todo = [p for p in preds if p.raw_output is not None and p.error is None]
-    picks = nearest_choices(embedder, [(p.raw_output or "", by_id[p.sample_id].choices)
+    # a null or failed output is embedded as "", as the official script fills nulls
+    todo = preds
+    picks = nearest_choices(embedder, [(p.raw_output if p.error is None and p.raw_output
+                                        is not None else "", by_id[p.sample_id].choices)
                                        for p in todo])  # fmt: skip
     rows = [{"sample_id": p.sample_id, "run_index": p.run_index, "output": output_hash(p),
              "choice": c, "embedder": embedder}

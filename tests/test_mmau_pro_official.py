@@ -1,0 +1,201 @@
+"""MMAU-Pro's official figure item for item with its script (sonalkum/MMAUPro @ 960e93a4,
+evaluate_mmau_pro_comprehensive.py): every readable instruction identifier with its kwargs and
+defaults (a pass and a fail each, hand-decided, and checked against an independent
+transcription), unknown identifiers failed, a null output read as "None", a null kwarg the
+script crashes on kept out and named; the judge's scores parsed as the script parses them
+(OVERALL used unless missing or 3.0, no range check, a missing field 3.0); the count-weighted
+overall over hand-made rows equal to the transcription's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from official_scripts_judged import mmau_pro_aif, mmau_pro_overall, mmau_pro_scores
+
+from cafe.benchmarks.instruction_checks import CHECKS, CheckCrash, follows
+from cafe.benchmarks.mmau_pro import MMAUPro, official_overall
+from cafe.judge.verdict import Judged
+from cafe.records import Prediction, Sample
+
+Q = "What is heard [r]?"
+# identifier, kwargs, response, whether it follows (decided by hand from the script's check)
+CASES = [
+    ("Include Keywords", {"keywords": "dog, bark"}, "The DOG barks.", True),  # substrings
+    ("Include Keywords", {"keywords": "dog, bark"}, "The dog sleeps.", False),
+    ("Keyword Frequency", {"keyword": "dog", "N": 2}, "dog and Dog, dogs", True),  # whole words
+    ("Keyword Frequency", {"keyword": "dog", "N": 2}, "dog dog dog", False),  # exactly N
+    ("Forbidden Words", {"forbidden_words": "cat, mouse"}, "A dog.", True),
+    ("Forbidden Words", {"forbidden_words": "cat, mouse"}, "Concatenate.", False),  # substring
+    ("Number Paragraphs", {"N": 2}, "one *** two", True),
+    ("Number Paragraphs", {"N": 2}, "one *** *** two *** three", False),  # 3 non-empty
+    ("Number Words (at least)", {"N": 3}, "a b c", True),
+    ("Number Words (at least)", {"N": 3}, "a b", False),
+    ("Number Words (at most)", {"N": 2}, "a b", True),
+    ("Number Words (at most)", {"N": 2}, "a b c", False),
+    ("Number Words (range)", {"N1": 2, "N2": 3}, "a b c", True),
+    ("Number Words (range)", {"N1": 2}, "a b c d e", True),  # N2 defaults to 999
+    ("Number Words (range)", {"N1": 2, "N2": 3}, "a", False),
+    ("Number Sentences (at least)", {"N": 2}, "One. Two.", True),
+    ("Number Sentences (at least)", {"N": 2}, "One two", False),
+    ("Number Sentences (at most)", {"N": 1}, "Only one.", True),
+    ("Number Sentences (at most)", {"N": 1}, "One! Two?", False),
+    ("Number Sentences (range)", {"N1": 2, "N2": 3}, "A. B. C.", True),
+    ("Number Sentences (range)", {"N1": 2, "N2": 3}, "A. B. C. D.", False),
+    ("Postscript", {"postscript_marker": "P.S."}, "Hi.\nP.S. bye", True),
+    ("Postscript", {"postscript_marker": "P.S."}, "Oops.", True),  # letters "oops" hold "ps"
+    ("Postscript", {"postscript_marker": "P.S."}, "Hi there", False),
+    ("Number Placeholder", {"N": 2}, "[name] at [place]", True),
+    ("Number Placeholder", {"N": 2}, "[name] and []", False),  # an empty pair is no placeholder
+    ("Number Bullets", {"N": 2}, "* a\n* b", True),
+    ("Number Bullets", {"N": 2}, "* a\n- b", False),
+    ("Title", {}, "<<My Title>> text", True),
+    ("Title", {}, "<<>> text", False),
+    ("Minimum Number Highlighted Section", {"N": 2}, "*a* and *b*", True),
+    ("Minimum Number Highlighted Section", {"N": 2}, "*a* only", False),
+    ("Multiple Sections", {"N": 2, "section_splitter": "SECTION"},
+     "SECTION 1 intro SECTION 2 end", True),
+    ("Multiple Sections", {"N": 2, "section_splitter": "SECTION"}, "SECTION 1 all", False),
+    ("Repeat Prompt", {}, "what is heard [r]? A dog.", True),  # the question, any case
+    ("Repeat Prompt", {}, "A dog.", False),
+    ("Two Responses", {}, "A dog.******A cat.", True),
+    ("Two Responses", {}, "A dog.******a dog. ", False),  # the same after lower + strip
+    ("All Uppercase", {}, "A DOG BARKS", True),
+    ("All Uppercase", {}, "A Dog", False),
+    ("All Lowercase", {}, "a dog barks", True),
+    ("All Lowercase", {}, "A dog", False),
+    ("All-capital Words (at least)", {"N": 2}, "THE DOG barks", True),
+    ("All-capital Words (at least)", {"N": 2}, "The DOG", False),
+    ("All-capital Words (at most)", {"N": 1}, "The DOG", True),
+    ("All-capital Words (at most)", {"N": 1}, "THE DOG", False),
+    ("All-capital Words (range)", {"N1": 1, "N2": 2}, "the DOG", True),
+    ("All-capital Words (range)", {"N1": 1, "N2": 2}, "the dog", False),
+    ("Start Checker", {"start_phrase": "My answer is"}, "My answer is: dog", True),
+    ("Start Checker", {"start_phrase": "My answer is"}, "  My answer is dog", False),  # unstripped
+    ("End Checker", {"end_phrase": "Any other questions?"}, "Dog. Any other questions?", True),
+    ("End Checker", {"end_phrase": "Any other questions?"}, "Any other questions? ", False),
+    ("Quotation", {}, ' "A dog" ', True),
+    ("Quotation", {}, 'A "dog"', False),
+    ("No Commas", {}, "a dog", True),
+    ("No Commas", {}, "a, dog", False),
+    ("Letter Frequency", {"N": 1}, "anything", False),  # unknown to the script: fails
+    ("Number Words (at most)", {"N": 1}, None, True),  # a null output is read as "None"
+    ("All Lowercase", {}, None, False),  # "None"
+]  # fmt: skip
+
+
+def _sentences(text):  # punkt's count on these plain texts
+    return len([x for x in re.split(r"(?<=[.!?])\s+", text.strip()) if x])
+
+
+def test_every_official_identifier_is_checked():
+    assert len(CHECKS) == 27
+    assert {c[0] for c in CASES} >= set(CHECKS)  # each one has a case (two, mostly)
+
+
+@pytest.mark.parametrize(("ident", "kwargs", "response", "expected"), CASES)
+def test_instruction_checks_as_the_official_script(ident, kwargs, response, expected):
+    assert follows(response, ident, kwargs, Q) is expected
+    script = mmau_pro_aif(str(response), ident, kwargs, Q, _sentences)
+    assert script is expected
+
+
+def test_null_kwarg_the_script_crashes_on_is_raised():
+    # a parquet struct gives every field, null where unset: N null is compared -> crash
+    struct = {"N": None, "N1": None, "N2": None, "keywords": "dog", "keyword": None}
+    with pytest.raises(CheckCrash):
+        follows("a b", "Number Words (at least)", struct)
+    with pytest.raises(TypeError):  # the transcription crashes too
+        mmau_pro_aif("a b", "Number Words (at least)", struct, Q, _sentences)
+    assert follows("a dog", "Include Keywords", struct) is True  # the fields it reads are set
+
+
+# judge reply -> the overall score the script computes (by hand)
+REPLIES = {
+    "CORRECTNESS: 4 - ok\nRELEVANCE: 5 - ok\nCOMPLETENESS: 3 - ok\nCLARITY: 4 - ok\n"
+    "OVERALL: 4.2 - good": 4.2,  # the judge's OVERALL is used
+    "CORRECTNESS: 4\nRELEVANCE: 5\nCOMPLETENESS: 3\nCLARITY: 4\nOVERALL: 3.0": 4.0,  # 3.0: mean
+    "CORRECTNESS: 4\nRELEVANCE: 5\nCOMPLETENESS: 3\nCLARITY: 4\nOVERALL: 3": 4.0,
+    "Correctness: 5\nRelevance: 5\nCompleteness: 4\nClarity: 4": 4.5,  # any case; no OVERALL
+    "Correctness: 4.5": 3.25,  # an integer is read (4); the other three 3.0
+    "**CORRECTNESS**: 5": 3.0,  # markup: not read
+    "CORRECTNESS: [4]": 3.0,  # brackets: not read
+    "Correctness:5\nRelevance:1\nCompleteness:1\nClarity:1": 2.0,  # no space needed
+    "CORRECTNESS: 9\nRELEVANCE: 9\nCOMPLETENESS: 9\nCLARITY: 9": 9.0,  # no range check
+    "OVERALL: 7": 7.0,
+    "CORRECTNESS: 2\nCORRECTNESS: 5": 2.75,  # the first match: (2 + 3 + 3 + 3) / 4
+    "": 3.0,
+}
+
+
+@pytest.mark.parametrize("reply", list(REPLIES))
+def test_judge_scores_as_the_official_script(reply):
+    assert official_overall(reply) == pytest.approx(REPLIES[reply])
+    assert mmau_pro_scores(reply) == pytest.approx(REPLIES[reply])
+
+
+def _sample(sid, category, choices=(), answer=None, **meta):
+    return Sample(sid, "mmau-pro", "t", f"Question {sid}?", list(choices),
+                  answer if choices and len(choices) > 1 else None, ["x.wav"],
+                  {"category": category, "answer": answer, **meta})  # fmt: skip
+
+
+def test_overall_over_hand_made_rows_equals_the_script():
+    rows = [  # id, category, choices, answer, extra, model output
+        ("s1", "sound", ["dog", "cat"], "dog", {}, "a dog"),
+        ("s2", "sound", ["dog", "cat"], "cat", {}, None),  # null: embedded as ""
+        ("m1", "music", ["violin", "drum", "flute"], "drum", {}, "drums"),
+        ("m2", "music", ["violin"], "violin", {}, "violin"),  # one choice: dropped
+        ("Open-cased", "Open", ["x", "y"], "x", {}, "x"),  # not "open": a closed item
+        ("o1", "open", [], "A dog barks twice.", {}, "Two barks."),
+        ("o2", "open", [], "Rain.", {}, None),  # null: judged as ""
+        ("i1", "instruction following", [], None,
+         {"task_identifier": "Include Keywords", "kwargs": {"keywords": "dog, bark"}}, "dog bark"),
+        ("i2", "instruction following", [], None,
+         {"task_identifier": "Number Words (at most)", "kwargs": {"N": 1}}, None),  # "None"
+        ("i3", "instruction following", [], None,
+         {"task_identifier": "Unknown Thing", "kwargs": {}}, "x"),  # unknown: fails
+    ]  # fmt: skip
+    nearest = {"a dog": "dog", "": "dog", "drums": "drum", "x": "x"}  # the embedder's picks
+    replies = {"Two barks.": "CORRECTNESS: 4\nRELEVANCE: 4\nCOMPLETENESS: 3\nCLARITY: 5\n"
+               "OVERALL: 4 - fine", "": "CORRECTNESS: 1\nRELEVANCE: 1\nCOMPLETENESS: 1\n"
+               "CLARITY: 1\nOVERALL: 1"}  # fmt: skip
+    samples = [_sample(r[0], r[1], r[2], r[3], **r[4]) for r in rows]
+    preds = [Prediction(r[0], 0, "m", "p", "h", r[5], answer_text=r[5]) for r in rows]
+    by_id = {r[0]: r for r in rows}
+    embedded = {(s.id, 0): {"choice": nearest[by_id[s.id][5] or ""]}
+                for s in samples if len(s.choices) > 1}  # fmt: skip
+    verdicts = {(r[0], 0): Judged(r[0], 0, None, "ok", replies[r[5] or ""]) for r in rows
+                if r[1] == "open"}  # fmt: skip
+    sec = MMAUPro().official_section(samples, preds, 1, embedded=embedded, verdicts=verdicts,
+                                     embedder="nvidia/NV-Embed-v2", judge="j")  # fmt: skip
+    head = sec["headline"]
+    # by hand: sound 1/2 (s2's "" is nearest "dog", the answer is cat) = 50; music 1/1 (m2
+    # dropped); Open 1/1; open (4/5 + 1/5) / 2 = 50; instruction following: i1 passes, i2
+    # ("None" is one word) passes, i3 fails = 66.67; overall, each category's score weighted by
+    # its items: (0.5x2 + 1 + 1 + 0.5x2 + 2/3x3) / 9 = 6 / 9
+    cats = {k: (c["n"], c["score"]) for k, c in head["categories"].items()}
+    assert cats == {"sound": (2, 50.0), "music": (1, 100.0), "Open": (1, 100.0),
+                    "open": (2, 50.0), "instruction following": (3, 66.67)}  # fmt: skip
+    assert head["total"] == {"acc": 66.67, "items": 9}
+    assert head["dropped"] == 1 and head["unknown_identifiers"] == 1 and head["null_outputs"] == 3
+    # the transcription of the script on the same rows gives the same figures
+    script_rows = [{"id": r[0], "category": r[1], "choices": r[2], "answer": r[3],
+                    "question": f"Question {r[0]}?", "model_output": r[5], **r[4]}
+                   for r in rows]  # fmt: skip
+    weighted, per = mmau_pro_overall(script_rows, lambda q, a, out: replies[out],
+                                     lambda out, choices: nearest[out], _sentences)  # fmt: skip
+    assert round(100 * weighted, 2) == head["total"]["acc"]
+    assert {k: round(100 * v, 2) for k, v in per.items()} == {k: v[1] for k, v in cats.items()}
+
+
+def test_crashing_instruction_item_kept_out_and_named():
+    struct = {"N": None, "keywords": None}
+    samples = [_sample("i1", "instruction following", task_identifier="No Commas", kwargs={}),
+               _sample("i2", "instruction following", task_identifier="Number Words (at least)",
+                       kwargs=struct)]  # fmt: skip
+    preds = [Prediction(s.id, 0, "m", "p", "h", "a b", answer_text="a b") for s in samples]
+    head = MMAUPro().official_section(samples, preds, 1)["headline"]
+    assert head["categories"]["instruction following"]["n"] == 1
+    assert head["crashed_items"] == ["i2"] and "crashes" in head["label"]
+    assert head["total"] == {"acc": 100.0, "items": 1}
