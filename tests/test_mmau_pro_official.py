@@ -9,6 +9,7 @@ overall over hand-made rows equal to the transcription's."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 from official_scripts_judged import mmau_pro_aif, mmau_pro_overall, mmau_pro_scores
@@ -199,3 +200,79 @@ def test_crashing_instruction_item_kept_out_and_named():
     assert head["categories"]["instruction following"]["n"] == 1
     assert head["crashed_items"] == ["i2"] and "crashes" in head["label"]
     assert head["total"] == {"acc": 100.0, "items": 1}
+
+
+def _cafe(*args: str, code: int = 0) -> str:
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code == code, res.output
+    return res.stdout if code == 0 else res.output
+
+
+def test_parquet_out_and_in_as_the_script_reads_it(tmp_path, monkeypatch):
+    """`cafe export --out X.parquet` writes test.parquet's layout with model_output (kwargs a
+    struct, a null where there is no output); the script's reading of it (pandas, as the script
+    reads it) and `cafe score` on it give the same instruction-following figure."""
+    import json
+
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from test_mmau_pro import write_folder
+
+    from cafe.store import RunStore
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    follow = "instruction following"
+    rows = [
+        ("c1", ["a/c1.wav"], "sound", ["dog barking", "rain"], "dog barking", {}),
+        ("k1", ["a/k1.wav"], follow, [], None,
+         {"task_identifier": "Include Keywords", "kwargs": {"keywords": "dog, bark"}}),
+        ("k2", ["a/k2.wav"], follow, [], None,
+         {"task_identifier": "Number Words (at most)", "kwargs": {"N": 3}}),
+        ("k3", ["a/k3.wav"], follow, [], None, {"task_identifier": "Title", "kwargs": {}}),
+    ]  # fmt: skip
+    data = write_folder(tmp_path / "d", rows)
+    outputs = {"c1": "dog barking", "k1": "A dog barks.", "k2": "one two three four", "k3": None}
+    loaded = MMAUPro().load(str(data))
+    run = tmp_path / "run"
+    store = RunStore(run).create()
+    store.write_manifest({"model": {"name": "m"}, "runs": 1,
+                          "bench": {"name": "mmau-pro", "version": "unknown"}})  # fmt: skip
+    store.write_samples(loaded.samples)
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(Prediction(k, 0, "m", "p", "h", v, answer_text=v,
+                                error=None if v is not None else "model failed")
+                     for k, v in outputs.items())  # fmt: skip
+    out = tmp_path / "test_with_outputs.parquet"
+    _cafe("export", str(run), "--out", str(out))
+    # pandas as of the script (2.x): a null string is None, which str() makes "None" (pandas
+    # >= 3 gives NaN, "nan": the option restores the older reading)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pd.option_context("future.infer_string", False):
+            df = pd.read_parquet(out)
+    assert list(df["id"]) == ["c1", "k1", "k2", "k3"] and "path" not in df.columns
+    by_id = {r["id"]: r for r in df.to_dict("records")}
+    assert by_id["k3"]["model_output"] is None  # a null, read as "None" by the script
+    assert by_id["k1"]["kwargs"] == {"keywords": "dog, bark", "N": None}  # a struct
+    assert list(by_id["k1"]["audio_path"]) == ["a/k1.wav"]
+    # the script's instruction path over the rows pandas reads: k1 passes; k2 has 4 words;
+    # k3's "None" has no <<title>> -> 1 of 3
+    script = [mmau_pro_aif(str(r.get("model_output", "")), r.get("task_identifier"),
+                           r.get("kwargs"), r.get("question", ""), _sentences)
+              for r in by_id.values() if r["category"] == follow]  # fmt: skip
+    assert script == [True, False, False]
+    sec = json.loads(_cafe("score", "--bench", "mmau-pro", "--data", str(data), "--predictions",
+                           str(out), "--json"))["official"]  # fmt: skip
+    assert sec["headline"]["categories"][follow] == {"path": "instruction_following", "n": 3,
+                                                     "score": 33.33}  # fmt: skip
+    # the closed path needs its embedding model: absent there, never another rule's figure
+    assert sec["headline"]["categories"]["sound"]["score"] is None
+    # ids that name no item: an error naming the key it looked for
+    pd.DataFrame({"id": ["zz"], "model_output": ["x"]}).to_parquet(tmp_path / "other.parquet")
+    err = _cafe("score", "--bench", "mmau-pro", "--data", str(data), "--predictions",
+                str(tmp_path / "other.parquet"), code=1)  # fmt: skip
+    assert "no row's 'id' names an item" in err and "'zz'" in err

@@ -18,6 +18,7 @@ from sakura_helpers import placeholder_copy, write_folder
 from cafe.benchmarks import BENCHMARKS
 from cafe.benchmarks.sakura import SAKURA, split_options
 from cafe.cli import main
+from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 
 HEADLINE_NOT_RUN = "official rule (LLM judge): not run; `cafe judge-official RUN` runs it"
@@ -162,15 +163,26 @@ def test_score_and_export_hand_computed(tmp_path):
     assert match["average"] == {"single": 25.0, "multi": 75.0, "all": 50.0}
     assert out["total"] == match["total"] and out["unanswered"] == 1
 
-    # a run, exported, scores the same item for item
+    # a run, exported as the official judge's input (one file per track x hop), scores the same
+    # item for item
     run = tmp_path / "run"
     cafe("run", "--model", "random", "--bench", "sakura", "--data", str(root), "--out", str(run),
          "--no-progress")  # fmt: skip
-    exported = tmp_path / "export.jsonl"
+    exported = tmp_path / "export"
     cafe("export", str(run), "--out", str(exported))
-    items = [json.loads(x) for x in exported.read_text().splitlines()]
-    assert items[0]["file"] == "data/Animal/audio/a1.wav" and "(a) dog" in items[0]["instruction"]
-    assert all("response" in i for i in items)
+    assert sorted(p.name for p in exported.iterdir()) == [
+        "Animal_multi.json",
+        "Animal_single.json",
+        "Gender_multi.json",
+        "Gender_single.json",
+    ]
+    doc = json.loads((exported / "Gender_single.json").read_text())
+    assert doc["attribute"] == "Gender" and doc["type"] == "single"
+    entry = doc["results"]["data/Gender/audio/g1.wav"]
+    assert entry["instruction"] == "Please identify the gender [g1s]. (a) Female (b) Male"
+    assert entry["label"] == " (a) Female"  # as saved, leading space kept
+    raw = {p.sample_id: p.raw_output for p in RunStore(run).predictions()}
+    assert entry["response"] == raw["Gender-g1-single"]  # the whole response
     again = json.loads(cafe("score", "--bench", "sakura", "--data", str(root),
                             "--predictions", str(exported), "--json"))  # fmt: skip
     assert again["total"] == metrics(run)["accuracy"]["total"]

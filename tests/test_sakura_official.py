@@ -88,3 +88,83 @@ def test_null_and_missing_responses_kept_out_and_named(tmp_path):
     wrong = sec["variants"]["counted_wrong"]
     assert wrong["total"] == {"correct": 2, "total": 6, "acc": 33.33}
     assert "NOT the official" in wrong["label"] and "NOT the official" in lenient["label"]
+
+
+def _cafe(*args: str, code: int = 0) -> str:
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code == code, res.output
+    return res.stdout if code == 0 else res.output
+
+
+def test_score_reads_the_official_judge_input_and_output(tmp_path, monkeypatch):
+    """`cafe score` on SAKURA's own files: the judge's input ({"results": {clip: {instruction,
+    response, label}}}) and the judgements file llm_judge.py writes, whose figure is
+    calculate_acc.py's."""
+    import json
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    root = write_folder(tmp_path / "s")
+    meta = json.loads((root / "data" / "Animal" / "metadata.json").read_text())
+    a1, a2 = "data/Animal/audio/a1.wav", "data/Animal/audio/a2.wav"
+    # no "type": the hop is the item whose instruction the entry repeats
+    results = {"attribute": "Animal", "results": {
+        a1: {"instruction": meta[a1]["single_instruction"], "response": "dog", "label": "(a) dog"},
+        a2: {"instruction": meta[a2]["single_instruction"], "response": None, "label": "(c) cow"},
+    }}  # fmt: skip
+    f = tmp_path / "Animal_single.json"
+    f.write_text(json.dumps(results))
+    out = json.loads(_cafe("score", "--bench", "sakura", "--data", str(root), "--predictions",
+                           str(f), "--json"))  # fmt: skip
+    match = out["official"]["variants"]["option_match"]
+    # a1 right; a2's null response is unanswered (wrong in cafe's counts)
+    assert match["breakdowns"]["track_hop"]["Animal/single"] == {"correct": 1, "total": 2,
+                                                                 "acc": 50.0}  # fmt: skip
+    assert out["non_string_predictions"] == 1
+    # the judgements file (llm_judge.py's output): the official figure is calculate_acc.py's
+    judged = {"judge_model": "gpt-4o-2024-11-20", "temperature": 0.0, "top_p": 0.9,
+              "max_tokens": 1024, "results": {
+        a1: {"Explanation": "names the dog", "Judgement": "correct", "instruction": "q",
+             "model_response": "dog", "label": "(a) dog"},
+        a2: {"Explanation": "x", "Judgement": "**correct**", "instruction": "q",
+             "model_response": "cow!", "label": "(c) cow"},
+        "data/Gender/audio/g1.wav": {"Explanation": "No extracted explanation",
+                                     "Judgement": "No extracted judgement", "instruction": "q",
+                                     "model_response": "female", "label": " (a) Female"},
+    }}  # fmt: skip
+    jf = tmp_path / "Animal_single_judgements.json"
+    jf.write_text(json.dumps({**judged, "type": "single"}))
+    head = json.loads(_cafe("score", "--bench", "sakura", "--data", str(root), "--predictions",
+                            str(jf), "--json"))["official"]["headline"]  # fmt: skip
+    assert sakura_calculate_acc(judged) == (1, 3)
+    assert head["total"] == {"correct": 1, "total": 3, "acc": 33.33}
+    assert "judgements file" in head["label"]
+    assert head["kept_out"]["not_in_predictions"] == 3  # the items no file holds
+
+
+def test_a_file_naming_no_item_is_an_error_naming_the_key(tmp_path):
+    import json
+
+    root = write_folder(tmp_path / "s")
+    f = tmp_path / "r.json"
+    f.write_text(
+        json.dumps(
+            {
+                "type": "single",
+                "results": {
+                    "data/Animal/audio/zebra9.wav": {
+                        "instruction": "q",
+                        "response": "x",
+                        "label": "y",
+                    }
+                },
+            }
+        )
+    )
+    out = _cafe("score", "--bench", "sakura", "--data", str(root), "--predictions", str(f),
+                code=1)  # fmt: skip
+    assert "'data/Animal/audio/zebra9.wav' -> 'Animal-zebra9-single'" in out
+    assert "no results key names a SAKURA item" in out

@@ -24,7 +24,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
+from cafe.benchmarks.base import (
+    Benchmark,
+    ExportFormat,
+    LoadedBenchmark,
+    OfficialFile,
+    by_meta,
+)
 from cafe.benchmarks.instruction_checks import SENTENCE_SPLITTER
 from cafe.records import InputError, Prediction, Problem, Sample
 
@@ -175,7 +181,10 @@ class MMAUPro(Benchmark):
     name = "mmau-pro"
     breakdowns = by_meta("category", "sub-cat", "length_type", "path")
     prediction_keys = ("model_output", "response", "prediction")
-    export_format = ExportFormat("model_output", "audio_path")
+    # the official input: test.parquet with model_output (`cafe export --out X.parquet`), the
+    # whole response, a null where there is none (the script reads it as "" or "None")
+    export_format = ExportFormat("model_output", "audio_path", default_field="raw",
+                                 unanswered=None, leave_out=("path",))  # fmt: skip
     official_rule = (
         "closed (categories other than 'open' and 'instruction following', more than one "
         "choice): nearest choice by embedding cosine (nvidia/NV-Embed-v2), a null output "
@@ -212,6 +221,21 @@ class MMAUPro(Benchmark):
             reader=read_scores,
             applies=lambda s: path_of(s) == OPEN,
         )
+
+    def read_official_file(self, path: Path, samples: list[Sample]) -> OfficialFile | None:
+        """The official input (test.parquet with model_output); a file whose ids name no item
+        is an error naming the key looked up."""
+        from cafe.benchmarks.scoring import read_parquet_records
+
+        if path.suffix != ".parquet":
+            return None
+        rows = read_parquet_records(path)
+        ids = {s.id for s in samples}
+        if rows and not any(str(r.get("id")) in ids for r in rows):
+            first = next((r.get("id") for r in rows), None)
+            why = f"no row's 'id' names an item of the data (e.g. {first!r}): rows match by 'id'"
+            raise InputError(Problem(str(path), why))
+        return OfficialFile(rows)
 
     def embedding_applies(self, sample: Sample) -> bool:
         return path_of(sample) == CLOSED

@@ -23,7 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
+from cafe.benchmarks.base import (
+    Benchmark,
+    ExportFormat,
+    LoadedBenchmark,
+    OfficialFile,
+    by_meta,
+)
 from cafe.records import InputError, Prediction, Problem, Sample
 
 TRACKS = ("Animal", "Emotion", "Gender", "Language")
@@ -341,7 +347,11 @@ class SAKURA(Benchmark):
     name = "sakura"
     breakdowns = by_meta("track", "hop", "track_hop")
     prediction_keys = ("response", "model_output", "prediction")
-    export_format = ExportFormat("response", "file")
+    # the official judge's input: one JSON per track x hop (write_results), the whole response
+    export_format = ExportFormat(
+        "response", "file", default_field="raw", unanswered=None,
+        writer=lambda triples, out: write_results(triples, out),
+    )  # fmt: skip
     official_rule = (
         "LLM judge (gpt-4o-2024-11-20, temperature 0, top_p 0.9, no max_tokens): its reply read "
         "with the official pattern 'Explanation: ...' then 'Judgement: ...' (case-sensitive, "
@@ -382,6 +392,9 @@ class SAKURA(Benchmark):
 
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
         return option_match(prediction, answer, choices)
+
+    def read_official_file(self, path: Path, samples: list[Sample]) -> OfficialFile | None:
+        return read_results(path, samples)
 
     def official_section(
         self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
@@ -470,3 +483,115 @@ def _figures(t: dict[str, Any]) -> dict[str, Any]:
     }
     t["average"]["all"] = mean_of(t["breakdowns"]["track"])
     return t
+
+
+# the official judge's files ----------------------------------------------------------------------
+#: what llm_judge.py writes for a reply its pattern does not match
+NO_JUDGEMENT = "No extracted judgement"
+
+
+def write_results(
+    triples: list[tuple[Sample, dict[str, Any], str | None]], out: Path
+) -> list[Path]:
+    """The official judge's input, one file per track x hop in the folder ``out``
+    (``<Track>_<hop>.json``: {"attribute", "type", "results": {clip path: {"instruction",
+    "response", "label"}}}), the instruction with its options and the label as saved. An item
+    without a response is left out: the official script crashes on a null one, and an item not
+    in the file is in no denominator, as cafe's official figure keeps it out."""
+    from cafe.store import write_json_atomic
+
+    files: dict[tuple[str, str], dict[str, Any]] = {}
+    for s, _, value in triples:
+        track, hop = s.meta.get("track"), s.meta.get("hop")
+        doc = files.setdefault((track, hop), {"attribute": track, "type": hop, "results": {}})
+        if value is not None:
+            doc["results"][s.meta.get("file") or s.id] = {
+                "instruction": s.meta.get("instruction"), "response": value,
+                "label": s.meta.get("answer_raw")}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (track, hop), doc in sorted(files.items(), key=lambda kv: str(kv[0])):
+        written.append(out / f"{track}_{hop}.json")
+        write_json_atomic(written[-1], doc)
+    return written
+
+
+def _result_files(path: Path) -> list[Path]:
+    return sorted(path.glob("*.json")) if path.is_dir() else [path]
+
+
+def read_results(path: Path, samples: list[Sample]) -> OfficialFile | None:
+    """SAKURA's official files as prediction items: the judge's input ({"results": {clip path:
+    {"instruction", "response", "label"}}}, one per track x hop) or its output (the same keys
+    with "Explanation", "Judgement" and "model_response": its verdicts come along); a file or a
+    folder of them. None where ``path`` is a single file of another layout (a JSON list /
+    JSONL of items). The item is the clip's track (the file's "attribute", else the path) and
+    hop (the file's "type", else the item whose instruction it repeats)."""
+    docs = []
+    for f in _result_files(path):
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("results"), dict):
+            docs.append((f, doc))
+    if not docs:
+        if path.is_dir():
+            raise InputError(Problem(str(path), "no SAKURA results file here (JSON with "
+                                     "{\"results\": {clip path: {...}}})"))  # fmt: skip
+        return None
+    hops = {(s.meta.get("track"), Path(str(s.meta.get("file"))).stem, s.meta.get("instruction")):
+            s.meta.get("hop") for s in samples}  # fmt: skip
+    known = {s.id for s in samples}
+    out = OfficialFile(rows=[])
+    verdicts: dict[tuple[str, int], Any] = {}
+    judge = None
+    for f, doc in docs:
+        rows, found = _doc_rows(f, doc, hops, out.problems)
+        if not any(r["id"] in known for r in rows) and rows:
+            first = rows[0]
+            why = (
+                f"no results key names a SAKURA item: a key is read as the clip path "
+                f"data/<Track>/audio/<clip>.wav with the file's 'type' (single / multi), "
+                f"e.g. {first['_key']!r} -> {first['id']!r}, which the data does not hold"
+            )
+            raise InputError(Problem(str(f), why))
+        out.rows += rows
+        verdicts.update(found)
+        judge = judge or doc.get("judge_model")
+    if verdicts:
+        out.judged = {"verdicts": verdicts, "judge": f"{judge or 'a judge'} (judgements file)"}
+    return out
+
+
+def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list[Problem]
+              ) -> tuple[list[dict[str, Any]], dict[tuple[str, int], Any]]:  # fmt: skip
+    """One results file's items (id, response) and the verdicts of a judgements file."""
+    from cafe.judge.verdict import Judged
+
+    attribute = str(doc.get("attribute") or "")
+    file_track = next((t for t in TRACKS if t.lower() == attribute.lower()), None)
+    file_hop = doc.get("type") if doc.get("type") in HOPS else None
+    rows, verdicts = [], {}
+    for key, entry in doc["results"].items():
+        if not isinstance(entry, dict):
+            problems.append(Problem(str(f), "not a JSON object", key, "results"))
+            continue
+        track = file_track or track_of(key)
+        stem = Path(key.replace("\\", "/")).stem
+        hop = file_hop or hops.get((track, stem, entry.get("instruction")))
+        if track is None or hop is None:
+            problems.append(Problem(str(f), "names no SAKURA track / hop (the file has no "
+                                    "'attribute' / 'type' and the path or instruction names "
+                                    "none)", key, "results"))  # fmt: skip
+            continue
+        sid = f"{track}-{stem}-{hop}"
+        response_key = "response" if "response" in entry else "model_response"
+        rows.append({"id": sid, "_key": key, **({"response": entry[response_key]}
+                                                 if response_key in entry else {})})  # fmt: skip
+        if "Judgement" in entry:
+            j = entry["Judgement"]
+            ok = isinstance(j, str) and j != NO_JUDGEMENT
+            raw = f"Explanation: {entry.get('Explanation', '')}\nJudgement: {j}" if ok else ""
+            verdicts[(sid, 0)] = Judged(sid, 0, None, "ok" if ok else "unparseable", raw)
+    return rows, verdicts
