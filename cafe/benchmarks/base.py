@@ -106,6 +106,9 @@ class Benchmark(ABC):
     official_embedder: str | None = None
     #: whether some items are open questions (no choices), which the runner's checks allow
     open_items: bool = False
+    #: the prompt style `cafe run` uses when --prompt-style is not given (the benchmark's own
+    #: official input, cafe.prompts); None: the model card's style
+    default_prompt_style: str | None = None
 
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...

@@ -53,6 +53,10 @@ SCORE_PATTERNS = {
 JUDGE_SYSTEM = "You grade answers to questions about audio carefully and without bias."
 
 
+#: official path -> the prompt form its items get (closed items: the style's main text)
+PROMPT_FORMS = {OPEN: "open", DROPPED: "open", INSTRUCTION: "instruction"}
+
+
 def path_of(sample: Sample) -> str:
     """Which official path scores an item: its category compared exactly, as the official
     script does, then its choices (a closed item needs more than one)."""
@@ -155,6 +159,8 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
         sample = Sample(sid, "mmau-pro", ver, question, choices, None, audio, meta)
         path_name = path_of(sample)
         meta["path"] = path_name
+        if path_name in PROMPT_FORMS:  # the prompt style's form for this item (cafe.prompts)
+            meta["prompt_form"] = PROMPT_FORMS[path_name]
         answer = row.get("answer")
         if path_name == CLOSED:
             # only closed items have an answer cafe's accuracy can match: the others are scored
@@ -184,7 +190,7 @@ class MMAUPro(Benchmark):
     # the official input: test.parquet with model_output (`cafe export --out X.parquet`), the
     # whole response, a null where there is none (the script reads it as "" or "None")
     export_format = ExportFormat("model_output", "audio_path", default_field="raw",
-                                 unanswered=None, leave_out=("path",))  # fmt: skip
+                                 unanswered=None, leave_out=("path", "prompt_form"))  # fmt: skip
     official_rule = (
         "closed (categories other than 'open' and 'instruction following', more than one "
         "choice): nearest choice by embedding cosine (nvidia/NV-Embed-v2), a null output "
@@ -196,6 +202,7 @@ class MMAUPro(Benchmark):
     )
     licence = "CC BY-NC 4.0 (Hugging Face card, reportedly)"
     version_items = {"test": 5305}
+    default_prompt_style = "mmau-pro"  # per category: choices, free text, the instruction
     accuracy_label = (
         "option match on the closed questions (the answer mapped to a choice by its text or "
         "letter); NOT the official figure (an embedding model: see the 'official' section)"

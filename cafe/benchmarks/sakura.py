@@ -360,6 +360,7 @@ class SAKURA(Benchmark):
     )
     licence = "none stated (research use; audio keeps its sources' terms)"
     version_items = {"v1": 4000}
+    default_prompt_style = "sakura"  # the instruction with its inline options, as is
     accuracy_label = OPTION_MATCH_LABEL
 
     @property
