@@ -276,3 +276,50 @@ def test_parquet_out_and_in_as_the_script_reads_it(tmp_path, monkeypatch):
     err = _cafe("score", "--bench", "mmau-pro", "--data", str(data), "--predictions",
                 str(tmp_path / "other.parquet"), code=1)  # fmt: skip
     assert "no row's 'id' names an item" in err and "'zz'" in err
+
+
+def test_open_judge_request_and_a_null_output_judged_as_empty(tmp_path, monkeypatch):
+    """Through a loopback judge: the official sampling (temperature 0.1, 512 tokens), a system
+    message, the template asking for the five lines; a null output is judged as "" (no neutral
+    3.0), and the figure is the judge's OVERALL / 5."""
+    import json
+
+    from test_mmau_pro import write_folder
+
+    from cafe.store import RunStore
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    rows = [("o1", ["a/o1.wav"], "open", [], "A dog barks twice.", {}),
+            ("o2", ["a/o2.wav"], "open", [], "Rain.", {})]  # fmt: skip
+    data = write_folder(tmp_path / "d", rows)
+    run = tmp_path / "run"
+    store = RunStore(run).create()
+    store.write_manifest({"model": {"name": "m"}, "runs": 1,
+                          "bench": {"name": "mmau-pro", "version": "unknown"}})  # fmt: skip
+    store.write_samples(MMAUPro().load(str(data)).samples)
+    with store.writer("predictions.jsonl") as w:
+        w.write_many([Prediction("o1", 0, "m", "p", "h", "Two barks.", answer_text="Two barks."),
+                      Prediction("o2", 0, "m", "p", "h", None, error="model failed")])  # fmt: skip
+    seen = {}
+
+    def reply(body):
+        assert body["temperature"] == 0.1 and body["max_tokens"] == 512
+        system, user = body["messages"]
+        assert system["role"] == "system" and "OVERALL:" in user["content"]
+        key = "o1" if "[o1]" in user["content"] else "o2"
+        seen[key] = user["content"]
+        # o1: the judge's OVERALL 4.5 is used; o2: OVERALL 3.0 -> the mean of the four, 1.5
+        return {"o1": "CORRECTNESS: 4\nRELEVANCE: 5\nCOMPLETENESS: 4\nCLARITY: 5\nOVERALL: 4.5",
+                "o2": "CORRECTNESS: 1\nRELEVANCE: 2\nCOMPLETENESS: 1\nCLARITY: 2\n"
+                      "OVERALL: 3.0"}[key]  # fmt: skip
+
+    with OpenAILoopback(reply=reply) as srv:
+        _cafe("judge-official", str(run), "--judge", "openai-compatible", "--judge-endpoint",
+              srv.url, "--cache", str(tmp_path / "j.sqlite"))  # fmt: skip
+        assert len(srv.requests) == 2
+    assert "Model reply:\n\n\n" in seen["o2"]  # the null output, judged as ""
+    head = json.loads((run / "metrics.json").read_text())["official"]["headline"]
+    # by hand: (4.5 / 5 + 1.5 / 5) / 2 = 0.6
+    assert head["categories"]["open"] == {"path": "open", "n": 2, "score": 60.0}
+    assert head["total"] == {"acc": 60.0, "items": 2} and head["null_outputs"] == 1

@@ -88,6 +88,12 @@ def test_null_and_missing_responses_kept_out_and_named(tmp_path):
     wrong = sec["variants"]["counted_wrong"]
     assert wrong["total"] == {"correct": 2, "total": 6, "acc": 33.33}
     assert "NOT the official" in wrong["label"] and "NOT the official" in lenient["label"]
+    # said where the figure is printed
+    from cafe.benchmarks.official import format_official
+
+    line = format_official(sec).splitlines()[1]
+    assert "50.00 (2/4); dropped 2; kept out (null response) 1" in line
+    assert "kept out (not in predictions) 1" in line
 
 
 def _cafe(*args: str, code: int = 0) -> str:
