@@ -174,3 +174,12 @@ def test_a_file_naming_no_item_is_an_error_naming_the_key(tmp_path):
                 code=1)  # fmt: skip
     assert "'data/Animal/audio/zebra9.wav' -> 'Animal-zebra9-single'" in out
     assert "no results key names a SAKURA item" in out
+
+
+def test_no_judged_item_is_no_figure(tmp_path):
+    samples = SAKURA().load(str(write_folder(tmp_path / "s"))).samples
+    preds = [Prediction(s.id, 0, "m", "p", "h", None, error="model failed") for s in samples]
+    verdicts = {(s.id, 0): Judged(s.id, 0, None, "failed", "null output") for s in samples}
+    head = SAKURA().official_section(samples, preds, 1, verdicts=verdicts, judge="j")["headline"]
+    assert head["total"] is None and head["label"].startswith("absent: no judged item")
+    assert head["kept_out"]["null_response"] == 6

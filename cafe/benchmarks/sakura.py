@@ -405,9 +405,9 @@ class SAKURA(Benchmark):
         def matched(s: Sample, p: Prediction | None) -> bool:
             return option_match(answered(p), s.answer or "", s.choices)
 
-        crumbs = dict(self.breakdowns)
+        breakdowns = dict(self.breakdowns)
         variants = {"option_match": {"label": OPTION_MATCH_LABEL, **_figures(tally(
-            samples, predictions, matched, crumbs, runs))}}  # fmt: skip
+            samples, predictions, matched, breakdowns, runs))}}  # fmt: skip
         verdicts = judged.get("verdicts")
         if verdicts is None:
             headline: dict[str, Any] = {
@@ -440,15 +440,18 @@ class SAKURA(Benchmark):
         label = f"{OFFICIAL_LABEL}; judge {judged.get('judge')}"
         if failed:  # a call that failed is no verdict: counted wrong here, and said
             label += f"; {failed} judge calls failed (counted wrong; run it again to retry)"
-        figures = _figures(tally(samples, predictions, reading(official, None), crumbs, runs))
+        figures = _figures(tally(samples, predictions, reading(official, None), breakdowns, runs))
+        if not figures["total"]["total"]:  # 0 of 0 is no figure
+            label = "absent: no judged item with a response; " + label
+            figures["total"] = None
         headline = {"label": label, **figures, "kept_out": {
             "null_response": len(kept_out["null_response"]),
             "not_in_predictions": len(kept_out["not_in_predictions"]),
             "null_response_items": sorted({k[0] for k in kept_out["null_response"]})}}  # fmt: skip
         variants["lenient_judgement"] = {"label": LENIENT_LABEL, **_figures(tally(
-            samples, predictions, reading(lenient, None), crumbs, runs))}  # fmt: skip
+            samples, predictions, reading(lenient, None), breakdowns, runs))}  # fmt: skip
         variants["counted_wrong"] = {"label": COUNTED_WRONG_LABEL, **_figures(tally(
-            samples, predictions, reading(official, False), crumbs, runs))}  # fmt: skip
+            samples, predictions, reading(official, False), breakdowns, runs))}  # fmt: skip
         return {"rule": self.official_rule, "headline": headline, "variants": variants}
 
 
