@@ -58,12 +58,15 @@ class PromptTemplate:
     ) -> str:  # fmt: skip
         """The text for one item: its form's template (the main one by default); ``{question}``,
         ``{choices}`` (one a line) and ``{instruction}`` (the item's text as its benchmark's
-        official inference gives it: SAKURA's instruction with its inline options; the
-        question where there is none)."""
+        official inference gives it: SAKURA's instruction with its inline options; for an item
+        without one, the question with its options written the same way, "(a) x (b) y")."""
         text = dict(self.forms).get(form or "", self.text)
+        if instruction is None:
+            inline = " ".join(f"({chr(ord('a') + i)}) {c.strip()}" for i, c in enumerate(choices))
+            instruction = f"{question.strip()} {inline}" if inline else question
         # str.replace, not str.format: user templates may hold literal braces (JSON examples)
         body = text.rstrip("\n")
-        body = body.replace("{instruction}", (instruction or question).strip())
+        body = body.replace("{instruction}", instruction.strip())
         body = body.replace("{question}", question.strip())
         return body.replace("{choices}", "\n".join(c.strip() for c in choices))
 

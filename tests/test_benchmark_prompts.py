@@ -6,6 +6,7 @@ benchmark's own style as not the paper's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from click.testing import CliRunner
@@ -28,6 +29,9 @@ def test_sakura_prompt_is_the_instruction_as_is(tmp_path):
     assert SAKURA.default_prompt_style == "sakura"
     assert _text(g1, "sakura") == "Please identify the gender [g1s]. (a) Female (b) Male"
     assert "Choices:" in _text(g1, "lalm")  # the paper's style: still there
+    # on an item without an instruction the style writes the options inline the same way
+    other = dataclasses.replace(g1, meta={})
+    assert _text(other, "sakura") == "Please identify the gender [g1s]. (a) Female (b) Male"
     assert style_label("sakura") == "sakura (sakura's own prompt, not the paper's)"
 
 

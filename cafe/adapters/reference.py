@@ -143,7 +143,7 @@ def request_choices(request: Request) -> tuple[str, list[str]]:
     if not choices:  # options written inline, "... (a) dog (b) cat" (SAKURA's instruction)
         from cafe.benchmarks.sakura import split_options
 
-        inline = split_options(" ".join(text.split()))
+        inline = split_options(text.strip())
         if inline is not None:
             return inline
     return question, choices
