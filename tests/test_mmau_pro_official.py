@@ -353,3 +353,34 @@ def test_closed_null_output_is_embedded_as_empty(tmp_path, monkeypatch):
     assert sorted(r["sample_id"] for r in kept) == ["c1", "c2"]
     head = json.loads((run / "metrics.json").read_text())["official"]["headline"]
     assert head["categories"]["sound"]["n"] == 2 and head["null_outputs"] == 1
+
+
+def test_the_issue_figures_on_hand_made_rows():
+    """The shape of the figures reported for the official data (instruction following 0.4483,
+    overall 0.5300), on hand-made rows: 29 instruction items of which 13 follow, 71 closed items
+    of which 40 are right -> 13 / 29 = 44.83 and (13 + 40) / 100 = 53.00, as the script weighs
+    them."""
+    follow = "instruction following"
+    samples, preds, embedded, script_rows = [], [], {}, []
+    for i in range(29):
+        out = "no commas here" if i < 13 else "a, b"
+        s = _sample(f"i{i}", follow, task_identifier="No Commas", kwargs={})
+        samples.append(s)
+        preds.append(Prediction(s.id, 0, "m", "p", "h", out, answer_text=out))
+        script_rows.append({"id": s.id, "category": follow, "question": s.question,
+                            "task_identifier": "No Commas", "kwargs": {},
+                            "model_output": out})  # fmt: skip
+    for i in range(71):
+        out = "dog" if i < 40 else "cat"
+        s = _sample(f"c{i}", "sound", ["dog", "cat"], "dog")
+        samples.append(s)
+        preds.append(Prediction(s.id, 0, "m", "p", "h", out, answer_text=out))
+        embedded[(s.id, 0)] = {"choice": out}
+        script_rows.append({"id": s.id, "category": "sound", "choices": ["dog", "cat"],
+                            "answer": "dog", "model_output": out})  # fmt: skip
+    head = MMAUPro().official_section(samples, preds, 1, embedded=embedded,
+                                      embedder="nvidia/NV-Embed-v2")["headline"]  # fmt: skip
+    assert head["categories"][follow]["score"] == 44.83
+    assert head["total"] == {"acc": 53.0, "items": 100}
+    weighted, per = mmau_pro_overall(script_rows, None, lambda out, choices: out, _sentences)
+    assert round(per[follow], 4) == 0.4483 and round(weighted, 4) == 0.53
