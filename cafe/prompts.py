@@ -26,6 +26,11 @@ class PromptStyle:
     description: str = ""
     #: a named variant of one of the paper's styles (not the paper's prompt; labelled so)
     variant_of: str | None = None
+    #: (form, template file): another text for items of that form (Sample.meta["prompt_form"],
+    #: set by the benchmark's loader: MMAU-Pro's open and instruction-following items)
+    forms: tuple[tuple[str, str], ...] = ()
+    #: the benchmark whose own default this style is (labelled so in reports)
+    benchmark: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,16 +41,32 @@ class PromptTemplate:
     text: str
     system: str | None
     source: str  # file the text came from
+    #: form -> its own text (PromptStyle.forms, loaded)
+    forms: tuple[tuple[str, str], ...] = ()
 
     @property
     def hash(self) -> str:
         # The system prompt changes what the model sees, so it is part of the identity.
         payload = self.text if self.system is None else f"{self.system}\n\n{self.text}"
+        for form, text in self.forms:  # so is each form's text (none: the hash is unchanged)
+            payload += f"\n\n[{form}]\n{text}"
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
-    def render(self, question: str, choices: list[str]) -> str:
+    def render(
+        self, question: str, choices: list[str], instruction: str | None = None,
+        form: str | None = None,
+    ) -> str:  # fmt: skip
+        """The text for one item: its form's template (the main one by default); ``{question}``,
+        ``{choices}`` (one a line) and ``{instruction}`` (the item's text as its benchmark's
+        official inference gives it: SAKURA's instruction with its inline options; for an item
+        without one, the question with its options written the same way, "(a) x (b) y")."""
+        text = dict(self.forms).get(form or "", self.text)
+        if instruction is None:
+            inline = " ".join(f"({chr(ord('a') + i)}) {c.strip()}" for i, c in enumerate(choices))
+            instruction = f"{question.strip()} {inline}" if inline else question
         # str.replace, not str.format: user templates may hold literal braces (JSON examples)
-        body = self.text.rstrip("\n")
+        body = text.rstrip("\n")
+        body = body.replace("{instruction}", instruction.strip())
         body = body.replace("{question}", question.strip())
         return body.replace("{choices}", "\n".join(c.strip() for c in choices))
 
@@ -68,6 +89,13 @@ for _style in (
                 "rl-explicit, asking for the option's text", "rl-explicit"),
     PromptStyle("authors-mmar", "authors-mmar.txt", AUTHORS_SYSTEM, "authors' MMAR eval text"),
     PromptStyle("authors-mmau", "authors-mmau.txt", AUTHORS_SYSTEM, "authors' MMAU eval text"),
+    # benchmarks' own defaults (Benchmark.default_prompt_style): their official input as is
+    PromptStyle("sakura", "sakura.txt", None, "SAKURA's instruction with its inline options, "
+                "as is", benchmark="sakura"),
+    PromptStyle("mmau-pro", "mmau-pro.txt", None, "MMAU-Pro per category: the question and its "
+                "choices; open questions answered in free text; instruction-following items "
+                "given their instruction as is", benchmark="mmau-pro",
+                forms=(("open", "mmau-pro-open.txt"), ("instruction", "mmau-pro-instruction.txt"))),
 ):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
 
@@ -76,7 +104,10 @@ def style_label(name: str | None) -> str:
     """A run's prompt style as reports show it: a variant says it is not the paper's prompt."""
     if not name or name not in PROMPT_STYLES:
         return str(name)
-    base = PROMPT_STYLES.get(name).variant_of
+    style = PROMPT_STYLES.get(name)
+    if style.benchmark:
+        return f"{name} ({style.benchmark}'s own prompt, not the paper's)"
+    base = style.variant_of
     return f"{name} (variant of {base}, not the paper's prompt)" if base else name
 
 
@@ -89,9 +120,14 @@ def load_template(style_name: str, template_file: str | Path | None = None) -> P
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise FileNotFoundError(f"{path}: cannot read prompt template ({e.strerror})") from None
-    if "{question}" not in text:
+    if "{question}" not in text and "{instruction}" not in text:
         raise ValueError(f"{path}: a prompt template needs a {{question}} placeholder")
-    return PromptTemplate(style=style.name, text=text, system=style.system, source=str(path))
+    # a user's template replaces the style's text for every item (its forms too)
+    forms = () if template_file is not None else tuple(
+        (form, (TEMPLATES_DIR / name).read_text(encoding="utf-8")) for form, name in style.forms
+    )  # fmt: skip
+    return PromptTemplate(style=style.name, text=text, system=style.system, source=str(path),
+                          forms=forms)  # fmt: skip
 
 
 def build_messages(template: PromptTemplate, sample: Sample) -> list[dict[str, Any]]:
@@ -100,7 +136,9 @@ def build_messages(template: PromptTemplate, sample: Sample) -> list[dict[str, A
     if template.system is not None:
         messages.append({"role": "system", "content": template.system})
     parts: list[dict[str, Any]] = [{"type": "audio", "path": p} for p in sample.audio]
-    parts.append({"type": "text", "text": template.render(sample.question, sample.choices)})
+    text = template.render(sample.question, sample.choices, sample.meta.get("instruction"),
+                           sample.meta.get("prompt_form"))  # fmt: skip
+    parts.append({"type": "text", "text": text})
     messages.append({"role": "user", "content": parts})
     return messages
 

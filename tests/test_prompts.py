@@ -30,6 +30,7 @@ def test_all_styles_registered() -> None:
     assert set(PROMPT_STYLES.names()) == {
         "lalm", "larm", "rl-implicit", "rl-explicit", "mpar2", "authors-mmar", "authors-mmau",
         "lalm-verbatim", "rl-implicit-verbatim", "rl-explicit-verbatim",
+        "sakura", "mmau-pro",  # benchmarks' own defaults (tests/test_benchmark_prompts.py)
     }  # fmt: skip
 
 

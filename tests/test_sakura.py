@@ -18,6 +18,7 @@ from sakura_helpers import placeholder_copy, write_folder
 from cafe.benchmarks import BENCHMARKS
 from cafe.benchmarks.sakura import SAKURA, split_options
 from cafe.cli import main
+from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 
 HEADLINE_NOT_RUN = "official rule (LLM judge): not run; `cafe judge-official RUN` runs it"
@@ -162,15 +163,26 @@ def test_score_and_export_hand_computed(tmp_path):
     assert match["average"] == {"single": 25.0, "multi": 75.0, "all": 50.0}
     assert out["total"] == match["total"] and out["unanswered"] == 1
 
-    # a run, exported, scores the same item for item
+    # a run, exported as the official judge's input (one file per track x hop), scores the same
+    # item for item
     run = tmp_path / "run"
     cafe("run", "--model", "random", "--bench", "sakura", "--data", str(root), "--out", str(run),
          "--no-progress")  # fmt: skip
-    exported = tmp_path / "export.jsonl"
+    exported = tmp_path / "export"
     cafe("export", str(run), "--out", str(exported))
-    items = [json.loads(x) for x in exported.read_text().splitlines()]
-    assert items[0]["file"] == "data/Animal/audio/a1.wav" and "(a) dog" in items[0]["instruction"]
-    assert all("response" in i for i in items)
+    assert sorted(p.name for p in exported.iterdir()) == [
+        "Animal_multi.json",
+        "Animal_single.json",
+        "Gender_multi.json",
+        "Gender_single.json",
+    ]
+    doc = json.loads((exported / "Gender_single.json").read_text())
+    assert doc["attribute"] == "Gender" and doc["type"] == "single"
+    entry = doc["results"]["data/Gender/audio/g1.wav"]
+    assert entry["instruction"] == "Please identify the gender [g1s]. (a) Female (b) Male"
+    assert entry["label"] == " (a) Female"  # as saved, leading space kept
+    raw = {p.sample_id: p.raw_output for p in RunStore(run).predictions()}
+    assert entry["response"] == raw["Gender-g1-single"]  # the whole response
     again = json.loads(cafe("score", "--bench", "sakura", "--data", str(root),
                             "--predictions", str(exported), "--json"))  # fmt: skip
     assert again["total"] == metrics(run)["accuracy"]["total"]
@@ -180,7 +192,7 @@ def test_score_and_export_hand_computed(tmp_path):
 JUDGE = {
     "a1s": "Explanation: it names the dog.\nJudgement: correct",
     "a1m": "Explanation: wrong feature.\nJudgement: incorrect",
-    "a2s": "Explanation: cow.\nJudgement: **Correct**",
+    "a2s": "Explanation: cow.\nJudgement: **Correct**",  # officially wrong: the markup stays
     "a2m": "I am not sure what to say.",  # no judgement line: kept, counted wrong
     "g1s": "Explanation: says female.\nJudgement: correct",
     "g1m": "Explanation: Mr. is another option.\nJudgement: incorrect",
@@ -200,14 +212,17 @@ def test_official_llm_judge_through_a_loopback_server(tmp_path):
         row_from_run(run, group="LALM")
 
     def reply(body):
-        prompt = body["messages"][0]["content"]
-        assert body["temperature"] == 0 and body["top_p"] == 0.9
+        # the official request: temperature 0, top_p 0.9, no reply budget; a system message
+        assert body["temperature"] == 0 and body["top_p"] == 0.9 and "max_tokens" not in body
+        system, user = body["messages"]
+        assert system["role"] == "system" and user["role"] == "user"
+        prompt = user["content"]
         tag = next(t for t in JUDGE if f"[{t}]" in prompt)
         if tag == "a1s":  # the question with its inline options, the raw answer, the reply
             assert "(a) dog (b) cat (c) cow (d) owl" in prompt and "\n(a) dog\n" in prompt
             assert "<answer>" in prompt
         if tag == "g1s":
-            assert "\n(a) Female\n" in prompt  # the leading space of the answer dropped
+            assert "\n (a) Female\n" in prompt  # the label as saved: its leading space kept
         return JUDGE[tag]
 
     args = ["judge-official", str(run), "--judge", "openai-compatible",
@@ -218,11 +233,17 @@ def test_official_llm_judge_through_a_loopback_server(tmp_path):
         assert len(srv.requests) == 6
         assert {r["model"] for r in srv.requests} == {"gpt-4o-2024-11-20"}  # the official judge
         official = metrics(run)["official"]
-        # by hand: a1s, a2s, g1s correct; a2m unparsed stays in the denominator -> 3 of 6
+        # by hand, the official pattern: a1s, g1s correct; a2s ("**Correct**") and a2m
+        # (unmatched) stay in the denominator as wrong -> 2 of 6; single: Animal 50, Gender
+        # 100 -> 75; multi 0; tracks: Animal 25, Gender 50 -> 37.5
         head = official["headline"]
-        assert head["total"] == {"correct": 3, "total": 6, "acc": 50.0}
-        assert head["average"] == {"single": 100.0, "multi": 0.0, "all": 50.0}
+        assert head["total"] == {"correct": 2, "total": 6, "acc": 33.33}
+        assert head["average"] == {"single": 75.0, "multi": 0.0, "all": 37.5}
         assert "openai-compatible:gpt-4o-2024-11-20" in head["label"]
+        assert head["kept_out"]["null_response"] == 0 and head["dropped"] == 0
+        # the friendlier reading beside it, labelled: a2s counts there -> 3 of 6
+        lenient = official["variants"]["lenient_judgement"]
+        assert lenient["total"]["correct"] == 3 and "NOT the official" in lenient["label"]
         assert official["verdicts"] == {"ok": 5, "none": 0, "unparseable": 1, "failed": 0}
         assert "option_match" in official["variants"]
         rows = [json.loads(x) for x in (run / "official_judgements.jsonl").read_text().splitlines()]
@@ -232,21 +253,21 @@ def test_official_llm_judge_through_a_loopback_server(tmp_path):
         # again: every verdict from the cache, the same figure
         cafe(*args)
         assert len(srv.requests) == 6
-        assert metrics(run)["official"]["headline"]["total"]["correct"] == 3
+        assert metrics(run)["official"]["headline"]["total"]["correct"] == 2
     # the run report's table and the leaderboard row carry the judged figure, the variant
     # beside it labelled
     cafe("report", str(run), "--no-figures")
     summary = (run / "report" / "summary.md").read_text()
     assert "## Official figure and its labelled variants" in summary
-    assert "| official | **50.00** (3/6) |" in summary and "| option_match |" in summary
+    assert "| official | **33.33** (2/6) |" in summary and "| option_match |" in summary
     assert "NOT the official figure" in summary
     row = row_from_run(run, group="LALM")
-    assert row.metrics["acc"] == 50.0 and "LLM judge" in row.source["official_rule"]
+    assert row.metrics["acc"] == 33.33 and "LLM judge" in row.source["official_rule"]
     assert "NOT the official" in row.source["accuracy_variant"]["label"]
     # resuming the finished run keeps the judged figure (its predictions did not change)
     cafe("run", "--model", "random", "--bench", "sakura", "--data", str(root), "--out", str(run),
          "--no-progress")  # fmt: skip
-    assert metrics(run)["official"]["headline"]["total"]["correct"] == 3
+    assert metrics(run)["official"]["headline"]["total"]["correct"] == 2
 
 
 def test_cafe_judge_and_listening_controls(tmp_path):
@@ -295,7 +316,7 @@ def test_official_judge_through_the_batch_api_left_and_collected(tmp_path):
 
     def reply(body):
         assert body["top_p"] == 0.9  # the official sampling, in every batch line too
-        return JUDGE[next(t for t in JUDGE if f"[{t}]" in body["messages"][0]["content"])]
+        return JUDGE[next(t for t in JUDGE if f"[{t}]" in body["messages"][-1]["content"])]
 
     fast = {"poll_s": 0.02, "collect_s": 0.2}
     with OpenAILoopback(reply=reply, batch_plans=[BatchPlan(polls=3), BatchPlan()]) as srv:
@@ -309,5 +330,5 @@ def test_official_judge_through_the_batch_api_left_and_collected(tmp_path):
         assert srv.requests == [] and srv.batches.created == 1  # the same batch, collected
         assert set(srv.batches.paid.values()) == {1} and len(srv.batches.paid) == 6
     head = metrics(run)["official"]["headline"]
-    assert head["total"] == {"correct": 3, "total": 6, "acc": 50.0}  # the direct test's count
+    assert head["total"] == {"correct": 2, "total": 6, "acc": 33.33}  # the direct test's count
     assert len((run / VERDICTS_FILE).read_text().splitlines()) == 6

@@ -139,7 +139,14 @@ def request_choices(request: Request) -> tuple[str, list[str]]:
         parsed = split_rendered(template.text, text)
         if parsed is not None:
             return parsed
-    return read_question_and_choices(text)
+    question, choices = read_question_and_choices(text)
+    if not choices:  # options written inline, "... (a) dog (b) cat" (SAKURA's instruction)
+        from cafe.benchmarks.sakura import split_options
+
+        inline = split_options(text.strip())
+        if inline is not None:
+            return inline
+    return question, choices
 
 
 # --------------------------------------------------------------------------- reasoning

@@ -6,6 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cafe.records import Problem, Sample
@@ -32,6 +33,30 @@ class ExportFormat:
 
     prediction_key: str  # where the official script reads the prediction
     audio_field: str  # the field holding the clip path in the official file
+    #: what `cafe export` writes by default: "answer" (the answer section), "raw" (the whole
+    #: output, where the official script reads the model's whole response) or "choice"
+    default_field: str = "answer"
+    #: the prediction written for an unanswered or failed item ("": the script counts it
+    #: wrong; None: a null, which the script reads its own way)
+    unanswered: str | None = ""
+    #: fields the loader added to Sample.meta, left out of the official file
+    leave_out: tuple[str, ...] = ()
+    #: writes the official layout itself when it is not one JSON list / JSONL of items:
+    #: (each sample with its item and prediction, or None; out) -> files written
+    writer: Callable[[list[tuple[Sample, dict[str, Any], str | None]], Path], list[Path]] | None = (
+        None
+    )
+
+
+@dataclass
+class OfficialFile:
+    """A predictions file in a benchmark's own official layout, read as items with ``id`` and
+    the prediction key; ``judged``: what the official section gets beside (a judgements file's
+    verdicts); ``problems``: lines that file's reading noted."""
+
+    rows: list[dict[str, Any]]
+    judged: dict[str, Any] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
 
 
 class Benchmark(ABC):
@@ -81,9 +106,18 @@ class Benchmark(ABC):
     official_embedder: str | None = None
     #: whether some items are open questions (no choices), which the runner's checks allow
     open_items: bool = False
+    #: the prompt style `cafe run` uses when --prompt-style is not given (the benchmark's own
+    #: official input, cafe.prompts); None: the model card's style
+    default_prompt_style: str | None = None
 
     @abstractmethod
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark: ...
+
+    def read_official_file(self, path: Path, samples: list[Sample]) -> OfficialFile | None:
+        """A predictions file read from this benchmark's own official layout (SAKURA's per-track
+        results JSON); None: the file is a JSON list / JSONL (or parquet) of items with ``id``,
+        read the common way."""
+        return None
 
     def has_answers(self, version: str) -> bool:
         """Whether this version's items carry answers (one without them is predictions and

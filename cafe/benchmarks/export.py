@@ -6,6 +6,7 @@ evaluation.py: `model_output`; MMAR code/evaluation.py: `answer_prediction`), as
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def official_item(sample: Sample, fmt: ExportFormat) -> dict[str, Any]:
     if "category_original" in meta:
         meta["category"] = meta["category_original"]
     for k, v in meta.items():
-        if k not in ADDED_META:
+        if k not in ADDED_META and k not in fmt.leave_out:
             item[k] = v
     return item
 
@@ -47,24 +48,30 @@ def export_run(
     fmt: str,
     out: str | Path,
     run_index: int = 0,
-    field: str = "answer",
+    field: str | None = None,
     skip_unanswered: bool = False,
 ) -> dict[str, int]:
     """Write the export in benchmark ``fmt``'s format (``Benchmark.export_format``); returns
     counts (items, answered, unanswered). The prediction is the
     model's answer text (``field="answer"``: the answer section, unmodified, so the official
     scripts on this file reproduce the headline item for item), the answer mapped to a choice
-    (``field="choice"``: the lenient figure) or the raw model output (``field="raw"``). Unanswered
-    and failed items get an empty prediction, so the official script counts them as wrong; with
-    ``skip_unanswered`` they get no key and the official script skips them (its own default)."""
+    (``field="choice"``: the lenient figure) or the raw model output (``field="raw"``); None:
+    the benchmark's default (``ExportFormat.default_field``: the whole output where the official
+    script reads the whole response). Unanswered and failed items get the benchmark's
+    ``unanswered`` value ("" : the official script counts them wrong; None: a null, read as the
+    script reads one); with ``skip_unanswered`` they get no key and the official script skips
+    them (its own default). A ``.parquet`` out writes a parquet file (MMAU-Pro's input); a
+    benchmark whose official layout is several files (SAKURA) writes them into the folder
+    ``out``."""
     export = benchmark_class(fmt).export_format
     if export is None:
         raise CafeUsageError(f"{fmt} has no official scorer to export for: {_with_formats()}")
     store = RunStore(run_dir)
     samples = store.samples()  # RunFolderError names the folder
     key = export.prediction_key
+    field = field or export.default_field
     preds = {p.sample_id: p for p in store.predictions() if p.run_index == run_index}
-    items, answered = [], 0
+    items, answered, triples = [], 0, []
     for s in samples:
         item = official_item(s, export)
         p = preds.get(s.id)
@@ -75,16 +82,41 @@ def export_run(
             answered += 1
             item[key] = value
         elif not skip_unanswered:
-            item[key] = ""
+            item[key] = export.unanswered
         items.append(item)
+        triples.append((s, item, value))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".jsonl":
+    if export.writer is not None:
+        export.writer(triples, out)
+    elif out.suffix == ".parquet":
+        write_parquet(out, items)
+    elif out.suffix == ".jsonl":
         text = "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items)
         replace_file(out, lambda f: f.write(text))
     else:
         write_json_atomic(out, items)
     return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}
+
+
+def write_parquet(out: Path, items: list[dict[str, Any]]) -> None:
+    """The items as one parquet table (column types inferred: a dict column becomes a struct
+    with every key any row has, as the official test.parquet holds kwargs)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise CafeUsageError("writing parquet needs pyarrow (pip install pyarrow; "
+                             "cafe-audio-eval[hf] has it)") from None  # fmt: skip
+    try:
+        table = pa.Table.from_pylist(items)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise CafeUsageError(f"{out}: the items do not fit one parquet table ({e})") from None
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    tmp = out.with_name(f".{out.name}.tmp")  # whole or not at all
+    tmp.write_bytes(sink.getvalue().to_pybytes())
+    os.replace(tmp, out)
 
 
 def _with_formats() -> str:
@@ -106,7 +138,7 @@ def export(
     out: str | Path,
     bench: str | None = None,
     run_index: int = 0,
-    field: str = "answer",
+    field: str | None = None,
     skip_unanswered: bool = False,
 ) -> dict[str, int]:
     """Export a run folder's predictions as ``bench``'s official scorer input (default: the
@@ -146,10 +178,10 @@ def export(
 @click.option(
     "--field",
     type=click.Choice(["answer", "choice", "raw"]),
-    default="answer",
-    show_default=True,
-    help="answer: the model's answer text (what the headline scores); choice: the answer mapped "
-    "to a choice (the lenient figure); raw: the whole model output.",
+    default=None,
+    help="answer: the model's answer text (what the headline scores; the default); choice: the "
+    "answer mapped to a choice (the lenient figure); raw: the whole model output (the default of "
+    "SAKURA and MMAU-Pro, whose official scripts read the whole response).",
 )
 @click.option(
     "--skip-unanswered",
@@ -158,7 +190,12 @@ def export(
     "them) instead of an empty prediction (counted wrong).",
 )
 def export_command(
-    run_dir: str, bench: str | None, out: str, run_index: int, field: str, skip_unanswered: bool
+    run_dir: str,
+    bench: str | None,
+    out: str,
+    run_index: int,
+    field: str | None,
+    skip_unanswered: bool,
 ) -> None:
     """Export RUN_DIR's predictions as the official MMAU / MMAR evaluation script's input."""
     counts = export(run_dir, out, bench, run_index, field, skip_unanswered)

@@ -1,7 +1,15 @@
-"""Instruction-following checks for MMAU-Pro's instruction-following items: a regex or count check
-per ``task_identifier`` with its ``kwargs``, written from IFEval's definitions of the same
-identifiers (MMAU-Pro's items use IFEval-style ids). An identifier cafe does not know gives None
-(unchecked), never a pass or a fail: the figure then says how many went unchecked."""
+"""MMAU-Pro's instruction-following checks, as its official script (sonalkum/MMAUPro,
+evaluate_mmau_pro_comprehensive.py, evaluate_aif_sample) defines them: one check per readable
+``task_identifier`` ("Include Keywords", "Number Words (at least)", ...) with its ``kwargs``
+(``N``, ``N1``, ``N2``, ``keywords`` as "a, b", ``keyword``, ``forbidden_words``,
+``postscript_marker``, ``section_splitter``, ``start_phrase``, ``end_phrase``) and the script's
+default for a key that is absent. An identifier the script does not know fails (not a pass,
+not skipped). A kwarg present but null, where the script compares or splits it, crashes the
+script: ``follows`` raises CheckCrash for it, so the caller keeps that item out and names it.
+
+One part is not the script's: it counts sentences with nltk's punkt model, which cafe does not
+ship; cafe's splitter (SENTENCE_SPLITTER) ends a sentence at . ! or ? followed by a space, and
+may differ from punkt on abbreviations ("Dr. Smith") and initials."""
 
 from __future__ import annotations
 
@@ -10,104 +18,141 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-Check = Callable[[str, dict[str, Any]], bool]
+#: (response, kwargs, question) -> whether the response follows the instruction
+Check = Callable[[str, dict[str, Any], str], bool]
+
+SENTENCE_SPLITTER = "cafe's splitter (. ! ? then a space), not nltk punkt"
 
 
-def _compare(value: int, kw: dict[str, Any], key: str) -> bool:
-    want = int(kw[key])
-    relation = str(kw.get("relation", "at least")).lower()
-    return value < want if relation.startswith("less") else value >= want
-
-
-def _words(text: str) -> int:
-    return len(re.findall(r"\b\w+\b", text))
+class CheckCrash(Exception):
+    """The official script crashes on this item (a null kwarg it compares or splits)."""
 
 
 def _sentences(text: str) -> int:
-    return len([s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s])
+    return len([s for s in re.split(r"(?<=[.!?])[\"')\]]*\s+", text.strip()) if s.strip()])
 
 
-def _json(text: str, kw: dict[str, Any]) -> bool:
-    body = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip(), flags=re.I)
-    try:
-        json.loads(body)
-    except json.JSONDecodeError:
-        return False
-    return True
+def _words(text: str) -> int:
+    return len(text.split())
 
 
-def _keywords(kw: dict[str, Any]) -> list[str]:
-    return [str(k) for k in kw.get("keywords") or kw.get("forbidden_words") or []]
+def _capital_words(text: str) -> int:
+    return sum(w.isupper() for w in text.split())
+
+
+def _letters(text: str, keep_spaces: bool) -> str:
+    return re.sub(r"[^a-zA-Z ]" if keep_spaces else r"[^a-zA-Z]", "", text).lower()
+
+
+def _sections(text: str, splitter: str) -> int:
+    parts = re.split(rf"\s*{re.escape(splitter)}\s*", text.strip())
+    return len([p for p in parts if p.strip()])
+
+
+def _at_least(count: Callable[[str], int]) -> Check:
+    return lambda t, kw, q: count(t) >= kw.get("N", 0)
+
+
+def _at_most(count: Callable[[str], int]) -> Check:
+    return lambda t, kw, q: count(t) <= kw.get("N", 0)
+
+
+def _within(count: Callable[[str], int]) -> Check:
+    return lambda t, kw, q: kw.get("N1", 0) <= count(t) <= kw.get("N2", 999)
+
+
+def _exactly(count: Callable[[str], int]) -> Check:
+    return lambda t, kw, q: count(t) == kw.get("N", 0)
+
+
+def _two_responses(t: str) -> bool:
+    parts = t.split("******")
+    return len(parts) == 2 and parts[0].lower().strip() != parts[1].lower().strip()
+
+
+def _keyword_count(t: str, kw: dict[str, Any]) -> int:
+    return len(re.findall(r"\b" + re.escape(kw.get("keyword", "").lower()) + r"\b", t.lower()))
 
 
 CHECKS: dict[str, Check] = {
-    "change_case:english_lowercase": lambda t, kw: t == t.lower() and any(c.isalpha() for c in t),
-    "change_case:english_capital": lambda t, kw: t == t.upper() and any(c.isalpha() for c in t),
-    "length_constraints:number_words": lambda t, kw: _compare(_words(t), kw, "num_words"),
-    "length_constraints:number_sentences": lambda t, kw: _compare(
-        _sentences(t), kw, "num_sentences"
+    # substring checks, case-insensitive; the list is split on ", " exactly
+    "Include Keywords": lambda t, kw, q: all(
+        k.lower() in t.lower() for k in kw.get("keywords", "").split(", ")
     ),
-    "length_constraints:number_paragraphs": lambda t, kw: (
-        len([p for p in re.split(r"\s*\*\*\*\s*", t.strip()) if p]) == int(kw["num_paragraphs"])
+    "Forbidden Words": lambda t, kw, q: not any(
+        k.lower() in t.lower() for k in kw.get("forbidden_words", "").split(", ")
     ),
-    "detectable_format:json_format": _json,
-    "detectable_format:number_bullet_lists": lambda t, kw: (
-        len(re.findall(r"^\s*[*-]\s", t, flags=re.M)) == int(kw["num_bullets"])
+    # whole-word count, exactly N
+    "Keyword Frequency": lambda t, kw, q: _keyword_count(t, kw) == kw.get("N", 0),
+    # paragraphs are separated by *** (empty ones not counted)
+    "Number Paragraphs": _exactly(lambda t: len([p for p in t.split("***") if p.strip()])),
+    "Number Words (at least)": _at_least(_words),
+    "Number Words (at most)": _at_most(_words),
+    "Number Words (range)": _within(_words),
+    "Number Sentences (at least)": _at_least(_sentences),
+    "Number Sentences (at most)": _at_most(_sentences),
+    "Number Sentences (range)": _within(_sentences),
+    # the marker's letters anywhere among the response's letters
+    "Postscript": lambda t, kw, q: (
+        _letters(kw.get("postscript_marker", ""), False) in _letters(t, False)
     ),
-    "detectable_format:title": lambda t, kw: re.search(r"<<[^\n]+>>", t) is not None,
-    "keywords:existence": lambda t, kw: all(
-        re.search(re.escape(k), t, flags=re.I) for k in _keywords(kw)
+    "Number Placeholder": _at_least(lambda t: len(re.findall(r"\[[^\]]+\]", t))),
+    "Number Bullets": _exactly(lambda t: len(re.findall(r"(?:^|\n)\s*\*\s+", t))),
+    "Title": lambda t, kw, q: re.search(r"<<[^>]+>>", t) is not None,
+    "Minimum Number Highlighted Section": _at_least(lambda t: len(re.findall(r"\*([^*]+)\*", t))),
+    "Multiple Sections": lambda t, kw, q: (
+        _sections(t, kw.get("section_splitter", "")) == kw.get("N", 0)
     ),
-    "keywords:forbidden_words": lambda t, kw: not any(
-        re.search(r"\b" + re.escape(k) + r"\b", t, flags=re.I) for k in _keywords(kw)
+    # the question is the prompt to repeat (the script reads `question`, not `transcription`)
+    "Repeat Prompt": lambda t, kw, q: t.strip().lower().startswith(q.strip().lower()),
+    "Two Responses": lambda t, kw, q: _two_responses(t),
+    "All Uppercase": lambda t, kw, q: t.isupper(),
+    "All Lowercase": lambda t, kw, q: t.islower(),
+    "All-capital Words (at least)": _at_least(_capital_words),
+    "All-capital Words (at most)": _at_most(_capital_words),
+    "All-capital Words (range)": _within(_capital_words),
+    # letters and spaces only, lowercased; the response is not stripped first
+    "Start Checker": lambda t, kw, q: _letters(t, True).startswith(
+        _letters(kw.get("start_phrase", ""), True)
     ),
-    "keywords:frequency": lambda t, kw: _compare(
-        len(re.findall(re.escape(str(kw["keyword"])), t, flags=re.I)), kw, "frequency"
+    "End Checker": lambda t, kw, q: _letters(t, True).endswith(
+        _letters(kw.get("end_phrase", ""), True)
     ),
-    "punctuation:no_comma": lambda t, kw: "," not in t,
-    "startend:end_checker": lambda t, kw: t.strip().lower().endswith(
-        str(kw["end_phrase"]).strip().lower()
-    ),
-    "startend:quotation": lambda t, kw: len(t.strip()) > 1 and t.strip()[0] == t.strip()[-1] == '"',
-    "detectable_content:postscript": lambda t, kw: re.search(
-        r"^\s*" + re.escape(str(kw.get("postscript_marker", "P.S."))), t, flags=re.M | re.I
-    ) is not None,
-    "detectable_content:number_placeholders": lambda t, kw: (
-        len(re.findall(r"\[[^\]]*\]", t)) >= int(kw["num_placeholders"])
-    ),
+    "Quotation": lambda t, kw, q: t.strip().startswith('"') and t.strip().endswith('"'),
+    "No Commas": lambda t, kw, q: "," not in t,
 }  # fmt: skip
 
 
-def _as_list(value: Any) -> list[Any]:
+def as_kwargs(value: Any) -> dict[str, Any]:
+    """The row's kwargs as the script reads them: a dict (a parquet struct: every field, null
+    where unset), an empty dict for none; a JSON object string (a JSON copy of the rows) read
+    as that object."""
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
+            value = json.loads(value) if value.strip() else {}
         except json.JSONDecodeError:
-            return [value]
-        value = parsed
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+            raise CheckCrash(f"kwargs is not a JSON object ({value[:40]!r})") from None
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise CheckCrash(f"kwargs is not a mapping ({type(value).__name__})")
+    return value
 
 
-def follows(response: str | None, identifier: Any, kwargs: Any) -> bool | None:
-    """Whether ``response`` follows every instruction the item names (``identifier``: one id or
-    a list; ``kwargs``: a dict, a list of dicts, or either as JSON); None when an id is unknown
-    or its kwargs are unusable (unchecked)."""
-    ids = [str(i) for i in _as_list(identifier)]
-    args = _as_list(kwargs)
-    if not ids:
-        return None
-    text = response or ""
-    result = True
-    for i, ident in enumerate(ids):
-        check = CHECKS.get(ident)
-        kw = args[i] if i < len(args) else (args[0] if len(args) == 1 else {})
-        if check is None or not isinstance(kw, dict):
-            return None
-        kw = {k: v for k, v in kw.items() if v is not None}
-        try:
-            result = check(text, kw) and result
-        except (KeyError, ValueError, TypeError):
-            return None
-    return result
+def response_text(output: str | None) -> str:
+    """The script reads the model output with str(): a missing output is the text "None"."""
+    return str(output)
+
+
+def follows(output: str | None, identifier: Any, kwargs: Any, question: str = "") -> bool:
+    """Whether ``output`` follows the item's instruction, as the official script decides: an
+    unknown identifier fails. Raises CheckCrash where the script would crash (a null kwarg it
+    compares or splits, kwargs that are no mapping)."""
+    check = CHECKS.get(str(identifier)) if identifier is not None else None
+    if check is None:
+        return False
+    kw = as_kwargs(kwargs)
+    try:
+        return bool(check(response_text(output), kw, question or ""))
+    except (TypeError, AttributeError) as e:
+        raise CheckCrash(f"{identifier}: a kwarg is null or of the wrong type ({e})") from None

@@ -6,11 +6,13 @@ task_identifier, kwargs. ``--data``: test.parquet, its folder (data.zip extracte
 JSON / JSONL file of such rows; clip paths are relative to it.
 
 The official rule has three paths, each its own model or check (metrics.json "official"):
-closed questions (every category but open and instruction following, rows with more than one
-choice; others dropped): an embedding model matches the raw output to the nearest choice
-(cosine), right when it is the answer; open questions: an LLM judge scores 1-5 on four criteria
-(a missing score is 3.0), the category score is the mean / 5; instruction following: a check per
-task_identifier, a success rate. Overall: the category scores weighted by their item counts.
+closed questions (every category but open and instruction following, compared exactly; rows
+with more than one choice; others dropped): an embedding model matches the raw output to the
+nearest choice (cosine), right when it is the answer; open questions: an LLM judge scores four
+criteria and an OVERALL, read as the official script reads them (official_overall), the
+category score is the mean / 5; instruction following: the check of each readable
+task_identifier (cafe.benchmarks.instruction_checks), a success rate. Overall: the category
+scores weighted by their item counts.
 The paths that need a model run with `cafe judge-official RUN --embedder NAME` and `--judge
 KIND`; until then their figures, and the overall, are absent (never replaced by another rule)."""
 
@@ -22,7 +24,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
+from cafe.benchmarks.base import (
+    Benchmark,
+    ExportFormat,
+    LoadedBenchmark,
+    OfficialFile,
+    by_meta,
+)
+from cafe.benchmarks.instruction_checks import SENTENCE_SPLITTER
 from cafe.records import InputError, Prediction, Problem, Sample
 
 CLOSED, OPEN, INSTRUCTION, DROPPED = "closed", "open", "instruction_following", "dropped"
@@ -32,30 +41,56 @@ OFFICIAL_EMBEDDER = "nvidia/NV-Embed-v2"
 OFFICIAL_OPEN_JUDGE = "Qwen/Qwen2.5-7B-Instruct"
 
 
+#: the official category names of the two paths that are not closed questions (compared exactly)
+OPEN_CATEGORY, INSTRUCTION_CATEGORY = "open", "instruction following"
+#: the official script's reading of the judge's scores (extract_scores_from_evaluation): any
+#: case, an integer per criterion (even above 5), OVERALL a decimal; the first match of each
+SCORE_PATTERNS = {
+    **{name: re.compile(rf"{name.upper()}:\s*(\d+)", re.I) for name in CRITERIA},
+    "overall": re.compile(r"OVERALL:\s*(\d+(?:\.\d+)?)", re.I),
+}
+#: the system message the open-question judge gets (ours; the official script sends its own)
+JUDGE_SYSTEM = "You grade answers to questions about audio carefully and without bias."
+
+
+#: official path -> the prompt form its items get (closed items: the style's main text)
+PROMPT_FORMS = {OPEN: "open", DROPPED: "open", INSTRUCTION: "instruction"}
+
+
 def path_of(sample: Sample) -> str:
-    """Which official path scores an item (from its category, and its choices)."""
-    cat = re.sub(r"[\s_-]+", " ", str(sample.meta.get("category") or "")).strip().lower()
-    if "instruction" in cat:
+    """Which official path scores an item: its category compared exactly, as the official
+    script does, then its choices (a closed item needs more than one)."""
+    cat = sample.meta.get("category")
+    if cat == INSTRUCTION_CATEGORY:
         return INSTRUCTION
-    if cat.startswith("open"):
+    if cat == OPEN_CATEGORY:
         return OPEN
     return CLOSED if len(sample.choices) > 1 else DROPPED
 
 
-def read_scores(text: str | None) -> float | None:
-    """The mean of the four criterion scores (a missing one is 3.0, as the official script
-    fills it); None when the reply gives none of them."""
+def judge_scores(text: str | None) -> dict[str, float | None]:
+    """Each criterion and OVERALL as the reply gives it (None: not found)."""
     from cafe.clients.thinking import final_answer
 
-    reply = final_answer(text) or ""
-    found = {}
-    for name in CRITERIA:
-        m = re.search(rf"{name}\W*\s*([1-5])\b", reply, flags=re.I)
-        if m:
-            found[name] = float(m.group(1))
-    if not found:
-        return None
-    return statistics.fmean(found.get(n, MISSING_SCORE) for n in CRITERIA)
+    reply = final_answer(text)
+    found = {name: pattern.search(reply) for name, pattern in SCORE_PATTERNS.items()}
+    return {name: float(m.group(1)) if m else None for name, m in found.items()}
+
+
+def official_overall(text: str | None) -> float:
+    """The open question's score as the official script computes it: a missing field is 3.0
+    (MISSING_SCORE); the judge's OVERALL is used unless it is missing or exactly 3.0, then the
+    mean of the four criteria. No range check: a 7 stays 7. A thinking block is removed first
+    (the official judge, Qwen2.5-7B-Instruct, writes none)."""
+    got = {k: (MISSING_SCORE if v is None else v) for k, v in judge_scores(text).items()}
+    if got["overall"] == MISSING_SCORE:
+        return statistics.fmean(got[n] for n in CRITERIA)
+    return got["overall"]
+
+
+def read_scores(text: str | None) -> float:
+    """The judge reader: the official overall (never None: a reply without scores is 3.0)."""
+    return official_overall(text)
 
 
 def _rows(data: Path) -> tuple[list[Any], Path, str | None, list[Problem], tuple[Path, ...]]:
@@ -124,6 +159,8 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
         sample = Sample(sid, "mmau-pro", ver, question, choices, None, audio, meta)
         path_name = path_of(sample)
         meta["path"] = path_name
+        if path_name in PROMPT_FORMS:  # the prompt style's form for this item (cafe.prompts)
+            meta["prompt_form"] = PROMPT_FORMS[path_name]
         answer = row.get("answer")
         if path_name == CLOSED:
             # only closed items have an answer cafe's accuracy can match: the others are scored
@@ -150,14 +187,22 @@ class MMAUPro(Benchmark):
     name = "mmau-pro"
     breakdowns = by_meta("category", "sub-cat", "length_type", "path")
     prediction_keys = ("model_output", "response", "prediction")
-    export_format = ExportFormat("model_output", "audio_path")
+    # the official input: test.parquet with model_output (`cafe export --out X.parquet`), the
+    # whole response, a null where there is none (the script reads it as "" or "None")
+    export_format = ExportFormat("model_output", "audio_path", default_field="raw",
+                                 unanswered=None, leave_out=("path", "prompt_form"))  # fmt: skip
     official_rule = (
-        "closed: nearest choice by embedding cosine (nvidia/NV-Embed-v2); open: LLM judge 1-5 on "
-        "four criteria (Qwen2.5-7B-Instruct), mean / 5; instruction following: checks per "
-        "task_identifier; overall = category scores weighted by item counts"
+        "closed (categories other than 'open' and 'instruction following', more than one "
+        "choice): nearest choice by embedding cosine (nvidia/NV-Embed-v2), a null output "
+        "embedded as ''; open: LLM judge (Qwen2.5-7B-Instruct, temperature 0.1) scores four "
+        "criteria and OVERALL, its OVERALL (the mean of the four when missing or 3.0; a missing "
+        "field 3.0) / 5, a null output judged as ''; instruction following: the check of each "
+        "readable task_identifier with its kwargs, unknown ones fail, a null output read as "
+        "'None'; overall = category scores weighted by item counts"
     )
     licence = "CC BY-NC 4.0 (Hugging Face card, reportedly)"
     version_items = {"test": 5305}
+    default_prompt_style = "mmau-pro"  # per category: choices, free text, the instruction
     accuracy_label = (
         "option match on the closed questions (the answer mapped to a choice by its text or "
         "letter); NOT the official figure (an embedding model: see the 'official' section)"
@@ -169,15 +214,35 @@ class MMAUPro(Benchmark):
     def official_judge(self) -> Any:
         from cafe.judge.verdict import VerdictSpec
 
+        # the official request: sampled at temperature 0.1, up to 512 new tokens; a missing
+        # output is judged as "" (the script fills nulls with "")
         return VerdictSpec(
             name="mmau-pro-open",
             template=Path(__file__).with_name("templates") / "mmau_pro_open.txt",
             model=OFFICIAL_OPEN_JUDGE,
             temperature=0.1,
+            max_tokens=512,
+            system=JUDGE_SYSTEM,
+            null_output="",
             fields=lambda s: {"question": s.question, "answer": str(s.meta.get("answer") or "")},
             reader=read_scores,
             applies=lambda s: path_of(s) == OPEN,
         )
+
+    def read_official_file(self, path: Path, samples: list[Sample]) -> OfficialFile | None:
+        """The official input (test.parquet with model_output); a file whose ids name no item
+        is an error naming the key looked up."""
+        from cafe.benchmarks.scoring import read_parquet_records
+
+        if path.suffix != ".parquet":
+            return None
+        rows = read_parquet_records(path)
+        ids = {s.id for s in samples}
+        if rows and not any(str(r.get("id")) in ids for r in rows):
+            first = next((r.get("id") for r in rows), None)
+            why = f"no row's 'id' names an item of the data (e.g. {first!r}): rows match by 'id'"
+            raise InputError(Problem(str(path), why))
+        return OfficialFile(rows)
 
     def embedding_applies(self, sample: Sample) -> bool:
         return path_of(sample) == CLOSED
@@ -198,71 +263,13 @@ class MMAUPro(Benchmark):
     def official_section(
         self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
     ) -> dict[str, Any]:
-        from cafe.benchmarks.instruction_checks import follows
-        from cafe.benchmarks.official import run_ids
-
-        by_key = {(p.sample_id, p.run_index): p for p in predictions}
-        embedded = judged.get("embedded")
-        verdicts = judged.get("verdicts")
-        # category -> path, (item, run) pair scores (0..1), unchecked count
-        cats: dict[str, dict[str, Any]] = defaultdict(lambda: {"scores": [], "unchecked": 0})
-        dropped = defaulted = 0
-        for s in samples:
-            path = path_of(s)
-            if s.error is not None and path == CLOSED and s.answer is None:
-                continue  # no answer to match (reported as bad input)
-            if path == DROPPED:
-                dropped += 1
-                continue
-            cell = cats[str(s.meta.get("category"))]
-            cell["path"] = path
-            for r in run_ids(predictions, runs):
-                p: Prediction | None = by_key.get((s.id, r))
-                out = p.raw_output if p is not None and p.error is None else None
-                if path == CLOSED:
-                    if embedded is None:
-                        continue
-                    e = embedded.get((s.id, r))
-                    cell["scores"].append(float(e is not None and e["choice"] == s.answer))
-                elif path == OPEN:
-                    if verdicts is None:
-                        continue
-                    v = verdicts.get((s.id, r))
-                    value = v.value if v is not None and v.status == "ok" else None
-                    defaulted += value is None
-                    cell["scores"].append((MISSING_SCORE if value is None else value) / 5)
-                else:
-                    ok = follows(out, s.meta.get("task_identifier"), s.meta.get("kwargs"))
-                    if ok is None:
-                        cell["unchecked"] += 1
-                    else:
-                        cell["scores"].append(float(ok))
-        missing = {
-            CLOSED: None if embedded is not None else
-            f"embedding model not run (`cafe judge-official RUN --embedder NAME`; the "
-            f"official one is {OFFICIAL_EMBEDDER})",
-            OPEN: None if verdicts is not None else
-            f"open-question judge not run (`cafe judge-official RUN --judge KIND`; the official "
-            f"one is {OFFICIAL_OPEN_JUDGE})",
-        }  # fmt: skip
-        categories: dict[str, Any] = {}
-        for name in sorted(cats):
-            c = cats[name]
-            why = missing.get(c["path"])
-            if why is None and c["unchecked"]:
-                why = f"{c['unchecked']} responses with an instruction cafe cannot check"
-            if why is not None or not c["scores"]:
-                categories[name] = {"path": c["path"], **_absent(why or "no scored items")}
-                continue
-            categories[name] = {"path": c["path"], "n": len(c["scores"]),
-                                "score": round(100 * statistics.fmean(c["scores"]), 2)}  # fmt: skip
+        cats, counts = _path_scores(samples, predictions, runs, judged)
+        categories = _category_figures(cats, judged)
         scored = [c for c in categories.values() if c["score"] is not None]
         complete = bool(categories) and len(scored) == len(categories)
-        overall = (
-            round(sum(c["score"] * c["n"] for c in scored) / sum(c["n"] for c in scored), 2)
-            if complete
-            else None
-        )
+        # weighted over the unrounded category scores, as the script weights them
+        pairs = [x for c in cats.values() for x in c["scores"]]
+        overall = round(100 * statistics.fmean(pairs), 2) if complete and pairs else None
         absent = sorted({c["label"] for c in categories.values() if c["score"] is None})
         embedder = judged.get("embedder")
         label = "official: count-weighted overall of the category scores"
@@ -270,11 +277,93 @@ class MMAUPro(Benchmark):
             label += f" (closed path through {embedder}, not the official {OFFICIAL_EMBEDDER})"
         if judged.get("judge"):
             label += f"; open path judged by {judged['judge']}"
+        if counts["crashed"]:
+            label += f"; {len(counts['crashed'])} instruction items kept out (the official "
+            label += "script crashes on them)"
         headline = {
             "label": label if complete else "absent: " + "; ".join(absent),
             "total": {"acc": overall, "items": sum(c["n"] for c in scored)} if complete else None,
             "categories": categories,
-            "dropped": dropped,
-            "open_scores_defaulted": defaulted,
+            "dropped": counts["dropped"],
+            "open_replies_with_defaults": counts["defaulted"],
+            "null_outputs": counts["null"],
+            "unknown_identifiers": counts["unknown"],
+            "crashed_items": sorted({k for k, _ in counts["crashed"]}),
+            "sentence_counts": SENTENCE_SPLITTER,
         }
         return {"rule": self.official_rule, "headline": headline, "variants": {}}
+
+
+def _path_scores(
+    samples: list[Sample], predictions: list[Any], runs: int | None, judged: dict[str, Any]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Per official category, each (item, run) pair's score (0..1) as the official script
+    gives it; and the counts said beside the figure. A missing output is what the script reads
+    for a null: "" for the embedding and the judge, the text "None" for the checks."""
+    from cafe.benchmarks.instruction_checks import CHECKS, CheckCrash, follows
+    from cafe.benchmarks.official import run_ids
+
+    by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    embedded, verdicts = judged.get("embedded"), judged.get("verdicts")
+    cats: dict[str, dict[str, Any]] = defaultdict(lambda: {"scores": [], "failed": 0})
+    counts: dict[str, Any] = {"dropped": 0, "defaulted": 0, "null": 0, "unknown": 0,
+                              "crashed": []}  # fmt: skip
+    for s in samples:
+        path = path_of(s)
+        if s.error is not None and path == CLOSED and s.answer is None:
+            continue  # no answer to match (reported as bad input)
+        if path == DROPPED:
+            counts["dropped"] += 1
+            continue
+        cell = cats[str(s.meta.get("category"))]
+        cell["path"] = path
+        for r in run_ids(predictions, runs):
+            p: Prediction | None = by_key.get((s.id, r))
+            out = p.raw_output if p is not None and p.error is None else None
+            counts["null"] += out is None
+            if path == CLOSED and embedded is not None:
+                e = embedded.get((s.id, r))
+                cell["scores"].append(float(e is not None and e["choice"] == s.answer))
+            elif path == OPEN and verdicts is not None:
+                v = verdicts.get((s.id, r))
+                if v is None or v.status != "ok":
+                    cell["failed"] += 1  # no reply to read: the figure waits for one
+                    continue
+                found = judge_scores(v.raw)
+                counts["defaulted"] += any(x is None for x in found.values())
+                cell["scores"].append(official_overall(v.raw) / 5)
+            elif path == INSTRUCTION:
+                ident = s.meta.get("task_identifier")
+                counts["unknown"] += str(ident) not in CHECKS
+                try:
+                    ok = follows(out, ident, s.meta.get("kwargs"), s.question)
+                except CheckCrash:
+                    counts["crashed"].append((s.id, r))
+                    continue
+                cell["scores"].append(float(ok))
+    return cats, counts
+
+
+def _category_figures(cats: dict[str, dict[str, Any]], judged: dict[str, Any]) -> dict[str, Any]:
+    """Each category's score (percent) and pairs, or absent with the reason."""
+    missing = {
+        CLOSED: None if judged.get("embedded") is not None else
+        f"embedding model not run (`cafe judge-official RUN --embedder NAME`; the "
+        f"official one is {OFFICIAL_EMBEDDER})",
+        OPEN: None if judged.get("verdicts") is not None else
+        f"open-question judge not run (`cafe judge-official RUN --judge KIND`; the official "
+        f"one is {OFFICIAL_OPEN_JUDGE})",
+    }  # fmt: skip
+    out: dict[str, Any] = {}
+    for name in sorted(cats):
+        c = cats[name]
+        why = missing.get(c["path"])
+        if why is None and c["failed"]:
+            why = (f"{c['failed']} open answers without a judge verdict (run `cafe "
+                   "judge-official` again)")  # fmt: skip
+        if why is not None or not c["scores"]:
+            out[name] = {"path": c["path"], **_absent(why or "no scored items")}
+            continue
+        out[name] = {"path": c["path"], "n": len(c["scores"]),
+                     "score": round(100 * statistics.fmean(c["scores"]), 2)}  # fmt: skip
+    return out

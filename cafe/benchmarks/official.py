@@ -92,11 +92,26 @@ def format_official(section: dict[str, Any]) -> str:
         else:
             figure = f"{t['acc']:.2f} ({t.get('items')} (item, run) pairs)"
         extra = f"; dropped {fig['dropped']}" if fig.get("dropped") else ""
+        extra += "".join(f"; {k.replace('_', ' ')} {v}" for k, v in _counts(fig))
         avg = fig.get("average")
         if avg:
             extra += "; average " + ", ".join(f"{k} {v}" for k, v in avg.items())
         lines.append(f"  {name}: {figure}{extra}\n    {fig.get('label', '')}")
     return "\n".join(lines)
+
+
+#: counts a figure carries beside it (what the official script could not score, or read its own
+#: way), printed where they are not zero
+COUNT_KEYS = ("null_outputs", "unknown_identifiers", "open_replies_with_defaults")
+
+
+def _counts(fig: dict[str, Any]) -> list[tuple[str, int]]:
+    kept = fig.get("kept_out") or {}
+    out = [(f"kept out ({k})", v) for k, v in kept.items() if isinstance(v, int) and v]
+    out += [(k, fig[k]) for k in COUNT_KEYS if fig.get(k)]
+    if fig.get("crashed_items"):
+        out.append(("kept out (the script crashes on them)", len(fig["crashed_items"])))
+    return out
 
 
 def official_md(section: dict[str, Any]) -> list[str]:

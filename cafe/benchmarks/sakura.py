@@ -19,10 +19,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
+from cafe.benchmarks.base import (
+    Benchmark,
+    ExportFormat,
+    LoadedBenchmark,
+    OfficialFile,
+    by_meta,
+)
 from cafe.records import InputError, Prediction, Problem, Sample
 
 TRACKS = ("Animal", "Emotion", "Gender", "Language")
@@ -284,6 +291,48 @@ def option_match(text: str | None, answer: str, choices: list[str]) -> bool:
     return status == "ok" and choice == answer
 
 
+#: evaluation/llm_judge.py's reading of a judge reply (extract_judgement): case-sensitive, dot
+#: matches newlines, the first match; calculate_acc.py counts an item right only when the captured
+#: judgement, lowercased and stripped, is "correct"
+OFFICIAL_REPLY = re.compile(r"Explanation: (.*?)\nJudgement: (.*?)(?:\n\n|$)", re.DOTALL)
+#: the system message the judge gets (ours; the official script sends one of its own)
+JUDGE_SYSTEM = (
+    "You grade answers to multiple-choice questions. You are given a question with its "
+    "options, the correct answer and a model's reply, and you decide whether the reply is right."
+)
+
+
+def official_judgement(reply: str | None) -> str | None:
+    """The judgement the official script extracts from a judge reply, or None where its pattern
+    does not match (it records "No extracted judgement": counted wrong). A thinking block is
+    removed first (the official judge, GPT-4o, writes none)."""
+    from cafe.clients.thinking import final_answer
+
+    m = OFFICIAL_REPLY.search(final_answer(reply))
+    return m.group(2) if m else None
+
+
+def judged_correct(judgement: str | None) -> bool:
+    """calculate_acc.py's rule: right only when the judgement is "correct" (any case, spaces
+    around); "incorrect", anything else or no judgement counts wrong."""
+    return judgement is not None and judgement.lower().strip() == "correct"
+
+
+OFFICIAL_LABEL = (
+    "official: the judge's reply read with the official pattern 'Explanation: ...\\nJudgement: "
+    "...' (case-sensitive), right only when the judgement is 'correct'; unmatched replies count "
+    "wrong; null responses (the official script crashes on them) and items without a prediction "
+    "are in no denominator (counted beside)"
+)
+LENIENT_LABEL = (
+    "lenient judgement: the reply's last 'Judgement:'/'Judgment:' label in any case or markup, "
+    "'right' as 'correct'; NOT the official figure (the official pattern scores those replies "
+    "wrong); same denominator as the official figure"
+)
+COUNTED_WRONG_LABEL = (
+    "counted wrong: the official reading, with null responses and items without a prediction "
+    "counted wrong in the denominator; NOT the official figure"
+)
 OPTION_MATCH_LABEL = (
     "option match: the answer mapped to exactly one option (its text or letter) equals the "
     "answer; deterministic, NOT the official figure (SAKURA's official rule is an LLM judge: "
@@ -298,30 +347,41 @@ class SAKURA(Benchmark):
     name = "sakura"
     breakdowns = by_meta("track", "hop", "track_hop")
     prediction_keys = ("response", "model_output", "prediction")
-    export_format = ExportFormat("response", "file")
+    # the official judge's input: one JSON per track x hop (write_results), the whole response
+    export_format = ExportFormat(
+        "response", "file", default_field="raw", unanswered=None,
+        writer=lambda triples, out: write_results(triples, out),
+    )  # fmt: skip
     official_rule = (
-        "LLM judge (gpt-4o-2024-11-20, temperature 0, top_p 0.9): correct when exactly one "
-        "option is chosen and it is the answer; unparsed replies count wrong; per track x hop, "
-        "average = mean of the 4 tracks"
+        "LLM judge (gpt-4o-2024-11-20, temperature 0, top_p 0.9, no max_tokens): its reply read "
+        "with the official pattern 'Explanation: ...' then 'Judgement: ...' (case-sensitive, "
+        "first match), right only when the judgement is 'correct'; unmatched replies count "
+        "wrong; per track x hop, average = mean of the 4 tracks"
     )
     licence = "none stated (research use; audio keeps its sources' terms)"
     version_items = {"v1": 4000}
+    default_prompt_style = "sakura"  # the instruction with its inline options, as is
     accuracy_label = OPTION_MATCH_LABEL
 
     @property
     def official_judge(self) -> Any:
         from cafe.judge.verdict import VerdictSpec
 
+        # the official request: temperature 0, top_p 0.9, no max_tokens sent; the instruction
+        # with its inline options and the label exactly as saved (leading space kept)
         return VerdictSpec(
             name="sakura-judge",
             template=Path(__file__).with_name("templates") / "sakura_judge.txt",
             model="gpt-4o-2024-11-20",
             temperature=0.0,
             top_p=0.9,
+            max_tokens=None,
+            system=JUDGE_SYSTEM,
             fields=lambda s: {
                 "question": s.meta.get("instruction") or s.question,
-                "answer": (s.meta.get("answer_raw") or s.answer or "").strip(),
+                "answer": s.meta.get("answer_raw") or s.answer or "",
             },
+            reader=official_judgement,
         )
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
@@ -334,6 +394,9 @@ class SAKURA(Benchmark):
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
         return option_match(prediction, answer, choices)
 
+    def read_official_file(self, path: Path, samples: list[Sample]) -> OfficialFile | None:
+        return read_results(path, samples)
+
     def official_section(
         self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
     ) -> dict[str, Any]:
@@ -342,29 +405,76 @@ class SAKURA(Benchmark):
         def matched(s: Sample, p: Prediction | None) -> bool:
             return option_match(answered(p), s.answer or "", s.choices)
 
+        breakdowns = dict(self.breakdowns)
         variants = {"option_match": {"label": OPTION_MATCH_LABEL, **_figures(tally(
-            samples, predictions, matched, dict(self.breakdowns), runs))}}  # fmt: skip
+            samples, predictions, matched, breakdowns, runs))}}  # fmt: skip
         verdicts = judged.get("verdicts")
         if verdicts is None:
             headline: dict[str, Any] = {
                 "label": "official rule (LLM judge): not run; `cafe judge-official RUN` runs it",
                 "total": None,
             }
-        else:
+            return {"rule": self.official_rule, "headline": headline, "variants": variants}
+        kept_out = _kept_out(samples, predictions, runs)
+        out = set(kept_out["null_response"]) | set(kept_out["not_in_predictions"])
 
-            def judge_says(s: Sample, p: Prediction | None) -> bool:
-                # an unparsed reply stays in the denominator as wrong, as the official script
-                v = verdicts.get((s.id, p.run_index)) if p is not None else None
-                return v is not None and v.status == "ok" and v.value is True
+        def reading(read: Callable[[str | None], bool], outside: bool | None) -> Any:
+            def verdict(s: Sample, p: Prediction | None) -> bool | None:
+                if p is None or (s.id, p.run_index) in out:
+                    return outside
+                v = verdicts.get((s.id, p.run_index))
+                # only a reply is read (a failed call has none): counted wrong, and said
+                return v is not None and v.status in ("ok", "unparseable") and read(v.raw)
 
-            failed = sum(v.status == "failed" for v in verdicts.values())
-            label = f"official rule: LLM judge {judged.get('judge')}"
-            if failed:  # a call that failed is no verdict: counted wrong here, and said
-                label += f"; {failed} judge calls failed (counted wrong; run it again to retry)"
-            headline = {"label": label,
-                        **_figures(tally(samples, predictions, judge_says,
-                                         dict(self.breakdowns), runs))}  # fmt: skip
+            return verdict
+
+        def official(reply: str | None) -> bool:
+            return judged_correct(official_judgement(reply))
+
+        def lenient(reply: str | None) -> bool:
+            from cafe.judge.verdict import read_judgement
+
+            return read_judgement(reply) is True
+
+        failed = sum(v.status == "failed" for k, v in verdicts.items() if k not in out)
+        label = f"{OFFICIAL_LABEL}; judge {judged.get('judge')}"
+        if failed:  # a call that failed is no verdict: counted wrong here, and said
+            label += f"; {failed} judge calls failed (counted wrong; run it again to retry)"
+        figures = _figures(tally(samples, predictions, reading(official, None), breakdowns, runs))
+        if not figures["total"]["total"]:  # 0 of 0 is no figure
+            label = "absent: no judged item with a response; " + label
+            figures["total"] = None
+        headline = {"label": label, **figures, "kept_out": {
+            "null_response": len(kept_out["null_response"]),
+            "not_in_predictions": len(kept_out["not_in_predictions"]),
+            "null_response_items": sorted({k[0] for k in kept_out["null_response"]})}}  # fmt: skip
+        variants["lenient_judgement"] = {"label": LENIENT_LABEL, **_figures(tally(
+            samples, predictions, reading(lenient, None), breakdowns, runs))}  # fmt: skip
+        variants["counted_wrong"] = {"label": COUNTED_WRONG_LABEL, **_figures(tally(
+            samples, predictions, reading(official, False), breakdowns, runs))}  # fmt: skip
         return {"rule": self.official_rule, "headline": headline, "variants": variants}
+
+
+def _kept_out(
+    samples: list[Sample], predictions: list[Any], runs: int | None
+) -> dict[str, list[tuple[str, int]]]:
+    """The (item, run) pairs the official script cannot score: a null response (its prompt
+    building crashes on one) and pairs with no prediction (in no results file: no
+    denominator)."""
+    from cafe.benchmarks.official import run_ids
+
+    by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    null, absent = [], []
+    for s in samples:
+        if s.answer is None:
+            continue
+        for r in run_ids(predictions, runs):
+            p = by_key.get((s.id, r))
+            if p is None:
+                absent.append((s.id, r))
+            elif p.raw_output is None or p.error is not None:
+                null.append((s.id, r))
+    return {"null_response": null, "not_in_predictions": absent}
 
 
 def _figures(t: dict[str, Any]) -> dict[str, Any]:
@@ -377,3 +487,115 @@ def _figures(t: dict[str, Any]) -> dict[str, Any]:
     }
     t["average"]["all"] = mean_of(t["breakdowns"]["track"])
     return t
+
+
+# the official judge's files ----------------------------------------------------------------------
+#: what llm_judge.py writes for a reply its pattern does not match
+NO_JUDGEMENT = "No extracted judgement"
+
+
+def write_results(
+    triples: list[tuple[Sample, dict[str, Any], str | None]], out: Path
+) -> list[Path]:
+    """The official judge's input, one file per track x hop in the folder ``out``
+    (``<Track>_<hop>.json``: {"attribute", "type", "results": {clip path: {"instruction",
+    "response", "label"}}}), the instruction with its options and the label as saved. An item
+    without a response is left out: the official script crashes on a null one, and an item not
+    in the file is in no denominator, as cafe's official figure keeps it out."""
+    from cafe.store import write_json_atomic
+
+    files: dict[tuple[str, str], dict[str, Any]] = {}
+    for s, _, value in triples:
+        track, hop = s.meta.get("track"), s.meta.get("hop")
+        doc = files.setdefault((track, hop), {"attribute": track, "type": hop, "results": {}})
+        if value is not None:
+            doc["results"][s.meta.get("file") or s.id] = {
+                "instruction": s.meta.get("instruction"), "response": value,
+                "label": s.meta.get("answer_raw")}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (track, hop), doc in sorted(files.items(), key=lambda kv: str(kv[0])):
+        written.append(out / f"{track}_{hop}.json")
+        write_json_atomic(written[-1], doc)
+    return written
+
+
+def _result_files(path: Path) -> list[Path]:
+    return sorted(path.glob("*.json")) if path.is_dir() else [path]
+
+
+def read_results(path: Path, samples: list[Sample]) -> OfficialFile | None:
+    """SAKURA's official files as prediction items: the judge's input ({"results": {clip path:
+    {"instruction", "response", "label"}}}, one per track x hop) or its output (the same keys
+    with "Explanation", "Judgement" and "model_response": its verdicts come along); a file or a
+    folder of them. None where ``path`` is a single file of another layout (a JSON list /
+    JSONL of items). The item is the clip's track (the file's "attribute", else the path) and
+    hop (the file's "type", else the item whose instruction it repeats)."""
+    docs = []
+    for f in _result_files(path):
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("results"), dict):
+            docs.append((f, doc))
+    if not docs:
+        if path.is_dir():
+            raise InputError(Problem(str(path), "no SAKURA results file here (JSON with "
+                                     "{\"results\": {clip path: {...}}})"))  # fmt: skip
+        return None
+    hops = {(s.meta.get("track"), Path(str(s.meta.get("file"))).stem, s.meta.get("instruction")):
+            s.meta.get("hop") for s in samples}  # fmt: skip
+    known = {s.id for s in samples}
+    out = OfficialFile(rows=[])
+    verdicts: dict[tuple[str, int], Any] = {}
+    judge = None
+    for f, doc in docs:
+        rows, found = _doc_rows(f, doc, hops, out.problems)
+        if not any(r["id"] in known for r in rows) and rows:
+            first = rows[0]
+            why = (
+                f"no results key names a SAKURA item: a key is read as the clip path "
+                f"data/<Track>/audio/<clip>.wav with the file's 'type' (single / multi), "
+                f"e.g. {first['_key']!r} -> {first['id']!r}, which the data does not hold"
+            )
+            raise InputError(Problem(str(f), why))
+        out.rows += rows
+        verdicts.update(found)
+        judge = judge or doc.get("judge_model")
+    if verdicts:
+        out.judged = {"verdicts": verdicts, "judge": f"{judge or 'a judge'} (judgements file)"}
+    return out
+
+
+def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list[Problem]
+              ) -> tuple[list[dict[str, Any]], dict[tuple[str, int], Any]]:  # fmt: skip
+    """One results file's items (id, response) and the verdicts of a judgements file."""
+    from cafe.judge.verdict import Judged
+
+    attribute = str(doc.get("attribute") or "")
+    file_track = next((t for t in TRACKS if t.lower() == attribute.lower()), None)
+    file_hop = doc.get("type") if doc.get("type") in HOPS else None
+    rows, verdicts = [], {}
+    for key, entry in doc["results"].items():
+        if not isinstance(entry, dict):
+            problems.append(Problem(str(f), "not a JSON object", key, "results"))
+            continue
+        track = file_track or track_of(key)
+        stem = Path(key.replace("\\", "/")).stem
+        hop = file_hop or hops.get((track, stem, entry.get("instruction")))
+        if track is None or hop is None:
+            problems.append(Problem(str(f), "names no SAKURA track / hop (the file has no "
+                                    "'attribute' / 'type' and the path or instruction names "
+                                    "none)", key, "results"))  # fmt: skip
+            continue
+        sid = f"{track}-{stem}-{hop}"
+        response_key = "response" if "response" in entry else "model_response"
+        rows.append({"id": sid, "_key": key, **({"response": entry[response_key]}
+                                                 if response_key in entry else {})})  # fmt: skip
+        if "Judgement" in entry:
+            j = entry["Judgement"]
+            ok = isinstance(j, str) and j != NO_JUDGEMENT
+            raw = f"Explanation: {entry.get('Explanation', '')}\nJudgement: {j}" if ok else ""
+            verdicts[(sid, 0)] = Judged(sid, 0, None, "ok" if ok else "unparseable", raw)
+    return rows, verdicts

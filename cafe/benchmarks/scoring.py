@@ -241,10 +241,27 @@ def _identical_runs(predictions: list[Prediction], run_ids: list[int]) -> bool:
 # `cafe score` -----------------------------------------------------------------------------------
 
 
+def read_parquet_records(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a parquet file (MMAU-Pro's official input: test.parquet with a prediction
+    column added), as the official script's pandas reads them (a struct column: a dict with
+    every field, null where unset)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        why = "reading parquet needs pyarrow (pip install pyarrow; cafe-audio-eval[hf] has it)"
+        raise InputError(Problem(str(path), why)) from None
+    try:
+        return pq.read_table(path).to_pylist()
+    except Exception as e:  # a truncated or foreign file: pyarrow's own error, one line
+        raise InputError(Problem(str(path), f"not a readable parquet file ({e})")) from None
+
+
 def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]:
-    """A JSON list or JSONL file of objects. Malformed JSONL lines and non-objects become
-    Problems; the rest is returned."""
+    """A JSON list or JSONL file of objects (or a parquet file's rows). Malformed JSONL lines
+    and non-objects become Problems; the rest is returned."""
     p = Path(path)
+    if p.suffix == ".parquet":
+        return read_parquet_records(p), []
     try:
         text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
@@ -269,14 +286,20 @@ def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]
 
 
 def predictions_from_file(
-    path: str | Path, keys: tuple[str, ...], key: str | None = None
+    path: str | Path,
+    keys: tuple[str, ...],
+    key: str | None = None,
+    rows: list[dict[str, Any]] | None = None,
 ) -> tuple[list[Prediction], list[Problem]]:
     """Official-format predictions as Prediction records (run 0). The whole prediction text is
     the answer the official rule matches; an item without the key gives no Prediction (the
     official scripts skip it; accuracy_section counts it as unanswered). ``keys``: where the
     benchmark's official script reads the prediction (``Benchmark.prediction_keys``, first
-    present wins); ``key`` overrides them."""
-    rows, problems = read_records(path)
+    present wins); ``key`` overrides them. ``rows``: the file already read as items (a
+    benchmark's own official layout: Benchmark.read_official_file)."""
+    problems: list[Problem] = []
+    if rows is None:
+        rows, problems = read_records(path)
     keys = (key,) if key else tuple(keys)
     other = None if key else _other_known_key(rows, keys)
     if other is not None:  # one line instead of a warning per item
@@ -323,10 +346,13 @@ def predictions_from_file(
     return list(preds.values()), problems
 
 
-def different_answers(predictions: str | Path, by_id: dict[str, Sample]) -> int:
+def different_answers(
+    predictions: str | Path, by_id: dict[str, Sample], rows: list[dict[str, Any]] | None = None
+) -> int:
     """Rows of an official-format file (whole items) whose ``answer`` differs from the loaded
     metadata's answer for the same id (compared after trimming spaces)."""
-    rows, _ = read_records(predictions)
+    if rows is None:
+        rows, _ = read_records(predictions)
     n = 0
     for row in rows:
         s = by_id.get(str(row.get("id")))
@@ -425,7 +451,11 @@ def score_loaded(
     """score_file for an already loaded benchmark (a Benchmark and its LoadedBenchmark)."""
     from cafe.parsing import extract_answer
 
-    preds, problems = predictions_from_file(predictions, bench.prediction_keys, key)
+    own = bench.read_official_file(Path(predictions), loaded.samples)
+    rows = own.rows if own is not None else None
+    preds, problems = predictions_from_file(predictions, bench.prediction_keys, key, rows)
+    if own is not None:
+        problems = [*own.problems, *problems]
     by_id = {s.id: s for s in loaded.samples}
     for p in preds:
         s = by_id.get(p.sample_id)
@@ -440,7 +470,7 @@ def score_loaded(
             p.correct = bench.is_correct(p.answer_text, s.answer, s.choices)
     section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct,
                                label=bench.accuracy_label)  # fmt: skip
-    official = bench.official_section(loaded.samples, preds)
+    official = bench.official_section(loaded.samples, preds, **(own.judged if own else {}))
     if official is not None:  # the benchmark's official figure, where the headline is not it
         section["official"] = official
     section["bench"] = {
@@ -450,7 +480,7 @@ def score_loaded(
         "source": loaded.source,
     }
     section["predictions_file"] = str(predictions)
-    differ = different_answers(predictions, by_id)
+    differ = different_answers(predictions, by_id, rows)
     if differ:  # the file's items are not this release's: say so once, with the count
         problems.append(
             Problem(
@@ -526,9 +556,11 @@ def format_table(section: dict[str, Any]) -> str:
 @click.option(
     "--predictions",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
+    type=click.Path(exists=True),
     help="Predictions in the official format: JSON list or JSONL of objects with `id` and the "
-    "prediction under model_output (MMAU) or answer_prediction / model_prediction (MMAR).",
+    "prediction under model_output (MMAU) or answer_prediction / model_prediction (MMAR); "
+    "MMAU-Pro's test.parquet with `model_output`; SAKURA's results JSON (one per track x hop, "
+    "or a folder of them; the judge's judgements files too).",
 )
 @click.option("--key", default=None, help="Read the prediction from this key instead.")
 @click.option("--version", default=None, help="Force the metadata version name.")

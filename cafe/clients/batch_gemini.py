@@ -82,6 +82,8 @@ class GeminiBatch(BatchBackend):
                              "parts": parts})  # fmt: skip
         cfg = {"temperature": temperature, "maxOutputTokens": max_tokens,
                **_camel(self.direct.config), **_camel(extra)}  # fmt: skip
+        if cfg.get("maxOutputTokens") is None:  # None: no budget sent
+            cfg.pop("maxOutputTokens", None)
         if seed is not None:
             cfg["seed"] = seed
         body: dict[str, Any] = {"contents": contents, "generationConfig": cfg}

@@ -22,6 +22,8 @@ from cafe.clients.common import audio_bytes_on_disk, parts_of
 
 PRICES_ENV = "CAFE_PRICES"
 #: 16 kHz mono 16-bit WAV bytes per second, to turn clip sizes into seconds for estimates
+#: the output bound a dry run prices for a call that sends no budget (GPT-4o's output limit)
+UNBUDGETED_OUTPUT_TOKENS = 16384
 _WAV_BYTES_PER_S = 32_000
 
 
@@ -254,8 +256,10 @@ class DryRunClient(ChatClient):
         self.calls = 0
 
     async def achat(
-        self, messages: list[dict[str, Any]], *, max_tokens: int = 1024, **kw: Any
+        self, messages: list[dict[str, Any]], *, max_tokens: int | None = 1024, **kw: Any
     ) -> ChatReply:
+        if max_tokens is None:  # no budget sent: the bound is the model's own output limit
+            max_tokens = UNBUDGETED_OUTPUT_TOKENS
         self.calls += 1
         price = self.ledger.prices.lookup(self.kind, self.model)
         per_s = price.audio_tokens_per_s if price else 32.0

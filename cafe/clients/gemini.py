@@ -213,6 +213,8 @@ class GeminiClient(PooledChatClient):
             cfg["seed"] = seed
         if cfg.get("temperature") is None:  # None: the provider's default
             cfg.pop("temperature", None)
+        if cfg.get("max_output_tokens") is None:  # None: no budget sent
+            cfg.pop("max_output_tokens", None)
         # build this loop's SDK clients (the first one imports google.genai: about a second)
         # before the timed attempts, so a cold start is never counted as a timed-out call
         for per_loop in self._sdk:

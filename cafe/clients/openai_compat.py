@@ -199,6 +199,8 @@ class OpenAICompatClient(PooledChatClient):
             body["seed"] = seed
         if body.get("temperature") is None:  # None: the server's default (model's settings)
             body.pop("temperature", None)
+        if body.get(self.token_field) is None:  # None: no budget sent (the server's default)
+            body.pop(self.token_field, None)
         for k in self.drop_params:
             body.pop(k, None)
         return body

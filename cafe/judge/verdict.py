@@ -47,7 +47,13 @@ class VerdictSpec:
     model: str  # the judge model the official script uses (the default)
     temperature: float = 0.0
     top_p: float | None = None
-    max_tokens: int = MAX_TOKENS
+    #: the reply budget sent (None: none sent, the server's default, as SAKURA's script)
+    max_tokens: int | None = MAX_TOKENS
+    #: a system message sent before the prompt (None: the prompt alone)
+    system: str | None = None
+    #: the text judged in place of a null or failed output (None: no call, the item's verdict
+    #: fails; MMAU-Pro's script judges "" where the output is missing)
+    null_output: str | None = None
     #: a sample -> the template's question / answer text (the benchmark's own form)
     fields: Callable[[Sample], dict[str, str]] = field(default=lambda s: {})
     #: a reply -> its value (SAKURA: True / False), None when it does not parse
@@ -90,7 +96,10 @@ class VerdictJudge(AnswerJudge):
         self.template = vs.template.read_text(encoding="utf-8")
         self.template_hash = sha256_text(self.template)
         budget = vs.max_tokens
-        self.max_tokens = budget if not self.thinking else self.max_tokens + budget
+        if budget is None:  # none sent, unless a thinking judge needs its own budget
+            self.max_tokens = self.max_tokens if self.thinking else None
+        else:
+            self.max_tokens = budget if not self.thinking else self.max_tokens + budget
         # the judge's identity as stored with its verdicts: this rule's task, template, budget
         self.spec = dataclasses.replace(
             self.spec, task=vs.name, template_hash=self.template_hash,
@@ -103,13 +112,18 @@ class VerdictJudge(AnswerJudge):
         return Judged(pred.sample_id, pred.run_index, None, "skipped", None, source="rule")
 
     async def verdict(self, sample: Sample, pred: Prediction) -> Verdict:
-        if pred.raw_output is None or pred.error:
-            return Judged(pred.sample_id, pred.run_index, None, "failed", pred.error)
-        fields = self.verdict_spec.fields(sample)
+        vs = self.verdict_spec
+        output = pred.raw_output if pred.raw_output is not None and not pred.error else None
+        if output is None and vs.null_output is None:
+            return Judged(pred.sample_id, pred.run_index, None, "failed",
+                          pred.error or "null output")  # fmt: skip
+        fields = vs.fields(sample)
         prompt = build_prompt(self.template, question=fields.get("question", sample.question),
                               answer=fields.get("answer", sample.answer or ""),
-                              output=pred.raw_output)  # fmt: skip
-        extra = {"top_p": self.verdict_spec.top_p} if self.verdict_spec.top_p is not None else {}
+                              output=vs.null_output if output is None else output)  # fmt: skip
+        extra = {"top_p": vs.top_p} if vs.top_p is not None else {}
+        if vs.system is not None:  # part of the request, so of its cache key
+            extra["system"] = vs.system
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
         # for every judge; top_p is this rule's own sampling setting, so it is in the request
         key = self.spec.call_key(prompt=prompt, **extra)
@@ -118,9 +132,11 @@ class VerdictJudge(AnswerJudge):
             text = hit["text"]
         else:
             self.calls += 1
-            reply = await self.client.achat([{"role": "user", "content": prompt}],
-                                            temperature=self.verdict_spec.temperature,
-                                            max_tokens=self.max_tokens, **extra)  # fmt: skip
+            system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
+            sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
+            reply = await self.client.achat([*system, {"role": "user", "content": prompt}],
+                                            temperature=vs.temperature,
+                                            max_tokens=self.max_tokens, **sampling)  # fmt: skip
             if reply.error or reply.text is None:
                 return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
             text = reply.text
@@ -161,8 +177,10 @@ def embed_run(store: RunStore, bench: Any, embedder: str) -> dict[tuple[str, int
     by_id = {s.id: s for s in store.samples()}
     preds = [p for p in store.predictions()
              if p.sample_id in by_id and bench.embedding_applies(by_id[p.sample_id])]  # fmt: skip
-    todo = [p for p in preds if p.raw_output is not None and p.error is None]
-    picks = nearest_choices(embedder, [(p.raw_output or "", by_id[p.sample_id].choices)
+    # a null or failed output is embedded as "", as the official script fills nulls
+    todo = preds
+    picks = nearest_choices(embedder, [(p.raw_output if p.error is None and p.raw_output
+                                        is not None else "", by_id[p.sample_id].choices)
                                        for p in todo])  # fmt: skip
     rows = [{"sample_id": p.sample_id, "run_index": p.run_index, "output": output_hash(p),
              "choice": c, "embedder": embedder}
