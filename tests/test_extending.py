@@ -106,14 +106,16 @@ def test_the_four_examples_run_together(tmp_path: Path, scoped, monkeypatch) -> 
     assert cafe["err_omit"] == pytest.approx(100 * 1 / 3)
     assert cafe["judge"]["judge"] == "beep-count-v1"
     # "<think>I hear N beeps.</think><answer>N</answer>" is 7 + 15 + 8 + 8 + 1 + 9 = 48 chars
+    stamp = metrics["answer_length"].pop("inputs")  # what it was computed from
     assert metrics["answer_length"] == {"mean_chars": 48.0, "n": 3}
+    assert stamp["predictions"]["records"] == 3 and stamp["judgements"]["records"] == 3
 
     # cafe report recomputes the metric (here: after its section was lost) and lists it
     del metrics["answer_length"]
     (res.run_dir / "metrics.json").write_text(json.dumps(metrics))
     folder = api.report(res.run_dir, draw=False)
     again = json.loads((res.run_dir / "metrics.json").read_text())
-    assert again["answer_length"] == {"mean_chars": 48.0, "n": 3}
+    assert again["answer_length"]["mean_chars"] == 48.0 and again["answer_length"]["n"] == 3
     summary = (folder / "summary.md").read_text()
     assert "## answer_length" in summary and "| mean_chars | 48.00 |" in summary
 
@@ -131,14 +133,18 @@ def test_a_failing_metric_writes_its_error_and_the_others_run(tmp_path: Path, sc
     assert out["broken"] == {"error": "ZeroDivisionError: division by zero"}
     assert out["answer_length"]["n"] == 4
     written = json.loads((res.run_dir / "metrics.json").read_text())
-    assert written["broken"] == out["broken"] and "accuracy" in written
+    assert written["broken"]["error"] == out["broken"]["error"] and "accuracy" in written
+    assert written["broken"]["inputs"]["predictions"]["records"] == 4  # stamped with its inputs
 
-    @METRICS.register("accuracy")
-    def shadow(run):
-        return {}
+    # a built-in section's name is refused when registered, before it could overwrite one
+    for builtin in ("accuracy", "judged_accuracy", "official", "rubric", "cues", "listening"):
+        with pytest.raises(CafeError, match=f"section '{builtin}' is cafe's own"):
 
-    with pytest.raises(CafeError, match="'accuracy': the section name is cafe's own"):
-        compute_metrics(res.run_dir)
+            @METRICS.register(builtin)
+            def shadow(run):
+                return {}
+
+    assert "accuracy" not in METRICS.names()
 
 
 def test_registries_are_typed_by_their_base_class(scoped) -> None:

@@ -177,6 +177,7 @@ def judge_run(
     _write_compact(work.path, judgements)  # failed ones are retried next time
     reasons = _refuse_a_failed_judge(run_dir, judge_obj, work, fresh, preds, judgements, plan)
     _write_compact(store.path(JUDGEMENTS), judgements)
+    store.invalidate(changed=("judgements",))  # what the earlier judgements fed goes
     # metrics
     section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
     _describe_judging(section, store, judge_obj, preds, fresh, cache.hits, wall, plan, costs)

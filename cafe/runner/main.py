@@ -30,12 +30,8 @@ from cafe.runner.score import failed_prediction, score_completion
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
 from cafe.store import PREDICTIONS
 
-#: metrics sections computed from the predictions by a later stage (stale once they change)
-DERIVED_SECTIONS = ("cafe", "decay")
 #: what an API adapter's usage adds to the folder's counters (cafe.counters)
 TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd")
-#: sections other commands compute from the predictions (stale once they change)
-LISTENING_SECTIONS = ("rubric", "cues", "listening")
 
 
 @dataclass
@@ -231,13 +227,8 @@ def _finish(
     """The accuracy section over the folder's whole selection, the judge (the benchmark's
     default unless told), and the manifest marked complete."""
     store = plan.store
-    if result.new_predictions:  # rubric, cues and controls covered the earlier predictions
-        gone = store.drop_metrics(*LISTENING_SECTIONS)
-        if gone:
-            result.notes.append(
-                f"removed the {', '.join(gone)} section(s) of metrics.json: they covered the "
-                f"earlier predictions (`cafe rubric`, `cafe cues`, `cafe listen` redo them)"
-            )
+    # every section whose inputs changed goes (cafe.folder.sections): no hand-kept list
+    gone = store.invalidate(changed=("predictions",) if result.new_predictions else ())
     final = store.predictions() if result.new_predictions else list(plan.done.values())
     keys = plan.keys  # built once: the property makes a new set on every access
     predictions = [p for p in final if (p.sample_id, p.run_index) in keys]
@@ -245,7 +236,7 @@ def _finish(
     # the benchmark's official figure, where accuracy's is not it; one that `cafe judge-official`
     # wrote stands until the predictions change
     official = plan.bench.official_section(plan.samples, predictions, plan.spec.runs)
-    if official is not None and (result.new_predictions or "official" not in store.read_metrics()):
+    if official is not None and "official" not in store.read_metrics():
         store.update_metrics("official", official)
     manifest["status"] = "complete"
     manifest.pop("error", None)
@@ -262,13 +253,7 @@ def _finish(
         judge_notes = _judge(store.root, judge_name, judge_options, progress)
         result.notes.extend(judge_notes)
         result.judge_failed = any(n.startswith("error:") for n in judge_notes)
-    elif result.new_predictions:
-        gone = store.drop_metrics(*DERIVED_SECTIONS)
-        if gone:
-            result.notes.append(
-                f"removed the {', '.join(gone)} section(s) of metrics.json: they covered the "
-                f"earlier predictions; `cafe judge {store.root}` computes them again"
-            )
+    result.notes.extend(removed_notes(store, gone))
     if not plan.bench.has_answers(plan.spec.version):
         result.notes.append(
             f"{plan.spec.bench} {plan.spec.version} has no answers: accuracy cannot be computed "
@@ -277,6 +262,20 @@ def _finish(
     store.write_manifest(manifest)
     result.manifest = manifest
     result.metrics = store.read_metrics()
+
+
+def removed_notes(store: Any, gone: dict[str, str]) -> list[str]:
+    """One line per removed section that no step of this run wrote again: why, and which
+    command computes it."""
+    from cafe.folder.sections import section_info
+
+    left = store.read_metrics()
+    return [
+        f"removed the {name} section of metrics.json: {why}; `{section_info(name).owner}` "
+        f"computes it again"
+        for name, why in sorted(gone.items())
+        if name not in left
+    ]
 
 
 def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:
