@@ -24,6 +24,7 @@ from cafe.cli_options import command
 from cafe.clients.base import call_stats_of
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.counters import by_status, judge_counters
+from cafe.folder.status import by_counts, require_usable
 from cafe.judge.base import load_template
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
@@ -279,6 +280,9 @@ def judge_accuracy_run(
     # gave, so the section stays as it was (the cache keeps the replies that came back)
     _refuse_lost_calls(preds, asked)
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
+    status = by_counts(len(verdicts), len(verdicts) - bad, "answer-judge replies", "unusable")
+    require_usable(f"the {section_name} judge", status, str(store.root))
+    section["status"] = status.to_dict()
     if bad * 2 > len(verdicts):
         click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
                    f"({section['verdicts']})", err=True)  # fmt: skip

@@ -16,6 +16,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.folder.status import by_counts, require_usable
 from cafe.judge.base import JudgeItem, load_template
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.judge.pipeline import (
@@ -84,6 +85,8 @@ def cues_run(
     preds = store.predictions()
     if not preds:
         raise ValueError(f"{run_dir}: no predictions.jsonl records")
+    answered = sum(p.error is None and p.raw_output is not None for p in preds)
+    require_usable("cafe cues", by_counts(len(preds), answered, "items", "failed"), str(store.root))
     if not any(cues_of(s) for s in samples):
         raise ValueError(
             f"{store.root}: no sample carries cues; cue recall needs MMAR v2 metadata "

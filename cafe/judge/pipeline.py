@@ -245,6 +245,13 @@ def _refuse_a_failed_judge(
         int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
         for s in plan.batch_stats().values()
     )
+    usable = sum(j.status == "ok" for j in judged)
+    if attempted and not pending and judged and not usable:  # 6 of 6 unusable: nothing measured
+        raise JudgeFailedError(
+            "\n".join([*reasons, f"judge {judge.identity} produced nothing usable: none of "
+                        f"{len(judged)} judgements is usable; {run_dir}'s judgements.jsonl and "
+                        "its CAFE metrics were left as they were"])
+        )  # fmt: skip
     if attempted and not pending and most_failed(judge_failed, len(judged)):
         raise JudgeFailedError(
             "\n".join([*reasons, f"judge {judge.identity} failed: {run_dir}'s judgements.jsonl "

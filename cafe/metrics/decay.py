@@ -22,6 +22,7 @@ import numpy as np
 from cafe.adapters.token_counts import WORDS, length_unit
 from cafe.cli_options import command
 from cafe.errors import CafeError, CafeUsageError
+from cafe.folder.status import by_counts, require_usable
 from cafe.locking import writes_folder
 from cafe.metrics.cafe import cafe_metrics
 from cafe.records import Judgement, Prediction
@@ -278,6 +279,9 @@ def decay(
         mode=mode,
         counter=(store.read_manifest() if store.has_manifest() else {}).get("token_counter"),
     )
+    # no answered item with a reasoning length: nothing to correlate, no curve to write
+    status = by_counts(len(preds), section["n"], "items", "failed or have no reasoning length")
+    require_usable("cafe decay", status, str(store.root))
     store.update_metrics("decay", section)
     return section
 

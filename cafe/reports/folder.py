@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cafe.folder.status import run_failed
 from cafe.reports.tables import PARTIAL
 
 COLUMNS = ("run", "model", "benchmark", "version", "items", "runs", "accuracy", "Acc_per",
@@ -46,6 +47,10 @@ def run_line(run: Path) -> list[str]:
     items = MISSING if n is None else str(n)
     if cov:
         items = f"{PARTIAL} {cov['items']} of {cov['of'] or '?'}"
+    status = str(manifest.get("status") or MISSING)
+    if run_failed(manifest):  # nothing usable: its figures are absent, never 0.00
+        metrics = {}
+        status = f"failed ({manifest.get('status_reason') or 'no usable item'})"
     total = (metrics.get("accuracy") or {}).get("total") or {}
     cafe = metrics.get("cafe") or {}
     return [
@@ -53,7 +58,7 @@ def run_line(run: Path) -> list[str]:
         str(bench.get("version") or MISSING), items, str(manifest.get("runs") or MISSING),
         _num(total.get("acc")), *(_num(cafe.get(k)) for k in ("acc_per", "err_per", "err_use",
                                                                "err_omit")),
-        str(manifest.get("status") or MISSING),
+        status,
     ]  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
 from cafe.counters import accumulate, by_status
 from cafe.failures import RunLog, most_failed
+from cafe.folder.status import by_counts
 from cafe.locking import folder_lock
 from cafe.manifest import now, without_secrets
 from cafe.prompts import build_request
@@ -46,6 +47,7 @@ class RunResult:
     failure_lines: list[str] = field(default_factory=list)  # distinct reasons with counts
     most_failed: bool = False  # more than half of the (item, run)s failed: the CLI exits 1
     judge_failed: bool = False  # the judge did not run, or most judgements failed
+    status: str = "complete"  # complete / partial / failed by counts (cafe.folder.status)
 
 
 def run(
@@ -225,7 +227,7 @@ def _finish(
     progress: bool,
 ) -> None:
     """The accuracy section over the folder's whole selection, the judge (the benchmark's
-    default unless told), and the manifest marked complete."""
+    default unless told), and the manifest's status by counts."""
     store = plan.store
     # every section whose inputs changed goes (cafe.folder.sections): no hand-kept list
     gone = store.invalidate(changed=("predictions",) if result.new_predictions else ())
@@ -238,15 +240,21 @@ def _finish(
     official = plan.bench.official_section(plan.samples, predictions, plan.spec.runs)
     if official is not None and "official" not in store.read_metrics():
         store.update_metrics("official", official)
-    manifest["status"] = "complete"
     manifest.pop("error", None)
     failed = [p for p in predictions if p.parse_status == "failed"]
+    status = by_counts(len(predictions), len(predictions) - len(failed), "items")
+    manifest["status"] = result.status = status.status  # complete / partial / failed by counts
     manifest["counts"] = {"predictions": len(predictions), "failed": len(failed)}
+    manifest.pop("status_reason", None)
+    if status.reason:
+        manifest["status_reason"] = status.reason
     manifest["updated"] = now()
     result.failure_lines = failure_summary(failed, len(predictions), store.root)
     result.most_failed = bool(predictions) and most_failed(len(failed), len(predictions))
 
     judge_name = judge if judge is not None else plan.bench.default_judge
+    if status.status == "failed":  # nothing to judge: every item failed
+        judge_name = None
     if judge_name and judge_name != "none":
         manifest["judge"] = {"name": judge_name, **without_secrets(judge_options)}
         store.write_manifest(manifest)
