@@ -1,0 +1,123 @@
+"""`cafe decay` on the step engine: accuracy and Acc_per by reasoning length, computed from the
+folder's records (cafe.metrics.decay holds the maths) and written as the "decay" section."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cafe.cli_options import command
+from cafe.errors import CafeError, CafeUsageError
+from cafe.folder.status import StepStatus, by_counts
+from cafe.metrics.decay import DEFAULT_MIN_COUNT, decay_section, format_decay
+from cafe.steps import STEPS
+from cafe.steps.base import Option, Step, StepRecord, View
+
+
+@STEPS.register("decay")
+class DecayStep(Step):
+    name = "decay"
+    help = "Perception decay curves: accuracy and Acc_per by reasoning length."
+    section_name = "decay"
+    derives_from = ("predictions", "judgements")
+    options = (
+        Option("bins", int, None, "Equal-width bins (10)."),
+        Option("bin_width", float, None, "Bin width in length units, instead of --bins."),
+        Option("min_count", int, DEFAULT_MIN_COUNT, "Bins with fewer predictions are sparse."),
+        Option("merge", bool, False, "Merge sparse bins into a neighbour.", cli="merge_sparse"),
+        Option("mode", str, "micro", "Acc_per micro (pooled) or macro.", cli="macro"),
+    )
+
+    def section(
+        self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        if spec["bins"] is not None and spec["bin_width"] is not None:
+            raise CafeUsageError("give --bins or --bin-width, not both")
+        if not view.predictions:
+            raise CafeError(f"{view.root}: no predictions.jsonl records; run `cafe run` first")
+        return decay_section(
+            view.predictions, view.judgements, bins=spec["bins"], bin_width=spec["bin_width"],
+            min_count=spec["min_count"], merge=spec["merge"], mode=spec["mode"],
+            counter=view.manifest.get("token_counter"),
+        )  # fmt: skip
+
+    def status(
+        self, view: View, records: Sequence[StepRecord], section: dict[str, Any]
+    ) -> StepStatus:
+        # no answered item with a reasoning length: nothing to correlate
+        why = "failed or have no reasoning length"
+        return by_counts(len(view.predictions), section["n"], "items", why)
+
+    def format(self, section: dict[str, Any]) -> str:
+        return format_decay(section)
+
+
+def decay(
+    run_dir: str | Path,
+    *,
+    bins: int | None = None,
+    bin_width: float | None = None,
+    min_count: int = DEFAULT_MIN_COUNT,
+    merge: bool = False,
+    mode: str = "micro",
+) -> dict[str, Any]:
+    """Perception decay of a run folder -> the "decay" section (also written to metrics.json).
+    Uses the run's judgements for Acc_per (judge the run first). The defaults are the paper's
+    and `cafe decay`'s: equal-width bins, sparse ones flagged, not merged."""
+    from cafe.steps.engine import run_step
+
+    options = dict(bins=bins, bin_width=bin_width, min_count=min_count, merge=merge, mode=mode)
+    return run_step(DecayStep(), run_dir, **options).section
+
+
+@command("decay")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--bins", type=click.IntRange(min=1), default=None, help="Equal-width bins (10).")
+@click.option(
+    "--bin-width",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
+    "of --bins.",
+)
+@click.option(
+    "--min-count",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MIN_COUNT,
+    show_default=True,
+    help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
+)
+@click.option(
+    "--merge-sparse/--flag-sparse",
+    default=False,
+    show_default=True,
+    help="Merge sparse bins into their smaller neighbour (bins then differ in width) instead of "
+    "keeping them flagged, as the paper's equal-width bins do.",
+)
+@click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+def decay_command(
+    run_dir: str,
+    bins: int | None,
+    bin_width: float | None,
+    min_count: int,
+    merge_sparse: bool,
+    macro: bool,
+    as_json: bool,
+) -> None:
+    """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length, reasoning
+    accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
+    `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
+    section = decay(
+        run_dir,
+        bins=bins,
+        bin_width=bin_width,
+        min_count=min_count,
+        merge=merge_sparse,
+        mode="macro" if macro else "micro",
+    )
+    click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))

@@ -1,0 +1,147 @@
+"""The one engine every step runs on: lock -> view (one read of the folder) -> resume (the
+records kept under this spec) -> plan what is missing -> execute through the call cache, records
+appended as they finish -> compact -> status by counts (nothing usable raises, nothing
+written) -> the section, stamped with its inputs, with the counters -> invalidate what it fed.
+
+Promises kept as the runner's: a kill anywhere loses at most the records in flight (the cache
+replays the calls that finished); one writer (the folder lock); every cache key derives from
+the step's frozen spec plus the call's inputs; records made under another spec are redone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import Cache, cache_file, make_key
+from cafe.counters import by_status, judge_counters
+from cafe.folder.sections import SectionInfo, register_section, section_info
+from cafe.folder.status import StepStatus, require_usable
+from cafe.locking import folder_lock
+from cafe.steps.base import Item, Step, StepRecord, View
+from cafe.store import RunStore, latest_records, rewrite_jsonl, write_json_atomic
+
+
+@dataclass
+class StepResult:
+    section: dict[str, Any]
+    status: StepStatus
+    records: list[StepRecord] = field(default_factory=list)
+
+
+def read_view(store: RunStore) -> View:
+    """The folder as steps read it (samples, predictions, the run's judgements, metrics)."""
+    return View(
+        root=store.root,
+        manifest=store.read_manifest() if store.has_manifest() else {},
+        samples=store.samples() if store.has_samples() else [],  # a step needing them says so
+        predictions=store.predictions(),
+        judgements=store.judgements(),
+        metrics=store.read_metrics(),
+    )
+
+
+def register_step_section(step: Step) -> None:
+    """The step's section in the section registry (a built-in name is refused for a plugin)."""
+    info = section_info(step.section_name)
+    if not info.builtin:
+        register_section(
+            SectionInfo(step.section_name, f"cafe {step.name}", tuple(step.derives_from),
+                        tuple(step.higher_is_better), builtin=False)
+        )  # fmt: skip
+
+
+def run_step(
+    step: Step,
+    run_dir: str | Path,
+    *,
+    cache: Cache | str | Path | None = None,
+    concurrency: int = 8,
+    progress: bool = False,
+    **options: Any,
+) -> StepResult:
+    """Run ``step`` on a run folder with ``options`` (its declared ones) -> its section, also
+    written to metrics.json. Raises NothingUsable (nothing written) when it produced nothing
+    usable; re-running resumes (and replays finished calls from the cache)."""
+    spec = step.spec(**options)
+    register_step_section(step)
+    store = RunStore(run_dir)
+    with folder_lock(store.root, f"cafe {step.name}"):
+        view = read_view(store)
+        records: list[StepRecord] = []
+        calls: dict[str, Any] = {}
+        if step.records:
+            records, calls = _execute(step, store, view, spec, cache, concurrency, progress)
+        section = dict(step.section(view, records, spec))
+        status = step.status(view, records, section)
+        require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
+        section["status"] = status.to_dict()
+        if step.records:
+            section["spec"] = spec
+            previous = view.metrics.get(step.section_name)
+            section["counters"] = judge_counters(previous, spec, calls)
+        store.update_metrics(step.section_name, section)
+        store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
+    return StepResult(section, status, records)
+
+
+def _execute(
+    step: Step, store: RunStore, view: View, spec: dict[str, Any], cache: Any,
+    concurrency: int, progress: bool,
+) -> tuple[list[StepRecord], dict[str, Any]]:  # fmt: skip
+    """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
+    from cafe.judge.stages import execute
+
+    if not view.samples:
+        store.samples()  # the one-line error: no samples.jsonl, and how to get it
+    path = store.path(f"{step.records}.jsonl")
+    kept = _resume(path, spec)
+    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
+    todo = [it for it in step.plan(view, spec) if (it[1].sample_id, it[1].run_index) not in done]
+    if not isinstance(cache, Cache):
+        cache = Cache(cache if cache is not None else cache_file("steps.sqlite"))
+    sent = [0]
+
+    async def one(item: Item) -> StepRecord:
+        key = make_key(step=spec, inputs=step.call_inputs(item, spec))
+        hit = cache.get(key)
+        if hit is not None:
+            return StepRecord.from_dict(hit)
+        sent[0] += 1
+        rec = await step.acall(item, spec)
+        if rec.status == "ok":  # a failed or unusable reply is asked again next time
+            cache.put(key, rec.to_dict())
+        return rec
+
+    def failed(item: Item, why: str) -> StepRecord:
+        return StepRecord(item[1].sample_id, item[1].run_index, "failed", reason=why)
+
+    hits0 = cache.hits
+    with store.writer(path.name) as writer:
+        fresh = asyncio.run(execute(todo, one, failed, writer, concurrency=concurrency,
+                                    desc=f"cafe {step.name}", progress=progress))  # fmt: skip
+    keys = {(p.sample_id, p.run_index) for p in view.predictions}
+    merged = {(r.sample_id, r.run_index): r for r in [*kept, *fresh]}
+    records = [r for k, r in merged.items() if k in keys]
+    rewrite_jsonl(path, records)  # compacted: one record per (item, run)
+    counts = {"calls": sent[0], "cache_hits": cache.hits - hits0, "done": len(fresh),
+              "records": by_status([r.status for r in fresh])}  # fmt: skip
+    return records, counts
+
+
+def _resume(path: Path, spec: dict[str, Any]) -> list[StepRecord]:
+    """The records made under ``spec``; another spec's are dropped (the file emptied before
+    the new spec is written, so a kill never leaves old records under the new spec)."""
+    spec_path = path.with_name(path.name.removesuffix(".jsonl") + ".spec.json")
+    try:
+        stored = json.loads(spec_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = None
+    if stored == spec:
+        return latest_records(path, StepRecord)
+    if path.exists():
+        rewrite_jsonl(path, [])
+    write_json_atomic(spec_path, spec)
+    return []
