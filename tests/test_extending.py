@@ -78,7 +78,7 @@ def beeps_folder(root: Path) -> Path:
 
 
 def test_the_page_has_the_four_examples() -> None:
-    assert set(examples()) == {"benchmark", "adapter", "judge", "metric"}
+    assert set(examples()) == {"benchmark", "adapter", "judge", "metric", "step"}
 
 
 def test_the_four_examples_run_together(tmp_path: Path, scoped, monkeypatch) -> None:
@@ -165,3 +165,63 @@ def test_registries_are_typed_by_their_base_class(scoped) -> None:
         BENCHMARKS.get("json-dumps")
     # untyped registries take anything, as before
     Registry("thing").add("n", 1)
+
+
+def test_a_judging_protocol_is_one_module(tmp_path: Path, monkeypatch, scoped) -> None:
+    """docs/extending.md's step: registered, it runs as `cafe hedging` and through cafe.api,
+    resumes from its records, replays from the cache, and redoes records under another spec."""
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+    from cafe.steps import STEPS
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setattr(STEPS, "_objects", dict(STEPS._objects))
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    load_example("step", tmp_path)
+    run = api.run("reference", "synth", version="n4-seed0", out=tmp_path / "r", progress=False,
+                  judge="none").run_dir  # fmt: skip
+    outputs = [json.loads(x)["raw_output"] for x in (run / "predictions.jsonl").open()]
+    hedgy = outputs[0]  # the judge says the first output hedges, the others not
+
+    def reply(body):
+        return "YES" if hedgy in body["messages"][0]["content"] else "NO"
+
+    with OpenAILoopback(reply=reply) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        res = CliRunner().invoke(main, ["hedging", str(run), "--judge-model", "m", "--json"])
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 4
+        sec = json.loads((run / "metrics.json").read_text())["hedging"]
+        assert sec["hedging_rate"] == 25.0 and sec["judged"] == 4  # 1 of 4, by hand
+        assert sec["status"] == {"status": "complete", "total": 4, "usable": 4}
+        assert sec["spec"] == {"step": "hedging", "version": 1, "judge_model": "m"}
+        # again: every record is there under this spec, nothing is asked
+        again = api.run_step("hedging", run, judge_model="m")
+        assert len(srv.requests) == 4 and again.section["counters"]["invocations"] == 2
+        # killed after two records were written: the same command asks for the other two only
+        # (here the cache holds them too, so it is asked for none)
+        lines = (run / "hedging.jsonl").read_text().splitlines()
+        (run / "hedging.jsonl").write_text("\n".join(lines[:2]) + "\n")
+        resumed = api.run_step("hedging", run, judge_model="m")
+        assert len(srv.requests) == 4
+        assert resumed.section["counters"]["this_invocation"]["cache_hits"] == 2
+        assert resumed.section["hedging_rate"] == 25.0
+        # without the cache, only the two missing records are asked for
+        (run / "hedging.jsonl").write_text("\n".join(lines[:2]) + "\n")
+        api.run_step("hedging", run, judge_model="m", cache=tmp_path / "other.sqlite")
+        assert len(srv.requests) == 6
+        # another spec (judge model): its records are made anew, under new cache keys
+        api.run_step("hedging", run, judge_model="m2")
+        assert len(srv.requests) == 10 and srv.requests[-1]["model"] == "m2"
+    # every reply unusable: exit 1, one line, the section left as it was
+    with OpenAILoopback(reply=lambda body: "perhaps") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        res = CliRunner().invoke(main, ["hedging", str(run), "--judge-model", "m3"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines()[-1] == (
+        f"Error: cafe hedging on {run} produced nothing usable: all 4 replies unusable; its "
+        "section was not written"
+    )
+    assert json.loads((run / "metrics.json").read_text())["hedging"]["spec"]["judge_model"] == "m2"

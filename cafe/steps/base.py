@@ -124,9 +124,7 @@ class Step:
     ) -> dict[str, Any]:
         raise NotImplementedError
 
-    def status(
-        self, view: View, records: Sequence[StepRecord], section: dict[str, Any]
-    ) -> StepStatus:
+    def status(self, view: View, records: Sequence[StepRecord]) -> StepStatus:
         """How the step ended, by counts (default: its usable records of those it made)."""
         ok = sum(r.status == "ok" for r in records)
         return by_counts(len(records), ok, "replies", "unusable")

@@ -37,20 +37,19 @@ class DecayStep(Step):
     ) -> dict[str, Any]:
         if spec["bins"] is not None and spec["bin_width"] is not None:
             raise CafeUsageError("give --bins or --bin-width, not both")
-        if not view.predictions:
-            raise CafeError(f"{view.root}: no predictions.jsonl records; run `cafe run` first")
         return decay_section(
             view.predictions, view.judgements, bins=spec["bins"], bin_width=spec["bin_width"],
             min_count=spec["min_count"], merge=spec["merge"], mode=spec["mode"],
             counter=view.manifest.get("token_counter"),
         )  # fmt: skip
 
-    def status(
-        self, view: View, records: Sequence[StepRecord], section: dict[str, Any]
-    ) -> StepStatus:
-        # no answered item with a reasoning length: nothing to correlate
+    def status(self, view: View, records: Sequence[StepRecord]) -> StepStatus:
+        if not view.predictions:
+            raise CafeError(f"{view.root}: no predictions.jsonl records; run `cafe run` first")
+        # no answered item with a reasoning length: nothing to correlate (decay_section's n)
+        n = sum(p.reasoning_tokens is not None and p.error is None for p in view.predictions)
         why = "failed or have no reasoning length"
-        return by_counts(len(view.predictions), section["n"], "items", why)
+        return by_counts(len(view.predictions), n, "items", why)
 
     def format(self, section: dict[str, Any]) -> str:
         return format_decay(section)

@@ -17,7 +17,7 @@ from typing import Any
 
 from cafe.cache import Cache, cache_file, make_key
 from cafe.counters import by_status, judge_counters
-from cafe.folder.sections import SectionInfo, register_section, section_info
+from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.locking import folder_lock
 from cafe.steps.base import Item, Step, StepRecord, View
@@ -45,8 +45,10 @@ def read_view(store: RunStore) -> View:
 
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
-    info = section_info(step.section_name)
-    if not info.builtin:
+    from cafe.steps import TABLE
+
+    ours = any((e.command, e.section) == (step.name, step.section_name) for e in TABLE)
+    if not ours:  # a plugin's: refused when the name is one of cafe's own sections
         register_section(
             SectionInfo(step.section_name, f"cafe {step.name}", tuple(step.derives_from),
                         tuple(step.higher_is_better), builtin=False)
@@ -74,9 +76,9 @@ def run_step(
         calls: dict[str, Any] = {}
         if step.records:
             records, calls = _execute(step, store, view, spec, cache, concurrency, progress)
-        section = dict(step.section(view, records, spec))
-        status = step.status(view, records, section)
+        status = step.status(view, records)
         require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
+        section = dict(step.section(view, records, spec))
         section["status"] = status.to_dict()
         if step.records:
             section["spec"] = spec
