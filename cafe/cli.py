@@ -25,7 +25,7 @@ COMMANDS: dict[str, str] = {
     "rubric": "cafe.judge.rubric_run:rubric_command",
     "cues": "cafe.judge.cues:cues_command",
     "listen": "cafe.listen:listen_command",
-    "decay": "cafe.steps.decay:decay_command",
+    "decay": "cafe.steps.cli:decay_command",
     "attention": "cafe.metrics.attention:attention_command",
     "report": "cafe.reports.cli:report_command",
     "leaderboard": "cafe.reports.leaderboard:leaderboard_command",

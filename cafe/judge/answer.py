@@ -279,15 +279,21 @@ def judge_accuracy_run(
     # a call that failed is no verdict: a figure counting it wrong would be a 0 the judge never
     # gave, so the section stays as it was (the cache keeps the replies that came back)
     _refuse_lost_calls(preds, asked)
-    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
-    status = by_counts(len(verdicts), len(verdicts) - bad, "answer-judge replies", "unusable")
-    require_usable(f"the {section_name} judge", status, str(store.root))
-    section["status"] = status.to_dict()
-    if bad * 2 > len(verdicts):
-        click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
-                   f"({section['verdicts']})", err=True)  # fmt: skip
+    _verdict_status(section, len(verdicts), f"the {section_name} judge on {store.root}")
     store.update_metrics(section_name, section)
     return section
+
+
+def _verdict_status(section: dict[str, Any], n: int, who: str) -> None:
+    """The section's status by counts; none usable raises (nothing written), most unusable
+    warns."""
+    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
+    status = by_counts(n, n - bad, "answer-judge replies", "unusable")
+    require_usable(who, status)
+    section["status"] = status.to_dict()
+    if bad * 2 > n:
+        click.echo(f"warning: {bad} of {n} answer-judge replies unusable "
+                   f"({section['verdicts']})", err=True)  # fmt: skip
 
 
 def _split_rule_decided(

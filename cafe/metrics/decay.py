@@ -244,8 +244,12 @@ def format_decay(section: dict[str, Any]) -> str:
 def __getattr__(name: str) -> Any:
     # the command and its API function run on the step engine now (cafe.steps.decay); these
     # names stay importable from here for older callers
-    if name in ("decay", "decay_command"):
-        from cafe.steps import decay as step
+    if name == "decay":
+        from cafe.steps.decay import decay
 
-        return getattr(step, name)
+        return decay
+    if name == "decay_command":
+        from cafe.steps.cli import decay_command
+
+        return decay_command
     raise AttributeError(name)

@@ -50,7 +50,7 @@ TABLE: tuple[StepEntry, ...] = (
               "cues", False),
     StepEntry("listen", "listen", "cafe.listen:run_controls", "cafe.listen:listen_command",
               "listening", False),
-    StepEntry("decay", "decay", "cafe.steps.decay:decay", "cafe.steps.decay:decay_command",
+    StepEntry("decay", "decay", "cafe.steps.decay:decay", "cafe.steps.cli:decay_command",
               "decay", True),
     StepEntry("caption", "caption", "cafe.judge.captions:caption",
               "cafe.judge.captions:caption_command", None, False),

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from cafe.cli_options import Command
+from cafe.cli_options import Command, command
+from cafe.metrics.decay import DEFAULT_MIN_COUNT, format_decay
 from cafe.steps.base import Step
 
 
@@ -46,3 +47,54 @@ def step_command(step: Step) -> click.Command:
     ]
     help_text = step.help or f"The {step.name} step over RUN_DIR."
     return Command(step.name, callback=callback, params=params, help=help_text)
+
+
+@command("decay")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--bins", type=click.IntRange(min=1), default=None, help="Equal-width bins (10).")
+@click.option(
+    "--bin-width",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
+    "of --bins.",
+)
+@click.option(
+    "--min-count",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MIN_COUNT,
+    show_default=True,
+    help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
+)
+@click.option(
+    "--merge-sparse/--flag-sparse",
+    default=False,
+    show_default=True,
+    help="Merge sparse bins into their smaller neighbour (bins then differ in width) instead of "
+    "keeping them flagged, as the paper's equal-width bins do.",
+)
+@click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+def decay_command(
+    run_dir: str,
+    bins: int | None,
+    bin_width: float | None,
+    min_count: int,
+    merge_sparse: bool,
+    macro: bool,
+    as_json: bool,
+) -> None:
+    """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length, reasoning
+    accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
+    `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
+    from cafe.steps.decay import decay
+
+    section = decay(
+        run_dir,
+        bins=bins,
+        bin_width=bin_width,
+        min_count=min_count,
+        merge=merge_sparse,
+        mode="macro" if macro else "micro",
+    )
+    click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))
