@@ -58,7 +58,7 @@ TARGETS: dict[str, str] = {
     "judge_accuracy": "cafe.judge.answer:judge_accuracy_run",
     "judge_official": "cafe.judge.verdict:official_judge_run",
     "rubric": "cafe.judge.rubric_run:rubric_run",
-    "cues": "cafe.judge.cues:cues_run",
+    "cues": "cafe.steps.cues:cues_run",
     "listen": "cafe.listen:run_controls",
     "decay": "cafe.steps.decay:decay",
     "run_step": "cafe.steps:run_step",

@@ -23,7 +23,7 @@ COMMANDS: dict[str, str] = {
     "judge-accuracy": "cafe.judge.answer:judge_accuracy_command",
     "judge-official": "cafe.judge.verdict:judge_official_command",
     "rubric": "cafe.judge.rubric_run:rubric_command",
-    "cues": "cafe.judge.cues:cues_command",
+    "cues": "cafe.steps.cli:cues_command",
     "listen": "cafe.listen:listen_command",
     "decay": "cafe.steps.cli:decay_command",
     "attention": "cafe.metrics.attention:attention_command",

@@ -64,6 +64,11 @@ def judge_slug(identity: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
 
 
+def judge_records_name(kind: str, identity: str) -> str:
+    """The file name of a judge's own records (RunStore.judge_records)."""
+    return f"{JUDGE_RECORDS[kind]}.{judge_slug(identity)}.jsonl"
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -275,7 +280,7 @@ class RunStore:
     def judge_records(self, kind: str, identity: str) -> Path:
         """A judge's own records file: ``kind`` "cafe" (judgements.<slug>.jsonl), "rubric" or
         "cues" (JUDGE_RECORDS)."""
-        return self.path(f"{JUDGE_RECORDS[kind]}.{judge_slug(identity)}.jsonl")
+        return self.path(judge_records_name(kind, identity))
 
     # manifest / metrics -------------------------------------------------------------------
     def has_manifest(self) -> bool:

@@ -25,6 +25,7 @@ class StepRegistry(Registry[Any]):
 
 STEPS: StepRegistry = StepRegistry("step", entry_point_group="cafe.steps", base=Step)
 STEPS.add_lazy("decay", "cafe.steps.decay:DecayStep")
+STEPS.add_lazy("cues", "cafe.steps.cues:CuesStep")
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,8 @@ TABLE: tuple[StepEntry, ...] = (
               "cafe.judge.verdict:judge_official_command", "official", False),
     StepEntry("rubric", "rubric", "cafe.judge.rubric_run:rubric_run",
               "cafe.judge.rubric_run:rubric_command", "rubric", False),
-    StepEntry("cues", "cues", "cafe.judge.cues:cues_run", "cafe.judge.cues:cues_command",
-              "cues", False),
+    StepEntry("cues", "cues", "cafe.steps.cues:cues_run", "cafe.steps.cli:cues_command",
+              "cues", True),
     StepEntry("listen", "listen", "cafe.listen:run_controls", "cafe.listen:listen_command",
               "listening", False),
     StepEntry("decay", "decay", "cafe.steps.decay:decay", "cafe.steps.cli:decay_command",

@@ -79,6 +79,23 @@ class Step:
     higher_is_better: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
+    record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
+    engine_cache: ClassVar[bool] = True  # False: the step's calls cache themselves
+
+    def records_file(self, spec: dict[str, Any]) -> str | None:
+        """Its records file under this spec (None: a step that makes no calls)."""
+        return f"{self.records}.jsonl" if self.records else None
+
+    def key(self, item: Any) -> tuple[str, int]:
+        return item[1].sample_id, item[1].run_index
+
+    def failed(self, item: Any, why: str) -> Any:
+        """The record of an item whose call raised (asked again next time)."""
+        sid, run = self.key(item)
+        return StepRecord(sid, run, "failed", reason=why)
+
+    async def aclose(self) -> None:
+        """Release what the calls used (a client), whatever happened."""
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The frozen spec: every option resolved (defaults filled, types checked), the step's
@@ -99,6 +116,9 @@ class Step:
                     ) from None
             out[o.name] = v
         return out
+
+    def check(self, view: View, spec: dict[str, Any]) -> None:
+        """Raise (one line) before any call when the folder cannot give this step its inputs."""
 
     def plan(self, view: View, spec: dict[str, Any]) -> list[Item]:
         """The (item, run)s the step makes a call for (the engine drops those already done)."""

@@ -98,3 +98,66 @@ def decay_command(
         mode="macro" if macro else "micro",
     )
     click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))
+
+
+@command("cues")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judge",
+    type=click.Choice(["openai", "gemini", "openai-compatible"]),
+    help="Also ask this CAFE judge (cue list as required events); offline matcher only without.",
+)
+@click.option("--judge-model", help="Judge model name.")
+@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server URL (repeatable).")
+@click.option("--judge-concurrency", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option(
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+)
+@click.option(
+    "--captions", type=click.Path(exists=True, dir_okay=False), help="Captions file (optional)."
+)
+@click.option("--template", type=click.Path(exists=True, dir_okay=False), help="Own template.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def cues_command(
+    run_dir: str,
+    judge: str | None,
+    judge_model: str | None,
+    endpoints: tuple[str, ...],
+    judge_concurrency: int,
+    api_key_env: str | None,
+    captions: str | None,
+    template: str | None,
+    cache_path: str | None,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio cues that the
+    model's reasoning mentions, by a documented offline matcher and optionally by the CAFE judge,
+    plus how the cues agree with the CAFE judge's required events (after `cafe judge`).
+
+    \b
+    cafe cues runs/x
+    cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+    if judge and not judge_model:
+        raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
+    from cafe.steps.cues import cues_run
+
+    try:
+        section = cues_run(
+            run_dir, judge, judge_model, endpoints, judge_concurrency, template=template,
+            captions=captions, cache=cache_path, progress=not no_progress,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    from cafe.judge.cues import format_cues
+
+    click.echo(json.dumps(section, indent=2) if as_json else format_cues(section))

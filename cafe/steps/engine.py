@@ -20,7 +20,7 @@ from cafe.counters import by_status, judge_counters
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.locking import folder_lock
-from cafe.steps.base import Item, Step, StepRecord, View
+from cafe.steps.base import Step, StepRecord, View
 from cafe.store import RunStore, latest_records, rewrite_jsonl, write_json_atomic
 
 
@@ -72,15 +72,19 @@ def run_step(
     store = RunStore(run_dir)
     with folder_lock(store.root, f"cafe {step.name}"):
         view = read_view(store)
+        step.check(view, spec)
         records: list[StepRecord] = []
         calls: dict[str, Any] = {}
-        if step.records:
-            records, calls = _execute(step, store, view, spec, cache, concurrency, progress)
+        records_file = step.records_file(spec)
+        if records_file:
+            records, calls = _execute(
+                step, store, view, spec, records_file, cache, concurrency, progress
+            )
         status = step.status(view, records)
         require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
         section = dict(step.section(view, records, spec))
         section["status"] = status.to_dict()
-        if step.records:
+        if records_file:
             section["spec"] = spec
             previous = view.metrics.get(step.section_name)
             section["counters"] = judge_counters(previous, spec, calls)
@@ -90,50 +94,61 @@ def run_step(
 
 
 def _execute(
-    step: Step, store: RunStore, view: View, spec: dict[str, Any], cache: Any,
-    concurrency: int, progress: bool,
-) -> tuple[list[StepRecord], dict[str, Any]]:  # fmt: skip
+    step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str,
+    cache: Any, concurrency: int, progress: bool,
+) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
     """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
     from cafe.judge.stages import execute
 
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
-    path = store.path(f"{step.records}.jsonl")
-    kept = _resume(path, spec)
+    path = store.path(records_file)
+    kept = _resume(path, spec, step.record_cls)
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
-    todo = [it for it in step.plan(view, spec) if (it[1].sample_id, it[1].run_index) not in done]
-    if not isinstance(cache, Cache):
-        cache = Cache(cache if cache is not None else cache_file("steps.sqlite"))
-    sent = [0]
-
-    async def one(item: Item) -> StepRecord:
-        key = make_key(step=spec, inputs=step.call_inputs(item, spec))
-        hit = cache.get(key)
-        if hit is not None:
-            return StepRecord.from_dict(hit)
-        sent[0] += 1
-        rec = await step.acall(item, spec)
-        if rec.status == "ok":  # a failed or unusable reply is asked again next time
-            cache.put(key, rec.to_dict())
-        return rec
-
-    def failed(item: Item, why: str) -> StepRecord:
-        return StepRecord(item[1].sample_id, item[1].run_index, "failed", reason=why)
-
-    hits0 = cache.hits
+    todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
+    call, counts = _cached_call(step, spec, cache)
     with store.writer(path.name) as writer:
-        fresh = asyncio.run(execute(todo, one, failed, writer, concurrency=concurrency,
-                                    desc=f"cafe {step.name}", progress=progress))  # fmt: skip
+        fresh = asyncio.run(execute(todo, call, step.failed, writer, concurrency=concurrency,
+                                    desc=f"cafe {step.name}", progress=progress,
+                                    aclose=step.aclose))  # fmt: skip
     keys = {(p.sample_id, p.run_index) for p in view.predictions}
     merged = {(r.sample_id, r.run_index): r for r in [*kept, *fresh]}
     records = [r for k, r in merged.items() if k in keys]
     rewrite_jsonl(path, records)  # compacted: one record per (item, run)
-    counts = {"calls": sent[0], "cache_hits": cache.hits - hits0, "done": len(fresh),
-              "records": by_status([r.status for r in fresh])}  # fmt: skip
+    counts.update(done=len(fresh), records=by_status([r.status for r in fresh]))
     return records, counts
 
 
-def _resume(path: Path, spec: dict[str, Any]) -> list[StepRecord]:
+def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dict[str, Any]]:
+    """The step's call behind the call cache (key: the frozen spec + the call's inputs; only
+    usable records are kept, so a failed or unusable reply is asked again) and its counts."""
+    counts = {"calls": 0, "cache_hits": 0}
+    if not step.engine_cache:  # its calls cache themselves (a judge's client)
+
+        async def direct(item: Any) -> Any:
+            counts["calls"] += 1
+            return await step.acall(item, spec)
+
+        return direct, counts
+    if not isinstance(cache, Cache):
+        cache = Cache(cache if cache is not None else cache_file("steps.sqlite"))
+
+    async def cached(item: Any) -> Any:
+        key = make_key(step=spec, inputs=step.call_inputs(item, spec))
+        hit = cache.get(key)
+        if hit is not None:
+            counts["cache_hits"] += 1
+            return step.record_cls.from_dict(hit)
+        counts["calls"] += 1
+        rec = await step.acall(item, spec)
+        if rec.status == "ok":
+            cache.put(key, rec.to_dict())
+        return rec
+
+    return cached, counts
+
+
+def _resume(path: Path, spec: dict[str, Any], cls: type[Any]) -> list[Any]:
     """The records made under ``spec``; another spec's are dropped (the file emptied before
     the new spec is written, so a kill never leaves old records under the new spec)."""
     spec_path = path.with_name(path.name.removesuffix(".jsonl") + ".spec.json")
@@ -142,7 +157,7 @@ def _resume(path: Path, spec: dict[str, Any]) -> list[StepRecord]:
     except (OSError, ValueError):
         stored = None
     if stored == spec:
-        return latest_records(path, StepRecord)
+        return latest_records(path, cls)
     if path.exists():
         rewrite_jsonl(path, [])
     write_json_atomic(spec_path, spec)
