@@ -28,8 +28,9 @@ from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.base import sha256_text
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
+from cafe.locking import writes_folder
 from cafe.records import Prediction, Sample
-from cafe.store import RunStore
+from cafe.store import RunStore, replace_file
 
 SECTION = "official"
 VERDICTS_FILE = "official_judgements.jsonl"
@@ -148,9 +149,11 @@ def _read_kept(store: RunStore, name: str, preds: list[Prediction]) -> dict[tupl
 
 
 def _write_kept(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
-    store.path(name).write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
-    )
+    """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
+    from cafe.redaction import scrub_text
+
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
 
 
 def embed_run(store: RunStore, bench: Any, embedder: str) -> dict[tuple[str, int], Any]:
@@ -171,6 +174,7 @@ def embed_run(store: RunStore, bench: Any, embedder: str) -> dict[tuple[str, int
     return {(r["sample_id"], r["run_index"]): r for r in rows}
 
 
+@writes_folder("cafe judge-official")  # its files and section written by the one writer
 def official_judge_run(
     run_dir: str | Path,
     judge: str | None,
