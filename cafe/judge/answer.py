@@ -20,19 +20,20 @@ from typing import Any
 import click
 
 from cafe.cache import Cache, cache_file
-from cafe.cli_options import command
+from cafe.cli_options import batch_click_options, command, echo_costs
 from cafe.clients.base import call_stats_of
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.counters import by_status, judge_counters
 from cafe.folder.status import by_counts, require_usable
 from cafe.judge.base import load_template
-from cafe.judge.batching import batch_click_options, batch_options, echo_costs
+from cafe.judge.batching import batch_options
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
 from cafe.judge.stages import execute
 from cafe.locking import writes_folder
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
+from cafe.reporting import warn
 from cafe.store import RunStore
 
 SECTION = "judged_accuracy"
@@ -292,8 +293,7 @@ def _verdict_status(section: dict[str, Any], n: int, who: str) -> None:
     require_usable(who, status)
     section["status"] = status.to_dict()
     if bad * 2 > n:
-        click.echo(f"warning: {bad} of {n} answer-judge replies unusable "
-                   f"({section['verdicts']})", err=True)  # fmt: skip
+        warn(f"{bad} of {n} answer-judge replies unusable ({section['verdicts']})")
 
 
 def _split_rule_decided(

@@ -17,10 +17,16 @@ from typing import Any
 import click
 
 from cafe.cache import Cache, cache_file
-from cafe.cli_options import command, concurrency_option, limit_option
+from cafe.cli_options import (
+    batch_click_options,
+    command,
+    concurrency_option,
+    echo_costs,
+    limit_option,
+)
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
-from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
+from cafe.judge.batching import batch_options, call_plan
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
 from cafe.records import InputError, Problem, Sample

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cafe.cli_options import command, judge_server_options, no_progress_option
+from cafe.cli_options import batch_click_options, command, judge_server_options, no_progress_option
 from cafe.judge import JUDGES
-from cafe.judge.batching import batch_click_options
 
 
 @command("judge")
@@ -100,7 +99,8 @@ def judge_command(
     cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
-    from cafe.judge.batching import batch_options, echo_costs, format_dry_run
+    from cafe.cli_options import echo_costs
+    from cafe.judge.batching import batch_options, format_dry_run
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
     if judge not in JUDGES:

@@ -33,6 +33,7 @@ from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
+from cafe.reporting import warn
 from cafe.store import (
     JUDGEMENTS,
     RunStore,
@@ -269,9 +270,7 @@ def _describe_judging(
     accuracy, reply health, calls, and the counters over every invocation under this spec."""
     health = reply_health(fresh)
     if health["warning"]:
-        import click
-
-        click.echo(f"warning: {health['warning']}", err=True)
+        warn(health["warning"])
     n_correct = sum(p.correct for p in preds)
     sent = getattr(judge, "calls", 0)
     section.update(

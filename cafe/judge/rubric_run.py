@@ -18,16 +18,10 @@ from typing import Any
 import click
 
 from cafe.cache import Cache, cache_file
-from cafe.cli_options import command
+from cafe.cli_options import batch_click_options, command, echo_costs
 from cafe.clients.base import call_stats_of
 from cafe.counters import by_status, judge_counters
-from cafe.judge.batching import (
-    batch_click_options,
-    batch_options,
-    call_plan,
-    echo_costs,
-    write_costs,
-)
+from cafe.judge.batching import batch_options, call_plan, write_costs
 from cafe.judge.pipeline import (
     _bench_breakdowns,
     _write_compact,

@@ -22,11 +22,11 @@ from typing import Any
 import click
 
 from cafe.benchmarks.embedding_match import EmbedderUnavailable
-from cafe.cli_options import command
+from cafe.cli_options import batch_click_options, command, echo_costs
 from cafe.clients.thinking import final_answer
 from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.base import sha256_text
-from cafe.judge.batching import batch_click_options, batch_options, echo_costs
+from cafe.judge.batching import batch_options
 from cafe.judge.extraction import build_prompt
 from cafe.locking import writes_folder
 from cafe.records import Prediction, Sample
