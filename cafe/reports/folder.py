@@ -48,9 +48,10 @@ def run_line(run: Path) -> list[str]:
     if cov:
         items = f"{PARTIAL} {cov['items']} of {cov['of'] or '?'}"
     status = str(manifest.get("status") or MISSING)
+    if manifest.get("status_reason"):  # the counts that decided it
+        status += f" ({manifest['status_reason']})"
     if run_failed(manifest):  # nothing usable: its figures are absent, never 0.00
         metrics = {}
-        status = f"failed ({manifest.get('status_reason') or 'no usable item'})"
     total = (metrics.get("accuracy") or {}).get("total") or {}
     cafe = metrics.get("cafe") or {}
     return [

@@ -366,6 +366,33 @@ class _Work:
         return [out[(s.id, r)] for s, r in items]
 
 
+def _load(plan: RunPlan, manifest: dict[str, Any]) -> Any:
+    """The adapter; one that cannot load marks the manifest failed (never left "running")."""
+    try:
+        return load_adapter(plan.resolved, plan.adapter_options)
+    except ModelLoadError as e:
+        manifest["status"] = "failed"
+        manifest["error"] = str(e)
+        manifest["updated"] = now()
+        plan.store.write_manifest(manifest)
+        raise _LoadFailed(str(e)) from e
+
+
+def _say_failures(preds: list[Prediction], failures: int) -> int:
+    """Say why an item failed as it happens, not only on disk (the first MAX_WARNINGS) ->
+    the failures so far."""
+    for p in preds:
+        if p.parse_status == "failed" and p.error:
+            failures += 1
+            if failures <= MAX_WARNINGS:
+                from tqdm import tqdm
+
+                named = f"sample {p.sample_id}" in p.error
+                said = p.error if named else f"sample {p.sample_id}: {p.error}"
+                tqdm.write(f"error: {said}", file=sys.stderr)
+    return failures
+
+
 def _generate(
     plan: RunPlan,
     todo: list[tuple[Sample, int]],
@@ -381,14 +408,7 @@ def _generate(
     generation = plan.spec.generation
     if plan.spec.runs > 1 and is_greedy(generation):  # temperature 0 is greedy even if sampling
         warn([f"--runs {plan.spec.runs} with greedy decoding: runs will be identical"])
-    try:
-        adapter = load_adapter(plan.resolved, plan.adapter_options)
-    except ModelLoadError as e:
-        manifest["status"] = "failed"  # never left "running" by a model that cannot load
-        manifest["error"] = str(e)
-        manifest["updated"] = now()
-        plan.store.write_manifest(manifest)
-        raise _LoadFailed(str(e)) from e
+    adapter = _load(plan, manifest)
     store = plan.store
     calls = open_cache(cache)
     written = failures = 0
@@ -417,15 +437,7 @@ def _generate(
         store.write_manifest(manifest)
         if dead:
             raise _ServerGone(dead[0].error or "the model server gave no reply")
-        for p in preds:  # say why an item failed as it happens, not only on disk
-            if p.parse_status == "failed" and p.error:
-                failures += 1
-                if failures <= MAX_WARNINGS:
-                    from tqdm import tqdm
-
-                    named = f"sample {p.sample_id}" in p.error
-                    said = p.error if named else f"sample {p.sample_id}: {p.error}"
-                    tqdm.write(f"error: {said}", file=sys.stderr)
+        failures = _say_failures(preds, failures)
 
     try:
         manifest["adapter"] = without_secrets(adapter.identity())
