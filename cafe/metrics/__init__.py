@@ -70,35 +70,11 @@ METRICS: MetricRegistry = MetricRegistry(
 )
 
 
-def read_run(run_dir: str | Path) -> RunRecords:
-    """The records of a run folder for the metric functions."""
-    from cafe.store import RunStore
-
-    store = RunStore(run_dir)
-    manifest = store.read_manifest() if store.has_manifest() else {}
-    return RunRecords(
-        root=store.root,
-        manifest=manifest,
-        samples=store.samples(),
-        predictions=store.predictions(),
-        judgements=store.judgements(),
-        metrics=store.read_metrics(),
-    )
-
-
-def compute_metrics(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """Run every registered metric on the run folder and write each result as its own
-    metrics.json section -> {section: value}. A metric that fails or returns no dict writes
-    {"error": "..."} in its section and the others still run."""
-    from cafe.store import RunStore
-
-    names = METRICS.names()
-    if not names:
-        return {}
-    records = read_run(run_dir)
-    store = RunStore(run_dir)
+def metric_sections(records: RunRecords) -> dict[str, dict[str, Any]]:
+    """Every registered metric on the records -> {section: value}. A metric that fails or
+    returns no dict gives {"error": "..."} and the others still run."""
     out: dict[str, dict[str, Any]] = {}
-    for name in names:
+    for name in METRICS.names():
         fn = METRICS.get(name)  # a built-in section's name is refused here (MetricRegistry)
         plugin_section(name, getattr(fn, "derives_from", PLUGIN_DERIVES))
         try:
@@ -107,9 +83,18 @@ def compute_metrics(run_dir: str | Path) -> dict[str, dict[str, Any]]:
                 raise TypeError(f"returned {type(value).__name__}, not a dict")
         except Exception as e:  # one broken metric must not lose the others
             value = {"error": f"{type(e).__name__}: {e}"}
-        store.update_metrics(name, dict(value))  # the written copy carries the stamp
         out[name] = value
     return out
 
 
-__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "compute_metrics", "read_run"]
+def __getattr__(name: str) -> Any:
+    # reading and writing the folder is the steps' side (cafe.steps.plugins): importable here
+    if name in ("read_run", "compute_metrics"):
+        from cafe.steps import plugins
+
+        return getattr(plugins, name)
+    raise AttributeError(name)
+
+
+__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "compute_metrics", "metric_sections",
+           "read_run"]  # fmt: skip
