@@ -57,7 +57,7 @@ TARGETS: dict[str, str] = {
     "judge_agreement": "cafe.judge.agreement:judge_agreement",
     "judge_accuracy": "cafe.judge.answer:judge_accuracy_run",
     "judge_official": "cafe.judge.verdict:official_judge_run",
-    "rubric": "cafe.judge.rubric_run:rubric_run",
+    "rubric": "cafe.steps.rubric:rubric_run",
     "cues": "cafe.steps.cues:cues_run",
     "listen": "cafe.listen:run_controls",
     "decay": "cafe.steps.decay:decay",

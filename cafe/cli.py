@@ -22,7 +22,7 @@ COMMANDS: dict[str, str] = {
     "judge-agreement": "cafe.judge.agreement:agreement_command",
     "judge-accuracy": "cafe.judge.answer:judge_accuracy_command",
     "judge-official": "cafe.judge.verdict:judge_official_command",
-    "rubric": "cafe.judge.rubric_run:rubric_command",
+    "rubric": "cafe.steps.cli:rubric_command",
     "cues": "cafe.steps.cli:cues_command",
     "listen": "cafe.listen:listen_command",
     "decay": "cafe.steps.cli:decay_command",

@@ -195,7 +195,7 @@ def test_a_judging_protocol_is_one_module(tmp_path: Path, monkeypatch, scoped) -
         assert len(srv.requests) == 4
         sec = json.loads((run / "metrics.json").read_text())["hedging"]
         assert sec["hedging_rate"] == 25.0 and sec["judged"] == 4  # 1 of 4, by hand
-        assert sec["status"] == {"status": "complete", "total": 4, "usable": 4}
+        assert sec["outcome"] == {"status": "complete", "total": 4, "usable": 4}
         assert sec["spec"] == {"step": "hedging", "version": 1, "judge_model": "m"}
         # again: every record is there under this spec, nothing is asked
         again = api.run_step("hedging", run, judge_model="m")

@@ -93,7 +93,7 @@ def test_mostly_unusable_verdicts_warn(tmp_path, reply):
     assert res.exit_code == 0, res.output
     assert "warning: 4 of 5 answer-judge replies unusable" in res.output
     sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
-    assert sec["status"] == {"status": "partial", "total": 5, "usable": 1,
+    assert sec["outcome"] == {"status": "partial", "total": 5, "usable": 1,
                              "reason": "4 of 5 answer-judge replies unusable"}  # fmt: skip
 
 

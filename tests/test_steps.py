@@ -82,7 +82,7 @@ def test_engine_resumes_retries_failed_records_and_caches(tmp_path):
     Length.calls = []
     res = run_step(Length(), store.root, cache=tmp_path / "c.sqlite")
     assert res.section["total"] == 5 and res.status.status == "partial"
-    assert res.section["status"]["reason"] == "1 of 3 replies unusable"
+    assert res.section["outcome"]["reason"] == "1 of 3 replies unusable"
     assert sorted(Length.calls) == ["a", "b", "c"]
     # the failed record is asked again, the others kept
     store.path("predictions.jsonl").write_text("")

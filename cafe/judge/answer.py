@@ -291,7 +291,7 @@ def _verdict_status(section: dict[str, Any], n: int, who: str) -> None:
     bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
     status = by_counts(n, n - bad, "answer-judge replies", "unusable")
     require_usable(who, status)
-    section["status"] = status.to_dict()
+    section["outcome"] = status.to_dict()
     if bad * 2 > n:
         warn(f"{bad} of {n} answer-judge replies unusable ({section['verdicts']})")
 

@@ -26,6 +26,7 @@ class StepRegistry(Registry[Any]):
 STEPS: StepRegistry = StepRegistry("step", entry_point_group="cafe.steps", base=Step)
 STEPS.add_lazy("decay", "cafe.steps.decay:DecayStep")
 STEPS.add_lazy("cues", "cafe.steps.cues:CuesStep")
+STEPS.add_lazy("rubric", "cafe.steps.rubric:RubricStep")
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ TABLE: tuple[StepEntry, ...] = (
               "cafe.judge.answer:judge_accuracy_command", "judged_accuracy", False),
     StepEntry("judge-official", "judge_official", "cafe.judge.verdict:official_judge_run",
               "cafe.judge.verdict:judge_official_command", "official", False),
-    StepEntry("rubric", "rubric", "cafe.judge.rubric_run:rubric_run",
-              "cafe.judge.rubric_run:rubric_command", "rubric", False),
+    StepEntry("rubric", "rubric", "cafe.steps.rubric:rubric_run", "cafe.steps.cli:rubric_command",
+              "rubric", True),
     StepEntry("cues", "cues", "cafe.steps.cues:cues_run", "cafe.steps.cli:cues_command",
               "cues", True),
     StepEntry("listen", "listen", "cafe.listen:run_controls", "cafe.listen:listen_command",

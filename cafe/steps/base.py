@@ -94,8 +94,15 @@ class Step:
         sid, run = self.key(item)
         return StepRecord(sid, run, "failed", reason=why)
 
+    #: this invocation's counts (calls, cache hits, done, records by status), set by the engine
+    this_invocation: dict[str, Any] = {}  # noqa: RUF012 - replaced per instance, never mutated
+
     async def aclose(self) -> None:
         """Release what the calls used (a client), whatever happened."""
+
+    def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
+        """What the section's counters add up for this invocation (default: the engine's)."""
+        return counts
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The frozen spec: every option resolved (defaults filled, types checked), the step's
@@ -117,7 +124,7 @@ class Step:
             out[o.name] = v
         return out
 
-    def check(self, view: View, spec: dict[str, Any]) -> None:
+    def check(self, view: View) -> None:
         """Raise (one line) before any call when the folder cannot give this step its inputs."""
 
     def plan(self, view: View, spec: dict[str, Any]) -> list[Item]:
@@ -151,5 +158,5 @@ class Step:
 
     def format(self, section: dict[str, Any]) -> str:
         """What `cafe NAME` prints (default: the status line)."""
-        st = section.get("status") or {}
+        st = section.get("outcome") or {}
         return f"{self.name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"

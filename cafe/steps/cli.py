@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from cafe.cli_options import Command, command
+from cafe.cli_options import Command, batch_click_options, command, echo_costs
+from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM
 from cafe.metrics.decay import DEFAULT_MIN_COUNT, format_decay
 from cafe.steps.base import Step
 
@@ -161,3 +162,118 @@ def cues_command(
     from cafe.judge.cues import format_cues
 
     click.echo(json.dumps(section, indent=2) if as_json else format_cues(section))
+
+
+@command("rubric")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judge",
+    default="openai",
+    show_default=True,
+    type=click.Choice(["openai", "gemini", "openai-compatible"]),
+    help="Chat protocol of the judge (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
+)
+@click.option(
+    "--judge-model", default=PAPER_JUDGE, show_default=True, help="Judge model (the authors')."
+)
+@click.option(
+    "--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL (repeatable)."
+)
+@click.option(
+    "--judge-concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Judge calls in flight at once.",
+)
+@click.option(
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+)
+@click.option("--raters", type=click.IntRange(min=1), default=RATERS, show_default=True)
+@click.option(
+    "--trim",
+    type=click.IntRange(min=0),
+    default=TRIM,
+    show_default=True,
+    help="Drop this many lowest and highest rater scores before averaging.",
+)
+@click.option("--temperature", type=float, default=TEMPERATURE, show_default=True)
+@click.option("--seed", type=int, default=SEED, show_default=True)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=RETRIES,
+    show_default=True,
+    help="Extra attempts per rater after an invalid reply.",
+)
+@click.option(
+    "--template",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Your own rubric template (same '----- part -----' layout as the packaged one).",
+)
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@batch_click_options
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def rubric_command(
+    run_dir: str,
+    judge: str,
+    judge_model: str,
+    endpoints: tuple[str, ...],
+    judge_concurrency: int,
+    api_key_env: str | None,
+    raters: int,
+    trim: int,
+    temperature: float,
+    seed: int,
+    retries: int,
+    template: str | None,
+    cache_path: str | None,
+    as_json: bool,
+    no_progress: bool,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    prices: str | None = None,
+) -> None:
+    """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
+    protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
+    by modality, category and sub-category go into metrics.json "rubric".
+
+    \b
+    cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
+    cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+    from cafe.judge.batching import batch_options, call_plan, write_costs
+    from cafe.metrics.rubric import format_rubric
+    from cafe.steps.rubric import rubric_run
+    from cafe.store import RunStore
+
+    # the batch transport and cost ledger (cafe.judge.batching): state in RUN_DIR/batches/
+    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
+    plan = call_plan(run_dir, batch=batch, prices=prices, batch_options=opts)
+    try:
+        section = rubric_run(
+            run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),
+            raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
+            template=template, cache=cache_path, progress=not no_progress, calls=plan,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
+    click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))
+    echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
+    failed = section["status"].get("failed", 0)
+    if failed:  # a score left absent must not look like success
+        raise click.ClickException(
+            f"{failed} of {section['total']} items could not be rated (judge calls failed; "
+            f"reasons in {section['file']}): the score is absent; run the same command again "
+            "to retry them"
+        )

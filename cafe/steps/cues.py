@@ -69,7 +69,7 @@ class CuesStep(Step):
     def records_file(self, spec: dict[str, Any]) -> str | None:
         return judge_records_name("cues", self.judge.identity) if self.judge else None
 
-    def check(self, view: View, spec: dict[str, Any]) -> None:
+    def check(self, view: View) -> None:
         if not view.predictions:
             raise ValueError(f"{view.root}: no predictions.jsonl records")
         if not any(cues_of(s) for s in view.samples):

@@ -67,12 +67,12 @@ def run_step(
     """Run ``step`` on a run folder with ``options`` (its declared ones) -> its section, also
     written to metrics.json. Raises NothingUsable (nothing written) when it produced nothing
     usable; re-running resumes (and replays finished calls from the cache)."""
-    spec = step.spec(**options)
     register_step_section(step)
     store = RunStore(run_dir)
     with folder_lock(store.root, f"cafe {step.name}"):
         view = read_view(store)
-        step.check(view, spec)
+        step.check(view)  # what the folder lacks is said first, then what the options lack
+        spec = step.spec(**options)
         records: list[StepRecord] = []
         calls: dict[str, Any] = {}
         records_file = step.records_file(spec)
@@ -80,14 +80,15 @@ def run_step(
             records, calls = _execute(
                 step, store, view, spec, records_file, cache, concurrency, progress
             )
+            step.this_invocation = calls
         status = step.status(view, records)
         require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
         section = dict(step.section(view, records, spec))
-        section["status"] = status.to_dict()
+        section["outcome"] = status.to_dict()
         if records_file:
             section["spec"] = spec
             previous = view.metrics.get(step.section_name)
-            section["counters"] = judge_counters(previous, spec, calls)
+            section["counters"] = judge_counters(previous, spec, step.counters(calls))
         store.update_metrics(step.section_name, section)
         store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
     return StepResult(section, status, records)
