@@ -12,6 +12,7 @@ from typing import Any
 
 from cafe.folder.status import run_failed
 from cafe.reports.tables import PARTIAL
+from cafe.store import MANIFEST, METRICS
 
 COLUMNS = ("run", "model", "benchmark", "version", "items", "runs", "accuracy", "Acc_per",
            "Err_per", "Err_use", "Err_omit", "status")  # fmt: skip
@@ -20,7 +21,7 @@ MISSING = "–"
 
 def run_folders(root: str | Path) -> list[Path]:
     """The run folders directly inside ``root`` (those with a manifest.json), by name."""
-    return sorted(p.parent for p in Path(root).glob("*/manifest.json"))
+    return sorted(p.parent for p in Path(root).glob(f"*/{MANIFEST}"))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def _num(v: Any) -> str:
 def run_line(run: Path) -> list[str]:
     from cafe.reports.leaderboard import run_coverage
 
-    manifest, metrics = _read(run / "manifest.json"), _read(run / "metrics.json")
+    manifest, metrics = _read(run / MANIFEST), _read(run / METRICS)
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
     model = manifest.get("model")
     model = model.get("name") if isinstance(model, dict) else model
