@@ -21,7 +21,6 @@ from cafe.cli_options import (
     option,
 )
 from cafe.controls import CONTROLS, control_captions, parse_controls
-from cafe.locking import writes_folder
 from cafe.store import RunStore
 
 SECTION = "listening"
@@ -117,25 +116,11 @@ def run_controls(
     return write_listening(real, {n: r.run_dir for n, r in results.items()})
 
 
-@writes_folder("cafe listen")
 def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> dict[str, Any]:
-    """The real run's "listening" section from its control folders."""
-    from cafe.judge.pipeline import _bench_breakdowns
-    from cafe.metrics.listening import listening_section
+    """The real run's "listening" section from its control folders (on the step engine)."""
+    from cafe.steps.listening import write_listening as write
 
-    store = RunStore(real_dir)
-    samples = store.samples()
-    data = {}
-    for name, d in controls.items():
-        ctl = RunStore(d)
-        data[name] = {
-            "predictions": ctl.predictions(),
-            "run_dir": str(Path(d).resolve()),
-            "cafe": ctl.read_metrics().get("cafe"),
-        }
-    section = listening_section(samples, store.predictions(), data, _bench_breakdowns(store))
-    store.update_metrics(SECTION, section)
-    return section
+    return write(real_dir, controls)
 
 
 @command("listen")

@@ -27,6 +27,7 @@ STEPS: StepRegistry = StepRegistry("step", entry_point_group="cafe.steps", base=
 STEPS.add_lazy("decay", "cafe.steps.decay:DecayStep")
 STEPS.add_lazy("cues", "cafe.steps.cues:CuesStep")
 STEPS.add_lazy("rubric", "cafe.steps.rubric:RubricStep")
+STEPS.add_lazy("listen", "cafe.steps.listening:ListeningStep")
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,9 @@ TABLE: tuple[StepEntry, ...] = (
               "rubric", True),
     StepEntry("cues", "cues", "cafe.steps.cues:cues_run", "cafe.steps.cli:cues_command",
               "cues", True),
+    # the controls run through `cafe run`; the section they make runs on the engine
     StepEntry("listen", "listen", "cafe.listen:run_controls", "cafe.listen:listen_command",
-              "listening", False),
+              "listening", True),
     StepEntry("decay", "decay", "cafe.steps.decay:decay", "cafe.steps.cli:decay_command",
               "decay", True),
     StepEntry("caption", "caption", "cafe.judge.captions:caption",
