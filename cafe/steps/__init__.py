@@ -59,7 +59,7 @@ TABLE: tuple[StepEntry, ...] = (
     StepEntry("caption", "caption", "cafe.judge.captions:caption",
               "cafe.judge.captions:caption_command", None, False),
     StepEntry("attention", "attention", "cafe.metrics.attention:attention",
-              "cafe.metrics.attention:attention_command", None, False),
+              "cafe.metrics.cli:attention_command", None, False),
 )  # fmt: skip
 
 
