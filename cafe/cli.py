@@ -24,7 +24,7 @@ COMMANDS: dict[str, str] = {
     "judge-official": "cafe.judge.verdict:judge_official_command",
     "rubric": "cafe.steps.cli:rubric_command",
     "cues": "cafe.steps.cli:cues_command",
-    "listen": "cafe.listen:listen_command",
+    "listen": "cafe.steps.cli:listen_command",
     "decay": "cafe.steps.cli:decay_command",
     "attention": "cafe.metrics.cli:attention_command",
     "report": "cafe.reports.cli:report_command",

@@ -52,7 +52,7 @@ TABLE: tuple[StepEntry, ...] = (
     StepEntry("cues", "cues", "cafe.steps.cues:cues_run", "cafe.steps.cli:cues_command",
               "cues", True),
     # the controls run through `cafe run`; the section they make runs on the engine
-    StepEntry("listen", "listen", "cafe.listen:run_controls", "cafe.listen:listen_command",
+    StepEntry("listen", "listen", "cafe.listen:run_controls", "cafe.steps.cli:listen_command",
               "listening", True),
     StepEntry("decay", "decay", "cafe.steps.decay:decay", "cafe.steps.cli:decay_command",
               "decay", True),
