@@ -19,6 +19,14 @@ def warn(line: str) -> None:
         print(text, file=sys.stderr)
 
 
+def note(line: str) -> None:
+    """Report one line as it is (a state the user should know, not a warning)."""
+    if _sink is not None:
+        _sink(line)
+    else:
+        print(line, file=sys.stderr)
+
+
 def set_sink(sink: Callable[[str], None] | None) -> Callable[[str], None] | None:
     """Send warnings to ``sink`` (None: stderr again); returns the previous sink."""
     global _sink
