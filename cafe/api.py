@@ -30,6 +30,7 @@ command line               function
 ``cafe cues``              cues
 ``cafe listen``            listen
 ``cafe decay``             decay
+``cafe STEP`` (a plugin)   run_step
 ``cafe attention``         attention
 ``cafe report``            report, table, figure, compare
 ``cafe leaderboard``       leaderboard, leaderboard_add, leaderboard_html
@@ -56,10 +57,11 @@ TARGETS: dict[str, str] = {
     "judge_agreement": "cafe.judge.agreement:judge_agreement",
     "judge_accuracy": "cafe.judge.answer:judge_accuracy_run",
     "judge_official": "cafe.judge.verdict:official_judge_run",
-    "rubric": "cafe.judge.rubric_run:rubric_run",
-    "cues": "cafe.judge.cues:cues_run",
+    "rubric": "cafe.steps.rubric:rubric_run",
+    "cues": "cafe.steps.cues:cues_run",
     "listen": "cafe.listen:run_controls",
-    "decay": "cafe.metrics.decay:decay",
+    "decay": "cafe.steps.decay:decay",
+    "run_step": "cafe.steps:run_step",
     "attention": "cafe.metrics.attention:attention",
     "report": "cafe.reports.run_report:write_run_report",
     "table": "cafe.reports.paper:table",
@@ -210,6 +212,13 @@ def decay(run_dir: str | Path, **options: Any) -> Any:
     return _target("decay")(run_dir, **options)
 
 
+def run_step(name: str, run_dir: str | Path, **options: Any) -> Any:
+    """Any registered step (cafe.steps: cafe's own on the engine and plugins') over a run
+    folder -> cafe.steps.engine.StepResult (its section, status and records). Options: the
+    step's declared ones, and cache, concurrency, progress."""
+    return _target("run_step")(name, run_dir, **options)
+
+
 # reports -----------------------------------------------------------------------------------
 def report(run_dir: str | Path, leaderboard: str | Path | None = None, **options: Any) -> Any:
     """Write report/ for a run folder (summary.md, tables, figures) -> the folder. Options:
@@ -318,4 +327,4 @@ FUNCTIONS = (
     "train_recipes",
 )
 
-__all__ = ["FUNCTIONS", "TARGETS", *FUNCTIONS]
+__all__ = ["FUNCTIONS", "TARGETS", "run_step", *FUNCTIONS]

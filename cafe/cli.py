@@ -18,15 +18,15 @@ COMMANDS: dict[str, str] = {
     "adapters": "cafe.adapters:adapters_command",
     "doctor": "cafe.adapters.doctor:doctor_command",
     "judge": "cafe.judge.cli:judge_command",
-    "caption": "cafe.judge.captions:caption_command",
-    "judge-agreement": "cafe.judge.agreement:agreement_command",
-    "judge-accuracy": "cafe.judge.answer:judge_accuracy_command",
-    "judge-official": "cafe.judge.verdict:judge_official_command",
-    "rubric": "cafe.judge.rubric_run:rubric_command",
-    "cues": "cafe.judge.cues:cues_command",
-    "listen": "cafe.listen:listen_command",
-    "decay": "cafe.metrics.decay:decay_command",
-    "attention": "cafe.metrics.attention:attention_command",
+    "caption": "cafe.judge.cli:caption_command",
+    "judge-agreement": "cafe.judge.cli:agreement_command",
+    "judge-accuracy": "cafe.judge.cli:judge_accuracy_command",
+    "judge-official": "cafe.judge.cli:judge_official_command",
+    "rubric": "cafe.steps.cli:rubric_command",
+    "cues": "cafe.steps.cli:cues_command",
+    "listen": "cafe.steps.cli:listen_command",
+    "decay": "cafe.steps.cli:decay_command",
+    "attention": "cafe.metrics.cli:attention_command",
     "report": "cafe.reports.cli:report_command",
     "leaderboard": "cafe.reports.leaderboard:leaderboard_command",
     "train": "cafe.training.cli:train_command",
@@ -55,21 +55,36 @@ HELP = {
 }
 
 
+def _plugin_steps() -> list[str]:
+    """Steps registered by other packages (cafe.steps): each is `cafe NAME`."""
+    from cafe.steps import STEPS
+
+    return [n for n in STEPS.names() if n not in COMMANDS]
+
+
 class LazyGroup(Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted([*COMMANDS, *_plugin_steps()])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
         if target is None:
-            return None
+            from cafe.steps import STEPS
+
+            if name not in STEPS:
+                return None
+            from cafe.steps.cli import step_command  # a step's command, made from its options
+
+            return step_command(STEPS.step(name))
         module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # help lines from the table, so `cafe --help` imports no command module
         with formatter.section("Commands"):
-            formatter.write_dl([(n, HELP.get(n, "")) for n in sorted(COMMANDS)])
+            rows = [(n, HELP.get(n, "")) for n in sorted(COMMANDS)]
+            rows += [(n, "A step registered by a plugin (cafe.steps).") for n in _plugin_steps()]
+            formatter.write_dl(sorted(rows))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -311,3 +311,38 @@ def judge_server_kwargs(
         "api_key_env": judge_api_key_env,
     }
     return {k: v for k, v in given.items() if v}
+
+
+# -- command-line options shared by every command that judges or captions ---------------------
+def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--batch, --batch-retry, --batch-poll, --batch-no-wait, --prices."""
+    import click
+
+    opts = [
+        click.option("--batch", is_flag=True,
+                     help="Send through the service's batch endpoints (about half price, up to "
+                     "24 h); batch ids are kept beside the output, so a killed command resumes "
+                     "by polling them, never resubmitting."),
+        click.option("--batch-retry", type=click.Choice(["resubmit", "direct"]),
+                     default="resubmit", show_default=True,
+                     help="What failed or expired batch items get: a new batch, or a direct "
+                     "call."),
+        click.option("--batch-poll", type=float, default=30.0, show_default=True,
+                     help="Seconds between the first batch status checks (grows to 5 min)."),
+        click.option("--batch-no-wait", is_flag=True,
+                     help="Submit (or check once) and exit; run again later to collect."),
+        click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Your price table (shape of cafe/clients/prices.yaml; also "
+                     "$CAFE_PRICES)."),
+    ]  # fmt: skip
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def echo_costs(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> None:
+    """Print a judging command's batch counts, spend, server trouble and selective saving."""
+    from cafe.judge.batching import cost_lines
+
+    for line in cost_lines(calls, selective):
+        click.echo(line)

@@ -10,18 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import click
-
-from cafe.cli_options import (
-    command,
-    concurrency_option,
-    judge_server_kwargs,
-    judge_server_options,
-    no_progress_option,
-    option,
-)
-from cafe.controls import CONTROLS, control_captions, parse_controls
-from cafe.locking import writes_folder
+from cafe.controls import control_captions, parse_controls
 from cafe.store import RunStore
 
 SECTION = "listening"
@@ -117,97 +106,17 @@ def run_controls(
     return write_listening(real, {n: r.run_dir for n, r in results.items()})
 
 
-@writes_folder("cafe listen")
 def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> dict[str, Any]:
-    """The real run's "listening" section from its control folders."""
-    from cafe.judge.pipeline import _bench_breakdowns
-    from cafe.metrics.listening import listening_section
+    """The real run's "listening" section from its control folders (on the step engine)."""
+    from cafe.steps.listening import write_listening as write
 
-    store = RunStore(real_dir)
-    samples = store.samples()
-    data = {}
-    for name, d in controls.items():
-        ctl = RunStore(d)
-        data[name] = {
-            "predictions": ctl.predictions(),
-            "run_dir": str(Path(d).resolve()),
-            "cafe": ctl.read_metrics().get("cafe"),
-        }
-    section = listening_section(samples, store.predictions(), data, _bench_breakdowns(store))
-    store.update_metrics(SECTION, section)
-    return section
+    return write(real_dir, controls)
 
 
-@command("listen")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@option(
-    "--controls",
-    default="all",
-    show_default=True,
-    help=f"Comma-separated controls: {', '.join(CONTROLS)} (or all).",
-)
-@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
-@option("--judge", help="CAFE judge on the controls (default: the real run's judge; none: skip).")
-@judge_server_options()
-@option("--captions", type=click.Path(exists=True), help="The real run's captions file.")
-@option(
-    "--endpoint",
-    "endpoints",
-    multiple=True,
-    help="Model server base URL for served models (repeat to shard the work).",
-)
-@option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
-@concurrency_option(help="generate() calls in flight [adapter default].")
-@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
-@option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
-@no_progress_option()
-def listen_command(
-    run_dir: str,
-    controls: str,
-    control_seed: int,
-    judge: str | None,
-    judge_model: str | None,
-    judge_api_key_env: str | None,
-    judge_endpoints: tuple[str, ...],
-    judge_concurrency: int | None,
-    captions: str | None,
-    endpoints: tuple[str, ...],
-    cards: tuple[str, ...],
-    concurrency: int | None,
-    batch_size: int | None,
-    no_cache: bool,
-    no_progress: bool,
-) -> None:
-    """Is RUN_DIR's model listening? Run the same model and spec with the audio replaced by
-    silence of the same length, noise at the clip's level, another item's clip (seeded
-    derangement) and no audio, each in its own run folder RUN_DIR-ctl-CONTROL; write the
-    listening gap (real minus control accuracy, paired bootstrap 95% interval over items) into
-    RUN_DIR/metrics.json and print it.
+def __getattr__(name: str) -> Any:
+    # the command lives in the command-line layer (cafe.steps.cli); importable here
+    if name == "listen_command":
+        from cafe.steps.cli import listen_command
 
-    \b
-    cafe listen runs/qwen2.5-omni-7b-mmar-v2
-    cafe listen runs/reference-synth-v2-n200-seed0 --controls silence,shuffled
-    """
-    from cafe.metrics.listening import format_listening
-
-    try:
-        names = parse_controls(controls)
-        manifest = RunStore(run_dir).read_manifest()
-        opts = rerun_options(manifest)
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    if endpoints:
-        opts["options"] = {**opts["options"], "endpoints": list(endpoints)}
-    jopts = judge_server_kwargs(
-        judge_model, judge_endpoints, judge_concurrency, judge_api_key_env, captions
-    )
-    if judge is None and manifest.get("judge"):  # the real run's judge (keys: environment)
-        recorded = dict(manifest["judge"])
-        judge = recorded.pop("name", None)
-        jopts = {**recorded, **jopts}
-    section = run_controls(
-        run_dir, names, control_seed=control_seed, run_options=opts, judge=judge,
-        judge_options=jopts, concurrency=concurrency, batch_size=batch_size,
-        cards=list(cards) or None, cache=not no_cache, progress=not no_progress,
-    )  # fmt: skip
-    click.echo(format_listening(section))
+        return listen_command
+    raise AttributeError(name)

@@ -12,6 +12,7 @@ Read-modify-writes (metrics sections, the manifest's costs) run under the folder
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -50,9 +51,22 @@ METRICS_RECOVERY = (
 )
 
 
+#: input digests by the file's content hash: a section written right after another reuses them
+_DIGESTS: dict[str, dict[str, Any]] = {}
+
+
+#: prediction fields no section reads (timing; the run spec's fields, the same in one folder)
+_NOT_DIGESTED = frozenset({"latency_s", "model", "prompt_style", "template_hash", "seed"})
+
+
 def judge_slug(identity: str) -> str:
     """File-name form of a judge identity: judgements.<slug>.jsonl."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+
+
+def judge_records_name(kind: str, identity: str) -> str:
+    """The file name of a judge's own records (RunStore.judge_records)."""
+    return f"{JUDGE_RECORDS[kind]}.{judge_slug(identity)}.jsonl"
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -266,7 +280,7 @@ class RunStore:
     def judge_records(self, kind: str, identity: str) -> Path:
         """A judge's own records file: ``kind`` "cafe" (judgements.<slug>.jsonl), "rubric" or
         "cues" (JUDGE_RECORDS)."""
-        return self.path(f"{JUDGE_RECORDS[kind]}.{judge_slug(identity)}.jsonl")
+        return self.path(judge_records_name(kind, identity))
 
     # manifest / metrics -------------------------------------------------------------------
     def has_manifest(self) -> bool:
@@ -330,6 +344,7 @@ class RunStore:
         """metrics.json maps sections (accuracy, cafe, decay…) to values; one stage owns each.
         A typed section (cafe.metrics.sections) is checked against its type and stamped with
         its version."""
+        from cafe.folder import sections as registry
         from cafe.metrics.sections import SECTIONS
 
         if section in SECTIONS and isinstance(value, dict):
@@ -338,9 +353,51 @@ class RunStore:
             value["version"] = cls.VERSION  # stamped in place: the caller's copy says it too
         with self.lock():  # read-modify-write: another writer's section is never lost
             metrics = self.read_metrics()
+            if isinstance(value, dict):  # what it was computed from (cafe.folder.sections)
+                value[registry.STAMP] = registry.stamp(section, metrics, self.input_digest)
             metrics[section] = value
             write_json_atomic(self.path(METRICS), metrics)
         return metrics
+
+    def input_digest(self, name: str) -> dict[str, Any]:
+        """The stamp of a record input ("predictions", "judgements"): how many (item, run)
+        records and a digest of what a metric reads of them (not a prediction's latency: a
+        replay from the cache is the same prediction; nor the run's identity fields, which one
+        folder never mixes)."""
+        path = self.path({"predictions": PREDICTIONS, "judgements": JUDGEMENTS}[name])
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {"records": 0, "digest": None}
+        key = hashlib.sha256(raw).hexdigest()  # the bytes' hash: parsing is the costly part
+        if key not in _DIGESTS:
+            from cafe.folder.sections import digest
+
+            cls = Prediction if name == "predictions" else Judgement
+            try:
+                recs = sorted(latest_records(path, cls), key=lambda r: (r.sample_id, r.run_index))
+            except ConfigError:
+                return {"records": None, "digest": "unreadable"}
+            rows = [{k: v for k, v in r.to_dict().items() if k not in _NOT_DIGESTED} for r in recs]
+            if len(_DIGESTS) > 8:
+                _DIGESTS.clear()
+            _DIGESTS[key] = digest(rows)
+        return _DIGESTS[key]
+
+    def invalidate(self, changed: Iterable[str] = ()) -> dict[str, str]:
+        """Remove every section that no longer describes the folder's records (its stamped
+        inputs differ from the folder's now; an unstamped one derived from ``changed``) ->
+        {section: why}. Called whenever predictions or judgements are written."""
+        from cafe.folder.sections import stale
+
+        with self.lock():
+            metrics = self.read_metrics()
+            gone = stale(metrics, self.input_digest, changed)
+            if gone:
+                write_json_atomic(
+                    self.path(METRICS), {k: v for k, v in metrics.items() if k not in gone}
+                )
+        return gone
 
     def update_manifest(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Read the manifest, apply ``change`` to it in place and write it back, under the lock

@@ -78,7 +78,7 @@ def beeps_folder(root: Path) -> Path:
 
 
 def test_the_page_has_the_four_examples() -> None:
-    assert set(examples()) == {"benchmark", "adapter", "judge", "metric"}
+    assert set(examples()) == {"benchmark", "adapter", "judge", "metric", "step"}
 
 
 def test_the_four_examples_run_together(tmp_path: Path, scoped, monkeypatch) -> None:
@@ -106,14 +106,16 @@ def test_the_four_examples_run_together(tmp_path: Path, scoped, monkeypatch) -> 
     assert cafe["err_omit"] == pytest.approx(100 * 1 / 3)
     assert cafe["judge"]["judge"] == "beep-count-v1"
     # "<think>I hear N beeps.</think><answer>N</answer>" is 7 + 15 + 8 + 8 + 1 + 9 = 48 chars
+    stamp = metrics["answer_length"].pop("inputs")  # what it was computed from
     assert metrics["answer_length"] == {"mean_chars": 48.0, "n": 3}
+    assert stamp["predictions"]["records"] == 3 and stamp["judgements"]["records"] == 3
 
     # cafe report recomputes the metric (here: after its section was lost) and lists it
     del metrics["answer_length"]
     (res.run_dir / "metrics.json").write_text(json.dumps(metrics))
     folder = api.report(res.run_dir, draw=False)
     again = json.loads((res.run_dir / "metrics.json").read_text())
-    assert again["answer_length"] == {"mean_chars": 48.0, "n": 3}
+    assert again["answer_length"]["mean_chars"] == 48.0 and again["answer_length"]["n"] == 3
     summary = (folder / "summary.md").read_text()
     assert "## answer_length" in summary and "| mean_chars | 48.00 |" in summary
 
@@ -131,14 +133,18 @@ def test_a_failing_metric_writes_its_error_and_the_others_run(tmp_path: Path, sc
     assert out["broken"] == {"error": "ZeroDivisionError: division by zero"}
     assert out["answer_length"]["n"] == 4
     written = json.loads((res.run_dir / "metrics.json").read_text())
-    assert written["broken"] == out["broken"] and "accuracy" in written
+    assert written["broken"]["error"] == out["broken"]["error"] and "accuracy" in written
+    assert written["broken"]["inputs"]["predictions"]["records"] == 4  # stamped with its inputs
 
-    @METRICS.register("accuracy")
-    def shadow(run):
-        return {}
+    # a built-in section's name is refused when registered, before it could overwrite one
+    for builtin in ("accuracy", "judged_accuracy", "official", "rubric", "cues", "listening"):
+        with pytest.raises(CafeError, match=f"section '{builtin}' is cafe's own"):
 
-    with pytest.raises(CafeError, match="'accuracy': the section name is cafe's own"):
-        compute_metrics(res.run_dir)
+            @METRICS.register(builtin)
+            def shadow(run):
+                return {}
+
+    assert "accuracy" not in METRICS.names()
 
 
 def test_registries_are_typed_by_their_base_class(scoped) -> None:
@@ -159,3 +165,63 @@ def test_registries_are_typed_by_their_base_class(scoped) -> None:
         BENCHMARKS.get("json-dumps")
     # untyped registries take anything, as before
     Registry("thing").add("n", 1)
+
+
+def test_a_judging_protocol_is_one_module(tmp_path: Path, monkeypatch, scoped) -> None:
+    """docs/extending.md's step: registered, it runs as `cafe hedging` and through cafe.api,
+    resumes from its records, replays from the cache, and redoes records under another spec."""
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+    from cafe.steps import STEPS
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setattr(STEPS, "_objects", dict(STEPS._objects))
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    load_example("step", tmp_path)
+    run = api.run("reference", "synth", version="n4-seed0", out=tmp_path / "r", progress=False,
+                  judge="none").run_dir  # fmt: skip
+    outputs = [json.loads(x)["raw_output"] for x in (run / "predictions.jsonl").open()]
+    hedgy = outputs[0]  # the judge says the first output hedges, the others not
+
+    def reply(body):
+        return "YES" if hedgy in body["messages"][0]["content"] else "NO"
+
+    with OpenAILoopback(reply=reply) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        res = CliRunner().invoke(main, ["hedging", str(run), "--judge-model", "m", "--json"])
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 4
+        sec = json.loads((run / "metrics.json").read_text())["hedging"]
+        assert sec["hedging_rate"] == 25.0 and sec["judged"] == 4  # 1 of 4, by hand
+        assert sec["outcome"] == {"status": "complete", "total": 4, "usable": 4}
+        assert sec["spec"] == {"step": "hedging", "version": 1, "judge_model": "m"}
+        # again: every record is there under this spec, nothing is asked
+        again = api.run_step("hedging", run, judge_model="m")
+        assert len(srv.requests) == 4 and again.section["counters"]["invocations"] == 2
+        # killed after two records were written: the same command asks for the other two only
+        # (here the cache holds them too, so it is asked for none)
+        lines = (run / "hedging.jsonl").read_text().splitlines()
+        (run / "hedging.jsonl").write_text("\n".join(lines[:2]) + "\n")
+        resumed = api.run_step("hedging", run, judge_model="m")
+        assert len(srv.requests) == 4
+        assert resumed.section["counters"]["this_invocation"]["cache_hits"] == 2
+        assert resumed.section["hedging_rate"] == 25.0
+        # without the cache, only the two missing records are asked for
+        (run / "hedging.jsonl").write_text("\n".join(lines[:2]) + "\n")
+        api.run_step("hedging", run, judge_model="m", cache=tmp_path / "other.sqlite")
+        assert len(srv.requests) == 6
+        # another spec (judge model): its records are made anew, under new cache keys
+        api.run_step("hedging", run, judge_model="m2")
+        assert len(srv.requests) == 10 and srv.requests[-1]["model"] == "m2"
+    # every reply unusable: exit 1, one line, the section left as it was
+    with OpenAILoopback(reply=lambda body: "perhaps") as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        res = CliRunner().invoke(main, ["hedging", str(run), "--judge-model", "m3"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines()[-1] == (
+        f"Error: cafe hedging on {run} produced nothing usable: all 4 replies unusable; its "
+        "section was not written"
+    )
+    assert json.loads((run / "metrics.json").read_text())["hedging"]["spec"]["judge_model"] == "m2"

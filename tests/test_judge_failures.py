@@ -130,3 +130,19 @@ def test_leaderboard_refuses_cafe_numbers_from_a_mostly_failed_judge(judged, tmp
     )
     assert r.exit_code == 1 and "4 of 5 CAFE judgements failed" in r.output
     assert not board.exists()
+
+
+def test_a_judge_whose_every_reply_is_unusable_exits_1_and_keeps_the_good_results(judged):
+    """4 of 4 judgeable outputs get a reply that is no judgement (the fifth prediction had
+    failed): nothing usable, so exit 1 with the reason and the rule judge's results kept."""
+    store, caps, before = judged
+    with OpenAILoopback(reply=lambda body: "I would rather not say.") as srv:
+        r = CliRunner().invoke(
+            main,
+            ["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
+             "--judge-endpoint", srv.url, "--captions", str(caps), "--no-progress"],
+        )  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert "judge openai-compatible:j produced nothing usable: none of 4 judgements" in r.output
+    assert "Traceback" not in r.output
+    assert _unchanged(store, before)

@@ -86,9 +86,27 @@ def test_judge_accuracy_end_to_end_and_in_the_tables(tmp_path):
 @pytest.mark.parametrize("reply", ["", "<think>thinking only"])
 def test_mostly_unusable_verdicts_warn(tmp_path, reply):
     store = _run(tmp_path / "run")
-    with OpenAILoopback(reply=lambda body: reply) as srv:
+    with OpenAILoopback(reply=lambda body: "A" if "[s1]" in str(body) else reply) as srv:
         res = CliRunner().invoke(judge_accuracy_command, [
             str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
             "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert "warning: 5 of 5 answer-judge replies unusable" in res.output
+    assert "warning: 4 of 5 answer-judge replies unusable" in res.output
+    sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
+    assert sec["outcome"] == {"status": "partial", "total": 5, "usable": 1,
+                             "reason": "4 of 5 answer-judge replies unusable"}  # fmt: skip
+
+
+@pytest.mark.parametrize("reply", ["", "<think>thinking only"])
+def test_every_reply_unusable_exits_non_zero_and_writes_no_section(tmp_path, reply):
+    store = _run(tmp_path / "run")
+    with OpenAILoopback(reply=lambda body: reply) as srv:
+        res = CliRunner().invoke(judge_accuracy_command, [
+            str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
+            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+    assert res.exit_code == 1, res.output
+    assert res.output.strip().splitlines()[-1] == (
+        f"Error: the judged_accuracy judge on {store.root} produced nothing usable: all 5 "
+        "answer-judge replies unusable; its section was not written"
+    )
+    assert "judged_accuracy" not in json.loads(store.path("metrics.json").read_text())

@@ -213,3 +213,23 @@ def test_run_cafe_and_listening_controls(tmp_path):
     # the multi-clip item's silence control is silence for each of its clips
     control = RunStore(run.with_name("run-ctl-silence")).samples()
     assert len(next(s for s in control if s.id == "c2").audio) == 2
+
+
+def test_official_paths_wait_for_the_one_writer(tmp_path, monkeypatch):
+    """`cafe judge-official` holds the folder's lock for every path (the embedding one wrote
+    official_embedding.jsonl and the section beside another writer): while one holds it, the
+    command refuses in one line naming the holder, before loading anything or writing a file."""
+    from test_folder_lock import _hold_in_child
+
+    run = hand_run(tmp_path / "run", write_folder(tmp_path / "d"))
+    before = sorted(p.name for p in run.iterdir())
+    monkeypatch.setenv("CAFE_LOCK_WAIT", "0")
+    child = _hold_in_child(run)
+    try:
+        res = CliRunner().invoke(main, ["judge-official", str(run), "--embedder",
+                                        str(tmp_path / "no-such-model")])  # fmt: skip
+    finally:
+        child.kill()
+        child.wait()
+    assert res.exit_code == 1 and f"PID {child.pid}" in res.output, res.output
+    assert sorted(p.name for p in run.iterdir() if p.name != ".cafe.lock") == before

@@ -9,15 +9,11 @@ agreement, and the CAFE metric deltas B - A on the (item, run)s both judged ok."
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import click
-
-from cafe.cli_options import command
 from cafe.errors import CafeUsageError
 from cafe.metrics.cafe import CATEGORIES, FIELDS, METRICS, cafe_metrics
 from cafe.records import Judgement
@@ -149,37 +145,10 @@ def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") ->
     return res
 
 
-@command("judge-agreement")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judges",
-    nargs=2,
-    required=True,
-    metavar="A B",
-    help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement files.",
-)
-@click.option("--macro", is_flag=True, help="Metric deltas from per-sample means.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
-    """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
-    category) and the CAFE metric deltas B - A."""
-    res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
-    if as_json:
-        click.echo(json.dumps(res, indent=2))
-        return
+def __getattr__(name: str) -> Any:
+    # the command lives in the command-line layer (cafe.judge.cli); importable here
+    if name == "agreement_command":
+        from cafe.judge.cli import agreement_command
 
-    def f(v: Any, nd: int = 3) -> str:
-        return "-" if v is None else f"{v:.{nd}f}"
-
-    click.echo(
-        f"A = {res['a']}, B = {res['b']}: {res['items_compared']} items, "
-        f"{res['events_aligned']} events aligned"
-    )
-    click.echo(f"kappa {f(res['kappa'])}, raw agreement {f(res['raw_agreement'])}")
-    for c, k in res["kappa_per_category"].items():
-        click.echo(f"  kappa {c:<13}{f(k):>7}")
-    for m in METRICS:
-        click.echo(
-            f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
-            f"  B-A {f(res['delta_b_minus_a'][m], 2):>7}"
-        )
+        return agreement_command
+    raise AttributeError(name)

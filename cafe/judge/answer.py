@@ -17,21 +17,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import click
-
 from cafe.cache import Cache, cache_file
-from cafe.cli_options import command
 from cafe.clients.base import call_stats_of
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.counters import by_status, judge_counters
+from cafe.folder.status import by_counts, require_usable
 from cafe.judge.base import load_template
-from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
 from cafe.judge.stages import execute
 from cafe.locking import writes_folder
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
+from cafe.reporting import note, warn
 from cafe.store import RunStore
 
 SECTION = "judged_accuracy"
@@ -271,19 +269,28 @@ def judge_accuracy_run(
     pending = sum(int(st.get("left_pending", 0)) + int(st.get("cancelled_items", 0))
                   for st in plan.batch_stats().values())  # fmt: skip
     if pending:
-        click.echo(f"{pending} answer-judge calls still pending in a batch (or cancelled there): "
-                   f"{section_name} left as it was; run the same command again to collect",
-                   err=True)  # fmt: skip
+        note(
+            f"{pending} answer-judge calls still pending in a batch (or cancelled there): "
+            f"{section_name} left as it was; run the same command again to collect"
+        )
         return {**section, "pending": pending}
     # a call that failed is no verdict: a figure counting it wrong would be a 0 the judge never
     # gave, so the section stays as it was (the cache keeps the replies that came back)
     _refuse_lost_calls(preds, asked)
-    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
-    if bad * 2 > len(verdicts):
-        click.echo(f"warning: {bad} of {len(verdicts)} answer-judge replies unusable "
-                   f"({section['verdicts']})", err=True)  # fmt: skip
+    _verdict_status(section, len(verdicts), f"the {section_name} judge on {store.root}")
     store.update_metrics(section_name, section)
     return section
+
+
+def _verdict_status(section: dict[str, Any], n: int, who: str) -> None:
+    """The section's status by counts; none usable raises (nothing written), most unusable
+    warns."""
+    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
+    status = by_counts(n, n - bad, "answer-judge replies", "unusable")
+    require_usable(who, status)
+    section["outcome"] = status.to_dict()
+    if bad * 2 > n:
+        warn(f"{bad} of {n} answer-judge replies unusable ({section['verdicts']})")
 
 
 def _split_rule_decided(
@@ -338,43 +345,10 @@ def _describe_calls(
     })  # fmt: skip
 
 
-@command("judge-accuracy")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--judge", "judge", required=True,
-              help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
-@click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
-              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
-@click.option("--template", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Your own template ({question} {choices} {output}).")  # fmt: skip
-@click.option("--thinking/--no-thinking", default=False, show_default=True,
-              help="Let a thinking judge think (budget --thinking-budget).")  # fmt: skip
-@click.option("--thinking-budget", type=click.IntRange(min=0), default=None)
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
-@click.option("--selective", is_flag=True,
-              help="Ask the judge only where the official rule cannot decide (its parse did "
-              "not map the answer to a choice); the rule's choice stands for the rest.",
-              )  # fmt: skip
-@batch_click_options
-def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
-                           thinking, thinking_budget, cache_path, selective, batch=False,
-                           batch_retry="resubmit", batch_poll=30.0, batch_no_wait=False,
-                           prices=None) -> None:  # fmt: skip
-    """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
-    chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
-    official headline; tables print it in the † rows' place."""
-    try:
-        sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
-                                 template=template, cache=cache_path, thinking=thinking,
-                                 thinking_budget=thinking_budget, batch=batch,
-                                 selective=selective, prices=prices,
-                                 batch_options=batch_options(batch_retry, batch_poll,
-                                                             batch_no_wait))  # fmt: skip
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        raise click.ClickException(str(e)) from None
-    t = sec["total"]
-    click.echo(f"{sec['label']}\n  total {t['acc']:.2f} ({t['correct']}/{t['total']}); "
-               f"verdicts {sec['verdicts']}")  # fmt: skip
-    echo_costs(sec["calls"], sec.get("selective"))
+def __getattr__(name: str) -> Any:
+    # the command lives in the command-line layer (cafe.judge.cli); importable here
+    if name == "judge_accuracy_command":
+        from cafe.judge.cli import judge_accuracy_command
+
+        return judge_accuracy_command
+    raise AttributeError(name)

@@ -15,7 +15,7 @@ client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer e
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -214,59 +214,41 @@ def format_dry_run(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- command-line options shared by every command that judges or captions ---------------------
-def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--batch, --batch-retry, --batch-poll, --batch-no-wait, --prices."""
-    import click
-
-    opts = [
-        click.option("--batch", is_flag=True,
-                     help="Send through the service's batch endpoints (about half price, up to "
-                     "24 h); batch ids are kept beside the output, so a killed command resumes "
-                     "by polling them, never resubmitting."),
-        click.option("--batch-retry", type=click.Choice(["resubmit", "direct"]),
-                     default="resubmit", show_default=True,
-                     help="What failed or expired batch items get: a new batch, or a direct "
-                     "call."),
-        click.option("--batch-poll", type=float, default=30.0, show_default=True,
-                     help="Seconds between the first batch status checks (grows to 5 min)."),
-        click.option("--batch-no-wait", is_flag=True,
-                     help="Submit (or check once) and exit; run again later to collect."),
-        click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None,
-                     help="Your price table (shape of cafe/clients/prices.yaml; also "
-                     "$CAFE_PRICES)."),
-    ]  # fmt: skip
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
-
-
 def batch_options(retry: str, poll_s: float, no_wait: bool) -> dict[str, Any]:
     return {"retry": retry, "poll_s": poll_s, "wait": not no_wait}
 
 
-def echo_costs(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> None:
-    """Print a command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
-    selective saving (stderr stays for errors)."""
-    import click
-
+def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
+    """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
+    selective saving, as lines for the command line to print (stdout: stderr stays for errors)."""
     from cafe.clients.ratelimit import format_call_stats
 
+    lines = []
     trouble = format_call_stats(calls)
     if trouble:
-        click.echo(trouble)
+        lines.append(trouble)
     cost = calls.get("cost") or {}
     for identity, st in (cost.get("batches") or {}).items():
         counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
-        click.echo(f"batch ({st['protocol']}, {identity}): {counts}")
+        lines.append(f"batch ({st['protocol']}, {identity}): {counts}")
     if cost.get("by_client"):
         total = cost.get("total_cost_usd")
-        click.echo(
+        lines.append(
             f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
             f"({calls.get('cache_hits', 0)} cache hits)"
         )
     if selective:
-        click.echo(
+        lines.append(
             f"selective: {selective['items_without_own_call']} of {selective['items']} judged "
             f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
         )
+    return lines
+
+
+def __getattr__(name: str) -> Any:
+    # the click options and the printing moved to the command-line layer (cafe.cli_options)
+    if name in ("batch_click_options", "echo_costs"):
+        import cafe.cli_options
+
+        return getattr(cafe.cli_options, name)
+    raise AttributeError(name)

@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import click
-
 from cafe.cache import Cache, cache_file
-from cafe.cli_options import command, concurrency_option, limit_option
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
-from cafe.judge.batching import batch_click_options, batch_options, call_plan, echo_costs
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
 from cafe.records import InputError, Problem, Sample
@@ -251,110 +246,10 @@ def caption(
     return res
 
 
-@command("caption")
-@click.option("--bench", required=True, help="Benchmark name (mmar, mmau).")
-@click.option("--data", default=None, help="Benchmark metadata file or folder.")
-@click.option("--version", "version", default=None, help="Benchmark version.")
-@click.option(
-    "--audio-root",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Folder the metadata's audio paths are relative to and must stay inside.",
-)
-@click.option(
-    "--captioner",
-    required=True,
-    help="Client kind of an audio-capable model: gemini, openai, openai-compatible.",
-)
-@click.option("--model", "model", default=None, help="Captioner model name (e.g. gemini-3-pro).")
-@click.option("--endpoint", "endpoints", multiple=True, help="Server base URL; repeatable.")
-@click.option(
-    "--api-key-env",
-    metavar="NAME",
-    default=None,
-    help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
-)
-@click.option(
-    "--template",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Your own caption instruction file.",
-)
-@concurrency_option(8, help="Captioner calls in flight.")
-@limit_option(help="First N samples only.")
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="SQLite call cache (default $CAFE_CACHE/captions.sqlite).",
-)
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Captions JSONL (appended to; done clips are skipped).",
-)
-@batch_click_options
-def caption_command(
-    bench: str,
-    data: str | None,
-    version: str | None,
-    audio_root: str | None,
-    captioner: str,
-    model: str | None,
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
-    template: str | None,
-    concurrency: int,
-    limit: int | None,
-    cache_path: str | None,
-    out: str,
-    batch: bool = False,
-    batch_retry: str = "resubmit",
-    batch_poll: float = 30.0,
-    batch_no_wait: bool = False,
-    prices: str | None = None,
-) -> None:
-    """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
-    for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
-    template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
-    OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
-    --api-key-env NAME) for a server named with --endpoint."""
-    from cafe.failures import most_failed, summary_lines
+def __getattr__(name: str) -> Any:
+    # the command lives in the command-line layer (cafe.judge.cli); importable here
+    if name == "caption_command":
+        from cafe.judge.cli import caption_command
 
-    # batch state beside the captions file: <out>.batches/
-    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
-    plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
-    res = caption(
-        bench,
-        out,
-        captioner=captioner,
-        model=model or "",
-        data=data,
-        version=version,
-        endpoints=endpoints,
-        template=template,
-        concurrency=concurrency,
-        limit=limit,
-        cache=cache_path,
-        audio_root=audio_root,
-        api_key_env=api_key_env,
-        calls=plan,
-    )
-    for p in res["problems"][:20]:
-        click.echo(str(p), err=True)
-    failed = res["problems"][len(res["problems"]) - res["failed"] :]  # the captioning ones
-    for line in summary_lines("clips", [(str(p), p.sample_id) for p in failed], res["attempted"]):
-        click.echo(line, err=True)
-    click.echo(
-        f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "
-        f"{len(res['problems'])} problems",
-        file=sys.stdout,
-    )
-    echo_costs({"cost": {**plan.ledger.summary(), "batches": plan.batch_stats()}})
-    if res["attempted"] and most_failed(res["failed"], res["attempted"]):
-        raise click.ClickException(
-            f"{res['failed']} of {res['attempted']} clips were not captioned (reasons above); "
-            "run the same command again to retry them"
-        )
+        return caption_command
+    raise AttributeError(name)

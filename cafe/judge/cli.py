@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import Any
+
 import click
 
-from cafe.cli_options import command, judge_server_options, no_progress_option
+from cafe.cli_options import (
+    batch_click_options,
+    command,
+    concurrency_option,
+    echo_costs,
+    judge_server_options,
+    limit_option,
+    no_progress_option,
+)
 from cafe.judge import JUDGES
-from cafe.judge.batching import batch_click_options
 
 
 @command("judge")
@@ -100,7 +111,8 @@ def judge_command(
     cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
-    from cafe.judge.batching import batch_options, echo_costs, format_dry_run
+    from cafe.cli_options import echo_costs
+    from cafe.judge.batching import batch_options, format_dry_run
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
     if judge not in JUDGES:
@@ -131,3 +143,241 @@ def judge_command(
         return
     click.echo(dumps(section) if as_json else format_cafe(section))
     echo_costs(section.get("calls", {}), section.get("selective"))
+
+
+@command("judge-agreement")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judges",
+    nargs=2,
+    required=True,
+    metavar="A B",
+    help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement files.",
+)
+@click.option("--macro", is_flag=True, help="Metric deltas from per-sample means.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
+    """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
+    category) and the CAFE metric deltas B - A."""
+    from cafe.judge.agreement import METRICS, judge_agreement
+
+    res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+        return
+
+    def f(v: Any, nd: int = 3) -> str:
+        return "-" if v is None else f"{v:.{nd}f}"
+
+    click.echo(
+        f"A = {res['a']}, B = {res['b']}: {res['items_compared']} items, "
+        f"{res['events_aligned']} events aligned"
+    )
+    click.echo(f"kappa {f(res['kappa'])}, raw agreement {f(res['raw_agreement'])}")
+    for c, k in res["kappa_per_category"].items():
+        click.echo(f"  kappa {c:<13}{f(k):>7}")
+    for m in METRICS:
+        click.echo(
+            f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
+            f"  B-A {f(res['delta_b_minus_a'][m], 2):>7}"
+        )
+
+
+@command("judge-accuracy")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--judge", "judge", required=True,
+              help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
+@click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
+@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
+@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
+              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
+@click.option("--template", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Your own template ({question} {choices} {output}).")  # fmt: skip
+@click.option("--thinking/--no-thinking", default=False, show_default=True,
+              help="Let a thinking judge think (budget --thinking-budget).")  # fmt: skip
+@click.option("--thinking-budget", type=click.IntRange(min=0), default=None)
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+@click.option("--selective", is_flag=True,
+              help="Ask the judge only where the official rule cannot decide (its parse did "
+              "not map the answer to a choice); the rule's choice stands for the rest.",
+              )  # fmt: skip
+@batch_click_options
+def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
+                           thinking, thinking_budget, cache_path, selective, batch=False,
+                           batch_retry="resubmit", batch_poll=30.0, batch_no_wait=False,
+                           prices=None) -> None:  # fmt: skip
+    """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
+    chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
+    official headline; tables print it in the † rows' place."""
+    from cafe.judge.answer import judge_accuracy_run
+    from cafe.judge.batching import batch_options
+
+    try:
+        sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
+                                 template=template, cache=cache_path, thinking=thinking,
+                                 thinking_budget=thinking_budget, batch=batch,
+                                 selective=selective, prices=prices,
+                                 batch_options=batch_options(batch_retry, batch_poll,
+                                                             batch_no_wait))  # fmt: skip
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        raise click.ClickException(str(e)) from None
+    t = sec["total"]
+    click.echo(f"{sec['label']}\n  total {t['acc']:.2f} ({t['correct']}/{t['total']}); "
+               f"verdicts {sec['verdicts']}")  # fmt: skip
+    echo_costs(sec["calls"], sec.get("selective"))
+
+
+@command("judge-official")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--judge", "judge", default=None,
+              help="Official LLM judge client: openai-compatible, openai, gemini.")  # fmt: skip
+@click.option("--embedder", default=None,
+              help="Embedding model (sentence-transformers name or folder) of an embedding "
+              "path (MMAU-Pro's closed questions; the official one is the benchmark's "
+              "official_embedder).")  # fmt: skip
+@click.option("--judge-model", default=None,
+              help="Judge model (default: the official script's).")  # fmt: skip
+@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
+@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
+              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+@batch_click_options
+def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, concurrency,
+                           cache_path,
+                           batch=False, batch_retry="resubmit", batch_poll=30.0,
+                           batch_no_wait=False, prices=None) -> None:  # fmt: skip
+    """The official LLM-judged figure of RUN_DIR, for a benchmark whose official rule is an LLM
+    judge (SAKURA): written to metrics.json "official" as its headline, beside the labelled
+    deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
+    from cafe.benchmarks.embedding_match import EmbedderUnavailable
+    from cafe.judge.batching import batch_options
+    from cafe.judge.verdict import official_judge_run
+
+    try:
+        kw = {} if judge is None else {
+            "concurrency": concurrency, "cache": cache_path, "batch": batch, "prices": prices,
+            "batch_options": batch_options(batch_retry, batch_poll, batch_no_wait)}  # fmt: skip
+        sec = official_judge_run(run_dir, judge, judge_model, tuple(endpoints),
+                                 embedder=embedder, **kw)  # fmt: skip
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        raise click.ClickException(str(e)) from None
+    except EmbedderUnavailable as e:
+        raise click.ClickException(f"{e}: the embedding path's figure stays absent") from None
+    from cafe.benchmarks.official import format_official
+
+    click.echo(format_official(sec))
+    if "calls" in sec:
+        echo_costs(sec["calls"], None)
+
+
+@command("caption")
+@click.option("--bench", required=True, help="Benchmark name (mmar, mmau).")
+@click.option("--data", default=None, help="Benchmark metadata file or folder.")
+@click.option("--version", "version", default=None, help="Benchmark version.")
+@click.option(
+    "--audio-root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder the metadata's audio paths are relative to and must stay inside.",
+)
+@click.option(
+    "--captioner",
+    required=True,
+    help="Client kind of an audio-capable model: gemini, openai, openai-compatible.",
+)
+@click.option("--model", "model", default=None, help="Captioner model name (e.g. gemini-3-pro).")
+@click.option("--endpoint", "endpoints", multiple=True, help="Server base URL; repeatable.")
+@click.option(
+    "--api-key-env",
+    metavar="NAME",
+    default=None,
+    help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
+)
+@click.option(
+    "--template",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Your own caption instruction file.",
+)
+@concurrency_option(8, help="Captioner calls in flight.")
+@limit_option(help="First N samples only.")
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="SQLite call cache (default $CAFE_CACHE/captions.sqlite).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Captions JSONL (appended to; done clips are skipped).",
+)
+@batch_click_options
+def caption_command(
+    bench: str,
+    data: str | None,
+    version: str | None,
+    audio_root: str | None,
+    captioner: str,
+    model: str | None,
+    endpoints: tuple[str, ...],
+    api_key_env: str | None,
+    template: str | None,
+    concurrency: int,
+    limit: int | None,
+    cache_path: str | None,
+    out: str,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    prices: str | None = None,
+) -> None:
+    """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
+    for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
+    template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
+    OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
+    --api-key-env NAME) for a server named with --endpoint."""
+    from cafe.failures import most_failed, summary_lines
+    from cafe.judge.batching import batch_options, call_plan
+    from cafe.judge.captions import caption
+
+    # batch state beside the captions file: <out>.batches/
+    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
+    plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
+    res = caption(
+        bench,
+        out,
+        captioner=captioner,
+        model=model or "",
+        data=data,
+        version=version,
+        endpoints=endpoints,
+        template=template,
+        concurrency=concurrency,
+        limit=limit,
+        cache=cache_path,
+        audio_root=audio_root,
+        api_key_env=api_key_env,
+        calls=plan,
+    )
+    for p in res["problems"][:20]:
+        click.echo(str(p), err=True)
+    failed = res["problems"][len(res["problems"]) - res["failed"] :]  # the captioning ones
+    for line in summary_lines("clips", [(str(p), p.sample_id) for p in failed], res["attempted"]):
+        click.echo(line, err=True)
+    click.echo(
+        f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "
+        f"{len(res['problems'])} problems",
+        file=sys.stdout,
+    )
+    echo_costs({"cost": {**plan.ledger.summary(), "batches": plan.batch_stats()}})
+    if res["attempted"] and most_failed(res["failed"], res["attempted"]):
+        raise click.ClickException(
+            f"{res['failed']} of {res['attempted']} clips were not captioned (reasons above); "
+            "run the same command again to retry them"
+        )

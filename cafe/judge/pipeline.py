@@ -33,6 +33,7 @@ from cafe.metrics import compute_metrics
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement, Prediction, Sample
+from cafe.reporting import warn
 from cafe.store import (
     JUDGEMENTS,
     RunStore,
@@ -177,6 +178,7 @@ def judge_run(
     _write_compact(work.path, judgements)  # failed ones are retried next time
     reasons = _refuse_a_failed_judge(run_dir, judge_obj, work, fresh, preds, judgements, plan)
     _write_compact(store.path(JUDGEMENTS), judgements)
+    store.invalidate(changed=("judgements",))  # what the earlier judgements fed goes
     # metrics
     section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
     _describe_judging(section, store, judge_obj, preds, fresh, cache.hits, wall, plan, costs)
@@ -244,6 +246,13 @@ def _refuse_a_failed_judge(
         int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
         for s in plan.batch_stats().values()
     )
+    usable = sum(j.status == "ok" for j in judged)
+    if attempted and not pending and judged and not usable:  # 6 of 6 unusable: nothing measured
+        raise JudgeFailedError(
+            "\n".join([*reasons, f"judge {judge.identity} produced nothing usable: none of "
+                        f"{len(judged)} judgements is usable; {run_dir}'s judgements.jsonl and "
+                        "its CAFE metrics were left as they were"])
+        )  # fmt: skip
     if attempted and not pending and most_failed(judge_failed, len(judged)):
         raise JudgeFailedError(
             "\n".join([*reasons, f"judge {judge.identity} failed: {run_dir}'s judgements.jsonl "
@@ -261,9 +270,7 @@ def _describe_judging(
     accuracy, reply health, calls, and the counters over every invocation under this spec."""
     health = reply_health(fresh)
     if health["warning"]:
-        import click
-
-        click.echo(f"warning: {health['warning']}", err=True)
+        warn(health["warning"])
     n_correct = sum(p.correct for p in preds)
     sent = getattr(judge, "calls", 0)
     section.update(

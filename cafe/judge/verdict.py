@@ -19,17 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
-from cafe.benchmarks.embedding_match import EmbedderUnavailable
-from cafe.cli_options import command
 from cafe.clients.thinking import final_answer
 from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.base import sha256_text
-from cafe.judge.batching import batch_click_options, batch_options, echo_costs
 from cafe.judge.extraction import build_prompt
+from cafe.locking import writes_folder
 from cafe.records import Prediction, Sample
-from cafe.store import RunStore
+from cafe.store import RunStore, replace_file
 
 SECTION = "official"
 VERDICTS_FILE = "official_judgements.jsonl"
@@ -164,9 +160,11 @@ def _read_kept(store: RunStore, name: str, preds: list[Prediction]) -> dict[tupl
 
 
 def _write_kept(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
-    store.path(name).write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
-    )
+    """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
+    from cafe.redaction import scrub_text
+
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
 
 
 def embed_run(store: RunStore, bench: Any, embedder: str) -> dict[tuple[str, int], Any]:
@@ -189,6 +187,7 @@ def embed_run(store: RunStore, bench: Any, embedder: str) -> dict[tuple[str, int
     return {(r["sample_id"], r["run_index"]): r for r in rows}
 
 
+@writes_folder("cafe judge-official")  # its files and section written by the one writer
 def official_judge_run(
     run_dir: str | Path,
     judge: str | None,
@@ -271,41 +270,10 @@ def official_judge_run(
     return section
 
 
-@command("judge-official")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--judge", "judge", default=None,
-              help="Official LLM judge client: openai-compatible, openai, gemini.")  # fmt: skip
-@click.option("--embedder", default=None,
-              help="Embedding model (sentence-transformers name or folder) of an embedding "
-              "path (MMAU-Pro's closed questions; the official one is the benchmark's "
-              "official_embedder).")  # fmt: skip
-@click.option("--judge-model", default=None,
-              help="Judge model (default: the official script's).")  # fmt: skip
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
-              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
-@batch_click_options
-def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, concurrency,
-                           cache_path,
-                           batch=False, batch_retry="resubmit", batch_poll=30.0,
-                           batch_no_wait=False, prices=None) -> None:  # fmt: skip
-    """The official LLM-judged figure of RUN_DIR, for a benchmark whose official rule is an LLM
-    judge (SAKURA): written to metrics.json "official" as its headline, beside the labelled
-    deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
-    try:
-        kw = {} if judge is None else {
-            "concurrency": concurrency, "cache": cache_path, "batch": batch, "prices": prices,
-            "batch_options": batch_options(batch_retry, batch_poll, batch_no_wait)}  # fmt: skip
-        sec = official_judge_run(run_dir, judge, judge_model, tuple(endpoints),
-                                 embedder=embedder, **kw)  # fmt: skip
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        raise click.ClickException(str(e)) from None
-    except EmbedderUnavailable as e:
-        raise click.ClickException(f"{e}: the embedding path's figure stays absent") from None
-    from cafe.benchmarks.official import format_official
+def __getattr__(name: str) -> Any:
+    # the command lives in the command-line layer (cafe.judge.cli); importable here
+    if name == "judge_official_command":
+        from cafe.judge.cli import judge_official_command
 
-    click.echo(format_official(sec))
-    if "calls" in sec:
-        echo_costs(sec["calls"], None)
+        return judge_official_command
+    raise AttributeError(name)

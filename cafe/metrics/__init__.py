@@ -1,7 +1,10 @@
 """Metrics over run folders: accuracy, CAFE perception, decay, attention, statistics, and the
 hook for your own: a function of the run folder's records that returns a dict, registered
-under the metrics.json section it writes. `cafe judge` and `cafe report` recompute every
-registered metric; other packages register through the ``cafe.metrics`` entry-point group.
+under the metrics.json section it writes (not one of cafe's own: SectionNameError). The section
+is stamped with the digests of what it read; give the function a ``derives_from`` attribute
+(default: predictions and judgements) and a change of those removes it (cafe.folder.sections).
+`cafe judge` and `cafe report` recompute every registered metric; other packages register
+through the ``cafe.metrics`` entry-point group.
 
     from cafe.metrics import METRICS, RunRecords
 
@@ -18,11 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cafe.errors import CafeError
+from cafe.folder.sections import (
+    PLUGIN_DERIVES,
+    SectionNameError,
+    is_builtin,
+    plugin_section,
+    section_info,
+    sections,
+)
 from cafe.registry import Registry
 
-#: sections cafe's own stages write; a registered metric cannot take their names
-BUILTIN_SECTIONS = frozenset({"accuracy", "cafe", "decay"})
+#: sections cafe's own steps write (cafe.folder.sections); a metric cannot take their names
+BUILTIN_SECTIONS = frozenset(n for n, i in sections().items() if i.builtin)
 
 
 @dataclass(frozen=True)
@@ -39,53 +49,52 @@ class RunRecords:
 
 MetricFn = Callable[[RunRecords], dict[str, Any]]
 
-METRICS: Registry[MetricFn] = Registry(
+
+class MetricRegistry(Registry[MetricFn]):
+    """Refuses a metric named like a built-in section, when it is registered (a decorator) or
+    first loaded (an entry point): it would overwrite cafe's own figure."""
+
+    def check(self, name: str, obj: object) -> None:
+        if is_builtin(name):
+            raise SectionNameError(
+                f"metric {name!r}: the metrics.json section {name!r} is cafe's own (written by "
+                f"`{section_info(name).owner}`); register your metric under another name"
+            )
+        super().check(name, obj)
+
+
+METRICS: MetricRegistry = MetricRegistry(
     "metric",
     entry_point_group="cafe.metrics",
     base=Callable,  # type: ignore[arg-type]
 )
 
 
-def read_run(run_dir: str | Path) -> RunRecords:
-    """The records of a run folder for the metric functions."""
-    from cafe.store import RunStore
-
-    store = RunStore(run_dir)
-    manifest = store.read_manifest() if store.has_manifest() else {}
-    return RunRecords(
-        root=store.root,
-        manifest=manifest,
-        samples=store.samples(),
-        predictions=store.predictions(),
-        judgements=store.judgements(),
-        metrics=store.read_metrics(),
-    )
-
-
-def compute_metrics(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """Run every registered metric on the run folder and write each result as its own
-    metrics.json section -> {section: value}. A metric that fails or returns no dict writes
-    {"error": "..."} in its section and the others still run."""
-    from cafe.store import RunStore
-
-    names = METRICS.names()
-    if not names:
-        return {}
-    records = read_run(run_dir)
-    store = RunStore(run_dir)
+def metric_sections(records: RunRecords) -> dict[str, dict[str, Any]]:
+    """Every registered metric on the records -> {section: value}. A metric that fails or
+    returns no dict gives {"error": "..."} and the others still run."""
     out: dict[str, dict[str, Any]] = {}
-    for name in names:
-        if name in BUILTIN_SECTIONS:
-            raise CafeError(f"metric {name!r}: the section name is cafe's own; register another")
+    for name in METRICS.names():
+        fn = METRICS.get(name)  # a built-in section's name is refused here (MetricRegistry)
+        plugin_section(name, getattr(fn, "derives_from", PLUGIN_DERIVES))
         try:
-            value = METRICS.get(name)(records)
+            value = fn(records)
             if not isinstance(value, dict):
                 raise TypeError(f"returned {type(value).__name__}, not a dict")
         except Exception as e:  # one broken metric must not lose the others
             value = {"error": f"{type(e).__name__}: {e}"}
-        store.update_metrics(name, value)
         out[name] = value
     return out
 
 
-__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "compute_metrics", "read_run"]
+def __getattr__(name: str) -> Any:
+    # reading and writing the folder is the steps' side (cafe.steps.plugins): importable here
+    if name in ("read_run", "compute_metrics"):
+        from cafe.steps import plugins
+
+        return getattr(plugins, name)
+    raise AttributeError(name)
+
+
+__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "compute_metrics", "metric_sections",
+           "read_run"]  # fmt: skip

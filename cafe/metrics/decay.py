@@ -9,20 +9,14 @@ robustness check that needs no binning at all."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 
 from cafe.adapters.token_counts import WORDS, length_unit
-from cafe.cli_options import command
-from cafe.errors import CafeError, CafeUsageError
-from cafe.locking import writes_folder
 from cafe.metrics.cafe import cafe_metrics
 from cafe.records import Judgement, Prediction
 
@@ -247,85 +241,15 @@ def format_decay(section: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@writes_folder("cafe decay")
-def decay(
-    run_dir: str | Path,
-    *,
-    bins: int | None = None,
-    bin_width: float | None = None,
-    min_count: int = DEFAULT_MIN_COUNT,
-    merge: bool = False,
-    mode: str = "micro",
-) -> dict[str, Any]:
-    """Perception decay of a run folder -> the "decay" section (also written to metrics.json).
-    Uses the run's judgements for Acc_per (judge the run first). The defaults are the paper's
-    and `cafe decay`'s: equal-width bins, sparse ones flagged, not merged."""
-    from cafe.store import RunStore
+def __getattr__(name: str) -> Any:
+    # the command and its API function run on the step engine now (cafe.steps.decay); these
+    # names stay importable from here for older callers
+    if name == "decay":
+        from cafe.steps.decay import decay
 
-    if bins is not None and bin_width is not None:
-        raise CafeUsageError("give --bins or --bin-width, not both")
-    store = RunStore(run_dir)
-    preds = store.predictions()
-    if not preds:
-        raise CafeError(f"{run_dir}: no predictions.jsonl records; run `cafe run` first")
-    section = decay_section(
-        preds,
-        store.judgements(),
-        bins=bins,
-        bin_width=bin_width,
-        min_count=min_count,
-        merge=merge,
-        mode=mode,
-        counter=(store.read_manifest() if store.has_manifest() else {}).get("token_counter"),
-    )
-    store.update_metrics("decay", section)
-    return section
+        return decay
+    if name == "decay_command":
+        from cafe.steps.cli import decay_command
 
-
-@command("decay")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--bins", type=click.IntRange(min=1), default=None, help="Equal-width bins (10).")
-@click.option(
-    "--bin-width",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
-    "of --bins.",
-)
-@click.option(
-    "--min-count",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MIN_COUNT,
-    show_default=True,
-    help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
-)
-@click.option(
-    "--merge-sparse/--flag-sparse",
-    default=False,
-    show_default=True,
-    help="Merge sparse bins into their smaller neighbour (bins then differ in width) instead of "
-    "keeping them flagged, as the paper's equal-width bins do.",
-)
-@click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
-@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
-def decay_command(
-    run_dir: str,
-    bins: int | None,
-    bin_width: float | None,
-    min_count: int,
-    merge_sparse: bool,
-    macro: bool,
-    as_json: bool,
-) -> None:
-    """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length, reasoning
-    accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
-    `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
-    section = decay(
-        run_dir,
-        bins=bins,
-        bin_width=bin_width,
-        min_count=min_count,
-        merge=merge_sparse,
-        mode="macro" if macro else "micro",
-    )
-    click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))
+        return decay_command
+    raise AttributeError(name)

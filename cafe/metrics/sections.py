@@ -27,6 +27,8 @@ class Section:
     VERSION: ClassVar[int] = 1
     #: keys the section holds beyond its typed fields (settings, provenance…), kept as written
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    #: the digests of what it was computed from, stamped by the store (cafe.folder.sections)
+    inputs: dict[str, Any] = field(default_factory=dict, kw_only=True)
 
     @classmethod
     def from_dict(cls: type[S], data: dict[str, Any], where: str = METRICS) -> S:
@@ -36,7 +38,7 @@ class Section:
                 f"{where}: section {cls.NAME!r} is version {version}, written by a newer cafe "
                 f"(this one reads up to {cls.VERSION}): upgrade cafe"
             )
-        names = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]  # inputs too
         required = [
             f.name
             for f in dataclasses.fields(cls)
@@ -54,8 +56,14 @@ class Section:
         return cls(**{n: data[n] for n in names if n in data}, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
-        return {"version": self.VERSION, **d, **self.extra}
+        skip = ("extra", "inputs")
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+        return {
+            "version": self.VERSION,
+            **d,
+            **self.extra,
+            **({"inputs": self.inputs} if self.inputs else {}),
+        }
 
 
 @dataclass

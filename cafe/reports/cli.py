@@ -12,6 +12,7 @@ from cafe.reports import paper
 from cafe.reports.leaderboard import GROUP_ORDER, load_leaderboard
 from cafe.reports.paper import FIGURES, TABLES
 from cafe.reports.tables import FORMATS
+from cafe.store import RunStore
 
 RUN_DIR = click.Path(exists=True, file_okay=False)
 
@@ -129,7 +130,7 @@ def report_command(
         return
     if not run_dirs:
         raise click.UsageError("give RUN_DIR(s), --table N or --compare RUN_DIR [--against MODEL]")
-    if len(run_dirs) == 1 and not (Path(run_dirs[0]) / "manifest.json").exists():
+    if len(run_dirs) == 1 and not RunStore(run_dirs[0]).has_manifest():
         from cafe.reports.folder import folder_table, run_folders
 
         if run_folders(run_dirs[0]):  # a folder of runs: one table over them

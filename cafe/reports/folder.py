@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cafe.folder.status import run_failed
 from cafe.reports.tables import PARTIAL
+from cafe.store import MANIFEST, METRICS
 
 COLUMNS = ("run", "model", "benchmark", "version", "items", "runs", "accuracy", "Acc_per",
            "Err_per", "Err_use", "Err_omit", "status")  # fmt: skip
@@ -19,7 +21,7 @@ MISSING = "–"
 
 def run_folders(root: str | Path) -> list[Path]:
     """The run folders directly inside ``root`` (those with a manifest.json), by name."""
-    return sorted(p.parent for p in Path(root).glob("*/manifest.json"))
+    return sorted(p.parent for p in Path(root).glob(f"*/{MANIFEST}"))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -37,7 +39,7 @@ def _num(v: Any) -> str:
 def run_line(run: Path) -> list[str]:
     from cafe.reports.leaderboard import run_coverage
 
-    manifest, metrics = _read(run / "manifest.json"), _read(run / "metrics.json")
+    manifest, metrics = _read(run / MANIFEST), _read(run / METRICS)
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
     model = manifest.get("model")
     model = model.get("name") if isinstance(model, dict) else model
@@ -46,6 +48,11 @@ def run_line(run: Path) -> list[str]:
     items = MISSING if n is None else str(n)
     if cov:
         items = f"{PARTIAL} {cov['items']} of {cov['of'] or '?'}"
+    status = str(manifest.get("status") or MISSING)
+    if manifest.get("status_reason"):  # the counts that decided it
+        status += f" ({manifest['status_reason']})"
+    if run_failed(manifest):  # nothing usable: its figures are absent, never 0.00
+        metrics = {}
     total = (metrics.get("accuracy") or {}).get("total") or {}
     cafe = metrics.get("cafe") or {}
     return [
@@ -53,7 +60,7 @@ def run_line(run: Path) -> list[str]:
         str(bench.get("version") or MISSING), items, str(manifest.get("runs") or MISSING),
         _num(total.get("acc")), *(_num(cafe.get(k)) for k in ("acc_per", "err_per", "err_use",
                                                                "err_omit")),
-        str(manifest.get("status") or MISSING),
+        status,
     ]  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.adapters.token_counts import length_unit
+from cafe.folder.status import run_failed
 from cafe.prompts import style_label
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import MANIFEST, RunStore
@@ -539,6 +540,14 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+def failed_html(manifest: dict[str, Any]) -> str:
+    why = manifest.get("status_reason") or "no usable item"
+    return (
+        f'<p class="failed"><strong>Run failed</strong>: {_e(why)}; it has no figures '
+        "(the items below say why each failed).</p>"
+    )
+
+
 def sections_html(metrics: dict[str, Any]) -> str:
     """Each metrics.json section: its headline (for the sections we know) and every key it holds
     (collapsed), so new sections and keys show up as they are."""
@@ -836,12 +845,14 @@ def write_html_report(
     summary, figs = [], []
     for s in sources:
         tag = f" ({s.key})" if len(sources) > 1 else ""
+        failed = run_failed(s.manifest)  # nothing usable: no figure of it, a line saying why
+        shown = failed_html(s.manifest) if failed else sections_html(s.metrics)
         summary.append(
             f'<section class="run"><h2>{_e(s.title)}{_e(tag)}</h2>'
-            f"<h3>Protocol</h3>{protocol_html(s)}{signals_html(s)}{sections_html(s.metrics)}"
+            f"<h3>Protocol</h3>{protocol_html(s)}{signals_html(s)}{shown}"
             "</section>"
         )
-        svgs, fig_notes = figures_svg(s) if draw else ([], [])
+        svgs, fig_notes = figures_svg(s) if draw and not failed else ([], [])
         notes += [f"{s.key}: {n}" if tag else n for n in fig_notes]
         figs += [
             f'<figure><div class="svg">{svg}</div><figcaption>{_e(cap + tag)}</figcaption></figure>'

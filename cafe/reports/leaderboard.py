@@ -336,12 +336,16 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
 def _run_sections(store: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
     """(manifest, accuracy, cafe, all of metrics.json) of a folder worth a row; else one line
     saying why not (no scores, a judge that mostly failed)."""
+    from cafe.folder.status import run_failed
     from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
 
     try:
         manifest = store.read_manifest()
     except FileNotFoundError as e:
         raise LeaderboardError(str(e)) from None
+    if run_failed(manifest):  # nothing usable: a row would print 0.00 for a run that failed
+        why = manifest.get("status_reason") or "no usable item"
+        raise LeaderboardError(f"{store.root}: the run failed ({why}); it has no row to add")
     try:  # typed and version-checked: a folder from a newer cafe says so
         acc_s, caf_s = store.read_section(AccuracySection), store.read_section(CafeSection)
     except SectionError as e:

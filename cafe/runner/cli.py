@@ -225,6 +225,12 @@ def _run_one(
         click.echo(calls)
     for line in result.failure_lines:
         click.echo(line, err=True)
+    if result.status == "failed":  # nothing usable: never "complete 0.00"
+        n = result.manifest.get("counts", {}).get("predictions", 0)
+        raise click.ClickException(
+            f"the run produced nothing usable: all {n} items failed (reasons above); "
+            f"{result.run_dir} is marked failed"
+        )
     if result.most_failed:  # a run that produced (almost) nothing must not look like success
         raise click.ClickException(
             "most items failed (reasons above); the run folder keeps what succeeded"

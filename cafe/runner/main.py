@@ -20,6 +20,7 @@ from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
 from cafe.counters import accumulate, by_status
 from cafe.failures import RunLog, most_failed
+from cafe.folder.status import by_counts
 from cafe.locking import folder_lock
 from cafe.manifest import now, without_secrets
 from cafe.prompts import build_request
@@ -30,12 +31,8 @@ from cafe.runner.score import failed_prediction, score_completion
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
 from cafe.store import PREDICTIONS
 
-#: metrics sections computed from the predictions by a later stage (stale once they change)
-DERIVED_SECTIONS = ("cafe", "decay")
 #: what an API adapter's usage adds to the folder's counters (cafe.counters)
 TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd")
-#: sections other commands compute from the predictions (stale once they change)
-LISTENING_SECTIONS = ("rubric", "cues", "listening")
 
 
 @dataclass
@@ -50,6 +47,7 @@ class RunResult:
     failure_lines: list[str] = field(default_factory=list)  # distinct reasons with counts
     most_failed: bool = False  # more than half of the (item, run)s failed: the CLI exits 1
     judge_failed: bool = False  # the judge did not run, or most judgements failed
+    status: str = "complete"  # complete / partial / failed by counts (cafe.folder.status)
 
 
 def run(
@@ -229,15 +227,10 @@ def _finish(
     progress: bool,
 ) -> None:
     """The accuracy section over the folder's whole selection, the judge (the benchmark's
-    default unless told), and the manifest marked complete."""
+    default unless told), and the manifest's status by counts."""
     store = plan.store
-    if result.new_predictions:  # rubric, cues and controls covered the earlier predictions
-        gone = store.drop_metrics(*LISTENING_SECTIONS)
-        if gone:
-            result.notes.append(
-                f"removed the {', '.join(gone)} section(s) of metrics.json: they covered the "
-                f"earlier predictions (`cafe rubric`, `cafe cues`, `cafe listen` redo them)"
-            )
+    # every section whose inputs changed goes (cafe.folder.sections): no hand-kept list
+    gone = store.invalidate(changed=("predictions",) if result.new_predictions else ())
     final = store.predictions() if result.new_predictions else list(plan.done.values())
     keys = plan.keys  # built once: the property makes a new set on every access
     predictions = [p for p in final if (p.sample_id, p.run_index) in keys]
@@ -245,30 +238,30 @@ def _finish(
     # the benchmark's official figure, where accuracy's is not it; one that `cafe judge-official`
     # wrote stands until the predictions change
     official = plan.bench.official_section(plan.samples, predictions, plan.spec.runs)
-    if official is not None and (result.new_predictions or "official" not in store.read_metrics()):
+    if official is not None and "official" not in store.read_metrics():
         store.update_metrics("official", official)
-    manifest["status"] = "complete"
     manifest.pop("error", None)
     failed = [p for p in predictions if p.parse_status == "failed"]
+    status = by_counts(len(predictions), len(predictions) - len(failed), "items")
+    manifest["status"] = result.status = status.status  # complete / partial / failed by counts
     manifest["counts"] = {"predictions": len(predictions), "failed": len(failed)}
+    manifest.pop("status_reason", None)
+    if status.reason:
+        manifest["status_reason"] = status.reason
     manifest["updated"] = now()
     result.failure_lines = failure_summary(failed, len(predictions), store.root)
     result.most_failed = bool(predictions) and most_failed(len(failed), len(predictions))
 
     judge_name = judge if judge is not None else plan.bench.default_judge
+    if status.status == "failed":  # nothing to judge: every item failed
+        judge_name = None
     if judge_name and judge_name != "none":
         manifest["judge"] = {"name": judge_name, **without_secrets(judge_options)}
         store.write_manifest(manifest)
         judge_notes = _judge(store.root, judge_name, judge_options, progress)
         result.notes.extend(judge_notes)
         result.judge_failed = any(n.startswith("error:") for n in judge_notes)
-    elif result.new_predictions:
-        gone = store.drop_metrics(*DERIVED_SECTIONS)
-        if gone:
-            result.notes.append(
-                f"removed the {', '.join(gone)} section(s) of metrics.json: they covered the "
-                f"earlier predictions; `cafe judge {store.root}` computes them again"
-            )
+    result.notes.extend(removed_notes(store, gone))
     if not plan.bench.has_answers(plan.spec.version):
         result.notes.append(
             f"{plan.spec.bench} {plan.spec.version} has no answers: accuracy cannot be computed "
@@ -277,6 +270,20 @@ def _finish(
     store.write_manifest(manifest)
     result.manifest = manifest
     result.metrics = store.read_metrics()
+
+
+def removed_notes(store: Any, gone: dict[str, str]) -> list[str]:
+    """One line per removed section that no step of this run wrote again: why, and which
+    command computes it."""
+    from cafe.folder.sections import section_info
+
+    left = store.read_metrics()
+    return [
+        f"removed the {name} section of metrics.json: {why}; `{section_info(name).owner}` "
+        f"computes it again"
+        for name, why in sorted(gone.items())
+        if name not in left
+    ]
 
 
 def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:
@@ -359,6 +366,33 @@ class _Work:
         return [out[(s.id, r)] for s, r in items]
 
 
+def _load(plan: RunPlan, manifest: dict[str, Any]) -> Any:
+    """The adapter; one that cannot load marks the manifest failed (never left "running")."""
+    try:
+        return load_adapter(plan.resolved, plan.adapter_options)
+    except ModelLoadError as e:
+        manifest["status"] = "failed"
+        manifest["error"] = str(e)
+        manifest["updated"] = now()
+        plan.store.write_manifest(manifest)
+        raise _LoadFailed(str(e)) from e
+
+
+def _say_failures(preds: list[Prediction], failures: int) -> int:
+    """Say why an item failed as it happens, not only on disk (the first MAX_WARNINGS) ->
+    the failures so far."""
+    for p in preds:
+        if p.parse_status == "failed" and p.error:
+            failures += 1
+            if failures <= MAX_WARNINGS:
+                from tqdm import tqdm
+
+                named = f"sample {p.sample_id}" in p.error
+                said = p.error if named else f"sample {p.sample_id}: {p.error}"
+                tqdm.write(f"error: {said}", file=sys.stderr)
+    return failures
+
+
 def _generate(
     plan: RunPlan,
     todo: list[tuple[Sample, int]],
@@ -374,14 +408,7 @@ def _generate(
     generation = plan.spec.generation
     if plan.spec.runs > 1 and is_greedy(generation):  # temperature 0 is greedy even if sampling
         warn([f"--runs {plan.spec.runs} with greedy decoding: runs will be identical"])
-    try:
-        adapter = load_adapter(plan.resolved, plan.adapter_options)
-    except ModelLoadError as e:
-        manifest["status"] = "failed"  # never left "running" by a model that cannot load
-        manifest["error"] = str(e)
-        manifest["updated"] = now()
-        plan.store.write_manifest(manifest)
-        raise _LoadFailed(str(e)) from e
+    adapter = _load(plan, manifest)
     store = plan.store
     calls = open_cache(cache)
     written = failures = 0
@@ -410,15 +437,7 @@ def _generate(
         store.write_manifest(manifest)
         if dead:
             raise _ServerGone(dead[0].error or "the model server gave no reply")
-        for p in preds:  # say why an item failed as it happens, not only on disk
-            if p.parse_status == "failed" and p.error:
-                failures += 1
-                if failures <= MAX_WARNINGS:
-                    from tqdm import tqdm
-
-                    named = f"sample {p.sample_id}" in p.error
-                    said = p.error if named else f"sample {p.sample_id}: {p.error}"
-                    tqdm.write(f"error: {said}", file=sys.stderr)
+        failures = _say_failures(preds, failures)
 
     try:
         manifest["adapter"] = without_secrets(adapter.identity())

@@ -19,6 +19,7 @@ from typing import Any
 from cafe.adapters.base import ADAPTERS, Adapter
 from cafe.adapters.resolve import ModelNotFound, ResolvedModel, resolve_model
 from cafe.benchmarks.base import BENCHMARKS, Benchmark, LoadedBenchmark
+from cafe.folder.status import FINISHED
 from cafe.manifest import card_dict, checkpoint_fingerprint, environment, without_secrets
 from cafe.prompts import PromptTemplate, load_template
 from cafe.records import Prediction, Problem, Sample
@@ -370,7 +371,7 @@ def read_folder(plan: RunPlan) -> RunPlan:
     ]
     # a finished folder's model failures stay failures in a subset read (the full command
     # retries them); an unfinished folder has no results yet for part of the subset
-    if plan.mode == "subset" and plan.old_manifest.get("status") != "complete":
+    if plan.mode == "subset" and plan.old_manifest.get("status") not in FINISHED:
         old = RunSpec.from_dict(plan.old_manifest["spec"])
         raise RunError(
             f"{run_dir} holds an unfinished run of {old.selection()}; finish it with the same "

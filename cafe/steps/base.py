@@ -1,0 +1,162 @@
+"""What a step is (DESIGN.md "cafe/steps/"): an analysis after the run, declared as data. A Step
+names its options (resolved into a frozen spec: its API keywords and command-line flags), its
+records file, its metrics.json section and what that section derives from, and gives
+plan / call / section; cafe.steps.engine runs every step the same way."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from cafe.errors import CafeUsageError
+from cafe.folder.status import StepStatus, by_counts
+from cafe.records import Judgement, Prediction, Record, Sample
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a step: ``name`` is its API keyword, ``--name-with-dashes`` its flag."""
+
+    name: str
+    type: type
+    default: Any
+    help: str = ""
+    cli: str | None = None  # a hand-written command's parameter that sets it, if named otherwise
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass
+class StepRecord(Record):
+    """One (item, run)'s result of a step that makes calls: ok (``value`` holds it), invalid (a
+    reply that was no answer) or failed (retried on the next invocation)."""
+
+    sample_id: str
+    run_index: int
+    status: str
+    value: Any = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class View:
+    """A run folder as a step reads it (one read, under the lock): the step computes from
+    these records and never opens the folder itself."""
+
+    root: Path
+    manifest: dict[str, Any]
+    samples: list[Sample]
+    predictions: list[Prediction]
+    judgements: list[Judgement]
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def items(self) -> list[tuple[Sample, Prediction]]:
+        """(sample, prediction) of every prediction with an output to read."""
+        by_id = {s.id: s for s in self.samples}
+        return [
+            (by_id[p.sample_id], p)
+            for p in self.predictions
+            if p.sample_id in by_id and p.error is None and p.raw_output is not None
+        ]
+
+
+Item = tuple[Sample, Prediction]
+
+
+class Step:
+    """Subclass, set the class attributes, give ``section`` (and ``call`` when ``records``)."""
+
+    name: ClassVar[str] = ""  # the command (`cafe NAME`) and cafe.api.run_step's name
+    help: ClassVar[str] = ""
+    section_name: ClassVar[str] = ""  # the metrics.json section it writes
+    records: ClassVar[str | None] = None  # its records file <records>.jsonl; None: no calls
+    derives_from: ClassVar[tuple[str, ...]] = ("predictions",)
+    higher_is_better: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[tuple[Option, ...]] = ()
+    version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
+    record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
+    engine_cache: ClassVar[bool] = True  # False: the step's calls cache themselves
+
+    def records_file(self, spec: dict[str, Any]) -> str | None:
+        """Its records file under this spec (None: a step that makes no calls)."""
+        return f"{self.records}.jsonl" if self.records else None
+
+    def key(self, item: Any) -> tuple[str, int]:
+        return item[1].sample_id, item[1].run_index
+
+    def failed(self, item: Any, why: str) -> Any:
+        """The record of an item whose call raised (asked again next time)."""
+        sid, run = self.key(item)
+        return StepRecord(sid, run, "failed", reason=why)
+
+    #: this invocation's counts (calls, cache hits, done, records by status), set by the engine
+    this_invocation: dict[str, Any] = {}  # noqa: RUF012 - replaced per instance, never mutated
+
+    async def aclose(self) -> None:
+        """Release what the calls used (a client), whatever happened."""
+
+    def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
+        """What the section's counters add up for this invocation (default: the engine's)."""
+        return counts
+
+    def spec(self, **options: Any) -> dict[str, Any]:
+        """The frozen spec: every option resolved (defaults filled, types checked), the step's
+        name and version. Cache keys and resume derive from it whole."""
+        known = {o.name: o for o in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise CafeUsageError(f"cafe {self.name}: unknown option(s) {', '.join(unknown)}")
+        out: dict[str, Any] = {"step": self.name, "version": self.version}
+        for o in self.options:
+            v = options.get(o.name, o.default)
+            if v is not None and not isinstance(v, o.type):
+                try:
+                    v = o.type(v)
+                except (TypeError, ValueError):
+                    raise CafeUsageError(
+                        f"cafe {self.name}: {o.name}={v!r} is not a {o.type.__name__}"
+                    ) from None
+            out[o.name] = v
+        return out
+
+    def check(self, view: View) -> None:
+        """Raise (one line) before any call when the folder cannot give this step its inputs."""
+
+    def plan(self, view: View, spec: dict[str, Any]) -> list[Item]:
+        """The (item, run)s the step makes a call for (the engine drops those already done)."""
+        return view.items()
+
+    def call_inputs(self, item: Item, spec: dict[str, Any]) -> dict[str, Any]:
+        """What decides one call's reply besides the spec: its cache key's inputs."""
+        s, p = item
+        return {"question": s.question, "choices": s.choices, "output": p.raw_output}
+
+    def call(self, item: Item, spec: dict[str, Any]) -> StepRecord:  # or async def
+        raise NotImplementedError(f"step {self.name!r} declares records but no call")
+
+    async def acall(self, item: Item, spec: dict[str, Any]) -> StepRecord:
+        if inspect.iscoroutinefunction(self.call):
+            return await self.call(item, spec)
+        import asyncio
+
+        return await asyncio.to_thread(self.call, item, spec)
+
+    def section(
+        self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def status(self, view: View, records: Sequence[StepRecord]) -> StepStatus:
+        """How the step ended, by counts (default: its usable records of those it made)."""
+        ok = sum(r.status == "ok" for r in records)
+        return by_counts(len(records), ok, "replies", "unusable")
+
+    def format(self, section: dict[str, Any]) -> str:
+        """What `cafe NAME` prints (default: the status line)."""
+        st = section.get("outcome") or {}
+        return f"{self.name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"

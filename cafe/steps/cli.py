@@ -1,0 +1,367 @@
+"""A step's command, made from its declaration: RUN_DIR, one flag per option (``--name``, its
+type and default), and the engine's own (--cache, --concurrency, --json, --no-progress)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from cafe.cli_options import (
+    Command,
+    batch_click_options,
+    command,
+    concurrency_option,
+    echo_costs,
+    judge_server_kwargs,
+    judge_server_options,
+    no_progress_option,
+    option,
+)
+from cafe.controls import CONTROLS, parse_controls
+from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM
+from cafe.metrics.decay import DEFAULT_MIN_COUNT, format_decay
+from cafe.steps.base import Step
+
+
+def step_command(step: Step) -> click.Command:
+    def callback(run_dir: str, cache: str | None, concurrency: int, as_json: bool,
+                 no_progress: bool, **options: Any) -> None:  # fmt: skip
+        from cafe.steps.engine import run_step
+
+        res = run_step(step, run_dir, cache=cache, concurrency=concurrency,
+                       progress=not no_progress, **options)  # fmt: skip
+        click.echo(json.dumps(res.section, indent=2) if as_json else step.format(res.section))
+
+    params: list[click.Parameter] = [click.Argument(["run_dir"], type=click.Path(
+        exists=True, file_okay=False))]  # fmt: skip
+    for o in step.options:
+        if o.type is bool:
+            flags = [f"{o.flag}/--no-{o.flag[2:]}", o.name]
+            params.append(click.Option(flags, default=o.default, show_default=True, help=o.help))
+        else:
+            params.append(click.Option([o.flag, o.name], type=o.type, default=o.default,
+                                       show_default=True, help=o.help))  # fmt: skip
+    params += [
+        click.Option(
+            ["--cache"], default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
+        ),  # fmt: skip
+        click.Option(
+            ["--concurrency"],
+            type=click.IntRange(min=1),
+            default=8,
+            show_default=True,
+            help="Calls in flight.",
+        ),  # fmt: skip
+        click.Option(["--json", "as_json"], is_flag=True, help="Print the section as JSON."),
+        click.Option(["--no-progress"], is_flag=True, help="No progress bar."),
+    ]
+    help_text = step.help or f"The {step.name} step over RUN_DIR."
+    return Command(step.name, callback=callback, params=params, help=help_text)
+
+
+@command("decay")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--bins", type=click.IntRange(min=1), default=None, help="Equal-width bins (10).")
+@click.option(
+    "--bin-width",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
+    "of --bins.",
+)
+@click.option(
+    "--min-count",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MIN_COUNT,
+    show_default=True,
+    help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
+)
+@click.option(
+    "--merge-sparse/--flag-sparse",
+    default=False,
+    show_default=True,
+    help="Merge sparse bins into their smaller neighbour (bins then differ in width) instead of "
+    "keeping them flagged, as the paper's equal-width bins do.",
+)
+@click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+def decay_command(
+    run_dir: str,
+    bins: int | None,
+    bin_width: float | None,
+    min_count: int,
+    merge_sparse: bool,
+    macro: bool,
+    as_json: bool,
+) -> None:
+    """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length, reasoning
+    accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
+    `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
+    from cafe.steps.decay import decay
+
+    section = decay(
+        run_dir,
+        bins=bins,
+        bin_width=bin_width,
+        min_count=min_count,
+        merge=merge_sparse,
+        mode="macro" if macro else "micro",
+    )
+    click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))
+
+
+@command("cues")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judge",
+    type=click.Choice(["openai", "gemini", "openai-compatible"]),
+    help="Also ask this CAFE judge (cue list as required events); offline matcher only without.",
+)
+@click.option("--judge-model", help="Judge model name.")
+@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server URL (repeatable).")
+@click.option("--judge-concurrency", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option(
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+)
+@click.option(
+    "--captions", type=click.Path(exists=True, dir_okay=False), help="Captions file (optional)."
+)
+@click.option("--template", type=click.Path(exists=True, dir_okay=False), help="Own template.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def cues_command(
+    run_dir: str,
+    judge: str | None,
+    judge_model: str | None,
+    endpoints: tuple[str, ...],
+    judge_concurrency: int,
+    api_key_env: str | None,
+    captions: str | None,
+    template: str | None,
+    cache_path: str | None,
+    as_json: bool,
+    no_progress: bool,
+) -> None:
+    """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio cues that the
+    model's reasoning mentions, by a documented offline matcher and optionally by the CAFE judge,
+    plus how the cues agree with the CAFE judge's required events (after `cafe judge`).
+
+    \b
+    cafe cues runs/x
+    cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+    if judge and not judge_model:
+        raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
+    from cafe.steps.cues import cues_run
+
+    try:
+        section = cues_run(
+            run_dir, judge, judge_model, endpoints, judge_concurrency, template=template,
+            captions=captions, cache=cache_path, progress=not no_progress,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    from cafe.judge.cues import format_cues
+
+    click.echo(json.dumps(section, indent=2) if as_json else format_cues(section))
+
+
+@command("rubric")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--judge",
+    default="openai",
+    show_default=True,
+    type=click.Choice(["openai", "gemini", "openai-compatible"]),
+    help="Chat protocol of the judge (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
+)
+@click.option(
+    "--judge-model", default=PAPER_JUDGE, show_default=True, help="Judge model (the authors')."
+)
+@click.option(
+    "--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL (repeatable)."
+)
+@click.option(
+    "--judge-concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Judge calls in flight at once.",
+)
+@click.option(
+    "--judge-api-key-env",
+    "api_key_env",
+    metavar="NAME",
+    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+)
+@click.option("--raters", type=click.IntRange(min=1), default=RATERS, show_default=True)
+@click.option(
+    "--trim",
+    type=click.IntRange(min=0),
+    default=TRIM,
+    show_default=True,
+    help="Drop this many lowest and highest rater scores before averaging.",
+)
+@click.option("--temperature", type=float, default=TEMPERATURE, show_default=True)
+@click.option("--seed", type=int, default=SEED, show_default=True)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=RETRIES,
+    show_default=True,
+    help="Extra attempts per rater after an invalid reply.",
+)
+@click.option(
+    "--template",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Your own rubric template (same '----- part -----' layout as the packaged one).",
+)
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@batch_click_options
+@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def rubric_command(
+    run_dir: str,
+    judge: str,
+    judge_model: str,
+    endpoints: tuple[str, ...],
+    judge_concurrency: int,
+    api_key_env: str | None,
+    raters: int,
+    trim: int,
+    temperature: float,
+    seed: int,
+    retries: int,
+    template: str | None,
+    cache_path: str | None,
+    as_json: bool,
+    no_progress: bool,
+    batch: bool = False,
+    batch_retry: str = "resubmit",
+    batch_poll: float = 30.0,
+    batch_no_wait: bool = False,
+    prices: str | None = None,
+) -> None:
+    """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
+    protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
+    by modality, category and sub-category go into metrics.json "rubric".
+
+    \b
+    cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
+    cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+    from cafe.judge.batching import batch_options, call_plan, write_costs
+    from cafe.metrics.rubric import format_rubric
+    from cafe.steps.rubric import rubric_run
+    from cafe.store import RunStore
+
+    # the batch transport and cost ledger (cafe.judge.batching): state in RUN_DIR/batches/
+    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
+    plan = call_plan(run_dir, batch=batch, prices=prices, batch_options=opts)
+    try:
+        section = rubric_run(
+            run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),
+            raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
+            template=template, cache=cache_path, progress=not no_progress, calls=plan,
+            **({"api_key_env": api_key_env} if api_key_env else {}),
+        )  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
+    click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))
+    echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
+    failed = section["status"].get("failed", 0)
+    if failed:  # a score left absent must not look like success
+        raise click.ClickException(
+            f"{failed} of {section['total']} items could not be rated (judge calls failed; "
+            f"reasons in {section['file']}): the score is absent; run the same command again "
+            "to retry them"
+        )
+
+
+@command("listen")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@option(
+    "--controls",
+    default="all",
+    show_default=True,
+    help=f"Comma-separated controls: {', '.join(CONTROLS)} (or all).",
+)
+@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
+@option("--judge", help="CAFE judge on the controls (default: the real run's judge; none: skip).")
+@judge_server_options()
+@option("--captions", type=click.Path(exists=True), help="The real run's captions file.")
+@option(
+    "--endpoint",
+    "endpoints",
+    multiple=True,
+    help="Model server base URL for served models (repeat to shard the work).",
+)
+@option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
+@concurrency_option(help="generate() calls in flight [adapter default].")
+@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
+@option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
+@no_progress_option()
+def listen_command(
+    run_dir: str,
+    controls: str,
+    control_seed: int,
+    judge: str | None,
+    judge_model: str | None,
+    judge_api_key_env: str | None,
+    judge_endpoints: tuple[str, ...],
+    judge_concurrency: int | None,
+    captions: str | None,
+    endpoints: tuple[str, ...],
+    cards: tuple[str, ...],
+    concurrency: int | None,
+    batch_size: int | None,
+    no_cache: bool,
+    no_progress: bool,
+) -> None:
+    """Is RUN_DIR's model listening? Run the same model and spec with the audio replaced by
+    silence of the same length, noise at the clip's level, another item's clip (seeded
+    derangement) and no audio, each in its own run folder RUN_DIR-ctl-CONTROL; write the
+    listening gap (real minus control accuracy, paired bootstrap 95% interval over items) into
+    RUN_DIR/metrics.json and print it.
+
+    \b
+    cafe listen runs/qwen2.5-omni-7b-mmar-v2
+    cafe listen runs/reference-synth-v2-n200-seed0 --controls silence,shuffled
+    """
+    from cafe.listen import rerun_options, run_controls
+    from cafe.metrics.listening import format_listening
+    from cafe.store import RunStore
+
+    try:
+        names = parse_controls(controls)
+        manifest = RunStore(run_dir).read_manifest()
+        opts = rerun_options(manifest)
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    if endpoints:
+        opts["options"] = {**opts["options"], "endpoints": list(endpoints)}
+    jopts = judge_server_kwargs(
+        judge_model, judge_endpoints, judge_concurrency, judge_api_key_env, captions
+    )
+    if judge is None and manifest.get("judge"):  # the real run's judge (keys: environment)
+        recorded = dict(manifest["judge"])
+        judge = recorded.pop("name", None)
+        jopts = {**recorded, **jopts}
+    section = run_controls(
+        run_dir, names, control_seed=control_seed, run_options=opts, judge=judge,
+        judge_options=jopts, concurrency=concurrency, batch_size=batch_size,
+        cards=list(cards) or None, cache=not no_cache, progress=not no_progress,
+    )  # fmt: skip
+    click.echo(format_listening(section))

@@ -1,0 +1,69 @@
+"""`cafe decay` on the step engine: accuracy and Acc_per by reasoning length, computed from the
+folder's records (cafe.metrics.decay holds the maths) and written as the "decay" section."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cafe.errors import CafeError, CafeUsageError
+from cafe.folder.status import StepStatus, by_counts
+from cafe.metrics.decay import DEFAULT_MIN_COUNT, decay_section, format_decay
+from cafe.steps import STEPS
+from cafe.steps.base import Option, Step, StepRecord, View
+
+
+@STEPS.register("decay")
+class DecayStep(Step):
+    name = "decay"
+    help = "Perception decay curves: accuracy and Acc_per by reasoning length."
+    section_name = "decay"
+    derives_from = ("predictions", "judgements")
+    options = (
+        Option("bins", int, None, "Equal-width bins (10)."),
+        Option("bin_width", float, None, "Bin width in length units, instead of --bins."),
+        Option("min_count", int, DEFAULT_MIN_COUNT, "Bins with fewer predictions are sparse."),
+        Option("merge", bool, False, "Merge sparse bins into a neighbour.", cli="merge_sparse"),
+        Option("mode", str, "micro", "Acc_per micro (pooled) or macro.", cli="macro"),
+    )
+
+    def section(
+        self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        if spec["bins"] is not None and spec["bin_width"] is not None:
+            raise CafeUsageError("give --bins or --bin-width, not both")
+        return decay_section(
+            view.predictions, view.judgements, bins=spec["bins"], bin_width=spec["bin_width"],
+            min_count=spec["min_count"], merge=spec["merge"], mode=spec["mode"],
+            counter=view.manifest.get("token_counter"),
+        )  # fmt: skip
+
+    def status(self, view: View, records: Sequence[StepRecord]) -> StepStatus:
+        if not view.predictions:
+            raise CafeError(f"{view.root}: no predictions.jsonl records; run `cafe run` first")
+        # no answered item with a reasoning length: nothing to correlate (decay_section's n)
+        n = sum(p.reasoning_tokens is not None and p.error is None for p in view.predictions)
+        why = "failed or have no reasoning length"
+        return by_counts(len(view.predictions), n, "items", why)
+
+    def format(self, section: dict[str, Any]) -> str:
+        return format_decay(section)
+
+
+def decay(
+    run_dir: str | Path,
+    *,
+    bins: int | None = None,
+    bin_width: float | None = None,
+    min_count: int = DEFAULT_MIN_COUNT,
+    merge: bool = False,
+    mode: str = "micro",
+) -> dict[str, Any]:
+    """Perception decay of a run folder -> the "decay" section (also written to metrics.json).
+    Uses the run's judgements for Acc_per (judge the run first). The defaults are the paper's
+    and `cafe decay`'s: equal-width bins, sparse ones flagged, not merged."""
+    from cafe.steps.engine import run_step
+
+    options = dict(bins=bins, bin_width=bin_width, min_count=min_count, merge=merge, mode=mode)
+    return run_step(DecayStep(), run_dir, **options).section

@@ -1,0 +1,165 @@
+"""The one engine every step runs on: lock -> view (one read of the folder) -> resume (the
+records kept under this spec) -> plan what is missing -> execute through the call cache, records
+appended as they finish -> compact -> status by counts (nothing usable raises, nothing
+written) -> the section, stamped with its inputs, with the counters -> invalidate what it fed.
+
+Promises kept as the runner's: a kill anywhere loses at most the records in flight (the cache
+replays the calls that finished); one writer (the folder lock); every cache key derives from
+the step's frozen spec plus the call's inputs; records made under another spec are redone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import Cache, cache_file, make_key
+from cafe.counters import by_status, judge_counters
+from cafe.folder.sections import SectionInfo, register_section
+from cafe.folder.status import StepStatus, require_usable
+from cafe.locking import folder_lock
+from cafe.steps.base import Step, StepRecord, View
+from cafe.store import RunStore, latest_records, rewrite_jsonl, write_json_atomic
+
+
+@dataclass
+class StepResult:
+    section: dict[str, Any]
+    status: StepStatus
+    records: list[StepRecord] = field(default_factory=list)
+
+
+def read_view(store: RunStore) -> View:
+    """The folder as steps read it (samples, predictions, the run's judgements, metrics)."""
+    return View(
+        root=store.root,
+        manifest=store.read_manifest() if store.has_manifest() else {},
+        samples=store.samples() if store.has_samples() else [],  # a step needing them says so
+        predictions=store.predictions(),
+        judgements=store.judgements(),
+        metrics=store.read_metrics(),
+    )
+
+
+def register_step_section(step: Step) -> None:
+    """The step's section in the section registry (a built-in name is refused for a plugin)."""
+    from cafe.steps import TABLE
+
+    ours = any((e.command, e.section) == (step.name, step.section_name) for e in TABLE)
+    if not ours:  # a plugin's: refused when the name is one of cafe's own sections
+        register_section(
+            SectionInfo(step.section_name, f"cafe {step.name}", tuple(step.derives_from),
+                        tuple(step.higher_is_better), builtin=False)
+        )  # fmt: skip
+
+
+def run_step(
+    step: Step,
+    run_dir: str | Path,
+    *,
+    cache: Cache | str | Path | None = None,
+    concurrency: int = 8,
+    progress: bool = False,
+    **options: Any,
+) -> StepResult:
+    """Run ``step`` on a run folder with ``options`` (its declared ones) -> its section, also
+    written to metrics.json. Raises NothingUsable (nothing written) when it produced nothing
+    usable; re-running resumes (and replays finished calls from the cache)."""
+    register_step_section(step)
+    store = RunStore(run_dir)
+    with folder_lock(store.root, f"cafe {step.name}"):
+        view = read_view(store)
+        step.check(view)  # what the folder lacks is said first, then what the options lack
+        spec = step.spec(**options)
+        records: list[StepRecord] = []
+        calls: dict[str, Any] = {}
+        records_file = step.records_file(spec)
+        if records_file:
+            records, calls = _execute(
+                step, store, view, spec, records_file, cache, concurrency, progress
+            )
+            step.this_invocation = calls
+        status = step.status(view, records)
+        require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
+        section = dict(step.section(view, records, spec))
+        section["outcome"] = status.to_dict()
+        if records_file:
+            section["spec"] = spec
+            previous = view.metrics.get(step.section_name)
+            section["counters"] = judge_counters(previous, spec, step.counters(calls))
+        store.update_metrics(step.section_name, section)
+        store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
+    return StepResult(section, status, records)
+
+
+def _execute(
+    step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str,
+    cache: Any, concurrency: int, progress: bool,
+) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
+    """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
+    from cafe.judge.stages import execute
+
+    if not view.samples:
+        store.samples()  # the one-line error: no samples.jsonl, and how to get it
+    path = store.path(records_file)
+    kept = _resume(path, spec, step.record_cls)
+    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
+    todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
+    call, counts = _cached_call(step, spec, cache)
+    with store.writer(path.name) as writer:
+        fresh = asyncio.run(execute(todo, call, step.failed, writer, concurrency=concurrency,
+                                    desc=f"cafe {step.name}", progress=progress,
+                                    aclose=step.aclose))  # fmt: skip
+    keys = {(p.sample_id, p.run_index) for p in view.predictions}
+    merged = {(r.sample_id, r.run_index): r for r in [*kept, *fresh]}
+    records = [r for k, r in merged.items() if k in keys]
+    rewrite_jsonl(path, records)  # compacted: one record per (item, run)
+    counts.update(done=len(fresh), records=by_status([r.status for r in fresh]))
+    return records, counts
+
+
+def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dict[str, Any]]:
+    """The step's call behind the call cache (key: the frozen spec + the call's inputs; only
+    usable records are kept, so a failed or unusable reply is asked again) and its counts."""
+    counts = {"calls": 0, "cache_hits": 0}
+    if not step.engine_cache:  # its calls cache themselves (a judge's client)
+
+        async def direct(item: Any) -> Any:
+            counts["calls"] += 1
+            return await step.acall(item, spec)
+
+        return direct, counts
+    if not isinstance(cache, Cache):
+        cache = Cache(cache if cache is not None else cache_file("steps.sqlite"))
+
+    async def cached(item: Any) -> Any:
+        key = make_key(step=spec, inputs=step.call_inputs(item, spec))
+        hit = cache.get(key)
+        if hit is not None:
+            counts["cache_hits"] += 1
+            return step.record_cls.from_dict(hit)
+        counts["calls"] += 1
+        rec = await step.acall(item, spec)
+        if rec.status == "ok":
+            cache.put(key, rec.to_dict())
+        return rec
+
+    return cached, counts
+
+
+def _resume(path: Path, spec: dict[str, Any], cls: type[Any]) -> list[Any]:
+    """The records made under ``spec``; another spec's are dropped (the file emptied before
+    the new spec is written, so a kill never leaves old records under the new spec)."""
+    spec_path = path.with_name(path.name.removesuffix(".jsonl") + ".spec.json")
+    try:
+        stored = json.loads(spec_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = None
+    if stored == spec:
+        return latest_records(path, cls)
+    if path.exists():
+        rewrite_jsonl(path, [])
+    write_json_atomic(spec_path, spec)
+    return []

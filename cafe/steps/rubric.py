@@ -1,0 +1,162 @@
+"""`cafe rubric` on the step engine: MMAR rubric scores of a run's predictions, to the MMAR
+authors' protocol (cafe.judge.rubric.RubricJudge rates; cafe.metrics.rubric sums up). Its
+records go to ``rubric.<judge>.jsonl`` under the judge's spec; the judge caches its own calls."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import Cache, cache_file
+from cafe.clients.base import call_stats_of
+from cafe.folder.status import StepStatus, by_counts
+from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
+from cafe.metrics.rubric import format_rubric, rubric_section
+from cafe.records import RubricScore
+from cafe.steps.base import Option, Step, View
+from cafe.steps.cues import bench_breakdowns
+from cafe.store import SAMPLES, judge_records_name
+
+#: a record that is no score of the model's answer: the judge's reply, or the call, failed
+UNUSABLE = ("failed", "invalid")
+
+
+class RubricStep(Step):
+    name = "rubric"
+    help = "Score MMAR predictions against each item's rubric (the MMAR authors' protocol)."
+    section_name = "rubric"
+    derives_from = ("predictions",)
+    record_cls = RubricScore
+    engine_cache = False  # the rubric judge caches each rater's call under its JudgeSpec
+    options = (
+        Option("judge", str, "openai", "Chat protocol of the judge."),
+        Option("judge_model", str, PAPER_JUDGE, "Judge model (the authors')."),
+        Option("raters", int, RATERS, "Judge calls per item."),
+        Option("trim", int, TRIM, "Lowest and highest rater scores dropped."),
+        Option("temperature", float, TEMPERATURE, "Sampling temperature."),
+        Option("seed", int, SEED, "Sampling seed."),
+        Option("retries", int, RETRIES, "Extra attempts per rater after an invalid reply."),
+        Option("template", str, None, "Your own rubric template."),
+    )
+
+    def __init__(self, cache: Any = None, concurrency: int = 16, endpoints: Sequence[str] = (),
+                 **client_options: Any) -> None:  # fmt: skip
+        self.cache, self.concurrency = cache, concurrency
+        self.endpoints, self.client_options = tuple(endpoints), client_options
+        self.t0 = time.perf_counter()
+
+    def spec(self, **options: Any) -> dict[str, Any]:
+        """The rubric judge's spec (built now: no key or no server fails here, in one line,
+        before anything is written)."""
+        o = {opt.name: options.get(opt.name, opt.default) for opt in self.options}
+        if not isinstance(self.cache, Cache):
+            path = self.cache if self.cache is not None else cache_file("judge.sqlite")
+            self.cache = Cache(path)
+        self.scorer = RubricJudge(
+            o["judge"], o["judge_model"], self.endpoints,
+            str(o["template"]) if o["template"] else None, self.cache, raters=o["raters"],
+            trim=o["trim"], temperature=o["temperature"], seed=o["seed"], retries=o["retries"],
+            concurrency=self.concurrency, **self.client_options,
+        )  # fmt: skip
+        return self.scorer.spec.to_dict()
+
+    def records_file(self, spec: dict[str, Any]) -> str:
+        return judge_records_name("rubric", self.scorer.identity)
+
+    def check(self, view: View) -> None:
+        if not view.predictions:
+            raise ValueError(f"{view.root}: no predictions.jsonl records to rate")
+        if not any(s.meta.get("rubric") for s in view.samples):
+            raise ValueError(
+                f"{view.root}: no sample carries a rubric; rubric scoring needs MMAR v2 "
+                "metadata (MMAR-meta.jsonl from the MMAR GitHub repository)"
+            )
+
+    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
+        """Every prediction (the judge decides what is rated); one whose sample is gone gets a
+        failed record."""
+        self.t0 = time.perf_counter()
+        by_id = {s.id: s for s in view.samples}
+        return [(by_id.get(p.sample_id), p) for p in view.predictions]
+
+    def failed(self, item: Any, why: str) -> Any:
+        return self.scorer.record(item[1], "failed", reason=why)
+
+    async def acall(self, item: Any, spec: dict[str, Any]) -> Any:
+        sample, p = item
+        if sample is None:
+            return self.failed(item, f"{SAMPLES}: sample {p.sample_id} not found")
+        return await self.scorer.ascore(sample, p)
+
+    async def aclose(self) -> None:
+        await self.scorer.aclose()
+
+    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
+        usable = sum(r.status not in UNUSABLE for r in records)
+        return by_counts(len(records), usable, "items", "got no usable rating")
+
+    def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
+        return {"calls": self.scorer.calls, "cache_hits": self.cache.hits,
+                "rated": counts["done"], "replies": counts["records"]}  # fmt: skip
+
+    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+        s = self.scorer
+        records = [*records, *self._no_prediction(view, records)]
+        section = rubric_section(records, view.samples, bench_breakdowns(view.manifest))
+        return {
+            "judge": s.describe(),
+            "protocol": "MMAR code/evaluation_rubrics.py: official string match gates; "
+            f"{s.raters} raters, drop {s.trim} lowest and highest, average the rest",
+            **section,
+            "file": self.records_file(spec),
+            "calls": {
+                "sent": s.calls,
+                "cache_hits": self.cache.hits,
+                "rated_now": self.this_invocation.get("done", 0),
+                "wall_s": round(time.perf_counter() - self.t0, 3),
+                **call_stats_of(s._client),
+            },  # fmt: skip
+        }
+
+    def _no_prediction(self, view: View, records: Sequence[Any]) -> list[RubricScore]:
+        """Every item of every run is accounted for: one with no prediction scores 0."""
+        s = self.scorer
+        keys = {(p.sample_id, p.run_index) for p in view.predictions}
+        runs = sorted({p.run_index for p in view.predictions})
+        return [
+            RubricScore(x.id, r, s.identity, s.template_hash, "no_prediction", score=0.0,
+                        protocol=s.protocol, reason="no prediction for this (item, run)")
+            for x in view.samples for r in runs if (x.id, r) not in keys
+        ]  # fmt: skip
+
+    def format(self, section: dict[str, Any]) -> str:
+        return format_rubric(section)
+
+
+def rubric_run(
+    run_dir: str | Path,
+    judge: str = "openai",
+    judge_model: str | None = PAPER_JUDGE,
+    endpoints: Sequence[str] = (),
+    concurrency: int = 16,
+    *,
+    raters: int = RATERS,
+    trim: int = TRIM,
+    temperature: float = TEMPERATURE,
+    seed: int | None = SEED,
+    retries: int = RETRIES,
+    template: str | Path | None = None,
+    cache: Cache | str | Path | None = None,
+    progress: bool = True,
+    **client_options: Any,
+) -> dict[str, Any]:
+    """Rate a run folder against its MMAR rubrics; returns (and writes) the "rubric" section.
+    ``judge`` is a chat client kind (openai, gemini, openai-compatible)."""
+    from cafe.steps.engine import run_step
+
+    step = RubricStep(cache, concurrency, endpoints, **client_options)
+    options = dict(judge=judge, judge_model=judge_model, raters=raters, trim=trim, seed=seed,
+                   temperature=temperature, retries=retries, template=template)  # fmt: skip
+    return run_step(step, run_dir, concurrency=concurrency, progress=progress, **options).section

@@ -1,0 +1,117 @@
+"""The table of post-run steps (cafe.steps.TABLE) is what the command line and cafe.api offer:
+each command resolves to the click command the table names, each API function to the function
+it names, each section is registered, and a step on the engine has a flag and a keyword for each
+of its options. The engine's own promises are tested with a step of its own."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cafe import api
+from cafe.cli import COMMANDS, main
+from cafe.folder.sections import is_builtin, sections
+from cafe.records import Prediction, Sample
+from cafe.steps import STEPS, TABLE, Option, Step, StepRecord
+from cafe.steps.engine import run_step
+from cafe.store import RunStore
+
+
+def _resolve(target: str):
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@pytest.mark.parametrize("entry", TABLE, ids=lambda e: e.command)
+def test_the_table_is_what_cli_and_api_offer(entry):
+    assert COMMANDS[entry.command] == entry.click
+    assert api.TARGETS[entry.api] == entry.target and entry.api in api.FUNCTIONS
+    cmd, fn = _resolve(entry.click), _resolve(entry.target)
+    assert cmd.name == entry.command and callable(fn)
+    if entry.section is not None:
+        assert is_builtin(entry.section), entry.section
+    if entry.engine:
+        step = STEPS.step(entry.command)
+        assert step.section_name == entry.section
+        params = {p.name for p in cmd.params}
+        accepted = set(inspect.signature(fn).parameters)
+        for o in step.options:
+            assert (o.cli or o.name) in params, f"cafe {entry.command} lacks {o.flag}"
+            assert o.name in accepted, f"cafe.api.{entry.api} lacks {o.name}"
+
+
+def test_every_builtin_section_has_its_command_in_the_table():
+    written = {e.section for e in TABLE if e.section} | {"accuracy"}  # accuracy: `cafe run`
+    assert written == {n for n, info in sections().items() if info.builtin}
+
+
+class Length(Step):
+    """A toy step with calls: the length of each output, 'failed' for outputs saying FAIL."""
+
+    name = "length"
+    section_name = "length"
+    records = "length"
+    options = (Option("unit", str, "chars"),)
+    calls: list[str] = []
+
+    def call(self, item, spec):
+        out = item[1].raw_output
+        self.calls.append(item[0].id)
+        if "FAIL" in out:
+            raise RuntimeError("the length server fell over")
+        return StepRecord(item[1].sample_id, item[1].run_index, "ok", value=len(out))
+
+    def section(self, view, records, spec):
+        return {"total": sum(r.value for r in records if r.status == "ok")}
+
+
+def _folder(root, outputs):
+    store = RunStore(root).create()
+    store.write_samples(Sample(k, "x", "v", "q", ["a"], "a", []) for k in outputs)
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(Prediction(k, 0, "m", "s", "h", o) for k, o in outputs.items())
+    return store
+
+
+def test_engine_resumes_retries_failed_records_and_caches(tmp_path):
+    store = _folder(tmp_path / "r", {"a": "xx", "b": "FAIL", "c": "yyy"})
+    Length.calls = []
+    res = run_step(Length(), store.root, cache=tmp_path / "c.sqlite")
+    assert res.section["total"] == 5 and res.status.status == "partial"
+    assert res.section["outcome"]["reason"] == "1 of 3 replies unusable"
+    assert sorted(Length.calls) == ["a", "b", "c"]
+    # the failed record is asked again, the others kept
+    store.path("predictions.jsonl").write_text("")
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(Prediction(k, 0, "m", "s", "h", o)
+                     for k, o in {"a": "xx", "b": "zzzz", "c": "yyy"}.items())  # fmt: skip
+    res = run_step(Length(), store.root, cache=tmp_path / "c.sqlite")
+    assert sorted(Length.calls) == ["a", "b", "b", "c"]
+    assert res.section["total"] == 9 and res.status.status == "complete"
+    assert res.section["counters"]["total"]["calls"] == 4
+    lines = [json.loads(x) for x in store.path("length.jsonl").read_text().splitlines()]
+    assert len(lines) == 3  # compacted: one record per (item, run)
+
+
+def test_a_plugin_step_cannot_take_a_builtin_section(tmp_path):
+    class Shadow(Length):
+        name, section_name = "shadow", "cues"
+
+    store = _folder(tmp_path / "r", {"a": "xx"})
+    with pytest.raises(Exception, match="section 'cues' is cafe's own"):
+        run_step(Shadow(), store.root, cache=tmp_path / "c.sqlite")
+
+
+def test_a_registered_step_is_a_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(STEPS, "_objects", dict(STEPS._objects))
+    STEPS.add("length", Length)
+    store = _folder(tmp_path / "r", {"a": "xx"})
+    cache = ["--cache", str(tmp_path / "c.sqlite"), "--no-progress"]
+    res = CliRunner().invoke(main, ["length", str(store.root), "--unit", "bytes", "--json", *cache])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["spec"] == {"step": "length", "version": 1, "unit": "bytes"}
+    assert "length" in CliRunner().invoke(main, ["--help"]).output
