@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -76,6 +77,7 @@ class Case:
     resume: list[str] | None = None  # … then this command completes: exit 0, and
     resumed: Callable[[], None] | None = None  # these assertions hold (every item done)
     cleanup: Callable[[], None] | None = None  # unmount what the kind mounted
+    server: Callable[[], Any] | None = None  # another model server than OpenAILoopback(reply)
 
 
 # -- cafe run: metadata --------------------------------------------------------------------
@@ -881,6 +883,110 @@ def read_only_decay(tmp):
     return _read_only(tmp, "decay")
 
 
+# -- round three: odd and busy servers (the model endpoint) ---------------------------------
+class CatchAllGateway(OpenAILoopback):
+    """A gateway that answers every path (its /tokenize too) with a chat completion."""
+
+    def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
+        if path.split("?")[0] == "/tokenize":
+            path = "/v1/chat/completions"
+            raw = json.dumps({"model": "m", "messages": [{"role": "user", "content": "a"}]})
+        return super().route(method, path, headers, raw.encode() if isinstance(raw, str) else raw)
+
+
+def server_answers_tokenize_with_a_chat(tmp):
+    meta = _bench(tmp, GOOD)
+
+    def check(out: str) -> None:  # decided once: one warning, the words fallback labelled
+        assert out.count("no token count") == 1
+        m = json.loads((tmp / "run" / "manifest.json").read_text())
+        assert m["token_counter"] == "fallback-words" and m["length_unit"] == "words"
+
+    return Case(_run_args(meta, tmp), ["answers /tokenize with no token count", "in words"],
+                good=("g1", "g2"), check=check,
+                server=lambda: CatchAllGateway(reply=lambda b: "<answer>A</answer>"))  # fmt: skip
+
+
+def server_resets_a_burst(tmp):
+    """A busy server (a full listen backlog) resets connections while it answers the rest:
+    backed off and retried, never taken for a dead one."""
+    meta = _bench(tmp, GOOD)
+    srv: list[OpenAILoopback] = []
+
+    def server() -> OpenAILoopback:  # the probe answers; the first 5 model calls are reset
+        srv.append(OpenAILoopback(reply=lambda b: "<answer>A</answer>", faults=["reset"] * 5))
+        return srv[0]
+
+    def check(out: str) -> None:
+        assert srv[0].count == 5 + 2  # each item retried until answered
+        assert json.loads((tmp / "run" / "manifest.json").read_text())["status"] == "complete"
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), check=check, server=server)
+
+
+def server_500_to_everything(tmp):
+    meta = _bench(tmp, GOOD)
+    srv: list[OpenAILoopback] = []
+
+    def server() -> OpenAILoopback:
+        srv.append(OpenAILoopback(faults=lambda i, b: "500"))
+        return srv[0]
+
+    def check(out: str) -> None:  # stopped by the breaker (errors with replies count too)
+        m = json.loads((tmp / "run" / "manifest.json").read_text())
+        assert m["status"] == "stopped" and "no good reply" in m["error"]
+
+    return Case(_run_args(meta, tmp), ["no good reply from", "(set by --endpoint)",
+                                       "run the same command again"], 1, check=check,
+                server=server)  # fmt: skip
+
+
+def server_refuses_connections(tmp):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    meta = _bench(tmp, GOOD)
+    args = [url if a == "{url}" else a for a in _run_args(meta, tmp)]
+    # the tokenizer probe goes through the breaker too: stopped before any model call
+    return Case(args, [url, "(set by --endpoint)", "stopped before any call"], 1)
+
+
+def endpoint_not_a_url(tmp):
+    meta = _bench(tmp, GOOD)
+    args = ["localhost:8000" if a == "{url}" else a for a in _run_args(meta, tmp)]
+    return Case(args, ["--endpoint 'localhost:8000' is not a URL", "http://"], 1)
+
+
+def endpoint_port_out_of_range(tmp):
+    meta = _bench(tmp, GOOD)
+    args = ["http://127.0.0.1:99999/v1" if a == "{url}" else a for a in _run_args(meta, tmp)]
+    return Case(args, ["--endpoint 'http://127.0.0.1:99999/v1' is not a URL", "range"], 1)
+
+
+class GzipBomb(OpenAILoopback):
+    """Answers every model call with a small gzip body that inflates past the reply cap."""
+
+    def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
+        if path.split("?")[0] != "/v1/chat/completions":
+            return super().route(method, path, headers, raw)
+        self._next_fault({})
+        return 200, {"Content-Encoding": "gzip"}, _BOMB[0]
+
+
+_BOMB: list[bytes] = []
+
+
+def reply_gzip_bomb(tmp):
+    import gzip
+
+    if not _BOMB:  # 80 MB of zeros (past the 64 MB cap) in ~80 kB
+        _BOMB.append(gzip.compress(b"\0" * (80 << 20), compresslevel=9))
+    meta = _bench(tmp, GOOD)
+    return Case(_run_args(meta, tmp), ["reply body larger than 64 MB"], 1, server=GzipBomb)
+
+
 KINDS: list[Callable[[Path], Case]] = [
     meta_empty, meta_truncated_json, meta_bad_line_in_middle, meta_duplicate_id,
     meta_answer_not_in_choices, meta_null_field, meta_wrong_type, meta_missing_id,
@@ -912,6 +1018,10 @@ KINDS: list[Callable[[Path], Case]] = [
     embed_audio_outside_the_data, csv_formula_in_a_model_name,
     disk_full_during_run, disk_full_during_report,
     read_only_run, read_only_judge, read_only_report, read_only_decay,
+]  # fmt: skip
+KINDS += [  # round three: odd, busy and dead servers; server replies; bad bytes; line order
+    server_answers_tokenize_with_a_chat, server_resets_a_burst, server_500_to_everything,
+    server_refuses_connections, endpoint_not_a_url, endpoint_port_out_of_range, reply_gzip_bomb,
 ]  # fmt: skip
 
 
@@ -946,7 +1056,7 @@ def _check_case(case: Case, tmp_path: Path, monkeypatch) -> None:
     existing = {
         p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()
     }
-    with OpenAILoopback(reply=server_reply) as srv:
+    with case.server() if case.server else OpenAILoopback(reply=server_reply) as srv:
         args = [a.replace("{url}", srv.url) for a in case.args]
         r = CliRunner().invoke(main, args)
     out = r.output

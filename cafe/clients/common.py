@@ -59,6 +59,29 @@ def key_env_for(
     return (ENDPOINT_KEY_ENV,)
 
 
+def check_url(url: str, option: str | None = None) -> str:
+    """``url`` when it can be a server's URL (http or https, a host, a port in range); else a
+    ValueError of one line, before any call is made (not a minute of retries)."""
+    from urllib.parse import urlsplit
+
+    from cafe.redaction import scrub_text
+
+    named = f"{option} " if option else "endpoint "
+    shown = scrub_text(str(url))
+    try:
+        parts = urlsplit(str(url))
+        port = parts.port  # ValueError when out of range or not a number
+    except ValueError as e:
+        raise ValueError(f"{named}{shown!r} is not a URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{named}{shown!r} is not a URL: give it as http://HOST:PORT (or https://)"
+        )
+    if port == 0:
+        raise ValueError(f"{named}{shown!r} is not a URL (port 0)")
+    return url
+
+
 def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
     """``http://user:pass@host/v1`` -> (``http://host/v1``, Basic auth header): credentials in a
     URL become a header (HTTP stacks refuse both at once), used when no key is set."""

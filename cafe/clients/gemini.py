@@ -21,6 +21,7 @@ from cafe.clients.common import (
     Lanes,
     PerLoop,
     audio_wav_async,
+    check_url,
     env_key,
     key_env_for,
     missing_key_hint,
@@ -65,7 +66,7 @@ class GeminiClient(PooledChatClient):
         concurrency: int = 16,
         timeout_s: float = 180.0,
         max_attempts: int = 6,
-        base_delay: float = 1.0,
+        base_delay: float = 0.25,
         max_delay: float = 60.0,
         recover_after: int = 20,
         http_transport: str = "auto",
@@ -79,7 +80,9 @@ class GeminiClient(PooledChatClient):
     ):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
-        urls: list[str | None] = [u.rstrip("/") for u in endpoints or []] or [None]
+        urls: list[str | None] = [
+            check_url(u, server_option).rstrip("/") for u in endpoints or []
+        ] or [None]
         service = gemini_service_urls()
         #: per endpoint, the variable(s) its key comes from (never another service's)
         self.key_env = {u: key_env_for(u, service, KEY_ENV, api_key_env) for u in urls}
@@ -294,7 +297,7 @@ def _as_call_error(
     import httpx
     from google.genai import errors
 
-    from cafe.clients.transport import NO_REPLY
+    from cafe.clients.transport import NO_REPLY, REFUSED
 
     where = url or "gemini"
     if isinstance(e, errors.APIError):
@@ -315,7 +318,8 @@ def _as_call_error(
             retry_after=parse_retry_after(headers.get("retry-after")),
         )
     if isinstance(e, NO_REPLY):  # refused, DNS, TLS, dropped: the breaker counts these
-        return CallError(f"{where}: {type(e).__name__}: {e}", no_reply=True)
+        return CallError(f"{where}: {type(e).__name__}: {e}", no_reply=True,
+                         refused=isinstance(e, REFUSED))  # fmt: skip
     if isinstance(e, httpx.TimeoutException | asyncio.TimeoutError):
         return CallError(f"{where}: timed out")
     if isinstance(e, httpx.HTTPError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import os
 import secrets
@@ -27,6 +28,7 @@ from cafe.clients.common import (
     audio_b64,
     audio_bytes_on_disk,
     audio_wav,
+    check_url,
     env_key,
     key_env_for,
     missing_key_hint,
@@ -93,7 +95,7 @@ class OpenAICompatClient(PooledChatClient):
         concurrency: int = 16,
         timeout_s: float = 120.0,
         max_attempts: int = 6,
-        base_delay: float = 1.0,
+        base_delay: float = 0.25,
         max_delay: float = 60.0,
         recover_after: int = 20,
         http_transport: str = "auto",
@@ -114,7 +116,7 @@ class OpenAICompatClient(PooledChatClient):
                 f"{self.kind} client for {model}: name the server with {option} URL{also}; "
                 "no server is assumed"
             )
-        urls = [normalise_base(u) for u in urls]
+        urls = [normalise_base(check_url(u, server_option)) for u in urls]
         self.model = model
         service = openai_service_urls()
         #: per endpoint, the variable(s) its key comes from (never another service's)
@@ -263,14 +265,15 @@ class OpenAICompatClient(PooledChatClient):
     async def _post(self, base: str, payload: bytes) -> dict[str, Any]:
         import httpx
 
-        from cafe.clients.transport import NO_REPLY
+        from cafe.clients.transport import NO_REPLY, REFUSED
 
         bare, auth = self._target(base)
         headers = {"Content-Type": "application/json", **auth}
         try:
             r = await self._http.get().post(f"{bare}/chat/completions", payload, headers)
         except NO_REPLY as e:  # refused, DNS, TLS, dropped: the breaker counts these
-            raise CallError(f"{base}: {type(e).__name__}: {e}", no_reply=True) from None
+            raise CallError(f"{base}: {type(e).__name__}: {e}", no_reply=True,
+                            refused=isinstance(e, REFUSED)) from None  # fmt: skip
         except httpx.TimeoutException:
             raise CallError(f"{base}: timed out") from None
         except httpx.TransportError as e:  # refused/reset: try again (maybe elsewhere)
@@ -298,8 +301,12 @@ class OpenAICompatClient(PooledChatClient):
         """Tokens of ``text`` by the served model's own tokenizer: ``POST /tokenize`` at the
         server's root (vLLM answers ``count`` for a ``prompt``; llama.cpp ``tokens`` for a
         ``content``; both fields are sent, no special tokens added). None when every attempt
-        failed; NoTokenizeEndpoint when the server has no such route (no retry helps)."""
+        failed; NoTokenizeEndpoint when the server has no such route or answers it with
+        something that is no token count (a gateway answering every path with a chat
+        completion): no retry helps. Through the endpoint's breaker, like every call."""
         import httpx
+
+        from cafe.clients.transport import NO_REPLY, REFUSED
 
         ep = self.endpoints[0]
         bare, auth = self._target(ep.url)
@@ -313,6 +320,9 @@ class OpenAICompatClient(PooledChatClient):
         async def once() -> int:
             try:
                 r = await self._http.get().post(f"{root}/tokenize", body, headers)
+            except NO_REPLY as e:
+                raise CallError(f"{root}/tokenize: {type(e).__name__}: {e}", no_reply=True,
+                                refused=isinstance(e, REFUSED)) from None  # fmt: skip
             except httpx.TransportError as e:
                 raise CallError(f"{root}/tokenize: {type(e).__name__}: {e}") from None
             if r.status in (400, 404, 405, 422, 501):  # no such route, or not this shape
@@ -321,14 +331,18 @@ class OpenAICompatClient(PooledChatClient):
                 raise CallError(
                     f"{root}/tokenize: HTTP {r.status}", status=r.status,
                     retryable=is_retryable_status(r.status),
+                    retry_after=parse_retry_after(r.headers.get("retry-after")),
                 )  # fmt: skip
-            try:
-                data = json.loads(r.content)
-                return int(data["count"]) if "count" in data else len(data["tokens"])
-            except (ValueError, KeyError, TypeError):
-                raise CallError(f"{root}/tokenize: malformed reply {r.text[:80]!r}") from None
+            count = token_count_of(r.content)
+            if count is None:
+                raise NoTokenizeEndpoint(
+                    f"{root} answers /tokenize with no token count ({r.text[:60]!r})"
+                )
+            return count
 
-        out = await call_with_retries(once, ep.limiter, self.policy, redact=redact)
+        # a probe, not a model call: a few attempts, then the run counts words
+        policy = dataclasses.replace(self.policy, max_attempts=min(3, self.policy.max_attempts))
+        out = await call_with_retries(once, ep.limiter, policy, redact=redact, breaker=ep.breaker)
         return None if out.error is not None else out.value
 
     async def aclose(self) -> None:
@@ -353,6 +367,22 @@ def spliced_json(body: dict[str, Any], blobs: dict[str, bytes]) -> bytes:
 
 class NoTokenizeEndpoint(Exception):
     """The server has no ``/tokenize`` route: its reasoning lengths need another counter."""
+
+
+def token_count_of(raw: bytes) -> int | None:
+    """The count in a /tokenize reply (vLLM ``count``, llama.cpp ``tokens``); None when the body
+    is no such reply."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    count = data.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count
+    tokens = data.get("tokens")
+    return len(tokens) if isinstance(tokens, list) and "count" not in data else None
 
 
 def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
