@@ -109,7 +109,9 @@ class Record:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
+        from cafe.jsontext import strict_dumps
+
+        return strict_dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
 
     @classmethod
     def from_dict(cls: type[T], data: dict[str, Any]) -> T:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cafe.errors import ConfigError, RunFolderError
+from cafe.jsontext import strict_dumps
 from cafe.records import Judgement, Prediction, Record, Sample
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON as one transaction (``replace_file``); the text is scrubbed of secrets first."""
     from cafe.redaction import scrub_text
 
-    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    text = strict_dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
     replace_file(path, lambda f: f.write(scrub_text(text)))
 
 
@@ -207,7 +208,7 @@ class JsonlWriter:
         lines = []
         for r in records:
             d = r.to_dict() if isinstance(r, Record) else r
-            lines.append(scrub_text(json.dumps(d, ensure_ascii=False), secrets) + "\n")
+            lines.append(scrub_text(strict_dumps(d, ensure_ascii=False), secrets) + "\n")
         if not lines:
             return
         self._f.write("".join(lines))

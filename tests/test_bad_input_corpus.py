@@ -987,6 +987,81 @@ def reply_gzip_bomb(tmp):
     return Case(_run_args(meta, tmp), ["reply body larger than 64 MB"], 1, server=GzipBomb)
 
 
+# -- round three: server replies not taken at face value -------------------------------------
+def _strict_json(text: str) -> Any:
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _first_replies(bad: dict, n: int = 2) -> Callable[[dict], Any]:
+    """The first ``n`` model calls get ``bad`` as the whole body, the rest a good answer."""
+    seen: list[int] = []
+
+    def reply(body: dict) -> Any:
+        seen.append(1)
+        return bad if len(seen) <= n else "<answer>A</answer>"
+
+    return reply
+
+
+def _malformed_reply(tmp, bad: dict):
+    """A malformed reply is a retryable server fault: each item is asked again and answered."""
+    meta = _bench(tmp, GOOD)
+
+    def check(out: str) -> None:
+        m = _strict_json((tmp / "run" / "manifest.json").read_text())
+        assert m["status"] == "complete" and m["usage"]["retries"] == 2, m["usage"]
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), reply=_first_replies(bad),
+                check=check)  # fmt: skip
+
+
+def reply_content_a_number(tmp):
+    return _malformed_reply(tmp, {"choices": [{"message": {"content": 42}}]})
+
+
+def reply_content_an_object(tmp):
+    return _malformed_reply(tmp, {"choices": [{"message": {"content": {"text": "A"}}}]})
+
+
+def reply_message_a_string(tmp):
+    return _malformed_reply(tmp, {"choices": [{"message": "<answer>A</answer>"}]})
+
+
+def _odd_usage(tmp, usage: Any):
+    """Usage counts that are no counts are recorded unknown: never summed, never Infinity."""
+    meta = _bench(tmp, GOOD)
+    good = {"choices": [{"message": {"content": "<answer>A</answer>"}, "finish_reason": "stop"}],
+            "usage": usage}  # fmt: skip
+
+    def check(out: str) -> None:
+        m = _strict_json((tmp / "run" / "manifest.json").read_text())
+        assert m["status"] == "complete"
+        assert m["usage"]["prompt_tokens"] == 0 and m["usage"]["completion_tokens"] == 0
+        for line in (tmp / "run" / "predictions.jsonl").read_text().splitlines():
+            _strict_json(line)
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), reply=lambda b: good, check=check)
+
+
+def usage_a_list(tmp):
+    return _odd_usage(tmp, [1, 2, 3])
+
+
+def usage_strings(tmp):
+    return _odd_usage(tmp, {"prompt_tokens": "12", "completion_tokens": "3"})
+
+
+def usage_negative(tmp):
+    return _odd_usage(tmp, {"prompt_tokens": -1000, "completion_tokens": -5})
+
+
+def usage_huge(tmp):
+    return _odd_usage(tmp, {"prompt_tokens": 1e308, "completion_tokens": 1e308})
+
+
 KINDS: list[Callable[[Path], Case]] = [
     meta_empty, meta_truncated_json, meta_bad_line_in_middle, meta_duplicate_id,
     meta_answer_not_in_choices, meta_null_field, meta_wrong_type, meta_missing_id,
@@ -1022,6 +1097,8 @@ KINDS: list[Callable[[Path], Case]] = [
 KINDS += [  # round three: odd, busy and dead servers; server replies; bad bytes; line order
     server_answers_tokenize_with_a_chat, server_resets_a_burst, server_500_to_everything,
     server_refuses_connections, endpoint_not_a_url, endpoint_port_out_of_range, reply_gzip_bomb,
+    reply_content_a_number, reply_content_an_object, reply_message_a_string,
+    usage_a_list, usage_strings, usage_negative, usage_huge,
 ]  # fmt: skip
 
 

@@ -5,7 +5,6 @@ evaluation.py: `model_output`; MMAR code/evaluation.py: `answer_prediction`), as
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from cafe.benchmarks.metadata import ADDED_META
 from cafe.benchmarks.scoring import official_text
 from cafe.cli_options import command, option
 from cafe.errors import CafeUsageError
+from cafe.jsontext import strict_dumps
 from cafe.records import Sample
 from cafe.store import RunStore, replace_file, write_json_atomic
 
@@ -80,7 +80,7 @@ def export_run(
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".jsonl":
-        text = "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items)
+        text = "".join(strict_dumps(i, ensure_ascii=False) + "\n" for i in items)
         replace_file(out, lambda f: f.write(text))
     else:
         write_json_atomic(out, items)

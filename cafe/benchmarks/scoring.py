@@ -28,6 +28,7 @@ import click
 from cafe.benchmarks.metadata import parse_rows
 from cafe.cli_options import command, data_option
 from cafe.errors import CafeError
+from cafe.jsontext import strict_dumps
 from cafe.records import InputError, Prediction, Problem, Sample
 
 _WORD = re.compile(r"\b\w+\b")
@@ -568,7 +569,7 @@ def score_command(
             err=True,
         )
     if as_json:
-        click.echo(json.dumps(section, ensure_ascii=False))
+        click.echo(strict_dumps(section, ensure_ascii=False))
     else:
         b = section["bench"]
         click.echo(f"{b['name']} {b['version']} ({b['source']})")

@@ -26,7 +26,7 @@ BREAK_AFTER = 3
 #: failed attempts in a row (with answers or not) that open a breaker, once they have also
 #: lasted DEAD_AFTER_S without a single good answer
 ERRORS_IN_A_ROW = 8
-DEAD_AFTER_S = 3.0
+DEAD_AFTER_S = 1.2
 
 
 class ServerUnreachable(CafeError):

@@ -111,6 +111,29 @@ def missing_key_hint(names: tuple[str, ...], url: str | None) -> str:
     return f"{where} takes its key from {' or '.join(names)}"
 
 
+def clean_text(text: str) -> str:
+    """A server's text with each lone surrogate (JSON may spell one: "\\ud800") replaced by
+    U+FFFD: no UTF-8 file could hold it."""
+    from cafe.jsontext import LONE_SURROGATE
+
+    return LONE_SURROGATE.sub("\ufffd", text)
+
+
+def token_count(value: Any) -> int | None:
+    """A usage field as a count: a non-negative finite integer (an integral float is one); any
+    other value (a list, a string, -3, 1e308, NaN) is unknown (None), never summed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**53:
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value < 2**53 else None
+
+
+def valid_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` with every count validated (token_count)."""
+    return {k: token_count(v) for k, v in usage.items()}
+
+
 def audio_wav(path: str) -> bytes:
     """A clip as 16 kHz mono 16-bit WAV bytes: the one audio encoding sent to every API."""
     from cafe.audio import api_wav

@@ -22,12 +22,14 @@ from cafe.clients.common import (
     PerLoop,
     audio_wav_async,
     check_url,
+    clean_text,
     env_key,
     key_env_for,
     missing_key_hint,
     parts_of,
     redact,
     split_system,
+    valid_usage,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -66,7 +68,7 @@ class GeminiClient(PooledChatClient):
         concurrency: int = 16,
         timeout_s: float = 180.0,
         max_attempts: int = 6,
-        base_delay: float = 0.25,
+        base_delay: float = 0.1,
         max_delay: float = 60.0,
         recover_after: int = 20,
         http_transport: str = "auto",
@@ -361,4 +363,4 @@ def _reply_fields(resp: Any, url: str | None) -> dict[str, Any]:
         )
         if audio:  # priced apart by audio models
             usage["audio_prompt_tokens"] = audio
-    return {"text": text, "finish_reason": finish, "usage": usage}
+    return {"text": clean_text(text), "finish_reason": finish, "usage": valid_usage(usage)}

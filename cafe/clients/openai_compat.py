@@ -29,12 +29,14 @@ from cafe.clients.common import (
     audio_bytes_on_disk,
     audio_wav,
     check_url,
+    clean_text,
     env_key,
     key_env_for,
     missing_key_hint,
     parts_of,
     redact,
     split_userinfo,
+    valid_usage,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -95,7 +97,7 @@ class OpenAICompatClient(PooledChatClient):
         concurrency: int = 16,
         timeout_s: float = 120.0,
         max_attempts: int = 6,
-        base_delay: float = 0.25,
+        base_delay: float = 0.1,
         max_delay: float = 60.0,
         recover_after: int = 20,
         http_transport: str = "auto",
@@ -386,45 +388,62 @@ def token_count_of(raw: bytes) -> int | None:
 
 
 def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
-    """text, finish_reason and usage from a chat-completions body; CallError when malformed.
-    Reasoning that a server's reasoning parser split off (vLLM ``reasoning_content``) is put
-    back in front as ``<think>…</think>``: for reasoning models that text is what we evaluate."""
+    """text, finish_reason and usage from a chat-completions body. A body that is not one
+    (broken JSON, ``message`` a string, ``content`` a number) is a retryable server fault
+    (CallError naming it), never cached nor handed on; usage counts that are no counts are
+    recorded unknown. Reasoning that a server's reasoning parser split off (vLLM
+    ``reasoning_content``) is put back in front as ``<think>…</think>``: for reasoning models
+    that text is what we evaluate."""
+    fault = f"{base}: malformed reply (server fault)"
     try:
         data = json.loads(raw)
         choice = data["choices"][0]
         msg = choice["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise CallError(f"{base}: malformed reply body: {raw[:120]!r}") from None
+    if not isinstance(choice, dict) or not isinstance(msg, dict):
+        what = type(choice if not isinstance(choice, dict) else msg).__name__
+        raise CallError(f"{fault}: choices[0] or its message is a {what}, not an object")
     content = msg.get("content")
     if isinstance(content, list):  # some servers return content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if not all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in content):
+            raise CallError(f"{fault}: message content parts are not text parts")
+        content = "".join(p.get("text", "") for p in content)
     if content is None:
         if msg.get("refusal"):
             raise CallError(f"{base}: refused: {msg['refusal']}", retryable=False)
         raise CallError(f"{base}: reply has no message content")
+    if not isinstance(content, str):
+        raise CallError(f"{fault}: message content is a {type(content).__name__}, not text")
+    content = clean_text(content)
     reasoning = msg.get("reasoning_content") or msg.get("reasoning")
     if isinstance(reasoning, str) and reasoning.strip():
+        reasoning = clean_text(reasoning)
         content = f"<think>{reasoning}</think>{content}"
     else:
         reasoning = None
-    u = data.get("usage") or {}
-    usage = {
-        "prompt_tokens": u.get("prompt_tokens"),
-        "completion_tokens": u.get("completion_tokens"),
-        "total_tokens": u.get("total_tokens"),
-    }
-    details = u.get("completion_tokens_details") or {}
-    if details.get("reasoning_tokens") is not None:
-        usage["reasoning_tokens"] = details["reasoning_tokens"]
-    prompt_details = u.get("prompt_tokens_details") or {}
-    if prompt_details.get("audio_tokens") is not None:  # priced apart by audio models
-        usage["audio_prompt_tokens"] = prompt_details["audio_tokens"]
+    finish = choice.get("finish_reason")
     return {
         "text": content,
-        "finish_reason": choice.get("finish_reason"),
-        "usage": usage,
+        "finish_reason": finish if isinstance(finish, str) else None,
+        "usage": _usage(data.get("usage")),
         "reasoning": reasoning,
     }
+
+
+def _usage(u: Any) -> dict[str, Any]:
+    """The token counts of a reply's usage, each a count or None (cafe.clients.common)."""
+    u = u if isinstance(u, dict) else {}
+    usage = {k: u.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    details = u.get("completion_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    if details.get("reasoning_tokens") is not None:
+        usage["reasoning_tokens"] = details["reasoning_tokens"]
+    prompt_details = u.get("prompt_tokens_details")
+    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
+    if prompt_details.get("audio_tokens") is not None:  # priced apart by audio models
+        usage["audio_prompt_tokens"] = prompt_details["audio_tokens"]
+    return valid_usage(usage)
 
 
 @CLIENTS.register("openai")

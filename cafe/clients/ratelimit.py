@@ -89,17 +89,17 @@ class RetryPolicy:
     uniform jitter factor in [1-jitter, 1+jitter]; a 429 without Retry-After waits
     ``rate_limited_factor`` times that (the limiter's cut is the main answer to a rate limit).
     The first wait after a 5xx or a reset is short (a busy server's error is mostly one-off) and
-    the tail bounded: 6 attempts wait 7.75 s in all, on average. A server's Retry-After is taken
+    the tail bounded: 6 attempts wait 3.1 s in all, on average. A server's Retry-After is taken
     as it is (waiting longer only loses time), up to ``max_retry_after``; a longer one is capped and
     said once (``say``)."""
 
     max_attempts: int = 6
-    base_delay: float = 0.25
+    base_delay: float = 0.1
     max_delay: float = 60.0
     max_retry_after: float = MAX_RETRY_AFTER_S
     jitter: float = 0.5
     timeout_s: float = 120.0  # one attempt's wall clock
-    rate_limited_factor: float = 4.0
+    rate_limited_factor: float = 10.0
     say: Callable[[str], None] = _say
     _said: bool = False
 

@@ -7,7 +7,6 @@ section also compares the cues with the run's own CAFE judgements' ``required_ev
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import click
 
 from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
+from cafe.jsontext import strict_dumps
 from cafe.judge.base import JudgeItem, load_template
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.judge.pipeline import (
@@ -208,4 +208,4 @@ def cues_command(
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
-    click.echo(json.dumps(section, indent=2) if as_json else format_cues(section))
+    click.echo(strict_dumps(section, indent=2) if as_json else format_cues(section))

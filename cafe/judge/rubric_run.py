@@ -9,7 +9,6 @@ tried again on the next run; invalid ones are kept (their replies replay from th
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from cafe.cache import Cache, cache_file
 from cafe.cli_options import command
 from cafe.clients.base import call_stats_of
 from cafe.counters import by_status, judge_counters
+from cafe.jsontext import strict_dumps
 from cafe.judge.batching import (
     batch_click_options,
     batch_options,
@@ -242,7 +242,7 @@ def rubric_command(
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
-    click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))
+    click.echo(strict_dumps(section, indent=2) if as_json else format_rubric(section))
     echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
     failed = section["status"].get("failed", 0)
     if failed:  # a score left absent must not look like success

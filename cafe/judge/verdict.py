@@ -24,6 +24,7 @@ import click
 from cafe.benchmarks.embedding_match import EmbedderUnavailable
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer
+from cafe.jsontext import strict_dumps
 from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.base import sha256_text
 from cafe.judge.batching import batch_click_options, batch_options, echo_costs
@@ -149,7 +150,7 @@ def _read_kept(store: RunStore, name: str, preds: list[Prediction]) -> dict[tupl
 
 def _write_kept(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
     store.path(name).write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+        "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
     )
 
 

@@ -8,7 +8,6 @@ and writes attention.json, so the averaging is testable on fixed arrays."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from cafe.cli_options import (
     no_progress_option,
 )
 from cafe.errors import CafeError
+from cafe.jsontext import strict_dumps
 
 
 def shares_of(trace: Any) -> list[float]:
@@ -136,7 +136,7 @@ def attention(
             path = path / "attention.json"
         from cafe.redaction import scrub_text
 
-        path.write_text(scrub_text(json.dumps(result, indent=2)) + "\n")
+        path.write_text(scrub_text(strict_dumps(result, indent=2)) + "\n")
         result["path"] = str(path)
     return result
 

@@ -9,7 +9,6 @@ robustness check that needs no binning at all."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import numpy as np
 from cafe.adapters.token_counts import WORDS, length_unit
 from cafe.cli_options import command
 from cafe.errors import CafeError, CafeUsageError
+from cafe.jsontext import strict_dumps
 from cafe.locking import writes_folder
 from cafe.metrics.cafe import cafe_metrics
 from cafe.records import Judgement, Prediction
@@ -328,4 +328,4 @@ def decay_command(
         merge=merge_sparse,
         mode="macro" if macro else "micro",
     )
-    click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))
+    click.echo(strict_dumps(section, indent=2) if as_json else format_decay(section))
