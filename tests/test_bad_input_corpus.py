@@ -1062,6 +1062,114 @@ def usage_huge(tmp):
     return _odd_usage(tmp, {"prompt_tokens": 1e308, "completion_tokens": 1e308})
 
 
+# -- round three: every bad byte one clear line ---------------------------------------------
+def _meta_text(tmp, bad: dict, says: list[str], good=("g1", "g2")):
+    """GOOD plus item b (``bad`` merged in), as JSONL with ASCII escapes ("\\ud800")."""
+    meta = _bench(tmp, [*GOOD, _item("b", **bad)])
+    return Case(_run_args(meta, tmp), [str(meta), *says], good=good)
+
+
+def meta_lone_surrogate(tmp):
+    return _meta_text(tmp, {"question": "Which \ud800 is first?"},
+                      ["sample b", "field question", "lone surrogate (U+D800)"])  # fmt: skip
+
+
+def meta_nul_in_audio_path(tmp):
+    return _meta_text(tmp, {"audio_path": "./audio/b\x00.wav"},
+                      ["sample b", "field audio_path", "NUL character"])  # fmt: skip
+
+
+def meta_nested_deep(tmp):
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    return _meta_text(tmp, {"notes": deep}, ["sample b", "field notes", "nested more than 64"])
+
+
+def meta_nested_past_the_parser(tmp):
+    meta = _bench(tmp, GOOD)
+    meta.write_text(meta.read_text() + '{"id": "b", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    return Case(_run_args(meta, tmp), [str(meta), "line 3", "nested more than"], good=("g1", "g2"))
+
+
+def meta_audio_path_a_number(tmp):
+    return _meta_text(tmp, {"audio_path": 42}, ["sample b", "field audio_path", "not a string"])
+
+
+def meta_unicode_line_separators(tmp):
+    """U+2028, U+2029 and U+0085 are valid inside a JSON line: nothing is dropped or warned."""
+    first = _item("g1", question="Which\u2028is\u2029first\u0085?")
+    meta = _bench(tmp, [first, GOOD[1]])
+    meta.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in [first, GOOD[1]]))
+
+    def check(out: str) -> None:
+        assert "not valid JSON" not in out
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), check=check)
+
+
+def reply_lone_surrogate(tmp):
+    """A reply holding a lone surrogate is written (as U+FFFD), not a lost batch."""
+    meta = _bench(tmp, GOOD)
+
+    def check(out: str) -> None:
+        text = (tmp / "run" / "predictions.jsonl").read_text(encoding="utf-8")
+        assert text.count("\ufffd") == 2
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), check=check,
+                reply=lambda b: "<answer>A</answer> \ud800")  # fmt: skip
+
+
+def _deep_json(depth: int = 200) -> str:
+    return '{"x": ' + "[" * depth + "]" * depth + "}"
+
+
+def manifest_nested_deep(tmp):
+    return _damaged(tmp, "report", "manifest.json", _deep_json(), ["is damaged", "nested more"])
+
+
+def metrics_nested_deep(tmp):
+    return _damaged(tmp, "report", "metrics.json", _deep_json(100_000),
+                    ["is damaged", "nested more"])  # fmt: skip
+
+
+def prediction_nested_deep(tmp):
+    return _edit_line(tmp, "report", "predictions.jsonl",
+                      lambda r: r["sections"].update(x=json.loads(_deep_json())),
+                      ["field sections", "nested more than 64"])  # fmt: skip
+
+
+def prediction_lone_surrogate(tmp):
+    return _edit_line(tmp, "report", "predictions.jsonl",
+                      lambda r: r.update(raw_output="\ud800"),
+                      ["field raw_output", "lone surrogate"])  # fmt: skip
+
+
+def leaderboard_nested_deep(tmp):
+    board = _yaml_file(tmp, "lb.yaml", "rows: " + "[" * 5000 + "]" * 5000 + "\n")
+    return Case(["leaderboard", "show", "--leaderboard", str(board)],
+                [str(board), "nested more than"], 1, keep=(board,))  # fmt: skip
+
+
+def _captions_json(tmp, value: Any, says: list[str]):
+    from test_judge_pipeline import build_run
+
+    store = build_run(tmp / "jrun")
+    caps = tmp / "caps.json"
+    caps.write_text(json.dumps({"s0": "a dog barks", "s1": value}))
+    return Case(["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
+                 "--judge-endpoint", "{url}", "--captions", str(caps), "--no-progress"],
+                [str(caps), "sample s1", "field caption", *says], 1)  # fmt: skip
+
+
+def captions_caption_null(tmp):
+    return _captions_json(tmp, None, ["NoneType, not text"])
+
+
+def captions_caption_a_list(tmp):
+    return _captions_json(tmp, ["a dog"], ["list, not text"])
+
+
 KINDS: list[Callable[[Path], Case]] = [
     meta_empty, meta_truncated_json, meta_bad_line_in_middle, meta_duplicate_id,
     meta_answer_not_in_choices, meta_null_field, meta_wrong_type, meta_missing_id,
@@ -1099,6 +1207,10 @@ KINDS += [  # round three: odd, busy and dead servers; server replies; bad bytes
     server_refuses_connections, endpoint_not_a_url, endpoint_port_out_of_range, reply_gzip_bomb,
     reply_content_a_number, reply_content_an_object, reply_message_a_string,
     usage_a_list, usage_strings, usage_negative, usage_huge,
+    meta_lone_surrogate, meta_nul_in_audio_path, meta_nested_deep, meta_nested_past_the_parser,
+    meta_audio_path_a_number, meta_unicode_line_separators, reply_lone_surrogate,
+    manifest_nested_deep, metrics_nested_deep, prediction_nested_deep, prediction_lone_surrogate,
+    leaderboard_nested_deep, captions_caption_null, captions_caption_a_list,
 ]  # fmt: skip
 
 

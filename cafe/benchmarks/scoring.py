@@ -259,6 +259,8 @@ def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]
         rows, problems = parse_rows(text, p)
     except json.JSONDecodeError as e:
         raise InputError(Problem(str(p), f"not valid JSON ({e.msg}, line {e.lineno})")) from None
+    except ValueError as e:  # nested too deep for the parser
+        raise InputError(Problem(str(p), f"not valid JSON ({e})")) from None
     where = "item" if text.lstrip().startswith("[") else "line"
     out = []
     for i, row in rows:
