@@ -76,9 +76,10 @@ class OpenAICompatClient(PooledChatClient):
 
     Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
     ``max_delay``, ``recover_after`` (successes per regained slot), ``break_after`` (attempts
-    in a row without any reply that end calls to a server; 0: never), ``api_key_env`` (variable
-    holding the key for every endpoint; default: OPENAI_API_KEY for OpenAI itself, as its
-    URL or OPENAI_BASE_URL names it, and CAFE_ENDPOINT_API_KEY for any other server),
+    refused in a row that end calls to a server; 0: never; see cafe.clients.breaker),
+    ``api_key_env`` (variable holding the key for every endpoint; default: OPENAI_API_KEY for
+    OpenAI itself, as its URL or OPENAI_BASE_URL names it, and CAFE_ENDPOINT_API_KEY for any
+    other server),
     ``drop_params`` (request fields a model rejects, e.g. temperature for
     gpt-5), ``extra_body`` (merged into every request), ``thinking`` (None: the server's
     default; False: ask a Qwen3-style template not to think, as judges do by default)."""

@@ -8,8 +8,9 @@ describe the load before the cut, and cutting again for each of them sinks concu
 delays the call that got it; it pauses every caller only once the limit is at its floor (a cut
 is the answer above it). One slot less per 429 where a tenth of the calls are turned away keeps
 a run within 2x of its fault-free time (perf/ratelimit_429.py). Failures back off exponentially
-with jitter, and a per-server circuit breaker (cafe.clients.breaker) ends calls to a server that
-gives no reply at all.
+with jitter (from 0.1 s: a busy server's 5xx is mostly one-off), and a per-server circuit
+breaker (cafe.clients.breaker) ends calls to a dead server (refused, or nothing but failures for
+a while), never to a busy one.
 
 The limiter holds no asyncio primitive bound to one event loop (waiters are futures of whichever
 loop awaits them, woken thread-safely), so one client can serve several ``asyncio.run`` calls and
