@@ -140,7 +140,9 @@ def _read_kept(store: RunStore, name: str, preds: list[Prediction]) -> dict[tupl
         return {}
     now = {(p.sample_id, p.run_index): output_hash(p) for p in preds}
     out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").split("\n"):  # JSON lines end at \n only
+        if not line.strip():
+            continue
         row = json.loads(line)
         key = (row["sample_id"], row["run_index"])
         if now.get(key) == row.get("output"):
