@@ -1170,6 +1170,36 @@ def captions_caption_a_list(tmp):
     return _captions_json(tmp, ["a dog"], ["list, not text"])
 
 
+# -- round three: order-free numbers --------------------------------------------------------
+def judgement_lines_shuffled(tmp):
+    """A resumed run appends judgements in another order: the same judgements give the same
+    bytes of every statistic (the bootstrap interval moved with the order before)."""
+    import random
+
+    from test_judge_pipeline import build_run
+
+    store = build_run(tmp / "jrun", n=30)
+    args = ["judge", str(store.root), "--judge", "rule", "--no-progress"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    keys = ("acc_per", "err_per", "err_use", "err_omit", "runs", "ci95", "pooled", "breakdowns")
+
+    def numbers() -> str:
+        section = json.loads((store.root / "metrics.json").read_text())["cafe"]
+        return json.dumps({k: section[k] for k in keys}, sort_keys=True)
+
+    before = numbers()
+    for judged in store.root.glob("judgements*.jsonl"):
+        lines = judged.read_text().splitlines()
+        random.Random(1).shuffle(lines)
+        judged.write_text("\n".join(lines) + "\n")
+
+    def check(out: str) -> None:
+        assert numbers() == before
+
+    return Case(args, [], check=check)
+
+
 KINDS: list[Callable[[Path], Case]] = [
     meta_empty, meta_truncated_json, meta_bad_line_in_middle, meta_duplicate_id,
     meta_answer_not_in_choices, meta_null_field, meta_wrong_type, meta_missing_id,
@@ -1211,6 +1241,7 @@ KINDS += [  # round three: odd, busy and dead servers; server replies; bad bytes
     meta_audio_path_a_number, meta_unicode_line_separators, reply_lone_surrogate,
     manifest_nested_deep, metrics_nested_deep, prediction_nested_deep, prediction_lone_surrogate,
     leaderboard_nested_deep, captions_caption_null, captions_caption_a_list,
+    judgement_lines_shuffled,
 ]  # fmt: skip
 
 
