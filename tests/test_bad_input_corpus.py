@@ -907,18 +907,37 @@ def server_answers_tokenize_with_a_chat(tmp):
                 server=lambda: CatchAllGateway(reply=lambda b: "<answer>A</answer>"))  # fmt: skip
 
 
+class ResetsFirst(OpenAILoopback):
+    """Closes the connection unanswered on the first ``n`` model calls (a busy server with a
+    full listen backlog), then answers."""
+
+    def __init__(self, n: int, **kw: Any):
+        super().__init__(**kw)
+        self.resets, self.left = 0, n
+
+    def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
+        from cafe.testing.loopback import _Dropped
+
+        if path.split("?")[0] == "/v1/chat/completions" and self.left > 0:
+            self.left -= 1
+            self.resets += 1
+            raise _Dropped
+        return super().route(method, path, headers, raw)
+
+
 def server_resets_a_burst(tmp):
     """A busy server (a full listen backlog) resets connections while it answers the rest:
-    backed off and retried, never taken for a dead one."""
+    backed off and retried, never taken for a dead one (three resets in a row stopped the run
+    before)."""
     meta = _bench(tmp, GOOD)
-    srv: list[OpenAILoopback] = []
+    srv: list[ResetsFirst] = []
 
-    def server() -> OpenAILoopback:  # the probe answers; the first 5 model calls are reset
-        srv.append(OpenAILoopback(reply=lambda b: "<answer>A</answer>", faults=["reset"] * 5))
+    def server() -> ResetsFirst:
+        srv.append(ResetsFirst(5, reply=lambda b: "<answer>A</answer>"))
         return srv[0]
 
     def check(out: str) -> None:
-        assert srv[0].count == 5 + 2  # each item retried until answered
+        assert srv[0].resets == 5 and srv[0].count == 2  # each item retried until answered
         assert json.loads((tmp / "run" / "manifest.json").read_text())["status"] == "complete"
 
     return Case(_run_args(meta, tmp), [], good=("g1", "g2"), check=check, server=server)
