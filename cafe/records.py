@@ -109,7 +109,9 @@ class Record:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
+        from cafe.jsontext import strict_dumps
+
+        return strict_dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
 
     @classmethod
     def from_dict(cls: type[T], data: dict[str, Any]) -> T:
@@ -334,15 +336,23 @@ def load_yaml(text: str, max_nodes: int = YAML_MAX_NODES) -> Any:
 
     if len(text) > YAML_MAX_BYTES:
         raise YamlBoundsError(f"larger than {YAML_MAX_BYTES // 1024 // 1024} MB")
+    from cafe.jsontext import MAX_DEPTH, bad_text
+
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         _expanded_nodes(node, max_nodes)
-        return loader.construct_document(node)
+        value = loader.construct_document(node)
+    except RecursionError:  # the parser recurses per level
+        raise YamlBoundsError(f"nested more than {MAX_DEPTH} levels deep") from None
     finally:
         loader.dispose()
+    found = bad_text(value)  # too deep for what reads it later, a NUL, a lone surrogate
+    if found is not None:
+        raise YamlBoundsError(f"{found[0]}: {found[1]}" if found[0] else found[1])
+    return value
 
 
 def yaml_problem(e: Exception) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cafe.errors import ConfigError, RunFolderError
+from cafe.jsontext import bad_text, bad_text_in_line, loads_line, strict_dumps
 from cafe.records import Judgement, Prediction, Record, Sample
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON as one transaction (``replace_file``); the text is scrubbed of secrets first."""
     from cafe.redaction import scrub_text
 
-    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    text = strict_dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
     replace_file(path, lambda f: f.write(scrub_text(text)))
 
 
@@ -117,10 +118,16 @@ def read_json_file(path: Path, recover: str) -> Any:
     """A whole JSON file; a damaged one is a RunFolderError in one line naming the file and
     ``recover`` (how to get it back), never a traceback."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = loads_line(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         why = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        why = str(e) if _too_deep(e) and not isinstance(e, UnicodeError) else why
         raise RunFolderError(f"{path} is damaged (not valid JSON: {why}); {recover}") from None
+    found = bad_text(value)
+    if found is not None:
+        field = f"field {found[0]} " if found[0] else ""
+        raise RunFolderError(f"{path} is damaged ({field}{found[1]}); {recover}")
+    return value
 
 
 def _repair_tail(path: Path) -> None:
@@ -156,11 +163,21 @@ def numbered_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            yield i + 1, json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            if i >= len(lines) - 2:  # the final line (with or without trailing newline)
+            value = loads_line(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            if i >= len(lines) - 2 and not _too_deep(e):  # the final line: crash residue
                 return
-            raise ConfigError(f"{path}: line {i + 1}: not valid JSON; {_BAD_LINE}") from None
+            why = str(e) if _too_deep(e) else "not valid JSON"
+            raise ConfigError(f"{path}: line {i + 1}: {why}; {_BAD_LINE}") from None
+        found = bad_text_in_line(raw, value)
+        if found is not None:
+            field = f"field {found[0]}: " if found[0] else ""
+            raise ConfigError(f"{path}: line {i + 1}: {field}{found[1]}; {_BAD_LINE}")
+        yield i + 1, value
+
+
+def _too_deep(e: Exception) -> bool:
+    return not isinstance(e, (json.JSONDecodeError, UnicodeDecodeError))
 
 
 #: what to do about a damaged file or line of a run folder (the one-line errors below)
@@ -221,7 +238,7 @@ class JsonlWriter:
         lines = []
         for r in records:
             d = r.to_dict() if isinstance(r, Record) else r
-            lines.append(scrub_text(json.dumps(d, ensure_ascii=False), secrets) + "\n")
+            lines.append(scrub_text(strict_dumps(d, ensure_ascii=False), secrets) + "\n")
         if not lines:
             return
         self._f.write("".join(lines))

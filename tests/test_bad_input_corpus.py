@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -76,6 +77,7 @@ class Case:
     resume: list[str] | None = None  # … then this command completes: exit 0, and
     resumed: Callable[[], None] | None = None  # these assertions hold (every item done)
     cleanup: Callable[[], None] | None = None  # unmount what the kind mounted
+    server: Callable[[], Any] | None = None  # another model server than OpenAILoopback(reply)
 
 
 # -- cafe run: metadata --------------------------------------------------------------------
@@ -881,6 +883,342 @@ def read_only_decay(tmp):
     return _read_only(tmp, "decay")
 
 
+# -- round three: odd and busy servers (the model endpoint) ---------------------------------
+class CatchAllGateway(OpenAILoopback):
+    """A gateway that answers every path (its /tokenize too) with a chat completion."""
+
+    def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
+        if path.split("?")[0] == "/tokenize":
+            path = "/v1/chat/completions"
+            raw = json.dumps({"model": "m", "messages": [{"role": "user", "content": "a"}]})
+        return super().route(method, path, headers, raw.encode() if isinstance(raw, str) else raw)
+
+
+def server_answers_tokenize_with_a_chat(tmp):
+    meta = _bench(tmp, GOOD)
+
+    def check(out: str) -> None:  # decided once: one warning, the words fallback labelled
+        assert out.count("no token count") == 1
+        m = json.loads((tmp / "run" / "manifest.json").read_text())
+        assert m["token_counter"] == "fallback-words" and m["length_unit"] == "words"
+
+    return Case(_run_args(meta, tmp), ["answers /tokenize with no token count", "in words"],
+                good=("g1", "g2"), check=check,
+                server=lambda: CatchAllGateway(reply=lambda b: "<answer>A</answer>"))  # fmt: skip
+
+
+class ResetsFirst(OpenAILoopback):
+    """Closes the connection unanswered on the first ``n`` model calls (a busy server with a
+    full listen backlog), then answers."""
+
+    def __init__(self, n: int, **kw: Any):
+        super().__init__(**kw)
+        self.resets, self.left = 0, n
+
+    def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
+        from cafe.testing.loopback import _Dropped
+
+        if path.split("?")[0] == "/v1/chat/completions" and self.left > 0:
+            self.left -= 1
+            self.resets += 1
+            raise _Dropped
+        return super().route(method, path, headers, raw)
+
+
+def server_resets_a_burst(tmp):
+    """A busy server (a full listen backlog) resets connections while it answers the rest:
+    backed off and retried, never taken for a dead one (three resets in a row stopped the run
+    before)."""
+    meta = _bench(tmp, GOOD)
+    srv: list[ResetsFirst] = []
+
+    def server() -> ResetsFirst:
+        srv.append(ResetsFirst(5, reply=lambda b: "<answer>A</answer>"))
+        return srv[0]
+
+    def check(out: str) -> None:
+        assert srv[0].resets == 5 and srv[0].count == 2  # each item retried until answered
+        assert json.loads((tmp / "run" / "manifest.json").read_text())["status"] == "complete"
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), check=check, server=server)
+
+
+def server_500_to_everything(tmp):
+    meta = _bench(tmp, GOOD)
+    srv: list[OpenAILoopback] = []
+
+    def server() -> OpenAILoopback:
+        srv.append(OpenAILoopback(faults=lambda i, b: "500"))
+        return srv[0]
+
+    def check(out: str) -> None:  # stopped by the breaker (errors with replies count too)
+        m = json.loads((tmp / "run" / "manifest.json").read_text())
+        assert m["status"] == "stopped" and "no good reply" in m["error"]
+
+    return Case(_run_args(meta, tmp), ["no good reply from", "(set by --endpoint)",
+                                       "run the same command again"], 1, check=check,
+                server=server)  # fmt: skip
+
+
+def server_refuses_connections(tmp):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    meta = _bench(tmp, GOOD)
+    args = [url if a == "{url}" else a for a in _run_args(meta, tmp)]
+    # the tokenizer probe goes through the breaker too: stopped before any model call
+    return Case(args, [url, "(set by --endpoint)", "stopped before any call"], 1)
+
+
+def endpoint_not_a_url(tmp):
+    meta = _bench(tmp, GOOD)
+    args = ["localhost:8000" if a == "{url}" else a for a in _run_args(meta, tmp)]
+    return Case(args, ["--endpoint 'localhost:8000' is not a URL", "http://"], 1)
+
+
+def endpoint_port_out_of_range(tmp):
+    meta = _bench(tmp, GOOD)
+    args = ["http://127.0.0.1:99999/v1" if a == "{url}" else a for a in _run_args(meta, tmp)]
+    return Case(args, ["--endpoint 'http://127.0.0.1:99999/v1' is not a URL", "range"], 1)
+
+
+class GzipBomb(OpenAILoopback):
+    """Answers every model call with a small gzip body that inflates past the reply cap."""
+
+    def route(self, method, path, headers, raw):  # type: ignore[no-untyped-def]
+        if path.split("?")[0] != "/v1/chat/completions":
+            return super().route(method, path, headers, raw)
+        self._next_fault({})
+        return 200, {"Content-Encoding": "gzip"}, _BOMB[0]
+
+
+_BOMB: list[bytes] = []
+
+
+def reply_gzip_bomb(tmp):
+    import gzip
+
+    if not _BOMB:  # 80 MB of zeros (past the 64 MB cap) in ~80 kB
+        _BOMB.append(gzip.compress(b"\0" * (80 << 20), compresslevel=9))
+    meta = _bench(tmp, GOOD)
+    return Case(_run_args(meta, tmp), ["reply body larger than 64 MB"], 1, server=GzipBomb)
+
+
+# -- round three: server replies not taken at face value -------------------------------------
+def _strict_json(text: str) -> Any:
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _first_replies(bad: dict, n: int = 2) -> Callable[[dict], Any]:
+    """The first ``n`` model calls get ``bad`` as the whole body, the rest a good answer."""
+    seen: list[int] = []
+
+    def reply(body: dict) -> Any:
+        seen.append(1)
+        return bad if len(seen) <= n else "<answer>A</answer>"
+
+    return reply
+
+
+def _malformed_reply(tmp, bad: dict):
+    """A malformed reply is a retryable server fault: each item is asked again and answered."""
+    meta = _bench(tmp, GOOD)
+
+    def check(out: str) -> None:
+        m = _strict_json((tmp / "run" / "manifest.json").read_text())
+        assert m["status"] == "complete" and m["usage"]["retries"] == 2, m["usage"]
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), reply=_first_replies(bad),
+                check=check)  # fmt: skip
+
+
+def reply_content_a_number(tmp):
+    return _malformed_reply(tmp, {"choices": [{"message": {"content": 42}}]})
+
+
+def reply_content_an_object(tmp):
+    return _malformed_reply(tmp, {"choices": [{"message": {"content": {"text": "A"}}}]})
+
+
+def reply_message_a_string(tmp):
+    return _malformed_reply(tmp, {"choices": [{"message": "<answer>A</answer>"}]})
+
+
+def _odd_usage(tmp, usage: Any):
+    """Usage counts that are no counts are recorded unknown: never summed, never Infinity."""
+    meta = _bench(tmp, GOOD)
+    good = {"choices": [{"message": {"content": "<answer>A</answer>"}, "finish_reason": "stop"}],
+            "usage": usage}  # fmt: skip
+
+    def check(out: str) -> None:
+        m = _strict_json((tmp / "run" / "manifest.json").read_text())
+        assert m["status"] == "complete"
+        assert m["usage"]["prompt_tokens"] == 0 and m["usage"]["completion_tokens"] == 0
+        for line in (tmp / "run" / "predictions.jsonl").read_text().splitlines():
+            _strict_json(line)
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), reply=lambda b: good, check=check)
+
+
+def usage_a_list(tmp):
+    return _odd_usage(tmp, [1, 2, 3])
+
+
+def usage_strings(tmp):
+    return _odd_usage(tmp, {"prompt_tokens": "12", "completion_tokens": "3"})
+
+
+def usage_negative(tmp):
+    return _odd_usage(tmp, {"prompt_tokens": -1000, "completion_tokens": -5})
+
+
+def usage_huge(tmp):
+    return _odd_usage(tmp, {"prompt_tokens": 1e308, "completion_tokens": 1e308})
+
+
+# -- round three: every bad byte one clear line ---------------------------------------------
+def _meta_text(tmp, bad: dict, says: list[str], good=("g1", "g2")):
+    """GOOD plus item b (``bad`` merged in), as JSONL with ASCII escapes ("\\ud800")."""
+    meta = _bench(tmp, [*GOOD, _item("b", **bad)])
+    return Case(_run_args(meta, tmp), [str(meta), *says], good=good)
+
+
+def meta_lone_surrogate(tmp):
+    return _meta_text(tmp, {"question": "Which \ud800 is first?"},
+                      ["sample b", "field question", "lone surrogate (U+D800)"])  # fmt: skip
+
+
+def meta_nul_in_audio_path(tmp):
+    return _meta_text(tmp, {"audio_path": "./audio/b\x00.wav"},
+                      ["sample b", "field audio_path", "NUL character"])  # fmt: skip
+
+
+def meta_nested_deep(tmp):
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    return _meta_text(tmp, {"notes": deep}, ["sample b", "field notes", "nested more than 64"])
+
+
+def meta_nested_past_the_parser(tmp):
+    meta = _bench(tmp, GOOD)
+    meta.write_text(meta.read_text() + '{"id": "b", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    return Case(_run_args(meta, tmp), [str(meta), "line 3", "nested more than"], good=("g1", "g2"))
+
+
+def meta_audio_path_a_number(tmp):
+    return _meta_text(tmp, {"audio_path": 42}, ["sample b", "field audio_path", "not a string"])
+
+
+def meta_unicode_line_separators(tmp):
+    """U+2028, U+2029 and U+0085 are valid inside a JSON line: nothing is dropped or warned."""
+    first = _item("g1", question="Which\u2028is\u2029first\u0085?")
+    meta = _bench(tmp, [first, GOOD[1]])
+    meta.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in [first, GOOD[1]]))
+
+    def check(out: str) -> None:
+        assert "not valid JSON" not in out
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), check=check)
+
+
+def reply_lone_surrogate(tmp):
+    """A reply holding a lone surrogate is written (as U+FFFD), not a lost batch."""
+    meta = _bench(tmp, GOOD)
+
+    def check(out: str) -> None:
+        text = (tmp / "run" / "predictions.jsonl").read_text(encoding="utf-8")
+        assert text.count("\ufffd") == 2
+
+    return Case(_run_args(meta, tmp), [], good=("g1", "g2"), check=check,
+                reply=lambda b: "<answer>A</answer> \ud800")  # fmt: skip
+
+
+def _deep_json(depth: int = 200) -> str:
+    return '{"x": ' + "[" * depth + "]" * depth + "}"
+
+
+def manifest_nested_deep(tmp):
+    return _damaged(tmp, "report", "manifest.json", _deep_json(), ["is damaged", "nested more"])
+
+
+def metrics_nested_deep(tmp):
+    return _damaged(tmp, "report", "metrics.json", _deep_json(100_000),
+                    ["is damaged", "nested more"])  # fmt: skip
+
+
+def prediction_nested_deep(tmp):
+    return _edit_line(tmp, "report", "predictions.jsonl",
+                      lambda r: r["sections"].update(x=json.loads(_deep_json())),
+                      ["field sections", "nested more than 64"])  # fmt: skip
+
+
+def prediction_lone_surrogate(tmp):
+    return _edit_line(tmp, "report", "predictions.jsonl",
+                      lambda r: r.update(raw_output="\ud800"),
+                      ["field raw_output", "lone surrogate"])  # fmt: skip
+
+
+def leaderboard_nested_deep(tmp):
+    board = _yaml_file(tmp, "lb.yaml", "rows: " + "[" * 5000 + "]" * 5000 + "\n")
+    return Case(["leaderboard", "show", "--leaderboard", str(board)],
+                [str(board), "nested more than"], 1, keep=(board,))  # fmt: skip
+
+
+def _captions_json(tmp, value: Any, says: list[str]):
+    from test_judge_pipeline import build_run
+
+    store = build_run(tmp / "jrun")
+    caps = tmp / "caps.json"
+    caps.write_text(json.dumps({"s0": "a dog barks", "s1": value}))
+    return Case(["judge", str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
+                 "--judge-endpoint", "{url}", "--captions", str(caps), "--no-progress"],
+                [str(caps), "sample s1", "field caption", *says], 1)  # fmt: skip
+
+
+def captions_caption_null(tmp):
+    return _captions_json(tmp, None, ["NoneType, not text"])
+
+
+def captions_caption_a_list(tmp):
+    return _captions_json(tmp, ["a dog"], ["list, not text"])
+
+
+# -- round three: order-free numbers --------------------------------------------------------
+def judgement_lines_shuffled(tmp):
+    """A resumed run appends judgements in another order: the same judgements give the same
+    bytes of every statistic (the bootstrap interval moved with the order before)."""
+    import random
+
+    from test_judge_pipeline import build_run
+
+    store = build_run(tmp / "jrun", n=30)
+    args = ["judge", str(store.root), "--judge", "rule", "--no-progress"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    keys = ("acc_per", "err_per", "err_use", "err_omit", "runs", "ci95", "pooled", "breakdowns")
+
+    def numbers() -> str:
+        section = json.loads((store.root / "metrics.json").read_text())["cafe"]
+        return json.dumps({k: section[k] for k in keys}, sort_keys=True)
+
+    before = numbers()
+    for judged in store.root.glob("judgements*.jsonl"):
+        lines = judged.read_text().splitlines()
+        random.Random(1).shuffle(lines)
+        judged.write_text("\n".join(lines) + "\n")
+
+    def check(out: str) -> None:
+        assert numbers() == before
+
+    return Case(args, [], check=check)
+
+
 KINDS: list[Callable[[Path], Case]] = [
     meta_empty, meta_truncated_json, meta_bad_line_in_middle, meta_duplicate_id,
     meta_answer_not_in_choices, meta_null_field, meta_wrong_type, meta_missing_id,
@@ -912,6 +1250,17 @@ KINDS: list[Callable[[Path], Case]] = [
     embed_audio_outside_the_data, csv_formula_in_a_model_name,
     disk_full_during_run, disk_full_during_report,
     read_only_run, read_only_judge, read_only_report, read_only_decay,
+]  # fmt: skip
+KINDS += [  # round three: odd, busy and dead servers; server replies; bad bytes; line order
+    server_answers_tokenize_with_a_chat, server_resets_a_burst, server_500_to_everything,
+    server_refuses_connections, endpoint_not_a_url, endpoint_port_out_of_range, reply_gzip_bomb,
+    reply_content_a_number, reply_content_an_object, reply_message_a_string,
+    usage_a_list, usage_strings, usage_negative, usage_huge,
+    meta_lone_surrogate, meta_nul_in_audio_path, meta_nested_deep, meta_nested_past_the_parser,
+    meta_audio_path_a_number, meta_unicode_line_separators, reply_lone_surrogate,
+    manifest_nested_deep, metrics_nested_deep, prediction_nested_deep, prediction_lone_surrogate,
+    leaderboard_nested_deep, captions_caption_null, captions_caption_a_list,
+    judgement_lines_shuffled,
 ]  # fmt: skip
 
 
@@ -946,7 +1295,7 @@ def _check_case(case: Case, tmp_path: Path, monkeypatch) -> None:
     existing = {
         p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()
     }
-    with OpenAILoopback(reply=server_reply) as srv:
+    with case.server() if case.server else OpenAILoopback(reply=server_reply) as srv:
         args = [a.replace("{url}", srv.url) for a in case.args]
         r = CliRunner().invoke(main, args)
     out = r.output

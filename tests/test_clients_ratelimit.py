@@ -147,7 +147,11 @@ def test_backoff_is_exponential_jittered_and_capped():
         assert nominal * 0.5 <= d <= nominal * 1.5
     assert p.delay(1, retry_after=30.0) == 30.0
     assert parse_retry_after("7") == 7.0 and parse_retry_after("soon") is None
-    assert parse_retry_after("99999") == 600.0
+    assert parse_retry_after("99999") == 99999.0  # as sent; capped where it is used:
+    said: list[str] = []
+    p = RetryPolicy(say=said.append)
+    assert p.delay(1, retry_after=1e9) == 60.0 and p.delay(2, retry_after=1e9) == 60.0
+    assert len(said) == 1 and "1e+09 s (Retry-After)" in said[0] and "60 s at most" in said[0]
 
 
 def test_non_retryable_errors_stop_and_attempts_are_bounded():

@@ -1,6 +1,7 @@
 """A dead server ends a command within a few attempts, not minutes of backoff: the circuit
-breaker per server (cafe.clients.breaker). Counted in calls, never in seconds: a closed loopback
-port (connection refused) and a loopback server that dies mid-run."""
+breaker per server (cafe.clients.breaker). Counted in calls (and on a manual clock), never in
+wall seconds: a closed loopback port (connection refused), a loopback server that dies mid-run,
+and a busy one that resets connections while it answers (never stopped)."""
 
 from __future__ import annotations
 
@@ -213,3 +214,40 @@ def test_other_judging_commands_against_a_refusing_server(command, tmp_path, mon
     option = "--endpoint" if command == "caption" else "--judge-endpoint"
     assert url in res.output and f"(set by {option})" in res.output
     assert "Traceback" not in res.output and "never retrieved" not in res.output
+
+
+def test_breaker_tells_a_busy_server_from_a_dead_one():
+    """Resets, timeouts and 5xx among answers never open it (a busy server); nothing but
+    failures for dead_after_s and `errors` attempts in a row does (a server answering 500 to
+    everything); refusals open it at once."""
+    now = [0.0]
+    b = Breaker("http://x/v1", threshold=3, errors=8, dead_after_s=1.2, clock=lambda: now[0])
+    for _ in range(100):  # a burst: 64 resets at once, then answers among errors
+        b.on_error("ReadError: reset")
+    assert not b.is_open  # 100 in a row, but within one instant
+    for step in range(200):
+        now[0] += 0.05
+        b.on_reply() if step % 3 == 0 else b.on_error("HTTP 500")
+    assert not b.is_open  # 10 s of 2 errors in 3: busy
+    b.on_reply()
+    for _ in range(7):
+        now[0] += 0.5
+        b.on_error("HTTP 500")
+    assert not b.is_open  # 3 s, but only 7 attempts
+    b.on_error("HTTP 500")
+    assert b.is_open and "8 attempts in a row over 3 s" in str(b.error())
+    assert "no good reply from http://x/v1" in str(b.error())
+
+
+def test_a_reset_is_busy_and_a_refusal_dead_for_the_client():
+    """Five resets in a row from a server that then answers: every call answered."""
+    faults = ["reset"] * 5
+    with OpenAILoopback(reply=lambda b: "ok", faults=faults) as srv:
+        c = make_client("openai-compatible", "m", [srv.url], concurrency=8)
+
+        async def many():
+            return await asyncio.gather(*(c.achat(_msgs()) for _ in range(8)))
+
+        out = run_sync(many())
+    assert [o.text for o in out] == ["ok"] * 8 and srv.count == 13
+    assert c.endpoints[0].limiter.stats()["no_reply"] == 5

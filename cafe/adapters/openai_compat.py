@@ -20,13 +20,20 @@ class OpenAICompatAdapter(ChatAPIAdapter):
     client_defaults = {"concurrency": 64}  # per endpoint; a vLLM server batches them
 
     def default_counter(self) -> TokenCounter:
+        """Decided once per run by one probe: a tokenizer's answer, or the word fallback (said
+        once) for a server without the route, one that answers it with something else, or one
+        whose every attempt failed. A server nobody answers for stops the run here
+        (ServerUnreachable, through the endpoint's breaker like every call)."""
         from cafe.clients.openai_compat import NoTokenizeEndpoint
 
         count = remembered(lambda text: self._loop.run(self.client.acount_tokens(text)))
         try:
-            count("a")  # the server says now whether it has the route, not halfway through
+            # the server says now whether it has the route, not halfway through
+            probe = count("a")
         except NoTokenizeEndpoint as e:
             return self._fallback(str(e))
+        if probe is None:
+            return self._fallback("its /tokenize did not answer")
 
         def counted(text: str) -> int | None:
             try:

@@ -5,7 +5,6 @@ evaluation.py: `model_output`; MMAR code/evaluation.py: `answer_prediction`), as
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from cafe.benchmarks.metadata import ADDED_META
 from cafe.benchmarks.scoring import official_text
 from cafe.cli_options import command, option
 from cafe.errors import CafeUsageError
+from cafe.jsontext import strict_dumps
 from cafe.records import Sample
 from cafe.store import RunStore, replace_file, write_json_atomic
 
@@ -92,7 +92,7 @@ def export_run(
     elif out.suffix == ".parquet":
         write_parquet(out, items)
     elif out.suffix == ".jsonl":
-        text = "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items)
+        text = "".join(strict_dumps(i, ensure_ascii=False) + "\n" for i in items)
         replace_file(out, lambda f: f.write(text))
     else:
         write_json_atomic(out, items)

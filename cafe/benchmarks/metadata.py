@@ -115,23 +115,58 @@ def read_rows(path: Path) -> tuple[list[tuple[int, Any]], list[Problem]]:
     except json.JSONDecodeError as e:
         msg = f"not valid JSON ({e.msg} at line {e.lineno})"
         raise InputError(Problem(str(path), msg)) from None
+    except ValueError as e:  # nested too deep for the parser
+        raise InputError(Problem(str(path), f"not valid JSON ({e})")) from None
 
 
 def parse_rows(text: str, path: str | Path) -> tuple[list[tuple[int, Any]], list[Problem]]:
     """(position, object) pairs of JSON list or JSONL ``text`` read from ``path``: item numbers
-    for a list, line numbers for JSONL. A malformed JSONL line is a Problem (the other lines
-    load); a JSON list that does not parse raises json.JSONDecodeError."""
+    for a list, line numbers for JSONL (lines end at "\\n" only, as JSON reads them: U+2028,
+    U+2029 and U+0085 are valid inside a line). A malformed JSONL line, and an item holding what
+    no file may (a lone surrogate, NUL, nesting too deep), is a Problem naming it (the other
+    items load); a JSON list that does not parse raises ValueError (json.JSONDecodeError)."""
+    from cafe.jsontext import loads_line
+
     if text.lstrip().startswith("["):
-        return list(enumerate(json.loads(text), 1)), []
-    rows, problems = [], []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((i, json.loads(line)))
-        except json.JSONDecodeError as e:
-            problems.append(Problem(str(path), f"line {i}: not valid JSON ({e.msg})"))
+        numbered = list(enumerate(loads_line(text), 1))
+        kind, problems = "item", []
+    else:
+        numbered, problems, kind = [], [], "line"
+        for i, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                numbered.append((i, loads_line(line)))
+            except ValueError as e:
+                why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+                problems.append(Problem(str(path), f"line {i}: not valid JSON ({why})"))
+    rows = []
+    for i, row in numbered:
+        bad = _unwritable(row, f"{kind} {i}", str(path))
+        if bad is None:
+            rows.append((i, row))
+        else:
+            problems.append(bad)
     return rows, problems
+
+
+#: what the loaders (and predictions files) call an item's id
+ID_FIELDS = ("id", "sample_id", "uniq_id")
+
+
+def _unwritable(row: Any, where: str, path: str) -> Problem | None:
+    """A Problem naming the item and field when ``row`` holds what no file may (bad_text)."""
+    from cafe.jsontext import bad_text
+
+    found = bad_text(row)
+    if found is None:
+        return None
+    field, why = found
+    ids = [row.get(k) for k in ID_FIELDS] if isinstance(row, dict) else []
+    sid = next((x for x in ids if x is not None), None)
+    sid = sid if isinstance(sid, (str, int)) and not bad_text(sid) else None
+    return Problem(path, f"{where}: {why}; item left out", str(sid) if sid is not None else None,
+                   field or None)  # fmt: skip
 
 
 def join_list_category(item: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -286,6 +321,10 @@ def build_samples(
         for name in (spec.audio_field, *spec.required):
             if name not in item or item[name] is None or item[name] == "":
                 errors.append((name, "missing field"))
+        if item.get(spec.audio_field) not in (None, "") and not _text(item[spec.audio_field]):
+            # never run without its clip: a path that is no string names no file
+            kind = type(item[spec.audio_field]).__name__
+            errors.append((spec.audio_field, f"not a string (a {kind})"))
 
         meta = {k: v for k, v in item.items() if k not in CORE_FIELDS}
         quirks: list[str] = []

@@ -139,7 +139,12 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
             errors.append(("id", f"duplicate id (item {pos}); recorded as {sid}"))
         seen.add(sid)
         clips = row.get("audio_path")
-        clips = [clips] if isinstance(clips, str) else list(clips or [])
+        clips = [clips] if isinstance(clips, str) else clips or []
+        if not isinstance(clips, list) or not all(isinstance(c, str) for c in clips):
+            problems.append(Problem(str(source), f"item {pos}: not a path or a list of paths "
+                                    f"({type(row.get('audio_path')).__name__}); item left out",
+                                    sid, "audio_path"))  # fmt: skip
+            continue
         audio: list[str] = []
         for clip in clips:
             path, outside = contained_audio(str(clip), [base, *extra], file=str(source),

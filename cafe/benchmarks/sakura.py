@@ -30,6 +30,7 @@ from cafe.benchmarks.base import (
     OfficialFile,
     by_meta,
 )
+from cafe.jsontext import bad_text, loads_line
 from cafe.records import InputError, Prediction, Problem, Sample
 
 TRACKS = ("Animal", "Emotion", "Gender", "Language")
@@ -86,8 +87,9 @@ def content_fingerprint(rows: dict[str, dict[str, Any]]) -> str:
     items = sorted(
         json.dumps([Path(k).name, *(str(v.get(f)) for f in FIELDS)], ensure_ascii=False)
         for k, v in rows.items()
+        if isinstance(v, dict)  # a row that is no object is a Problem of its own
     )
-    return hashlib.sha256("\n".join(items).encode()).hexdigest()
+    return hashlib.sha256("\n".join(items).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _clip_rel(key: str, track: str) -> str:
@@ -131,8 +133,8 @@ def _track_files(data: Path) -> list[TrackFile]:
         if track is None:
             raise InputError(Problem(str(f), f"names no SAKURA track ({', '.join(TRACKS)})"))
         try:
-            rows = json.loads(f.read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            rows = loads_line(f.read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError) as e:  # not UTF-8, not JSON, nested too deep
             raise InputError(Problem(str(f), f"cannot read SAKURA metadata ({e})")) from None
         if not isinstance(rows, dict):
             raise InputError(Problem(str(f), "not a SAKURA metadata file (one JSON object: "
@@ -217,6 +219,12 @@ def load(
 def _clip_samples(tf, key, row, base, problems, contained_audio) -> list[Sample]:  # type: ignore[no-untyped-def]
     """The single- and multi-hop samples of one clip (errors noted on the sample, never
     raised)."""
+    key_bad, row_bad = bad_text(key), bad_text(row)
+    if key_bad or row_bad:  # named in escapes: the key itself may not be printable
+        field, why = ("file", key_bad[1]) if key_bad else row_bad  # type: ignore[misc]
+        shown = key.encode("ascii", "backslashreplace").decode()
+        problems.append(Problem(tf.source, f"{why}; clip left out", shown, field or None))
+        return []
     stem = Path(key.replace("\\", "/")).stem or key
     if not isinstance(row, dict):
         problems.append(Problem(tf.source, "not a JSON object", key))

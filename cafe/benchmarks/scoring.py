@@ -28,6 +28,7 @@ import click
 from cafe.benchmarks.metadata import parse_rows
 from cafe.cli_options import command, data_option
 from cafe.errors import CafeError
+from cafe.jsontext import strict_dumps
 from cafe.records import InputError, Prediction, Problem, Sample
 
 _WORD = re.compile(r"\b\w+\b")
@@ -275,6 +276,8 @@ def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]
         rows, problems = parse_rows(text, p)
     except json.JSONDecodeError as e:
         raise InputError(Problem(str(p), f"not valid JSON ({e.msg}, line {e.lineno})")) from None
+    except ValueError as e:  # nested too deep for the parser
+        raise InputError(Problem(str(p), f"not valid JSON ({e})")) from None
     where = "item" if text.lstrip().startswith("[") else "line"
     out = []
     for i, row in rows:
@@ -600,7 +603,7 @@ def score_command(
             err=True,
         )
     if as_json:
-        click.echo(json.dumps(section, ensure_ascii=False))
+        click.echo(strict_dumps(section, ensure_ascii=False))
     else:
         b = section["bench"]
         click.echo(f"{b['name']} {b['version']} ({b['source']})")

@@ -78,7 +78,7 @@ class PooledChatClient(ChatClient):
         break_after: int = BREAK_AFTER,
         server_option: str | None = None,
     ) -> None:
-        """``break_after``: attempts in a row without a reply that end calls to an endpoint
+        """``break_after``: attempts refused in a row that end calls to an endpoint
         (0: never); ``server_option``: the option that named the endpoints (--endpoint,
         --judge-endpoint), said when one stops answering."""
         self.endpoints = [

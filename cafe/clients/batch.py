@@ -159,7 +159,7 @@ class BatchLog:
         out: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             return out
-        for raw in self.path.read_text(encoding="utf-8").splitlines():
+        for raw in self.path.read_text(encoding="utf-8").split("\n"):
             try:
                 ev = json.loads(raw)
             except ValueError:

@@ -1,8 +1,11 @@
-"""A circuit breaker per server: after ``threshold`` attempts in a row that got no reply at all
-(connection refused, DNS, TLS, the connection dropped before any answer), the server is taken
-for dead and every call to it fails at once with ``ServerUnreachable`` instead of retrying with
-backoff for minutes. Any reply (even a 429 or a 500) resets the count: a busy or failing server
-is the retry policy's business, not the breaker's.
+"""A circuit breaker per server that tells a dead server from a busy one. Dead: ``threshold``
+attempts in a row refused (nothing listens, DNS, no route, TLS), or nothing but failures (5xx,
+resets, timeouts, malformed bodies) for ``dead_after_s`` seconds and at least ``errors`` attempts
+in a row. Busy: resets, timeouts or errors among answers; those are backed off and retried by the
+retry policy, never stopped (a server with a small listen backlog resets connections under a
+burst while it answers the rest). A good answer (or a 429, or a 4xx that no retry fixes: the
+server is there and said so) resets both counts. Once dead, every call to the server fails at
+once with ``ServerUnreachable`` instead of retrying with backoff for minutes.
 
 Commands let ``ServerUnreachable`` through their per-item error handling: the run stops within
 seconds, keeps what it wrote, and says which server and which option named it, so that fixing
@@ -12,13 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cafe.errors import CafeError
 
-#: attempts in a row without any reply that open a breaker (0: never)
+#: attempts refused in a row that open a breaker (0: never)
 BREAK_AFTER = 3
+#: failed attempts in a row (with answers or not) that open a breaker, once they have also
+#: lasted DEAD_AFTER_S without a single good answer
+ERRORS_IN_A_ROW = 8
+DEAD_AFTER_S = 1.2
 
 
 class ServerUnreachable(CafeError):
@@ -26,14 +34,18 @@ class ServerUnreachable(CafeError):
 
     def __init__(
         self, url: str | None, reason: str, failures: int, option: str | None = None,
-        note: str | None = None,
+        note: str | None = None, seconds: float | None = None,
     ):  # fmt: skip
         self.url, self.reason, self.failures, self.option = url, reason, failures, option
+        self.seconds = seconds  # None: refused; else how long nothing but failures came
         where = url or "the service's default endpoint"
         named = f" (set by {option})" if option else ""
         text = (
             f"no reply from {where}{named}: {failures} attempts in a row failed "
             f"without an answer (last: {reason})"
+            if seconds is None
+            else f"no good reply from {where}{named}: {failures} attempts in a row over "
+            f"{seconds:.0f} s failed (last: {reason})"
         )
         if note:
             text += f"; stopped: {note}; once the server answers, run the same command again"
@@ -41,23 +53,39 @@ class ServerUnreachable(CafeError):
 
     def stopped(self, note: str) -> ServerUnreachable:
         """The same error saying what the stopped command kept (and that a re-run resumes)."""
-        return ServerUnreachable(self.url, self.reason, self.failures, self.option, note)
+        return ServerUnreachable(
+            self.url, self.reason, self.failures, self.option, note, self.seconds
+        )
 
 
 class Breaker:
-    """Counts attempts without a reply for one server; opens at ``threshold`` in a row."""
+    """Counts, for one server, attempts refused in a row (open at ``threshold``) and failed
+    attempts in a row since the last good answer (open at ``errors`` once they span
+    ``dead_after_s`` seconds of ``clock``)."""
 
-    def __init__(self, url: str | None, threshold: int = BREAK_AFTER, option: str | None = None):
+    def __init__(
+        self, url: str | None, threshold: int = BREAK_AFTER, option: str | None = None, *,
+        errors: int = ERRORS_IN_A_ROW, dead_after_s: float = DEAD_AFTER_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):  # fmt: skip
         self.url = url
         self.threshold = threshold
         self.option = option  # the command-line option that named the server, for the message
-        self.failures = 0  # in a row
+        self.errors, self.dead_after_s, self.clock = errors, dead_after_s, clock
+        self.failures = 0  # refused in a row
+        self.failed = 0  # failed in a row, refused or not
+        self.failing_since: float | None = None  # the first of those
+        self.seconds: float | None = None  # set when opened by failures over time
         self.reason = ""
         self.is_open = False
         self._lock = threading.Lock()
         self._sleepers: list[asyncio.Future[None]] = []
 
     def error(self) -> ServerUnreachable:
+        if self.seconds is not None:
+            return ServerUnreachable(
+                self.url, self.reason, self.failed, self.option, seconds=self.seconds
+            )
         return ServerUnreachable(self.url, self.reason, self.failures, self.option)
 
     def check(self) -> None:
@@ -65,17 +93,39 @@ class Breaker:
             raise self.error()
 
     def on_reply(self) -> None:
+        """A good answer (or one that says the server is there: 429, a 4xx)."""
         with self._lock:
             if not self.is_open:
-                self.failures = 0
+                self.failures = self.failed = 0
+                self.failing_since = None
 
     def on_no_reply(self, reason: str) -> None:
+        """Refused: nothing listens there (or no route to it, no such name)."""
+        self._failed(reason, refused=True)
+
+    def on_error(self, reason: str) -> None:
+        """A failure from a server that is there, maybe busy: a 5xx, a reset, a timeout."""
+        self._failed(reason, refused=False)
+
+    def _failed(self, reason: str, refused: bool) -> None:
         with self._lock:
-            self.failures += 1
+            now = self.clock()
+            self.failures = self.failures + 1 if refused else 0
+            self.failed += 1
+            if self.failing_since is None:
+                self.failing_since = now
             self.reason = reason
-            opened = not self.is_open and 0 < self.threshold <= self.failures
+            span = now - self.failing_since
+            by_time = 0 < self.errors <= self.failed and span >= self.dead_after_s
+            opened = (
+                not self.is_open
+                and self.threshold > 0
+                and (self.threshold <= self.failures or by_time)
+            )
             if opened:
                 self.is_open = True
+                if self.failures < self.threshold:
+                    self.seconds = span
                 sleepers, self._sleepers = self._sleepers, []
         if opened:  # calls backing off before their next attempt give up now
             for fut in sleepers:

@@ -59,6 +59,29 @@ def key_env_for(
     return (ENDPOINT_KEY_ENV,)
 
 
+def check_url(url: str, option: str | None = None) -> str:
+    """``url`` when it can be a server's URL (http or https, a host, a port in range); else a
+    ValueError of one line, before any call is made (not a minute of retries)."""
+    from urllib.parse import urlsplit
+
+    from cafe.redaction import scrub_text
+
+    named = f"{option} " if option else "endpoint "
+    shown = scrub_text(str(url))
+    try:
+        parts = urlsplit(str(url))
+        port = parts.port  # ValueError when out of range or not a number
+    except ValueError as e:
+        raise ValueError(f"{named}{shown!r} is not a URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{named}{shown!r} is not a URL: give it as http://HOST:PORT (or https://)"
+        )
+    if port == 0:
+        raise ValueError(f"{named}{shown!r} is not a URL (port 0)")
+    return url
+
+
 def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
     """``http://user:pass@host/v1`` -> (``http://host/v1``, Basic auth header): credentials in a
     URL become a header (HTTP stacks refuse both at once), used when no key is set."""
@@ -86,6 +109,29 @@ def missing_key_hint(names: tuple[str, ...], url: str | None) -> str:
             "--api-key-env NAME / -o api_key_env=NAME)"
         )
     return f"{where} takes its key from {' or '.join(names)}"
+
+
+def clean_text(text: str) -> str:
+    """A server's text with each lone surrogate (JSON may spell one: "\\ud800") replaced by
+    U+FFFD: no UTF-8 file could hold it."""
+    from cafe.jsontext import LONE_SURROGATE
+
+    return LONE_SURROGATE.sub("\ufffd", text)
+
+
+def token_count(value: Any) -> int | None:
+    """A usage field as a count: a non-negative finite integer (an integral float is one); any
+    other value (a list, a string, -3, 1e308, NaN) is unknown (None), never summed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**53:
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value < 2**53 else None
+
+
+def valid_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` with every count validated (token_count)."""
+    return {k: token_count(v) for k, v in usage.items()}
 
 
 def audio_wav(path: str) -> bytes:

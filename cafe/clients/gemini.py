@@ -21,12 +21,15 @@ from cafe.clients.common import (
     Lanes,
     PerLoop,
     audio_wav_async,
+    check_url,
+    clean_text,
     env_key,
     key_env_for,
     missing_key_hint,
     parts_of,
     redact,
     split_system,
+    valid_usage,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -65,7 +68,7 @@ class GeminiClient(PooledChatClient):
         concurrency: int = 16,
         timeout_s: float = 180.0,
         max_attempts: int = 6,
-        base_delay: float = 1.0,
+        base_delay: float = 0.1,
         max_delay: float = 60.0,
         recover_after: int = 20,
         http_transport: str = "auto",
@@ -79,7 +82,9 @@ class GeminiClient(PooledChatClient):
     ):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
-        urls: list[str | None] = [u.rstrip("/") for u in endpoints or []] or [None]
+        urls: list[str | None] = [
+            check_url(u, server_option).rstrip("/") for u in endpoints or []
+        ] or [None]
         service = gemini_service_urls()
         #: per endpoint, the variable(s) its key comes from (never another service's)
         self.key_env = {u: key_env_for(u, service, KEY_ENV, api_key_env) for u in urls}
@@ -296,7 +301,7 @@ def _as_call_error(
     import httpx
     from google.genai import errors
 
-    from cafe.clients.transport import NO_REPLY
+    from cafe.clients.transport import NO_REPLY, REFUSED
 
     where = url or "gemini"
     if isinstance(e, errors.APIError):
@@ -317,7 +322,8 @@ def _as_call_error(
             retry_after=parse_retry_after(headers.get("retry-after")),
         )
     if isinstance(e, NO_REPLY):  # refused, DNS, TLS, dropped: the breaker counts these
-        return CallError(f"{where}: {type(e).__name__}: {e}", no_reply=True)
+        return CallError(f"{where}: {type(e).__name__}: {e}", no_reply=True,
+                         refused=isinstance(e, REFUSED))  # fmt: skip
     if isinstance(e, httpx.TimeoutException | asyncio.TimeoutError):
         return CallError(f"{where}: timed out")
     if isinstance(e, httpx.HTTPError):
@@ -359,4 +365,4 @@ def _reply_fields(resp: Any, url: str | None) -> dict[str, Any]:
         )
         if audio:  # priced apart by audio models
             usage["audio_prompt_tokens"] = audio
-    return {"text": text, "finish_reason": finish, "usage": usage}
+    return {"text": clean_text(text), "finish_reason": finish, "usage": valid_usage(usage)}

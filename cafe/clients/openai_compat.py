@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import os
 import secrets
@@ -27,12 +28,15 @@ from cafe.clients.common import (
     audio_b64,
     audio_bytes_on_disk,
     audio_wav,
+    check_url,
+    clean_text,
     env_key,
     key_env_for,
     missing_key_hint,
     parts_of,
     redact,
     split_userinfo,
+    valid_usage,
 )
 from cafe.clients.ratelimit import (
     AdaptiveLimiter,
@@ -72,9 +76,10 @@ class OpenAICompatClient(PooledChatClient):
 
     Options: ``concurrency`` (per endpoint), ``timeout_s``, ``max_attempts``, ``base_delay``,
     ``max_delay``, ``recover_after`` (successes per regained slot), ``break_after`` (attempts
-    in a row without any reply that end calls to a server; 0: never), ``api_key_env`` (variable
-    holding the key for every endpoint; default: OPENAI_API_KEY for OpenAI itself, as its
-    URL or OPENAI_BASE_URL names it, and CAFE_ENDPOINT_API_KEY for any other server),
+    refused in a row that end calls to a server; 0: never; see cafe.clients.breaker),
+    ``api_key_env`` (variable holding the key for every endpoint; default: OPENAI_API_KEY for
+    OpenAI itself, as its URL or OPENAI_BASE_URL names it, and CAFE_ENDPOINT_API_KEY for any
+    other server),
     ``drop_params`` (request fields a model rejects, e.g. temperature for
     gpt-5), ``extra_body`` (merged into every request), ``thinking`` (None: the server's
     default; False: ask a Qwen3-style template not to think, as judges do by default)."""
@@ -93,7 +98,7 @@ class OpenAICompatClient(PooledChatClient):
         concurrency: int = 16,
         timeout_s: float = 120.0,
         max_attempts: int = 6,
-        base_delay: float = 1.0,
+        base_delay: float = 0.1,
         max_delay: float = 60.0,
         recover_after: int = 20,
         http_transport: str = "auto",
@@ -114,7 +119,7 @@ class OpenAICompatClient(PooledChatClient):
                 f"{self.kind} client for {model}: name the server with {option} URL{also}; "
                 "no server is assumed"
             )
-        urls = [normalise_base(u) for u in urls]
+        urls = [normalise_base(check_url(u, server_option)) for u in urls]
         self.model = model
         service = openai_service_urls()
         #: per endpoint, the variable(s) its key comes from (never another service's)
@@ -265,14 +270,15 @@ class OpenAICompatClient(PooledChatClient):
     async def _post(self, base: str, payload: bytes) -> dict[str, Any]:
         import httpx
 
-        from cafe.clients.transport import NO_REPLY
+        from cafe.clients.transport import NO_REPLY, REFUSED
 
         bare, auth = self._target(base)
         headers = {"Content-Type": "application/json", **auth}
         try:
             r = await self._http.get().post(f"{bare}/chat/completions", payload, headers)
         except NO_REPLY as e:  # refused, DNS, TLS, dropped: the breaker counts these
-            raise CallError(f"{base}: {type(e).__name__}: {e}", no_reply=True) from None
+            raise CallError(f"{base}: {type(e).__name__}: {e}", no_reply=True,
+                            refused=isinstance(e, REFUSED)) from None  # fmt: skip
         except httpx.TimeoutException:
             raise CallError(f"{base}: timed out") from None
         except httpx.TransportError as e:  # refused/reset: try again (maybe elsewhere)
@@ -300,8 +306,12 @@ class OpenAICompatClient(PooledChatClient):
         """Tokens of ``text`` by the served model's own tokenizer: ``POST /tokenize`` at the
         server's root (vLLM answers ``count`` for a ``prompt``; llama.cpp ``tokens`` for a
         ``content``; both fields are sent, no special tokens added). None when every attempt
-        failed; NoTokenizeEndpoint when the server has no such route (no retry helps)."""
+        failed; NoTokenizeEndpoint when the server has no such route or answers it with
+        something that is no token count (a gateway answering every path with a chat
+        completion): no retry helps. Through the endpoint's breaker, like every call."""
         import httpx
+
+        from cafe.clients.transport import NO_REPLY, REFUSED
 
         ep = self.endpoints[0]
         bare, auth = self._target(ep.url)
@@ -315,6 +325,9 @@ class OpenAICompatClient(PooledChatClient):
         async def once() -> int:
             try:
                 r = await self._http.get().post(f"{root}/tokenize", body, headers)
+            except NO_REPLY as e:
+                raise CallError(f"{root}/tokenize: {type(e).__name__}: {e}", no_reply=True,
+                                refused=isinstance(e, REFUSED)) from None  # fmt: skip
             except httpx.TransportError as e:
                 raise CallError(f"{root}/tokenize: {type(e).__name__}: {e}") from None
             if r.status in (400, 404, 405, 422, 501):  # no such route, or not this shape
@@ -323,14 +336,18 @@ class OpenAICompatClient(PooledChatClient):
                 raise CallError(
                     f"{root}/tokenize: HTTP {r.status}", status=r.status,
                     retryable=is_retryable_status(r.status),
+                    retry_after=parse_retry_after(r.headers.get("retry-after")),
                 )  # fmt: skip
-            try:
-                data = json.loads(r.content)
-                return int(data["count"]) if "count" in data else len(data["tokens"])
-            except (ValueError, KeyError, TypeError):
-                raise CallError(f"{root}/tokenize: malformed reply {r.text[:80]!r}") from None
+            count = token_count_of(r.content)
+            if count is None:
+                raise NoTokenizeEndpoint(
+                    f"{root} answers /tokenize with no token count ({r.text[:60]!r})"
+                )
+            return count
 
-        out = await call_with_retries(once, ep.limiter, self.policy, redact=redact)
+        # a probe, not a model call: a few attempts, then the run counts words
+        policy = dataclasses.replace(self.policy, max_attempts=min(3, self.policy.max_attempts))
+        out = await call_with_retries(once, ep.limiter, policy, redact=redact, breaker=ep.breaker)
         return None if out.error is not None else out.value
 
     async def aclose(self) -> None:
@@ -357,46 +374,79 @@ class NoTokenizeEndpoint(Exception):
     """The server has no ``/tokenize`` route: its reasoning lengths need another counter."""
 
 
+def token_count_of(raw: bytes) -> int | None:
+    """The count in a /tokenize reply (vLLM ``count``, llama.cpp ``tokens``); None when the body
+    is no such reply."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    count = data.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count
+    tokens = data.get("tokens")
+    return len(tokens) if isinstance(tokens, list) and "count" not in data else None
+
+
 def parse_reply(raw: bytes, base: str = "") -> dict[str, Any]:
-    """text, finish_reason and usage from a chat-completions body; CallError when malformed.
-    Reasoning that a server's reasoning parser split off (vLLM ``reasoning_content``) is put
-    back in front as ``<think>…</think>``: for reasoning models that text is what we evaluate."""
+    """text, finish_reason and usage from a chat-completions body. A body that is not one
+    (broken JSON, ``message`` a string, ``content`` a number) is a retryable server fault
+    (CallError naming it), never cached nor handed on; usage counts that are no counts are
+    recorded unknown. Reasoning that a server's reasoning parser split off (vLLM
+    ``reasoning_content``) is put back in front as ``<think>…</think>``: for reasoning models
+    that text is what we evaluate."""
+    fault = f"{base}: malformed reply (server fault)"
     try:
         data = json.loads(raw)
         choice = data["choices"][0]
         msg = choice["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise CallError(f"{base}: malformed reply body: {raw[:120]!r}") from None
+    if not isinstance(choice, dict) or not isinstance(msg, dict):
+        what = type(choice if not isinstance(choice, dict) else msg).__name__
+        raise CallError(f"{fault}: choices[0] or its message is a {what}, not an object")
     content = msg.get("content")
     if isinstance(content, list):  # some servers return content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if not all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in content):
+            raise CallError(f"{fault}: message content parts are not text parts")
+        content = "".join(p.get("text", "") for p in content)
     if content is None:
         if msg.get("refusal"):
             raise CallError(f"{base}: refused: {msg['refusal']}", retryable=False)
         raise CallError(f"{base}: reply has no message content")
+    if not isinstance(content, str):
+        raise CallError(f"{fault}: message content is a {type(content).__name__}, not text")
+    content = clean_text(content)
     reasoning = msg.get("reasoning_content") or msg.get("reasoning")
     if isinstance(reasoning, str) and reasoning.strip():
+        reasoning = clean_text(reasoning)
         content = f"<think>{reasoning}</think>{content}"
     else:
         reasoning = None
-    u = data.get("usage") or {}
-    usage = {
-        "prompt_tokens": u.get("prompt_tokens"),
-        "completion_tokens": u.get("completion_tokens"),
-        "total_tokens": u.get("total_tokens"),
-    }
-    details = u.get("completion_tokens_details") or {}
-    if details.get("reasoning_tokens") is not None:
-        usage["reasoning_tokens"] = details["reasoning_tokens"]
-    prompt_details = u.get("prompt_tokens_details") or {}
-    if prompt_details.get("audio_tokens") is not None:  # priced apart by audio models
-        usage["audio_prompt_tokens"] = prompt_details["audio_tokens"]
+    finish = choice.get("finish_reason")
     return {
         "text": content,
-        "finish_reason": choice.get("finish_reason"),
-        "usage": usage,
+        "finish_reason": finish if isinstance(finish, str) else None,
+        "usage": _usage(data.get("usage")),
         "reasoning": reasoning,
     }
+
+
+def _usage(u: Any) -> dict[str, Any]:
+    """The token counts of a reply's usage, each a count or None (cafe.clients.common)."""
+    u = u if isinstance(u, dict) else {}
+    usage = {k: u.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    details = u.get("completion_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    if details.get("reasoning_tokens") is not None:
+        usage["reasoning_tokens"] = details["reasoning_tokens"]
+    prompt_details = u.get("prompt_tokens_details")
+    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
+    if prompt_details.get("audio_tokens") is not None:  # priced apart by audio models
+        usage["audio_prompt_tokens"] = prompt_details["audio_tokens"]
+    return valid_usage(usage)
 
 
 @CLIENTS.register("openai")

@@ -8,8 +8,9 @@ describe the load before the cut, and cutting again for each of them sinks concu
 delays the call that got it; it pauses every caller only once the limit is at its floor (a cut
 is the answer above it). One slot less per 429 where a tenth of the calls are turned away keeps
 a run within 2x of its fault-free time (perf/ratelimit_429.py). Failures back off exponentially
-with jitter, and a per-server circuit breaker (cafe.clients.breaker) ends calls to a server that
-gives no reply at all.
+with jitter (from 0.1 s: a busy server's 5xx is mostly one-off), and a per-server circuit
+breaker (cafe.clients.breaker) ends calls to a dead server (refused, or nothing but failures for
+a while), never to a busy one.
 
 The limiter holds no asyncio primitive bound to one event loop (waiters are futures of whichever
 loop awaits them, woken thread-safely), so one client can serve several ``asyncio.run`` calls and
@@ -45,48 +46,75 @@ class CallError(Exception):
         retryable: bool = True,
         retry_after: float | None = None,
         no_reply: bool = False,
+        refused: bool | None = None,
     ):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
-        self.no_reply = no_reply  # no answer at all (refused, DNS, TLS): the breaker counts it
+        self.no_reply = no_reply  # no answer at all (refused, reset, dropped): counted apart
+        # nobody there (refused, DNS, no route, TLS): the breaker's dead server; a reset or a
+        # drop (no_reply without refused) happens to busy servers too
+        self.refused = no_reply if refused is None else refused
 
 
 def is_retryable_status(status: int) -> bool:
     return status in (408, 409, 425, 429) or status >= 500
 
 
-#: longest Retry-After honoured: a bogus header must not stall a run for hours
-MAX_RETRY_AFTER_S = 600.0
+#: longest wait honoured, Retry-After included: a bogus header must not stall a run (said once)
+MAX_RETRY_AFTER_S = 60.0
 
 
 def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After in seconds (the HTTP-date form is rare for APIs and treated as absent)."""
+    """Retry-After in seconds as the server sent it (capped when used: RetryPolicy.delay); the
+    HTTP-date form is rare for APIs and treated as absent, like a value that is no number."""
     if not value:
         return None
     try:
-        return min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
+        seconds = float(value)
     except ValueError:
         return None
+    return max(0.0, seconds) if seconds == seconds else None  # NaN: absent
+
+
+def _say(line: str) -> None:
+    import sys
+
+    print(f"warning: {line}", file=sys.stderr)
 
 
 @dataclass
 class RetryPolicy:
     """Bounded retries: attempt k (1-based) waits base_delay·2^(k-1) (capped at max_delay) times a
-    uniform jitter factor in [1-jitter, 1+jitter]; a server's Retry-After is taken as it is (the
-    server said when to come back: waiting longer only loses time)."""
+    uniform jitter factor in [1-jitter, 1+jitter]; a 429 without Retry-After waits
+    ``rate_limited_factor`` times that (the limiter's cut is the main answer to a rate limit).
+    The first wait after a 5xx or a reset is short (a busy server's error is mostly one-off) and
+    the tail bounded: 6 attempts wait 3.1 s in all, on average. A server's Retry-After is taken
+    as it is (waiting longer only loses time), up to ``max_retry_after``; a longer one is capped and
+    said once (``say``)."""
 
     max_attempts: int = 6
-    base_delay: float = 1.0
+    base_delay: float = 0.1
     max_delay: float = 60.0
+    max_retry_after: float = MAX_RETRY_AFTER_S
     jitter: float = 0.5
     timeout_s: float = 120.0  # one attempt's wall clock
+    rate_limited_factor: float = 10.0
+    say: Callable[[str], None] = _say
+    _said: bool = False
 
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+    def delay(
+        self, attempt: int, retry_after: float | None = None, rate_limited: bool = False
+    ) -> float:
         if retry_after is not None:
-            return retry_after
-        d = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+            if retry_after > self.max_retry_after and not self._said:
+                self._said = True  # once per client: every call may carry the same header
+                self.say(f"a server asked to wait {retry_after:g} s (Retry-After); waiting "
+                         f"{self.max_retry_after:g} s at most")  # fmt: skip
+            return min(retry_after, self.max_retry_after)
+        base = self.base_delay * (self.rate_limited_factor if rate_limited else 1.0)
+        d = min(self.max_delay, base * (2 ** (attempt - 1)))
         return d * random.uniform(1 - self.jitter, 1 + self.jitter)
 
 
@@ -304,6 +332,7 @@ async def call_with_retries(
     for attempt in range(1, policy.max_attempts + 1):
         retry_after = None
         retryable = True
+        last_status: int | None = None
         lim = choose()
         brk = which() if which is not None else None
         if brk is not None:
@@ -318,19 +347,26 @@ async def call_with_retries(
         except asyncio.TimeoutError:
             last = f"timed out after {policy.timeout_s * 1.5 + 0.5:g} s"
             lim.on_failure()
+            if brk is not None:
+                brk.on_error(redact(last))
         except CallError as e:
             last = str(e)
             retryable = e.retryable
             retry_after = e.retry_after
+            last_status = e.status
             if e.status == 429:
-                lim.on_rate_limited(retry_after)
+                lim.on_rate_limited(
+                    None if retry_after is None else min(retry_after, policy.max_retry_after)
+                )
             else:
                 lim.on_failure(e.status, e.no_reply)
             if brk is not None:
-                if e.no_reply:
+                if e.refused:  # nobody there
                     brk.on_no_reply(redact(last))
-                else:
+                elif e.status == 429 or not e.retryable:  # there, and said so
                     brk.on_reply()
+                else:  # a 5xx, a reset, a malformed body: busy, or dead if it lasts
+                    brk.on_error(redact(last))
         else:
             lim.on_success()
             if brk is not None:
@@ -342,7 +378,7 @@ async def call_with_retries(
             brk.check()
         if not retryable or attempt == policy.max_attempts:
             return Outcome(error=redact(f"{last} (after {attempt} attempt(s))"), attempts=attempt)
-        pause = policy.delay(attempt, retry_after)
+        pause = policy.delay(attempt, retry_after, rate_limited=last_status == 429)
         lim.on_backoff(pause)
         # the endpoint's clock waits (the limiter's sleep); a breaker that opens meanwhile ends it
         await (brk.sleep(pause, lim.sleep) if brk is not None else lim.sleep(pause))

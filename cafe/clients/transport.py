@@ -9,6 +9,7 @@ httpx's Request and Response objects on aiohttp. Either way errors are httpx's e
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib.util
 import weakref
 from collections.abc import Mapping
@@ -31,6 +32,47 @@ TRANSPORTS = HTTP_TRANSPORTS
 #: httpx errors that mean the server gave no reply at all: refused, DNS, TLS (ConnectError),
 #: no connection in time (ConnectTimeout), dropped before any answer (RemoteProtocolError)
 NO_REPLY = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
+#: of those, the ones that say nothing is there (the breaker's dead server); the others
+#: happen to busy servers too (a full listen backlog resets connections)
+REFUSED = (httpx.ConnectError,)
+#: the largest reply body read, after decompression: a reply past it is a server fault (a
+#: 1 MB gzip body can inflate to 1 GB)
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+#: connect errors (errno) that mean nobody listens there or no route leads there
+_REFUSED_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH,
+                   errno.EADDRNOTAVAIL, errno.ENOENT}  # fmt: skip
+
+
+class ReplyTooLarge(httpx.TransportError):
+    """A reply body (decompressed) past MAX_REPLY_BYTES: read no further."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"reply body larger than {limit // (1024 * 1024)} MB (decompressed)")
+
+
+async def read_capped(chunks: Any, limit: int | None = None) -> bytes:
+    """Join an async iterator of (decompressed) chunks, stopping past ``limit`` bytes
+    (default MAX_REPLY_BYTES)."""
+    limit = MAX_REPLY_BYTES if limit is None else limit
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise ReplyTooLarge(limit)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _refused(e: Exception) -> bool:
+    """A connect error that says nobody is there (refused, no route, no such name, TLS)."""
+    import socket
+    import ssl
+
+    cause = getattr(e, "os_error", None) or e
+    if isinstance(cause, (socket.gaierror, ssl.SSLError, ssl.CertificateError)):
+        return True
+    return getattr(cause, "errno", None) in _REFUSED_ERRNOS
 
 
 def _uses_aiohttp(transport: str) -> bool:
@@ -83,10 +125,10 @@ class Poster:
         assert lanes is not None
         lane = lanes.take()
         try:
-            r = await lanes.items[lane].post(url, content=content, headers=headers)
+            async with lanes.items[lane].stream("POST", url, content=content, headers=headers) as r:
+                return HttpReply(r.status_code, r.headers, await read_capped(r.aiter_bytes()))
         finally:
             lanes.give(lane)
-        return HttpReply(r.status_code, r.headers, r.content)
 
     async def aclose(self) -> None:
         if self._aio is not None:
@@ -129,11 +171,23 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             weakref.finalize(self, _close_quietly, session)
         try:
             async with self._session.request(method, url, data=content, headers=headers) as r:
-                return HttpReply(r.status, r.headers, await r.read())
+                if (
+                    not r.headers.get("content-encoding")
+                    and (r.content_length or 0) > MAX_REPLY_BYTES
+                ):  # said up front: not worth reading
+                    raise ReplyTooLarge(MAX_REPLY_BYTES)
+                # decompressed as it streams in (aiohttp): never the whole inflated body
+                body = await read_capped(r.content.iter_chunked(1 << 16))
+                return HttpReply(r.status, r.headers, body)
         except asyncio.TimeoutError:
             raise httpx.ReadTimeout("timed out") from None
-        except aiohttp.ClientConnectionError as e:
-            raise httpx.ConnectError(f"{type(e).__name__}: {e}") from None
+        except aiohttp.ClientConnectorError as e:
+            kind = httpx.ConnectError if _refused(e) else httpx.RemoteProtocolError
+            raise kind(f"{type(e).__name__}: {e}") from None
+        except aiohttp.ServerDisconnectedError as e:  # dropped before any answer
+            raise httpx.RemoteProtocolError(f"{type(e).__name__}: {e}") from None
+        except aiohttp.ClientConnectionError as e:  # reset mid-call: a busy server too
+            raise httpx.ReadError(f"{type(e).__name__}: {e}") from None
         except aiohttp.ClientError as e:
             raise httpx.TransportError(f"{type(e).__name__}: {e}") from None
 

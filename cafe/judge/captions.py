@@ -8,18 +8,17 @@ Caption file line: {"sample_id", "audio_sha256", "caption", "captioner", "templa
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file
-from cafe.errors import CafeError, CafeUsageError, ConfigError
+from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
 from cafe.records import InputError, Problem, Sample
-from cafe.store import JsonlWriter, iter_jsonl
+from cafe.store import JsonlWriter, iter_jsonl, numbered_jsonl
 
 TEMPERATURE = 0.0
 MAX_TOKENS = 1024
@@ -28,21 +27,32 @@ MAX_TOKENS = 1024
 def load_captions(path: str | Path) -> dict[str, str]:
     """sample id -> caption from a captions JSONL file (last line wins) or a JSON object
     {id: caption}. A line without a sample id or caption is an InputError naming it."""
+    from cafe.store import read_json_file
+
     path = Path(path)
     if path.suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+            data = read_json_file(path, "fix the captions file")
+        except RunFolderError as e:  # not JSON, nested too deep, a NUL or lone surrogate
+            raise ConfigError(str(e).replace(" is damaged", "")) from None
         if not isinstance(data, dict):
             raise InputError(Problem(str(path), "expected a JSON object {sample_id: caption}"))
-        return {str(k): str(v) for k, v in data.items()}
+        for k, v in data.items():  # a caption that is no text is never used as "None"
+            if not isinstance(v, str) or not v.strip():
+                what = "empty" if isinstance(v, str) else f"a {type(v).__name__}, not text"
+                raise InputError(Problem(str(path), f"caption is {what}", str(k), "caption"))
+        return {str(k): v for k, v in data.items()}
     out: dict[str, str] = {}
-    for n, d in enumerate(iter_jsonl(path), start=1):
+    for n, d in numbered_jsonl(path):
+        if not isinstance(d, dict):
+            raise InputError(Problem(f"{path}:{n}", "not a JSON object"))
         sid, cap = d.get("sample_id"), d.get("caption")
-        if not sid or not isinstance(cap, str) or not cap.strip():
-            field = "sample_id" if not sid else "caption"
-            raise InputError(Problem(f"{path}:{n}", "missing or empty", sid, field))
+        if isinstance(sid, bool) or not isinstance(sid, (str, int)) or not str(sid).strip():
+            raise InputError(Problem(f"{path}:{n}", "missing or empty", None, "sample_id"))
+        if not isinstance(cap, str) or not cap.strip():  # never used as the text "None"
+            what = "missing or empty" if cap is None or isinstance(cap, str) else (
+                f"a {type(cap).__name__}, not text")  # fmt: skip
+            raise InputError(Problem(f"{path}:{n}", what, str(sid), "caption"))
         out[str(sid)] = cap
     return out
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -17,6 +16,7 @@ from cafe.cli_options import (
     limit_option,
     no_progress_option,
 )
+from cafe.jsontext import strict_dumps
 from cafe.judge import JUDGES
 
 
@@ -163,7 +163,7 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
 
     res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
     if as_json:
-        click.echo(json.dumps(res, indent=2))
+        click.echo(strict_dumps(res, indent=2))
         return
 
     def f(v: Any, nd: int = 3) -> str:

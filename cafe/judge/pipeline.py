@@ -11,7 +11,6 @@ are tried again on the next run."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from cafe.clients.base import call_stats_of
 from cafe.counters import judge_counters
 from cafe.errors import CafeError, ConfigError, RunFolderError
 from cafe.failures import most_failed, summary_lines
+from cafe.jsontext import strict_dumps
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.spec import resume_records
@@ -384,4 +384,4 @@ def format_cafe(section: dict[str, Any]) -> str:
 
 
 def dumps(section: dict[str, Any]) -> str:
-    return json.dumps(section, indent=2, ensure_ascii=False)
+    return strict_dumps(section, indent=2, ensure_ascii=False)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.clients.thinking import final_answer
+from cafe.jsontext import strict_dumps
 from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.base import sha256_text
 from cafe.judge.extraction import build_prompt
@@ -151,7 +152,9 @@ def _read_kept(store: RunStore, name: str, preds: list[Prediction]) -> dict[tupl
         return {}
     now = {(p.sample_id, p.run_index): output_hash(p) for p in preds}
     out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").split("\n"):  # JSON lines end at \n only
+        if not line.strip():
+            continue
         row = json.loads(line)
         key = (row["sample_id"], row["run_index"])
         if now.get(key) == row.get("output"):
@@ -163,7 +166,7 @@ def _write_kept(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
     """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
     from cafe.redaction import scrub_text
 
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
     replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
 
 

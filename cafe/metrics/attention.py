@@ -8,7 +8,6 @@ and writes attention.json, so the averaging is testable on fixed arrays."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from cafe.errors import CafeError
+from cafe.jsontext import strict_dumps
 
 
 def shares_of(trace: Any) -> list[float]:
@@ -126,7 +126,7 @@ def attention(
             path = path / "attention.json"
         from cafe.redaction import scrub_text
 
-        path.write_text(scrub_text(json.dumps(result, indent=2)) + "\n")
+        path.write_text(scrub_text(strict_dumps(result, indent=2)) + "\n")
         result["path"] = str(path)
     return result
 

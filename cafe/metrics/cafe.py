@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from cafe.metrics.stats import bootstrap_ci, mean_std, safe_ratio
+from cafe.metrics.stats import bootstrap_ci, canonical, mean_std, safe_ratio
 from cafe.records import Judgement, Sample
 
 MODES = ("micro", "macro")
@@ -81,7 +81,7 @@ def cafe_metrics(judgements: Iterable[Judgement], mode: str = "micro") -> dict[s
     the judgement status counts. ``mode`` is ``micro`` (pooled counts) or ``macro``."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    judgements = list(judgements)
+    judgements = canonical(judgements)  # float sums in one order
     ok = [j for j in judgements if j.status == "ok"]
     c = np.array([counts_of(j) for j in ok]).reshape(len(ok), len(CATEGORIES))
     total = c.sum(axis=0)
@@ -113,9 +113,10 @@ def cafe_metrics(judgements: Iterable[Judgement], mode: str = "micro") -> dict[s
 def cafe_ci(
     judgements: Sequence[Judgement], mode: str = "micro", *, resamples: int = 1000, seed: int = 0
 ) -> dict[str, list[float] | None]:
-    """Bootstrap 95% intervals, resampling samples (all runs of a sample move together)."""
+    """Bootstrap 95% intervals, resampling samples (all runs of a sample move together); the
+    units in sample-id order, so the same judgements give the same interval in any order."""
     by_sample: dict[str, list[np.ndarray]] = defaultdict(list)
-    for j in judgements:
+    for j in canonical(judgements):
         if j.status == "ok":
             by_sample[j.sample_id].append(counts_of(j))
     units = list(by_sample.values())
@@ -235,7 +236,8 @@ def cafe_section(
     bootstrap over items of that statistic; ``pooled``: the same metrics over every (item, run)
     at once, with its own interval; ``counts``: pooled counts. Breakdowns (the benchmark's own
     ``breakdowns`` functions when given, else the Sample.meta keys ``breakdown_keys``) use the
-    same mean over runs."""
+    same mean over runs. Independent of the judgements' order (sorted first: ``canonical``)."""
+    judgements = canonical(judgements)
     pooled = cafe_metrics(judgements, mode)
     runs = _over_runs(judgements, mode)
     section: dict[str, Any] = {

@@ -59,7 +59,7 @@ def listening_section(
     """``controls``: name -> {"predictions": [...], "run_dir": str, "cafe": section or None}.
     Returns the real run's metrics.json "listening" section."""
     real_acc = item_accuracy(samples, real)
-    ids = [s.id for s in samples if s.error is None]
+    ids = sorted(s.id for s in samples if s.error is None)  # resampled units: in one order
     kw = {"resamples": resamples, "seed": seed}
     out: dict[str, Any] = {
         "chance": chance_level([s for s in samples if s.error is None]),

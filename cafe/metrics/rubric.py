@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from cafe.metrics.stats import bootstrap_ci, mean_std
+from cafe.metrics.stats import bootstrap_ci, canonical, mean_std
 from cafe.records import RubricScore, Sample
 
 STATUSES = ("ok", "wrong", "invalid", "failed", "no_rubric", "no_prediction")
@@ -52,6 +52,7 @@ def rubric_section(
     resamples: int = 1000,
     seed: int = 0,
 ) -> dict[str, Any]:
+    records = canonical(records)  # the same section whatever the order of the file's lines
     section: dict[str, Any] = dict(_cell(records))
     status = {s: 0 for s in STATUSES}
     for r in records:

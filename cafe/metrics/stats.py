@@ -3,13 +3,20 @@ bootstrap confidence intervals. numpy only, so report code never pulls in a heav
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
+
+
+def canonical(records: Iterable[Any]) -> list[Any]:
+    """Records (judgements, rubric scores, predictions: anything with sample_id and run_index)
+    in one order, whatever order their file's lines came in: every statistic, the bootstrap's
+    resampled units and float sums included, is then the same for the same records."""
+    return sorted(records, key=lambda r: (str(r.sample_id), int(r.run_index)))
 
 
 def mean_std(values: Sequence[float | None]) -> dict[str, Any]:

@@ -405,6 +405,8 @@ def _generate(
     progress: bool,
 ) -> int:
     """Load the model, run ``todo`` through the execute stage, write each batch durably."""
+    from cafe.clients.breaker import ServerUnreachable
+
     generation = plan.spec.generation
     if plan.spec.runs > 1 and is_greedy(generation):  # temperature 0 is greedy even if sampling
         warn([f"--runs {plan.spec.runs} with greedy decoding: runs will be identical"])
@@ -441,7 +443,15 @@ def _generate(
 
     try:
         manifest["adapter"] = without_secrets(adapter.identity())
-        manifest["token_counter"] = adapter.token_counter
+        try:  # an API adapter probes its server's tokenizer here: a dead server stops the run
+            manifest["token_counter"] = adapter.token_counter
+        except ServerUnreachable as e:
+            manifest.update(status="stopped", error=str(e), updated=now())
+            store.write_manifest(manifest)
+            raise RunError(
+                f"{e}; stopped before any call: {len(plan.done)} predictions kept in "
+                f"{store.root}; once the server answers, run the same command again"
+            ) from None
         # tokens of the model's tokenizer, or words where it has none (the fallback)
         manifest["length_unit"] = length_unit(adapter.token_counter)
         store.write_manifest(manifest)

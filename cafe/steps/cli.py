@@ -3,7 +3,6 @@ type and default), and the engine's own (--cache, --concurrency, --json, --no-pr
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -20,6 +19,7 @@ from cafe.cli_options import (
     option,
 )
 from cafe.controls import CONTROLS, parse_controls
+from cafe.jsontext import strict_dumps
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM
 from cafe.metrics.decay import DEFAULT_MIN_COUNT, format_decay
 from cafe.steps.base import Step
@@ -32,7 +32,7 @@ def step_command(step: Step) -> click.Command:
 
         res = run_step(step, run_dir, cache=cache, concurrency=concurrency,
                        progress=not no_progress, **options)  # fmt: skip
-        click.echo(json.dumps(res.section, indent=2) if as_json else step.format(res.section))
+        click.echo(strict_dumps(res.section, indent=2) if as_json else step.format(res.section))
 
     params: list[click.Parameter] = [click.Argument(["run_dir"], type=click.Path(
         exists=True, file_okay=False))]  # fmt: skip
@@ -109,7 +109,7 @@ def decay_command(
         merge=merge_sparse,
         mode="macro" if macro else "micro",
     )
-    click.echo(json.dumps(section, indent=2) if as_json else format_decay(section))
+    click.echo(strict_dumps(section, indent=2) if as_json else format_decay(section))
 
 
 @command("cues")
@@ -172,7 +172,7 @@ def cues_command(
         raise click.ClickException(str(e)) from None
     from cafe.judge.cues import format_cues
 
-    click.echo(json.dumps(section, indent=2) if as_json else format_cues(section))
+    click.echo(strict_dumps(section, indent=2) if as_json else format_cues(section))
 
 
 @command("rubric")
@@ -279,7 +279,7 @@ def rubric_command(
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
-    click.echo(json.dumps(section, indent=2) if as_json else format_rubric(section))
+    click.echo(strict_dumps(section, indent=2) if as_json else format_rubric(section))
     echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
     failed = section["status"].get("failed", 0)
     if failed:  # a score left absent must not look like success

@@ -8,7 +8,9 @@ protocols, for tests and perf scripts: clients under test go through their real 
 is sent as the whole response body. ``faults`` are consumed one per request, in order (then
 every request succeeds); each is a ``Fault`` or one of "ok", "429", "500", "timeout" (reply
 after ``slow_s``, past the client's timeout), "malformed" (200 with a broken JSON body) and
-"die" (the server dies: it stops listening and drops this and every later request unanswered).
+"die" (the server dies: it stops listening and drops this and every later request unanswered)
+and "reset" (this connection is closed unanswered, as a busy server with a full backlog does;
+the server goes on answering).
 A callable ``faults(index, body) -> Fault | str | None`` scripts any pattern.
 
 Request bodies are kept in ``.requests``; credentials are never logged or stored (only their
@@ -30,7 +32,7 @@ from typing import Any
 
 @dataclass
 class Fault:
-    kind: str  # ok | 429 | 500 | timeout | malformed | die
+    kind: str  # ok | 429 | 500 | timeout | malformed | die | reset
     retry_after: float | None = 1.0  # Retry-After header for 429 (None: no header)
     delay_s: float | None = None  # for timeout: how long to stall (default: server's slow_s)
 
@@ -44,7 +46,7 @@ def _as_fault(f: Fault | str | None) -> Fault:
         return Fault("ok")
     if isinstance(f, Fault):
         return f
-    if f not in ("ok", "429", "500", "timeout", "slow", "malformed", "die"):
+    if f not in ("ok", "429", "500", "timeout", "slow", "malformed", "die", "reset"):
         raise ValueError(f"unknown fault {f!r}")
     return Fault("timeout" if f == "slow" else f)
 
@@ -191,6 +193,8 @@ class _Loopback:
         _, fault = self._next_fault(body)
         if fault.kind == "die" or self.dead:
             self.die()
+            raise _Dropped
+        if fault.kind == "reset":
             raise _Dropped
         if fault.kind == "timeout":
             self.sleep(fault.delay_s if fault.delay_s is not None else self.slow_s)

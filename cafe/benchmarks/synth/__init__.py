@@ -100,7 +100,7 @@ def load_folder(data: str | Path, audio_root: str | Path | None = None) -> Loade
     samples: list[Sample] = []
     problems: list[Problem] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(body.decode("utf-8", errors="replace").splitlines(), 1):
+    for lineno, line in enumerate(body.decode("utf-8", errors="replace").split("\n"), 1):
         if not line.strip():
             continue
         sample, problem = _parse_line(path, lineno, line, version, seen, audio_root)

@@ -95,7 +95,7 @@ class StageFile:
         self.path = path
         self.rows: dict[str, dict[str, Any]] = {}
         if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in path.read_text(encoding="utf-8").split("\n"):
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:
@@ -149,7 +149,7 @@ def read_clips(path: str | Path) -> list[dict[str, Any]]:
     rows = (
         json.loads(text)
         if text.lstrip().startswith("[")
-        else [json.loads(line) for line in text.splitlines() if line.strip()]
+        else [json.loads(line) for line in text.split("\n") if line.strip()]
     )
     out = []
     for row in rows:
