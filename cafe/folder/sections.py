@@ -106,7 +106,7 @@ def digest(rows: Iterable[Any]) -> dict[str, Any]:
     """An input's stamp: how many records, and a digest of their content."""
     h = hashlib.sha256()
     n = 0
-        # ASCII JSON: a lone surrogate (which a reply may carry in) hashes instead of failing
+    # ASCII JSON: a lone surrogate (which a reply may carry in) hashes instead of failing
     for row in rows:
         h.update(json.dumps(row, sort_keys=True).encode() + b"\n")
         n += 1
