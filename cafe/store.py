@@ -52,8 +52,10 @@ METRICS_RECOVERY = (
 
 
 def judge_slug(identity: str) -> str:
-    """File-name form of a judge identity: judgements.<slug>.jsonl."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+    """File-name form of a judge identity: judgements.<slug>.jsonl; credentials a URL in it
+    carries (``//user:password@``) never reach a name."""
+    bare = re.sub(r"//[^/@\s]*@", "//", identity)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", bare).strip("-")
 
 
 def _fsync_dir(folder: Path) -> None:

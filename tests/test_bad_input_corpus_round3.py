@@ -5,11 +5,14 @@ nothing already on disk lost, the good items processed."""
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from test_bad_input_corpus import (
     _BUILT,
     GOOD,
@@ -21,6 +24,9 @@ from test_bad_input_corpus import (
     _run_folder,
     _yaml_file,
 )
+
+from cafe.cli import main
+from cafe.testing.loopback import OpenAILoopback
 
 
 # -- nothing outside the folder ---------------------------------------------------------------
@@ -102,9 +108,235 @@ def out_is_another_tools_folder(tmp):
                 keep=mine, check=check)  # fmt: skip
 
 
+# -- a cache that cannot be poisoned or borrowed ----------------------------------------------
+def _served_run(tmp: Path, url: str, out: str, *extra: str) -> tuple[int, str, dict]:
+    """`cafe run` of the two good items against the server at ``url``: (exit, output, answers
+    by sample id as the model wrote them)."""
+    meta = tmp / "data" / "meta.jsonl"
+    if not meta.exists():
+        _bench(tmp, GOOD)
+    args = [a.replace("{url}", url) for a in _run_args(meta, tmp)]
+    args[args.index("--out") + 1] = str(tmp / out)
+    r = CliRunner().invoke(main, [*args, *extra])
+    preds = tmp / out / "predictions.jsonl"
+    rows = [json.loads(x) for x in preds.read_text().splitlines()] if preds.exists() else []
+    return r.exit_code, r.output, {p["sample_id"]: p["raw_output"] for p in rows}
+
+
+def _content(value):
+    """A server whose reply's message content is ``value`` (a number, an object…)."""
+    return lambda body: {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": value},
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize("content", [42, {"text": "A"}, True, 1.5], ids=repr)
+def test_a_malformed_reply_is_never_cached(tmp_path, content):
+    """The poisoned reply fails its items as a server fault (retried), never a traceback; the
+    same spec against a healthy server then answers every item, in a new folder too."""
+    with OpenAILoopback(reply=_content(content)) as bad:
+        code, out, _ = _served_run(tmp_path, bad.url, "run")
+    assert "Traceback" not in out and code == 1, out
+    assert "malformed reply" in out
+    with OpenAILoopback(reply=lambda b: "<answer>A</answer>") as good:
+        code, out, answers = _served_run(tmp_path, good.url, "run2")
+        assert code == 0 and "Traceback" not in out, out
+        assert answers == {"g1": "<answer>A</answer>", "g2": "<answer>A</answer>"}
+        assert good.count == 2  # nothing came from the cache
+        code, out, answers = _served_run(tmp_path, good.url, "run")  # the failed items retried
+        assert code == 0 and set(answers.values()) == {"<answer>A</answer>"}, out
+
+
+DAMAGE = ["not json", "[1, 2]", '{"text": 5}', '{"text": "A", "output_tokens": "many"}',
+          '"a string"', "null", "[" * 100000 + "]" * 100000]  # fmt: skip
+
+
+def _damage(db: Path, value) -> int:
+    con = sqlite3.connect(db)
+    n = con.execute("UPDATE calls SET value = ?", (value,)).rowcount
+    con.commit()
+    con.close()
+    return n
+
+
+@pytest.mark.parametrize("bad", [*DAMAGE, b"\xff\xfe"], ids=lambda v: repr(v)[:24])
+def test_a_damaged_model_cache_entry_is_skipped_and_replaced(tmp_path, bad):
+    with OpenAILoopback(reply=lambda b: "<answer>A</answer>") as srv:
+        assert _served_run(tmp_path, srv.url, "run")[0] == 0
+        assert _damage(tmp_path / "cache" / "calls.sqlite", bad) >= 1
+        code, out, answers = _served_run(tmp_path, srv.url, "run2")
+        assert code == 0 and "Traceback" not in out, out
+        assert answers == {"g1": "<answer>A</answer>", "g2": "<answer>A</answer>"}
+        assert srv.count == 4  # asked again…
+        assert _served_run(tmp_path, srv.url, "run3")[0] == 0
+        assert srv.count == 4  # …and the entries replaced: the third run is all cache hits
+
+
+@pytest.mark.parametrize("bad", DAMAGE[:5], ids=lambda v: repr(v)[:24])
+def test_a_damaged_judge_cache_entry_is_skipped_and_replaced(tmp_path, bad):
+    from test_judge_pipeline import build_run
+
+    ok = {k: [] for k in ("required_events", "all_caption_events", "all_reasoning_events",
+                          "matched_events", "error_matched", "error_use", "neutral_events",
+                          "missed_events")}  # fmt: skip
+    caps = tmp_path / "caps.jsonl"
+    caps.write_text("".join(json.dumps({"sample_id": f"s{i}", "caption": "a dog barks"}) + "\n"
+                            for i in range(4)))  # fmt: skip
+    with OpenAILoopback(reply=lambda b: json.dumps(ok)) as srv:
+        for name in ("j1", "j2"):
+            store = build_run(tmp_path / name)
+            args = [
+                "judge",
+                str(store.root),
+                "--judge",
+                "openai-compatible",
+                "--judge-model",
+                "j",
+                "--judge-endpoint",
+                srv.url,
+                "--captions",
+                str(caps),
+                "--no-progress",
+            ]
+            r = CliRunner().invoke(main, args)
+            assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+            if name == "j1":
+                calls = srv.count
+                assert _damage(tmp_path / "cache" / "judge.sqlite", bad) >= 1 and calls > 0
+        assert srv.count == 2 * calls  # every damaged entry asked again
+
+
+def _weights(root: str) -> list[dict]:
+    return [{"id": "m", "object": "model", "owned_by": "vllm", "root": root, "created": 1}]
+
+
+def test_two_servers_with_one_model_name_never_share_entries(tmp_path):
+    """Two servers answering to ``-o model=m`` with other weights: the second run is the
+    second model's, every item asked."""
+    a, b = (lambda _: "<answer>A</answer>"), (lambda _: "<answer>B</answer>")
+    with OpenAILoopback(reply=a, models=_weights("/w/one")) as one, \
+         OpenAILoopback(reply=b, models=_weights("/w/two")) as two:  # fmt: skip
+        assert _served_run(tmp_path, one.url, "a")[0] == 0
+        code, out, answers = _served_run(tmp_path, two.url, "b")
+        assert answers == {"g1": "<answer>B</answer>", "g2": "<answer>B</answer>"}, out
+        assert two.count == 2
+        manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+        assert manifest["served_model"]["reported"] == [
+            {"id": "m", "owned_by": "vllm", "root": "/w/two"}
+        ]
+
+
+def test_an_endpoint_alone_keeps_entries_apart_unless_replicas_are_declared(tmp_path):
+    """Servers reporting nothing about their weights differ by endpoint; ``-o replicas=true``
+    declares them copies of one model and they share entries."""
+    with OpenAILoopback(reply=lambda b: "<answer>A</answer>") as one, \
+         OpenAILoopback(reply=lambda b: "<answer>B</answer>") as two:  # fmt: skip
+        _served_run(tmp_path, one.url, "a")
+        assert _served_run(tmp_path, two.url, "b")[2]["g1"] == "<answer>B</answer>"
+        _served_run(tmp_path, one.url, "c", "-o", "replicas=true")
+        code, out, answers = _served_run(tmp_path, two.url, "d", "-o", "replicas=true")
+        assert code == 0 and answers["g1"] == "<answer>A</answer>" and two.count == 2, out
+
+
+def test_a_restarted_server_with_other_weights_is_named(tmp_path):
+    """The same endpoint now reporting other weights: no entry of the old ones is served, and
+    resuming the folder says so in one line."""
+    with OpenAILoopback(reply=lambda b: "<answer>A</answer>", models=_weights("/w/v1")) as srv:
+        assert _served_run(tmp_path, srv.url, "run")[0] == 0
+        srv.models = _weights("/w/v2")
+        code, out, _ = _served_run(tmp_path, srv.url, "run2")
+        assert code == 0 and srv.count == 4, out  # a new folder: every item asked again
+        code, out, _ = _served_run(tmp_path, srv.url, "run", "--runs", "2")
+        lines = [x for x in out.splitlines() if "/w/v1" in x and "/w/v2" in x]
+        assert lines and str(tmp_path / "run") in lines[0], out
+
+
+def test_the_cache_key_carries_a_schema_version(monkeypatch):
+    from cafe import cache
+
+    key = cache.make_key(kind="generate", x=1)
+    monkeypatch.setattr(cache, "SCHEMA", cache.SCHEMA + 1)
+    assert cache.make_key(kind="generate", x=1) != key
+
+
+# -- secrets and names ------------------------------------------------------------------------
+PASSWORD = "pw-PLANT-0123456789"
+
+
+def _with_userinfo(url: str) -> str:
+    return url.replace("http://", f"http://corpus:{PASSWORD}@")
+
+
+def _nowhere(tmp: Path, out: str) -> None:
+    """The password in no file name, no file and no output line."""
+    assert PASSWORD not in out
+    for p in tmp.rglob("*"):
+        assert PASSWORD not in str(p)
+        if p.is_file() and not p.is_symlink():
+            assert PASSWORD.encode() not in p.read_bytes(), p
+
+
+def test_an_echoed_url_credential_is_masked(tmp_path):
+    """A server that echoes the Basic credentials it was sent (decoded) in its reply."""
+    with OpenAILoopback(reply=lambda b: f"corpus:{PASSWORD} <answer>A</answer>") as srv:
+        code, out, answers = _served_run(tmp_path, _with_userinfo(srv.url), "run")
+    assert code == 0, out
+    assert answers["g1"] == "*** <answer>A</answer>"
+    _nowhere(tmp_path, out)
+
+
+def test_a_judge_identity_names_no_credential(tmp_path):
+    """A judge endpoint with user:password@: its judgements file (and every other name) and
+    its records carry the host, never the password."""
+    case = _judge_case(tmp_path)
+    with OpenAILoopback(reply=case.reply) as srv:
+        args = [a.replace("{url}", _with_userinfo(srv.url)) for a in case.args]
+        r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert (tmp_path / "jrun" / "judgements.openai-compatible-j.jsonl").exists()
+    _nowhere(tmp_path, r.output)
+
+
+@pytest.mark.parametrize("kind", ["openai-compatible", "gemini"])
+def test_a_client_identity_and_its_file_names_carry_no_credential(kind, monkeypatch):
+    """What names judge files and batch folders (``judge_slug`` of the client's identity)."""
+    from cafe.clients import make_client
+    from cafe.store import judge_slug
+
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "x" * 20)
+    client = make_client(kind, "j", endpoints=[f"http://u:{PASSWORD}@host:1/v1"])
+    assert PASSWORD not in client.identity and "host:1" in client.identity
+    assert PASSWORD not in judge_slug(f"openai:j@http://u:{PASSWORD}@host/v1")
+
+
+def _judge_case(tmp):
+    from test_bad_input_corpus import _judged_run
+
+    ok = {k: [] for k in ("required_events", "all_caption_events", "all_reasoning_events",
+                          "matched_events", "error_matched", "error_use", "neutral_events",
+                          "missed_events")}  # fmt: skip
+    return _judged_run(tmp, lambda b: json.dumps(ok), [])
+
+
+def key_missing_names_the_variable(tmp):
+    """The key-missing line keeps its advice: the endpoint and the variable to set."""
+    d = _run_folder(tmp)
+    return Case(["judge", str(d), "--judge", "openai", "--judge-model", "gpt-x", "--no-progress"],
+                ["set the OPENAI_API_KEY variable", "https://api.openai.com/v1 takes its key "
+                 "from OPENAI_API_KEY"], 1, env={"OPENAI_API_KEY": ""})  # fmt: skip
+
+
+# -- the corpus ------------------------------------------------------------------------------
 KINDS: list[Callable[[Path], Case]] = [
     lock_file_a_link, lock_file_a_dangling_link, lock_file_a_fifo, leaderboard_lock_a_link,
     predictions_a_link_out, out_is_another_tools_folder,
+    key_missing_names_the_variable,
 ]  # fmt: skip
 
 

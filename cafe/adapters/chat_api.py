@@ -13,6 +13,7 @@ the client's own extras. Keys come from the environment only and never enter opt
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ from cafe.records import Completion, Request
 
 #: options the adapter consumes itself; the chat client's own keywords go to the client
 _ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price", "max_new_tokens", "batch_size"}
-_ADAPTER_KEYS |= {"tokenizer"}
+_ADAPTER_KEYS |= {"tokenizer", "replicas"}
 #: options that change what the model replies (part of the identity, hence of cache keys)
 _SHAPING = ("extra_body", "config", "drop_params", "api_version", "max_new_tokens")
 #: Completion.backend["failure"] of a call the server's circuit breaker stopped
@@ -73,6 +74,7 @@ class ChatAPIAdapter(Adapter):
         self._usage_lock = threading.Lock()
         self._counter: TokenCounter | None = None
         self._counter_lock = threading.Lock()
+        self._served: dict[str, Any] | None = None
 
     # -- reasoning length ----------------------------------------------------------------------
     def default_counter(self) -> TokenCounter:
@@ -111,6 +113,25 @@ class ChatAPIAdapter(Adapter):
             "model": self.card.name,
             **({"options": shaping} if shaping else {}),
         }
+
+    def served_identity(self) -> dict[str, Any]:
+        """What each endpoint reports about the model it serves (GET /models, where the
+        protocol has it) and the endpoints themselves, without credentials: two servers (or
+        one restarted with other weights) answering to one name never share cache entries.
+        ``-o replicas=true`` declares the endpoints copies of one model: they are left out, so
+        moving or resharding keeps the cache; what they report still counts. Asked once."""
+        if self._served is None:
+            from cafe.clients.common import split_userinfo
+
+            info = getattr(self.client, "amodel_info", None)
+            reported = None
+            if info is not None:  # replicas report alike: each distinct report once, in order
+                seen = {json.dumps(r, sort_keys=True): r for r in self._loop.run(info())}
+                reported = [seen[k] for k in sorted(seen)]
+            urls = sorted({split_userinfo(e.url)[0] for e in getattr(self.client, "endpoints", [])})
+            replicas = self.options.get("replicas") in (True, "true", "yes", 1)
+            self._served = {"reported": reported, **({} if replicas else {"endpoints": urls})}
+        return self._served
 
     @property
     def usage(self) -> dict[str, Any]:

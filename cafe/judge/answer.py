@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache, cache_file
+from cafe.cache import Cache, cache_file, text_entry
 from cafe.cli_options import command
 from cafe.clients.base import call_stats_of
 from cafe.clients.thinking import final_answer, judge_max_tokens
@@ -121,7 +121,7 @@ class AnswerJudge:
         for attempt in range(RETRIES + 1):
             text_in = prompt if attempt == 0 else prompt + REMINDER
             key = self.spec.call_key(prompt=text_in)  # the reminder is in the prompt
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, text_entry)
             if hit is not None:
                 text = hit["text"]
             else:

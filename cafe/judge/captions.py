@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from cafe.cache import Cache, cache_file
+from cafe.cache import Cache, cache_file, text_entry
 from cafe.cli_options import command, concurrency_option, limit_option
 from cafe.errors import CafeError, CafeUsageError, ConfigError
 from cafe.judge.base import load_template
@@ -122,7 +122,7 @@ async def caption_samples(
     async def one(s: Sample, hashes: list[str]) -> dict | None:
         nonlocal calls
         key = spec.call_key(audio=hashes)
-        cached = cache.get(key)
+        cached = cache.get(key, text_entry)
         if cached is None:
             content = [{"type": "audio", "path": p} for p in s.audio]
             content.append({"type": "text", "text": text})

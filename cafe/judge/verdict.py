@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from cafe.benchmarks.embedding_match import EmbedderUnavailable
+from cafe.cache import text_entry
 from cafe.cli_options import command
 from cafe.clients.thinking import final_answer
 from cafe.judge.answer import AnswerJudge, Verdict
@@ -113,7 +114,7 @@ class VerdictJudge(AnswerJudge):
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
         # for every judge; top_p is this rule's own sampling setting, so it is in the request
         key = self.spec.call_key(prompt=prompt, **extra)
-        hit = self.cache.get(key)
+        hit = self.cache.get(key, text_entry)
         if hit is not None:
             text = hit["text"]
         else:

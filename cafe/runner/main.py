@@ -359,6 +359,17 @@ class _Work:
         return [out[(s.id, r)] for s, r in items]
 
 
+def _say_served_change(plan: RunPlan, served: dict[str, Any]) -> None:
+    """One line when the folder's server now reports another model than it did (other weights
+    behind the same name): the folder then holds predictions of both."""
+    old = plan.old_manifest.get("served_model")
+    if not isinstance(old, dict) or old.get("reported") == served.get("reported"):
+        return
+    warn([f"{plan.store.root}: the server now reports model {served.get('reported')}, the "
+          f"folder recorded {old.get('reported')}: other weights behind the same name "
+          "(pass --out NEW_FOLDER for a separate run of them)"])  # fmt: skip
+
+
 def _generate(
     plan: RunPlan,
     todo: list[tuple[Sample, int]],
@@ -422,12 +433,18 @@ def _generate(
 
     try:
         manifest["adapter"] = without_secrets(adapter.identity())
+        identity = plan.spec.call_identity()
+        served = adapter.served_identity()
+        if served is not None:  # a served model: what its server reports keys the cache too
+            identity["served"] = served
+            manifest["served_model"] = served
+            _say_served_change(plan, served)
         manifest["token_counter"] = adapter.token_counter
         # tokens of the model's tokenizer, or words where it has none (the fallback)
         manifest["length_unit"] = length_unit(adapter.token_counter)
         store.write_manifest(manifest)
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
-        target = CachedAdapter(adapter, calls, plan.spec.call_identity(), log)
+        target = CachedAdapter(adapter, calls, identity, log)
         work = _Work(plan, adapter, target, strict)
         try:
             run_batches(
