@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -332,11 +333,109 @@ def key_missing_names_the_variable(tmp):
                  "from OPENAI_API_KEY"], 1, env={"OPENAI_API_KEY": ""})  # fmt: skip
 
 
+# -- exports and lists --------------------------------------------------------------------------
+EVIL = ['=HYPERLINK("http://x.example","y")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
+HTML = "a|b\nc <img src=x onerror=alert(1)> [l](http://x) `c` *e*"
+
+
+def _runs_with_model(tmp: Path, names: list[str]) -> Path:
+    """A folder of run folders whose manifests name these models."""
+    runs = tmp / "runs"
+    for i, name in enumerate(names):
+        d = _run_folder(runs, f"r{i}")
+        m = json.loads((d / "manifest.json").read_text())
+        m["model"]["name"] = name
+        (d / "manifest.json").write_text(json.dumps(m))
+    return runs
+
+
+def report_folder_csv_formulas(tmp):
+    runs = _runs_with_model(tmp, EVIL)
+
+    def check(out: str) -> None:
+        import csv
+        import io
+
+        rows = list(csv.reader(io.StringIO(out)))
+        models = [r[1] for r in rows[1 : 1 + len(EVIL)]]
+        assert sorted(models) == sorted("'" + e.replace("\r", "\n") for e in EVIL)
+
+    return Case(["report", str(runs), "--format", "csv"], [], check=check)
+
+
+def report_folder_markdown_cells(tmp):
+    runs = _runs_with_model(tmp, [HTML, "plain"])
+
+    def check(out: str) -> None:
+        rows = [x for x in out.splitlines() if x.startswith(("| r0 ", "| r1 "))]
+        assert len(rows) == 2  # the newline did not split a row
+        for row in rows:  # every cell stays a cell: 12 columns, 13 unescaped pipes
+            assert len(re.findall(r"(?<!\\)\|", row)) == 13, row
+        assert "<img" not in out and "&lt;img" in out and "\\[l\\](http://x)" in out
+
+    return Case(["report", str(runs)], [], check=check)
+
+
+def manifest_count_a_string(tmp):
+    runs = tmp / "runs"
+    d = _run_folder(runs, "bad")
+    _run_folder(runs, "good")
+    m = json.loads((d / "manifest.json").read_text())
+    m["bench"]["n_samples"], m["limit"] = "7", 2
+    (d / "manifest.json").write_text(json.dumps(m))
+
+    def check(out: str) -> None:  # the good run is listed beside the damaged one
+        assert [x for x in out.splitlines() if x.startswith("| good ") and "complete" in x]
+
+    return Case(["report", str(runs)], [str(d / "manifest.json"), "field bench.n_samples",
+                                        "expected a count"], check=check)  # fmt: skip
+
+
+def manifest_count_a_string_in_leaderboard_add(tmp):
+    d = _run_folder(tmp)
+    m = json.loads((d / "manifest.json").read_text())
+    m["bench"]["n_samples"], m["limit"] = "7", 2
+    (d / "manifest.json").write_text(json.dumps(m))
+    return Case(_cmd("lb-add", d), [str(d / "manifest.json"), "field bench.n_samples"], 1)
+
+
+def test_one_broken_benchmark_plugin_is_one_line(tmp_path, monkeypatch):
+    """An installed plugin whose module fails to import: `cafe bench list` names it in one
+    line and lists every other benchmark; `cafe adapters list` lists it beside the rest."""
+    from cafe.adapters.base import ADAPTERS
+    from cafe.benchmarks import BENCHMARKS
+
+    site = tmp_path / "site"
+    (site / "cafe_broken").mkdir(parents=True)
+    (site / "cafe_broken" / "__init__.py").write_text("raise RuntimeError('half installed')\n")
+    info = site / "cafe_broken-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cafe-broken\nVersion: 0.1\n")
+    eps = "[cafe.benchmarks]\nbroken = cafe_broken:Bench\n[cafe.adapters]\nbroken = cafe_broken:M\n"
+    (info / "entry_points.txt").write_text(eps)
+    monkeypatch.syspath_prepend(str(site))
+    for registry in (BENCHMARKS, ADAPTERS):
+        monkeypatch.setattr(registry, "_lazy", dict(registry._lazy))
+        monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    r = CliRunner().invoke(main, ["adapters", "list"])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert [x for x in r.output.splitlines() if x.startswith("broken ")], r.output
+    assert [x for x in r.output.splitlines() if x.startswith("reference ")], r.output
+    r = CliRunner().invoke(main, ["bench", "list"])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    lines = [x for x in r.output.splitlines() if "broken" in x and "half installed" in x]
+    assert len(lines) == 1, r.output
+    for name in ("mmar", "mmau", "synth"):
+        assert any(x.startswith(name + " ") for x in r.output.splitlines()), r.output
+
+
 # -- the corpus ------------------------------------------------------------------------------
 KINDS: list[Callable[[Path], Case]] = [
     lock_file_a_link, lock_file_a_dangling_link, lock_file_a_fifo, leaderboard_lock_a_link,
     predictions_a_link_out, out_is_another_tools_folder,
     key_missing_names_the_variable,
+    report_folder_csv_formulas, report_folder_markdown_cells, manifest_count_a_string,
+    manifest_count_a_string_in_leaderboard_add,
 ]  # fmt: skip
 
 

@@ -212,17 +212,25 @@ def synth_command(out: str, n: int, seed: int) -> None:
 def list_command() -> None:
     """Every registered benchmark: name, versions with their items, scoring rule, licence."""
     from cafe.benchmarks import BENCHMARKS
+    from cafe.errors import CafeError
 
     rows = [("name", "versions (items)", "scoring", "licence")]
+    broken = []
     for name in BENCHMARKS.names():
-        cls = BENCHMARKS.get(name)
-        versions = ", ".join(
-            f"{v} ({'any' if n is None else n})" for v, n in cls.version_items.items()
-        )
-        rows.append((name, versions or "-", cls.scoring, cls.licence))
+        try:  # one broken plugin is one line; the rest are listed
+            cls = BENCHMARKS.get(name)
+            versions = ", ".join(
+                f"{v} ({'any' if n is None else n})" for v, n in cls.version_items.items()
+            )
+            rows.append((name, versions or "-", str(cls.scoring), str(cls.licence)))
+        except (CafeError, AttributeError, TypeError, ValueError) as e:
+            rows.append((name, "-", "cannot be loaded (below)", "-"))
+            broken.append(str(e) if isinstance(e, CafeError) else f"benchmark {name!r}: {e}")
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         click.echo("  ".join(f"{c:<{w}}" for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
+    for line in broken:
+        click.echo(f"warning: {line}", err=True)
 
 
 __all__ = ["SynthBenchmark", "bench_command", "ensure_generated", "load_folder"]
