@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
+    IN_FLIGHT,
+    SEED,
     command,
     concurrency_option,
     judge_server_kwargs,
@@ -146,7 +148,7 @@ def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> di
     show_default=True,
     help=f"Comma-separated controls: {', '.join(CONTROLS)} (or all).",
 )
-@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
+@option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
 @option("--judge", help="CAFE judge on the controls (default: the real run's judge; none: skip).")
 @judge_server_options()
 @option("--captions", type=click.Path(exists=True), help="The real run's captions file.")
@@ -158,7 +160,7 @@ def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> di
 )
 @option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
 @concurrency_option(help="generate() calls in flight [adapter default].")
-@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
+@option("--batch-size", type=IN_FLIGHT, help="Requests per generate() call [adapter default].")
 @option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
 @no_progress_option()
 def listen_command(

@@ -429,6 +429,94 @@ def test_one_broken_benchmark_plugin_is_one_line(tmp_path, monkeypatch):
         assert any(x.startswith(name + " ") for x in r.output.splitlines()), r.output
 
 
+# -- absurd values --------------------------------------------------------------------------------
+def synth_version_absurd(tmp):
+    args = ["run", "--version", "n99999999999-seed0", "--limit", "1", "--out", str(tmp / "run")]
+    return Case(args, ["n99999999999-seed0", "1 to 100000"], 2,
+                check=lambda out: _absent(tmp / "cache" / "synth"))  # fmt: skip
+
+
+def runs_absurd(tmp):
+    return Case(["run", "--version", "n4-seed0", "--runs", "1000000000", "--out",
+                 str(tmp / "run")], ["--runs", "1<=x<=1000"], 2)  # fmt: skip
+
+
+def seed_absurd(tmp):
+    return Case(["run", "--version", "n4-seed0", "--seed", "-1", "--out", str(tmp / "run")],
+                ["--seed", "0<=x<=4294967295"], 2)  # fmt: skip
+
+
+def decay_bins_absurd(tmp):
+    d = _run_folder(tmp)
+    return Case(["decay", str(d), "--bins", "1000000000"], ["--bins", "1<=x<=10000"], 2)
+
+
+def option_timeout_negative(tmp):
+    meta = _bench(tmp, GOOD)
+    return Case([*_run_args(meta, tmp), "-o", "timeout_s=-1"],
+                ["option timeout_s", "-1 is out of range", "above 0"], 1,
+                check=lambda out: _absent(tmp / "run"))  # fmt: skip
+
+
+def option_concurrency_absurd(tmp):
+    meta = _bench(tmp, GOOD)
+    return Case([*_run_args(meta, tmp), "-o", "concurrency=1000000000"],
+                ["option concurrency", "out of range", "100000"], 1)  # fmt: skip
+
+
+def synth_disk_full(tmp):
+    """The synthetic set is generated into a full cache: one line naming the file, and no
+    temporary folder left in the cache."""
+    from test_bad_input_corpus import _tmpfs
+
+    mnt, umount = _tmpfs(tmp, "2m")
+    synth = mnt / "cache" / "synth"
+
+    def check(out: str) -> None:
+        assert not [p for p in synth.iterdir()] if synth.exists() else True
+
+    args = ["run", "--version", "n60-seed0", "--out", str(tmp / "run"), "--no-progress"]
+    return Case(args, [str(synth), "No space left on device", "free some space"], 1,
+                env={"CAFE_CACHE": str(mnt / "cache")}, check=check, cleanup=umount)  # fmt: skip
+
+
+def test_a_killed_synth_generation_leaves_no_temporary_folder(tmp_path):
+    """SIGKILL runs no cleanup: the next generation removes the dead one's folder (a live
+    one's stays)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from runner_helpers import CLI
+
+    env = {**os.environ, "CAFE_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
+    synth = tmp_path / "cache" / "synth"
+    proc = subprocess.Popen([*CLI, "run", "--version", "n5000-seed0", "--out",
+                             str(tmp_path / "big"), "--no-progress"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(600):  # until the generation has written clips
+            temps = (
+                [p for p in synth.glob(".n5000-seed0-*") if p.is_dir()] if synth.exists() else []
+            )
+            if temps and len(list((temps[0] / "audio").glob("*.wav"))) > 5:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the generation never started")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert temps[0].exists()  # left behind by the kill
+    r = CliRunner().invoke(main, ["run", "--version", "n4-seed0", "--out", str(tmp_path / "s"),
+                                  "--no-progress", "--judge", "none"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert not temps[0].exists()
+    assert sorted(p.name for p in synth.iterdir()) == ["n4-seed0-v2"]
+
+
 # -- the corpus ------------------------------------------------------------------------------
 KINDS: list[Callable[[Path], Case]] = [
     lock_file_a_link, lock_file_a_dangling_link, lock_file_a_fifo, leaderboard_lock_a_link,
@@ -436,6 +524,8 @@ KINDS: list[Callable[[Path], Case]] = [
     key_missing_names_the_variable,
     report_folder_csv_formulas, report_folder_markdown_cells, manifest_count_a_string,
     manifest_count_a_string_in_leaderboard_add,
+    synth_version_absurd, runs_absurd, seed_absurd, decay_bins_absurd, option_timeout_negative,
+    option_concurrency_absurd, synth_disk_full,
 ]  # fmt: skip
 
 

@@ -66,6 +66,7 @@ class ChatAPIAdapter(Adapter):
         # a server that stops answering is named with the option that set it
         client_opts.setdefault("server_option", "--endpoint")
         _check_options(card, self.client_kind, client_opts)
+        _check_bounds(card, self.options)
         self.client = make_client(
             self.client_kind, self.model, self.endpoints or None, **client_opts
         )
@@ -236,6 +237,34 @@ def _check_options(card: ModelCard, kind: str, client_opts: dict[str, Any]) -> N
             raise ValueError(
                 f"model {card.name!r} ({card.adapter}): option {name}: expected "
                 f"{type_name(hints[name])}, found {kind_of(value)} (-o {name}=VALUE)"
+            )
+
+
+#: (lowest, highest, whether the lowest itself is refused) of the numeric options: -o
+#: timeout_s=-1 would fail every item after its retries, concurrency=10**9 exhaust the machine
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "timeout_s": (0, 86_400, True), "base_delay": (0, 3_600, False),
+    "max_delay": (0, 86_400, False), "concurrency": (1, 100_000, False),
+    "max_attempts": (1, 100, False), "recover_after": (1, 10**6, False),
+    "break_after": (0, 10**6, False), "batch_size": (1, 100_000, False),
+    "max_new_tokens": (1, 10**7, False),
+}  # fmt: skip
+
+
+def _check_bounds(card: ModelCard, options: dict[str, Any]) -> None:
+    """A numeric option out of its range fails at load, naming the range."""
+    import math
+
+    for name, (lo, hi, open_lo) in _BOUNDS.items():
+        v = options.get(name)
+        if v is None or isinstance(v, bool) or not isinstance(v, int | float):
+            continue  # absent, or a wrong type _check_options names
+        low_ok = v > lo if open_lo else v >= lo
+        if not (math.isfinite(v) and low_ok and v <= hi):
+            side = f"above {lo:g}" if open_lo else f"from {lo:g}"
+            raise ValueError(
+                f"model {card.name!r} ({card.adapter}): option {name}: {v!r} is out of range; "
+                f"give a value {side} to {hi:g} (-o {name}=VALUE)"
             )
 
 

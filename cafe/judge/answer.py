@@ -344,13 +344,13 @@ def _describe_calls(
               help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
 @click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
 @click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
+@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
               show_default=True, help="Judge calls in flight at once.")  # fmt: skip
 @click.option("--template", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Your own template ({question} {choices} {output}).")  # fmt: skip
 @click.option("--thinking/--no-thinking", default=False, show_default=True,
               help="Let a thinking judge think (budget --thinking-budget).")  # fmt: skip
-@click.option("--thinking-budget", type=click.IntRange(min=0), default=None)
+@click.option("--thinking-budget", type=click.IntRange(0, 10**8), default=None)
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
 @click.option("--selective", is_flag=True,

@@ -49,7 +49,7 @@ from cafe.judge.batching import batch_click_options
 )
 @click.option(
     "--thinking-budget",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 10**8),
     default=None,
     help="Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
 )

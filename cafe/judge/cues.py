@@ -161,7 +161,7 @@ def format_cues(section: dict[str, Any]) -> str:
 )
 @click.option("--judge-model", help="Judge model name.")
 @click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server URL (repeatable).")
-@click.option("--judge-concurrency", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--judge-concurrency", type=click.IntRange(1, 10**8), default=16, show_default=True)
 @click.option(
     "--judge-api-key-env",
     "api_key_env",

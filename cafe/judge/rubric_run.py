@@ -160,7 +160,7 @@ def rubric_run(
 )
 @click.option(
     "--judge-concurrency",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 10**8),
     default=16,
     show_default=True,
     help="Judge calls in flight at once.",
@@ -172,19 +172,19 @@ def rubric_run(
     help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
     "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
 )
-@click.option("--raters", type=click.IntRange(min=1), default=RATERS, show_default=True)
+@click.option("--raters", type=click.IntRange(1, 10**8), default=RATERS, show_default=True)
 @click.option(
     "--trim",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 10**8),
     default=TRIM,
     show_default=True,
     help="Drop this many lowest and highest rater scores before averaging.",
 )
-@click.option("--temperature", type=float, default=TEMPERATURE, show_default=True)
-@click.option("--seed", type=int, default=SEED, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0, 10), default=TEMPERATURE, show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=SEED, show_default=True)
 @click.option(
     "--retries",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 10**8),
     default=RETRIES,
     show_default=True,
     help="Extra attempts per rater after an invalid reply.",

@@ -265,7 +265,7 @@ def official_judge_run(
 @click.option("--judge-model", default=None,
               help="Judge model (default: the official script's).")  # fmt: skip
 @click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
+@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
               show_default=True, help="Judge calls in flight at once.")  # fmt: skip
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip

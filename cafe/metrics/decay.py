@@ -284,17 +284,17 @@ def decay(
 
 @command("decay")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--bins", type=click.IntRange(min=1), default=None, help="Equal-width bins (10).")
+@click.option("--bins", type=click.IntRange(1, 10_000), default=None, help="Equal-width bins (10).")
 @click.option(
     "--bin-width",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(0, 1e9, min_open=True),
     default=None,
     help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
     "of --bins.",
 )
 @click.option(
     "--min-count",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 10**8),
     default=DEFAULT_MIN_COUNT,
     show_default=True,
     help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
