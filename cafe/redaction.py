@@ -102,7 +102,8 @@ _literal: set[str] = set()
 def register_url_credentials(url: str) -> None:
     """An endpoint written ``scheme://user:password@host``: its credentials, as a server may
     echo them decoded (``user:password``, the password alone when long enough to be one, their
-    Basic token), are masked everywhere like a key variable's value."""
+    Basic token), are masked everywhere like a key variable's value; the user name alone is
+    not."""
     from urllib.parse import unquote, urlsplit
 
     try:
@@ -115,7 +116,8 @@ def register_url_credentials(url: str) -> None:
     user, pw = unquote(user), unquote(pw or "")
     pair = f"{user}:{pw}"
     found = {pair, base64.b64encode(pair.encode()).decode()}
-    found |= {v for v in (pw, user if pw else "") if len(v) >= MIN_SECRET_LEN}
+    if len(pw) >= MIN_SECRET_LEN:  # the user name alone is no secret (and masking it would
+        found.add(pw)  # rewrite every path and word that holds it)
     with _named_lock:
         _literal.update(v for v in found if len(v) > 2)
 
