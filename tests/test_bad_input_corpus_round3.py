@@ -143,8 +143,10 @@ def test_a_malformed_reply_is_never_cached(tmp_path, content):
     same spec against a healthy server then answers every item, in a new folder too."""
     with OpenAILoopback(reply=_content(content)) as bad:
         code, out, _ = _served_run(tmp_path, bad.url, "run")
-    assert "Traceback" not in out and code == 1, out
-    assert "malformed reply" in out
+        assert "Traceback" not in out and code == 1, out
+        assert "malformed reply" in out
+        code, out, _ = _served_run(tmp_path, bad.url, "nocache", "--no-cache")  # likewise
+        assert "Traceback" not in out and code == 1 and "malformed reply" in out, out
     with OpenAILoopback(reply=lambda b: "<answer>A</answer>") as good:
         code, out, answers = _served_run(tmp_path, good.url, "run2")
         assert code == 0 and "Traceback" not in out, out

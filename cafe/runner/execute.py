@@ -107,7 +107,7 @@ class CachedAdapter:
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         if self.cache.path is None:
-            return self._call(requests)
+            return [_checked(c) for c in self._call(requests)]
         out: list[Completion | None] = [None] * len(requests)
         misses: list[tuple[int, str]] = []
         for i, r in enumerate(requests):
