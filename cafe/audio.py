@@ -151,9 +151,16 @@ def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
 
 
 def write_wav(path: str | Path, audio: np.ndarray, sr: int = TARGET_SR) -> None:
+    """16-bit PCM WAV, encoded in memory and written by Python: a full disk or a read-only
+    folder is an OSError naming the file (libsndfile's own writes say only "System error")."""
     import soundfile as sf
 
-    sf.write(str(path), np.asarray(audio, dtype=np.float32), sr, subtype="PCM_16")
+    buf = io.BytesIO()
+    sf.write(buf, np.asarray(audio, dtype=np.float32), sr, subtype="PCM_16", format="WAV")
+    try:
+        Path(path).write_bytes(buf.getvalue())
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
 
 
 def api_wav(path: str | Path, *, sample_id: str | None = None) -> bytes:

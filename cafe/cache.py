@@ -17,6 +17,7 @@ import os
 import sqlite3
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,30 @@ def cache_file(name: str) -> Path:
     return cache_root() / name
 
 
+#: the entries' format: a change of what an entry holds (or of what keys it) bumps it, so an
+#: older cafe's entries are never read as this one's
+SCHEMA = 2
+
+
 def make_key(**parts: Any) -> str:
-    canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    canonical = json.dumps(
+        {"cache_schema": SCHEMA, **parts}, sort_keys=True, ensure_ascii=False,
+        separators=(",", ":"),
+    )  # fmt: skip
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def text_entry(value: Any) -> bool:
+    """A judge call's entry: ``{"text": <non-empty str>}``."""
+    return isinstance(value, dict) and isinstance(value.get("text"), str) and bool(value["text"])
+
+
+def storable(value: Any) -> bool:
+    """What may be cached: no empty reply, and a ``text`` (a reply's, where an entry has one)
+    that is a non-empty string; a server's number or object in its place is never stored."""
+    if value is None or value == "" or value == {}:
+        return False
+    return not (isinstance(value, dict) and "text" in value and not text_entry(value))
 
 
 class Cache:
@@ -81,7 +103,9 @@ class Cache:
         db.commit()
         return db
 
-    def get(self, key: str) -> Any | None:
+    def get(self, key: str, valid: Callable[[Any], bool] | None = None) -> Any | None:
+        """The value under ``key``, or None. An entry that cannot be decoded, or that fails
+        ``valid`` (the caller's shape), is a miss: skipped, and replaced by the next put."""
         if self._db is None:
             return None
         with self._lock:
@@ -100,8 +124,10 @@ class Cache:
             if row is not None:
                 try:
                     value = json.loads(row[0])
-                except ValueError:  # a damaged value is a miss; the next put replaces it
+                except (ValueError, TypeError, RecursionError):  # damaged: a miss
                     value = None
+                if value is not None and not (storable(value) and (valid is None or valid(value))):
+                    value = None  # the wrong shape (a poisoned entry): a miss, replaced later
             if value is None:
                 self.misses += 1
             else:
@@ -109,9 +135,13 @@ class Cache:
         return value
 
     def put(self, key: str, value: Any) -> None:
-        if self._db is None or value is None or value == "" or value == {}:
+        if self._db is None or not storable(value):
             return
-        text = scrub_text(json.dumps(value, ensure_ascii=False))
+        try:
+            text = scrub_text(json.dumps(value, ensure_ascii=False, allow_nan=False))
+            text.encode("utf-8")  # a lone surrogate cannot be stored: not cached
+        except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+            return
         with self._lock:
             if self._db is None:
                 return

@@ -136,10 +136,21 @@ def option(*decls: str, old: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F
     return click.option(*decls, cls=Option, old=old, **kwargs)
 
 
+#: bounds of the numeric options: an absurd value (``--runs 1e9``, a seed numpy refuses, a
+#: negative wait) is refused before anything runs, with the range in click's one line
+ITEMS = click.IntRange(1, 10**8)
+RUNS = click.IntRange(1, 1000)
+SEED = click.IntRange(0, 2**32 - 1)
+IN_FLIGHT = click.IntRange(1, 100_000)
+TOKENS = click.IntRange(1, 10**7)
+STEPS = click.IntRange(1, 10**9)
+SECONDS = click.FloatRange(0.1, 86_400)
+
+
 def limit_option(default: int | None = None, help: str = "Only the first N items.", old=()):
     return option(
         "--limit",
-        type=click.IntRange(min=1),
+        type=ITEMS,
         default=default,
         show_default=default is not None,
         help=help,
@@ -164,7 +175,7 @@ def no_progress_option(old=()):
 def max_new_tokens_option(default: int | None, help: str = "Token budget per answer.", old=()):
     return option(
         "--max-new-tokens",
-        type=click.IntRange(min=1),
+        type=TOKENS,
         default=default,
         show_default=default is not None,
         help=help,
@@ -187,7 +198,7 @@ def format_option(choices: Sequence[str], default: str | None, help: str):
 def concurrency_option(default: int | None = None, help: str = "Model calls in flight."):
     return option(
         "--concurrency",
-        type=click.IntRange(min=1),
+        type=IN_FLIGHT,
         default=default,
         show_default=default is not None,
         help=help,
@@ -218,7 +229,7 @@ def judge_server_options(
         ),
         option(
             "--judge-concurrency",
-            type=click.IntRange(min=1),
+            type=IN_FLIGHT,
             default=concurrency,
             show_default=concurrency is not None,
             help="Judge calls in flight.",
@@ -327,7 +338,7 @@ def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      default="resubmit", show_default=True,
                      help="What failed or expired batch items get: a new batch, or a direct "
                      "call."),
-        click.option("--batch-poll", type=float, default=30.0, show_default=True,
+        click.option("--batch-poll", type=SECONDS, default=30.0, show_default=True,
                      help="Seconds between the first batch status checks (grows to 5 min)."),
         click.option("--batch-no-wait", is_flag=True,
                      help="Submit (or check once) and exit; run again later to collect."),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cafe.errors import CafeError
-from cafe.store import LOCK_FILE
+from cafe.store import LOCK_FILE, open_no_follow, refuse_links_out
 
 LOCK_NAME = LOCK_FILE
 WAIT_ENV = "CAFE_LOCK_WAIT"
@@ -124,7 +124,7 @@ def file_lock(
         raise _busy(Path(target), lock_path, wait, same_process=True)
     try:
         if held.depth == 0:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_no_follow(lock_path, os.O_RDWR | os.O_CREAT)  # a planted link: refused
             try:
                 while not _try_flock(fd):
                     waited = clock() - start
@@ -151,11 +151,16 @@ def file_lock(
         held.thread_lock.release()
 
 
+@contextmanager
 def folder_lock(
     root: str | Path, command: str | None = None, wait_s: float | None = None, **kw: Any
-) -> Any:
-    """The run folder's writer lock (``ROOT/.cafe.lock``); the folder is created if needed."""
-    return file_lock(Path(root) / LOCK_NAME, root, command, wait_s, **kw)
+) -> Iterator[None]:
+    """The run folder's writer lock (``ROOT/.cafe.lock``); the folder is created if needed.
+    Held, it refuses a folder holding a link that leads outside it: every file the command
+    writes stays inside the folder the user gave."""
+    with file_lock(Path(root) / LOCK_NAME, root, command, wait_s, **kw):
+        refuse_links_out(Path(root), Path(root))
+        yield
 
 
 def holds(root: str | Path) -> bool:

@@ -96,10 +96,40 @@ def key_variables() -> list[str]:
     return sorted(names)
 
 
+_literal: set[str] = set()
+
+
+def register_url_credentials(url: str) -> None:
+    """An endpoint written ``scheme://user:password@host``: its credentials, as a server may
+    echo them decoded (``user:password``, the password alone when long enough to be one, their
+    Basic token), are masked everywhere like a key variable's value; the user name alone is
+    not."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        user, pw = parts.username, parts.password
+    except ValueError:
+        return
+    if user is None:
+        return
+    user, pw = unquote(user), unquote(pw or "")
+    pair = f"{user}:{pw}"
+    found = {pair, base64.b64encode(pair.encode()).decode()}
+    if len(pw) >= MIN_SECRET_LEN:  # the user name alone is no secret (and masking it would
+        found.add(pw)  # rewrite every path and word that holds it)
+    with _named_lock:
+        _literal.update(v for v in found if len(v) > 2)
+
+
 def secret_values() -> list[str]:
-    """Values of the key variables, longest first (a key containing another is masked whole)."""
+    """Values of the key variables and of credentials written in endpoint URLs, longest first
+    (a key containing another is masked whole)."""
     vals = {os.environ.get(n) or "" for n in key_variables()}
-    return sorted((v for v in vals if len(v) >= MIN_SECRET_LEN), key=len, reverse=True)
+    vals = {v for v in vals if len(v) >= MIN_SECRET_LEN}
+    with _named_lock:
+        vals |= _literal
+    return sorted(vals, key=len, reverse=True)
 
 
 def name_words(name: Any) -> list[str]:
@@ -138,6 +168,8 @@ def _named_value(m: re.Match[str]) -> str:
     name, value = m.group("name"), m.group("v")
     if not is_secret_name(name) or value in _KEPT_VALUES or not any(c.isalpha() for c in value):
         return m.group(0)
+    if "://" in value:  # a URL is advice (where a key goes), never a key; its userinfo is
+        return m.group(0)  # masked by the URL rules
     bare = len(name_words(name)) == 1 and name.lower() in ("key", "token", "auth")
     if bare and (len(value) < 8 or not any(c.isdigit() for c in value)):
         return m.group(0)  # "key: C major", "token: 5": ordinary words next to a bare name

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -61,8 +62,10 @@ _NOT_DIGESTED = frozenset({"latency_s", "model", "prompt_style", "template_hash"
 
 
 def judge_slug(identity: str) -> str:
-    """File-name form of a judge identity: judgements.<slug>.jsonl."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+    """File-name form of a judge identity: judgements.<slug>.jsonl; credentials a URL in it
+    carries (``//user:password@``) never reach a name."""
+    bare = re.sub(r"//[^/@\s]*@", "//", identity)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", bare).strip("-")
 
 
 def judge_records_name(kind: str, identity: str) -> str:
@@ -130,15 +133,44 @@ def read_json_file(path: Path, recover: str) -> Any:
     return value
 
 
+def open_no_follow(path: str | Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that never follows a link at ``path`` and opens only a regular file: a link
+    or a FIFO planted in a folder (a lock file, a records file) would have cafe write into a
+    file elsewhere. Either is a RunFolderError in one line naming the file."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a reader; it is refused below
+        fd = os.open(path, flags | nofollow | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError as e:
+        if os.path.islink(path):
+            raise RunFolderError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); cafe never writes through a "
+                "link: remove it and run the same command again"
+            ) from None
+        raise e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise RunFolderError(
+            f"{path} is not a regular file; cafe writes only regular files there: remove it and "
+            "run the same command again"
+        )
+    os.set_blocking(fd, True)
+    return fd
+
+
 def _repair_tail(path: Path) -> None:
     """Cut a torn (newline-less) last line so the next append starts on a fresh line."""
-    if not path.exists() or path.stat().st_size == 0:
+    if not os.path.lexists(path):
         return
-    with path.open("rb+") as f:
+    fd = open_no_follow(path, os.O_RDWR)
+    with os.fdopen(fd, "rb+") as f:
+        if os.fstat(fd).st_size == 0:
+            return
         f.seek(-1, os.SEEK_END)
         if f.read(1) == b"\n":
             return
-        data = path.read_bytes()
+        f.seek(0)
+        data = f.read()
         cut = data.rfind(b"\n") + 1
         f.truncate(cut)
 
@@ -229,7 +261,8 @@ class JsonlWriter:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         _repair_tail(path)
-        self._f = path.open("a", encoding="utf-8")
+        fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._f = os.fdopen(fd, "a", encoding="utf-8")
 
     def write_many(self, records: Iterable[Record | dict[str, Any]]) -> None:
         from cafe.redaction import scrub_text, secret_values
@@ -253,6 +286,22 @@ class JsonlWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: what a run folder may hold before its manifest is written (a run stopped at its start)
+_OWN_NAMES = {MANIFEST, PREDICTIONS, METRICS, SAMPLES, REPORT_DIR, RUN_LOG, BATCH_DIR, LOCK_FILE}
+_OWN_PATTERN = re.compile(
+    r"(judgements|rubric|cues\.judgements)(\..+)?\.(jsonl|spec\.json)|\..+\.tmp"
+)
+
+
+def foreign_entries(root: Path) -> list[str]:
+    """Names in ``root`` that no cafe command writes, sorted (none for a new or empty folder)."""
+    try:
+        names = os.listdir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if n not in _OWN_NAMES and not _OWN_PATTERN.fullmatch(n))
 
 
 def refuse_links_out(root: Path, folder: Path) -> None:

@@ -82,7 +82,7 @@ class Adapter(ABC):
     #: can be resumed with another concurrency or a restarted server
     execution_options: frozenset[str] = frozenset(
         {"batch_size", "concurrency", "endpoint", "endpoints", "timeout_s", "max_retries"}
-        | {"base_delay", "max_delay", "break_after"}
+        | {"base_delay", "max_delay", "break_after", "replicas"}
     )
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
@@ -105,6 +105,13 @@ class Adapter(ABC):
             "checkpoint": self.checkpoint,
             "model": self.card.name,
         }
+
+    def served_identity(self) -> dict[str, Any] | None:
+        """What tells a served model's weights from another server's answering to the same
+        name (what the server reports, where it is): part of the call cache key and recorded
+        in the manifest. None for weights the run loads itself (their fingerprint is in the
+        spec)."""
+        return None
 
     def close(self) -> None:  # release GPU memory, sessions, servers
         pass

@@ -13,6 +13,7 @@ the client's own extras. Keys come from the environment only and never enter opt
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ from cafe.records import Completion, Request
 
 #: options the adapter consumes itself; the chat client's own keywords go to the client
 _ADAPTER_KEYS = {"model", "endpoint", "endpoints", "price", "max_new_tokens", "batch_size"}
-_ADAPTER_KEYS |= {"tokenizer"}
+_ADAPTER_KEYS |= {"tokenizer", "replicas"}
 #: options that change what the model replies (part of the identity, hence of cache keys)
 _SHAPING = ("extra_body", "config", "drop_params", "api_version", "max_new_tokens")
 #: Completion.backend["failure"] of a call the server's circuit breaker stopped
@@ -65,6 +66,7 @@ class ChatAPIAdapter(Adapter):
         # a server that stops answering is named with the option that set it
         client_opts.setdefault("server_option", "--endpoint")
         _check_options(card, self.client_kind, client_opts)
+        _check_bounds(card, self.options)
         self.client = make_client(
             self.client_kind, self.model, self.endpoints or None, **client_opts
         )
@@ -73,6 +75,7 @@ class ChatAPIAdapter(Adapter):
         self._usage_lock = threading.Lock()
         self._counter: TokenCounter | None = None
         self._counter_lock = threading.Lock()
+        self._served: dict[str, Any] | None = None
 
     # -- reasoning length ----------------------------------------------------------------------
     def default_counter(self) -> TokenCounter:
@@ -111,6 +114,25 @@ class ChatAPIAdapter(Adapter):
             "model": self.card.name,
             **({"options": shaping} if shaping else {}),
         }
+
+    def served_identity(self) -> dict[str, Any]:
+        """What each endpoint reports about the model it serves (GET /models, where the
+        protocol has it) and the endpoints themselves, without credentials: two servers (or
+        one restarted with other weights) answering to one name never share cache entries.
+        ``-o replicas=true`` declares the endpoints copies of one model: they are left out, so
+        moving or resharding keeps the cache; what they report still counts. Asked once."""
+        if self._served is None:
+            from cafe.clients.common import split_userinfo
+
+            info = getattr(self.client, "amodel_info", None)
+            reported = None
+            if info is not None:  # replicas report alike: each distinct report once, in order
+                seen = {json.dumps(r, sort_keys=True): r for r in self._loop.run(info())}
+                reported = [seen[k] for k in sorted(seen)]
+            urls = sorted({split_userinfo(e.url)[0] for e in getattr(self.client, "endpoints", [])})
+            replicas = self.options.get("replicas") in (True, "true", "yes", 1)
+            self._served = {"reported": reported, **({} if replicas else {"endpoints": urls})}
+        return self._served
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -215,6 +237,34 @@ def _check_options(card: ModelCard, kind: str, client_opts: dict[str, Any]) -> N
             raise ValueError(
                 f"model {card.name!r} ({card.adapter}): option {name}: expected "
                 f"{type_name(hints[name])}, found {kind_of(value)} (-o {name}=VALUE)"
+            )
+
+
+#: (lowest, highest, whether the lowest itself is refused) of the numeric options: -o
+#: timeout_s=-1 would fail every item after its retries, concurrency=10**9 exhaust the machine
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "timeout_s": (0, 86_400, True), "base_delay": (0, 3_600, False),
+    "max_delay": (0, 86_400, False), "concurrency": (1, 100_000, False),
+    "max_attempts": (1, 100, False), "recover_after": (1, 10**6, False),
+    "break_after": (0, 10**6, False), "batch_size": (1, 100_000, False),
+    "max_new_tokens": (1, 10**7, False),
+}  # fmt: skip
+
+
+def _check_bounds(card: ModelCard, options: dict[str, Any]) -> None:
+    """A numeric option out of its range fails at load, naming the range."""
+    import math
+
+    for name, (lo, hi, open_lo) in _BOUNDS.items():
+        v = options.get(name)
+        if v is None or isinstance(v, bool) or not isinstance(v, int | float):
+            continue  # absent, or a wrong type _check_options names
+        low_ok = v > lo if open_lo else v >= lo
+        if not (math.isfinite(v) and low_ok and v <= hi):
+            side = f"above {lo:g}" if open_lo else f"from {lo:g}"
+            raise ValueError(
+                f"model {card.name!r} ({card.adapter}): option {name}: {v!r} is out of range; "
+                f"give a value {side} to {hi:g} (-o {name}=VALUE)"
             )
 
 

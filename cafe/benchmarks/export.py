@@ -174,7 +174,13 @@ def export(
     type=click.Path(dir_okay=False),
     help="Output file: .jsonl writes JSON lines, anything else a JSON list.",
 )
-@click.option("--run-index", default=0, show_default=True, help="Which sampled run to export.")
+@click.option(
+    "--run-index",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 999),
+    help="Which sampled run to export.",
+)
 @click.option(
     "--field",
     type=click.Choice(["answer", "choice", "raw"]),

@@ -125,22 +125,28 @@ def official_md(section: dict[str, Any]) -> list[str]:
             return "absent"
         return f"**{t['acc']:.2f}**" + (f" ({t['correct']}/{t['total']})" if "correct" in t else "")
 
+    from cafe.reports.cells import md_cell
+
     lines = [f"Official rule: {section.get('rule', '')}", ""]
     lines += ["| figure | value | dropped | average | what it is |", "|---|---:|---:|---|---|"]
     rows = [("official", section.get("headline") or {})]
     rows += list((section.get("variants") or {}).items())
     for name, fig in rows:
         avg = ", ".join(f"{k} {v}" for k, v in (fig.get("average") or {}).items())
-        label = str(fig.get("label", "")).replace("|", "/")
-        lines.append(f"| {name} | {figure(fig)} | {fig.get('dropped', '')} | {avg} | {label} |")
+        label = md_cell(str(fig.get("label", "")).replace("|", "/"))
+        lines.append(
+            f"| {md_cell(name)} | {figure(fig)} | {md_cell(fig.get('dropped', ''))} "
+            f"| {md_cell(avg)} | {label} |"
+        )
     head = section.get("headline") or {}
     if head.get("categories"):
         lines += ["", "| category | path | pairs | score |", "|---|---|---:|---:|"]
         for name, c in head["categories"].items():
             score = "absent: " + c["label"] if c.get("score") is None else f"{c['score']:.2f}"
-            lines.append(f"| {name} | {c.get('path')} | {c.get('n', '')} | {score} |")
+            cells = (md_cell(x) for x in (name, c.get("path"), c.get("n", ""), score))
+            lines.append("| " + " | ".join(cells) + " |")
     for name, cells in list((head.get("breakdowns") or {}).items())[-1:]:
-        lines += ["", f"| {name} | correct | total | acc |", "|---|---:|---:|---:|"]
+        lines += ["", f"| {md_cell(name)} | correct | total | acc |", "|---|---:|---:|---:|"]
         for k, v in cells.items():
-            lines.append(f"| {k} | {v['correct']} | {v['total']} | {v['acc']:.2f} |")
+            lines.append(f"| {md_cell(k)} | {v['correct']} | {v['total']} | {v['acc']:.2f} |")
     return lines

@@ -91,6 +91,9 @@ def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(url)
     if parts.username is None:
         return url, {}
+    from cafe.redaction import register_url_credentials
+
+    register_url_credentials(url)  # a server echoing them back gets them masked
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
     if parts.port:

@@ -29,6 +29,7 @@ from cafe.clients.common import (
     parts_of,
     redact,
     split_system,
+    split_userinfo,
     valid_usage,
 )
 from cafe.clients.ratelimit import (
@@ -107,7 +108,7 @@ class GeminiClient(PooledChatClient):
         self._sdk = [PerLoop(lambda url=e.url: self._new_sdk(url)) for e in self.endpoints]
         self._uploaded: dict[tuple[str | None, str], str] = {}  # (endpoint, wav sha) -> file uri
         self._upload_locks: dict[tuple[str | None, str, int], asyncio.Lock] = {}
-        where = ",".join(e.url or "google" for e in self.endpoints)
+        where = ",".join(split_userinfo(e.url)[0] if e.url else "google" for e in self.endpoints)
         self.identity = f"gemini:{model}@{where}"
 
     def _new_sdk(self, url: str | None) -> Lanes[Any]:

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from cafe.clients.transport import Poster
 
 OPENAI_URL = "https://api.openai.com/v1"
+#: what GET /models says of a model that tells its weights apart (cafe.adapters.chat_api)
+MODEL_INFO = ("id", "root", "parent", "owned_by")
 #: where OPENAI_API_KEY may go: OpenAI's endpoint and the SDK's own base-URL variable
 OPENAI_KEY_ENV = ("OPENAI_API_KEY",)
 
@@ -127,7 +129,7 @@ class OpenAICompatClient(PooledChatClient):
         if self.key_required:
             for u, names in self.key_env.items():
                 if not env_key(*names):
-                    raise ValueError(f"{self.kind} client: set {names[0]}: "
+                    raise ValueError(f"{self.kind} client: set the {names[0]} variable: "
                                      f"{missing_key_hint(names, u)}")  # fmt: skip
         self._init_pool(
             urls, concurrency=concurrency, timeout_s=timeout_s,
@@ -146,7 +148,9 @@ class OpenAICompatClient(PooledChatClient):
             self.extra_body["chat_template_kwargs"] = kwargs
         self._http = PerLoop(self._new_http)
         # identity names protocol, model and endpoints: never a key
-        self.identity = f"{self.kind}:{model}@" + ",".join(e.url for e in self.endpoints)
+        self.identity = f"{self.kind}:{model}@" + ",".join(
+            split_userinfo(e.url)[0] for e in self.endpoints
+        )  # never the credentials a URL carries: identities name files and folders
 
     # -- transport ---------------------------------------------------------------------------
     def _new_http(self) -> Poster:
@@ -349,6 +353,30 @@ class OpenAICompatClient(PooledChatClient):
         policy = dataclasses.replace(self.policy, max_attempts=min(3, self.policy.max_attempts))
         out = await call_with_retries(once, ep.limiter, policy, redact=redact, breaker=ep.breaker)
         return None if out.error is not None else out.value
+
+    async def amodel_info(self) -> list[dict[str, Any] | None]:
+        """Per endpoint, what the server says about this model (``GET /models``, the entry
+        whose id is this model): the fields that tell one server's weights from another's
+        (vLLM's ``root`` and ``parent``, ``owned_by``; not ``created``, which vLLM stamps per
+        request). None for an endpoint without the route or a usable entry: one attempt with
+        a short timeout, since it names weights and must never stall or stop a run."""
+        import httpx
+
+        async def one(url: str) -> dict[str, Any] | None:
+            bare, auth = self._target(url)
+            try:
+                async with httpx.AsyncClient(timeout=min(10.0, self.policy.timeout_s)) as http:
+                    r = await http.get(f"{bare}/models", headers=auth)
+                data = r.json() if r.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, RecursionError):
+                return None
+            rows = data.get("data") if isinstance(data, dict) else None
+            for row in rows if isinstance(rows, list) else []:
+                if isinstance(row, dict) and row.get("id") == self.model:
+                    return {k: row[k] for k in MODEL_INFO if isinstance(row.get(k), (str, int))}
+            return None
+
+        return list(await asyncio.gather(*(one(e.url) for e in self.endpoints)))
 
     async def aclose(self) -> None:
         poster = self._http.pop_current()

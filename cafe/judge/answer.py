@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file
+from cafe.cache import Cache, cache_file, text_entry
 from cafe.clients.base import call_stats_of
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.counters import by_status, judge_counters
@@ -119,7 +119,7 @@ class AnswerJudge:
         for attempt in range(RETRIES + 1):
             text_in = prompt if attempt == 0 else prompt + REMINDER
             key = self.spec.call_key(prompt=text_in)  # the reminder is in the prompt
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, text_entry)
             if hit is not None:
                 text = hit["text"]
             else:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file
+from cafe.cache import Cache, cache_file, text_entry
 from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
@@ -127,7 +127,7 @@ async def caption_samples(
     async def one(s: Sample, hashes: list[str]) -> dict | None:
         nonlocal calls
         key = spec.call_key(audio=hashes)
-        cached = cache.get(key)
+        cached = cache.get(key, text_entry)
         if cached is None:
             content = [{"type": "audio", "path": p} for p in s.audio]
             content.append({"type": "text", "text": text})

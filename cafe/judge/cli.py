@@ -60,7 +60,7 @@ from cafe.judge import JUDGES
 )
 @click.option(
     "--thinking-budget",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 10**8),
     default=None,
     help="Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
 )
@@ -189,13 +189,13 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
               help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
 @click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
 @click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
+@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
               show_default=True, help="Judge calls in flight at once.")  # fmt: skip
 @click.option("--template", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Your own template ({question} {choices} {output}).")  # fmt: skip
 @click.option("--thinking/--no-thinking", default=False, show_default=True,
               help="Let a thinking judge think (budget --thinking-budget).")  # fmt: skip
-@click.option("--thinking-budget", type=click.IntRange(min=0), default=None)
+@click.option("--thinking-budget", type=click.IntRange(0, 10**8), default=None)
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
 @click.option("--selective", is_flag=True,
@@ -239,7 +239,7 @@ def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, 
 @click.option("--judge-model", default=None,
               help="Judge model (default: the official script's).")  # fmt: skip
 @click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(min=1), default=16,
+@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
               show_default=True, help="Judge calls in flight at once.")  # fmt: skip
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from cafe.cache import Cache
+from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Judge, JudgeItem, load_template
@@ -211,7 +211,7 @@ class LLMJudge(Judge):
         for attempt in range(self.retries + 1):
             prompt = base_prompt if attempt == 0 else base_prompt + reminder(reason)
             key = spec.call_key(prompt=prompt, attempt=attempt)
-            cached = self.cache.get(key)
+            cached = self.cache.get(key, text_entry)
             if cached is not None:
                 text = cached["text"]
             else:

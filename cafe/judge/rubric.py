@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe.benchmarks.scoring import is_correct
-from cafe.cache import Cache
+from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
@@ -294,7 +294,7 @@ class RubricJudge:
     async def _ask(self, prompt: str, rater: int, attempt: int) -> tuple[str | None, str | None]:
         """(reply text, None) or (None, failure reason); replies cached per rater and attempt."""
         key = self.spec.call_key(prompt=prompt, rater=rater, attempt=attempt)
-        hit = self.cache.get(key)
+        hit = self.cache.get(key, text_entry)
         if hit is not None:
             return hit["text"], None
         if self._sem is None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cafe.cache import text_entry
 from cafe.clients.thinking import final_answer
 from cafe.jsontext import strict_dumps
 from cafe.judge.answer import AnswerJudge, Verdict
@@ -124,7 +125,7 @@ class VerdictJudge(AnswerJudge):
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
         # for every judge; top_p is this rule's own sampling setting, so it is in the request
         key = self.spec.call_key(prompt=prompt, **extra)
-        hit = self.cache.get(key)
+        hit = self.cache.get(key, text_entry)
         if hit is not None:
             text = hit["text"]
         else:

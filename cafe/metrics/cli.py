@@ -27,7 +27,7 @@ from cafe.metrics.attention import attention
 @max_new_tokens_option(default=128)
 @click.option(
     "--min-items",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 10**8),
     default=1,
     show_default=True,
     help="Drop token indices fewer items reached.",

@@ -71,7 +71,7 @@ RUN_DIR = click.Path(exists=True, file_okay=False)
 @click.option(
     "--embed-audio",
     "embed_audio",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(0, 86_400),
     help="Embed clips up to this many seconds in index.html (default: relative links).",
 )
 def report_command(

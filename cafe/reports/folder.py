@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.folder.status import run_failed
+from cafe.reports.cells import csv_cell, md_cell
 from cafe.reports.tables import PARTIAL
 from cafe.store import MANIFEST, METRICS
 
@@ -37,13 +38,23 @@ def _num(v: Any) -> str:
 
 
 def run_line(run: Path) -> list[str]:
+    """One run's cells; a damaged manifest (a count that is not one) is the run's status."""
+    from cafe.errors import RunFolderError
+
+    try:
+        return _run_line(run)
+    except RunFolderError as e:
+        return [run.name, *[MISSING] * (len(COLUMNS) - 2), f"damaged: {e}"]
+
+
+def _run_line(run: Path) -> list[str]:
     from cafe.reports.leaderboard import run_coverage
 
     manifest, metrics = _read(run / MANIFEST), _read(run / METRICS)
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
     model = manifest.get("model")
     model = model.get("name") if isinstance(model, dict) else model
-    cov = run_coverage(manifest)
+    cov = run_coverage(manifest, run / "manifest.json")
     n = bench.get("n_samples")
     items = MISSING if n is None else str(n)
     if cov:
@@ -71,7 +82,7 @@ def folder_table(root: str | Path, fmt: str = "md") -> str:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(COLUMNS)
-        w.writerows(rows)
+        w.writerows([csv_cell(c) for c in r] for r in rows)
         return buf.getvalue()
     if fmt == "tex":
         body = [" & ".join(COLUMNS) + r" \\ \midrule"]
@@ -84,7 +95,7 @@ def folder_table(root: str | Path, fmt: str = "md") -> str:
             + "\n\\bottomrule\n\\end{tabular}\n"
         )
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows]
     lines.append(f"\n{len(rows)} run folders in {Path(root)}"
                  + (f"; {PARTIAL} partial run (--limit): items run of items in the benchmark"
                     if any(r[4].startswith(PARTIAL) for r in rows) else ""))  # fmt: skip

@@ -260,16 +260,27 @@ def served_group(served: str) -> str | None:
     return None
 
 
-def run_coverage(manifest: dict[str, Any]) -> dict[str, Any] | None:
+def run_coverage(manifest: dict[str, Any], where: Any = "manifest.json") -> dict[str, Any] | None:
     """{"items": run, "of": in the benchmark} for a partial (--limit) run; None for a whole one.
-    ("of" is None for folders written before the manifest recorded the benchmark's size.)"""
+    ("of" is None for folders written before the manifest recorded the benchmark's size.) A
+    count that is not one (``"7"``) is a RunFolderError naming ``where`` and the field."""
     bench = manifest.get("bench") or {}
     if not isinstance(bench, dict) or not manifest.get("limit"):
         return None
-    n, of = bench.get("n_samples"), bench.get("n_items")
+    n, of = (_count(bench.get(k), f"{where}: field bench.{k}") for k in ("n_samples", "n_items"))
     if of is not None and n is not None and n >= of:
         return None
     return {"items": n, "of": of}
+
+
+def _count(value: Any, field: str) -> int | None:
+    from cafe.errors import RunFolderError
+    from cafe.records import kind_of
+
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise RunFolderError(f"{field}: expected a count of items, found {kind_of(value)} "
+                         f"{str(value)[:40]!r}; restore the manifest from a backup")  # fmt: skip
 
 
 def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
@@ -315,7 +326,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         "judge": judge_name(caf.get("judge")),
         "cafe_mode": caf.get("mode"),
         "identical_runs": True if acc.get("identical_runs") else None,
-        "coverage": run_coverage(manifest),
+        "coverage": run_coverage(manifest, store.path(MANIFEST)),
     }
     source.update({k: v for k, v in extras.items() if v is not None})
     source.update(extra_source)

@@ -10,6 +10,7 @@ from typing import Any
 
 from cafe.records import Prediction, Sample
 from cafe.reports import figures, tables
+from cafe.reports.cells import md_cell
 from cafe.reports.leaderboard import (
     CAFE_METRICS,
     GROUP_ORDER,
@@ -229,7 +230,7 @@ def summary_md(
         if isinstance(section, dict):
             lines += ["", f"## {name}", "", "| key | value |", "|---|---:|"]
             lines += [
-                f"| {k} | {_fmt(v)} |"
+                f"| {md_cell(k)} | {md_cell(_fmt(v))} |"
                 for k, v in section.items()
                 if isinstance(v, int | float | str) or v is None
             ]
@@ -279,10 +280,11 @@ def _accuracy_md(acc: dict[str, Any]) -> list[str]:
             f"(mean {_fmt(runs.get('mean'))}, std {_fmt(runs.get('std'))})"
         )
     for name, values in (acc.get("breakdowns") or {}).items():
-        lines += ["", f"| {name} | correct | total | acc |", "|---|---:|---:|---:|"]
+        lines += ["", f"| {md_cell(name)} | correct | total | acc |", "|---|---:|---:|---:|"]
         for k, v in values.items():
             acc_k = _fmt(v.get("acc"))
-            lines.append(f"| {k} | {v.get('correct')} | {v.get('total')} | {acc_k} |")
+            cells = (md_cell(x) for x in (k, v.get("correct"), v.get("total"), acc_k))
+            lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 

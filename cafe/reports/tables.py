@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cafe.reports.cells import csv_cell, md_cell
 from cafe.reports.leaderboard import GROUP_ORDER, Leaderboard, Row
 
 FORMATS = ("md", "tex", "csv")
@@ -253,13 +254,8 @@ def _coverage(c: dict[str, Any]) -> str:
     return f", {PARTIAL} covers {c.get('items')} of {of if of else 'more'} items{share}"
 
 
-def _md_escape(text: str) -> str:
-    # "*" would start emphasis or a bullet list in Markdown
-    return text.replace("*", "\\*")
-
-
 def _name(tr: TableRow) -> str:
-    return _md_escape(tr.model + (" " + "".join(tr.markers) if tr.markers else ""))
+    return md_cell(tr.model + (" " + "".join(tr.markers) if tr.markers else ""))
 
 
 def render_md(table: Table) -> str:
@@ -276,32 +272,22 @@ def render_md(table: Table) -> str:
             mark = marks.get((i, j))
             s = f"**{s}**" if mark == "best" else f"<u>{s}</u>" if mark == "second" else s
             cells.append(s)
-        out.append("| " + " | ".join([tr.group, _name(tr), *cells]) + " |")
+        out.append("| " + " | ".join([md_cell(tr.group), _name(tr), *cells]) + " |")
     out.append("")
-    out += [_md_escape(line) for line in _footnotes(table)]
+    out += [line.replace("*", "\\*") for line in _footnotes(table)]  # "*": no emphasis
     return "\n".join(out) + "\n"
-
-
-#: a cell a spreadsheet would evaluate as a formula starts with one of these
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_text(s: str) -> str:
-    """A text cell a spreadsheet shows as text: one starting like a formula (a model named
-    ``=HYPERLINK(…)``) gets a leading apostrophe (OWASP's CSV-injection advice)."""
-    return "'" + s if s.startswith(_FORMULA_START) else s
 
 
 def render_csv(table: Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["group", "model", "markers", *[csv_text(c.header) for c in table.spec.columns]])
+    w.writerow(["group", "model", "markers", *[csv_cell(c.header) for c in table.spec.columns]])
     for tr in table.rows:
         w.writerow(
             [
-                csv_text(tr.group),
-                csv_text(tr.model),
-                csv_text("".join(tr.markers)),
+                csv_cell(tr.group),
+                csv_cell(tr.model),
+                csv_cell("".join(tr.markers)),
                 # numbers we formatted ourselves: a negative one stays a number
                 *["" if v is None else f"{v:.2f}" for v in tr.values],
             ]

@@ -9,6 +9,9 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
+    IN_FLIGHT,
+    RUNS,
+    SEED,
     adapter_options,
     command,
     concurrency_option,
@@ -40,11 +43,11 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 )
 @data_option()
 @option("--version", "bench_version", help="Benchmark version (default: detected).")
-@option("--runs", default=1, show_default=True, help="Sampled generations per item.")
+@option("--runs", default=1, show_default=True, type=RUNS, help="Sampled generations per item.")
 @limit_option()
-@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
+@option("--batch-size", type=IN_FLIGHT, help="Requests per generate() call [adapter default].")
 @concurrency_option(help="generate() calls in flight [adapter default].")
-@option("--seed", default=0, show_default=True, help="Seed of run 0; run k uses seed+k.")
+@option("--seed", default=0, show_default=True, type=SEED, help="Seed of run 0; run k: seed+k.")
 @option(
     "--out",
     type=click.Path(),
@@ -83,7 +86,7 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     help="Listening controls after the run: silence, noise, shuffled, text-only (comma-"
     "separated, or all); each its own folder RUN_DIR-ctl-NAME, the gap in metrics.json.",
 )
-@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
+@option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
 @no_progress_option(old=("--quiet",))
 def run_command(
     model: str,

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from cafe import cache as cache_mod
 from cafe.audio import file_sha256
-from cafe.records import Completion, Request
+from cafe.records import Completion, RecordError, Request
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -107,13 +107,13 @@ class CachedAdapter:
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         if self.cache.path is None:
-            return self._call(requests)
+            return [_checked(c) for c in self._call(requests)]
         out: list[Completion | None] = [None] * len(requests)
         misses: list[tuple[int, str]] = []
         for i, r in enumerate(requests):
             key = self.key(r)
-            hit = self.cache.get(key)
-            if hit is None:
+            hit = self.cache.get(key, _well_formed)
+            if hit is None:  # none, or an entry of the wrong shape: asked again, replaced
                 misses.append((i, key))
                 continue
             c = Completion.from_dict({**hit, "sample_id": r.sample_id, "run_index": r.run_index})
@@ -122,10 +122,35 @@ class CachedAdapter:
         if misses:
             fresh = self._call([requests[i] for i, _ in misses])
             for (i, key), c in zip(misses, fresh, strict=True):
+                c = _checked(c)
                 if not c.error and c.text:
                     self.cache.put(key, c.to_dict())
                 out[i] = c
         return out  # type: ignore[return-value]
+
+
+def _well_formed(entry: Any) -> bool:
+    """A cached completion that reads back as one, with its text a string."""
+    try:
+        return isinstance(Completion.from_dict(entry).text, str)
+    except RecordError:
+        return False
+
+
+def _checked(c: Completion) -> Completion:
+    """A completion whose fields have the wrong types (a server's number or object for its
+    text) becomes a failed call: a server fault, never cached, retried by the next run."""
+    if c.error or c.text is None:
+        return c
+    try:
+        Completion.from_dict(c.to_dict())
+        return c
+    except RecordError as e:
+        why = str(e)
+    return Completion(
+        c.sample_id, c.run_index, None, error=f"malformed reply from the model's server "
+        f"({why}); not cached, retried by the next run",
+    )  # fmt: skip
 
 
 def batches(items: list[T], size: int) -> Iterator[list[T]]:

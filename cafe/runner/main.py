@@ -393,6 +393,17 @@ def _say_failures(preds: list[Prediction], failures: int) -> int:
     return failures
 
 
+def _say_served_change(plan: RunPlan, served: dict[str, Any]) -> None:
+    """One line when the folder's server now reports another model than it did (other weights
+    behind the same name): the folder then holds predictions of both."""
+    old = plan.old_manifest.get("served_model")
+    if not isinstance(old, dict) or old.get("reported") == served.get("reported"):
+        return
+    warn([f"{plan.store.root}: the server now reports model {served.get('reported')}, the "
+          f"folder recorded {old.get('reported')}: other weights behind the same name "
+          "(pass --out NEW_FOLDER for a separate run of them)"])  # fmt: skip
+
+
 def _generate(
     plan: RunPlan,
     todo: list[tuple[Sample, int]],
@@ -452,11 +463,17 @@ def _generate(
                 f"{e}; stopped before any call: {len(plan.done)} predictions kept in "
                 f"{store.root}; once the server answers, run the same command again"
             ) from None
+        identity = plan.spec.call_identity()
+        served = adapter.served_identity()
+        if served is not None:  # a served model: what its server reports keys the cache too
+            identity["served"] = served
+            manifest["served_model"] = served
+            _say_served_change(plan, served)
         # tokens of the model's tokenizer, or words where it has none (the fallback)
         manifest["length_unit"] = length_unit(adapter.token_counter)
         store.write_manifest(manifest)
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
-        target = CachedAdapter(adapter, calls, plan.spec.call_identity(), log)
+        target = CachedAdapter(adapter, calls, identity, log)
         work = _Work(plan, adapter, target, strict)
         try:
             run_batches(

@@ -25,7 +25,7 @@ from cafe.prompts import PromptTemplate, load_template
 from cafe.records import Prediction, Problem, Sample
 from cafe.runner.score import is_pending
 from cafe.runner.spec import FORMAT, RunError, RunSpec, mismatch_message
-from cafe.store import RunStore
+from cafe.store import RunStore, foreign_entries
 
 MAX_WARNINGS = 20
 #: `-o` keys that set the card's decoding, not an adapter option
@@ -361,6 +361,12 @@ def read_folder(plan: RunPlan) -> RunPlan:
     if plan.store.has_manifest():
         plan.old_manifest = plan.store.read_manifest()
         plan.mode = _resume_mode(run_dir, plan.old_manifest, spec)
+    elif foreign := foreign_entries(run_dir):  # another tool's folder: never rewritten
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if foreign[3:] else "")
+        raise RunError(
+            f"{run_dir} is not a cafe run folder (it holds {shown} and no manifest.json); cafe "
+            "writes only into a new or empty folder or its own run folder: pass --out NEW_FOLDER"
+        )
     if plan.mode != "new":
         plan.done = {(p.sample_id, p.run_index): p for p in plan.store.predictions()}
     plan.pending = [

@@ -49,7 +49,7 @@ def step_command(step: Step) -> click.Command:
         ),  # fmt: skip
         click.Option(
             ["--concurrency"],
-            type=click.IntRange(min=1),
+            type=click.IntRange(1, 10**8),
             default=8,
             show_default=True,
             help="Calls in flight.",
@@ -63,17 +63,17 @@ def step_command(step: Step) -> click.Command:
 
 @command("decay")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--bins", type=click.IntRange(min=1), default=None, help="Equal-width bins (10).")
+@click.option("--bins", type=click.IntRange(1, 10_000), default=None, help="Equal-width bins (10).")
 @click.option(
     "--bin-width",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(0, 1e9, min_open=True),
     default=None,
     help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
     "of --bins.",
 )
 @click.option(
     "--min-count",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 10**8),
     default=DEFAULT_MIN_COUNT,
     show_default=True,
     help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
@@ -121,7 +121,7 @@ def decay_command(
 )
 @click.option("--judge-model", help="Judge model name.")
 @click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server URL (repeatable).")
-@click.option("--judge-concurrency", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--judge-concurrency", type=click.IntRange(1, 10**8), default=16, show_default=True)
 @click.option(
     "--judge-api-key-env",
     "api_key_env",
@@ -192,7 +192,7 @@ def cues_command(
 )
 @click.option(
     "--judge-concurrency",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 10**8),
     default=16,
     show_default=True,
     help="Judge calls in flight at once.",
@@ -204,19 +204,19 @@ def cues_command(
     help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
     "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
 )
-@click.option("--raters", type=click.IntRange(min=1), default=RATERS, show_default=True)
+@click.option("--raters", type=click.IntRange(1, 10**8), default=RATERS, show_default=True)
 @click.option(
     "--trim",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 10**8),
     default=TRIM,
     show_default=True,
     help="Drop this many lowest and highest rater scores before averaging.",
 )
-@click.option("--temperature", type=float, default=TEMPERATURE, show_default=True)
-@click.option("--seed", type=int, default=SEED, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0, 10), default=TEMPERATURE, show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=SEED, show_default=True)
 @click.option(
     "--retries",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 10**8),
     default=RETRIES,
     show_default=True,
     help="Extra attempts per rater after an invalid reply.",
@@ -310,7 +310,11 @@ def rubric_command(
 )
 @option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
 @concurrency_option(help="generate() calls in flight [adapter default].")
-@option("--batch-size", type=int, help="Requests per generate() call [adapter default].")
+@option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    help="Requests per generate() call [adapter default].",
+)
 @option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
 @no_progress_option()
 def listen_command(

@@ -237,7 +237,8 @@ class OpenAILoopback(_Loopback):
     ``batch_plans`` scripts how each batch ends (``BatchPlan``)."""
 
     def __init__(
-        self, *args: Any, batch_plans: Any = (), tokenize: bool = True, **kwargs: Any
+        self, *args: Any, batch_plans: Any = (), tokenize: bool = True,
+        models: list[dict[str, Any]] | None = None, **kwargs: Any,
     ):  # fmt: skip
         super().__init__(*args, **kwargs)
         from cafe.testing.batch_loopback import OpenAIBatchRoutes
@@ -245,6 +246,9 @@ class OpenAILoopback(_Loopback):
         self.batches = OpenAIBatchRoutes(self, batch_plans)
         self.tokenize = tokenize  # serve vLLM's POST /tokenize (False: 404, as some servers)
         self.tokenized: list[str] = []  # texts /tokenize was asked to count
+        #: GET /v1/models answers ``{"object": "list", "data": models}`` (vLLM's shape: each
+        #: entry's id, root = the weights it loaded, owned_by); None: 404, as some servers
+        self.models: list[dict[str, Any]] | None = models
 
     def _base_url(self, root: str) -> str:
         return root + "/v1"
@@ -263,6 +267,8 @@ class OpenAILoopback(_Loopback):
                 {},
                 json.dumps({"count": len(toks), "tokens": list(range(len(toks)))}).encode(),
             )
+        if method == "GET" and bare == "/v1/models" and self.models is not None:
+            return 200, {}, json.dumps({"object": "list", "data": self.models}).encode()
         if method != "POST" or bare != "/v1/chat/completions":
             return 404, {}, json.dumps({"error": {"message": f"no route {path}"}}).encode()
         try:

@@ -69,7 +69,7 @@ def data_command(
 @click.option("--data", required=True, type=click.Path(exists=True), help="sft.jsonl.")
 @click.option("--out", required=True, type=click.Path(), help="Checkpoint folder to write.")
 @click.option("--model", help="Checkpoint folder to start from [recipe model].")
-@click.option("--max-steps", type=int, help="Stop after N optimizer steps.")
+@click.option("--max-steps", type=click.IntRange(1, 10**9), help="Stop after N optimizer steps.")
 def sft_command(recipe: str, data: str, out: str, model: str | None, max_steps: int | None) -> None:
     """Supervised fine-tuning on MPAR² chains (TRL SFTTrainer, audio-aware collator; full or
     LoRA per the recipe, LoRA merged on save). Launch with `accelerate launch --config_file
@@ -87,7 +87,7 @@ def sft_command(recipe: str, data: str, out: str, model: str | None, max_steps: 
 @click.option("--model", help="Checkpoint folder to start from [recipe model].")
 @option("--judge", "judge_kind", help="Reward judge: offline or a chat client kind.")
 @judge_server_options(endpoint_old=("--endpoint",))
-@click.option("--max-steps", type=int, help="Stop after N optimizer steps.")
+@click.option("--max-steps", type=click.IntRange(1, 10**9), help="Stop after N optimizer steps.")
 def grpo_command(
     recipe: str,
     data: str,

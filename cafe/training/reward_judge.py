@@ -151,7 +151,7 @@ class LLMRewardJudge(RewardJudge):
             thinking=self.thinking, max_tokens=self.max_tokens,
             parse=self.parse,  # a value parsed by another rule is another value
         )  # fmt: skip
-        cached = self.cache.get(key)
+        cached = self.cache.get(key, _a_number)
         if cached is not None:
             return float(cached)
         loop = asyncio.get_running_loop()
@@ -427,3 +427,8 @@ def judge_from_recipe(
         # judge.parse: strict (a final score in [0, 1], as asked) or authors (first number)
         parse=str(spec.get("parse", "strict")),
     )
+
+
+def _a_number(value: Any) -> bool:
+    """A cached score: a number (not a bool, nor a poisoned string)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

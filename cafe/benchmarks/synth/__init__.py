@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -30,6 +31,9 @@ DEFAULT_N = 200
 DEFAULT_SEED = 0
 _REQUIRED = ("id", "audio_path", "question", "choices", "answer")
 _VERSION_RE = re.compile(r"^n(\d+)-seed(\d+)$")
+#: the largest set generated on demand (~5 GB of clips) and the largest seed numpy takes
+MAX_N = 100_000
+MAX_SEED = 2**32 - 1
 
 
 def cache_root() -> Path:
@@ -39,6 +43,37 @@ def cache_root() -> Path:
     return cache_file("synth")
 
 
+_TMP_MARK = ".tmp-"
+_TMP_RE = re.compile(r"^\..+\.tmp-(\d+)-[^/]+$")
+
+
+def sweep_stale_temps(root: Path) -> list[Path]:
+    """Remove the temporary folders of generations whose process is gone (killed: SIGKILL
+    runs no cleanup); a live process's folder is left alone. Returns what was removed."""
+    removed = []
+    for p in root.iterdir() if root.is_dir() else []:
+        m = _TMP_RE.match(p.name)
+        if not m or not p.is_dir() or p.is_symlink() or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except OverflowError:  # no process has such a number
+        return False
+    return True
+
+
 def ensure_generated(n: int = DEFAULT_N, seed: int = DEFAULT_SEED, progress: bool = False) -> Path:
     """The cached folder for (n, seed, generator version), generated on first use. Generation
     goes to a temporary sibling renamed into place, so a killed run never leaves half a set."""
@@ -46,7 +81,9 @@ def ensure_generated(n: int = DEFAULT_N, seed: int = DEFAULT_SEED, progress: boo
     if (folder / INFO_NAME).exists():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    sweep_stale_temps(folder.parent)
+    prefix = f".{folder.name}{_TMP_MARK}{os.getpid()}-"
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=folder.parent))
     try:
         generate(tmp, n=n, seed=seed, progress=progress)
         try:
@@ -80,6 +117,11 @@ class SynthBenchmark(Benchmark):
                         f"synth version {version!r}: use n<N>-seed<S>, e.g. n200-seed0"
                     )
                 n, seed = int(m.group(1)), int(m.group(2))
+                if not (1 <= n <= MAX_N and seed <= MAX_SEED):
+                    raise CafeUsageError(
+                        f"synth version {version!r}: N must be 1 to {MAX_N} items and S a seed "
+                        f"from 0 to {MAX_SEED} (n<N>-seed<S>, e.g. n200-seed0)"
+                    )
             data = str(ensure_generated(n, seed, progress=True))
         return load_folder(data, audio_root=self.audio_root)
 
@@ -196,8 +238,22 @@ def bench_command() -> None:
     type=click.Path(file_okay=False),
     help="Folder to write synth.jsonl, synth-info.json and audio/*.wav into.",
 )
-@option("--limit", "n", default=DEFAULT_N, show_default=True, help="Number of items.", old=("--n",))
-@click.option("--seed", default=DEFAULT_SEED, show_default=True, help="Generator seed.")
+@option(
+    "--limit",
+    "n",
+    default=DEFAULT_N,
+    show_default=True,
+    help="Number of items.",
+    old=("--n",),
+    type=click.IntRange(max=MAX_N),
+)
+@click.option(
+    "--seed",
+    default=DEFAULT_SEED,
+    show_default=True,
+    help="Generator seed.",
+    type=click.IntRange(0, MAX_SEED),
+)
 def synth_command(out: str, n: int, seed: int) -> None:
     """Write N synthetic multiple-choice audio questions (counting, pitch, rhythm, temporal
     order, timbre; easy/medium/hard) with 16 kHz WAVs, captions and ground-truth events. The
@@ -212,17 +268,25 @@ def synth_command(out: str, n: int, seed: int) -> None:
 def list_command() -> None:
     """Every registered benchmark: name, versions with their items, scoring rule, licence."""
     from cafe.benchmarks import BENCHMARKS
+    from cafe.errors import CafeError
 
     rows = [("name", "versions (items)", "scoring", "licence")]
+    broken = []
     for name in BENCHMARKS.names():
-        cls = BENCHMARKS.get(name)
-        versions = ", ".join(
-            f"{v} ({'any' if n is None else n})" for v, n in cls.version_items.items()
-        )
-        rows.append((name, versions or "-", cls.scoring, cls.licence))
+        try:  # one broken plugin is one line; the rest are listed
+            cls = BENCHMARKS.get(name)
+            versions = ", ".join(
+                f"{v} ({'any' if n is None else n})" for v, n in cls.version_items.items()
+            )
+            rows.append((name, versions or "-", str(cls.scoring), str(cls.licence)))
+        except (CafeError, AttributeError, TypeError, ValueError) as e:
+            rows.append((name, "-", "cannot be loaded (below)", "-"))
+            broken.append(str(e) if isinstance(e, CafeError) else f"benchmark {name!r}: {e}")
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         click.echo("  ".join(f"{c:<{w}}" for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
+    for line in broken:
+        click.echo(f"warning: {line}", err=True)
 
 
 __all__ = ["SynthBenchmark", "bench_command", "ensure_generated", "load_folder"]
