@@ -48,6 +48,8 @@ class Benchmark(ABC):
     #: keys an official-format predictions file holds the prediction under (first present
     #: wins), for `cafe score`
     prediction_keys: tuple[str, ...] = ("model_output",)
+    #: keys a predictions file names its item under (first present wins), for `cafe score`
+    prediction_id_keys: tuple[str, ...] = ("id",)
     #: the official script's input format for `cafe export` (None: no official scorer to
     #: export for; `cafe export` says so)
     export_format: ExportFormat | None = None
@@ -96,7 +98,9 @@ class Benchmark(ABC):
         """The metrics.json "official" section where the official script's figure is not the
         accuracy section's headline (another denominator, an LLM judge, several paths): the
         headline and each labelled variant beside it (cafe.benchmarks.official). ``judged``:
-        what `cafe judge-official` adds (its verdicts). None: accuracy's headline is official."""
+        what `cafe judge-official` adds (its verdicts); `cafe score` passes ``file_rows``, the
+        file's rows in order as (id, value under the prediction key or letter_rule.MISSING),
+        for a script that reads each line. None: accuracy's headline is official."""
         return None
 
     @classmethod

@@ -4,15 +4,16 @@ answer_gt (the option text), category (Perception / Reasoning), sub-category (Li
 Paralinguistics), sub-sub-category, linguistics_sub_discipline. ``--data``: a local HF copy
 (parquet or save_to_disk) or a JSON / JSONL file of such rows (``audio`` a path relative to it).
 
-Official rule: the letter rule (cafe.benchmarks.letter_rule), format failures dropped; micro
-accuracy per (category, sub-category), per category and overall."""
+Official rule (mmsu_evaluation.py, read at commit 217d1d3): the letter rule
+(cafe.benchmarks.letter_rule), format failures and null / non-string replies dropped, an empty or
+"None" reply wrong; micro accuracy per (category, sub-category), per category and overall."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cafe.benchmarks.base import ExportFormat, by_meta
-from cafe.benchmarks.letter_rule import LetterRuleBenchmark, RowSpec
+from cafe.benchmarks.letter_rule import LetterRule, LetterRuleBenchmark, RowSpec
 
 SPEC = RowSpec(
     bench="mmsu",
@@ -31,6 +32,11 @@ def _category_pair(s: Any) -> str:
 class MMSU(LetterRuleBenchmark):
     name = "mmsu"
     row_spec = SPEC
+    # mmsu_evaluation.py: "" / "None" wrong; a null or non-string reply dropped ("Error
+    # prediction!"); a row without `response` read as ""; any letter whose option is answer_gt
+    letter_rule = LetterRule(
+        empty_excluded=False, non_string_stops=False, missing_stops=False, first_gold=False
+    )
     breakdowns = {
         **by_meta("category", "sub-category", "task_name"),
         "category_sub": _category_pair,  # the official table's (category, sub-category) rows
@@ -38,9 +44,10 @@ class MMSU(LetterRuleBenchmark):
     prediction_keys = ("response", "model_output", "prediction")
     export_format = ExportFormat("response", "audio")
     official_rule = (
-        "letter rule (first character if A-D, else the second-to-last); format failures dropped "
-        "from the denominator, empty or 'None' wrong; correct when the letter's option text is "
-        "answer_gt; micro per (category, sub-category), per category, overall"
+        "letter rule as mmsu_evaluation.py reads it (first character if A-D, else the "
+        "second-to-last); format failures and null / non-string replies dropped from the "
+        "denominator, empty or 'None' wrong; correct when the letter's option text is answer_gt; "
+        "micro per (category, sub-category), per category, overall"
     )
     licence = "MIT (Hugging Face card, reportedly)"
     version_items = {"train": 5000}

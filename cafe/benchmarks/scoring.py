@@ -269,14 +269,58 @@ def read_records(path: str | Path) -> tuple[list[dict[str, Any]], list[Problem]]
 
 
 def predictions_from_file(
-    path: str | Path, keys: tuple[str, ...], key: str | None = None
+    path: str | Path,
+    keys: tuple[str, ...],
+    key: str | None = None,
+    id_keys: tuple[str, ...] = ("id",),
 ) -> tuple[list[Prediction], list[Problem]]:
     """Official-format predictions as Prediction records (run 0). The whole prediction text is
     the answer the official rule matches; an item without the key gives no Prediction (the
     official scripts skip it; accuracy_section counts it as unanswered). ``keys``: where the
     benchmark's official script reads the prediction (``Benchmark.prediction_keys``, first
-    present wins); ``key`` overrides them."""
+    present wins); ``key`` overrides them. ``id_keys``: where a row holds its item's id
+    (``Benchmark.prediction_id_keys``, first present wins)."""
     rows, problems = read_records(path)
+    return predictions_from_rows(rows, path, keys, key, id_keys, problems)
+
+
+def row_id(row: dict[str, Any], id_keys: tuple[str, ...]) -> str | None:
+    """A row's item id: its first present ``id_keys`` field, as text."""
+    k = next((k for k in id_keys if row.get(k) is not None), None)
+    return None if k is None else str(row[k])
+
+
+def response_rows(
+    rows: list[dict[str, Any]], keys: tuple[str, ...], key: str | None, id_keys: tuple[str, ...]
+) -> list[tuple[str, Any]]:
+    """Every row with an id, in order, as (id, the value under the prediction key or MISSING):
+    what a script that reads each line sees (duplicates included)."""
+    from cafe.benchmarks.letter_rule import MISSING
+
+    keys = (key,) if key else tuple(keys)
+    out = []
+    for row in rows:
+        sid = row_id(row, id_keys)
+        if sid is not None:
+            k = next((k for k in keys if k in row), None)
+            out.append((sid, MISSING if k is None else row[k]))
+    return out
+
+
+def predictions_from_rows(
+    rows: list[dict[str, Any]],
+    path: str | Path,
+    keys: tuple[str, ...],
+    key: str | None = None,
+    id_keys: tuple[str, ...] = ("id",),
+    problems: list[Problem] | None = None,
+) -> tuple[list[Prediction], list[Problem]]:
+    """predictions_from_file for rows already read."""
+    problems = [] if problems is None else problems
+    if rows and not any(row_id(row, id_keys) is not None for row in rows):
+        where = " / ".join(id_keys)
+        msg = f"no row has {where} (where this benchmark's files name their item)"
+        raise InputError(Problem(str(path), msg, field=id_keys[0]))
     keys = (key,) if key else tuple(keys)
     other = None if key else _other_known_key(rows, keys)
     if other is not None:  # one line instead of a warning per item
@@ -291,11 +335,11 @@ def predictions_from_file(
         )
     preds: dict[str, Prediction] = {}
     for i, row in enumerate(rows, 1):
-        sid = row.get("id")
+        sid = row_id(row, id_keys)
         if sid is None:
-            problems.append(Problem(str(path), f"item {i} has no id", field="id"))
+            problems.append(Problem(str(path), f"item {i} has no {' / '.join(id_keys)}",
+                                    field=id_keys[0]))  # fmt: skip
             continue
-        sid = str(sid)
         k = next((k for k in keys if k in row), None)
         if k is None:  # the official scripts skip it too: unanswered, but said
             if other is None:
@@ -323,13 +367,15 @@ def predictions_from_file(
     return list(preds.values()), problems
 
 
-def different_answers(predictions: str | Path, by_id: dict[str, Sample]) -> int:
+def different_answers(
+    predictions: str | Path, by_id: dict[str, Sample], id_keys: tuple[str, ...] = ("id",)
+) -> int:
     """Rows of an official-format file (whole items) whose ``answer`` differs from the loaded
     metadata's answer for the same id (compared after trimming spaces)."""
     rows, _ = read_records(predictions)
     n = 0
     for row in rows:
-        s = by_id.get(str(row.get("id")))
+        s = by_id.get(str(row_id(row, id_keys)))
         if s is not None and s.answer is not None and isinstance(row.get("answer"), str):
             n += row["answer"].strip() != s.answer.strip()
     return n
@@ -425,8 +471,18 @@ def score_loaded(
     """score_file for an already loaded benchmark (a Benchmark and its LoadedBenchmark)."""
     from cafe.parsing import extract_answer
 
-    preds, problems = predictions_from_file(predictions, bench.prediction_keys, key)
+    rows, problems = read_records(predictions)
+    id_keys = bench.prediction_id_keys
+    preds, problems = predictions_from_rows(rows, predictions, bench.prediction_keys, key,
+                                            id_keys, problems)  # fmt: skip
     by_id = {s.id: s for s in loaded.samples}
+    if preds and not any(p.sample_id in by_id for p in preds):  # never 0/N with exit 0
+        raise CafeError(
+            f"{predictions}: no row's {' / '.join(id_keys)} matches a {bench.name} "
+            f"{loaded.version} item of {loaded.source} ({len(preds)} row(s); first "
+            f"{preds[0].sample_id!r}): the file is another benchmark's or release's, or keys "
+            "its items elsewhere"
+        )
     for p in preds:
         s = by_id.get(p.sample_id)
         if s is None:
@@ -440,7 +496,9 @@ def score_loaded(
             p.correct = bench.is_correct(p.answer_text, s.answer, s.choices)
     section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct,
                                label=bench.accuracy_label)  # fmt: skip
-    official = bench.official_section(loaded.samples, preds)
+    official = bench.official_section(
+        loaded.samples, preds, file_rows=response_rows(rows, bench.prediction_keys, key, id_keys)
+    )
     if official is not None:  # the benchmark's official figure, where the headline is not it
         section["official"] = official
     section["bench"] = {
@@ -450,7 +508,7 @@ def score_loaded(
         "source": loaded.source,
     }
     section["predictions_file"] = str(predictions)
-    differ = different_answers(predictions, by_id)
+    differ = different_answers(predictions, by_id, id_keys)
     if differ:  # the file's items are not this release's: say so once, with the count
         problems.append(
             Problem(

@@ -1,0 +1,238 @@
+"""MMSU and AIR-Bench against their official scripts, item for item (dingdongwang/MMSU
+mmsu_evaluation.py at 217d1d3, OFA-Sys/AIR-Bench score_foundation.py at 9832476): files in the
+layouts their inference scripts write, every reply shape the scripts treat apart, expected figures
+computed by hand from the scripts' behaviour."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cafe.benchmarks.letter_rule import MISSING, LetterRule, official_outcome
+from cafe.cli import main
+
+ANIMALS = ["dog", "cat", "cow", "owl"]
+TWICE = ["dog", "cat", "dog", "owl"]  # the answer's text at A and C
+
+MMSU = LetterRule(empty_excluded=False, non_string_stops=False, missing_stops=False,
+                  first_gold=False)  # fmt: skip
+AIR = LetterRule(empty_excluded=True, non_string_stops=True, missing_stops=True, first_gold=True)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.parametrize(
+    ("reply", "mmsu", "air"),
+    [
+        ("A", "right", "right"),
+        ("The answer is A.", "right", "right"),
+        ("B", "wrong", "wrong"),
+        ("", "wrong", "empty"),  # MMSU counts it wrong; AIR-Bench's fail_num
+        ("  None \n", "wrong", "empty"),
+        ("owl", "format_failure", "format_failure"),
+        ("x", "format_failure", "format_failure"),  # one character, not A-D
+        ("a", "format_failure", "format_failure"),  # lowercase is no letter
+        (None, "non_string", "stop_non_string"),  # MMSU: "Error prediction!"; AIR: .strip crash
+        (3, "non_string", "stop_non_string"),
+        (["A"], "non_string", "stop_non_string"),
+        (MISSING, "wrong", "stop_missing"),  # MMSU reads a missing response as ""
+    ],
+)
+def test_each_reply_as_each_script_reads_it(reply, mmsu, air):
+    assert official_outcome(MMSU, reply, "dog", ANIMALS) == mmsu
+    assert official_outcome(AIR, reply, "dog", ANIMALS) == air
+
+
+def test_gold_letter_any_for_mmsu_first_for_airbench():
+    # the answer's text at A and C: MMSU compares each letter's option, AIR-Bench looks up one
+    assert official_outcome(MMSU, "C", "dog", TWICE) == "right"
+    assert official_outcome(AIR, "C", "dog", TWICE) == "wrong"
+    assert official_outcome(AIR, "A", "dog", TWICE) == "right"
+    # answer_gt among no option: MMSU wrong; AIR-Bench exits, but only once a letter was read
+    assert official_outcome(MMSU, "A", "horse", ANIMALS) == "wrong"
+    assert official_outcome(AIR, "A", "horse", ANIMALS) == "stop_no_gold"
+    assert official_outcome(AIR, "", "horse", ANIMALS) == "empty"
+    assert official_outcome(AIR, "owl?", "horse", ANIMALS) == "format_failure"
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+# id, choices, answer index, category, sub-category
+MMSU_ITEMS = [
+    ("m1", ANIMALS, 0, "Perception", "Linguistics"),
+    ("m2", ANIMALS, 1, "Perception", "Linguistics"),
+    ("m3", ANIMALS, 2, "Perception", "Linguistics"),
+    ("m4", ANIMALS, 3, "Perception", "Paralinguistics"),
+    ("m5", ANIMALS, 0, "Perception", "Paralinguistics"),
+    ("m6", ANIMALS, 1, "Reasoning", "Linguistics"),
+    ("m7", ANIMALS, 1, "Reasoning", "Linguistics"),
+    ("m8", ANIMALS, 1, "Reasoning", "Linguistics"),
+    ("m9", ANIMALS, 1, "Reasoning", "Paralinguistics"),
+    ("m10", ANIMALS, 1, "Reasoning", "Paralinguistics"),
+    ("m11", TWICE, 0, "Perception", "Linguistics"),
+    ("m12", ANIMALS, 0, "Perception", "Paralinguistics"),
+]
+MMSU_REPLIES = [  # the official prediction file, in order
+    ("m1", "A"),  # right
+    ("m1", "A"),  # the same row again: the script counts it twice
+    ("m2", "The answer is B."),  # right
+    ("m3", "A\n"),  # wrong
+    ("m4", "I think owl"),  # format failure: left out
+    ("m5", ""),  # wrong
+    ("m6", "None"),  # wrong
+    ("m7", None),  # null: dropped
+    ("m8", 5),  # not a string: dropped
+    ("m9", MISSING),  # no response key: read as "", wrong
+    ("m11", "C"),  # right: C's text is answer_gt too
+    ("m12", "x"),  # format failure
+]  # m10 absent: in no denominator
+
+
+def mmsu_official_file(root: Path) -> tuple[Path, Path]:
+    """(metadata, predictions in mmsu_inference.py's layout)."""
+    meta, by_id = [], {}
+    for sid, choices, ans, cat, sub in MMSU_ITEMS:
+        row = {"id": sid, "audio": f"audio/{sid}.wav", "task_name": "t", "question": "Which?",
+               **dict(zip(("choice_a", "choice_b", "choice_c", "choice_d"), choices, strict=True)),
+               "answer_gt": choices[ans], "category": cat, "sub-category": sub,
+               "sub-sub-category": "x", "linguistics_sub_discipline": "y"}  # fmt: skip
+        meta.append(row)
+        by_id[sid] = row
+    preds = []
+    for sid, reply in MMSU_REPLIES:
+        row = {k: v for k, v in by_id[sid].items() if k != "audio"}
+        row["audio_path"] = f"{sid}.wav"
+        if reply is not MISSING:
+            row["response"] = reply
+        preds.append(row)
+    (root / "audio").mkdir(parents=True)
+    return _write(root / "mmsu.jsonl", meta), _write(root / "preds.jsonl", preds)
+
+
+def test_mmsu_official_file_hand_computed(tmp_path):
+    meta, preds = mmsu_official_file(tmp_path)
+    res = invoke("score", "--bench", "mmsu", "--data", str(meta), "--predictions", str(preds),
+                 "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    head = out["official"]["headline"]
+    # by hand: right m1, m1, m2, m11; wrong m3, m5, m6, m9; left out m4, m12 (format), m7, m8
+    assert head["total"] == {"correct": 4, "total": 8, "acc": 50.0}
+    assert head["left_out"] == {"format_failure": 2, "non_string": 2} and head["dropped"] == 4
+    assert head["absent"] == 1 and head["duplicate_rows"] == 1 and head["stopped"]["count"] == 0
+    pairs = head["breakdowns"]["category_sub"]
+    assert pairs == {
+        "Perception/Linguistics": {"correct": 4, "total": 5, "acc": 80.0},
+        "Perception/Paralinguistics": {"correct": 0, "total": 1, "acc": 0.0},
+        "Reasoning/Linguistics": {"correct": 0, "total": 1, "acc": 0.0},
+        "Reasoning/Paralinguistics": {"correct": 0, "total": 1, "acc": 0.0},
+    }
+    assert head["breakdowns"]["category"]["Perception"] == {"correct": 4, "total": 6, "acc": 66.67}
+    assert head["breakdowns"]["category"]["Reasoning"] == {"correct": 0, "total": 2, "acc": 0.0}
+    # beside it: every metadata item once (the last of m1's rows), anything not right wrong
+    counted = out["official"]["variants"]["counted_wrong"]
+    assert counted["total"] == {"correct": 3, "total": 12, "acc": 25.0}
+    assert "not the official figure" in counted["label"]
+
+
+AIR_ITEMS = [  # uniq_id, choices, answer text, task_name, dataset_name
+    ("a1", ANIMALS, "dog", "T1", "D1"),
+    ("a2", ANIMALS, "dog", "T1", "D1"),
+    ("a3", ANIMALS, "dog", "T2", "D2"),
+    ("a4", ANIMALS, "dog", "T2", "D2"),
+    ("a5", ANIMALS, "dog", "T1", "D3"),
+    ("a6", TWICE, "dog", "T1", "D1"),
+    ("a7", ANIMALS, "dog", "T1", "D1"),
+    ("a8", ANIMALS, "dog", "T1", "D1"),
+    ("a9", ANIMALS, "horse", "T1", "D1"),
+    ("a10", ANIMALS, "horse", "T1", "D1"),
+    ("a11", ANIMALS, "dog", "T3", "D4"),
+    ("a12", ANIMALS, "owl", "T1", "D3"),
+]
+AIR_REPLIES = {
+    "a1": "A",  # right
+    "a2": "C",  # wrong
+    "a3": "",  # left out (fail_num)
+    "a4": "None",  # left out
+    "a5": "xyz",  # format failure: left out
+    "a6": "C",  # wrong: the gold letter is A, the first option equal to answer_gt
+    "a7": None,  # the script stops (AttributeError)
+    "a8": MISSING,  # the script stops (KeyError)
+    "a9": "B",  # answer_gt among no option: the script exits
+    "a10": "",  # the same, but left out before the gold lookup: no stop
+    "a12": "The answer is D.",  # right
+}  # a11 absent: in no denominator (T3/D4 is no row of the table)
+
+
+OFFICIAL_AIR_KEYS = ("path", "question", "choice_a", "choice_b", "choice_c", "choice_d",
+                     "answer_gt", "task_name", "dataset_name")  # fmt: skip
+
+
+def air_official_file(root: Path) -> tuple[Path, Path]:
+    """(Foundation_meta.json, results in Inference_Foundation.py's layout: uniq_id, no id)."""
+    meta, results = [], []
+    for sid, choices, answer, task, ds in AIR_ITEMS:
+        row = {"path": f"{sid}.wav", "question": "Which?",
+               **dict(zip(("choice_a", "choice_b", "choice_c", "choice_d"), choices, strict=True)),
+               "answer_gt": answer, "task_name": task, "dataset_name": ds,
+               "uniq_id": sid}  # fmt: skip
+        meta.append(row)
+        if sid in AIR_REPLIES:
+            out = {k: row[k] for k in OFFICIAL_AIR_KEYS}
+            if AIR_REPLIES[sid] is not MISSING:
+                out["response"] = AIR_REPLIES[sid]
+            out["uniq_id"] = sid
+            results.append(out)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "Foundation_meta.json").write_text(json.dumps(meta))
+    return root / "Foundation_meta.json", _write(root / "Foundation_result_modelx.jsonl", results)
+
+
+def test_airbench_official_results_file_hand_computed(tmp_path):
+    meta, results = air_official_file(tmp_path / "air")
+    res = invoke("score", "--bench", "airbench", "--data", str(meta), "--predictions",
+                 str(results), "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    head = out["official"]["headline"]
+    # by hand: right a1, a12; wrong a2, a6; left out a3, a4, a10 (empty), a5 (format)
+    assert head["total"] == {"correct": 2, "total": 4, "acc": 50.0}
+    assert head["left_out"] == {"format_failure": 1, "empty": 3} and head["dropped"] == 4
+    assert {k: v["acc"] for k, v in head["breakdowns"]["task_dataset"].items()} == {
+        "T1/D1": 33.33, "T1/D3": 100.0}  # fmt: skip
+    assert head["average"] == {"tasks": 50.0}  # T1 only: 2 of 4
+    stopped = head["stopped"]
+    assert stopped["count"] == 3 and sorted(stopped["items"]) == ["a7", "a8", "a9"]
+    assert head["empty_cells"] == ["T2/D2"]  # every reply left out: its summary row crashes
+    assert len(stopped["reasons"]) == 4 and head["absent"] == 1
+    counted = out["official"]["variants"]["counted_wrong"]
+    assert counted["total"] == {"correct": 2, "total": 12, "acc": 16.67}
+    # the table names the stops beside the figure
+    text = invoke("score", "--bench", "airbench", "--data", str(meta), "--predictions",
+                  str(results)).stdout  # fmt: skip
+    assert "headline: 50.00 (2/4)" in text and "a7, a8, a9" in text
+
+
+def test_a_file_whose_ids_match_no_item_is_an_error(tmp_path):
+    meta, results = air_official_file(tmp_path / "air")
+    rows = [json.loads(x) for x in results.read_text().splitlines()]
+    wrong = _write(tmp_path / "other.jsonl", [{**r, "uniq_id": "x" + r["uniq_id"]} for r in rows])
+    res = invoke("score", "--bench", "airbench", "--data", str(meta), "--predictions", str(wrong))
+    assert res.exit_code != 0 and "uniq_id / id" in res.output and "'xa1'" in res.output
+    keyless = _write(tmp_path / "keyless.jsonl", [{"response": "A"}])
+    res = invoke("score", "--bench", "mmsu", "--data", str(meta), "--predictions", str(keyless))
+    assert res.exit_code != 0 and "no row has id" in res.output
