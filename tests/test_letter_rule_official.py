@@ -236,3 +236,43 @@ def test_a_file_whose_ids_match_no_item_is_an_error(tmp_path):
     keyless = _write(tmp_path / "keyless.jsonl", [{"response": "A"}])
     res = invoke("score", "--bench", "mmsu", "--data", str(meta), "--predictions", str(keyless))
     assert res.exit_code != 0 and "no row has id" in res.output
+
+
+@pytest.mark.parametrize("bench", ["mmsu", "airbench"])
+def test_export_writes_the_official_layout_and_scores_back(tmp_path, bench):
+    from cafe.audio import write_wav
+    from cafe.benchmarks.base import benchmark_class
+
+    import numpy as np
+
+    if bench == "mmsu":
+        meta, _ = mmsu_official_file(tmp_path / "d")
+        clips = [tmp_path / "d" / "audio" / f"{i[0]}.wav" for i in MMSU_ITEMS]
+    else:
+        meta, _ = air_official_file(tmp_path / "d")
+        clips = [tmp_path / "d" / f"{i[3]}_{i[4]}" / f"{i[0]}.wav" for i in AIR_ITEMS]
+    for k, clip in enumerate(clips):
+        clip.parent.mkdir(parents=True, exist_ok=True)
+        write_wav(clip, (0.1 * np.sin(np.arange(1600) * (k + 1) / 40)).astype("float32"))
+    run = tmp_path / "run"
+    res = invoke("run", "--model", "random", "-o", "letters=true", "--bench", bench, "--data",
+                 str(meta), "--out", str(run), "--no-progress")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    head = json.loads((run / "metrics.json").read_text())["official"]["headline"]
+    out = tmp_path / "export.jsonl"
+    assert invoke("export", str(run), "--out", str(out)).exit_code == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    layout = benchmark_class(bench).export_format.layout
+    assert all(list(r) == list(layout) for r in rows)  # the inference script's keys, in order
+    assert ("id" in layout) == (bench == "mmsu")  # AIR-Bench's results rows have no id
+    again = invoke("score", "--bench", bench, "--data", str(meta), "--predictions", str(out),
+                   "--json")  # fmt: skip
+    assert again.exit_code == 0, again.output
+    scored = json.loads(again.stdout)["official"]["headline"]
+    assert scored["total"] == head["total"] and scored["left_out"] == head["left_out"]
+    # unanswered items left out on purpose: rows left out (the script would stop or read "")
+    skipped = tmp_path / "skipped.jsonl"
+    assert invoke("export", str(run), "--out", str(skipped), "--skip-unanswered").exit_code == 0
+    unanswered = sum(r["response"] == "" for r in rows)  # AIR-Bench's a9, a10: bad metadata
+    assert unanswered == (2 if bench == "airbench" else 0)
+    assert len(skipped.read_text().splitlines()) == len(rows) - unanswered

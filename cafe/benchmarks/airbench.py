@@ -55,7 +55,11 @@ class AIRBench(LetterRuleBenchmark):
     breakdowns = {**by_meta("task_name", "dataset_name"), "task_dataset": _task_dataset}
     prediction_keys = ("response", "model_output", "prediction")
     prediction_id_keys = ("uniq_id", "id")  # Inference_Foundation.py writes uniq_id, no id
-    export_format = ExportFormat("response", "path")
+    export_format = ExportFormat(
+        "response", "path",
+        layout=("path", "question", "choice_a", "choice_b", "choice_c", "choice_d", "answer_gt",
+                "task_name", "dataset_name", "response", "uniq_id"),
+    )  # Inference_Foundation.py's rows  # fmt: skip
     official_rule = (
         "letter rule as score_foundation.py reads it (first character if A-D, else the "
         "second-to-last); format failures and empty / 'None' replies left out (fail_num); the "

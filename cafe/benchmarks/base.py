@@ -32,6 +32,11 @@ class ExportFormat:
 
     prediction_key: str  # where the official script reads the prediction
     audio_field: str  # the field holding the clip path in the official file
+    #: the official file's keys in order, as its inference script writes a row (values from the
+    #: item's own fields); empty: the metadata item with ``id``, ``choices``, ``answer`` added.
+    #: With a layout, an item left unanswered on purpose is a row left out (its script reads a
+    #: missing prediction key as "" or stops on it)
+    layout: tuple[str, ...] = ()
 
 
 class Benchmark(ABC):

@@ -25,6 +25,11 @@ def official_item(sample: Sample, fmt: ExportFormat) -> dict[str, Any]:
     the loader added left out), keys in the official order."""
     audio_field = fmt.audio_field
     meta = dict(sample.meta)
+    if fmt.layout:  # the row as the benchmark's inference script writes it
+        own = {"question": sample.question, fmt.prediction_key: ""}
+        if sample.audio:
+            own[audio_field] = sample.audio[0]
+        return {k: meta[k] if k in meta else own.get(k) for k in fmt.layout}
     item: dict[str, Any] = {"id": sample.id}
     if audio_field in meta:
         item[audio_field] = meta.pop(audio_field)
@@ -56,7 +61,8 @@ def export_run(
     scripts on this file reproduce the headline item for item), the answer mapped to a choice
     (``field="choice"``: the lenient figure) or the raw model output (``field="raw"``). Unanswered
     and failed items get an empty prediction, so the official script counts them as wrong; with
-    ``skip_unanswered`` they get no key and the official script skips them (its own default)."""
+    ``skip_unanswered`` they get no key and the official script skips them (its own default),
+    or, for a benchmark whose official file has a fixed layout, their rows are left out."""
     export = benchmark_class(fmt).export_format
     if export is None:
         raise CafeUsageError(f"{fmt} has no official scorer to export for: {_with_formats()}")
@@ -76,6 +82,10 @@ def export_run(
             item[key] = value
         elif not skip_unanswered:
             item[key] = ""
+        elif export.layout:  # the official script never sees it: in no denominator
+            continue
+        else:
+            item.pop(key, None)
         items.append(item)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -84,7 +94,7 @@ def export_run(
         replace_file(out, lambda f: f.write(text))
     else:
         write_json_atomic(out, items)
-    return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}
+    return {"items": len(items), "answered": answered, "unanswered": len(samples) - answered}
 
 
 def _with_formats() -> str:

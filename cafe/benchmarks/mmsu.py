@@ -42,7 +42,12 @@ class MMSU(LetterRuleBenchmark):
         "category_sub": _category_pair,  # the official table's (category, sub-category) rows
     }
     prediction_keys = ("response", "model_output", "prediction")
-    export_format = ExportFormat("response", "audio")
+    export_format = ExportFormat(
+        "response", "audio_path",
+        layout=("id", "audio_path", "question", "choice_a", "choice_b", "choice_c", "choice_d",
+                "answer_gt", "response", "task_name", "category", "sub-category",
+                "sub-sub-category", "linguistics_sub_discipline"),
+    )  # mmsu_inference.py's rows  # fmt: skip
     official_rule = (
         "letter rule as mmsu_evaluation.py reads it (first character if A-D, else the "
         "second-to-last); format failures and null / non-string replies dropped from the "
