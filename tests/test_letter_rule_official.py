@@ -240,10 +240,10 @@ def test_a_file_whose_ids_match_no_item_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("bench", ["mmsu", "airbench"])
 def test_export_writes_the_official_layout_and_scores_back(tmp_path, bench):
+    import numpy as np
+
     from cafe.audio import write_wav
     from cafe.benchmarks.base import benchmark_class
-
-    import numpy as np
 
     if bench == "mmsu":
         meta, _ = mmsu_official_file(tmp_path / "d")
