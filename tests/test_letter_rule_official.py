@@ -6,8 +6,10 @@ computed by hand from the scripts' behaviour."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -240,20 +242,11 @@ def test_a_file_whose_ids_match_no_item_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("bench", ["mmsu", "airbench"])
 def test_export_writes_the_official_layout_and_scores_back(tmp_path, bench):
-    import numpy as np
 
-    from cafe.audio import write_wav
     from cafe.benchmarks.base import benchmark_class
 
-    if bench == "mmsu":
-        meta, _ = mmsu_official_file(tmp_path / "d")
-        clips = [tmp_path / "d" / "audio" / f"{i[0]}.wav" for i in MMSU_ITEMS]
-    else:
-        meta, _ = air_official_file(tmp_path / "d")
-        clips = [tmp_path / "d" / f"{i[3]}_{i[4]}" / f"{i[0]}.wav" for i in AIR_ITEMS]
-    for k, clip in enumerate(clips):
-        clip.parent.mkdir(parents=True, exist_ok=True)
-        write_wav(clip, (0.1 * np.sin(np.arange(1600) * (k + 1) / 40)).astype("float32"))
+    meta = (mmsu_official_file if bench == "mmsu" else air_official_file)(tmp_path / "d")[0]
+    _clips(tmp_path / "d", bench)
     run = tmp_path / "run"
     res = invoke("run", "--model", "random", "-o", "letters=true", "--bench", bench, "--data",
                  str(meta), "--out", str(run), "--no-progress")  # fmt: skip
@@ -276,3 +269,54 @@ def test_export_writes_the_official_layout_and_scores_back(tmp_path, bench):
     unanswered = sum(r["response"] == "" for r in rows)  # AIR-Bench's a9, a10: bad metadata
     assert unanswered == (2 if bench == "airbench" else 0)
     assert len(skipped.read_text().splitlines()) == len(rows) - unanswered
+
+
+def _clips(root: Path, bench: str) -> None:
+    from cafe.audio import write_wav
+
+    if bench == "mmsu":
+        clips = [root / "audio" / f"{i[0]}.wav" for i in MMSU_ITEMS]
+    else:
+        clips = [root / f"{i[3]}_{i[4]}" / f"{i[0]}.wav" for i in AIR_ITEMS]
+    for k, clip in enumerate(clips):
+        clip.parent.mkdir(parents=True, exist_ok=True)
+        write_wav(clip, (0.1 * np.sin(np.arange(1600) * (k + 1) / 40)).astype("float32"))
+
+
+def test_zero_of_zero_is_no_figure_in_run_score_and_leaderboard(tmp_path):
+    from cafe.reports.leaderboard import LeaderboardError, row_from_run
+
+    meta, _ = mmsu_official_file(tmp_path / "d")
+    _clips(tmp_path / "d", "mmsu")
+    run = tmp_path / "run"
+    # the chance baseline answers an option's text: under the letter rule every reply is a
+    # format failure, so the official figure has nothing to divide by
+    res = invoke("run", "--model", "random", "--bench", "mmsu", "--data", str(meta), "--out",
+                 str(run), "--no-progress")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    why = "no reply the official rule scores: 12 left out (format failure 12)"
+    assert f"headline: absent ({why})" in res.output and "0.00 (0/0)" not in res.output
+    with pytest.raises(LeaderboardError, match=re.escape(f"official accuracy is absent: {why}")):
+        row_from_run(run, group="Baseline")  # no row with acc 0.00
+    out = tmp_path / "e.jsonl"
+    assert invoke("export", str(run), "--out", str(out)).exit_code == 0
+    text = invoke("score", "--bench", "mmsu", "--data", str(meta), "--predictions", str(out))
+    assert text.exit_code == 0 and "headline: absent" in text.output
+    assert "0.00 (0/0)" not in text.output
+
+
+def test_lenient_is_the_option_match_on_letter_rule_benchmarks(tmp_path):
+    # "dog" names option A's text: the letter rule reads no letter in it; the lenient figure
+    # maps it to option A and is right where A's text is answer_gt (it was wrong before: the
+    # letter rule was applied to the mapped text)
+    meta, _ = mmsu_official_file(tmp_path)
+    preds = _write(tmp_path / "p.jsonl", [{"id": "m1", "response": "dog"},
+                                          {"id": "m2", "response": "dog"},
+                                          {"id": "m3", "response": "(C)"}])  # fmt: skip
+    res = invoke("score", "--bench", "mmsu", "--data", str(meta), "--predictions", str(preds),
+                 "--json")  # fmt: skip
+    out = json.loads(res.stdout)
+    # m1 right (dog is A's text and the answer), m2 wrong (cat), m3 right (C: cow); of 12 items
+    assert out["lenient"]["total"] == {"correct": 2, "total": 12, "acc": 16.67}
+    assert "option's text is answer_gt" in out["lenient"]["label"]
+    assert out["official"]["headline"]["total"] == {"correct": 1, "total": 1, "acc": 100.0}

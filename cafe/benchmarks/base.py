@@ -97,6 +97,32 @@ class Benchmark(ABC):
         export only: it is scored by the benchmark's own leaderboard)."""
         return True
 
+    def choice_is_correct(self, choice: str | None, answer: str, choices: list[str]) -> bool:
+        """A reply already mapped to one of the choices (the lenient figure, a judge-named
+        option): right by the benchmark's rule on that choice's text. A benchmark whose rule
+        reads something else than the option's text (a letter) overrides it."""
+        return choice is not None and self.is_correct(choice, answer, choices)
+
+    #: what the accuracy section's lenient figure is (``choice_is_correct`` on the mapped choice)
+    lenient_label: str = (
+        "lenient: the answer mapped to a choice first (a letter or the option text), then the "
+        "benchmark's rule on that choice; denominator every item; not the official figure"
+    )
+
+    @property
+    def answered_label(self) -> str:
+        """What the accuracy section's answered-only figure is: the official scripts' own
+        denominator where accuracy's rule is official, else only a count of replies."""
+        if type(self).official_section is Benchmark.official_section:
+            return (
+                "official denominator: items without a prediction skipped, as the official "
+                "scripts do; cafe's own figure counts them wrong"
+            )
+        return (
+            "answered only: items without a reply left out; not the official figure (that is "
+            "the 'official' section's)"
+        )
+
     def official_section(
         self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
     ) -> dict[str, Any] | None:

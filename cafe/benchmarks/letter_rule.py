@@ -287,6 +287,13 @@ def official_figure(
         if empty:
             stops["stop_empty_cell"] = len(empty)
             fig["empty_cells"] = empty
+    if not fig["total"]["total"]:  # 0 of 0 is no figure: say why
+        why = ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in left_out.items())
+        fig["absent_reason"] = (
+            f"no reply the official rule scores: {sum(left_out.values())} left out"
+            f"{f' ({why})' if why else ''}"
+            f"{f', {len(stopped_ids)} it would stop on' if stopped_ids else ''}"
+        )
     fig["stopped"] = {
         "count": len(stopped_ids),
         "items": stopped_ids,
@@ -367,6 +374,15 @@ class LetterRuleBenchmark(Benchmark):
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
         reply = prediction or ""
         return official_outcome(self.letter_rule, reply, answer, choices) == "right"
+
+    def choice_is_correct(self, choice: str | None, answer: str, choices: list[str]) -> bool:
+        # the letter rule reads a letter: a mapped option is right when its text is the answer
+        return choice is not None and choice == answer
+
+    lenient_label = (
+        "lenient (option match): the reply mapped to an option by its letter or its text, right "
+        "when that option's text is answer_gt; denominator every item; not the official figure"
+    )
 
     def official_section(
         self, samples: list[Any], predictions: list[Any], runs: int | None = None, **judged: Any

@@ -85,6 +85,15 @@ def rule_for(bench: str | None) -> Callable[[str | None, str, list[str]], bool]:
     return benchmark_class(bench or "")().is_correct
 
 
+@lru_cache(maxsize=32)
+def choice_rule_for(bench: str | None) -> Callable[[str | None, str, list[str]], bool]:
+    """A benchmark's reading of a reply already mapped to a choice (``choice_is_correct``): the
+    lenient figure's and a judge-named option's rule."""
+    from cafe.benchmarks.base import benchmark_class
+
+    return benchmark_class(bench or "")().choice_is_correct
+
+
 def official_text(p: Prediction) -> str | None:
     """What the rule reads: the answer text (records from before it was kept: the answer)."""
     return p.answer_text if p.answer_text is not None else p.answer
@@ -102,8 +111,9 @@ OFFICIAL_LABEL = (
 )
 
 
-def _acc(correct: int, total: int) -> float:
-    return round(100.0 * correct / total, 2) if total else 0.0
+def _acc(correct: int, total: int) -> float | None:
+    """A percentage; over no item there is no figure (None), never 0.00."""
+    return round(100.0 * correct / total, 2) if total else None
 
 
 def _cell(correct: int, total: int) -> dict[str, Any]:
@@ -125,6 +135,9 @@ def accuracy_section(
     runs: int | None = None,
     rule: Callable[[str | None, str, list[str]], bool] | None = None,
     label: str | None = None,
+    choice_rule: Callable[[str | None, str, list[str]], bool] | None = None,
+    lenient_label: str | None = None,
+    answered_label: str | None = None,
 ) -> dict[str, Any]:
     """Accuracy over every (item, run): a missing, unanswered (no answer text) or failed
     prediction counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all
@@ -138,6 +151,7 @@ def accuracy_section(
     lenient (the choice-mapped figure, labelled) / parse_status (mapping outcome counts)."""
     breakdowns = breakdowns or {}
     rule = rule or is_correct
+    choice_rule = choice_rule or rule
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
     run_ids = sorted({p.run_index for p in predictions} | set(range(runs or 0))) or [0]
     scorable = [s for s in samples if s.answer is not None]
@@ -153,7 +167,7 @@ def accuracy_section(
         keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
         for r in run_ids:
             ok, lenient_ok, answered, is_failed = _score_pair(
-                s, by_key.get((s.id, r)), rule, status
+                s, by_key.get((s.id, r)), rule, choice_rule, status
             )
             unanswered += not answered
             failed += is_failed
@@ -188,28 +202,43 @@ def accuracy_section(
         "official_breakdowns": {
             n: {v: _cell(c, a) for v, (c, _, a) in sorted(cells[n].items())} for n in breakdowns
         },
-        "official_label": OFFICIAL_LABEL,
+        "official_label": answered_label or OFFICIAL_LABEL,
         "runs": {
             "n": len(run_ids),
             "per_run": accs,
-            "mean": round(statistics.fmean(exact), 2) if exact else 0.0,
+            "mean": round(statistics.fmean(exact), 2) if exact else None,
             "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
         },
         "identical_runs": _identical_runs(predictions, run_ids),
         "lenient": {
-            "label": LENIENT_LABEL,
+            "label": lenient_label or LENIENT_LABEL,
             "total": _cell(lenient, total),
             "runs": {
                 "per_run": [_acc(lenient_run[r], t) for r, (_, t) in per_run.items()],
-                "mean": round(statistics.fmean(lenient_exact), 2) if lenient_exact else 0.0,
+                "mean": round(statistics.fmean(lenient_exact), 2) if lenient_exact else None,
             },
         },
         "parse_status": status,
     }
 
 
+def bench_accuracy(
+    bench: Any, samples: list[Sample], predictions: list[Prediction], runs: int | None = None
+) -> dict[str, Any]:
+    """accuracy_section with everything ``bench`` declares: its rule and label, its breakdowns,
+    its reading of a mapped choice (the lenient figure) and what answered-only means for it."""
+    return accuracy_section(samples, predictions, dict(bench.breakdowns), runs=runs,
+                            rule=bench.is_correct, label=bench.accuracy_label,
+                            choice_rule=bench.choice_is_correct, lenient_label=bench.lenient_label,
+                            answered_label=bench.answered_label)  # fmt: skip
+
+
 def _score_pair(
-    s: Sample, p: Prediction | None, rule: Callable[..., bool], status: dict[str, int]
+    s: Sample,
+    p: Prediction | None,
+    rule: Callable[..., bool],
+    choice_rule: Callable[..., bool],
+    status: dict[str, int],
 ) -> tuple[bool, bool, bool, bool]:
     """One (item, run): (correct, lenient correct, answered, failed); counts its parse status.
     A missing or failed prediction is unanswered; a missing one is failed when the item is."""
@@ -219,7 +248,7 @@ def _score_pair(
     status[p.parse_status if p.parse_status in status else "unmapped"] += 1
     text = official_text(p)
     ok = text is not None and bool(rule(text, s.answer, s.choices))
-    lenient_ok = p.answer is not None and bool(rule(p.answer, s.answer, s.choices))
+    lenient_ok = p.answer is not None and bool(choice_rule(p.answer, s.answer, s.choices))
     return ok, lenient_ok, text is not None, False
 
 
@@ -494,8 +523,7 @@ def score_loaded(
         p.answer, p.parse_status = extract_answer(p.answer_text, s.choices)
         if s.answer is not None:
             p.correct = bench.is_correct(p.answer_text, s.answer, s.choices)
-    section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct,
-                               label=bench.accuracy_label)  # fmt: skip
+    section = bench_accuracy(bench, loaded.samples, preds)
     official = bench.official_section(
         loaded.samples, preds, file_rows=response_rows(rows, bench.prediction_keys, key, id_keys)
     )
@@ -523,46 +551,55 @@ def score_loaded(
     return section, problems
 
 
+def _pct(v: float | None, width: int) -> str:
+    """A percentage as the table prints it; no figure (nothing to divide by) as "–"."""
+    return f"{'–':>{width}}" if v is None else f"{v:{width}.2f}"
+
+
 def format_table(section: dict[str, Any]) -> str:
-    """Human table: total, official-denominator figure, then every breakdown value."""
+    """Human table: total (every item), the answered-only figure (the official denominator where
+    the benchmark's official figure is this rule's), the lenient figure, then every breakdown
+    value; each line says what its denominator is."""
     lines = []
     w = 44
     t = section["total"]
+    answered_is_official = not section.get("official")
     lines.append(f"{'':{w}} {'acc %':>7} {'correct':>8} {'total':>6}")
-    lines.append(f"{'total':{w}} {t['acc']:7.2f} {t['correct']:8d} {t['total']:6d}")
+    lines.append(f"{'total (every item)':{w}} {_pct(t['acc'], 7)} {t['correct']:8d} "
+                 f"{t['total']:6d}")  # fmt: skip
     o = section["official_denominator"]
-    lines.append(
-        f"{'total, official denominator':{w}} {o['acc']:7.2f} {o['correct']:8d} {o['total']:6d}"
-    )
-    lines.append(
-        f"unanswered (wrong above, skipped by the official scripts): {section['unanswered']}"
-    )
+    name = "total, official denominator" if answered_is_official else "total, answered only"
+    lines.append(f"{name:{w}} {_pct(o['acc'], 7)} {o['correct']:8d} {o['total']:6d}")
+    skipped = "skipped by the official scripts" if answered_is_official else "left out above"
+    lines.append(f"unanswered (wrong in the first line, {skipped}): {section['unanswered']}")
     lenient = section.get("lenient")
     if lenient:
         lt = lenient["total"]
         st = section.get("parse_status") or {}
         lines.append(
-            f"{'lenient (choice-mapped; not official)':{w}} {lt['acc']:7.2f} "
+            f"{'lenient (choice-mapped; every item)':{w}} {_pct(lt['acc'], 7)} "
             f"{lt['correct']:8d} {lt['total']:6d}"
         )
+        lines.append(f"  {lenient.get('label', '')}")
         lines.append("mapping: " + ", ".join(f"{k} {v}" for k, v in st.items() if v))
     official = section.get("official_breakdowns") or {}
     if official:
         lines.append("")
-        lines.append(f"breakdowns: cafe (unanswered count wrong) | {section['official_label']}")
+        lines.append(f"breakdowns: every item (unanswered count wrong) | "
+                     f"{section['official_label']}")  # fmt: skip
     for name, cells in section["breakdowns"].items():
         lines.append("")
         head = f"by {name}"
         if name in official:
             head = f"{head:{w}} {'acc %':>7} {'correct':>8} {'total':>6} | "
-            head += f"{'official':>8} {'total':>6}"
+            head += f"{'answered':>8} {'total':>6}"
         lines.append(head)
         for v, c in cells.items():
             label = v if len(v) <= w - 2 else v[: w - 5] + "..."
-            row = f"  {label:{w - 2}} {c['acc']:7.2f} {c['correct']:8d} {c['total']:6d}"
+            row = f"  {label:{w - 2}} {_pct(c['acc'], 7)} {c['correct']:8d} {c['total']:6d}"
             o = official.get(name, {}).get(v)
             if o is not None:
-                row += f" | {o['acc']:8.2f} {o['total']:6d}"
+                row += f" | {_pct(o['acc'], 8)} {o['total']:6d}"
             lines.append(row)
     return "\n".join(lines)
 
