@@ -19,6 +19,11 @@ def test_bench_list_names_versions_items_scoring_and_licence():
     assert "v1 (1000), v2 (1000)" in lines["mmar"] and "CC BY-NC 4.0" in lines["mmar"]
     assert "test (9000)" in lines["mmau"] and "Apache-2.0" in lines["mmau"]
     assert "string match" in lines["mmau"]
+    # each benchmark's own rule, not MMAU's for all (the letter rule, SAKURA's judge...)
+    assert "letter rule as mmsu_evaluation.py" in lines["mmsu"]
+    assert "score_foundation.py" in lines["airbench"] and "string match" not in lines["airbench"]
+    rules = {ln.split("  ")[-1] for name, ln in lines.items() if name != "synth"}
+    assert len(rules) == len(lines) - 1  # every benchmark says its own
 
 
 def test_run_help_shows_how_to_set_generation():

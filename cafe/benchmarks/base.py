@@ -63,20 +63,16 @@ class Benchmark(ABC):
     modality_breakdown: str | None = None
     #: whether results of two versions may be compared (False: each release is another test)
     versions_comparable: bool = True
-    #: what `cafe bench list` shows: version -> items (None: any number), how an answer is
-    #: scored, and the licence its metadata comes under
-    version_items: dict[str, int | None] = {}
-    scoring: str = "official MMAU / MMAR string match on the answer text"
-    licence: str = "not stated here: see the benchmark's own page"
     #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
     #: None: the metadata file's own folder
     audio_root: str | None = None
-    #: the official rule in one line (`cafe bench list`, tables, docs/benchmarks.md)
+    #: the benchmark's own scoring rule in one line (`cafe bench list`, tables,
+    #: docs/benchmarks.md); each benchmark whose rule is another declares its own
     official_rule: str = "the official string match (MMAU / MMAR evaluation scripts)"
     #: the licence its repository or card states (`cafe bench list`)
     licence: str = "see the benchmark's repository"
-    #: known version -> number of items (`cafe bench list`)
-    version_items: dict[str, int] = {}
+    #: known version -> number of items, None: any number (`cafe bench list`)
+    version_items: dict[str, int | None] = {}
     #: what the accuracy section's headline is, where it is not the official figure (then
     #: ``official_section`` gives that figure); None: the default rule's label
     accuracy_label: str | None = None
