@@ -320,3 +320,30 @@ def test_lenient_is_the_option_match_on_letter_rule_benchmarks(tmp_path):
     assert out["lenient"]["total"] == {"correct": 2, "total": 12, "acc": 16.67}
     assert "option's text is answer_gt" in out["lenient"]["label"]
     assert out["official"]["headline"]["total"] == {"correct": 1, "total": 1, "acc": 100.0}
+
+
+@pytest.mark.parametrize("bench", ["mmsu", "airbench", "mmau-pro"])
+def test_files_of_no_known_release_get_a_content_fingerprint_version(tmp_path, bench):
+    from cafe.benchmarks import BENCHMARKS
+
+    def rows(answer: str) -> list[dict]:
+        if bench == "mmau-pro":
+            return [{"id": "p1", "audio_path": ["a.wav"], "question": "Which?",
+                     "choices": ANIMALS, "answer": answer, "category": "sound"}]  # fmt: skip
+        return [{"id": "x1", "uniq_id": "x1", "audio": "a.wav", "path": "a.wav",
+                 "question": "Which?", "choice_a": "dog", "choice_b": "cat", "answer_gt": answer,
+                 "category": "c", "sub-category": "s", "task_name": "t",
+                 "dataset_name": "d"}]  # fmt: skip
+
+    one, other, again = tmp_path / "1" / "m.json", tmp_path / "2" / "m.json", tmp_path / "m.jsonl"
+    for path, answer in ((one, "dog"), (other, "cat")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rows(answer)))
+    again.write_text("".join(json.dumps(r, indent=None) + "\n" for r in rows("dog")))
+    b = BENCHMARKS.get(bench)()
+    v1, v2, v3 = (b.load(str(p)).version for p in (one, other, again))
+    assert v1.startswith("content-") and len(v1) == len("content-") + 12
+    assert v1 != v2  # two different files never share a version (nor a default run folder)
+    assert v1 == v3  # the same rows as JSON or JSONL: one version
+    assert any(v1 in str(p) and "--version" in str(p) for p in b.load(str(one)).problems)
+    assert b.load(str(one), version="mine").version == "mine"

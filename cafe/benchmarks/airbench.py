@@ -23,7 +23,7 @@ SPEC = RowSpec(
     audio_fields=("path",),
     meta_fields=("task_name", "dataset_name"),
     file_names=("Foundation_meta.json",),
-    known_sha256={},  # no release file is available to hash yet: recorded as 'unknown'
+    known_sha256={},  # no release file to hash yet: versions are content fingerprints
     audio_candidates=lambda row, rel: [
         rel,
         f"{row.get('task_name')}_{row.get('dataset_name')}/{rel}",

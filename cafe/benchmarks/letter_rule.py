@@ -128,7 +128,7 @@ class RowSpec:
     audio_fields: tuple[str, ...]  # where a row names its clip, first present wins
     meta_fields: tuple[str, ...]  # kept in Sample.meta (breakdowns read them)
     file_names: tuple[str, ...]  # the metadata file's usual names in a folder
-    known_sha256: dict[str, str]  # file sha256 -> version
+    known_sha256: dict[str, str]  # file sha256 -> version (else: its content fingerprint)
     #: a row and the metadata folder -> clip paths to try, relative to that folder
     audio_candidates: Callable[[dict[str, Any], str], list[str]] = lambda row, rel: [rel]
 
@@ -170,11 +170,13 @@ def load_rows(
     rows, base, sha, problems, extra = _rows(spec, source)
     if audio_root is not None:
         base = Path(audio_root).expanduser()
+    from cafe.benchmarks.metadata import fingerprint_version, unknown_release
+
     detected = spec.known_sha256.get(sha or "")
     if detected is None and not version:
-        problems.append(Problem(str(source), "unknown file hash: version recorded as 'unknown' "
-                                "(pass --version to name it)"))  # fmt: skip
-    ver = version or detected or "unknown"
+        detected = fingerprint_version([r for _, r in rows], spec.audio_fields)
+        problems.append(unknown_release(str(source), detected))
+    ver = version or detected
     samples: list[Sample] = []
     seen: set[str] = set()
     for pos, row in rows:

@@ -100,6 +100,25 @@ def content_fingerprint(rows: list[dict[str, Any]]) -> str:
     return hashlib.sha256("\n".join(items).encode()).hexdigest()
 
 
+def fingerprint_version(rows: list[Any], skip: tuple[str, ...] = ()) -> str:
+    """A version name for a file of no known release: ``content-`` and 12 hex digits of a hash
+    of its rows (every field but ``skip``, the audio fields a local copy rewrites; order-free),
+    so two different files never share a version (nor a default run folder), and the same rows
+    as JSON, JSONL or a Hugging Face copy share one."""
+    items = sorted(
+        json.dumps({k: v for k, v in r.items() if k not in skip}, sort_keys=True,
+                   ensure_ascii=False, default=str)
+        for r in rows if isinstance(r, dict)
+    )  # fmt: skip
+    return "content-" + hashlib.sha256("\n".join(items).encode()).hexdigest()[:12]
+
+
+def unknown_release(source: str, version: str) -> Problem:
+    """The note that a file's version is its content fingerprint."""
+    return Problem(source, f"no known release hash: version recorded as {version!r}, the "
+                   "file's content fingerprint (pass --version to name it)")  # fmt: skip
+
+
 def read_rows(path: Path) -> tuple[list[tuple[int, Any]], list[Problem]]:
     """(position, object) pairs of a JSON list or JSONL file. A malformed JSONL line is a Problem
     (the other lines load); a JSON list that does not parse cannot be split into items and raises

@@ -87,10 +87,12 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
     rows, base, sha, problems, extra = _rows(source)
     if audio_root is not None:
         base = Path(audio_root).expanduser()
-    if not version:
-        problems.append(Problem(str(source), "unknown file hash: version recorded as 'unknown' "
-                                "(pass --version to name it)"))  # fmt: skip
-    ver = version or "unknown"
+    if not version:  # no release hash is known: the file's content fingerprint tells them apart
+        from cafe.benchmarks.metadata import fingerprint_version, unknown_release
+
+        version = fingerprint_version([r for _, r in rows], ("audio_path", "audio"))
+        problems.append(unknown_release(str(source), version))
+    ver = version
     samples: list[Sample] = []
     seen: set[str] = set()
     for pos, row in rows:

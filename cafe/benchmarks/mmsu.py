@@ -21,7 +21,7 @@ SPEC = RowSpec(
     audio_fields=("audio", "audio_path"),
     meta_fields=("category", "sub-category"),
     file_names=("mmsu.json", "mmsu.jsonl", "MMSU.json", "MMSU.jsonl"),
-    known_sha256={},  # no release file is available to hash yet: recorded as 'unknown'
+    known_sha256={},  # no release file to hash yet: versions are content fingerprints
 )
 
 
