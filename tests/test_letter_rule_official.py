@@ -236,8 +236,9 @@ def test_a_file_whose_ids_match_no_item_is_an_error(tmp_path):
     res = invoke("score", "--bench", "airbench", "--data", str(meta), "--predictions", str(wrong))
     assert res.exit_code != 0 and "uniq_id / id" in res.output and "'xa1'" in res.output
     keyless = _write(tmp_path / "keyless.jsonl", [{"response": "A"}])
-    res = invoke("score", "--bench", "mmsu", "--data", str(meta), "--predictions", str(keyless))
-    assert res.exit_code != 0 and "no row has id" in res.output
+    res = invoke("score", "--bench", "airbench", "--data", str(meta), "--predictions",
+                 str(keyless))  # fmt: skip
+    assert res.exit_code != 0 and "no row has uniq_id / id" in res.output
 
 
 @pytest.mark.parametrize("bench", ["mmsu", "airbench"])
@@ -330,10 +331,13 @@ def test_files_of_no_known_release_get_a_content_fingerprint_version(tmp_path, b
         if bench == "mmau-pro":
             return [{"id": "p1", "audio_path": ["a.wav"], "question": "Which?",
                      "choices": ANIMALS, "answer": answer, "category": "sound"}]  # fmt: skip
-        return [{"id": "x1", "uniq_id": "x1", "audio": "a.wav", "path": "a.wav",
-                 "question": "Which?", "choice_a": "dog", "choice_b": "cat", "answer_gt": answer,
-                 "category": "c", "sub-category": "s", "task_name": "t",
-                 "dataset_name": "d"}]  # fmt: skip
+        own = (
+            {"id": "x1", "audio": "a.wav", "category": "c", "sub-category": "s"}
+            if bench == "mmsu"
+            else {"uniq_id": "x1", "path": "a.wav", "task_name": "t", "dataset_name": "d"}
+        )
+        return [{**own, "question": "Which?", "choice_a": "dog", "choice_b": "cat",
+                 "answer_gt": answer}]  # fmt: skip
 
     one, other, again = tmp_path / "1" / "m.json", tmp_path / "2" / "m.json", tmp_path / "m.jsonl"
     for path, answer in ((one, "dog"), (other, "cat")):
@@ -347,3 +351,31 @@ def test_files_of_no_known_release_get_a_content_fingerprint_version(tmp_path, b
     assert v1 == v3  # the same rows as JSON or JSONL: one version
     assert any(v1 in str(p) and "--version" in str(p) for p in b.load(str(one)).problems)
     assert b.load(str(one), version="mine").version == "mine"
+
+
+@pytest.mark.parametrize(
+    ("bench", "given", "looks_like"),
+    [("mmau-pro", "mmar", "MMAR"), ("mmsu", "airbench", "AIRBENCH"), ("airbench", "mmsu", "MMSU"),
+     ("mmar", "mmsu", "MMSU"), ("mmsu", "mmau", "MMAU")],
+)  # fmt: skip
+def test_a_file_of_another_benchmark_is_refused_saying_what_it_looks_like(
+    tmp_path, bench, given, looks_like
+):
+    files = {
+        "mmar": Path("../shared/data/mmar/MMAR-meta-v1.json"),
+        "mmau": Path("../shared/data/mmau/mmau-test-mini.json"),
+        "mmsu": mmsu_official_file(tmp_path / "mmsu")[0],
+        "airbench": air_official_file(tmp_path / "air")[0],
+    }
+    path = files[given].resolve()
+    if not path.exists():
+        pytest.skip("shared real metadata not linked")
+    res = invoke("run", "--model", "random", "--bench", bench, "--data", str(path), "--out",
+                 str(tmp_path / "run"), "--no-progress")  # fmt: skip
+    assert res.exit_code != 0
+    assert f"looks like {looks_like} metadata" in res.output and f"--bench {given}" in res.output
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()
+    # a file of no benchmark: what it lacks and what it has
+    odd = _write(tmp_path / "odd.jsonl", [{"id": "1", "foo": 1}])
+    res = invoke("score", "--bench", bench, "--data", str(odd), "--predictions", str(odd))
+    assert res.exit_code != 0 and f"not {bench.upper()} metadata: most items lack" in res.output

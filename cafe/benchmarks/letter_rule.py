@@ -168,6 +168,9 @@ def load_rows(
 
     source = Path(data).expanduser()
     rows, base, sha, problems, extra = _rows(spec, source)
+    from cafe.benchmarks.metadata import check_signature
+
+    check_signature(spec.bench, [r for _, r in rows], str(source))
     if audio_root is not None:
         base = Path(audio_root).expanduser()
     from cafe.benchmarks.metadata import fingerprint_version, unknown_release

@@ -55,29 +55,52 @@ SPECS: dict[str, MetadataSpec] = {}
 
 
 def check_shape(spec: MetadataSpec, rows: list[dict[str, Any]], source: str) -> None:
-    """One line, instead of an error per item, when most items lack this benchmark's fields:
-    say which benchmark the file looks like (``--bench mmau`` on an MMAR file)."""
-    if not rows or 2 * sum(spec.fits(r) for r in rows) > len(rows):
-        return
+    """check_signature for an MMAU / MMAR file (their signature: the audio field and the
+    required fields)."""
+    check_signature(spec.bench, rows, source)
+
+
+def _fits(signature: tuple[str, ...], rows: list[dict[str, Any]], half: bool = False) -> bool:
+    """Whether most rows (``half``: at least half) hold every column of a signature."""
+    n = 2 * sum(all(k in r for k in signature) for r in rows)
+    return n >= len(rows) if half else n > len(rows)
+
+
+def check_signature(bench: str, rows: list[Any], source: str) -> None:
+    """Refuse a file of another benchmark (``--bench mmau-pro`` on an MMAR file) with one line
+    saying what it looks like, instead of an error per item or a silent run. Each benchmark
+    declares its ``signature`` (the columns every row of its files has); the file is refused when
+    most rows lack this benchmark's, or when most rows hold a larger signature of another
+    benchmark (MMAR's rows also hold MMAU-Pro's few columns, and more)."""
     from cafe.benchmarks import BENCHMARKS
 
-    for name in BENCHMARKS.names():  # importing each benchmark module registers its spec
+    rows = [r for r in rows if isinstance(r, dict)]
+    sigs: dict[str, tuple[str, ...]] = {}
+    for name in BENCHMARKS.names():
         try:
-            BENCHMARKS.get(name)
+            sigs[name] = tuple(BENCHMARKS.get(name).signature)
         except Exception:  # a broken third-party benchmark must not hide this message
             continue
-    others = [s for s in SPECS.values() if s.bench != spec.bench]
-    best = max(others, key=lambda s: sum(s.fits(r) for r in rows), default=None)
-    keys = sorted({k for r in rows[:50] for k in r})[:12]
-    if best is not None and 2 * sum(best.fits(r) for r in rows) > len(rows):
+    mine = sigs.get(bench, ())
+    if not rows or not mine:
+        return
+    fits = _fits(mine, rows, half=True)  # a file with many bad rows is still this one's
+    others = [(len(sig), name) for name, sig in sigs.items()
+              if name != bench and sig and _fits(sig, rows)]  # fmt: skip
+    best = max(others, default=None)
+    if fits and (best is None or best[0] <= len(mine)):
+        return
+    if best is not None:
+        other = best[1]
         msg = (
-            f"this looks like {best.bench.upper()} metadata (items have {best.audio_field!r}), "
-            f"not {spec.bench.upper()} ({spec.audio_field!r}); use --bench {best.bench}"
+            f"this looks like {other.upper()} metadata (items have "
+            f"{', '.join(sigs[other])}), not {bench.upper()} ({', '.join(mine)}); use --bench "
+            f"{other}"
         )
     else:
-        want = ", ".join((spec.audio_field, *spec.required))
+        keys = sorted({k for r in rows[:50] for k in r})[:12]
         msg = (
-            f"not {spec.bench.upper()} metadata: most items lack {want} (they have "
+            f"not {bench.upper()} metadata: most items lack {', '.join(mine)} (they have "
             f"{', '.join(keys)})"
         )
     raise InputError(Problem(source, msg))

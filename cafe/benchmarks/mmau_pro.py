@@ -85,6 +85,9 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
 
     source = Path(data).expanduser()
     rows, base, sha, problems, extra = _rows(source)
+    from cafe.benchmarks.metadata import check_signature
+
+    check_signature("mmau-pro", [r for _, r in rows], str(source))
     if audio_root is not None:
         base = Path(audio_root).expanduser()
     if not version:  # no release hash is known: the file's content fingerprint tells them apart
@@ -151,6 +154,7 @@ class MMAUPro(Benchmark):
 
     name = "mmau-pro"
     breakdowns = by_meta("category", "sub-cat", "length_type", "path")
+    signature = ("audio_path", "question", "category")  # every row of test.parquet has these
     prediction_keys = ("model_output", "response", "prediction")
     export_format = ExportFormat("model_output", "audio_path")
     official_rule = (

@@ -37,6 +37,7 @@ class MMSU(LetterRuleBenchmark):
     letter_rule = LetterRule(
         empty_excluded=False, non_string_stops=False, missing_stops=False, first_gold=False
     )
+    signature = ("choice_a", "answer_gt", "category", "sub-category")
     breakdowns = {
         **by_meta("category", "sub-category", "task_name"),
         "category_sub": _category_pair,  # the official table's (category, sub-category) rows
