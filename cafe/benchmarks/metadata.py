@@ -45,10 +45,6 @@ class MetadataSpec:
     def __post_init__(self) -> None:
         SPECS[self.bench] = self
 
-    def fits(self, row: dict[str, Any]) -> bool:
-        """Whether an item has this benchmark's audio field and its own required fields."""
-        return all(k in row for k in (self.audio_field, *self.required))
-
 
 #: every official benchmark's spec, so a file given to the wrong one can be named
 SPECS: dict[str, MetadataSpec] = {}
