@@ -26,6 +26,10 @@ class PromptStyle:
     description: str = ""
     #: a named variant of one of the paper's styles (not the paper's prompt; labelled so)
     variant_of: str | None = None
+    #: the benchmark whose official inference this style restates (in our words): its default
+    benchmark: str | None = None
+    #: choices rendered "A. text", one per line (the letter rule's prompts)
+    lettered: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,18 +40,27 @@ class PromptTemplate:
     text: str
     system: str | None
     source: str  # file the text came from
+    lettered: bool = False  # choices rendered "A. text"
 
     @property
     def hash(self) -> str:
-        # The system prompt changes what the model sees, so it is part of the identity.
+        # The system prompt changes what the model sees, so it is part of the identity; so does
+        # lettering the choices
         payload = self.text if self.system is None else f"{self.system}\n\n{self.text}"
+        payload += "\n[choices lettered A. B. C.]" if self.lettered else ""
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def choice_lines(self, choices: list[str]) -> list[str]:
+        """The choices as rendered, one per line."""
+        if self.lettered:
+            return [f"{chr(ord('A') + i)}. {c.strip()}" for i, c in enumerate(choices)]
+        return [c.strip() for c in choices]
 
     def render(self, question: str, choices: list[str]) -> str:
         # str.replace, not str.format: user templates may hold literal braces (JSON examples)
         body = self.text.rstrip("\n")
         body = body.replace("{question}", question.strip())
-        return body.replace("{choices}", "\n".join(c.strip() for c in choices))
+        return body.replace("{choices}", "\n".join(self.choice_lines(choices)))
 
 
 PROMPT_STYLES: Registry[PromptStyle] = Registry("prompt style", base=PromptStyle)
@@ -68,6 +81,13 @@ for _style in (
                 "rl-explicit, asking for the option's text", "rl-explicit"),
     PromptStyle("authors-mmar", "authors-mmar.txt", AUTHORS_SYSTEM, "authors' MMAR eval text"),
     PromptStyle("authors-mmau", "authors-mmau.txt", AUTHORS_SYSTEM, "authors' MMAU eval text"),
+    # a benchmark's own prompt (what its official inference asks, in our words): its default
+    PromptStyle("mmsu-letter", "mmsu-letter.txt", None,
+                "lettered options, reply with the letter only (MMSU's inference)",
+                benchmark="mmsu", lettered=True),
+    PromptStyle("airbench-letter", "airbench-letter.txt", None,
+                "lettered options, reply with the letter only (AIR-Bench's inference)",
+                benchmark="airbench", lettered=True),
 ):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
 
@@ -76,7 +96,10 @@ def style_label(name: str | None) -> str:
     """A run's prompt style as reports show it: a variant says it is not the paper's prompt."""
     if not name or name not in PROMPT_STYLES:
         return str(name)
-    base = PROMPT_STYLES.get(name).variant_of
+    style = PROMPT_STYLES.get(name)
+    if style.benchmark:
+        return f"{name} ({style.benchmark}'s own letter prompt, in cafe's words; not the paper's)"
+    base = style.variant_of
     return f"{name} (variant of {base}, not the paper's prompt)" if base else name
 
 
@@ -91,7 +114,8 @@ def load_template(style_name: str, template_file: str | Path | None = None) -> P
         raise FileNotFoundError(f"{path}: cannot read prompt template ({e.strerror})") from None
     if "{question}" not in text:
         raise ValueError(f"{path}: a prompt template needs a {{question}} placeholder")
-    return PromptTemplate(style=style.name, text=text, system=style.system, source=str(path))
+    return PromptTemplate(style=style.name, text=text, system=style.system, source=str(path),
+                          lettered=style.lettered)  # fmt: skip
 
 
 def build_messages(template: PromptTemplate, sample: Sample) -> list[dict[str, Any]]:

@@ -379,3 +379,34 @@ def test_a_file_of_another_benchmark_is_refused_saying_what_it_looks_like(
     odd = _write(tmp_path / "odd.jsonl", [{"id": "1", "foo": 1}])
     res = invoke("score", "--bench", bench, "--data", str(odd), "--predictions", str(odd))
     assert res.exit_code != 0 and f"not {bench.upper()} metadata: most items lack" in res.output
+
+
+@pytest.mark.parametrize("bench", ["mmsu", "airbench"])
+def test_each_benchmark_owns_its_default_letter_prompt(tmp_path, bench):
+    from cafe.adapters.reference import request_choices
+    from cafe.benchmarks import BENCHMARKS
+    from cafe.prompts import build_request, style_label
+
+    meta = (mmsu_official_file if bench == "mmsu" else air_official_file)(tmp_path / "d")[0]
+    _clips(tmp_path / "d", bench)
+    style = BENCHMARKS.get(bench).prompt_style
+    assert style == f"{bench}-letter" and "not the paper's" in style_label(style)
+    sample = BENCHMARKS.get(bench)().load(str(meta)).samples[0]
+    req = build_request(sample, style, 0, 0, {})
+    text = req.messages[-1]["content"][-1]["text"]
+    assert "A. dog\nB. cat\nC. cow\nD. owl" in text and "one letter only" in text
+    assert request_choices(req) == ("Which?", ANIMALS)  # the letters taken off again
+    run = tmp_path / "run"
+    res = invoke("run", "--model", "random", "-o", "letters=true", "--bench", bench, "--data",
+                 str(meta), "--out", str(run), "--no-progress")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert json.dumps(manifest).count(f'"{style}"') >= 1  # not the card's lalm
+    preds = [json.loads(x) for x in (run / "predictions.jsonl").read_text().splitlines()]
+    assert {p["prompt_style"] for p in preds} == {style}
+    # the paper's styles stay available
+    res = invoke("run", "--model", "random", "--bench", bench, "--data", str(meta), "--out",
+                 str(tmp_path / "paper"), "--prompt-style", "lalm", "--no-progress")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    paper = (tmp_path / "paper" / "predictions.jsonl").read_text().splitlines()
+    assert {json.loads(x)["prompt_style"] for x in paper} == {"lalm"}

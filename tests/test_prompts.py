@@ -30,6 +30,7 @@ def test_all_styles_registered() -> None:
     assert set(PROMPT_STYLES.names()) == {
         "lalm", "larm", "rl-implicit", "rl-explicit", "mpar2", "authors-mmar", "authors-mmau",
         "lalm-verbatim", "rl-implicit-verbatim", "rl-explicit-verbatim",
+        "mmsu-letter", "airbench-letter",  # the letter rule's benchmarks' own prompts
     }  # fmt: skip
 
 

@@ -52,6 +52,7 @@ class AIRBench(LetterRuleBenchmark):
         empty_cell_stops="task_dataset",
     )  # fmt: skip
     averages = _averages
+    prompt_style = "airbench-letter"  # its official inference asks for the letter only
     signature = ("choice_a", "answer_gt", "task_name", "dataset_name", "uniq_id")
     breakdowns = {**by_meta("task_name", "dataset_name"), "task_dataset": _task_dataset}
     prediction_keys = ("response", "model_output", "prediction")

@@ -82,6 +82,9 @@ class Benchmark(ABC):
     #: the embedding model an official rule matches outputs to choices with (`cafe
     #: judge-official --embedder`); None: no embedding path
     official_embedder: str | None = None
+    #: the prompt style `cafe run` uses when --prompt-style is not given (a style restating
+    #: the benchmark's official inference prompt); None: the model card's
+    prompt_style: str | None = None
     #: the columns every row of this benchmark's files has: a file lacking them, or holding a
     #: larger signature of another benchmark, is refused saying what it looks like (empty: no
     #: check; cafe.benchmarks.metadata.check_signature)

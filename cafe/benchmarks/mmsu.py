@@ -37,6 +37,7 @@ class MMSU(LetterRuleBenchmark):
     letter_rule = LetterRule(
         empty_excluded=False, non_string_stops=False, missing_stops=False, first_gold=False
     )
+    prompt_style = "mmsu-letter"  # its official inference asks for the letter only
     signature = ("choice_a", "answer_gt", "category", "sub-category")
     breakdowns = {
         **by_meta("category", "sub-category", "task_name"),

@@ -302,11 +302,14 @@ def plan_run(
     except ModelNotFound as e:
         raise RunError(str(e)) from None
     card = resolved.card
+    selection = select_samples(bench, data, version, limit, strict, audio_root)
+    # the benchmark's own prompt (its official inference's) before the card's; --prompt-style
+    # before both
+    default_style = selection.bench.prompt_style or card.prompt_style
     try:
-        template = load_template(prompt_style or card.prompt_style, prompt_template)
+        template = load_template(prompt_style or default_style, prompt_template)
     except (FileNotFoundError, ValueError, KeyError) as e:
         raise RunError(str(e)) from None
-    selection = select_samples(bench, data, version, limit, strict, audio_root)
     adapter_cls = ADAPTERS.get(card.adapter)
     adapter_options = dict(options or {})
     # -o temperature=0 etc. set the card's decoding; they are not adapter options
@@ -327,8 +330,8 @@ def plan_run(
         spec = replace(spec, control={"name": control, "seed": control_seed})
     defaults = {
         "options": without_secrets(dict(card.options)),
-        "prompt_style": card.prompt_style,
-        "template_hash": load_template(card.prompt_style).hash if not prompt_template else None,
+        "prompt_style": default_style,
+        "template_hash": load_template(default_style).hash if not prompt_template else None,
         "generation": dict(card.generation),
     }
     run_dir = Path(out) if out else default_folder(spec, resolved.label, defaults)
