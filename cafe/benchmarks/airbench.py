@@ -71,6 +71,6 @@ class AIRBench(LetterRuleBenchmark):
     licence = "Apache-2.0 (README)"
     version_items = {"foundation": 19000}  # "about 19k": the exact count is the file's
     accuracy_label = (
-        "the official letter rule with format failures counted wrong (the official figure "
-        "excludes them: see the 'official' section)"
+        "the official letter rule over every item, format failures counted wrong (the "
+        "official figure leaves out them: see the 'official' section)"
     )

@@ -65,7 +65,9 @@ class LetterRule:
     empty_cell_stops: str | None = None
 
     def excluded_text(self) -> str:
-        return ", empty and 'None' replies" if self.empty_excluded else ""
+        """The replies besides format failures that the script leaves out, for labels."""
+        out = ", empty and 'None' replies" if self.empty_excluded else ""
+        return out + ("" if self.non_string_stops else ", null and non-string replies")
 
 
 #: an outcome -> what it means (right / wrong count; the others are left out of the figure)

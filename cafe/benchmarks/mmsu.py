@@ -59,6 +59,6 @@ class MMSU(LetterRuleBenchmark):
     licence = "MIT (Hugging Face card, reportedly)"
     version_items = {"train": 5000}
     accuracy_label = (
-        "the official letter rule with format failures counted wrong (the official figure drops "
-        "them: see the 'official' section)"
+        "the official letter rule over every item, format failures counted wrong (the "
+        "official figure drops them: see the 'official' section)"
     )
