@@ -113,10 +113,10 @@ def official_outcome(rule: LetterRule, reply: Any, answer: str, choices: list[st
     if letter is None:
         return "format_failure"
     if rule.first_gold:
-        gold = next((LETTERS[i] for i, c in enumerate(choices[:4]) if c == answer), None)
-        if gold is None:
+        first = choices[:4]
+        if answer not in first:
             return "stop_no_gold"
-        return "right" if letter == gold else "wrong"
+        return "right" if letter == LETTERS[first.index(answer)] else "wrong"
     idx = LETTERS.index(letter)
     return "right" if idx < len(choices) and choices[idx] == answer else "wrong"
 
@@ -255,9 +255,10 @@ def _run_replies(
     from cafe.benchmarks.official import answered, run_ids
 
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    counted = run_ids(predictions, runs)
     return [(s, answered(by_key.get((s.id, r))) or "")
             for s in samples if s.answer is not None
-            for r in run_ids(predictions, runs)]  # fmt: skip
+            for r in counted]  # fmt: skip
 
 
 def _file_replies(samples: list[Sample], rows: FileRows) -> tuple[list[tuple[Sample, Any]], int]:

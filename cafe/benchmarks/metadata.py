@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,10 +57,13 @@ def check_shape(spec: MetadataSpec, rows: list[dict[str, Any]], source: str) -> 
     check_signature(spec.bench, rows, source)
 
 
-def _fits(signature: tuple[str, ...], rows: list[dict[str, Any]], half: bool = False) -> bool:
-    """Whether most rows (``half``: at least half) hold every column of a signature."""
-    n = 2 * sum(all(k in r for k in signature) for r in rows)
-    return n >= len(rows) if half else n > len(rows)
+def _fits(signature: tuple[str, ...], shapes: Counter[frozenset[str]], half: bool = False) -> bool:
+    """Whether most rows (``half``: at least half) hold every column of a signature; ``shapes``
+    counts the rows of each set of columns (a file has few)."""
+    want = set(signature)
+    n = 2 * sum(c for cols, c in shapes.items() if want <= cols)
+    total = sum(shapes.values())
+    return n >= total if half else n > total
 
 
 def check_signature(bench: str, rows: list[Any], source: str) -> None:
@@ -80,9 +84,10 @@ def check_signature(bench: str, rows: list[Any], source: str) -> None:
     mine = sigs.get(bench, ())
     if not rows or not mine:
         return
-    fits = _fits(mine, rows, half=True)  # a file with many bad rows is still this one's
+    shapes = Counter(frozenset(r) for r in rows)
+    fits = _fits(mine, shapes, half=True)  # a file with many bad rows is still this one's
     others = [(len(sig), name) for name, sig in sigs.items()
-              if name != bench and sig and _fits(sig, rows)]  # fmt: skip
+              if name != bench and sig and _fits(sig, shapes)]  # fmt: skip
     best = max(others, default=None)
     if fits and (best is None or best[0] <= len(mine)):
         return
@@ -125,8 +130,7 @@ def fingerprint_version(rows: list[Any], skip: tuple[str, ...] = ()) -> str:
     so two different files never share a version (nor a default run folder), and the same rows
     as JSON, JSONL or a Hugging Face copy share one."""
     items = sorted(
-        json.dumps({k: v for k, v in r.items() if k not in skip}, sort_keys=True,
-                   ensure_ascii=False, default=str)
+        repr(sorted((k, v) for k, v in r.items() if k not in skip))  # keys unique: never ties
         for r in rows if isinstance(r, dict)
     )  # fmt: skip
     return "content-" + hashlib.sha256("\n".join(items).encode()).hexdigest()[:12]

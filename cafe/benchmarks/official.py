@@ -39,9 +39,10 @@ def tally(
     """Micro accuracy over every scorable (item, run) pair: total, dropped (pairs the verdict
     left out), and one cell per breakdown value."""
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    counted = run_ids(predictions, runs)  # once: a comprehension's inner loop re-evaluates
     pairs = [(s, verdict(s, by_key.get((s.id, r))))
              for s in samples if s.answer is not None
-             for r in run_ids(predictions, runs)]  # fmt: skip
+             for r in counted]  # fmt: skip
     return tally_pairs(pairs, breakdowns)
 
 

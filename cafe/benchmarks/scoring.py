@@ -315,8 +315,11 @@ def predictions_from_file(
 
 def row_id(row: dict[str, Any], id_keys: tuple[str, ...]) -> str | None:
     """A row's item id: its first present ``id_keys`` field, as text."""
-    k = next((k for k in id_keys if row.get(k) is not None), None)
-    return None if k is None else str(row[k])
+    for k in id_keys:
+        v = row.get(k)
+        if v is not None:
+            return str(v)
+    return None
 
 
 def response_rows(
