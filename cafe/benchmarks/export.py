@@ -170,7 +170,7 @@ def export(
 def export_command(
     run_dir: str, bench: str | None, out: str, run_index: int, field: str, skip_unanswered: bool
 ) -> None:
-    """Export RUN_DIR's predictions as the official MMAU / MMAR evaluation script's input."""
+    """Export RUN_DIR's predictions as its benchmark's official evaluation script's input."""
     counts = export(run_dir, out, bench, run_index, field, skip_unanswered)
     click.echo(
         f"wrote {counts['items']} items to {out} ({counts['answered']} answered, "

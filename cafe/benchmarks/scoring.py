@@ -625,8 +625,9 @@ def format_table(section: dict[str, Any]) -> str:
     "--predictions",
     required=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="Predictions in the official format: JSON list or JSONL of objects with `id` and the "
-    "prediction under model_output (MMAU) or answer_prediction / model_prediction (MMAR).",
+    help="Predictions in the official format: JSON list or JSONL of objects with the item's id "
+    "(`id`; AIR-Bench `uniq_id`) and the prediction under model_output (MMAU), answer_prediction "
+    "/ model_prediction (MMAR) or response (MMSU, AIR-Bench).",
 )
 @click.option("--key", default=None, help="Read the prediction from this key instead.")
 @click.option("--version", default=None, help="Force the metadata version name.")
@@ -634,11 +635,13 @@ def format_table(section: dict[str, Any]) -> str:
 def score_command(
     bench: str, data: str, predictions: str, key: str | None, version: str | None, as_json: bool
 ) -> None:
-    """Score a predictions file with the official MMAU / MMAR matching rule.
+    """Score a predictions file with its benchmark's official rule.
 
-    Predictions are matched to the metadata by id. Items without a prediction count as wrong in
-    `total` (and are counted under `unanswered`); `official_denominator` leaves them out, which
-    is the figure the official evaluation scripts print."""
+    Predictions are matched to the metadata by id (a file whose ids match no item is an error).
+    Items without a prediction count as wrong in `total` (and are counted under `unanswered`);
+    `official_denominator` leaves them out, which is the figure the MMAU / MMAR scripts print.
+    A benchmark whose official figure is another (MMSU, AIR-Bench, SAKURA, MMAU-Pro) prints it
+    under the table, with its labelled variants."""
     section, problems = score_file(bench, data, predictions, key, version)
     if section["total"]["total"] == 0 and section["unscorable"]:
         raise CafeError(
