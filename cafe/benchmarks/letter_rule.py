@@ -81,6 +81,7 @@ OUTCOMES = {
     "stop_non_string": "null or non-string reply: the official script stops here",
     "stop_no_gold": "answer_gt equals no option: the official script stops here (exit 1)",
 }
+EMPTY_CELL_STOP = "a row of the script's table with no scored reply: its summary stops (KeyError)"
 
 
 def letter_of(response: str | None) -> str | None:
@@ -309,9 +310,6 @@ def official_figure(
         "label": "the official script would stop on these; left out of this figure",
     }
     return fig
-
-
-EMPTY_CELL_STOP = "a row of the script's table with no scored reply: its summary stops (KeyError)"
 
 
 def letter_rule_section(
