@@ -378,7 +378,7 @@ def predictions_from_rows(
                 problems.append(Problem(str(path), "no prediction (unanswered)", sid, keys[0]))
             continue
         value = row[k]
-        if not isinstance(value, str):  # the official scripts crash on these: counted, named
+        if not isinstance(value, str):  # scripts crash on or drop these: counted, named
             what = "null" if value is None else f"not a string ({type(value).__name__})"
             problems.append(Problem(str(path), f"prediction is {what}: counted unanswered", sid, k))
         if sid in preds:
@@ -549,7 +549,8 @@ def score_loaded(
             )
         )
     section["different_answers"] = differ
-    # null / non-string predictions (the official scripts crash on them): unanswered, counted
+    # null / non-string predictions (MMAU's, MMAR's and AIR-Bench's scripts crash on them,
+    # MMSU's drops them: the official section reads them so): unanswered here, counted
     section["non_string_predictions"] = sum(p.raw_output is None for p in preds)
     return section, problems
 
