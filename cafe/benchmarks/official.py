@@ -137,7 +137,8 @@ def official_md(section: dict[str, Any]) -> list[str]:
     def figure(fig: dict[str, Any]) -> str:
         t = fig.get("total") or {}
         if t.get("acc") is None:
-            return "absent"
+            why = str(fig.get("absent_reason") or "").replace("|", "/")
+            return f"absent ({why})" if why else "absent"
         return f"**{t['acc']:.2f}**" + (f" ({t['correct']}/{t['total']})" if "correct" in t else "")
 
     lines = [f"Official rule: {section.get('rule', '')}", ""]
