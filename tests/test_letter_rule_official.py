@@ -299,6 +299,10 @@ def test_zero_of_zero_is_no_figure_in_run_score_and_leaderboard(tmp_path):
     assert f"headline: absent ({why})" in res.output and "0.00 (0/0)" not in res.output
     with pytest.raises(LeaderboardError, match=re.escape(f"official accuracy is absent: {why}")):
         row_from_run(run, group="Baseline")  # no row with acc 0.00
+    from cafe.reports.run_report import write_run_report
+
+    report = write_run_report(run, draw=False, html=False)
+    assert f"absent ({why})" in (report / "summary.md").read_text()
     out = tmp_path / "e.jsonl"
     assert invoke("export", str(run), "--out", str(out)).exit_code == 0
     text = invoke("score", "--bench", "mmsu", "--data", str(meta), "--predictions", str(out))
