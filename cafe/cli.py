@@ -34,7 +34,7 @@ COMMANDS: dict[str, str] = {
 
 HELP = {
     "run": "Run a model on a benchmark into a resumable run folder.",
-    "score": "Score a predictions file with the official MMAU / MMAR rule.",
+    "score": "Score a predictions file with its benchmark's official rule (`cafe bench list`).",
     "export": "Export a run's predictions in an official scorer's input format.",
     "bench": "List benchmarks (versions, items, scoring, licence) or generate the synthetic one.",
     "adapters": "List model adapters and model cards.",

@@ -29,8 +29,11 @@ class PromptStyle:
     #: (form, template file): another text for items of that form (Sample.meta["prompt_form"],
     #: set by the benchmark's loader: MMAU-Pro's open and instruction-following items)
     forms: tuple[tuple[str, str], ...] = ()
-    #: the benchmark whose own default this style is (labelled so in reports)
+    #: the benchmark whose own default this style is (its official inference's input, in our
+    #: words; labelled so in reports)
     benchmark: str | None = None
+    #: choices rendered "A. text", one per line (the letter rule's prompts)
+    lettered: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,23 +46,33 @@ class PromptTemplate:
     source: str  # file the text came from
     #: form -> its own text (PromptStyle.forms, loaded)
     forms: tuple[tuple[str, str], ...] = ()
+    lettered: bool = False  # choices rendered "A. text"
 
     @property
     def hash(self) -> str:
-        # The system prompt changes what the model sees, so it is part of the identity.
+        # The system prompt changes what the model sees, so it is part of the identity; so does
+        # lettering the choices
         payload = self.text if self.system is None else f"{self.system}\n\n{self.text}"
         for form, text in self.forms:  # so is each form's text (none: the hash is unchanged)
             payload += f"\n\n[{form}]\n{text}"
+        payload += "\n[choices lettered A. B. C.]" if self.lettered else ""
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def choice_lines(self, choices: list[str]) -> list[str]:
+        """The choices as rendered, one per line."""
+        if self.lettered:
+            return [f"{chr(ord('A') + i)}. {c.strip()}" for i, c in enumerate(choices)]
+        return [c.strip() for c in choices]
 
     def render(
         self, question: str, choices: list[str], instruction: str | None = None,
         form: str | None = None,
     ) -> str:  # fmt: skip
         """The text for one item: its form's template (the main one by default); ``{question}``,
-        ``{choices}`` (one a line) and ``{instruction}`` (the item's text as its benchmark's
-        official inference gives it: SAKURA's instruction with its inline options; for an item
-        without one, the question with its options written the same way, "(a) x (b) y")."""
+        ``{choices}`` (one a line, lettered "A. x" where the style says so) and ``{instruction}``
+        (the item's text as its benchmark's official inference gives it: SAKURA's instruction
+        with its inline options; for an item without one, the question with its options written
+        the same way, "(a) x (b) y")."""
         text = dict(self.forms).get(form or "", self.text)
         if instruction is None:
             inline = " ".join(f"({chr(ord('a') + i)}) {c.strip()}" for i, c in enumerate(choices))
@@ -68,7 +81,7 @@ class PromptTemplate:
         body = text.rstrip("\n")
         body = body.replace("{instruction}", instruction.strip())
         body = body.replace("{question}", question.strip())
-        return body.replace("{choices}", "\n".join(c.strip() for c in choices))
+        return body.replace("{choices}", "\n".join(self.choice_lines(choices)))
 
 
 PROMPT_STYLES: Registry[PromptStyle] = Registry("prompt style", base=PromptStyle)
@@ -89,13 +102,20 @@ for _style in (
                 "rl-explicit, asking for the option's text", "rl-explicit"),
     PromptStyle("authors-mmar", "authors-mmar.txt", AUTHORS_SYSTEM, "authors' MMAR eval text"),
     PromptStyle("authors-mmau", "authors-mmau.txt", AUTHORS_SYSTEM, "authors' MMAU eval text"),
-    # benchmarks' own defaults (Benchmark.default_prompt_style): their official input as is
+    # benchmarks' own defaults (Benchmark.default_prompt_style): their official input, in our
+    # words
     PromptStyle("sakura", "sakura.txt", None, "SAKURA's instruction with its inline options, "
                 "as is", benchmark="sakura"),
     PromptStyle("mmau-pro", "mmau-pro.txt", None, "MMAU-Pro per category: the question and its "
                 "choices; open questions answered in free text; instruction-following items "
                 "given their instruction as is", benchmark="mmau-pro",
                 forms=(("open", "mmau-pro-open.txt"), ("instruction", "mmau-pro-instruction.txt"))),
+    PromptStyle("mmsu-letter", "mmsu-letter.txt", None,
+                "lettered options, reply with the letter only (MMSU's inference)",
+                benchmark="mmsu", lettered=True),
+    PromptStyle("airbench-letter", "airbench-letter.txt", None,
+                "lettered options, reply with the letter only (AIR-Bench's inference)",
+                benchmark="airbench", lettered=True),
 ):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
 
@@ -127,7 +147,7 @@ def load_template(style_name: str, template_file: str | Path | None = None) -> P
         (form, (TEMPLATES_DIR / name).read_text(encoding="utf-8")) for form, name in style.forms
     )  # fmt: skip
     return PromptTemplate(style=style.name, text=text, system=style.system, source=str(path),
-                          forms=forms)  # fmt: skip
+                          forms=forms, lettered=style.lettered)  # fmt: skip
 
 
 def build_messages(template: PromptTemplate, sample: Sample) -> list[dict[str, Any]]:

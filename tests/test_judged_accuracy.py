@@ -110,3 +110,22 @@ def test_every_reply_unusable_exits_non_zero_and_writes_no_section(tmp_path, rep
         "answer-judge replies unusable; its section was not written"
     )
     assert "judged_accuracy" not in json.loads(store.path("metrics.json").read_text())
+
+
+def test_no_item_with_an_answer_is_no_figure(tmp_path):
+    """0 of 0 is absent (acc None), printed so, never 0.00 nor a formatting crash."""
+    store = RunStore(tmp_path / "run").create()
+    store.write_manifest({"model": {"name": "Tiny", "group": "LALM"}, "runs": 1,
+                          "bench": {"name": "mmar", "version": "v1"}})  # fmt: skip
+    sample = Sample("s1", "mmar", "v1", "Which source [s1]?", CHOICES, None, [])
+    store.path("samples.jsonl").write_text(sample.to_json() + "\n")
+    with store.writer("predictions.jsonl") as w:
+        w.write_many([Prediction("s1", 0, "Tiny", "lalm", "h", "dog", answer_text="dog")])
+    with OpenAILoopback(reply=lambda body: "A") as srv:
+        res = CliRunner().invoke(judge_accuracy_command, [
+            str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
+            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "total absent (no item with an answer) (0/0)" in res.output
+    sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
+    assert sec["total"] == {"correct": 0, "total": 0, "acc": None}

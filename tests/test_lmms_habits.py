@@ -19,6 +19,13 @@ def test_bench_list_names_versions_items_scoring_and_licence():
     assert "v1 (1000), v2 (1000)" in lines["mmar"] and "CC BY-NC 4.0" in lines["mmar"]
     assert "test (9000)" in lines["mmau"] and "Apache-2.0" in lines["mmau"]
     assert "string match" in lines["mmau"]
+    # each benchmark's own rule, not MMAU's for all (the letter rule, SAKURA's judge...)
+    assert "letter rule as mmsu_evaluation.py" in lines["mmsu"]
+    assert "score_foundation.py" in lines["airbench"] and "string match" not in lines["airbench"]
+    rule = {name: ln.split("  ")[-1].strip() for name, ln in lines.items()}
+    assert rule["mmau"] == rule["mmar"]  # the one string match both scripts use
+    own = [rule[n] for n in ("mmau", "sakura", "mmsu", "airbench", "mmau-pro", "synth")]
+    assert len(set(own)) == len(own)  # every other benchmark says its own
 
 
 def test_run_help_shows_how_to_set_generation():

@@ -275,7 +275,7 @@ def test_parquet_out_and_in_as_the_script_reads_it(tmp_path, monkeypatch):
     pd.DataFrame({"id": ["zz"], "model_output": ["x"]}).to_parquet(tmp_path / "other.parquet")
     err = _cafe("score", "--bench", "mmau-pro", "--data", str(data), "--predictions",
                 str(tmp_path / "other.parquet"), code=1)  # fmt: skip
-    assert "no row's 'id' names an item" in err and "'zz'" in err
+    assert "no row's id matches a mmau-pro" in err and "'zz'" in err
 
 
 def test_open_judge_request_and_a_null_output_judged_as_empty(tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ def test_all_styles_registered() -> None:
         "lalm", "larm", "rl-implicit", "rl-explicit", "mpar2", "authors-mmar", "authors-mmau",
         "lalm-verbatim", "rl-implicit-verbatim", "rl-explicit-verbatim",
         "sakura", "mmau-pro",  # benchmarks' own defaults (tests/test_benchmark_prompts.py)
+        "mmsu-letter", "airbench-letter",  # the letter rule's benchmarks' own prompts
     }  # fmt: skip
 
 

@@ -104,7 +104,8 @@ def test_accuracy_section_hand_computed():
     assert sec["breakdowns"]["tags"]["y"] == {"correct": 3, "total": 4, "acc": 75.0}
     # the official pair: c's two (item, run)s have no answer and leave every denominator
     assert sec["official_breakdowns"]["task"]["sound"] == {"correct": 3, "total": 4, "acc": 75.0}
-    assert sec["official_breakdowns"]["task"]["music"] == {"correct": 0, "total": 0, "acc": 0.0}
+    # 0 of 0 is no figure
+    assert sec["official_breakdowns"]["task"]["music"] == {"correct": 0, "total": 0, "acc": None}
     assert sec["official_breakdowns"]["tags"]["x"] == {"correct": 2, "total": 2, "acc": 100.0}
     assert sec["official_breakdowns"]["tags"]["y"] == {"correct": 3, "total": 4, "acc": 75.0}
     assert "skipped" in sec["official_label"]

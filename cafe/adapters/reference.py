@@ -138,7 +138,10 @@ def request_choices(request: Request) -> tuple[str, list[str]]:
     if template is not None and template.hash == request.template_hash:
         parsed = split_rendered(template.text, text)
         if parsed is not None:
-            return parsed
+            question, lines = parsed
+            if template.lettered:  # "A. dog" -> "dog"
+                lines = [ln.split(". ", 1)[1] if ". " in ln else ln for ln in lines]
+            return question, lines
     question, choices = read_question_and_choices(text)
     if not choices:  # options written inline, "... (a) dog (b) cat" (SAKURA's instruction)
         from cafe.benchmarks.sakura import split_options

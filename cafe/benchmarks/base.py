@@ -46,6 +46,11 @@ class ExportFormat:
     writer: Callable[[list[tuple[Sample, dict[str, Any], str | None]], Path], list[Path]] | None = (
         None
     )
+    #: the official file's keys in order, as its inference script writes a row (values from the
+    #: item's own fields); empty: the metadata item with ``id``, ``choices``, ``answer`` added.
+    #: With a layout, an item left unanswered on purpose is a row left out (its script reads a
+    #: missing prediction key as "" or stops on it)
+    layout: tuple[str, ...] = ()
 
 
 @dataclass
@@ -73,6 +78,8 @@ class Benchmark(ABC):
     #: keys an official-format predictions file holds the prediction under (first present
     #: wins), for `cafe score`
     prediction_keys: tuple[str, ...] = ("model_output",)
+    #: keys a predictions file names its item under (first present wins), for `cafe score`
+    prediction_id_keys: tuple[str, ...] = ("id",)
     #: the official script's input format for `cafe export` (None: no official scorer to
     #: export for; `cafe export` says so)
     export_format: ExportFormat | None = None
@@ -81,20 +88,16 @@ class Benchmark(ABC):
     modality_breakdown: str | None = None
     #: whether results of two versions may be compared (False: each release is another test)
     versions_comparable: bool = True
-    #: what `cafe bench list` shows: version -> items (None: any number), how an answer is
-    #: scored, and the licence its metadata comes under
-    version_items: dict[str, int | None] = {}
-    scoring: str = "official MMAU / MMAR string match on the answer text"
-    licence: str = "not stated here: see the benchmark's own page"
     #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
     #: None: the metadata file's own folder
     audio_root: str | None = None
-    #: the official rule in one line (`cafe bench list`, tables, docs/benchmarks.md)
+    #: the benchmark's own scoring rule in one line (`cafe bench list`, tables,
+    #: docs/benchmarks.md); each benchmark whose rule is another declares its own
     official_rule: str = "the official string match (MMAU / MMAR evaluation scripts)"
     #: the licence its repository or card states (`cafe bench list`)
     licence: str = "see the benchmark's repository"
-    #: known version -> number of items (`cafe bench list`)
-    version_items: dict[str, int] = {}
+    #: known version -> number of items, None: any number (`cafe bench list`)
+    version_items: dict[str, int | None] = {}
     #: what the accuracy section's headline is, where it is not the official figure (then
     #: ``official_section`` gives that figure); None: the default rule's label
     accuracy_label: str | None = None
@@ -104,10 +107,14 @@ class Benchmark(ABC):
     #: the embedding model an official rule matches outputs to choices with (`cafe
     #: judge-official --embedder`); None: no embedding path
     official_embedder: str | None = None
+    #: the columns every row of this benchmark's files has: a file lacking them, or holding a
+    #: larger signature of another benchmark, is refused saying what it looks like (empty: no
+    #: check; cafe.benchmarks.metadata.check_signature)
+    signature: tuple[str, ...] = ()
     #: whether some items are open questions (no choices), which the runner's checks allow
     open_items: bool = False
-    #: the prompt style `cafe run` uses when --prompt-style is not given (the benchmark's own
-    #: official input, cafe.prompts); None: the model card's style
+    #: the prompt style `cafe run` uses when --prompt-style is not given (a style restating the
+    #: benchmark's official inference input, cafe.prompts); None: the model card's style
     default_prompt_style: str | None = None
 
     @abstractmethod
@@ -124,13 +131,41 @@ class Benchmark(ABC):
         export only: it is scored by the benchmark's own leaderboard)."""
         return True
 
+    def choice_is_correct(self, choice: str | None, answer: str, choices: list[str]) -> bool:
+        """A reply already mapped to one of the choices (the lenient figure, a judge-named
+        option): right by the benchmark's rule on that choice's text. A benchmark whose rule
+        reads something else than the option's text (a letter) overrides it."""
+        return choice is not None and self.is_correct(choice, answer, choices)
+
+    #: what the accuracy section's lenient figure is (``choice_is_correct`` on the mapped choice)
+    lenient_label: str = (
+        "lenient: the answer mapped to a choice first (a letter or the option text), then the "
+        "benchmark's rule on that choice; denominator every item; not the official figure"
+    )
+
+    @property
+    def answered_label(self) -> str:
+        """What the accuracy section's answered-only figure is: the official scripts' own
+        denominator where accuracy's rule is official, else only a count of replies."""
+        if type(self).official_section is Benchmark.official_section:
+            return (
+                "official denominator: items without a prediction skipped, as the official "
+                "scripts do; cafe's own figure counts them wrong"
+            )
+        return (
+            "answered only: items without a reply left out; not the official figure (that is "
+            "the 'official' section's)"
+        )
+
     def official_section(
         self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
     ) -> dict[str, Any] | None:
         """The metrics.json "official" section where the official script's figure is not the
         accuracy section's headline (another denominator, an LLM judge, several paths): the
         headline and each labelled variant beside it (cafe.benchmarks.official). ``judged``:
-        what `cafe judge-official` adds (its verdicts). None: accuracy's headline is official."""
+        what `cafe judge-official` adds (its verdicts); `cafe score` passes ``file_rows``, the
+        file's rows in order as (id, value under the prediction key or letter_rule.MISSING),
+        for a script that reads each line. None: accuracy's headline is official."""
         return None
 
     @classmethod

@@ -26,6 +26,11 @@ def official_item(sample: Sample, fmt: ExportFormat) -> dict[str, Any]:
     the loader added left out), keys in the official order."""
     audio_field = fmt.audio_field
     meta = dict(sample.meta)
+    if fmt.layout:  # the row as the benchmark's inference script writes it
+        own = {"question": sample.question, fmt.prediction_key: ""}
+        if sample.audio:
+            own[audio_field] = sample.audio[0]
+        return {k: meta[k] if k in meta else own.get(k) for k in fmt.layout}
     item: dict[str, Any] = {"id": sample.id}
     if audio_field in meta:
         item[audio_field] = meta.pop(audio_field)
@@ -60,9 +65,10 @@ def export_run(
     script reads the whole response). Unanswered and failed items get the benchmark's
     ``unanswered`` value ("" : the official script counts them wrong; None: a null, read as the
     script reads one); with ``skip_unanswered`` they get no key and the official script skips
-    them (its own default). A ``.parquet`` out writes a parquet file (MMAU-Pro's input); a
-    benchmark whose official layout is several files (SAKURA) writes them into the folder
-    ``out``."""
+    them (its own default), or, for a benchmark whose official file has a fixed layout
+    (``ExportFormat.layout``), their rows are left out. A ``.parquet`` out writes a parquet file
+    (MMAU-Pro's input); a benchmark whose official layout is several files (SAKURA) writes them
+    into the folder ``out``."""
     export = benchmark_class(fmt).export_format
     if export is None:
         raise CafeUsageError(f"{fmt} has no official scorer to export for: {_with_formats()}")
@@ -83,6 +89,10 @@ def export_run(
             item[key] = value
         elif not skip_unanswered:
             item[key] = export.unanswered
+        elif export.layout:  # the official script never sees it: in no denominator
+            continue
+        else:
+            item.pop(key, None)
         items.append(item)
         triples.append((s, item, value))
     out = Path(out)
@@ -96,7 +106,7 @@ def export_run(
         replace_file(out, lambda f: f.write(text))
     else:
         write_json_atomic(out, items)
-    return {"items": len(items), "answered": answered, "unanswered": len(items) - answered}
+    return {"items": len(items), "answered": answered, "unanswered": len(samples) - answered}
 
 
 def write_parquet(out: Path, items: list[dict[str, Any]]) -> None:
@@ -203,7 +213,7 @@ def export_command(
     field: str | None,
     skip_unanswered: bool,
 ) -> None:
-    """Export RUN_DIR's predictions as the official MMAU / MMAR evaluation script's input."""
+    """Export RUN_DIR's predictions as its benchmark's official evaluation script's input."""
     counts = export(run_dir, out, bench, run_index, field, skip_unanswered)
     click.echo(
         f"wrote {counts['items']} items to {out} ({counts['answered']} answered, "

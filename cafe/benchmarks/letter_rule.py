@@ -1,16 +1,28 @@
 """What MMSU and AIR-Bench foundation share: rows with choice_a..choice_d and answer_gt (the option
-TEXT), and the official letter rule of their scripts.
+TEXT), and the letter rule of their official scripts, read from the scripts themselves
+(dingdongwang/MMSU mmsu_evaluation.py at 217d1d3; OFA-Sys/AIR-Bench score_foundation.py at
+9832476).
 
-The rule: the response stripped and its newlines removed; the letter is its first character if
-that is A-D, else its second-to-last ("The answer is A."); a reply with neither is a format
-failure, DROPPED from the official denominator; an empty reply or "None" is wrong (kept). The
-reply is right when the chosen letter's option text equals answer_gt. Beside the official
-figure, labelled: the same figure with the format failures counted wrong (the accuracy section's
-headline), and the option match (the answer mapped to an option by its text or its letter, as
-cafe's text-answer prompt styles ask for)."""
+Both read a letter the same way: the reply stripped and its newlines removed; its first character
+if that is A-D, else its second-to-last ("The answer is A."); a reply with neither is a format
+failure, left out of every denominator. Where they differ (``LetterRule``, declared by each
+benchmark): an empty or "None" reply is wrong (MMSU) or left out (AIR-Bench); a null or non-string
+reply is silently dropped (MMSU) or stops the script (AIR-Bench, as does a row without the
+response key, which MMSU reads as ""); the right letter is any whose option text equals answer_gt
+(MMSU) or the first such letter, the script stopping when there is none (AIR-Bench). Where the
+official script would stop, cafe names the items and keeps them out of the official figure, with
+their count beside it.
+
+The official figure is the script's on the file it reads: `cafe score`'s file (its rows, in order,
+duplicates twice; items absent from it in no denominator), or for a run the file `cafe export`
+writes (every item; a failed or unanswered one with an empty reply). Beside it, labelled: every
+item counted, anything not right wrong (the accuracy section's headline), and the option match
+(the reply mapped to an option by its letter or text, right when that option's text is
+answer_gt)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,22 +35,58 @@ LETTERS = "ABCD"
 CHOICE_FIELDS = ("choice_a", "choice_b", "choice_c", "choice_d")
 
 OFFICIAL_LABEL = (
-    "official letter rule (first character, else second-to-last, A-D); format failures dropped "
-    "from the denominator, as the official script drops them"
+    "official letter rule (first character, else second-to-last, A-D) as the official script "
+    "reads its file: denominator = the replies it scores (format failures{excluded} left out; "
+    "items absent from the file in no denominator)"
 )
 COUNTED_LABEL = (
-    "the official letter rule with format failures counted wrong (not the official figure: "
-    "the official script drops them)"
+    "every item of the metadata counted, any reply the official rule does not score right "
+    "counted wrong (format failures, empty, absent, failed); not the official figure"
 )
 MATCH_LABEL = (
-    "option match: the answer mapped to an option by its text or letter (cafe's text-answer "
-    "prompt styles); not the official figure"
+    "option match: the reply mapped to an option by its letter or its text, right when that "
+    "option's text is answer_gt; denominator every item; not the official figure"
 )
+
+#: a row of an official file without the response key (told apart from a null response)
+MISSING = object()
+
+
+@dataclass(frozen=True)
+class LetterRule:
+    """Where one official script's reading of a reply departs from the shared letter rule."""
+
+    empty_excluded: bool  # "" / "None": left out of the denominator (else counted wrong)
+    non_string_stops: bool  # a null / non-string reply stops the script (else it is dropped)
+    missing_stops: bool  # a row without the response key stops it (else it reads as "")
+    first_gold: bool  # the gold letter is the first option equal to answer_gt, the script
+    # stopping when none is (else: any letter whose option text equals answer_gt is right)
+    #: a breakdown whose cell with no scored reply stops the script's summary (None: none does)
+    empty_cell_stops: str | None = None
+
+    def excluded_text(self) -> str:
+        """The replies besides format failures that the script leaves out, for labels."""
+        out = ", empty and 'None' replies" if self.empty_excluded else ""
+        return out + ("" if self.non_string_stops else ", null and non-string replies")
+
+
+#: an outcome -> what it means (right / wrong count; the others are left out of the figure)
+OUTCOMES = {
+    "right": "right",
+    "wrong": "wrong",
+    "format_failure": "no letter read: left out, as the official script leaves it out",
+    "empty": "empty or 'None' reply: left out, as the official script leaves it out",
+    "non_string": "null or non-string reply: dropped, as the official script drops it",
+    "stop_missing": "no response key: the official script stops here (KeyError)",
+    "stop_non_string": "null or non-string reply: the official script stops here",
+    "stop_no_gold": "answer_gt equals no option: the official script stops here (exit 1)",
+}
+EMPTY_CELL_STOP = "a row of the script's table with no scored reply: its summary stops (KeyError)"
 
 
 def letter_of(response: str | None) -> str | None:
-    """The official script's letter: "" for an empty or "None" reply (wrong), the letter A-D,
-    or None for a format failure (dropped)."""
+    """The official script's letter: "" for an empty or "None" reply, the letter A-D, or None
+    for a format failure."""
     if response is None:
         return ""
     text = response.strip().replace("\n", "")
@@ -51,13 +99,27 @@ def letter_of(response: str | None) -> str | None:
     return None
 
 
-def letter_verdict(response: str | None, answer: str, choices: list[str]) -> bool | None:
-    """True / False under the official rule, None for a format failure."""
-    letter = letter_of(response)
+def official_outcome(rule: LetterRule, reply: Any, answer: str, choices: list[str]) -> str:
+    """One reply as the official script scores it: a key of OUTCOMES. ``reply``: the value
+    under the response key, or MISSING."""
+    if reply is MISSING:
+        if rule.missing_stops:
+            return "stop_missing"
+        reply = ""
+    if not isinstance(reply, str):
+        return "stop_non_string" if rule.non_string_stops else "non_string"
+    letter = letter_of(reply)
+    if letter == "":
+        return "empty" if rule.empty_excluded else "wrong"
     if letter is None:
-        return None
-    idx = LETTERS.find(letter) if letter else -1
-    return 0 <= idx < len(choices) and choices[idx] == answer
+        return "format_failure"
+    if rule.first_gold:
+        first = choices[:4]
+        if answer not in first:
+            return "stop_no_gold"
+        return "right" if letter == LETTERS[first.index(answer)] else "wrong"
+    idx = LETTERS.index(letter)
+    return "right" if idx < len(choices) and choices[idx] == answer else "wrong"
 
 
 @dataclass(frozen=True)
@@ -69,7 +131,7 @@ class RowSpec:
     audio_fields: tuple[str, ...]  # where a row names its clip, first present wins
     meta_fields: tuple[str, ...]  # kept in Sample.meta (breakdowns read them)
     file_names: tuple[str, ...]  # the metadata file's usual names in a folder
-    known_sha256: dict[str, str]  # file sha256 -> version
+    known_sha256: dict[str, str]  # file sha256 -> version (else: its content fingerprint)
     #: a row and the metadata folder -> clip paths to try, relative to that folder
     audio_candidates: Callable[[dict[str, Any], str], list[str]] = lambda row, rel: [rel]
 
@@ -109,13 +171,18 @@ def load_rows(
 
     source = Path(data).expanduser()
     rows, base, sha, problems, extra = _rows(spec, source)
+    from cafe.benchmarks.metadata import check_signature
+
+    check_signature(spec.bench, [r for _, r in rows], str(source))
     if audio_root is not None:
         base = Path(audio_root).expanduser()
+    from cafe.benchmarks.metadata import fingerprint_version, unknown_release
+
     detected = spec.known_sha256.get(sha or "")
     if detected is None and not version:
-        problems.append(Problem(str(source), "unknown file hash: version recorded as 'unknown' "
-                                "(pass --version to name it)"))  # fmt: skip
-    ver = version or detected or "unknown"
+        detected = fingerprint_version([r for _, r in rows], spec.audio_fields)
+        problems.append(unknown_release(str(source), detected))
+    ver = version or detected
     samples: list[Sample] = []
     seen: set[str] = set()
     for pos, row in rows:
@@ -176,61 +243,131 @@ def load_rows(
     return LoadedBenchmark(samples, ver, str(source), sha, problems)
 
 
+#: the file's rows for `cafe score`, in order: (sample id, the value under the response key or
+#: MISSING)
+FileRows = list[tuple[str, Any]]
+
+
+def _run_replies(
+    samples: list[Sample], predictions: list[Prediction], runs: int | None
+) -> list[tuple[Sample, Any]]:
+    """A run's (item, run) pairs as `cafe export` writes them: every item, an empty reply where
+    the prediction failed, is missing or has no answer text."""
+    from cafe.benchmarks.official import answered, run_ids
+
+    by_key = {(p.sample_id, p.run_index): p for p in predictions}
+    counted = run_ids(predictions, runs)
+    return [(s, answered(by_key.get((s.id, r))) or "")
+            for s in samples if s.answer is not None
+            for r in counted]  # fmt: skip
+
+
+def _file_replies(samples: list[Sample], rows: FileRows) -> tuple[list[tuple[Sample, Any]], int]:
+    """A file's rows as its script reads them (each row, duplicates too) -> (pairs, items of the
+    metadata absent from the file)."""
+    by_id = {s.id: s for s in samples if s.answer is not None}
+    pairs = [(by_id[sid], v) for sid, v in rows if sid in by_id]
+    present = {sid for sid, _ in rows}
+    return pairs, sum(sid not in present for sid in by_id)
+
+
+def official_figure(
+    bench: Any, pairs: list[tuple[Sample, Any]], breakdowns: dict[str, Callable[[Sample], Any]]
+) -> dict[str, Any]:
+    """The official script's figure over the replies it reads: right / wrong counted, the rest
+    left out, by kind; those it would stop on named."""
+    from cafe.benchmarks.official import tally_pairs
+
+    rule: LetterRule = bench.letter_rule
+    outcomes = [(s, official_outcome(rule, v, s.answer or "", s.choices)) for s, v in pairs]
+    fig = tally_pairs([(s, {"right": True, "wrong": False}.get(o)) for s, o in outcomes],
+                      breakdowns)  # fmt: skip
+    kinds = Counter(o for _, o in outcomes if o not in ("right", "wrong"))
+    left_out = {k: kinds[k] for k in ("format_failure", "empty", "non_string") if kinds[k]}
+    stops = {k: kinds[k] for k in OUTCOMES if k.startswith("stop_") and kinds[k]}
+    fig["dropped"] = sum(left_out.values())
+    fig["format_failures"] = kinds["format_failure"]
+    fig["left_out"] = left_out
+    stopped_ids = [s.id for s, o in outcomes if o.startswith("stop_")]
+    if rule.empty_cell_stops and pairs:  # a cell whose every reply was left out
+        fn = breakdowns[rule.empty_cell_stops]
+        scored = set(fig["breakdowns"].get(rule.empty_cell_stops) or {})
+        empty = sorted({str(fn(s)) for s, _ in pairs} - scored)
+        if empty:
+            stops["stop_empty_cell"] = len(empty)
+            fig["empty_cells"] = empty
+    if not fig["total"]["total"]:  # 0 of 0 is no figure: say why
+        why = ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in left_out.items())
+        fig["absent_reason"] = (
+            f"no reply the official rule scores: {sum(left_out.values())} left out"
+            f"{f' ({why})' if why else ''}"
+            f"{f', {len(stopped_ids)} it would stop on' if stopped_ids else ''}"
+        )
+    fig["stopped"] = {
+        "count": len(stopped_ids),
+        "items": stopped_ids,
+        "reasons": {OUTCOMES.get(k, EMPTY_CELL_STOP): n for k, n in stops.items()},
+        "label": "the official script would stop on these; left out of this figure",
+    }
+    return fig
+
+
 def letter_rule_section(
     bench: Any,
     samples: list[Sample],
     predictions: list[Prediction],
     runs: int | None,
     averages: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    file_rows: FileRows | None = None,
 ) -> dict[str, Any]:
-    """The "official" section of a letter-rule benchmark: the official figure (format failures
-    dropped) as the headline; beside it, labelled, the same with them counted wrong and the
-    option match."""
+    """The "official" section of a letter-rule benchmark: the official script's figure as the
+    headline (over ``file_rows`` when scoring a file, else over the run's export); beside it,
+    labelled, every item counted with anything not right wrong, and the option match."""
     from cafe.benchmarks.official import answered, tally
     from cafe.parsing import extract_answer
 
     breakdowns = dict(bench.breakdowns)
-
-    def official(s: Sample, p: Prediction | None) -> bool | None:
-        if p is None or p.error is not None:
-            return False  # no reply: wrong, as an empty one
-        return letter_verdict(answered(p), s.answer or "", s.choices)
+    rule: LetterRule = bench.letter_rule
+    if file_rows is None:
+        pairs, absent = _run_replies(samples, predictions, runs), 0
+    else:
+        pairs, absent = _file_replies(samples, file_rows)
+    headline = {
+        "label": OFFICIAL_LABEL.format(excluded=rule.excluded_text()),
+        **official_figure(bench, pairs, breakdowns),
+        "absent": absent,
+    }
+    if file_rows is not None:
+        ids = [sid for sid, _ in file_rows]
+        headline["duplicate_rows"] = len(ids) - len(set(ids))
 
     def counted(s: Sample, p: Prediction | None) -> bool:
-        return bool(official(s, p))
+        reply = answered(p) or ""
+        return official_outcome(rule, reply, s.answer or "", s.choices) == "right"
 
     def matched(s: Sample, p: Prediction | None) -> bool:
         choice, status = extract_answer(answered(p), s.choices)
         return status == "ok" and choice == s.answer
 
-    figures = {
-        "headline": {
-            "label": OFFICIAL_LABEL,
-            **tally(samples, predictions, official, breakdowns, runs),
-        },  # fmt: skip
-        "counted_wrong": {
-            "label": COUNTED_LABEL,
-            **tally(samples, predictions, counted, breakdowns, runs),
-        },  # fmt: skip
-        "option_match": {
-            "label": MATCH_LABEL,
-            **tally(samples, predictions, matched, breakdowns, runs),
-        },  # fmt: skip
-    }
+    variants = {
+        "counted_wrong": {"label": COUNTED_LABEL,
+                          **tally(samples, predictions, counted, breakdowns, runs)},
+        "option_match": {"label": MATCH_LABEL,
+                         **tally(samples, predictions, matched, breakdowns, runs)},
+    }  # fmt: skip
     if averages is not None:
-        for fig in figures.values():
+        for fig in (headline, *variants.values()):
             fig["average"] = averages(fig["breakdowns"])
-    headline = figures.pop("headline")
-    headline["format_failures"] = headline["dropped"]
-    return {"rule": bench.official_rule, "headline": headline, "variants": figures}
+    return {"rule": bench.official_rule, "headline": headline, "variants": variants}
 
 
 class LetterRuleBenchmark(Benchmark):
     """A benchmark of lettered MCQ rows scored by the letter rule (MMSU, AIR-Bench): its rows'
-    layout (``row_spec``) and the averages its official table prints (``averages``) are all
-    that differ."""
+    layout (``row_spec``), its script's reading of a reply (``letter_rule``) and the averages
+    its official table prints (``averages``) are all that differ."""
 
     row_spec: RowSpec
+    letter_rule: LetterRule
     averages: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
@@ -241,10 +378,21 @@ class LetterRuleBenchmark(Benchmark):
         return load_rows(self.row_spec, data, version, self.audio_root)
 
     def is_correct(self, prediction: str | None, answer: str, choices: list[str]) -> bool:
-        return bool(letter_verdict(prediction, answer, choices))
+        reply = prediction or ""
+        return official_outcome(self.letter_rule, reply, answer, choices) == "right"
+
+    def choice_is_correct(self, choice: str | None, answer: str, choices: list[str]) -> bool:
+        # the letter rule reads a letter: a mapped option is right when its text is the answer
+        return choice is not None and choice == answer
+
+    lenient_label = (
+        "lenient (option match): the reply mapped to an option by its letter or its text, right "
+        "when that option's text is answer_gt; denominator every item; not the official figure"
+    )
 
     def official_section(
         self, samples: list[Any], predictions: list[Any], runs: int | None = None, **judged: Any
     ) -> dict[str, Any]:
         averages = type(self).averages  # a plain function, not a method
-        return letter_rule_section(self, samples, predictions, runs, averages)
+        return letter_rule_section(self, samples, predictions, runs, averages,
+                                   judged.get("file_rows"))  # fmt: skip

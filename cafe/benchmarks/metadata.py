@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,39 +46,62 @@ class MetadataSpec:
     def __post_init__(self) -> None:
         SPECS[self.bench] = self
 
-    def fits(self, row: dict[str, Any]) -> bool:
-        """Whether an item has this benchmark's audio field and its own required fields."""
-        return all(k in row for k in (self.audio_field, *self.required))
-
 
 #: every official benchmark's spec, so a file given to the wrong one can be named
 SPECS: dict[str, MetadataSpec] = {}
 
 
 def check_shape(spec: MetadataSpec, rows: list[dict[str, Any]], source: str) -> None:
-    """One line, instead of an error per item, when most items lack this benchmark's fields:
-    say which benchmark the file looks like (``--bench mmau`` on an MMAR file)."""
-    if not rows or 2 * sum(spec.fits(r) for r in rows) > len(rows):
-        return
+    """check_signature for an MMAU / MMAR file (their signature: the audio field and the
+    required fields)."""
+    check_signature(spec.bench, rows, source)
+
+
+def _fits(signature: tuple[str, ...], shapes: Counter[frozenset[str]], half: bool = False) -> bool:
+    """Whether most rows (``half``: at least half) hold every column of a signature; ``shapes``
+    counts the rows of each set of columns (a file has few)."""
+    want = set(signature)
+    n = 2 * sum(c for cols, c in shapes.items() if want <= cols)
+    total = sum(shapes.values())
+    return n >= total if half else n > total
+
+
+def check_signature(bench: str, rows: list[Any], source: str) -> None:
+    """Refuse a file of another benchmark (``--bench mmau-pro`` on an MMAR file) with one line
+    saying what it looks like, instead of an error per item or a silent run. Each benchmark
+    declares its ``signature`` (the columns every row of its files has); the file is refused when
+    most rows lack this benchmark's, or when most rows hold a larger signature of another
+    benchmark (MMAR's rows also hold MMAU-Pro's few columns, and more)."""
     from cafe.benchmarks import BENCHMARKS
 
-    for name in BENCHMARKS.names():  # importing each benchmark module registers its spec
+    rows = [r for r in rows if isinstance(r, dict)]
+    sigs: dict[str, tuple[str, ...]] = {}
+    for name in BENCHMARKS.names():
         try:
-            BENCHMARKS.get(name)
+            sigs[name] = tuple(BENCHMARKS.get(name).signature)
         except Exception:  # a broken third-party benchmark must not hide this message
             continue
-    others = [s for s in SPECS.values() if s.bench != spec.bench]
-    best = max(others, key=lambda s: sum(s.fits(r) for r in rows), default=None)
-    keys = sorted({k for r in rows[:50] for k in r})[:12]
-    if best is not None and 2 * sum(best.fits(r) for r in rows) > len(rows):
+    mine = sigs.get(bench, ())
+    if not rows or not mine:
+        return
+    shapes = Counter(frozenset(r) for r in rows)
+    fits = _fits(mine, shapes, half=True)  # a file with many bad rows is still this one's
+    others = [(len(sig), name) for name, sig in sigs.items()
+              if name != bench and sig and _fits(sig, shapes)]  # fmt: skip
+    best = max(others, default=None)
+    if fits and (best is None or best[0] <= len(mine)):
+        return
+    if best is not None:
+        other = best[1]
         msg = (
-            f"this looks like {best.bench.upper()} metadata (items have {best.audio_field!r}), "
-            f"not {spec.bench.upper()} ({spec.audio_field!r}); use --bench {best.bench}"
+            f"this looks like {other.upper()} metadata (items have "
+            f"{', '.join(sigs[other])}), not {bench.upper()} ({', '.join(mine)}); use --bench "
+            f"{other}"
         )
     else:
-        want = ", ".join((spec.audio_field, *spec.required))
+        keys = sorted({k for r in rows[:50] for k in r})[:12]
         msg = (
-            f"not {spec.bench.upper()} metadata: most items lack {want} (they have "
+            f"not {bench.upper()} metadata: most items lack {', '.join(mine)} (they have "
             f"{', '.join(keys)})"
         )
     raise InputError(Problem(source, msg))
@@ -98,6 +122,24 @@ def content_fingerprint(rows: list[dict[str, Any]]) -> str:
         json.dumps([str(r.get(k)) for k in CORE_FIELDS], ensure_ascii=False) for r in rows
     )
     return hashlib.sha256("\n".join(items).encode()).hexdigest()
+
+
+def fingerprint_version(rows: list[Any], skip: tuple[str, ...] = ()) -> str:
+    """A version name for a file of no known release: ``content-`` and 12 hex digits of a hash
+    of its rows (every field but ``skip``, the audio fields a local copy rewrites; order-free),
+    so two different files never share a version (nor a default run folder), and the same rows
+    as JSON, JSONL or a Hugging Face copy share one."""
+    items = sorted(
+        repr(sorted((k, v) for k, v in r.items() if k not in skip))  # keys unique: never ties
+        for r in rows if isinstance(r, dict)
+    )  # fmt: skip
+    return "content-" + hashlib.sha256("\n".join(items).encode()).hexdigest()[:12]
+
+
+def unknown_release(source: str, version: str) -> Problem:
+    """The note that a file's version is its content fingerprint."""
+    return Problem(source, f"no known release hash: version recorded as {version!r}, the "
+                   "file's content fingerprint (pass --version to name it)")  # fmt: skip
 
 
 def read_rows(path: Path) -> tuple[list[tuple[int, Any]], list[Problem]]:

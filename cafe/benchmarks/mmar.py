@@ -47,6 +47,7 @@ class MMAR(Benchmark):
     licence = "CC BY-NC 4.0 (ddlBoJack/MMAR data)"
 
     name = "mmar"
+    signature = (SPEC.audio_field, *SPEC.required)  # every row of its files has these
     breakdowns = by_meta("modality", "category", "sub-category", "isolation")
     prediction_keys = ("answer_prediction", "model_prediction")  # code/evaluation.py
     export_format = ExportFormat("answer_prediction", "audio_path")

@@ -40,6 +40,7 @@ class MMAU(Benchmark):
     difficulty, sub-category) plus category (Information Extraction / Reasoning)."""
 
     name = "mmau"
+    signature = (SPEC.audio_field, *SPEC.required)  # every row of its files has these
     breakdowns = by_meta("task", "difficulty", "sub-category", "category")
     prediction_keys = ("model_output",)  # evaluation.py
     export_format = ExportFormat("model_output", "audio_id")

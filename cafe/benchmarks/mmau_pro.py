@@ -24,13 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from cafe.benchmarks.base import (
-    Benchmark,
-    ExportFormat,
-    LoadedBenchmark,
-    OfficialFile,
-    by_meta,
-)
+from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
 from cafe.benchmarks.instruction_checks import SENTENCE_SPLITTER
 from cafe.records import InputError, Prediction, Problem, Sample
 
@@ -120,12 +114,17 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
 
     source = Path(data).expanduser()
     rows, base, sha, problems, extra = _rows(source)
+    from cafe.benchmarks.metadata import check_signature
+
+    check_signature("mmau-pro", [r for _, r in rows], str(source))
     if audio_root is not None:
         base = Path(audio_root).expanduser()
-    if not version:
-        problems.append(Problem(str(source), "unknown file hash: version recorded as 'unknown' "
-                                "(pass --version to name it)"))  # fmt: skip
-    ver = version or "unknown"
+    if not version:  # no release hash is known: the file's content fingerprint tells them apart
+        from cafe.benchmarks.metadata import fingerprint_version, unknown_release
+
+        version = fingerprint_version([r for _, r in rows], ("audio_path", "audio"))
+        problems.append(unknown_release(str(source), version))
+    ver = version
     samples: list[Sample] = []
     seen: set[str] = set()
     for pos, row in rows:
@@ -191,6 +190,7 @@ class MMAUPro(Benchmark):
 
     name = "mmau-pro"
     breakdowns = by_meta("category", "sub-cat", "length_type", "path")
+    signature = ("audio_path", "question", "category")  # every row of test.parquet has these
     prediction_keys = ("model_output", "response", "prediction")
     # the official input: test.parquet with model_output (`cafe export --out X.parquet`), the
     # whole response, a null where there is none (the script reads it as "" or "None")
@@ -233,21 +233,6 @@ class MMAUPro(Benchmark):
             reader=read_scores,
             applies=lambda s: path_of(s) == OPEN,
         )
-
-    def read_official_file(self, path: Path, samples: list[Sample]) -> OfficialFile | None:
-        """The official input (test.parquet with model_output); a file whose ids name no item
-        is an error naming the key looked up."""
-        from cafe.benchmarks.scoring import read_parquet_records
-
-        if path.suffix != ".parquet":
-            return None
-        rows = read_parquet_records(path)
-        ids = {s.id for s in samples}
-        if rows and not any(str(r.get("id")) in ids for r in rows):
-            first = next((r.get("id") for r in rows), None)
-            why = f"no row's 'id' names an item of the data (e.g. {first!r}): rows match by 'id'"
-            raise InputError(Problem(str(path), why))
-        return OfficialFile(rows)
 
     def embedding_applies(self, sample: Sample) -> bool:
         return path_of(sample) == CLOSED

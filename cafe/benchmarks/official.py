@@ -18,7 +18,8 @@ Verdict = Callable[[Sample, Prediction | None], bool | None]
 
 
 def cell(correct: int, total: int) -> dict[str, Any]:
-    acc = round(100.0 * correct / total, 2) if total else 0.0
+    """correct / total as a percentage; over no item there is no figure (acc None), never 0."""
+    acc = round(100.0 * correct / total, 2) if total else None
     return {"correct": correct, "total": total, "acc": acc}
 
 
@@ -38,23 +39,30 @@ def tally(
     """Micro accuracy over every scorable (item, run) pair: total, dropped (pairs the verdict
     left out), and one cell per breakdown value."""
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
-    runs_counted = run_ids(predictions, runs)
+    counted = run_ids(predictions, runs)  # once: a comprehension's inner loop re-evaluates
+    pairs = [(s, verdict(s, by_key.get((s.id, r))))
+             for s in samples if s.answer is not None
+             for r in counted]  # fmt: skip
+    return tally_pairs(pairs, breakdowns)
+
+
+def tally_pairs(
+    pairs: Sequence[tuple[Sample, bool | None]], breakdowns: dict[str, Callable[[Sample], Any]]
+) -> dict[str, Any]:
+    """Micro accuracy over (item, verdict) pairs, None left out and counted as dropped: total,
+    dropped and one cell per breakdown value."""
     correct = total = dropped = 0
     cells: dict[str, dict[str, list[int]]] = {n: defaultdict(lambda: [0, 0]) for n in breakdowns}
-    for s in samples:
-        if s.answer is None:
+    for s, v in pairs:
+        if v is None:
+            dropped += 1
             continue
-        keys = {n: str(fn(s)) for n, fn in breakdowns.items()}
-        for r in runs_counted:
-            v = verdict(s, by_key.get((s.id, r)))
-            if v is None:
-                dropped += 1
-                continue
-            correct += v
-            total += 1
-            for n, k in keys.items():
-                cells[n][k][0] += v
-                cells[n][k][1] += 1
+        correct += v
+        total += 1
+        for n, fn in breakdowns.items():
+            k = str(fn(s))
+            cells[n][k][0] += v
+            cells[n][k][1] += 1
     return {
         "total": cell(correct, total),
         "dropped": dropped,
@@ -65,6 +73,7 @@ def tally(
 def mean_of(cells: dict[str, dict[str, Any]], keys: Sequence[str] | None = None) -> float | None:
     """The unweighted mean of some cells' accuracies (a script's "average of the task rows")."""
     accs = [cells[k]["acc"] for k in (keys if keys is not None else sorted(cells)) if k in cells]
+    accs = [a for a in accs if a is not None]
     return round(statistics.fmean(accs), 2) if accs else None
 
 
@@ -79,24 +88,28 @@ def answered(p: Prediction | None) -> str | None:
 
 def format_official(section: dict[str, Any]) -> str:
     """The "official" section as table lines: the headline, then each labelled variant, with
-    its dropped pairs and averages."""
+    its dropped pairs, what the official script kept out or read its own way (counted) and would
+    stop on (named), and averages; a figure over no item is absent with its reason."""
     lines = [f"official rule: {section.get('rule', '')}"]
     rows = [("headline", section.get("headline") or {})]
     rows += list((section.get("variants") or {}).items())
     for name, fig in rows:
         t = fig.get("total")
         if not t or t.get("acc") is None:
-            figure = "absent"
+            figure = "absent" + (f" ({fig['absent_reason']})" if fig.get("absent_reason") else "")
         elif "correct" in t:
             figure = f"{t['acc']:.2f} ({t['correct']}/{t['total']})"
         else:
             figure = f"{t['acc']:.2f} ({t.get('items')} (item, run) pairs)"
         extra = f"; dropped {fig['dropped']}" if fig.get("dropped") else ""
+        if fig.get("left_out"):  # what the dropped are
+            extra += " (" + ", ".join(f"{k} {v}" for k, v in fig["left_out"].items()) + ")"
         extra += "".join(f"; {k.replace('_', ' ')} {v}" for k, v in _counts(fig))
         avg = fig.get("average")
         if avg:
             extra += "; average " + ", ".join(f"{k} {v}" for k, v in avg.items())
         lines.append(f"  {name}: {figure}{extra}\n    {fig.get('label', '')}")
+        lines += _stopped_lines(fig)
     return "\n".join(lines)
 
 
@@ -109,9 +122,27 @@ def _counts(fig: dict[str, Any]) -> list[tuple[str, int]]:
     kept = fig.get("kept_out") or {}
     out = [(f"kept out ({k})", v) for k, v in kept.items() if isinstance(v, int) and v]
     out += [(k, fig[k]) for k in COUNT_KEYS if fig.get(k)]
-    if fig.get("crashed_items"):
-        out.append(("kept out (the script crashes on them)", len(fig["crashed_items"])))
+    if fig.get("absent"):
+        out.append(("items absent from the file (in no denominator)", fig["absent"]))
     return out
+
+
+def _stopped_lines(fig: dict[str, Any]) -> list[str]:
+    """What the official script would stop (crash) on, named, beside the figure that leaves it
+    out: the letter rule's ``stopped`` ({count, items, reasons}) or MMAU-Pro's
+    ``crashed_items``."""
+    stopped = fig.get("stopped") or {}
+    items = stopped.get("items") or fig.get("crashed_items") or []
+    count = stopped.get("count") or len(items)
+    if not count and not fig.get("empty_cells"):
+        return []
+    shown = ", ".join(items[:20]) + (f" and {len(items) - 20} more" if len(items) > 20 else "")
+    lines = [f"    left out, the official script would stop on them: {count} "
+             f"item(s){': ' + shown if shown else ''}"] if count else []  # fmt: skip
+    lines += [f"      {n} x {reason}" for reason, n in (stopped.get("reasons") or {}).items()]
+    if fig.get("empty_cells"):
+        lines.append(f"      rows with no scored reply: {', '.join(fig['empty_cells'])}")
+    return lines
 
 
 def official_md(section: dict[str, Any]) -> list[str]:
@@ -122,7 +153,8 @@ def official_md(section: dict[str, Any]) -> list[str]:
     def figure(fig: dict[str, Any]) -> str:
         t = fig.get("total") or {}
         if t.get("acc") is None:
-            return "absent"
+            why = str(fig.get("absent_reason") or "").replace("|", "/")
+            return f"absent ({why})" if why else "absent"
         return f"**{t['acc']:.2f}**" + (f" ({t['correct']}/{t['total']})" if "correct" in t else "")
 
     from cafe.reports.cells import md_cell

@@ -86,6 +86,15 @@ def rule_for(bench: str | None) -> Callable[[str | None, str, list[str]], bool]:
     return benchmark_class(bench or "")().is_correct
 
 
+@lru_cache(maxsize=32)
+def choice_rule_for(bench: str | None) -> Callable[[str | None, str, list[str]], bool]:
+    """A benchmark's reading of a reply already mapped to a choice (``choice_is_correct``): the
+    lenient figure's and a judge-named option's rule."""
+    from cafe.benchmarks.base import benchmark_class
+
+    return benchmark_class(bench or "")().choice_is_correct
+
+
 def official_text(p: Prediction) -> str | None:
     """What the rule reads: the answer text (records from before it was kept: the answer)."""
     return p.answer_text if p.answer_text is not None else p.answer
@@ -103,8 +112,9 @@ OFFICIAL_LABEL = (
 )
 
 
-def _acc(correct: int, total: int) -> float:
-    return round(100.0 * correct / total, 2) if total else 0.0
+def _acc(correct: int, total: int) -> float | None:
+    """A percentage; over no item there is no figure (None), never 0.00."""
+    return round(100.0 * correct / total, 2) if total else None
 
 
 def _cell(correct: int, total: int) -> dict[str, Any]:
@@ -126,6 +136,9 @@ def accuracy_section(
     runs: int | None = None,
     rule: Callable[[str | None, str, list[str]], bool] | None = None,
     label: str | None = None,
+    choice_rule: Callable[[str | None, str, list[str]], bool] | None = None,
+    lenient_label: str | None = None,
+    answered_label: str | None = None,
 ) -> dict[str, Any]:
     """Accuracy over every (item, run): a missing, unanswered (no answer text) or failed
     prediction counts as wrong. Runs are 0..runs-1 when given (so a run with no prediction at all
@@ -139,6 +152,7 @@ def accuracy_section(
     lenient (the choice-mapped figure, labelled) / parse_status (mapping outcome counts)."""
     breakdowns = breakdowns or {}
     rule = rule or is_correct
+    choice_rule = choice_rule or rule
     by_key = {(p.sample_id, p.run_index): p for p in predictions}
     run_ids = sorted({p.run_index for p in predictions} | set(range(runs or 0))) or [0]
     scorable = [s for s in samples if s.answer is not None]
@@ -154,7 +168,7 @@ def accuracy_section(
         keys = {n: _values(fn(s)) for n, fn in breakdowns.items()}
         for r in run_ids:
             ok, lenient_ok, answered, is_failed = _score_pair(
-                s, by_key.get((s.id, r)), rule, status
+                s, by_key.get((s.id, r)), rule, choice_rule, status
             )
             unanswered += not answered
             failed += is_failed
@@ -189,28 +203,43 @@ def accuracy_section(
         "official_breakdowns": {
             n: {v: _cell(c, a) for v, (c, _, a) in sorted(cells[n].items())} for n in breakdowns
         },
-        "official_label": OFFICIAL_LABEL,
+        "official_label": answered_label or OFFICIAL_LABEL,
         "runs": {
             "n": len(run_ids),
             "per_run": accs,
-            "mean": round(statistics.fmean(exact), 2) if exact else 0.0,
+            "mean": round(statistics.fmean(exact), 2) if exact else None,
             "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
         },
         "identical_runs": _identical_runs(predictions, run_ids),
         "lenient": {
-            "label": LENIENT_LABEL,
+            "label": lenient_label or LENIENT_LABEL,
             "total": _cell(lenient, total),
             "runs": {
                 "per_run": [_acc(lenient_run[r], t) for r, (_, t) in per_run.items()],
-                "mean": round(statistics.fmean(lenient_exact), 2) if lenient_exact else 0.0,
+                "mean": round(statistics.fmean(lenient_exact), 2) if lenient_exact else None,
             },
         },
         "parse_status": status,
     }
 
 
+def bench_accuracy(
+    bench: Any, samples: list[Sample], predictions: list[Prediction], runs: int | None = None
+) -> dict[str, Any]:
+    """accuracy_section with everything ``bench`` declares: its rule and label, its breakdowns,
+    its reading of a mapped choice (the lenient figure) and what answered-only means for it."""
+    return accuracy_section(samples, predictions, dict(bench.breakdowns), runs=runs,
+                            rule=bench.is_correct, label=bench.accuracy_label,
+                            choice_rule=bench.choice_is_correct, lenient_label=bench.lenient_label,
+                            answered_label=bench.answered_label)  # fmt: skip
+
+
 def _score_pair(
-    s: Sample, p: Prediction | None, rule: Callable[..., bool], status: dict[str, int]
+    s: Sample,
+    p: Prediction | None,
+    rule: Callable[..., bool],
+    choice_rule: Callable[..., bool],
+    status: dict[str, int],
 ) -> tuple[bool, bool, bool, bool]:
     """One (item, run): (correct, lenient correct, answered, failed); counts its parse status.
     A missing or failed prediction is unanswered; a missing one is failed when the item is."""
@@ -220,7 +249,7 @@ def _score_pair(
     status[p.parse_status if p.parse_status in status else "unmapped"] += 1
     text = official_text(p)
     ok = text is not None and bool(rule(text, s.answer, s.choices))
-    lenient_ok = p.answer is not None and bool(rule(p.answer, s.answer, s.choices))
+    lenient_ok = p.answer is not None and bool(choice_rule(p.answer, s.answer, s.choices))
     return ok, lenient_ok, text is not None, False
 
 
@@ -292,17 +321,59 @@ def predictions_from_file(
     path: str | Path,
     keys: tuple[str, ...],
     key: str | None = None,
-    rows: list[dict[str, Any]] | None = None,
+    id_keys: tuple[str, ...] = ("id",),
 ) -> tuple[list[Prediction], list[Problem]]:
     """Official-format predictions as Prediction records (run 0). The whole prediction text is
     the answer the official rule matches; an item without the key gives no Prediction (the
     official scripts skip it; accuracy_section counts it as unanswered). ``keys``: where the
     benchmark's official script reads the prediction (``Benchmark.prediction_keys``, first
-    present wins); ``key`` overrides them. ``rows``: the file already read as items (a
-    benchmark's own official layout: Benchmark.read_official_file)."""
-    problems: list[Problem] = []
-    if rows is None:
-        rows, problems = read_records(path)
+    present wins); ``key`` overrides them. ``id_keys``: where a row holds its item's id
+    (``Benchmark.prediction_id_keys``, first present wins)."""
+    rows, problems = read_records(path)
+    return predictions_from_rows(rows, path, keys, key, id_keys, problems)
+
+
+def row_id(row: dict[str, Any], id_keys: tuple[str, ...]) -> str | None:
+    """A row's item id: its first present ``id_keys`` field, as text."""
+    for k in id_keys:
+        v = row.get(k)
+        if v is not None:
+            return str(v)
+    return None
+
+
+def response_rows(
+    rows: list[dict[str, Any]], keys: tuple[str, ...], key: str | None, id_keys: tuple[str, ...]
+) -> list[tuple[str, Any]]:
+    """Every row with an id, in order, as (id, the value under the prediction key or MISSING):
+    what a script that reads each line sees (duplicates included)."""
+    from cafe.benchmarks.letter_rule import MISSING
+
+    keys = (key,) if key else tuple(keys)
+    out = []
+    for row in rows:
+        sid = row_id(row, id_keys)
+        if sid is not None:
+            k = next((k for k in keys if k in row), None)
+            out.append((sid, MISSING if k is None else row[k]))
+    return out
+
+
+def predictions_from_rows(
+    rows: list[dict[str, Any]],
+    path: str | Path,
+    keys: tuple[str, ...],
+    key: str | None = None,
+    id_keys: tuple[str, ...] = ("id",),
+    problems: list[Problem] | None = None,
+) -> tuple[list[Prediction], list[Problem]]:
+    """predictions_from_file for rows already read (read_records, or a benchmark's own layout:
+    Benchmark.read_official_file)."""
+    problems = [] if problems is None else problems
+    if rows and not any(row_id(row, id_keys) is not None for row in rows):
+        where = " / ".join(id_keys)
+        msg = f"no row has {where} (where this benchmark's files name their item)"
+        raise InputError(Problem(str(path), msg, field=id_keys[0]))
     keys = (key,) if key else tuple(keys)
     other = None if key else _other_known_key(rows, keys)
     if other is not None:  # one line instead of a warning per item
@@ -317,18 +388,18 @@ def predictions_from_file(
         )
     preds: dict[str, Prediction] = {}
     for i, row in enumerate(rows, 1):
-        sid = row.get("id")
+        sid = row_id(row, id_keys)
         if sid is None:
-            problems.append(Problem(str(path), f"item {i} has no id", field="id"))
+            problems.append(Problem(str(path), f"item {i} has no {' / '.join(id_keys)}",
+                                    field=id_keys[0]))  # fmt: skip
             continue
-        sid = str(sid)
         k = next((k for k in keys if k in row), None)
         if k is None:  # the official scripts skip it too: unanswered, but said
             if other is None:
                 problems.append(Problem(str(path), "no prediction (unanswered)", sid, keys[0]))
             continue
         value = row[k]
-        if not isinstance(value, str):  # the official scripts crash on these: counted, named
+        if not isinstance(value, str):  # scripts crash on or drop these: counted, named
             what = "null" if value is None else f"not a string ({type(value).__name__})"
             problems.append(Problem(str(path), f"prediction is {what}: counted unanswered", sid, k))
         if sid in preds:
@@ -350,15 +421,13 @@ def predictions_from_file(
 
 
 def different_answers(
-    predictions: str | Path, by_id: dict[str, Sample], rows: list[dict[str, Any]] | None = None
+    rows: list[dict[str, Any]], by_id: dict[str, Sample], id_keys: tuple[str, ...] = ("id",)
 ) -> int:
     """Rows of an official-format file (whole items) whose ``answer`` differs from the loaded
     metadata's answer for the same id (compared after trimming spaces)."""
-    if rows is None:
-        rows, _ = read_records(predictions)
     n = 0
     for row in rows:
-        s = by_id.get(str(row.get("id")))
+        s = by_id.get(str(row_id(row, id_keys)))
         if s is not None and s.answer is not None and isinstance(row.get("answer"), str):
             n += row["answer"].strip() != s.answer.strip()
     return n
@@ -455,11 +524,21 @@ def score_loaded(
     from cafe.parsing import extract_answer
 
     own = bench.read_official_file(Path(predictions), loaded.samples)
-    rows = own.rows if own is not None else None
-    preds, problems = predictions_from_file(predictions, bench.prediction_keys, key, rows)
-    if own is not None:
-        problems = [*own.problems, *problems]
+    if own is not None:  # the benchmark's own layout (SAKURA's per-track results JSON)
+        rows, problems, judged = own.rows, list(own.problems), own.judged
+    else:  # a JSON list / JSONL / parquet of items
+        (rows, problems), judged = read_records(predictions), {}
+    id_keys = bench.prediction_id_keys
+    preds, problems = predictions_from_rows(rows, predictions, bench.prediction_keys, key,
+                                            id_keys, problems)  # fmt: skip
     by_id = {s.id: s for s in loaded.samples}
+    if preds and not any(p.sample_id in by_id for p in preds):  # never 0/N with exit 0
+        raise CafeError(
+            f"{predictions}: no row's {' / '.join(id_keys)} matches a {bench.name} "
+            f"{loaded.version} item of {loaded.source} ({len(preds)} row(s); first "
+            f"{preds[0].sample_id!r}): the file is another benchmark's or release's, or keys "
+            "its items elsewhere"
+        )
     for p in preds:
         s = by_id.get(p.sample_id)
         if s is None:
@@ -471,9 +550,13 @@ def score_loaded(
         p.answer, p.parse_status = extract_answer(p.answer_text, s.choices)
         if s.answer is not None:
             p.correct = bench.is_correct(p.answer_text, s.answer, s.choices)
-    section = accuracy_section(loaded.samples, preds, bench.breakdowns, rule=bench.is_correct,
-                               label=bench.accuracy_label)  # fmt: skip
-    official = bench.official_section(loaded.samples, preds, **(own.judged if own else {}))
+    section = bench_accuracy(bench, loaded.samples, preds)
+    official = bench.official_section(
+        loaded.samples,
+        preds,
+        file_rows=response_rows(rows, bench.prediction_keys, key, id_keys),
+        **judged,
+    )
     if official is not None:  # the benchmark's official figure, where the headline is not it
         section["official"] = official
     section["bench"] = {
@@ -483,7 +566,7 @@ def score_loaded(
         "source": loaded.source,
     }
     section["predictions_file"] = str(predictions)
-    differ = different_answers(predictions, by_id, rows)
+    differ = different_answers(rows, by_id, id_keys)
     if differ:  # the file's items are not this release's: say so once, with the count
         problems.append(
             Problem(
@@ -493,51 +576,61 @@ def score_loaded(
             )
         )
     section["different_answers"] = differ
-    # null / non-string predictions (the official scripts crash on them): unanswered, counted
+    # null / non-string predictions (MMAU's, MMAR's and AIR-Bench's scripts crash on them,
+    # MMSU's drops them: the official section reads them so): unanswered here, counted
     section["non_string_predictions"] = sum(p.raw_output is None for p in preds)
     return section, problems
 
 
+def _pct(v: float | None, width: int) -> str:
+    """A percentage as the table prints it; no figure (nothing to divide by) as "–"."""
+    return f"{'–':>{width}}" if v is None else f"{v:{width}.2f}"
+
+
 def format_table(section: dict[str, Any]) -> str:
-    """Human table: total, official-denominator figure, then every breakdown value."""
+    """Human table: total (every item), the answered-only figure (the official denominator where
+    the benchmark's official figure is this rule's), the lenient figure, then every breakdown
+    value; each line says what its denominator is."""
     lines = []
     w = 44
     t = section["total"]
+    answered_is_official = not section.get("official")
     lines.append(f"{'':{w}} {'acc %':>7} {'correct':>8} {'total':>6}")
-    lines.append(f"{'total':{w}} {t['acc']:7.2f} {t['correct']:8d} {t['total']:6d}")
+    lines.append(f"{'total (every item)':{w}} {_pct(t['acc'], 7)} {t['correct']:8d} "
+                 f"{t['total']:6d}")  # fmt: skip
     o = section["official_denominator"]
-    lines.append(
-        f"{'total, official denominator':{w}} {o['acc']:7.2f} {o['correct']:8d} {o['total']:6d}"
-    )
-    lines.append(
-        f"unanswered (wrong above, skipped by the official scripts): {section['unanswered']}"
-    )
+    name = "total, official denominator" if answered_is_official else "total, answered only"
+    lines.append(f"{name:{w}} {_pct(o['acc'], 7)} {o['correct']:8d} {o['total']:6d}")
+    skipped = "skipped by the official scripts" if answered_is_official else "left out above"
+    lines.append(f"unanswered (wrong in the first line, {skipped}): {section['unanswered']}")
     lenient = section.get("lenient")
     if lenient:
         lt = lenient["total"]
         st = section.get("parse_status") or {}
         lines.append(
-            f"{'lenient (choice-mapped; not official)':{w}} {lt['acc']:7.2f} "
+            f"{'lenient (choice-mapped; every item)':{w}} {_pct(lt['acc'], 7)} "
             f"{lt['correct']:8d} {lt['total']:6d}"
         )
+        lines.append(f"  {lenient.get('label', '')}")
         lines.append("mapping: " + ", ".join(f"{k} {v}" for k, v in st.items() if v))
     official = section.get("official_breakdowns") or {}
     if official:
         lines.append("")
-        lines.append(f"breakdowns: cafe (unanswered count wrong) | {section['official_label']}")
+        lines.append(f"breakdowns: every item (unanswered count wrong) | "
+                     f"{section['official_label']}")  # fmt: skip
     for name, cells in section["breakdowns"].items():
         lines.append("")
         head = f"by {name}"
         if name in official:
             head = f"{head:{w}} {'acc %':>7} {'correct':>8} {'total':>6} | "
-            head += f"{'official':>8} {'total':>6}"
+            head += f"{'answered':>8} {'total':>6}"
         lines.append(head)
         for v, c in cells.items():
             label = v if len(v) <= w - 2 else v[: w - 5] + "..."
-            row = f"  {label:{w - 2}} {c['acc']:7.2f} {c['correct']:8d} {c['total']:6d}"
+            row = f"  {label:{w - 2}} {_pct(c['acc'], 7)} {c['correct']:8d} {c['total']:6d}"
             o = official.get(name, {}).get(v)
             if o is not None:
-                row += f" | {o['acc']:8.2f} {o['total']:6d}"
+                row += f" | {_pct(o['acc'], 8)} {o['total']:6d}"
             lines.append(row)
     return "\n".join(lines)
 
@@ -560,10 +653,11 @@ def format_table(section: dict[str, Any]) -> str:
     "--predictions",
     required=True,
     type=click.Path(exists=True),
-    help="Predictions in the official format: JSON list or JSONL of objects with `id` and the "
-    "prediction under model_output (MMAU) or answer_prediction / model_prediction (MMAR); "
-    "MMAU-Pro's test.parquet with `model_output`; SAKURA's results JSON (one per track x hop, "
-    "or a folder of them; the judge's judgements files too).",
+    help="Predictions in the official format: JSON list or JSONL of objects with the item's id "
+    "(`id`; AIR-Bench `uniq_id`) and the prediction under model_output (MMAU), answer_prediction "
+    "/ model_prediction (MMAR) or response (MMSU, AIR-Bench); MMAU-Pro's test.parquet with "
+    "`model_output`; SAKURA's results JSON (one per track x hop, or a folder of them; the "
+    "judge's judgements files too).",
 )
 @click.option("--key", default=None, help="Read the prediction from this key instead.")
 @click.option("--version", default=None, help="Force the metadata version name.")
@@ -571,11 +665,13 @@ def format_table(section: dict[str, Any]) -> str:
 def score_command(
     bench: str, data: str, predictions: str, key: str | None, version: str | None, as_json: bool
 ) -> None:
-    """Score a predictions file with the official MMAU / MMAR matching rule.
+    """Score a predictions file with its benchmark's official rule.
 
-    Predictions are matched to the metadata by id. Items without a prediction count as wrong in
-    `total` (and are counted under `unanswered`); `official_denominator` leaves them out, which
-    is the figure the official evaluation scripts print."""
+    Predictions are matched to the metadata by id (a file whose ids match no item is an error).
+    Items without a prediction count as wrong in `total` (and are counted under `unanswered`);
+    `official_denominator` leaves them out, which is the figure the MMAU / MMAR scripts print.
+    A benchmark whose official figure is another (MMSU, AIR-Bench, SAKURA, MMAU-Pro) prints it
+    under the table, with its labelled variants."""
     section, problems = score_file(bench, data, predictions, key, version)
     if section["total"]["total"] == 0 and section["unscorable"]:
         raise CafeError(

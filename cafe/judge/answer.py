@@ -215,7 +215,7 @@ def judge_accuracy_run(
     ``selective``: ask the judge only where the official rule cannot decide (its parse did not
     map the answer to a choice); ``prices``: your price table; the calls' cost goes into the
     manifest's ``costs`` (cafe.judge.batching.write_costs)."""
-    from cafe.benchmarks.scoring import rule_for
+    from cafe.benchmarks.scoring import choice_rule_for
     from cafe.judge import batching
     from cafe.judge.pipeline import _bench_breakdowns
 
@@ -256,7 +256,7 @@ def judge_accuracy_run(
     bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
     section = (build_section or judged_section)(samples, preds, verdicts, aj,
                                                 _bench_breakdowns(store), manifest.get("runs"),
-                                                rule_for(bench))  # fmt: skip
+                                                choice_rule_for(bench))  # fmt: skip
     _describe_calls(section, store, aj, asked, cache_obj.hits, plan.mode, costs, section_name)
     if selective:
         # the shared report shape (cafe.judge.batching.Selection): no prompt is shared here,

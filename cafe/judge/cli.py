@@ -223,7 +223,9 @@ def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, 
     except (ValueError, FileNotFoundError, KeyError) as e:
         raise click.ClickException(str(e)) from None
     t = sec["total"]
-    click.echo(f"{sec['label']}\n  total {t['acc']:.2f} ({t['correct']}/{t['total']}); "
+    # over no item with an answer there is no figure (acc None), never 0.00
+    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
+    click.echo(f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
                f"verdicts {sec['verdicts']}")  # fmt: skip
     echo_costs(sec["calls"], sec.get("selective"))
 

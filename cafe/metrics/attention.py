@@ -91,7 +91,10 @@ def attention(
                 f"model {card.name!r}: attention tracing needs a transformers adapter "
                 f"(adapter {card.adapter} has no model weights to trace)"
             )
-        loaded = BENCHMARKS.get(bench)().load(data)
+        bench_obj = BENCHMARKS.get(bench)()
+        loaded = bench_obj.load(data)
+        # the same default as `cafe run`: the benchmark's own prompt, else the card's
+        style = prompt_style or bench_obj.default_prompt_style or card.prompt_style
         samples = [s for s in loaded.samples if not s.error][:limit]
         if not samples:
             raise CafeError(f"{bench}: no usable samples to trace")
@@ -100,7 +103,7 @@ def attention(
         from tqdm import tqdm
 
         for s in tqdm(samples, desc="attention", unit="item", disable=not progress):
-            request = build_request(s, prompt_style or card.prompt_style, 0, 0, generation)
+            request = build_request(s, style, 0, 0, generation)
             try:
                 trace = trace_audio_attention(adapter, request, max_new_tokens=max_new_tokens)
                 traces.append(shares_of(trace))

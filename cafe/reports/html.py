@@ -454,6 +454,8 @@ def _rate_rows(section: dict[str, Any]) -> str:
         name = label(k)
         if k == "total" and isinstance(section.get("rule"), str):
             name = f"Accuracy ({section['rule']})"
+        elif k == "official_denominator" and isinstance(section.get("official_label"), str):
+            name = section["official_label"]  # answered only: official or not, as it says
         elif isinstance(v, dict) and isinstance(v.get("label"), str):
             name = v["label"]
         frac = f"{cell.get('correct', '?')}/{cell.get('total', '?')}"

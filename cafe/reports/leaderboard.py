@@ -410,7 +410,7 @@ def _official_acc(
     extra_source["accuracy_variant"] = {"acc": _r2((acc.get("total") or {}).get("acc")),
                                         "label": acc.get("rule")}  # fmt: skip
     if figure is None:
-        extra_source["acc_absent"] = head.get("label")
+        extra_source["acc_absent"] = head.get("absent_reason") or head.get("label")
         return {k: v for k, v in acc.items() if k not in ("total", "breakdowns", "ci95")}
     extra_source["official_rule"] = official.get("rule")
     out = {**acc, "total": head.get("total"), "breakdowns": head.get("breakdowns") or {}}

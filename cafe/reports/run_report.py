@@ -266,9 +266,9 @@ def _accuracy_md(acc: dict[str, Any]) -> list[str]:
     if lenient:
         lt = lenient.get("total") or {}
         status = ", ".join(f"{k} {v}" for k, v in (acc.get("parse_status") or {}).items() if v)
+        what = lenient.get("label") or "answer mapped to a choice first; not the official figure"
         lines.append(
-            f"Lenient (answer mapped to a choice first; not the official figure): "
-            f"{_fmt(lt.get('acc'))} ({lt.get('correct')}/{lt.get('total')}); "
+            f"Lenient ({what}): {_fmt(lt.get('acc'))} ({lt.get('correct')}/{lt.get('total')}); "
             f"mapping: {status}"
         )
     if acc.get("identical_runs"):

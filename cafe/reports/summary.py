@@ -21,11 +21,12 @@ def summary_table(metrics: dict[str, Any]) -> str:
             )
     width = max(len(r[0]) for r in rows)
     lines = [f"accuracy: {acc.get('rule') or 'official string match on the answer text'}"]
-    lines.append(f"{'':{width}}  correct  total     acc")
+    lines.append(f"{'':{width}}  correct  total     acc   (denominator: every item)")
     for label, correct, n, a in rows:
-        lines.append(f"{label:{width}}  {correct!s:>7}  {n!s:>5}  {a!s:>6}")
+        lines.append(f"{label:{width}}  {correct!s:>7}  {n!s:>5}  {_num(a):>6}")
     runs = acc.get("runs") or {}
     pr = acc.get("parse_rate")
+    pr = "–" if pr is None else pr
     lines.append(
         f"parse rate {pr}%   unanswered {acc.get('unanswered')}   failed {acc.get('failed')}"
         + (
@@ -36,16 +37,19 @@ def summary_table(metrics: dict[str, Any]) -> str:
     )
     official = acc.get("official_denominator")
     if official:
+        # the official scripts' denominator only where the official figure is this rule's
+        name = "answered only (not the official figure)" if metrics.get("official") else (
+            "official scripts' denominator (answered only)")  # fmt: skip
         lines.append(
-            "official scripts' denominator (answered only): "
-            f"{official.get('correct')}/{official.get('total')} = {official.get('acc')}"
+            f"{name}: {official.get('correct')}/{official.get('total')} = "
+            f"{_num(official.get('acc'))}"
         )
     lenient = acc.get("lenient")
     if lenient:
         lt, st = lenient.get("total") or {}, acc.get("parse_status") or {}
         lines.append(
-            f"lenient (answer mapped to a choice first; not the official figure): "
-            f"{lt.get('correct')}/{lt.get('total')} = {lt.get('acc')}   mapping: "
+            f"lenient (answer mapped to a choice first; every item; not the official figure): "
+            f"{lt.get('correct')}/{lt.get('total')} = {_num(lt.get('acc'))}   mapping: "
             + ", ".join(f"{k} {v}" for k, v in st.items() if v)
         )
     if acc.get("identical_runs"):

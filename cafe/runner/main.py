@@ -287,16 +287,9 @@ def removed_notes(store: Any, gone: dict[str, str]) -> list[str]:
 
 
 def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:
-    from cafe.benchmarks.scoring import accuracy_section
+    from cafe.benchmarks.scoring import bench_accuracy
 
-    return accuracy_section(
-        plan.samples,
-        predictions,
-        dict(plan.bench.breakdowns),
-        runs=plan.spec.runs,
-        rule=plan.bench.is_correct,
-        label=plan.bench.accuracy_label,
-    )
+    return bench_accuracy(plan.bench, plan.samples, predictions, plan.spec.runs)
 
 
 def _read_subset(plan: RunPlan) -> RunResult:
@@ -362,6 +355,7 @@ class _Work:
                     plan.base(req.run_index),
                     self.adapter.count_tokens,
                     plan.bench.is_correct,
+                    plan.bench.choice_is_correct,
                 )
         return [out[(s.id, r)] for s, r in items]
 

@@ -304,8 +304,9 @@ def plan_run(
         raise RunError(str(e)) from None
     card = resolved.card
     selection = select_samples(bench, data, version, limit, strict, audio_root)
-    # the benchmark's own prompt where it declares one, else the card's; --prompt-style wins
-    default_style = getattr(selection.bench, "default_prompt_style", None) or card.prompt_style
+    # the benchmark's own prompt (its official inference's) before the card's; --prompt-style
+    # before both
+    default_style = selection.bench.default_prompt_style or card.prompt_style
     try:
         template = load_template(prompt_style or default_style, prompt_template)
     except (FileNotFoundError, ValueError, KeyError) as e:

@@ -34,10 +34,13 @@ def score_completion(
     base: dict[str, Any],
     count_tokens: Callable[[str], int],
     is_correct: Rule,
+    choice_is_correct: Rule | None = None,
 ) -> Prediction:
     """``is_correct`` (the benchmark's rule) on the model's answer text, unmodified, is the
     headline (what `cafe export` writes and the official scripts read: a bare "(A)" is wrong);
-    the same rule on the answer mapped to a choice is the lenient figure beside it."""
+    ``choice_is_correct`` (the benchmark's reading of a mapped choice; default the same rule) on
+    the answer mapped to a choice is the lenient figure beside it."""
+    choice_is_correct = choice_is_correct or is_correct
     if completion.error or completion.text is None:
         reason = completion.error or "adapter returned no text"
         # an exception raised by adapter code is deterministic (call_adapter marks it); a call
@@ -62,7 +65,9 @@ def score_completion(
             and is_correct(sections.answer, truth, sample.choices)
         ),
         correct_lenient=bool(
-            truth is not None and answer is not None and is_correct(answer, truth, sample.choices)
+            truth is not None
+            and answer is not None
+            and choice_is_correct(answer, truth, sample.choices)
         ),
         reasoning_tokens=count_tokens(reasoning_text(completion.text, sections)),
         latency_s=completion.latency_s,
