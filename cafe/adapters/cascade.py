@@ -155,7 +155,10 @@ class CascadeAdapter(Adapter):
         from cafe.runner.execute import call_adapter
 
         label = self.front.label
-        asked = [replace(r, messages=with_text(r.messages, label, f.text)) for r, f in items]
+        # the back hears nothing: its request names no clip
+        asked = [
+            replace(r, messages=with_text(r.messages, label, f.text), audio=[]) for r, f in items
+        ]
         with self._lock:
             self.back_calls += len(asked)
         out = call_adapter(self.back, asked)
