@@ -85,6 +85,11 @@ def resolve_model(
         return ResolvedModel(card, label, checkpoint or card.checkpoint)
     path = Path(model)
     if path.is_dir():
+        from cafe.adapters.cards import folder_card
+
+        own = folder_card(path)  # a trained checkpoint runs as itself
+        if own is not None:
+            return ResolvedModel(own, path.name, str(path))
         config = path / "config.json"
         if not config.exists():
             raise ModelNotFound(f"{path}: not a checkpoint folder (no config.json)")
