@@ -83,7 +83,7 @@ def test_smoke_end_to_end(tmp_path, monkeypatch, capsys):
         assert manifest["checkpoint"]["path"] == str(folder)
         assert manifest["model"]["adapter"] == "qwen2-audio"
     before = json.loads((tmp_path / "w" / "runs" / "before" / "manifest.json").read_text())
-    assert before["model"]["name"] == "qwen2-audio" and before["model"]["trained"] == {}
+    assert before["model"]["name"] == "qwen2-audio-7b-instruct" and before["model"]["trained"] == {}
     after = json.loads((tmp_path / "w" / "runs" / "after" / "manifest.json").read_text())
     card = after["model"]
     assert (card["name"], card["group"], card["prompt_style"]) == ("smoke-grpo", "MPAR²", "mpar2")
