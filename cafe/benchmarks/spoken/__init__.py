@@ -18,7 +18,7 @@ from cafe.benchmarks.spoken.generator import (
     espeak_version,
     generate,
 )
-from cafe.cli_options import option
+from cafe.cli_options import command, option
 from cafe.errors import CafeUsageError
 
 DEFAULT_N = 40
@@ -65,7 +65,7 @@ class SpokenBenchmark(Benchmark):
         return load_folder(data, audio_root=self.audio_root)
 
 
-@click.command("spoken")
+@command("spoken")
 @click.option(
     "--out",
     "out",
