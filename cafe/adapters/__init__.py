@@ -24,6 +24,8 @@ for _name, _target in {
     "openai-audio": "cafe.adapters.openai_audio:OpenAIAudioAdapter",
     "gemini": "cafe.adapters.gemini:GeminiAdapter",
     "vllm": "cafe.adapters.vllm:VLLMAdapter",
+    "cascade": "cafe.adapters.cascade:CascadeAdapter",
+    "llama-cpp": "cafe.adapters.llama_cpp:LlamaCppAdapter",
 }.items():
     ADAPTERS.add_lazy(_name, _target)
 

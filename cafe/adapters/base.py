@@ -25,6 +25,8 @@ class ModelCard:
     launch: str | None = None  # how to start its server, for server-backed models
     options: dict[str, Any] = field(default_factory=dict)  # adapter keyword arguments
     unsupported: str | None = None  # why this card cannot run as written (refused at load)
+    #: a checkpoint `cafe train` wrote: stage, base model, recipe (name, sha256), data sha256
+    trained: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, name: str, data: dict[str, Any]) -> ModelCard:

@@ -12,6 +12,9 @@ from cafe.adapters.base import ModelCard
 from cafe.records import InputError, Problem, read_yaml
 
 CARDS_DIR = Path(__file__).parent / "cards"
+#: the card a checkpoint folder carries (`cafe train` writes one): `cafe run --model FOLDER`
+#: runs the checkpoint under its own name, group and prompt style
+FOLDER_CARD = "cafe-card.yaml"
 
 
 def _read(path: Path) -> dict[str, ModelCard]:
@@ -45,3 +48,20 @@ def load_cards(extra: list[str | Path] | None = None) -> dict[str, ModelCard]:
     for p in [*env, *(extra or [])]:
         cards.update(_read(Path(p)))
     return cards
+
+
+def folder_card(folder: str | Path) -> ModelCard | None:
+    """The card a checkpoint folder carries (its FOLDER_CARD: one card, its name inside), with
+    the folder as its checkpoint; None where it has none. A damaged one is one InputError."""
+    path = Path(folder) / FOLDER_CARD
+    if not path.is_file():
+        return None
+    data = read_yaml(path)
+    if not isinstance(data, dict) or not data.get("name") or "adapter" not in data:
+        raise InputError(Problem(str(path), "a checkpoint's card needs a name and an adapter"))
+    body = {k: v for k, v in data.items() if k != "name"}
+    try:
+        card = ModelCard.from_dict(str(data["name"]), {**body, "checkpoint": str(folder)})
+    except (TypeError, ValueError) as e:
+        raise InputError(Problem(str(path), str(e), f"card {data['name']}")) from None
+    return card

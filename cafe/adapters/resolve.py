@@ -85,6 +85,12 @@ def resolve_model(
         return ResolvedModel(card, label, checkpoint or card.checkpoint)
     path = Path(model)
     if path.is_dir():
+        from cafe.adapters.cards import folder_card
+
+        own = folder_card(path)  # a trained checkpoint runs as itself
+        if own is not None:  # its run folders say its name, and which folder held it
+            label = own.name if own.name == path.name else f"{own.name}@{path.name}"
+            return ResolvedModel(own, label, str(path))
         config = path / "config.json"
         if not config.exists():
             raise ModelNotFound(f"{path}: not a checkpoint folder (no config.json)")

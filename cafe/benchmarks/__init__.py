@@ -11,6 +11,7 @@ for _name, _target in {
     "airbench": "cafe.benchmarks.airbench:AIRBench",
     "mmau-pro": "cafe.benchmarks.mmau_pro:MMAUPro",
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
+    "spoken": "cafe.benchmarks.spoken:SpokenBenchmark",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)
 

@@ -312,6 +312,10 @@ def _prediction(p: Prediction, src: int, j: Judgement | None) -> dict[str, Any]:
     }
     if p.error:
         d["err"] = p.error
+    if p.front:  # a cascade: what its answering model read, beside the answer
+        d["fr"] = {k: p.front.get(k) for k in ("text", "front", "latency_s", "cached")}
+    if p.option_scores:
+        d["os"] = p.option_scores
     if j is not None:
         d["j"] = _judgement(j, p.raw_output)
     return d

@@ -32,7 +32,8 @@ SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
 PACKAGED = Path(__file__).with_name("leaderboard.yaml")
 DEFAULT_NAME = "leaderboard.yaml"
 # the paper's group order; Baseline (reference listeners, synth runs) goes last
-GROUP_ORDER = ("LALM", "LARM", "Commercial", "Ours", "Ablation", "Baseline")
+# (Cascade: a recognizer or captioner, then a text model; MPAR²: checkpoints cafe train wrote)
+GROUP_ORDER = ("LALM", "LARM", "Commercial", "Cascade", "Ours", "MPAR²", "Ablation", "Baseline")
 CAFE_METRICS = ("acc_per", "err_per", "err_use", "err_omit")
 
 

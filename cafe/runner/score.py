@@ -47,7 +47,9 @@ def score_completion(
         # a dead server's breaker stopped is not written at all (the runner stops on it)
         marked = completion.backend.get("failure")
         kind = marked if marked in ("adapter", "unreachable") else "model"
-        return failed_prediction(sample.id, completion.run_index, base, reason, kind)
+        pred = failed_prediction(sample.id, completion.run_index, base, reason, kind)
+        pred.front = completion.backend.get("front")
+        return pred
     sections = parse_sections(completion.text)
     answer, status = extract_answer(sections.answer, sample.choices)
     truth = sample.answer
@@ -71,6 +73,8 @@ def score_completion(
         ),
         reasoning_tokens=count_tokens(reasoning_text(completion.text, sections)),
         latency_s=completion.latency_s,
+        front=completion.backend.get("front"),
+        option_scores=completion.backend.get("option_scores"),
         **base,
     )
 

@@ -452,4 +452,8 @@ def train_grpo(
     log_to_file(trainer, out, quiet=quiet)
     trainer.train()
     save_log_history(trainer, out)
-    return save_checkpoint(trainer.model, processor, out, base=model_path)
+    saved = save_checkpoint(trainer.model, processor, out, base=model_path)
+    from cafe.training.card import write_card
+
+    write_card(saved, recipe, model_path, data, "grpo")  # runs as itself: `cafe run --model`
+    return saved

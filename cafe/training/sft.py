@@ -115,4 +115,8 @@ def train_sft(
     log_to_file(trainer, out, quiet=quiet)
     trainer.train()
     save_log_history(trainer, out)
-    return save_checkpoint(trainer.model, processor, out, base=model_path)
+    saved = save_checkpoint(trainer.model, processor, out, base=model_path)
+    from cafe.training.card import write_card
+
+    write_card(saved, recipe, model_path, data, "sft")  # runs as itself: `cafe run --model`
+    return saved

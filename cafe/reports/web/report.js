@@ -58,7 +58,7 @@
   }
   rows.forEach(function (r) {
     var it = r.it, p = r.p;
-    r.text = [it.id, it.q, (it.choices || []).join(" "), it.answer, p.out, p.ans, p.err, judgeText(p)]
+    r.text = [it.id, it.q, (it.choices || []).join(" "), it.answer, p.out, p.ans, p.err, p.fr ? p.fr.text : null, judgeText(p)]
       .join("\n").toLowerCase();
   });
 
@@ -267,6 +267,29 @@
     }
     return box;
   }
+  // a cascade's front: the transcript or caption its text model answered from
+  function frontBlock(fr) {
+    var box = el("div", "front");
+    box.appendChild(el("h5", null, "front " + (fr.front || "?") + " (" +
+      (fr.latency_s == null ? "?" : fr.latency_s) + " s" + (fr.cached ? ", cached" : "") + ")"));
+    box.appendChild(el("pre", "front-text", fr.text ? fr.text : "(empty)"));
+    return box;
+  }
+  function optionScoresBlock(os) {
+    var d = el("details", "option-scores");
+    d.open = true;
+    d.appendChild(el("summary", null, "option scores: " + (os.how || os.normalise)));
+    var t = el("table", "kv");
+    (os.choices || []).forEach(function (c, i) {
+      var tr = el("tr");
+      tr.appendChild(el("th", null, c));
+      tr.appendChild(el("td", null, "score " + Number(os.scores[i]).toFixed(4) +
+        " · log-likelihood " + Number(os.logprobs[i]).toFixed(3)));
+      t.appendChild(tr);
+    });
+    d.appendChild(t);
+    return d;
+  }
   function predBlock(it, p) {
     var col = el("div", "pred " + (p.ok ? "ok" : "bad"));
     col.dataset.key = keyOf(it.id, p.s, p.r);
@@ -276,8 +299,10 @@
       "</b> · parse status <b class=\"ps\">" + esc(p.ps) + "</b> · reasoning " + esc(D.sources[p.s].unit || "length") + " " +
       esc(p.len == null ? "?" : p.len) + (p.err ? " · error: " + esc(p.err) : "");
     col.appendChild(facts);
+    if (p.fr) col.appendChild(frontBlock(p.fr));
     if (p.out != null) col.appendChild(highlighted(p.out, p.j && p.j.spans));
     else col.appendChild(el("p", "note", "no output"));
+    if (p.os) col.appendChild(optionScoresBlock(p.os));
     if (p.sec && Object.keys(p.sec).length) col.appendChild(sectionsBlock(p));
     if (p.j) col.appendChild(judgeBlock(p.j));
     return col;
