@@ -37,6 +37,24 @@ MAX_N = 100_000
 MAX_SEED = 2**32 - 1
 
 
+def parse_version(bench: str, version: str | None, n: int, seed: int) -> tuple[int, int]:
+    """(N, S) of a generated benchmark's version "n<N>-seed<S>" ((n, seed) when None), bounded:
+    an absurd N would start generating clips for hours."""
+    if not version:
+        return n, seed
+    example = f"n<N>-seed<S>, e.g. n{n}-seed0"
+    m = _VERSION_RE.match(version)
+    if not m:
+        raise CafeUsageError(f"{bench} version {version!r}: use {example}")
+    n, seed = int(m.group(1)), int(m.group(2))
+    if not (1 <= n <= MAX_N and seed <= MAX_SEED):
+        raise CafeUsageError(
+            f"{bench} version {version!r}: N must be 1 to {MAX_N} items and S a seed "
+            f"from 0 to {MAX_SEED} ({example})"
+        )
+    return n, seed
+
+
 def cache_root(bench: str = "synth") -> Path:
     """$CAFE_CACHE/<bench>, default ~/.cache/cafe/synth."""
     from cafe.cache import cache_file
@@ -121,19 +139,7 @@ class SynthBenchmark(Benchmark):
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         if data is None:
-            n, seed = DEFAULT_N, DEFAULT_SEED
-            if version:
-                m = _VERSION_RE.match(version)
-                if not m:
-                    raise CafeUsageError(
-                        f"synth version {version!r}: use n<N>-seed<S>, e.g. n200-seed0"
-                    )
-                n, seed = int(m.group(1)), int(m.group(2))
-                if not (1 <= n <= MAX_N and seed <= MAX_SEED):
-                    raise CafeUsageError(
-                        f"synth version {version!r}: N must be 1 to {MAX_N} items and S a seed "
-                        f"from 0 to {MAX_SEED} (n<N>-seed<S>, e.g. n200-seed0)"
-                    )
+            n, seed = parse_version(self.name, version, DEFAULT_N, DEFAULT_SEED)
             data = str(ensure_generated(n, seed, progress=True))
         return load_folder(data, audio_root=self.audio_root)
 
