@@ -235,6 +235,9 @@ class Prediction(Record):
     seed: int | None = None
     latency_s: float = 0.0
     error: str | None = None  # failed items: the one-line reason
+    # what this item's call added to the folder's counters: a call (tokens, cost) or a cache
+    # hit (cafe.runner.tally); the counters are the sum of these over the lines written
+    call: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

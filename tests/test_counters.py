@@ -101,15 +101,31 @@ def test_a_stopped_session_still_counts_what_it_wrote(tmp_path: Path, monkeypatc
 
 
 def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, monkeypatch) -> None:
-    """Ctrl-C arrives as the sixth batch is about to be written: the manifest on disk already
-    counts the five batches (ten predictions) that are, because it is rewritten with each one."""
+    """Ctrl-C arrives as the sixth batch is about to be written, and the sixth batch had
+    already been generated while the fifth was being written (generation runs ahead of the
+    writes): the manifest on disk counts exactly the five batches (ten predictions) on disk.
+    The bug: counters read the cache's and adapter's running figures at write time, which
+    included the batch generated ahead (12 lookups for 10 lines)."""
+    import threading
+
     import pytest
 
+    from cafe.runner.execute import CachedAdapter
     from cafe.runner.main import RunInterrupted
     from cafe.store import JsonlWriter
 
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     meta = write_tone_bench(tmp_path / "b", [HIGH, LOW] * 10)
+    generated, sixth_generated = [], threading.Event()
+    real_generate = CachedAdapter.generate
+
+    def generate(self, requests):
+        out = real_generate(self, requests)
+        generated.append(len(out))
+        if len(generated) == 6:
+            sixth_generated.set()
+        return out
+
     writes = []
     real = JsonlWriter.write_many
 
@@ -117,10 +133,13 @@ def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, mo
         records = list(records)
         if self.path.name == "predictions.jsonl" and records:
             writes.append(len(records))
+            if len(writes) == 5:  # the slow writer: the next batch is generated meanwhile
+                assert sixth_generated.wait(30)
             if len(writes) == 6:
                 raise KeyboardInterrupt
         return real(self, records)
 
+    monkeypatch.setattr(CachedAdapter, "generate", generate)
     monkeypatch.setattr(JsonlWriter, "write_many", write_many)
     out = tmp_path / "r"
     with pytest.raises(RunInterrupted):
@@ -133,3 +152,8 @@ def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, mo
     assert c["invocations"] == 1 and sum(c["total"]["replies"].values()) == 10
     # identical clips: two calls, the other eight from the call cache
     assert c["total"]["calls"] == 2 and c["total"]["cache_hits"] == 8
+    assert c["total"]["cache_misses"] == 2 and manifest["cache"] == {"hits": 8, "misses": 2}
+    # each line carries its share: the counters are their sum
+    shares = [json.loads(x)["call"] for x in lines]
+    assert sum(s.get("cache_hits", 0) for s in shares) == 8
+    assert sum(s.get("calls", 0) for s in shares) == 2
