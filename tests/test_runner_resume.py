@@ -68,5 +68,10 @@ def test_sigkill_then_same_command_finishes_exactly_once(tmp_path: Path) -> None
     )
     # run 0 and run 1 each: 9 of 10 right (t4 failed)
     assert reference.metrics["accuracy"]["total"] == {"correct": 18, "total": 20, "acc": 90.0}
+    # the counters cover every line, those a kill left between a batch and its manifest too:
+    # 20 replies, 18 calls (t4's unreadable clip never reached the model, in either run)
+    lines = preds.read_text().splitlines()
+    c = json.loads((out / "manifest.json").read_text())["counters"]["total"]
+    assert sum(c["replies"].values()) == len(lines) == 20 and c["calls"] == 18
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert "0 new predictions (nothing left to run, no model loaded)" in again.stdout
