@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cafe.counters import accumulate, add, by_status
+from cafe.counters import accumulate, add
 from cafe.records import Completion, Prediction
 
 #: manifest key: the bytes of predictions.jsonl that its counters and usage cover
@@ -53,16 +53,20 @@ class Tally:
     rounding each addition would drift over thousands of calls)."""
 
     shares: dict[str, Any] = field(default_factory=dict)
-    statuses: list[str] = field(default_factory=list)
+    replies: dict[str, int] = field(default_factory=dict)  # by parse status
 
     def plus(self, predictions: list[Prediction]) -> Tally:
-        shares = dict(self.shares)
-        counted = [p for p in predictions if counts_reply(p)]
-        for p in counted:
+        """A new tally with ``predictions`` added (this one unchanged: a batch that fails to
+        commit is not counted)."""
+        shares, replies = dict(self.shares), dict(self.replies)
+        for p in predictions:
+            if not counts_reply(p):
+                continue
+            replies[p.parse_status] = replies.get(p.parse_status, 0) + 1
             for k, v in p.call.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     shares[k] = shares.get(k, 0) + v
-        return Tally(shares, [*self.statuses, *(p.parse_status for p in counted)])
+        return Tally(shares, replies)
 
     def counters(self, api: bool) -> dict[str, Any]:
         """This session's figures in the manifest's counters shape (tokens and cost where the
@@ -72,7 +76,7 @@ class Tally:
             "calls": s.get("calls", 0),
             "cache_hits": s.get("cache_hits", 0),
             "cache_misses": s.get("cache_misses", 0),
-            "replies": by_status(self.statuses),
+            "replies": dict(self.replies),
         }
         if api:
             mine.update({k: s.get(k, 0) for k in TOKEN_COUNTERS})
@@ -116,7 +120,7 @@ def recover_uncounted(manifest: dict[str, Any], lines: list[Prediction], end: in
     share) into the manifest's counters and usage, as that session's; ``end``: the length of
     predictions.jsonl they run to."""
     tally = Tally().plus(lines)
-    if tally.statuses:
+    if tally.replies:
         old = manifest.get("counters")
         api = any(k in tally.shares for k in TOKEN_COUNTERS)
         mine = tally.counters(api)
