@@ -241,6 +241,9 @@ class Prediction(Record):
     front: dict[str, Any] | None = None
     #: answers by option likelihood: normalise, how, choices, logprobs, scores (per option)
     option_scores: dict[str, Any] | None = None
+    # what this item's call added to the folder's counters: a call (tokens, cost) or a cache
+    # hit (cafe.runner.tally); the counters are the sum of these over the lines written
+    call: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

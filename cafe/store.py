@@ -255,14 +255,20 @@ def rewrite_jsonl(path: Path, records: Iterable[Record]) -> None:
 
 
 class JsonlWriter:
-    """Append records and make them durable in batches (flush + fsync per write_many)."""
+    """Append records and make them durable in batches (one write + fsync per write_many). The
+    file is written through its descriptor, unbuffered: a write that fails part way (a full
+    disk) is cut back off, and nothing of it is left in a buffer to land later."""
 
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         _repair_tail(path)
-        fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        self._f = os.fdopen(fd, "a", encoding="utf-8")
+        self._fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+    @property
+    def size(self) -> int:
+        """The file's length: where the next write_many begins."""
+        return os.fstat(self._fd).st_size
 
     def write_many(self, records: Iterable[Record | dict[str, Any]]) -> None:
         from cafe.redaction import scrub_text, secret_values
@@ -274,12 +280,27 @@ class JsonlWriter:
             lines.append(scrub_text(strict_dumps(d, ensure_ascii=False), secrets) + "\n")
         if not lines:
             return
-        self._f.write("".join(lines))
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        data = memoryview("".join(lines).encode("utf-8"))
+        start = self.size
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+            os.fsync(self._fd)
+        except BaseException:
+            self.truncate(start)
+            raise
+
+    def truncate(self, size: int) -> None:
+        """Take back what was appended after ``size`` (a batch whose record could not be
+        written); best effort: a failure here leaves the lines, which the next open counts."""
+        try:
+            os.ftruncate(self._fd, size)
+            os.fsync(self._fd)
+        except OSError:
+            pass
 
     def close(self) -> None:
-        self._f.close()
+        os.close(self._fd)
 
     def __enter__(self) -> JsonlWriter:
         return self
@@ -302,6 +323,30 @@ def foreign_entries(root: Path) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(n for n in names if n not in _OWN_NAMES and not _OWN_PATTERN.fullmatch(n))
+
+
+def records_after(path: Path, offset: int, cls: type[R]) -> tuple[list[R], int]:
+    """The records on whole lines of ``path`` from byte ``offset`` on, and the offset just
+    past the last whole line (a torn final line is crash residue; a line that is not a record,
+    left by a hand edit, is skipped: the readers name it)."""
+    from cafe.records import RecordError
+
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return [], offset
+    whole = data[: data.rfind(b"\n") + 1]
+    out = []
+    for raw in whole.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            out.append(cls.from_dict(json.loads(raw)))
+        except (ValueError, UnicodeDecodeError, RecordError):
+            continue
+    return out, offset + len(whole)
 
 
 def refuse_links_out(root: Path, folder: Path) -> None:
@@ -499,6 +544,14 @@ class RunStore:
 
     def predictions(self) -> list[Prediction]:
         return self.read_records(PREDICTIONS, Prediction)
+
+    def predictions_after(self, offset: int) -> tuple[list[Prediction], int]:
+        """Prediction lines from byte ``offset`` of predictions.jsonl on (``records_after``)."""
+        return records_after(self.path(PREDICTIONS), offset, Prediction)
+
+    def predictions_size(self) -> int:
+        p = self.path(PREDICTIONS)
+        return p.stat().st_size if p.exists() else 0
 
     def judgements(self) -> list[Judgement]:
         return self.read_records(JUDGEMENTS, Judgement)

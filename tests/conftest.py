@@ -8,6 +8,7 @@ import socket
 import tempfile
 
 import pytest
+import slow_writes
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -32,6 +33,9 @@ def _loopback_only(self: socket.socket, address, *args, **kwargs):  # type: igno
 
 
 socket.socket.connect = _loopback_only  # type: ignore[method-assign]
+
+# the timing audit's slowed writer, when CAFE_TEST_SLOW_WRITES=SECONDS is set (slow_writes.py)
+slow_writes.install()
 
 #: the real MMAU/MMAR metadata: $CAFE_TEST_DATA (a folder holding mmau/ and mmar/), else the
 #: repository's sibling shared/data

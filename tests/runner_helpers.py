@@ -74,10 +74,13 @@ def tone_label(path: str) -> str:
 class ToneAdapter(Adapter):
     """Listens for the pitch of a tone. Options: delay (s per request), log (file that gets one
     line per generate() call), construct_log (one line per construction), bug_file (while it
-    exists, a batch holding a sample id it lists raises, as an adapter bug would)."""
+    exists, a batch holding a sample id it lists raises, as an adapter bug would).
+    ``$TONE_STALL_AFTER=N`` (not an option: options are the run's identity): after N requests
+    the process stalls, so a test that kills it mid-run never finds it already finished."""
 
     default_batch_size = 2
     prompt_style = "mpar2"
+    answered = 0  # requests this process answered (for $TONE_STALL_AFTER)
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):
         super().__init__(card, checkpoint, **options)
@@ -95,6 +98,9 @@ class ToneAdapter(Adapter):
             if bug.exists() and r.sample_id in bug.read_text().split():  # an adapter bug
                 raise KeyError(f"adapter bug on {r.sample_id}")
             time.sleep(float(self.options.get("delay", 0)))
+            ToneAdapter.answered += 1
+            if ToneAdapter.answered > int(os.environ.get("TONE_STALL_AFTER") or 1 << 62):
+                time.sleep(300)  # stalled: the test kills it long before
             if "fail" in r.sample_id:
                 out.append(Completion(r.sample_id, r.run_index, None, error="backend exploded"))
                 continue

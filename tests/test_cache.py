@@ -64,6 +64,17 @@ def _spawn(path: Path, tag: str, n: int) -> subprocess.Popen:
     return p
 
 
+def _rows(path: Path) -> int:
+    """Rows committed so far, read by another connection while the writer writes."""
+    import sqlite3
+
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        return db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+    finally:
+        db.close()
+
+
 def test_threads_and_two_processes_share_one_file(tmp_path):
     path = tmp_path / "shared.sqlite"
     procs = [_spawn(path, f"p{i}", 200) for i in range(2)]
@@ -95,7 +106,9 @@ def test_sigkill_during_writes_leaves_the_cache_readable(tmp_path):
     path = tmp_path / "killed.sqlite"
     Cache(path).put("before", {"text": "kept"})
     p = _spawn(path, "w", 1_000_000)  # writes until killed
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60  # a safety net, not a timing claim
+    while _rows(path) < 3 and time.monotonic() < deadline:  # killed once it is writing
+        time.sleep(0.01)
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=30)
     c = Cache(path)

@@ -101,15 +101,31 @@ def test_a_stopped_session_still_counts_what_it_wrote(tmp_path: Path, monkeypatc
 
 
 def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, monkeypatch) -> None:
-    """Ctrl-C arrives as the sixth batch is about to be written: the manifest on disk already
-    counts the five batches (ten predictions) that are, because it is rewritten with each one."""
+    """Ctrl-C arrives as the sixth batch is about to be written, and the sixth batch had
+    already been generated while the fifth was being written (generation runs ahead of the
+    writes): the manifest on disk counts exactly the five batches (ten predictions) on disk.
+    The bug: counters read the cache's and adapter's running figures at write time, which
+    included the batch generated ahead (12 lookups for 10 lines)."""
+    import threading
+
     import pytest
 
+    from cafe.runner.execute import CachedAdapter
     from cafe.runner.main import RunInterrupted
     from cafe.store import JsonlWriter
 
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     meta = write_tone_bench(tmp_path / "b", [HIGH, LOW] * 10)
+    generated, sixth_generated = [], threading.Event()
+    real_generate = CachedAdapter.generate
+
+    def generate(self, requests):
+        out = real_generate(self, requests)
+        generated.append(len(out))
+        if len(generated) == 6:
+            sixth_generated.set()
+        return out
+
     writes = []
     real = JsonlWriter.write_many
 
@@ -117,10 +133,13 @@ def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, mo
         records = list(records)
         if self.path.name == "predictions.jsonl" and records:
             writes.append(len(records))
+            if len(writes) == 5:  # the slow writer: the next batch is generated meanwhile
+                assert sixth_generated.wait(30)
             if len(writes) == 6:
                 raise KeyboardInterrupt
         return real(self, records)
 
+    monkeypatch.setattr(CachedAdapter, "generate", generate)
     monkeypatch.setattr(JsonlWriter, "write_many", write_many)
     out = tmp_path / "r"
     with pytest.raises(RunInterrupted):
@@ -133,3 +152,81 @@ def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, mo
     assert c["invocations"] == 1 and sum(c["total"]["replies"].values()) == 10
     # identical clips: two calls, the other eight from the call cache
     assert c["total"]["calls"] == 2 and c["total"]["cache_hits"] == 8
+    assert c["total"]["cache_misses"] == 2 and manifest["cache"] == {"hits": 8, "misses": 2}
+    # each line carries its share: the counters are their sum
+    shares = [json.loads(x)["call"] for x in lines]
+    assert sum(s.get("cache_hits", 0) for s in shares) == 8
+    assert sum(s.get("calls", 0) for s in shares) == 2
+
+
+def test_a_full_disk_at_the_manifest_takes_the_batch_back_out(tmp_path, monkeypatch) -> None:
+    """The disk fills as a batch's counts are being recorded: its lines, already appended, are
+    taken back out, so the folder's counters and predictions agree after the stop (the batch
+    is redone by the next run, from the call cache) and after the resume."""
+    import errno
+
+    import pytest
+
+    from cafe.store import RunStore
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW] * 5)
+    real = RunStore.write_manifest
+
+    def write_manifest(self, manifest):
+        replies = manifest.get("counters", {}).get("total", {}).get("replies", {})
+        if sum(replies.values()) >= 6:  # the third batch's commit: the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, manifest)
+
+    monkeypatch.setattr(RunStore, "write_manifest", write_manifest)
+    out = tmp_path / "r"
+    kw = dict(data=str(meta), out=out, progress=False, judge="none", batch_size=2, concurrency=1)
+    with pytest.raises(OSError, match="No space"):
+        run("tone", "tone", **kw)
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    c = json.loads((out / "manifest.json").read_text())["counters"]["total"]
+    assert len(lines) == 4 and sum(c["replies"].values()) == 4
+    assert c["calls"] + c["cache_hits"] == 4
+    monkeypatch.setattr(RunStore, "write_manifest", real)
+    again = run("tone", "tone", **kw)
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    c = again.manifest["counters"]
+    assert len(lines) == 10 and sum(c["total"]["replies"].values()) == 10
+    assert c["total"]["calls"] == 2 and c["total"]["cache_hits"] == 8 and c["invocations"] == 2
+
+
+def test_lines_a_kill_left_past_the_counted_length_join_the_counters(tmp_path, monkeypatch):
+    """A kill between a batch's lines and its manifest (here: the manifest write dies and
+    nothing takes the lines back, as with SIGKILL): the next run counts those lines from their
+    own shares, as the killed session's, before adding its own."""
+    import pytest
+
+    from cafe.store import JsonlWriter, RunStore
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW] * 4)
+    real = RunStore.write_manifest
+
+    def killed(self, manifest):
+        if sum(manifest.get("counters", {}).get("total", {}).get("replies", {}).values()) >= 4:
+            raise SystemExit(137)  # the second batch's commit never happens
+        return real(self, manifest)
+
+    monkeypatch.setattr(RunStore, "write_manifest", killed)
+    monkeypatch.setattr(JsonlWriter, "truncate", lambda self, size: None)  # a kill undoes nothing
+    out = tmp_path / "r"
+    kw = dict(data=str(meta), out=out, progress=False, judge="none", batch_size=2, concurrency=1)
+    with pytest.raises(SystemExit):
+        run("tone", "tone", **kw)
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert sum(on_disk["counters"]["total"]["replies"].values()) == 2  # one batch committed
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 4  # two written
+    monkeypatch.undo()
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    again = run("tone", "tone", **kw)
+    c = again.manifest["counters"]
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 8
+    assert sum(c["total"]["replies"].values()) == 8 and c["invocations"] == 2
+    assert c["total"]["calls"] == 2 and c["total"]["cache_hits"] == 6
+    assert sum(c["this_invocation"]["replies"].values()) == 4  # the second run's own share

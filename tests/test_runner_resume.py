@@ -43,8 +43,11 @@ def test_sigkill_then_same_command_finishes_exactly_once(tmp_path: Path) -> None
            str(out), "--runs", "2", "--batch-size", "1", "--no-cache",
            "-o", "delay=0.04"]  # fmt: skip
     preds = out / "predictions.jsonl"
-    for kill_after in (3, 9):  # kill twice at different points
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for kill_after, stall_after in ((3, 7), (9, 6)):  # kill twice at different points
+        # the kill lands wherever the run is (mid-write too), but never after its end: the
+        # process stalls a few items past the kill point (at most 7 + 6 of 20 items)
+        stall = {**env, "TONE_STALL_AFTER": str(stall_after)}
+        proc = subprocess.Popen(cmd, env=stall, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if preds.exists() and len(_keys(preds)) >= kill_after:
@@ -68,5 +71,10 @@ def test_sigkill_then_same_command_finishes_exactly_once(tmp_path: Path) -> None
     )
     # run 0 and run 1 each: 9 of 10 right (t4 failed)
     assert reference.metrics["accuracy"]["total"] == {"correct": 18, "total": 20, "acc": 90.0}
+    # the counters cover every line, those a kill left between a batch and its manifest too:
+    # 20 replies, 18 calls (t4's unreadable clip never reached the model, in either run)
+    lines = preds.read_text().splitlines()
+    c = json.loads((out / "manifest.json").read_text())["counters"]["total"]
+    assert sum(c["replies"].values()) == len(lines) == 20 and c["calls"] == 18
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert "0 new predictions (nothing left to run, no model loaded)" in again.stdout

@@ -94,6 +94,32 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
 
 
+def test_an_append_the_disk_cuts_short_is_taken_back_out(tmp_path: Path, monkeypatch) -> None:
+    """A full disk part way through a batch's lines: the file is as it was before the batch
+    (no half line, no buffer that lands later), and the next batch appends cleanly."""
+    import errno
+
+    from cafe.store import JsonlWriter
+
+    path = tmp_path / "predictions.jsonl"
+    real_write = os.write
+    with JsonlWriter(path) as w:
+        w.write_many([{"id": 1}])
+        before = path.read_bytes()
+
+        def short(fd: int, data) -> int:  # noqa: ANN001
+            real_write(fd, bytes(data[:5]))  # some bytes land, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "write", short)
+        with pytest.raises(OSError, match="No space"):
+            w.write_many([{"id": 2}, {"id": 3}])
+        monkeypatch.setattr(os, "write", real_write)
+        assert path.read_bytes() == before and w.size == len(before)
+        w.write_many([{"id": 4}])
+    assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == [1, 4]
+
+
 def test_rewrite_jsonl_is_a_transaction_too(tmp_path: Path) -> None:
     from cafe.records import Judgement
 

@@ -18,7 +18,6 @@ from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, check_loadable, load_adapter
 from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
-from cafe.counters import accumulate, by_status
 from cafe.failures import RunLog, most_failed
 from cafe.folder.status import by_counts
 from cafe.locking import folder_lock
@@ -29,10 +28,8 @@ from cafe.runner.execute import CachedAdapter, open_cache, run_batches
 from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, read_folder, warn
 from cafe.runner.score import failed_prediction, score_completion
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
+from cafe.runner.tally import COUNTED, Tally, call_share, record, recover_uncounted
 from cafe.store import PREDICTIONS
-
-#: what an API adapter's usage adds to the folder's counters (cafe.counters)
-TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd")
 
 
 @dataclass
@@ -204,9 +201,10 @@ def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[s
     old = plan.old_manifest
     manifest["created"] = old.get("created", now())
     manifest["updated"] = now()
-    for k in ("adapter", "token_counter", "length_unit", "usage", "counters"):
+    for k in ("adapter", "token_counter", "length_unit", "usage", "counters", COUNTED):
         if k in old:
             manifest[k] = old[k]
+    _count_what_a_kill_left(plan, manifest)
     if control:
         manifest["control"] = control
     # samples first: a write that fails here (a full disk) leaves the manifest as it was, not
@@ -216,6 +214,18 @@ def _open_folder(plan: RunPlan, control: dict[str, Any] | None = None) -> dict[s
     manifest["status"] = "running"
     store.write_manifest(manifest)
     return manifest
+
+
+def _count_what_a_kill_left(plan: RunPlan, manifest: dict[str, Any]) -> None:
+    """Predictions a session wrote past the length the manifest's counters cover (it was killed
+    between the two writes) join the counters, each with its own share (cafe.runner.tally)."""
+    size = plan.store.predictions_size()
+    counted = manifest.get(COUNTED)
+    if type(counted) is not int or not 0 <= counted <= size:  # from before the mark, or cut
+        manifest[COUNTED] = size
+    elif counted < size:
+        lines, end = plan.store.predictions_after(counted)
+        recover_uncounted(manifest, lines, end)
 
 
 def _finish(
@@ -348,8 +358,9 @@ class _Work:
             ready.append((sample, request))
         if ready:
             completions = self.target.generate([req for _, req in ready])
+            looked_up = self.target.cache.path is not None
             for (sample, req), completion in zip(ready, completions, strict=True):
-                out[(sample.id, req.run_index)] = score_completion(
+                pred = score_completion(
                     sample,
                     completion,
                     plan.base(req.run_index),
@@ -357,6 +368,8 @@ class _Work:
                     plan.bench.is_correct,
                     plan.bench.choice_is_correct,
                 )
+                pred.call = call_share(completion, looked_up)  # its share of the counters
+                out[(sample.id, req.run_index)] = pred
         return [out[(s.id, r)] for s, r in items]
 
 
@@ -419,29 +432,23 @@ def _generate(
     store = plan.store
     calls = open_cache(cache)
     written = failures = 0
-    statuses: list[str] = []
+    tally = Tally()  # the shares of the predictions this session wrote
     before = {k: manifest.get(k) for k in ("usage", "counters")}  # the earlier sessions' figures
-    target: CachedAdapter | None = None
 
     def count() -> None:
-        """This session's figures so far into the manifest, over the earlier sessions' ones."""
-        sent = target.sent if target is not None else 0
-        _record_session_counters(manifest, before, adapter, calls, sent, statuses)
+        """This session's written figures into the manifest, over the earlier sessions' ones."""
+        record(manifest, before, adapter, tally)
 
     def on_done(preds: list[Prediction]) -> None:
-        nonlocal written, failures
+        nonlocal written, failures, tally
         # calls a dead server's breaker stopped stay pending (the next run makes them); the
         # rest of the batch is kept, then the run stops
         dead = [p for p in preds if p.sections.get("failure") == "unreachable"]
         preds = [p for p in preds if p.sections.get("failure") != "unreachable"]
-        writer.write_many(preds)
+        # the batch and its counts in one step: a stop, Ctrl-C or kill leaves counters that
+        # cover exactly the predictions on disk, however far generation ran ahead
+        tally = _write_batch(store, writer, manifest, before, adapter, tally, preds)
         written += len(preds)
-        statuses.extend(p.parse_status for p in preds)
-        # with each durable batch, so a stop, Ctrl-C or kill leaves counters that cover every
-        # prediction on disk (the folder's totals say what it cost, whatever ended the session)
-        count()
-        manifest["updated"] = now()
-        store.write_manifest(manifest)
         if dead:
             raise _ServerGone(dead[0].error or "the model server gave no reply")
         failures = _say_failures(preds, failures)
@@ -465,6 +472,7 @@ def _generate(
             _say_served_change(plan, served)
         # tokens of the model's tokenizer, or words where it has none (the fallback)
         manifest["length_unit"] = length_unit(adapter.token_counter)
+        count()  # this session counted from its start: lines a kill leaves are its own
         store.write_manifest(manifest)
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
         target = CachedAdapter(adapter, calls, identity, log)
@@ -506,26 +514,39 @@ def _generate(
     return written
 
 
-def _record_session_counters(
-    manifest: dict[str, Any], before: dict[str, Any], adapter: Any, calls: Any, sent: int,
-    statuses: list[str],
-) -> None:  # fmt: skip
-    """This session's cache, usage and call counters so far, added to ``before`` (the manifest's
-    usage and counters when the session began) in the manifest (not yet written)."""
-    manifest["cache"] = {"hits": calls.hits, "misses": calls.misses}
-    # API adapters total tokens and cost; a resumed run adds this session's share
-    session = getattr(adapter, "usage", None)
-    if isinstance(session, dict):
-        manifest["usage"] = add_usage(before.get("usage") or {}, session)
-    mine: dict[str, Any] = {
-        "calls": sent,
-        "cache_hits": calls.hits,
-        "cache_misses": calls.misses,
-        "replies": by_status(statuses),
-    }
-    if isinstance(session, dict):
-        mine.update({k: session[k] for k in TOKEN_COUNTERS if k in session})
-    manifest["counters"] = accumulate(before.get("counters"), mine)
+def _write_batch(
+    store: Any, writer: Any, manifest: dict[str, Any], before: dict[str, Any], adapter: Any,
+    tally: Tally, preds: list[Prediction],
+) -> Tally:  # fmt: skip
+    """Append ``preds``, then the manifest with their counts and the file's new length (the
+    commit); when the manifest cannot be written (a full disk, Ctrl-C) the lines are taken back
+    out, so the counters on disk never miss nor exceed the predictions. Returns the new tally;
+    ``manifest`` is changed only once the batch is committed."""
+    start = writer.size
+    grown = tally.plus(preds)
+    staged = dict(manifest)
+    try:
+        writer.write_many(preds)
+        record(staged, before, adapter, grown)
+        staged[COUNTED] = writer.size
+        staged["updated"] = now()
+        store.write_manifest(staged)
+    except BaseException:
+        if not _committed_past(store, start):
+            writer.truncate(start)
+        raise
+    manifest.update(staged)
+    return grown
+
+
+def _committed_past(store: Any, start: int) -> bool:
+    """Whether the manifest on disk already covers predictions.jsonl beyond ``start`` (an
+    interrupt that came after the manifest's rename)."""
+    try:
+        counted = store.read_manifest().get(COUNTED)
+    except Exception:  # noqa: BLE001 - unreadable: the batch is not committed
+        return False
+    return type(counted) is int and counted > start
 
 
 class _LoadFailed(RunError):
@@ -551,15 +572,6 @@ def _interrupted(plan: RunPlan, manifest: dict[str, Any]) -> RunInterrupted:
 
 class _ServerGone(Exception):
     """A model server's circuit breaker opened (cafe.clients.breaker): stop the run."""
-
-
-def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    """Field-wise sum of two usage dicts (calls, tokens, cost)."""
-    out = dict(total)
-    for k, v in more.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[k] = round(out.get(k, 0) + v, 6)
-    return out
 
 
 def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) -> list[str]:

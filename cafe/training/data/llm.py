@@ -86,14 +86,28 @@ class LLMStages:
         self.retries = retries
         self.limit = asyncio.Semaphore(concurrency)
         self.identity = client.identity
+        # key -> the ask in progress: items with the same prompt (two questions on clips the
+        # captioner described alike) share one call, however the replies interleave
+        self._asking: dict[str, asyncio.Future[Any]] = {}
 
     async def _ask(self, stage: str, parts: list[dict[str, Any]], parse, **shape: str) -> Any:
+        """The parsed reply for one prompt: from the cache, from the same prompt's ask already
+        in progress, or asked now (once per distinct prompt, retries aside)."""
         key = make_key(
             judge=self.identity, template=self.hashes[stage], stage=stage, parts=parts, **shape
         )
         hit = self.cache.get(key)
         if hit is not None:
             return hit
+        running = self._asking.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        task = asyncio.ensure_future(self._call(key, parts, parse))
+        self._asking[key] = task
+        task.add_done_callback(lambda _: self._asking.pop(key, None))
+        return await asyncio.shield(task)  # one waiter cancelled never cancels the others' call
+
+    async def _call(self, key: str, parts: list[dict[str, Any]], parse) -> Any:
         for _ in range(self.retries):
             async with self.limit:
                 reply = await self.client.achat(
