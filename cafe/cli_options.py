@@ -338,7 +338,8 @@ def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      default="resubmit", show_default=True,
                      help="What failed or expired batch items get: a new batch, or a direct "
                      "call."),
-        click.option("--batch-poll", type=SECONDS, default=30.0, show_default=True,
+        click.option("--batch-poll", type=click.FloatRange(0.01, 86_400), default=30.0,
+                     show_default=True,
                      help="Seconds between the first batch status checks (grows to 5 min)."),
         click.option("--batch-no-wait", is_flag=True,
                      help="Submit (or check once) and exit; run again later to collect."),
