@@ -8,8 +8,6 @@ Item i asks about slot ``i % 5`` and draws its sentence from its own generator s
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -18,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from cafe.benchmarks.generated import AUDIO_DIR, info_name, jsonl_name, write_set
 from cafe.errors import CafeError
 from cafe.records import Event
 
 GENERATOR_VERSION = "1"
-JSONL_NAME = "spoken.jsonl"
-INFO_NAME = "spoken-info.json"
-AUDIO_DIR = "audio"
+JSONL_NAME = jsonl_name("spoken")
+INFO_NAME = info_name("spoken")
 #: clear American English, slow, with a gap between words (the settings the cascade was tried at)
 VOICE = ("-v", "en-us", "-s", "130", "-g", "8")
 
@@ -144,33 +142,13 @@ def generate(out: str | Path, n: int = 40, seed: int = 0, progress: bool = False
     import soundfile as sf
 
     version = espeak_version()  # fails first, in one line, where espeak-ng is missing
-    out = Path(out)
-    (out / AUDIO_DIR).mkdir(parents=True, exist_ok=True)
-    lines = []
-    indices = range(n)
-    if progress:
-        from tqdm import tqdm
 
-        indices = tqdm(indices, desc="spoken", unit="item")
-    for i in indices:
+    def write_item(i: int, wav: Path) -> dict:
         item = make_item(i, seed)
-        wav = out / AUDIO_DIR / f"{item.id}.wav"
         speak(item.sentence, wav)
         item.duration = round(sf.info(str(wav)).duration, 3)
-        lines.append(json.dumps(item.record(), ensure_ascii=False))
-    keep = {f"spoken-{i:05d}.wav" for i in range(n)}
-    for stale in (out / AUDIO_DIR).glob("spoken-*.wav"):  # from an earlier, larger set
-        if stale.name not in keep:
-            stale.unlink()
-    body = ("\n".join(lines) + "\n").encode()
-    (out / JSONL_NAME).write_bytes(body)
-    info = {
-        "generator_version": GENERATOR_VERSION,
-        "n": n,
-        "seed": seed,
-        "espeak_ng": version,
-        "voice": " ".join(VOICE),
-        "sha256": hashlib.sha256(body).hexdigest(),
-    }
-    (out / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
-    return out / JSONL_NAME
+        return item.record()
+
+    info = {"generator_version": GENERATOR_VERSION, "n": n, "seed": seed,
+            "espeak_ng": version, "voice": " ".join(VOICE)}  # fmt: skip
+    return write_set(Path(out), "spoken", n, write_item, info, progress)

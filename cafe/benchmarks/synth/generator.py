@@ -7,8 +7,6 @@ Item i gets dimension/difficulty cell ``i % 15`` and its own random generator se
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from cafe.benchmarks.generated import AUDIO_DIR, info_name, jsonl_name, write_set
 from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.signals import SR, render_clip
 from cafe.records import Event
 
 GENERATOR_VERSION = "2"
-JSONL_NAME = "synth.jsonl"
-INFO_NAME = "synth-info.json"
-AUDIO_DIR = "audio"
+JSONL_NAME = jsonl_name("synth")
+INFO_NAME = info_name("synth")
 MIN_GAP = 0.2  # s between events that must not touch (listeners resolve them as separate)
 
 
@@ -416,29 +414,10 @@ def generate(out: str | Path, n: int = 200, seed: int = 0, progress: bool = Fals
     """Write ``out``/synth.jsonl, ``out``/audio/*.wav and ``out``/synth-info.json."""
     from cafe.audio import write_wav
 
-    out = Path(out)
-    (out / AUDIO_DIR).mkdir(parents=True, exist_ok=True)
-    lines = []
-    indices = range(n)
-    if progress:
-        from tqdm import tqdm
-
-        indices = tqdm(indices, desc="synth", unit="item")
-    for i in indices:
+    def write_item(i: int, wav: Path) -> dict:
         item, audio = make_item(i, seed)
-        write_wav(out / AUDIO_DIR / f"{item.id}.wav", audio, SR)
-        lines.append(json.dumps(item.record(), ensure_ascii=False))
-    keep = {f"synth-{i:05d}.wav" for i in range(n)}
-    for stale in (out / AUDIO_DIR).glob("synth-*.wav"):  # from an earlier, larger set
-        if stale.name not in keep:
-            stale.unlink()
-    body = ("\n".join(lines) + "\n").encode()
-    (out / JSONL_NAME).write_bytes(body)
-    info = {
-        "generator_version": GENERATOR_VERSION,
-        "n": n,
-        "seed": seed,
-        "sha256": hashlib.sha256(body).hexdigest(),
-    }
-    (out / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
-    return out / JSONL_NAME
+        write_wav(wav, audio, SR)
+        return item.record()
+
+    info = {"generator_version": GENERATOR_VERSION, "n": n, "seed": seed}
+    return write_set(Path(out), "synth", n, write_item, info, progress)
