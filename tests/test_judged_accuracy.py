@@ -43,6 +43,13 @@ def _run(root: Path) -> RunStore:
     return store
 
 
+def _judge(run: Path, url: str, tmp_path: Path, model: str = "j"):
+    """`judge-accuracy` on ``run`` with the loopback judge at ``url`` (its cache in tmp_path)."""
+    return CliRunner().invoke(judge_accuracy_command, [
+        str(run), "--judge", "openai-compatible", "--judge-model", model,
+        "--judge-endpoint", url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+
+
 def test_read_verdict():
     assert read_verdict("<think>A or B</think> B", CHOICES) == ("cat meowing", "ok")
     assert read_verdict("none.", CHOICES) == (None, "none")
@@ -60,9 +67,7 @@ def test_judge_accuracy_end_to_end_and_in_the_tables(tmp_path):
         return CASES[key][1]
 
     with OpenAILoopback(reply=reply) as srv:
-        res = CliRunner().invoke(judge_accuracy_command, [
-            str(store.root), "--judge", "openai-compatible", "--judge-model", "gpt-5",
-            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+        res = _judge(store.root, srv.url, tmp_path, "gpt-5")
         assert res.exit_code == 0, res.output
         assert len(srv.requests) == 6  # s5 asked twice (the retry adds a reminder)
     sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
@@ -87,9 +92,7 @@ def test_judge_accuracy_end_to_end_and_in_the_tables(tmp_path):
 def test_mostly_unusable_verdicts_warn(tmp_path, reply):
     store = _run(tmp_path / "run")
     with OpenAILoopback(reply=lambda body: "A" if "[s1]" in str(body) else reply) as srv:
-        res = CliRunner().invoke(judge_accuracy_command, [
-            str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
-            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+        res = _judge(store.root, srv.url, tmp_path)
     assert res.exit_code == 0, res.output
     assert "warning: 4 of 5 answer-judge replies unusable" in res.output
     sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
@@ -101,9 +104,7 @@ def test_mostly_unusable_verdicts_warn(tmp_path, reply):
 def test_every_reply_unusable_exits_non_zero_and_writes_no_section(tmp_path, reply):
     store = _run(tmp_path / "run")
     with OpenAILoopback(reply=lambda body: reply) as srv:
-        res = CliRunner().invoke(judge_accuracy_command, [
-            str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
-            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+        res = _judge(store.root, srv.url, tmp_path)
     assert res.exit_code == 1, res.output
     assert res.output.strip().splitlines()[-1] == (
         f"Error: the judged_accuracy judge on {store.root} produced nothing usable: all 5 "
@@ -122,9 +123,7 @@ def test_no_item_with_an_answer_is_no_figure(tmp_path):
     with store.writer("predictions.jsonl") as w:
         w.write_many([Prediction("s1", 0, "Tiny", "lalm", "h", "dog", answer_text="dog")])
     with OpenAILoopback(reply=lambda body: "A") as srv:
-        res = CliRunner().invoke(judge_accuracy_command, [
-            str(store.root), "--judge", "openai-compatible", "--judge-model", "j",
-            "--judge-endpoint", srv.url, "--cache", str(tmp_path / "c.sqlite")])  # fmt: skip
+        res = _judge(store.root, srv.url, tmp_path)
     assert res.exit_code == 0, res.output
     assert "total absent (no item with an answer) (0/0)" in res.output
     sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
