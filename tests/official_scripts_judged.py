@@ -38,6 +38,20 @@ def _letters(text, keep):
     return re.sub(keep, "", text).lower()
 
 
+#: the identifiers whose check is a count within a bound, alike for the three counts
+_BOUNDED = re.compile(
+    r"^(Number Words|Number Sentences|All-capital Words) \((at least|at most|range)\)$"
+)
+
+
+def _within(count, bound, kw):
+    if bound == "at least":
+        return count >= kw.get("N", 0)
+    if bound == "at most":
+        return count <= kw.get("N", 0)
+    return kw.get("N1", 0) <= count <= kw.get("N2", 999)
+
+
 def mmau_pro_aif(response, task_identifier, kwargs, question, sentences):
     """evaluate_aif_sample; ``sentences``: the sentence counter (nltk's sent_tokenize there)."""
     kw = kwargs or {}
@@ -46,6 +60,11 @@ def mmau_pro_aif(response, task_identifier, kwargs, question, sentences):
     def caps(text):
         return len([w for w in text.split() if w.isupper()])
 
+    counters = {"Number Words": lambda r: len(r.split()), "Number Sentences": sentences,
+                "All-capital Words": caps}  # fmt: skip
+    bounded = _BOUNDED.match(t) if isinstance(t, str) else None
+    if bounded:
+        return _within(counters[bounded.group(1)](response), bounded.group(2), kw)
     if t == "Include Keywords":
         return all(k.lower() in response.lower() for k in kw.get("keywords", "").split(", "))
     if t == "Keyword Frequency":
@@ -56,18 +75,6 @@ def mmau_pro_aif(response, task_identifier, kwargs, question, sentences):
         return not any(w.lower() in response.lower() for w in words)
     if t == "Number Paragraphs":
         return len([p for p in response.split("***") if p.strip()]) == kw.get("N", 0)
-    if t == "Number Words (at least)":
-        return len(response.split()) >= kw.get("N", 0)
-    if t == "Number Words (at most)":
-        return len(response.split()) <= kw.get("N", 0)
-    if t == "Number Words (range)":
-        return kw.get("N1", 0) <= len(response.split()) <= kw.get("N2", 999)
-    if t == "Number Sentences (at least)":
-        return sentences(response) >= kw.get("N", 0)
-    if t == "Number Sentences (at most)":
-        return sentences(response) <= kw.get("N", 0)
-    if t == "Number Sentences (range)":
-        return kw.get("N1", 0) <= sentences(response) <= kw.get("N2", 999)
     if t == "Postscript":
         marker = _letters(kw.get("postscript_marker", ""), r"[^a-zA-Z]")
         return marker in _letters(response, r"[^a-zA-Z]")
@@ -92,12 +99,6 @@ def mmau_pro_aif(response, task_identifier, kwargs, question, sentences):
         return response.isupper()
     if t == "All Lowercase":
         return response.islower()
-    if t == "All-capital Words (at least)":
-        return caps(response) >= kw.get("N", 0)
-    if t == "All-capital Words (at most)":
-        return caps(response) <= kw.get("N", 0)
-    if t == "All-capital Words (range)":
-        return kw.get("N1", 0) <= caps(response) <= kw.get("N2", 999)
     if t == "Start Checker":
         phrase = _letters(kw.get("start_phrase", ""), r"[^a-zA-Z ]")
         return _letters(response, r"[^a-zA-Z ]").startswith(phrase)
