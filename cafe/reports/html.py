@@ -24,6 +24,7 @@ from typing import Any
 
 from cafe.adapters.token_counts import length_unit
 from cafe.folder.status import run_failed
+from cafe.jsontext import finite
 from cafe.prompts import style_label
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import MANIFEST, RunStore
@@ -79,18 +80,6 @@ def _e(x: Any) -> str:
 
 #: how a missing value (None, or a ratio with nothing to divide by) reads on a page
 MISSING = "–"
-
-
-def _finite(v: Any) -> Any:
-    """``v`` with every non-finite float (NaN, inf) as None: strict JSON has no NaN (a browser
-    rejects the page's data), and a missing value is not a number."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
 
 
 def _num(v: Any) -> str:
@@ -383,7 +372,8 @@ def items_blob(
 def script_json(data: Any) -> str:
     """JSON safe inside <script>: no "<", ">" or "&" survives (so no "</script>" or "<!--"),
     and the result still parses as the same JSON."""
-    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # strict: a browser rejects NaN in the page's data, and a missing value is not a number
+    text = json.dumps(finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -716,7 +706,7 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
         full = np.arange(len(ids))[None, :]
         # a ratio with nothing to divide by (no Acc_per for a random baseline, no Err_omit for
         # a shuffled control) is missing: None, never NaN, and no delta or interval with it
-        xa, xb = _finite(float(stat(va, full)[0])), _finite(float(stat(vb, full)[0]))
+        xa, xb = finite(float(stat(va, full)[0])), finite(float(stat(vb, full)[0]))
         ci = None
         if xa is not None and xb is not None:
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -724,7 +714,7 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
                     len(ids), lambda idx: stat(vb, idx) - stat(va, idx), resamples=resamples,
                     seed=seed,
                 )  # fmt: skip
-        ci = _finite(list(ci)) if ci else None
+        ci = finite(list(ci)) if ci else None
         if ci is not None and None in ci:
             ci = None
         delta = None if xa is None or xb is None else xb - xa
