@@ -1268,8 +1268,8 @@ def test_the_corpus_has_at_least_70_kinds():
     assert len(KINDS) >= 70 and len({k.__name__ for k in KINDS}) == len(KINDS)
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
+def isolate(monkeypatch, tmp_path) -> None:
+    """The test's own cache and a small rule vocabulary (every round of the corpus)."""
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(
         "cafe.judge.rule.default_vocabulary",
@@ -1277,14 +1277,24 @@ def _isolated(monkeypatch, tmp_path):
     )
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
-def test_bad_input_is_one_line_and_loses_nothing(kind, tmp_path, monkeypatch):
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    isolate(monkeypatch, tmp_path)
+
+
+def run_kind(kind: Callable[[Path], Case], tmp_path: Path, monkeypatch) -> None:
+    """Build one kind's case, check it, and clean up after it (pass or fail)."""
     case = kind(tmp_path)
     try:
         _check_case(case, tmp_path, monkeypatch)
     finally:
         if case.cleanup:
             case.cleanup()
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_bad_input_is_one_line_and_loses_nothing(kind, tmp_path, monkeypatch):
+    run_kind(kind, tmp_path, monkeypatch)
 
 
 def _check_case(case: Case, tmp_path: Path, monkeypatch) -> None:

@@ -19,11 +19,12 @@ from test_bad_input_corpus import (
     GOOD,
     Case,
     _bench,
-    _check_case,
     _cmd,
     _run_args,
     _run_folder,
     _yaml_file,
+    isolate,
+    run_kind,
 )
 
 from cafe.cli import main
@@ -536,19 +537,10 @@ KINDS: list[Callable[[Path], Case]] = [
 
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch, tmp_path):
-    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    isolate(monkeypatch, tmp_path)
     monkeypatch.setenv("CAFE_LOCK_WAIT", "0")
-    monkeypatch.setattr(
-        "cafe.judge.rule.default_vocabulary",
-        lambda: {"dog_bark": ["dog barks", "bark"], "bell": ["church bell"], "rain": ["rainfall"]},
-    )
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
 def test_hostile_input_is_one_line_and_loses_nothing(kind, tmp_path, monkeypatch):
-    case = kind(tmp_path)
-    try:
-        _check_case(case, tmp_path, monkeypatch)
-    finally:
-        if case.cleanup:
-            case.cleanup()
+    run_kind(kind, tmp_path, monkeypatch)
