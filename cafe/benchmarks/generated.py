@@ -23,6 +23,23 @@ def info_name(bench: str) -> str:
     return f"{bench}-info.json"
 
 
+def record_head(item: Any, modality: str, difficulty: str) -> dict[str, Any]:
+    """The MMAR-like keys that open every generated item's jsonl line, in their order, from an
+    item with id, question, choices, answer, dimension and duration."""
+    return {
+        "id": item.id,
+        "audio_path": f"{AUDIO_DIR}/{item.id}.wav",
+        "question": item.question,
+        "choices": item.choices,
+        "answer": item.answer,
+        "modality": modality,
+        "category": item.dimension,
+        "dimension": item.dimension,
+        "difficulty": difficulty,
+        "duration": item.duration,
+    }
+
+
 def write_set(
     out: Path,
     bench: str,
@@ -62,6 +79,8 @@ class GeneratedBenchmark(Benchmark):
     default_seed when None) into the cache, through the subclass's ``ensure_generated`` and
     reads it with its ``load_folder``."""
 
+    version_items = {"n<N>-seed<S>": None}  # any N and seed, generated on first use
+    official_rule = "the MMAU / MMAR string match (cafe's own benchmark: no official script)"
     default_n: ClassVar[int]
     default_seed: ClassVar[int] = 0
     #: (n, seed, progress) -> the cached folder

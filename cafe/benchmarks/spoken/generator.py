@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cafe.benchmarks.generated import AUDIO_DIR, info_name, jsonl_name, write_set
+from cafe.benchmarks.generated import info_name, jsonl_name, record_head, write_set
 from cafe.errors import CafeError
 from cafe.records import Event
 
@@ -98,16 +98,7 @@ class Item:
         """One spoken.jsonl line (MMAR-like keys plus dimension, caption, events)."""
         required = self.dimension
         return {
-            "id": self.id,
-            "audio_path": f"{AUDIO_DIR}/{self.id}.wav",
-            "question": self.question,
-            "choices": self.choices,
-            "answer": self.answer,
-            "modality": "speech",
-            "category": self.dimension,
-            "dimension": self.dimension,
-            "difficulty": "easy",
-            "duration": self.duration,
+            **record_head(self, "speech", "easy"),
             "caption": f'One voice (espeak-ng, American English) says: "{self.sentence}"',
             "events": [
                 Event(

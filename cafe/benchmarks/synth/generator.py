@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cafe.benchmarks.generated import AUDIO_DIR, info_name, jsonl_name, write_set
+from cafe.benchmarks.generated import info_name, jsonl_name, record_head, write_set
 from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.signals import SR, render_clip
 from cafe.records import Event
@@ -41,16 +41,7 @@ class Item:
     def record(self) -> dict:
         """One synth.jsonl line (MMAR-like keys plus dimension, difficulty, caption, events)."""
         return {
-            "id": self.id,
-            "audio_path": f"{AUDIO_DIR}/{self.id}.wav",
-            "question": self.question,
-            "choices": self.choices,
-            "answer": self.answer,
-            "modality": "sound",
-            "category": self.dimension,
-            "dimension": self.dimension,
-            "difficulty": self.difficulty,
-            "duration": self.duration,
+            **record_head(self, "sound", self.difficulty),
             "snr_db": self.snr_db,
             "caption": self.caption,
             "events": [e.to_dict() for e in self.events],
