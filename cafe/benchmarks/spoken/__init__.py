@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from cafe.benchmarks.base import LoadedBenchmark, by_meta
-from cafe.benchmarks.generated import GeneratedBenchmark
+from cafe.benchmarks.generated import GeneratedBenchmark, set_command
 from cafe.benchmarks.spoken.generator import (
     GENERATOR_VERSION,
     INFO_NAME,
@@ -18,8 +16,6 @@ from cafe.benchmarks.spoken.generator import (
     espeak_version,
     generate,
 )
-from cafe.cli_options import command, option
-from cafe.errors import CafeUsageError
 
 DEFAULT_N = 40
 DEFAULT_SEED = 0
@@ -53,24 +49,15 @@ class SpokenBenchmark(GeneratedBenchmark):
     load_folder = staticmethod(load_folder)
 
 
-@command("spoken")
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Folder to write spoken.jsonl, spoken-info.json and audio/*.wav into.",
-)
-@option("--limit", "n", default=DEFAULT_N, show_default=True, help="Number of items.")
-@click.option("--seed", default=DEFAULT_SEED, show_default=True, help="Generator seed.")
-def spoken_command(out: str, n: int, seed: int) -> None:
+spoken_command = set_command(
+    "spoken",
+    generate,
+    DEFAULT_N,
+    DEFAULT_SEED,
     """Write N spoken multiple-choice questions (who, how many, what, where, which day) with
     sentences spoken by espeak-ng, captions and ground-truth facts. Needs espeak-ng; the same
-    seed and espeak-ng version give byte-identical files."""
-    if n < 1:
-        raise CafeUsageError("--limit must be at least 1")
-    path = generate(out, n=n, seed=seed, progress=True)
-    click.echo(f"wrote {n} items to {path}")
+    seed and espeak-ng version give byte-identical files.""",
+)
 
 
 __all__ = ["SpokenBenchmark", "ensure_generated", "load_folder", "spoken_command"]

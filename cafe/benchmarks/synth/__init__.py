@@ -18,14 +18,14 @@ from typing import Any
 import click
 
 from cafe.benchmarks.base import LoadedBenchmark, by_meta
-from cafe.benchmarks.generated import GeneratedBenchmark
+from cafe.benchmarks.generated import GeneratedBenchmark, set_command
 from cafe.benchmarks.synth.generator import (
     GENERATOR_VERSION,
     INFO_NAME,
     JSONL_NAME,
     generate,
 )
-from cafe.cli_options import group, option
+from cafe.cli_options import group
 from cafe.errors import CafeUsageError
 from cafe.records import Event, Problem, Sample
 
@@ -259,38 +259,19 @@ def bench_command() -> None:
     """List benchmarks (`cafe bench list`) or generate one (`cafe bench synth --out DIR`)."""
 
 
-@bench_command.command("synth")
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Folder to write synth.jsonl, synth-info.json and audio/*.wav into.",
-)
-@option(
-    "--limit",
-    "n",
-    default=DEFAULT_N,
-    show_default=True,
-    help="Number of items.",
-    old=("--n",),
-    type=click.IntRange(max=MAX_N),
-)
-@click.option(
-    "--seed",
-    default=DEFAULT_SEED,
-    show_default=True,
-    help="Generator seed.",
-    type=click.IntRange(0, MAX_SEED),
-)
-def synth_command(out: str, n: int, seed: int) -> None:
+synth_command = set_command(
+    "synth",
+    generate,
+    DEFAULT_N,
+    DEFAULT_SEED,
     """Write N synthetic multiple-choice audio questions (counting, pitch, rhythm, temporal
     order, timbre; easy/medium/hard) with 16 kHz WAVs, captions and ground-truth events. The
-    same seed always gives byte-identical files."""
-    if n < 1:
-        raise CafeUsageError("--limit must be at least 1")
-    path = generate(out, n=n, seed=seed, progress=True)
-    click.echo(f"wrote {n} items to {path}")
+    same seed always gives byte-identical files.""",
+    n_type=click.IntRange(max=MAX_N),
+    seed_type=click.IntRange(0, MAX_SEED),
+    old=("--n",),
+)
+bench_command.add_command(synth_command)
 
 
 @bench_command.command("list")
