@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+
 from cafe.benchmarks.base import LoadedBenchmark, by_meta
 from cafe.benchmarks.generated import GeneratedBenchmark, set_command
 from cafe.benchmarks.spoken.generator import (
@@ -16,6 +18,7 @@ from cafe.benchmarks.spoken.generator import (
     espeak_version,
     generate,
 )
+from cafe.benchmarks.synth import MAX_N, MAX_SEED
 
 DEFAULT_N = 40
 DEFAULT_SEED = 0
@@ -57,6 +60,8 @@ spoken_command = set_command(
     """Write N spoken multiple-choice questions (who, how many, what, where, which day) with
     sentences spoken by espeak-ng, captions and ground-truth facts. Needs espeak-ng; the same
     seed and espeak-ng version give byte-identical files.""",
+    n_type=click.IntRange(max=MAX_N),
+    seed_type=click.IntRange(0, MAX_SEED),
 )
 
 
