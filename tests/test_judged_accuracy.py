@@ -110,3 +110,31 @@ def test_every_reply_unusable_exits_non_zero_and_writes_no_section(tmp_path, rep
         "answer-judge replies unusable; its section was not written"
     )
     assert "judged_accuracy" not in json.loads(store.path("metrics.json").read_text())
+
+
+def test_cache_keys_are_those_of_earlier_releases(tmp_path):
+    """A cache filled before judge-accuracy ran on the step engine still hits: the keys of the
+    six calls (s5 asked twice) are pinned as the code before the move made them."""
+    import sqlite3
+
+    from cafe.judge.answer import judge_accuracy_run
+
+    store = _run(tmp_path / "run")
+    replies = {k: r for k, (_, r, _) in CASES.items()}
+    with OpenAILoopback(reply=lambda b: next(r for k, r in replies.items()
+                                             if f"[{k}]" in str(b))) as srv:  # fmt: skip
+        judge_accuracy_run(store.root, "openai-compatible", "gpt-5", [srv.url],
+                           cache=tmp_path / "c.sqlite")  # fmt: skip
+        assert len(srv.requests) == 6
+        with sqlite3.connect(tmp_path / "c.sqlite") as db:
+            keys = sorted(k[:16] for (k,) in db.execute("SELECT key FROM calls"))
+        assert keys == PINNED_KEYS
+        # a second invocation is all cache hits: no request, the same figure
+        sec = judge_accuracy_run(store.root, "openai-compatible", "gpt-5", [srv.url],
+                                 cache=tmp_path / "c.sqlite")  # fmt: skip
+        assert len(srv.requests) == 6 and sec["calls"]["cache_hits"] == 6
+        assert sec["total"] == {"correct": 1, "total": 5, "acc": 20.0}
+
+
+PINNED_KEYS = ["30cc3d011bc44b82", "3e9793df95fab825", "42bd82d537a33654", "70864a4ca64dadd3",
+               "b877340473b9a195", "e9718e9c34294ba7"]  # fmt: skip
