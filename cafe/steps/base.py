@@ -54,6 +54,8 @@ class View:
     predictions: list[Prediction]
     judgements: list[Judgement]
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: the rows of the folder's JSONL files the step ``reads`` (absent: none)
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def items(self) -> list[tuple[Sample, Prediction]]:
         """(sample, prediction) of every prediction with an output to read."""
@@ -86,6 +88,7 @@ class Step:
     records_in_section: ClassVar[bool] = False
     needs_samples: ClassVar[bool] = False  # samples.jsonl missing: its one-line error first
     noun: ClassVar[str] = "calls"  # what its calls are called in a note
+    reads: ClassVar[tuple[str, ...]] = ()  # JSONL files of its own it reads (View.files)
     #: a cafe.clients.calls.CallPlan (batch transport, cost ledger): the engine bounds the
     #: items in flight by it and adds its ledger to the manifest's costs (``self.costs``)
     call_plan: Any = None
@@ -100,6 +103,10 @@ class Step:
 
     def cache_hits(self, counts: dict[str, Any]) -> int:
         return int(counts.get("cache_hits", 0))
+
+    def files(self, view: View, records: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
+        """JSONL files of its own to write with the section (each one transaction), {name: rows}."""
+        return {}
 
     def pending(self) -> int:
         """Calls left in a batch (or cancelled there): no results, so the section is returned

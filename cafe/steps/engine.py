@@ -23,7 +23,7 @@ from cafe.folder.status import StepStatus, require_usable
 from cafe.locking import folder_lock
 from cafe.reporting import note
 from cafe.steps.base import Step, StepRecord, View
-from cafe.store import RunStore, latest_records, rewrite_jsonl, write_json_atomic
+from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl, write_json_atomic
 
 
 @dataclass
@@ -33,8 +33,15 @@ class StepResult:
     records: list[StepRecord] = field(default_factory=list)
 
 
-def read_view(store: RunStore) -> View:
-    """The folder as steps read it (samples, predictions, the run's judgements, metrics)."""
+def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
+    """The folder as steps read it (samples, predictions, the run's judgements, metrics, and
+    the rows of the step's own files ``reads``)."""
+    files = {}
+    for name in reads:
+        path = store.path(name)
+        if path.exists():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            files[name] = [json.loads(x) for x in lines if x.strip()]
     return View(
         root=store.root,
         manifest=store.read_manifest() if store.has_manifest() else {},
@@ -42,6 +49,7 @@ def read_view(store: RunStore) -> View:
         predictions=store.predictions(),
         judgements=store.judgements(),
         metrics=store.read_metrics(),
+        files=files,
     )
 
 
@@ -72,7 +80,7 @@ def run_step(
     register_step_section(step)
     store = RunStore(run_dir)
     with folder_lock(store.root, f"cafe {step.name}"):
-        view = read_view(store)
+        view = read_view(store, step.reads)
         if step.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
         step.check(view)  # what the folder lacks is said first, then what the options lack
@@ -97,9 +105,19 @@ def run_step(
         status = step.status(view, records)
         require_usable(step.who(), status, str(store.root))  # nothing written then
         section = _section(step, view, records, spec, calls if makes_calls else None, status)
+        for name, rows in step.files(view, records).items():
+            _write_rows(store, name, rows)
         store.update_metrics(step.section_name, section)
         store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
     return StepResult(section, status, records)
+
+
+def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
+    """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
+    from cafe.redaction import scrub_text
+
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
 
 
 def _held(

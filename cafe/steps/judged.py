@@ -16,6 +16,15 @@ from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
+from cafe.judge.verdict import (
+    EMBEDDING_FILE,
+    VERDICTS_FILE,
+    Judged,
+    VerdictJudge,
+    embedding_rows,
+    kept_rows,
+    output_hash,
+)
 from cafe.records import Prediction
 from cafe.reporting import warn
 from cafe.steps.base import Option, Step, View
@@ -73,7 +82,7 @@ class JudgedAccuracyStep(Step):
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The judge's spec (built now: no key or no server fails here, before any call)."""
-        o = {opt.name: options.get(opt.name, opt.default) for opt in self.options}
+        o = {opt.name: options.get(opt.name, opt.default) for opt in JudgedAccuracyStep.options}
         if not isinstance(self.cache, Cache):
             self.cache = Cache(self.cache or cache_file("judge.sqlite"))
         self.selective = bool(o["selective"])
@@ -115,6 +124,8 @@ class JudgedAccuracyStep(Step):
         await self.judge.client.aclose()
 
     def pending(self) -> int:
+        if self.call_plan is None:
+            return 0
         return sum(int(st.get("left_pending", 0)) + int(st.get("cancelled_items", 0))
                    for st in self.call_plan.batch_stats().values())  # fmt: skip
 
@@ -195,3 +206,117 @@ def judge_accuracy(run_dir: str | Path, **options: Any) -> dict[str, Any]:
     step = JudgedAccuracyStep(**{k: options.pop(k) for k in step_args if k in options})
     res = run_step(step, run_dir, concurrency=step.concurrency, progress=False, **options)
     return res.section
+
+
+class OfficialStep(JudgedAccuracyStep):
+    """`cafe judge-official`: the run's benchmark's official model paths, its LLM judge
+    (cafe.judge.verdict.VerdictJudge, through the answer judge's machinery: cache, batch, cost
+    ledger) and its embedding match, into its "official" section. Every reply is kept in
+    RUN/official_judgements.jsonl (a reply that does not parse stays there for manual review
+    and counts as wrong); a path not run now keeps its earlier rows while their outputs stand."""
+
+    name = "judge-official"
+    help = "The official LLM-judged figure, for a benchmark whose official rule is an LLM judge."
+    section_name = "official"
+    reads = (VERDICTS_FILE, EMBEDDING_FILE)
+    options = (
+        Option("judge", str, None, "Official LLM judge client: openai-compatible, openai..."),
+        Option("judge_model", str, None, "Judge model (default: the official script's)."),
+        Option("embedder", str, None, "Embedding model of the benchmark's embedding path."),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(section_name="official", **kw)
+        self.build_section = self._judged_section
+        self.embedded: list[dict[str, Any]] | None = None  # rows of the embedding run now
+
+    def check(self, view: View) -> None:
+        from cafe.benchmarks.base import benchmark_class
+
+        self.view = view  # the judge's section reads the embedding path's picks of it
+        self.bench_name = (view.manifest.get("bench") or {}).get("name") or ""
+        self.bench = benchmark_class(self.bench_name)()
+
+    def spec(self, **options: Any) -> dict[str, Any]:
+        judge, embedder = options.get("judge"), options.get("embedder")
+        vs, name = self.bench.official_judge, self.bench_name or "this run"
+        if judge is not None and vs is None:
+            raise ValueError(f"{name}: its official rule has no LLM judge")
+        if embedder is not None and self.bench.official_embedder is None:
+            raise ValueError(f"{name}: its official rule has no embedding path")
+        if judge is None and embedder is None:
+            raise ValueError("nothing to run: pass --judge (the official LLM judge) or --embedder "
+                             "(the official embedding match)")  # fmt: skip
+        self.records_in_section = judge is not None  # no judge: no calls, the kept verdicts
+        if embedder is not None:  # run first: an embedder that cannot load fails before a call
+            v = self.view
+            self.embedded = embedding_rows(v.samples, v.predictions, self.bench, embedder)
+        if judge is None:
+            self.call_plan = None  # no calls: no batch, no costs
+            return {"step": self.name, "embedder": embedder}
+        self.vspec = vs
+        self.make_judge = type("BoundVerdictJudge", (VerdictJudge,), {"verdict_spec": vs})
+        return super().spec(judge=judge, judge_model=options.get("judge_model") or vs.model,
+                            selective=True)  # fmt: skip
+
+    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
+        JudgedAccuracyStep.check(self, view)  # the judge needs predictions
+        return super().plan(view, spec)
+
+    def _extras(self, view: View) -> dict[str, Any]:
+        """The embedding path's picks (run now, else kept) for the benchmark's section."""
+        rows = self.embedded if self.embedded is not None else view.files.get(EMBEDDING_FILE, [])
+        embedded = kept_rows(rows, view.predictions)
+        if not embedded:
+            return {}
+        return {"embedded": embedded, "embedder": next(iter(embedded.values()))["embedder"]}
+
+    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
+        if self.records_in_section:
+            return super().status(view, records)
+        extras = self._extras(view)  # no judge now: what the kept rows cover
+        n = len(view.predictions)
+        return by_counts(n, n if extras or self._kept(view) else 0, "predictions",
+                         "have no official verdict kept")  # fmt: skip
+
+    def _kept(self, view: View) -> dict[str, Any]:
+        kept = kept_rows(view.files.get(VERDICTS_FILE, []), view.predictions)
+        if not kept:
+            return {}
+        verdicts = {k: Judged(k[0], k[1], None, r["status"], r.get("raw_reply"),
+                              value=r.get("value")) for k, r in kept.items()}  # fmt: skip
+        return {"verdicts": verdicts, "judge": next(iter(kept.values())).get("judge")}
+
+    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+        if self.records_in_section:
+            return super().section(view, records, spec)
+        return self.bench.official_section(view.samples, view.predictions,
+                                           view.manifest.get("runs"),
+                                           **self._extras(view), **self._kept(view))  # fmt: skip
+
+    def _judged_section(self, samples, preds, verdicts, aj, breakdowns, runs, rule):  # type: ignore[no-untyped-def]
+        vs = self.vspec
+        by_key = {(v.sample_id, v.run_index): v for v in verdicts}
+        extras = self._extras(self.view)
+        section = self.bench.official_section(samples, preds, runs, verdicts=by_key,
+                                              judge=aj.identity, **extras)  # fmt: skip
+        section["judge"] = {"judge": aj.identity, "template_hash": aj.template_hash,
+                            "temperature": vs.temperature, "top_p": vs.top_p,
+                            "thinking": aj.thinking}  # fmt: skip
+        section["spec"] = aj.spec.to_dict()
+        section["verdicts"] = judged_statuses(verdicts)
+        section["verdicts_file"] = "official_judgements.jsonl"
+        return section
+
+    def files(self, view: View, records: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
+        out = {EMBEDDING_FILE: self.embedded} if self.embedded is not None else {}
+        if self.records_in_section:
+            by_pred = {(p.sample_id, p.run_index): p for p in view.predictions}
+            out[VERDICTS_FILE] = [
+                {"sample_id": v.sample_id, "run_index": v.run_index, "status": v.status,
+                 "value": getattr(v, "value", None), "raw_reply": v.raw,
+                 "judge": self.judge.identity,
+                 "output": output_hash(by_pred[(v.sample_id, v.run_index)])}
+                for v in [*self.decided, *records] if (v.sample_id, v.run_index) in by_pred
+            ]  # fmt: skip
+        return out
