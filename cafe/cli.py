@@ -28,7 +28,7 @@ COMMANDS: dict[str, str] = {
     "decay": "cafe.steps.cli:decay_command",
     "attention": "cafe.metrics.cli:attention_command",
     "report": "cafe.reports.cli:report_command",
-    "leaderboard": "cafe.reports.leaderboard:leaderboard_command",
+    "leaderboard": "cafe.reports.cli:leaderboard_command",
     "train": "cafe.training.cli:train_command",
 }
 
