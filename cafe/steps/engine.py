@@ -53,6 +53,13 @@ def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
     )
 
 
+def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None:
+    """Write sections computed from the folder's records, each stamped with its inputs (under
+    the folder lock the caller holds; cafe.folder.sections finds what they feed)."""
+    for name, section in sections.items():
+        store.update_metrics(name, section)
+
+
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
     from cafe.steps import TABLE
