@@ -13,7 +13,7 @@ from typing import Any
 
 from cafe.cache import Cache, cache_file
 from cafe.clients.base import call_stats_of
-from cafe.errors import CafeError
+from cafe.errors import CafeError, CafeUsageError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
 from cafe.judge.verdict import (
@@ -82,7 +82,11 @@ class JudgedAccuracyStep(Step):
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The judge's spec (built now: no key or no server fails here, before any call)."""
-        o = {opt.name: options.get(opt.name, opt.default) for opt in JudgedAccuracyStep.options}
+        known = {opt.name: opt.default for opt in JudgedAccuracyStep.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise CafeUsageError(f"cafe {self.name}: unknown option(s) {', '.join(unknown)}")
+        o = {**known, **options}
         if not isinstance(self.cache, Cache):
             self.cache = Cache(self.cache or cache_file("judge.sqlite"))
         self.selective = bool(o["selective"])
