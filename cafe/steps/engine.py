@@ -40,7 +40,7 @@ def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
     for name in reads:
         path = store.path(name)
         if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = path.read_text(encoding="utf-8").split("\n")  # JSON lines end at \n only
             files[name] = [json.loads(x) for x in lines if x.strip()]
     return View(
         root=store.root,
