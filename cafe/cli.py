@@ -15,8 +15,8 @@ COMMANDS: dict[str, str] = {
     "score": "cafe.benchmarks.scoring:score_command",
     "export": "cafe.benchmarks.export:export_command",
     "bench": "cafe.benchmarks.synth:bench_command",
-    "adapters": "cafe.adapters:adapters_command",
-    "doctor": "cafe.adapters.doctor:doctor_command",
+    "adapters": "cafe.adapters.cli:adapters_command",
+    "doctor": "cafe.adapters.cli:doctor_command",
     "judge": "cafe.judge.cli:judge_command",
     "caption": "cafe.judge.cli:caption_command",
     "judge-agreement": "cafe.judge.cli:agreement_command",
@@ -28,7 +28,7 @@ COMMANDS: dict[str, str] = {
     "decay": "cafe.steps.cli:decay_command",
     "attention": "cafe.metrics.cli:attention_command",
     "report": "cafe.reports.cli:report_command",
-    "leaderboard": "cafe.reports.leaderboard:leaderboard_command",
+    "leaderboard": "cafe.reports.cli:leaderboard_command",
     "train": "cafe.training.cli:train_command",
 }
 

@@ -128,3 +128,32 @@ def test_no_item_with_an_answer_is_no_figure(tmp_path):
     assert "total absent (no item with an answer) (0/0)" in res.output
     sec = json.loads(store.path("metrics.json").read_text())["judged_accuracy"]
     assert sec["total"] == {"correct": 0, "total": 0, "acc": None}
+
+
+def test_cache_keys_are_those_of_earlier_releases(tmp_path):
+    """A cache filled before judge-accuracy ran on the step engine still hits: the keys of the
+    six calls (s5 asked twice) are pinned as the code before the move made them."""
+    import sqlite3
+
+    from cafe.judge.answer import judge_accuracy_run
+
+    store = _run(tmp_path / "run")
+    replies = {k: r for k, (_, r, _) in CASES.items()}
+    with OpenAILoopback(reply=lambda b: next(r for k, r in replies.items()
+                                             if f"[{k}]" in str(b))) as srv:  # fmt: skip
+        judge_accuracy_run(store.root, "openai-compatible", "gpt-5", [srv.url],
+                           cache=tmp_path / "c.sqlite")  # fmt: skip
+        assert len(srv.requests) == 6
+        with sqlite3.connect(tmp_path / "c.sqlite") as db:
+            keys = sorted(k[:16] for (k,) in db.execute("SELECT key FROM calls"))
+        assert keys == PINNED_KEYS
+        # a second invocation is all cache hits: no request, the same figure
+        sec = judge_accuracy_run(store.root, "openai-compatible", "gpt-5", [srv.url],
+                                 cache=tmp_path / "c.sqlite")  # fmt: skip
+        assert len(srv.requests) == 6 and sec["calls"]["cache_hits"] == 6
+        assert sec["total"] == {"correct": 1, "total": 5, "acc": 20.0}
+
+
+# made by the code before the move (main at the merge, cache schema 2 of issue 30)
+PINNED_KEYS = ["2293b9e858669380", "4ce8ea23e4c8c3d5", "51b02f8a241459dd", "77472e3c63384e1f",
+               "7de092703c8e2b22", "e647c6698ff769a1"]  # fmt: skip

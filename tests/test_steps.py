@@ -115,3 +115,38 @@ def test_a_registered_step_is_a_command(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["spec"] == {"step": "length", "version": 1, "unit": "bytes"}
     assert "length" in CliRunner().invoke(main, ["--help"]).output
+
+
+class Tally(Step):
+    """A toy step whose results live in its section and a file of its own: each output's
+    length; an output saying NONE is unusable. It reads back what its file kept last time."""
+
+    name, section_name = "tally", "tally"
+    records_in_section, reads, engine_cache = True, ("tally.jsonl",), False
+
+    def call(self, item, spec):
+        out = item[1].raw_output
+        status = "invalid" if "NONE" in out else "ok"
+        return StepRecord(item[1].sample_id, item[1].run_index, status, value=len(out))
+
+    def section(self, view, records, spec):
+        return {"sum": sum(r.value for r in records if r.status == "ok"),
+                "kept_before": len(view.files.get("tally.jsonl", []))}  # fmt: skip
+
+    def files(self, view, records):
+        return {"tally.jsonl": [{"sample_id": r.sample_id, "value": r.value} for r in records]}
+
+
+def test_a_step_without_records_file_writes_its_files_with_its_section_only(tmp_path):
+    store = _folder(tmp_path / "r", {"a": "NONE", "b": "NONE"})
+    with pytest.raises(Exception, match="produced nothing usable"):
+        run_step(Tally(), store.root)
+    assert not store.path("tally.jsonl").exists() and not store.path("tally.spec.json").exists()
+    assert "tally" not in store.read_metrics()
+    store = _folder(tmp_path / "s", {"a": "xx", "b": "NONE"})
+    first = run_step(Tally(), store.root).section
+    assert (first["sum"], first["kept_before"], first["outcome"]["usable"]) == (2, 0, 1)
+    rows = [json.loads(x) for x in store.path("tally.jsonl").read_text().splitlines()]
+    assert sorted(r["sample_id"] for r in rows) == ["a", "b"]
+    again = run_step(Tally(), store.root).section  # no records file: every item asked again
+    assert (again["sum"], again["kept_before"], again["counters"]["total"]["calls"]) == (2, 2, 4)

@@ -236,3 +236,17 @@ def test_identical_runs_are_flagged_in_tables(board, tmp_path):
     text = render_table(2, board, "md", extra=[row_from_run(run)])
     assert "| Tiny-LALM ≡ |" in text
     assert "≡ its runs gave identical outputs (greedy decoding)" in text
+
+
+def test_column_directions_come_from_the_section_registry():
+    """Best / second marks read each column's direction from the section registry: the CAFE
+    error rates are lower-is-better, accuracies and a key no section declares higher."""
+    from cafe.folder.sections import section_info
+    from cafe.reports.tables import Column, higher_is_better
+
+    assert section_info("cafe").direction("err_per") == "down"
+    assert [higher_is_better(m) for m in ("acc_per", "err_per", "err_use", "err_omit", "acc")] == [
+        True, False, False, False, True]  # fmt: skip
+    assert higher_is_better("sound") is True  # a breakdown key: no section names it
+    assert Column("mmar", "err_omit", "Err_omit").arrow == "↓"
+    assert Column("mmar", "err_omit", "x", higher_is_better=True).arrow == "↑"  # said by hand

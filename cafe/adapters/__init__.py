@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
 from cafe.adapters.base import ADAPTERS, Adapter, ModelCard
-from cafe.cli_options import group
 
 # name -> "module:Class"; heavy engines import only when their adapter is asked for
 for _name, _target in {
@@ -46,11 +43,6 @@ def load_model(
     resolved = resolve_model(model, checkpoint, list(cards))
     adapter = load_adapter(resolved, options)
     return resolved, adapter
-
-
-@group("adapters")
-def adapters_command() -> None:
-    """List model adapters and model cards, or show one."""
 
 
 def list_models(cards: list[str] | tuple[str, ...] = ()) -> list[dict[str, str]]:
@@ -103,24 +95,10 @@ def show_model(name: str, cards: list[str] | tuple[str, ...] = ()) -> dict[str, 
     return data
 
 
-@adapters_command.command("list")
-@click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
-def list_command(cards: tuple[str, ...]) -> None:
-    """Every model card (name, engine, group, checkpoint, prompt style), then registered
-    adapters that no card uses (run them with --model ADAPTER)."""
-    header = ("name", "adapter", "engine", "group", "prompt style", "decoding", "checkpoint")
-    rows = [header, *(tuple(r.values()) for r in list_models(cards))]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    for r in rows:
-        click.echo("  ".join(f"{v!s:{w}}" for v, w in zip(r, widths, strict=True)).rstrip())
+def __getattr__(name: str) -> Any:
+    # the commands live in the command-line layer (cafe.adapters.cli); importable here
+    if name in ("adapters_command", "list_command", "show_command"):
+        from cafe.adapters import cli
 
-
-@adapters_command.command("show")
-@click.argument("name")
-@click.option("--cards", multiple=True, type=click.Path(exists=True), help="Extra cards YAML.")
-def show_command(name: str, cards: tuple[str, ...]) -> None:
-    """One model card (or an adapter's default card) as YAML, with its prompt template hash."""
-    import yaml
-
-    data = show_model(name, cards)
-    click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
+        return getattr(cli, name)
+    raise AttributeError(name)

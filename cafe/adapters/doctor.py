@@ -13,18 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 
 from cafe.audio import load_audio, write_wav
-from cafe.cli_options import (
-    adapter_options,
-    command,
-    data_option,
-    limit_option,
-    max_new_tokens_option,
-    model_options,
-)
 from cafe.errors import CafeError
 from cafe.records import Request
 
@@ -167,42 +158,10 @@ def doctor(
         adapter.close()
 
 
-@command("doctor")
-@model_options(required=True)
-@click.option("--bench", default="synth", show_default=True, help="Benchmark to take items from.")
-@data_option()
-@limit_option(default=3, help="How many items to send.", old=("--n",))
-@max_new_tokens_option(default=64)
-@click.option(
-    "--strict", is_flag=True, help="Exit with status 1 when the audio seems not to be heard."
-)
-def doctor_command(
-    model: str,
-    checkpoint: str | None,
-    cards: tuple[str, ...],
-    options: tuple[str, ...],
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
-    bench: str,
-    data: str | None,
-    limit: int,
-    max_new_tokens: int,
-    strict: bool,
-) -> None:
-    """Check that MODEL hears its audio: each item is sent with its real clip and with silence
-    of the same length; unchanged outputs (and, for transformers models, unchanged first-token
-    logits) mean the audio is being dropped. A served model: --model CARD --endpoint URL."""
-    report = doctor(
-        model,
-        bench,
-        checkpoint=checkpoint,
-        data=data,
-        limit=limit,
-        max_new_tokens=max_new_tokens,
-        cards=cards,
-        options=adapter_options(options, endpoints, api_key_env),
-    )
-    for line in report.lines():
-        click.echo(line)
-    if strict and not report.ok:
-        raise SystemExit(1)
+def __getattr__(name: str) -> Any:
+    # the command lives in the command-line layer (cafe.adapters.cli); importable here
+    if name == "doctor_command":
+        from cafe.adapters.cli import doctor_command
+
+        return doctor_command
+    raise AttributeError(name)

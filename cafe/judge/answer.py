@@ -11,26 +11,18 @@ rule cannot decide."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file, text_entry
-from cafe.clients.base import call_stats_of
+from cafe.cache import Cache, text_entry
 from cafe.clients.thinking import final_answer, judge_max_tokens
-from cafe.counters import by_status, judge_counters
-from cafe.folder.status import by_counts, require_usable
 from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
-from cafe.judge.stages import execute
-from cafe.locking import writes_folder
 from cafe.parsing import extract_answer
 from cafe.records import Prediction, Sample
-from cafe.reporting import note, warn
-from cafe.store import RunStore
 
 SECTION = "judged_accuracy"
 MAX_TOKENS = 16
@@ -139,11 +131,6 @@ class AnswerJudge:
         return Verdict(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws))
 
 
-class _Discard:
-    def write_many(self, records: Any) -> None:
-        pass
-
-
 def judged_section(
     samples: Sequence[Sample],
     predictions: Sequence[Prediction],
@@ -183,7 +170,6 @@ def judged_section(
     }
 
 
-@writes_folder("cafe judge-accuracy")
 def judge_accuracy_run(
     run_dir: str | Path,
     judge: str,
@@ -204,7 +190,8 @@ def judge_accuracy_run(
     build_section: Any = None,
     section_name: str = SECTION,
 ) -> dict[str, Any]:
-    """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy".
+    """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy"
+    (the step cafe.steps.judged.JudgedAccuracyStep, run by the step engine).
 
     ``make_judge`` / ``build_section`` / ``section_name``: another judge of the same shape (an
     AnswerJudge subclass, built with the same arguments), the section it makes (judged_section's
@@ -215,134 +202,15 @@ def judge_accuracy_run(
     ``selective``: ask the judge only where the official rule cannot decide (its parse did not
     map the answer to a choice); ``prices``: your price table; the calls' cost goes into the
     manifest's ``costs`` (cafe.judge.batching.write_costs)."""
-    from cafe.benchmarks.scoring import choice_rule_for
-    from cafe.judge import batching
-    from cafe.judge.pipeline import _bench_breakdowns
+    from cafe.steps.judged import judge_accuracy
 
-    store = RunStore(run_dir)
-    samples = store.samples()
-    preds = store.predictions()
-    if not preds:
-        raise ValueError(f"{run_dir}: no predictions.jsonl records to judge")
-    by_id = {s.id: s for s in samples}
-    cache_obj = cache if isinstance(cache, Cache) else Cache(cache or cache_file("judge.sqlite"))
-    plan = batching.call_plan(store.root, batch=batch, prices=prices,
-                              batch_options=batch_options)  # fmt: skip
-    aj = (make_judge or AnswerJudge)(judge, judge_model, endpoints, template=template,
-                                     cache=cache_obj, concurrency=concurrency,
-                                     thinking=thinking, thinking_budget=thinking_budget,
-                                     client=client, calls=plan)  # fmt: skip
-
-    decided, todo = _split_rule_decided(aj, preds, by_id, selective)
-
-    async def ask(p: Prediction) -> Verdict:
-        s = by_id.get(p.sample_id)
-        if s is None:
-            return Verdict(p.sample_id, p.run_index, None, "failed", "sample not found")
-        return await aj.verdict(s, p)
-
-    def failed(p: Prediction, why: str) -> Verdict:  # a bug on one item: that item only
-        return Verdict(p.sample_id, p.run_index, None, "failed", why)
-
-    # batch mode lifts the bound: a batch collects every call that is waiting; verdicts are
-    # kept in the section only (the cache replays them), so nothing is appended as they come
-    asked = asyncio.run(execute(
-        todo, ask, failed, _Discard(), concurrency=plan.item_concurrency(concurrency),
-        desc="judge-accuracy", progress=False, aclose=aj.client.aclose,
-    ))  # fmt: skip
-    verdicts = [*decided, *asked]
-    costs = batching.write_costs(store, plan, cache_obj.hits)
-    manifest = store.read_manifest() if store.has_manifest() else {}
-    bench = (manifest.get("bench") or {}).get("name") if isinstance(manifest, dict) else None
-    section = (build_section or judged_section)(samples, preds, verdicts, aj,
-                                                _bench_breakdowns(store), manifest.get("runs"),
-                                                choice_rule_for(bench))  # fmt: skip
-    _describe_calls(section, store, aj, asked, cache_obj.hits, plan.mode, costs, section_name)
-    if selective:
-        # the shared report shape (cafe.judge.batching.Selection): no prompt is shared here,
-        # the rule decides instead of the judge
-        sel = batching.Selection(todo=todo, decided=decided, copies={})  # type: ignore[arg-type]
-        section["selective"] = {**sel.report(len(preds)),
-                                **batching.saving(sel, plan, aj.calls, len(asked))}  # fmt: skip
-    # calls left in a batch (--batch-no-wait) or cancelled at the service are not verdicts: a
-    # figure with them counted as failed would mislead, so the section stays as it was
-    pending = sum(int(st.get("left_pending", 0)) + int(st.get("cancelled_items", 0))
-                  for st in plan.batch_stats().values())  # fmt: skip
-    if pending:
-        note(
-            f"{pending} answer-judge calls still pending in a batch (or cancelled there): "
-            f"{section_name} left as it was; run the same command again to collect"
-        )
-        return {**section, "pending": pending}
-    # a call that failed is no verdict: a figure counting it wrong would be a 0 the judge never
-    # gave, so the section stays as it was (the cache keeps the replies that came back)
-    _refuse_lost_calls(preds, asked)
-    _verdict_status(section, len(verdicts), f"the {section_name} judge on {store.root}")
-    store.update_metrics(section_name, section)
-    return section
-
-
-def _verdict_status(section: dict[str, Any], n: int, who: str) -> None:
-    """The section's status by counts; none usable raises (nothing written), most unusable
-    warns."""
-    bad = section["verdicts"]["unparseable"] + section["verdicts"]["failed"]
-    status = by_counts(n, n - bad, "answer-judge replies", "unusable")
-    require_usable(who, status)
-    section["outcome"] = status.to_dict()
-    if bad * 2 > n:
-        warn(f"{bad} of {n} answer-judge replies unusable ({section['verdicts']})")
-
-
-def _split_rule_decided(
-    aj: AnswerJudge, preds: list[Prediction], by_id: dict[str, Sample], selective: bool
-) -> tuple[list[Verdict], list[Prediction]]:
-    """(verdicts the official rule decides, predictions left for the judge); with
-    ``selective`` off every prediction goes to the judge."""
-    decided: list[Verdict] = []
-    todo: list[Prediction] = []
-    for p in preds:
-        s = by_id.get(p.sample_id)
-        v = aj.decide(s, p) if selective and s is not None else None
-        if v is None:
-            todo.append(p)
-        else:
-            decided.append(v)
-    return decided, todo
-
-
-def _refuse_lost_calls(preds: list[Prediction], asked: list[Verdict]) -> None:
-    """Raise when a judge call on an answered output failed: such a call is no verdict."""
-    answered = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None
-                and not p.error}  # fmt: skip
-    lost = [v for v in asked if v.status == "failed" and (v.sample_id, v.run_index) in answered]
-    if lost:
-        from cafe.errors import CafeError
-
-        raise CafeError(
-            f"{len(lost)} of {len(asked)} answer-judge calls failed (first: sample "
-            f"{lost[0].sample_id}: {lost[0].raw}); {SECTION} left as it was; run the same "
-            "command again to retry them"
-        )
-
-
-def _describe_calls(
-    section: dict[str, Any], store: RunStore, aj: AnswerJudge, asked: list[Verdict],
-    cache_hits: int, mode: str, costs: Any, section_name: str = SECTION,
-) -> None:  # fmt: skip
-    """This invocation's calls, and the counters over every invocation under this spec."""
-    section["calls"] = {
-        "sent": aj.calls,
-        "cache_hits": cache_hits,
-        "judged_now": len(asked),
-        "mode": mode,
-        **call_stats_of(aj.client),  # 429s, 5xx, retries, waits
-        **({"cost": costs} if costs is not None else {}),
-    }
-    section["counters"] = judge_counters(store.read_metrics().get(section_name), section["spec"], {
-        "calls": aj.calls, "cache_hits": cache_hits, "judged": len(asked),
-        "replies": by_status([v.status for v in asked]),
-        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
-    })  # fmt: skip
+    return judge_accuracy(
+        run_dir, judge=judge, judge_model=judge_model, endpoints=endpoints,
+        concurrency=concurrency, template=str(template) if template else None, cache=cache,
+        thinking=thinking, thinking_budget=thinking_budget, client=client, batch=batch,
+        selective=selective, prices=prices, batch_options=batch_options,
+        make_judge=make_judge, build_section=build_section, section_name=section_name,
+    )  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

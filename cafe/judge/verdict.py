@@ -12,7 +12,6 @@ and counts as wrong, as the official scripts count it."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,13 +20,10 @@ from typing import Any
 
 from cafe.cache import text_entry
 from cafe.clients.thinking import final_answer
-from cafe.jsontext import strict_dumps
 from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.base import sha256_text
 from cafe.judge.extraction import build_prompt
-from cafe.locking import writes_folder
 from cafe.records import Prediction, Sample
-from cafe.store import RunStore, replace_file
 
 SECTION = "official"
 VERDICTS_FILE = "official_judgements.jsonl"
@@ -145,53 +141,37 @@ class VerdictJudge(AnswerJudge):
         return Judged(pred.sample_id, pred.run_index, None, "ok", text, value=value)
 
 
-def _read_kept(store: RunStore, name: str, preds: list[Prediction]) -> dict[tuple[str, int], Any]:
-    """Rows an earlier `cafe judge-official` kept in RUN/<name>, for the predictions whose output
-    is still the one judged (a re-run item's new output is not covered)."""
-    path = store.path(name)
-    if not path.exists():
-        return {}
+def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple[str, int], Any]:
+    """Rows an earlier `cafe judge-official` kept (RUN/official_*.jsonl), for the predictions
+    whose output is still the one judged (a re-run item's new output is not covered)."""
     now = {(p.sample_id, p.run_index): output_hash(p) for p in preds}
     out = {}
-    for line in path.read_text(encoding="utf-8").split("\n"):  # JSON lines end at \n only
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for row in rows:
         key = (row["sample_id"], row["run_index"])
         if now.get(key) == row.get("output"):
             out[key] = row
     return out
 
 
-def _write_kept(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
-    """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
-    from cafe.redaction import scrub_text
-
-    text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
-
-
-def embed_run(store: RunStore, bench: Any, embedder: str) -> dict[tuple[str, int], Any]:
-    """The embedding path: each applicable output's nearest choice, by ``embedder``; kept in
-    RUN/official_embedding.jsonl. Raises EmbedderUnavailable when the model cannot load."""
+def embedding_rows(
+    samples: list[Sample], preds: list[Prediction], bench: Any, embedder: str
+) -> list[dict[str, Any]]:
+    """The embedding path: each applicable output's nearest choice, by ``embedder`` (the rows
+    of RUN/official_embedding.jsonl). Raises EmbedderUnavailable when the model cannot load."""
     from cafe.benchmarks.embedding_match import nearest_choices
 
-    by_id = {s.id: s for s in store.samples()}
-    preds = [p for p in store.predictions()
-             if p.sample_id in by_id and bench.embedding_applies(by_id[p.sample_id])]  # fmt: skip
+    by_id = {s.id: s for s in samples}
+    todo = [p for p in preds
+            if p.sample_id in by_id and bench.embedding_applies(by_id[p.sample_id])]  # fmt: skip
     # a null or failed output is embedded as "", as the official script fills nulls
-    todo = preds
     picks = nearest_choices(embedder, [(p.raw_output if p.error is None and p.raw_output
                                         is not None else "", by_id[p.sample_id].choices)
                                        for p in todo])  # fmt: skip
-    rows = [{"sample_id": p.sample_id, "run_index": p.run_index, "output": output_hash(p),
+    return [{"sample_id": p.sample_id, "run_index": p.run_index, "output": output_hash(p),
              "choice": c, "embedder": embedder}
             for p, c in zip(todo, picks, strict=True)]  # fmt: skip
-    _write_kept(store, EMBEDDING_FILE, rows)
-    return {(r["sample_id"], r["run_index"]): r for r in rows}
 
 
-@writes_folder("cafe judge-official")  # its files and section written by the one writer
 def official_judge_run(
     run_dir: str | Path,
     judge: str | None,
@@ -201,77 +181,17 @@ def official_judge_run(
     **options: Any,
 ) -> dict[str, Any]:
     """Run the run's benchmark's official model paths (its LLM judge with ``judge``, its
-    embedding match with ``embedder``) and write its "official" section. Results of an earlier
-    call for the other path are kept (RUN/official_*.jsonl) while their outputs are unchanged."""
-    from cafe.benchmarks.base import benchmark_class
-    from cafe.judge.answer import judge_accuracy_run
+    embedding match with ``embedder``) and write its "official" section (the step
+    cafe.steps.judged.OfficialStep, run by the step engine). Results of an earlier call for the
+    other path are kept (RUN/official_*.jsonl) while their outputs are unchanged."""
+    from cafe.steps.engine import run_step
+    from cafe.steps.judged import OfficialStep
 
-    store = RunStore(run_dir)
-    name = (store.read_manifest().get("bench") or {}).get("name") or ""
-    bench = benchmark_class(name)()
-    spec = bench.official_judge
-    if judge is not None and spec is None:
-        raise ValueError(f"{name or 'this run'}: its official rule has no LLM judge")
-    if embedder is not None and bench.official_embedder is None:
-        raise ValueError(f"{name or 'this run'}: its official rule has no embedding path")
-    if judge is None and embedder is None:
-        raise ValueError("nothing to run: pass --judge (the official LLM judge) or --embedder "
-                         "(the official embedding match)")  # fmt: skip
-    preds = store.predictions()
-    extras: dict[str, Any] = {}
-    embedded = _read_kept(store, EMBEDDING_FILE, preds)
-    if embedder is not None:
-        embedded = embed_run(store, bench, embedder)
-    if embedded:
-        extras["embedded"] = embedded
-        extras["embedder"] = next(iter(embedded.values()))["embedder"]
-    if judge is None:
-        kept = _read_kept(store, VERDICTS_FILE, preds)
-        if kept:
-            extras["verdicts"] = {
-                k: Judged(k[0], k[1], None, r["status"], r.get("raw_reply"), value=r.get("value"))
-                for k, r in kept.items()
-            }
-            extras["judge"] = next(iter(kept.values())).get("judge")
-        samples = store.samples()
-        section = bench.official_section(samples, preds, (store.read_manifest() or {}).get("runs"),
-                                         **extras)  # fmt: skip
-        store.update_metrics(SECTION, section)
-        return section
-    assert spec is not None
-    model = judge_model or spec.model
-    cls = type("BoundVerdictJudge", (VerdictJudge,), {"verdict_spec": spec})
-    by_pred = {(p.sample_id, p.run_index): p for p in preds}
-
-    def build(samples, preds, verdicts, aj, breakdowns, runs, rule):  # type: ignore[no-untyped-def]
-        rows = [{"sample_id": v.sample_id, "run_index": v.run_index, "status": v.status,
-                 "value": getattr(v, "value", None), "raw_reply": v.raw, "judge": aj.identity,
-                 "output": output_hash(by_pred[(v.sample_id, v.run_index)])}
-                for v in verdicts if (v.sample_id, v.run_index) in by_pred]  # fmt: skip
-        _write_kept(store, VERDICTS_FILE + ".new", rows)  # kept only once the section is
-        by_key = {(v.sample_id, v.run_index): v for v in verdicts}
-        section = bench.official_section(samples, preds, runs, verdicts=by_key,
-                                         judge=aj.identity, **extras)  # fmt: skip
-        statuses = dict.fromkeys(("ok", "none", "unparseable", "failed"), 0)
-        for v in verdicts:
-            statuses[v.status] = statuses.get(v.status, 0) + 1
-        section["judge"] = {"judge": aj.identity, "template_hash": aj.template_hash,
-                            "temperature": spec.temperature, "top_p": spec.top_p,
-                            "thinking": aj.thinking}  # fmt: skip
-        section["spec"] = aj.spec.to_dict()
-        section["verdicts"] = statuses
-        section["verdicts_file"] = VERDICTS_FILE
-        return section
-
-    section = judge_accuracy_run(run_dir, judge, model, endpoints, make_judge=cls,
-                                 build_section=build, section_name=SECTION,
-                                 selective=True, **options)  # fmt: skip
-    new = store.path(VERDICTS_FILE + ".new")
-    if "pending" in section:  # calls left in a batch are no verdicts: nothing kept from them
-        new.unlink(missing_ok=True)
-    elif new.exists():
-        new.replace(store.path(VERDICTS_FILE))
-    return section
+    step = OfficialStep(endpoints=endpoints, **options)
+    concurrency = step.concurrency
+    res = run_step(step, run_dir, concurrency=concurrency, progress=False, judge=judge,
+                   judge_model=judge_model, embedder=embedder)  # fmt: skip
+    return res.section
 
 
 def __getattr__(name: str) -> Any:

@@ -21,10 +21,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import click
 import yaml
 
-from cafe.cli_options import group
 from cafe.errors import CafeError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cafe/: package data, never written
@@ -540,68 +538,10 @@ def _fmt_source(s: dict[str, Any]) -> str:
     return f"run {s.get('run_dir')} ({str(s.get('manifest_sha256', ''))[:12]})"
 
 
-@group("leaderboard")
-def leaderboard_command() -> None:
-    """Show leaderboard.yaml, add a run folder's row to it, or write it as one HTML page.
+def __getattr__(name: str) -> Any:
+    # the commands live in the command-line layer (cafe.reports.cli); importable here
+    if name in ("leaderboard_command", "show_command", "add_command", "html_command"):
+        from cafe.reports import cli
 
-    The file is --leaderboard FILE, else $CAFE_LEADERBOARD, else ./leaderboard.yaml, else the
-    paper's rows shipped with the package."""
-
-
-@leaderboard_command.command("show")
-@click.option("--bench", help="Only rows of this benchmark (mmar, mmau, synth, ...).")
-@click.option("--version", "version", help="Only rows of this benchmark version.")
-@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
-def show_command(bench: str | None, version: str | None, path: str | None) -> None:
-    """List rows: index, model, group, benchmark/version, metrics, source."""
-    board = load_leaderboard(path)
-    rows = board.select(benchmark=bench, version=version)
-    click.echo(f"# {board.path} ({len(rows)} of {len(board.rows)} rows)")
-    for r in rows:
-        marks = "".join(r.markers)
-        click.echo(
-            f"{r.index:3d}  {r.display + marks:<34} {r.group:<10} {r.benchmark}/{r.version:<12} "
-            f"{_fmt_metrics(r.metrics)}  [{_fmt_source(r.source)}; {r.date}]"
-        )
-
-
-@leaderboard_command.command("add")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--group", type=click.Choice(GROUP_ORDER), help="Table group (default: the card's).")
-@click.option("--name", help="Model name to print (default: the manifest's model name).")
-@click.option(
-    "--leaderboard",
-    "path",
-    type=click.Path(dir_okay=False),
-    help="Your file to append to (default $CAFE_LEADERBOARD, else ./leaderboard.yaml; created "
-    "from the paper's rows on first use; never the package's own).",
-)
-def add_command(run_dir: str, group: str | None, name: str | None, path: str | None) -> None:
-    """Append RUN_DIR's row (metrics.json numbers, run path, manifest sha256, date)."""
-    row, target = add_run(run_dir, group=group, name=name, path=path)
-    click.echo(
-        f"added {row.model} ({row.group}, {row.benchmark}/{row.version}) to {target}: "
-        f"{_fmt_metrics(row.metrics)}"
-    )
-    from cafe.reports.protocol import paper_row_for
-    from cafe.reports.run_report import compare
-
-    board = load_leaderboard(target)
-    if paper_row_for(board, row.model, row.benchmark, row.version) is not None:
-        click.echo(compare(run_dir, None, board), nl=False)  # the gap to the paper, explained
-
-
-@leaderboard_command.command("html")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default="leaderboard.html",
-    show_default=True,
-    help="Page to write.",
-)
-@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
-def html_command(out: str, path: str | None) -> None:
-    """Write one self-contained page: Tables 1-5 and every row, sortable, with provenance."""
-    from cafe.reports.leaderboard_html import write_leaderboard_html
-
-    click.echo(f"wrote {write_leaderboard_html(load_leaderboard(path), out)}")
+        return getattr(cli, name)
+    raise AttributeError(name)

@@ -16,13 +16,30 @@ from cafe.reports.leaderboard import GROUP_ORDER, Leaderboard, Row
 FORMATS = ("md", "tex", "csv")
 
 
+def higher_is_better(metric: str) -> bool:
+    """The metric's direction as the section registry declares it (cafe.folder.sections: the
+    CAFE error rates read lower-is-better); a key no section declares reads higher-is-better."""
+    from cafe.folder.sections import sections
+
+    for info in sections().values():
+        d = info.direction(metric)
+        if d is not None:
+            return d == "up"
+    return True
+
+
 @dataclass(frozen=True)
 class Column:
     benchmark: str
     metric: str
     header: str
-    higher_is_better: bool = True
     tex: str | None = None  # LaTeX header when the plain one needs markup
+    #: which end is best (None: the section registry's direction of ``metric``)
+    higher_is_better: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.higher_is_better is None:
+            object.__setattr__(self, "higher_is_better", higher_is_better(self.metric))
 
     @property
     def arrow(self) -> str:
@@ -47,10 +64,10 @@ class TableSpec:
 
 def _cafe_columns() -> tuple[Column, ...]:
     return (
-        Column("mmar", "acc_per", "Acc_per", True, r"Acc$_{per}$"),
-        Column("mmar", "err_per", "Err_per", False, r"Err$_{per}$"),
-        Column("mmar", "err_use", "Err_use", False, r"Err$_{use}$"),
-        Column("mmar", "err_omit", "Err_omit", False, r"Err$_{omit}$"),
+        Column("mmar", "acc_per", "Acc_per", r"Acc$_{per}$"),
+        Column("mmar", "err_per", "Err_per", r"Err$_{per}$"),
+        Column("mmar", "err_use", "Err_use", r"Err$_{use}$"),
+        Column("mmar", "err_omit", "Err_omit", r"Err$_{omit}$"),
         Column("mmar", "acc", "MMAR acc"),
     )
 

@@ -28,6 +28,8 @@ STEPS.add_lazy("decay", "cafe.steps.decay:DecayStep")
 STEPS.add_lazy("cues", "cafe.steps.cues:CuesStep")
 STEPS.add_lazy("rubric", "cafe.steps.rubric:RubricStep")
 STEPS.add_lazy("listen", "cafe.steps.listening:ListeningStep")
+STEPS.add_lazy("judge-accuracy", "cafe.steps.judged:JudgedAccuracyStep")
+STEPS.add_lazy("judge-official", "cafe.steps.judged:OfficialStep")
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,9 @@ TABLE: tuple[StepEntry, ...] = (
     StepEntry("judge", "judge", "cafe.judge.pipeline:judge_run", "cafe.judge.cli:judge_command",
               "cafe", False),
     StepEntry("judge-accuracy", "judge_accuracy", "cafe.judge.answer:judge_accuracy_run",
-              "cafe.judge.cli:judge_accuracy_command", "judged_accuracy", False),
+              "cafe.judge.cli:judge_accuracy_command", "judged_accuracy", True),
     StepEntry("judge-official", "judge_official", "cafe.judge.verdict:official_judge_run",
-              "cafe.judge.cli:judge_official_command", "official", False),
+              "cafe.judge.cli:judge_official_command", "official", True),
     StepEntry("rubric", "rubric", "cafe.steps.rubric:rubric_run", "cafe.steps.cli:rubric_command",
               "rubric", True),
     StepEntry("cues", "cues", "cafe.steps.cues:cues_run", "cafe.steps.cli:cues_command",

@@ -54,6 +54,8 @@ class View:
     predictions: list[Prediction]
     judgements: list[Judgement]
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: the rows of the folder's JSONL files the step ``reads`` (absent: none)
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def items(self) -> list[tuple[Sample, Prediction]]:
         """(sample, prediction) of every prediction with an output to read."""
@@ -81,6 +83,35 @@ class Step:
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
     engine_cache: ClassVar[bool] = True  # False: the step's calls cache themselves
+    #: True: calls without a records file; their results live in the section only (the call
+    #: cache replays them on the next invocation)
+    records_in_section: ClassVar[bool] = False
+    needs_samples: ClassVar[bool] = False  # samples.jsonl missing: its one-line error first
+    noun: ClassVar[str] = "calls"  # what its calls are called in a note
+    reads: ClassVar[tuple[str, ...]] = ()  # JSONL files of its own it reads (View.files)
+    #: a cafe.clients.calls.CallPlan (batch transport, cost ledger): the engine bounds the
+    #: items in flight by it and adds its ledger to the manifest's costs (``self.costs``)
+    call_plan: Any = None
+    costs: Any = None
+
+    def who(self) -> str:
+        """The step as its one-line errors name it."""
+        return f"cafe {self.name}"
+
+    def bind(self, view: View) -> None:
+        """Take what the calls need from the folder (its root: batch state) before the spec."""
+
+    def cache_hits(self, counts: dict[str, Any]) -> int:
+        return int(counts.get("cache_hits", 0))
+
+    def files(self, view: View, records: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
+        """JSONL files of its own to write with the section (each one transaction), {name: rows}."""
+        return {}
+
+    def pending(self) -> int:
+        """Calls left in a batch (or cancelled there): no results, so the section is returned
+        and not written (the same command again collects them)."""
+        return 0
 
     def records_file(self, spec: dict[str, Any]) -> str | None:
         """Its records file under this spec (None: a step that makes no calls)."""

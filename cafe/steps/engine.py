@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ from cafe.cache import Cache, cache_file, make_key
 from cafe.counters import by_status, judge_counters
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
+from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
+from cafe.reporting import note
 from cafe.steps.base import Step, StepRecord, View
-from cafe.store import RunStore, latest_records, rewrite_jsonl, write_json_atomic
+from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl, write_json_atomic
 
 
 @dataclass
@@ -31,8 +34,15 @@ class StepResult:
     records: list[StepRecord] = field(default_factory=list)
 
 
-def read_view(store: RunStore) -> View:
-    """The folder as steps read it (samples, predictions, the run's judgements, metrics)."""
+def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
+    """The folder as steps read it (samples, predictions, the run's judgements, metrics, and
+    the rows of the step's own files ``reads``)."""
+    files = {}
+    for name in reads:
+        path = store.path(name)
+        if path.exists():
+            lines = path.read_text(encoding="utf-8").split("\n")  # JSON lines end at \n only
+            files[name] = [json.loads(x) for x in lines if x.strip()]
     return View(
         root=store.root,
         manifest=store.read_manifest() if store.has_manifest() else {},
@@ -40,7 +50,15 @@ def read_view(store: RunStore) -> View:
         predictions=store.predictions(),
         judgements=store.judgements(),
         metrics=store.read_metrics(),
+        files=files,
     )
+
+
+def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None:
+    """Write sections computed from the folder's records, each stamped with its inputs (under
+    the folder lock the caller holds; cafe.folder.sections finds what they feed)."""
+    for name, section in sections.items():
+        store.update_metrics(name, section)
 
 
 def register_step_section(step: Step) -> None:
@@ -70,32 +88,77 @@ def run_step(
     register_step_section(step)
     store = RunStore(run_dir)
     with folder_lock(store.root, f"cafe {step.name}"):
-        view = read_view(store)
+        view = read_view(store, step.reads)
+        if step.needs_samples and not view.samples:
+            store.samples()  # the one-line error: no samples.jsonl, and how to get it
         step.check(view)  # what the folder lacks is said first, then what the options lack
+        step.bind(view)
         spec = step.spec(**options)
         records: list[StepRecord] = []
         calls: dict[str, Any] = {}
         records_file = step.records_file(spec)
-        if records_file:
+        makes_calls = bool(records_file) or step.records_in_section
+        if makes_calls:
             records, calls = _execute(
                 step, store, view, spec, records_file, cache, concurrency, progress
             )
             step.this_invocation = calls
+        if step.call_plan is not None:  # what the calls cost, whatever comes next
+            from cafe.judge.batching import write_costs
+
+            step.costs = write_costs(store, step.call_plan, step.cache_hits(calls))
+        pending = step.pending()
+        if pending:  # no results yet: the section as it would be, not written
+            return _held(step, view, records, spec, calls, pending)
         status = step.status(view, records)
-        require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
-        section = dict(step.section(view, records, spec))
-        section["outcome"] = status.to_dict()
-        if records_file:
-            section["spec"] = spec
-            previous = view.metrics.get(step.section_name)
-            section["counters"] = judge_counters(previous, spec, step.counters(calls))
+        require_usable(step.who(), status, str(store.root))  # nothing written then
+        section = _section(step, view, records, spec, calls if makes_calls else None, status)
+        for name, rows in step.files(view, records).items():
+            _write_rows(store, name, rows)
         store.update_metrics(step.section_name, section)
         store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
     return StepResult(section, status, records)
 
 
+def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
+    """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
+    from cafe.redaction import scrub_text
+
+    text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
+
+
+def _held(
+    step: Step, view: View, records: list[Any], spec: dict[str, Any], calls: dict[str, Any],
+    pending: int,
+) -> StepResult:  # fmt: skip
+    note(
+        f"{pending} {step.noun} still pending in a batch (or cancelled there): "
+        f"{step.section_name} left as it was; run the same command again to collect"
+    )
+    section = _section(step, view, records, spec, calls)
+    held = StepStatus("partial", len(records), 0, f"{pending} {step.noun} pending")
+    return StepResult({**section, "pending": pending}, held, records)
+
+
+def _section(
+    step: Step, view: View, records: list[Any], spec: dict[str, Any],
+    calls: dict[str, Any] | None, status: StepStatus | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The step's section with its outcome, and, for a step making calls, its spec and the
+    counters over every invocation under that spec."""
+    section = dict(step.section(view, records, spec))
+    if status is not None:
+        section["outcome"] = status.to_dict()
+    if calls is not None:
+        section["spec"] = spec
+        previous = view.metrics.get(step.section_name)
+        section["counters"] = judge_counters(previous, spec, step.counters(calls))
+    return section
+
+
 def _execute(
-    step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str,
+    step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
     cache: Any, concurrency: int, progress: bool,
 ) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
     """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
@@ -103,21 +166,31 @@ def _execute(
 
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
-    path = store.path(records_file)
-    kept = _resume(path, spec, step.record_cls)
+    path = store.path(records_file) if records_file else None
+    kept = _resume(path, spec, step.record_cls) if path else []
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
     todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
     call, counts = _cached_call(step, spec, cache)
-    with store.writer(path.name) as writer:
+    if step.call_plan is not None:  # a batch collects every call waiting: the bound lifts
+        concurrency = step.call_plan.item_concurrency(concurrency)
+    with store.writer(path.name) if path else nullcontext(_Discard()) as writer:
         fresh = asyncio.run(execute(todo, call, step.failed, writer, concurrency=concurrency,
                                     desc=f"cafe {step.name}", progress=progress,
                                     aclose=step.aclose))  # fmt: skip
     keys = {(p.sample_id, p.run_index) for p in view.predictions}
     merged = {(r.sample_id, r.run_index): r for r in [*kept, *fresh]}
     records = [r for k, r in merged.items() if k in keys]
-    rewrite_jsonl(path, records)  # compacted: one record per (item, run)
+    if path:
+        rewrite_jsonl(path, records)  # compacted: one record per (item, run)
     counts.update(done=len(fresh), records=by_status([r.status for r in fresh]))
     return records, counts
+
+
+class _Discard:
+    """The writer of a step whose records live in its section only."""
+
+    def write_many(self, records: Any) -> None:
+        pass
 
 
 def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dict[str, Any]]:

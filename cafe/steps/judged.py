@@ -1,0 +1,326 @@
+"""`cafe judge-accuracy` on the step engine: an answer-extraction judge (cafe.judge.answer)
+names the option each (item, run) output chose; the benchmark's rule scores it into the
+"judged_accuracy" section. Its verdicts live in the section only (the call cache replays them);
+calls go direct or through the batch transport with the cost ledger (the engine's call plan);
+``selective`` asks the judge only where the official rule cannot decide. A benchmark's
+LLM-judged official rule (cafe.judge.verdict) is this step with its own judge and section."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import Cache, cache_file
+from cafe.clients.base import call_stats_of
+from cafe.errors import CafeError, CafeUsageError
+from cafe.folder.status import StepStatus, by_counts
+from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
+from cafe.judge.verdict import (
+    EMBEDDING_FILE,
+    VERDICTS_FILE,
+    Judged,
+    VerdictJudge,
+    embedding_rows,
+    kept_rows,
+    output_hash,
+)
+from cafe.records import Prediction
+from cafe.reporting import warn
+from cafe.steps.base import Option, Step, View
+from cafe.steps.cues import bench_breakdowns
+
+
+class JudgedAccuracyStep(Step):
+    name = "judge-accuracy"
+    help = "Judged accuracy: an LLM names the option each output chose; the rule scores it."
+    section_name = SECTION
+    derives_from = ("predictions",)
+    higher_is_better = ("total",)
+    record_cls = Verdict
+    engine_cache = False  # the answer judge caches each call under its JudgeSpec
+    records_in_section = True
+    needs_samples = True
+    noun = "answer-judge calls"
+    options = (
+        Option("judge", str, None, "Chat client kind: openai-compatible, openai or gemini."),
+        Option("judge_model", str, None, "Model name, e.g. gpt-5."),
+        Option("template", str, None, "Your own template ({question} {choices} {output})."),
+        Option("thinking", bool, False, "Let a thinking judge think."),
+        Option("thinking_budget", int, None, "The thinking judge's budget."),
+        Option("selective", bool, False, "Ask only where the official rule cannot decide."),
+    )
+
+    def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16, cache: Any = None,
+                 client: Any = None, batch: bool = False, prices: Any = None,
+                 batch_options: dict[str, Any] | None = None, make_judge: Any = None,
+                 build_section: Any = None, section_name: str = SECTION) -> None:  # fmt: skip
+        self.endpoints, self.concurrency = endpoints, concurrency
+        self.cache, self.client = cache, client
+        self.batch, self.prices, self.batch_options = batch, prices, batch_options
+        self.make_judge = make_judge or AnswerJudge
+        self.build_section = build_section or judged_section
+        from cafe.steps import TABLE
+
+        # another section (the official rule's): the step is the command that owns it
+        self.section_name = section_name
+        self.name = next((e.command for e in TABLE if e.section == section_name), self.name)
+        self.decided: list[Verdict] = []
+
+    def who(self) -> str:
+        return f"the {self.section_name} judge"
+
+    def check(self, view: View) -> None:
+        if not view.predictions:
+            raise ValueError(f"{view.root}: no predictions.jsonl records to judge")
+
+    def bind(self, view: View) -> None:
+        from cafe.judge import batching
+
+        self.call_plan = batching.call_plan(view.root, batch=self.batch, prices=self.prices,
+                                            batch_options=self.batch_options)  # fmt: skip
+
+    def spec(self, **options: Any) -> dict[str, Any]:
+        """The judge's spec (built now: no key or no server fails here, before any call)."""
+        known = {opt.name: opt.default for opt in JudgedAccuracyStep.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise CafeUsageError(f"cafe {self.name}: unknown option(s) {', '.join(unknown)}")
+        o = {**known, **options}
+        if not isinstance(self.cache, Cache):
+            self.cache = Cache(self.cache or cache_file("judge.sqlite"))
+        self.selective = bool(o["selective"])
+        self.judge = self.make_judge(
+            o["judge"], o["judge_model"], self.endpoints, template=o["template"],
+            cache=self.cache, concurrency=self.concurrency, thinking=o["thinking"],
+            thinking_budget=o["thinking_budget"], client=self.client, calls=self.call_plan,
+        )  # fmt: skip
+        return self.judge.spec.to_dict()
+
+    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
+        """The predictions the judge is asked about; with ``selective``, those the official
+        rule decides get their verdict without a call."""
+        by_id = {s.id: s for s in view.samples}
+        self.by_id, self.decided, todo = by_id, [], []
+        for p in view.predictions:
+            s = by_id.get(p.sample_id)
+            v = self.judge.decide(s, p) if self.selective and s is not None else None
+            if v is None:
+                todo.append(p)
+            else:
+                self.decided.append(v)
+        self.todo = todo
+        return todo
+
+    def key(self, item: Any) -> tuple[str, int]:
+        return item.sample_id, item.run_index
+
+    def failed(self, item: Any, why: str) -> Verdict:  # a bug on one item: that item only
+        return Verdict(item.sample_id, item.run_index, None, "failed", why)
+
+    async def acall(self, item: Any, spec: dict[str, Any]) -> Verdict:
+        s = self.by_id.get(item.sample_id)
+        if s is None:
+            return Verdict(item.sample_id, item.run_index, None, "failed", "sample not found")
+        return await self.judge.verdict(s, item)
+
+    async def aclose(self) -> None:
+        await self.judge.client.aclose()
+
+    def pending(self) -> int:
+        if self.call_plan is None:
+            return 0
+        return sum(int(st.get("left_pending", 0)) + int(st.get("cancelled_items", 0))
+                   for st in self.call_plan.batch_stats().values())  # fmt: skip
+
+    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
+        """A failed call is no verdict (a figure counting it wrong would be a 0 the judge never
+        gave): raised, nothing written. Otherwise by counts; most unusable warns."""
+        _refuse_lost_calls(view.predictions, list(records))
+        verdicts = [*self.decided, *records]
+        n = len(verdicts)
+        bad = sum(v.status in ("unparseable", "failed") for v in verdicts)
+        status = by_counts(n, n - bad, "answer-judge replies", "unusable")
+        if status.status != "failed" and bad * 2 > n:
+            statuses = judged_statuses(verdicts)
+            warn(f"{bad} of {n} answer-judge replies unusable ({statuses})")
+        return status
+
+    def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
+        c = self.costs
+        cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
+        return {"calls": self.judge.calls, "cache_hits": self.cache.hits,
+                "judged": counts["done"], "replies": counts["records"], **cost}  # fmt: skip
+
+    def cache_hits(self, counts: dict[str, Any]) -> int:
+        return self.cache.hits
+
+    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+        from cafe.benchmarks.scoring import choice_rule_for
+
+        verdicts = [*self.decided, *records]
+        bench = (view.manifest.get("bench") or {}).get("name")
+        section = self.build_section(view.samples, view.predictions, verdicts, self.judge,
+                                     bench_breakdowns(view.manifest), view.manifest.get("runs"),
+                                     choice_rule_for(bench))  # fmt: skip
+        aj, c = self.judge, self.costs
+        section["calls"] = {
+            "sent": aj.calls, "cache_hits": self.cache.hits, "judged_now": len(records),
+            "mode": self.call_plan.mode, **call_stats_of(aj.client),  # 429s, 5xx, retries
+            **({"cost": c} if c is not None else {}),
+        }  # fmt: skip
+        section["counters"] = None  # the engine's, over every invocation under this spec
+        if self.selective:  # the shared report shape (cafe.judge.batching.Selection)
+            from cafe.judge import batching
+
+            sel = batching.Selection(todo=self.todo, decided=self.decided, copies={})  # type: ignore[arg-type]
+            section["selective"] = {
+                **sel.report(len(view.predictions)),
+                **batching.saving(sel, self.call_plan, aj.calls, len(records)),
+            }
+        return section
+
+
+def judged_statuses(verdicts: Sequence[Verdict]) -> dict[str, int]:
+    out = dict.fromkeys(("ok", "none", "unparseable", "failed"), 0)
+    for v in verdicts:
+        out[v.status] = out.get(v.status, 0) + 1
+    return out
+
+
+def _refuse_lost_calls(preds: Sequence[Prediction], asked: list[Verdict]) -> None:
+    """Raise when a judge call on an answered output failed: such a call is no verdict."""
+    answered = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None
+                and not p.error}  # fmt: skip
+    lost = [v for v in asked if v.status == "failed" and (v.sample_id, v.run_index) in answered]
+    if lost:
+        raise CafeError(
+            f"{len(lost)} of {len(asked)} answer-judge calls failed (first: sample "
+            f"{lost[0].sample_id}: {lost[0].raw}); {SECTION} left as it was; run the same "
+            "command again to retry them"
+        )
+
+
+def judge_accuracy(run_dir: str | Path, **options: Any) -> dict[str, Any]:
+    """The step with its options, on the engine (cafe.judge.answer.judge_accuracy_run)."""
+    from cafe.steps.engine import run_step
+
+    step_args = ("endpoints", "concurrency", "cache", "client", "batch", "prices",
+                 "batch_options", "make_judge", "build_section", "section_name")  # fmt: skip
+    step = JudgedAccuracyStep(**{k: options.pop(k) for k in step_args if k in options})
+    res = run_step(step, run_dir, concurrency=step.concurrency, progress=False, **options)
+    return res.section
+
+
+class OfficialStep(JudgedAccuracyStep):
+    """`cafe judge-official`: the run's benchmark's official model paths, its LLM judge
+    (cafe.judge.verdict.VerdictJudge, through the answer judge's machinery: cache, batch, cost
+    ledger) and its embedding match, into its "official" section. Every reply is kept in
+    RUN/official_judgements.jsonl (a reply that does not parse stays there for manual review
+    and counts as wrong); a path not run now keeps its earlier rows while their outputs stand."""
+
+    name = "judge-official"
+    help = "The official LLM-judged figure, for a benchmark whose official rule is an LLM judge."
+    section_name = "official"
+    reads = (VERDICTS_FILE, EMBEDDING_FILE)
+    options = (
+        Option("judge", str, None, "Official LLM judge client: openai-compatible, openai..."),
+        Option("judge_model", str, None, "Judge model (default: the official script's)."),
+        Option("embedder", str, None, "Embedding model of the benchmark's embedding path."),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(section_name="official", **kw)
+        self.build_section = self._judged_section
+        self.embedded: list[dict[str, Any]] | None = None  # rows of the embedding run now
+
+    def check(self, view: View) -> None:
+        from cafe.benchmarks.base import benchmark_class
+
+        self.view = view  # the judge's section reads the embedding path's picks of it
+        self.bench_name = (view.manifest.get("bench") or {}).get("name") or ""
+        self.bench = benchmark_class(self.bench_name)()
+
+    def spec(self, **options: Any) -> dict[str, Any]:
+        judge, embedder = options.get("judge"), options.get("embedder")
+        vs, name = self.bench.official_judge, self.bench_name or "this run"
+        if judge is not None and vs is None:
+            raise ValueError(f"{name}: its official rule has no LLM judge")
+        if embedder is not None and self.bench.official_embedder is None:
+            raise ValueError(f"{name}: its official rule has no embedding path")
+        if judge is None and embedder is None:
+            raise ValueError("nothing to run: pass --judge (the official LLM judge) or --embedder "
+                             "(the official embedding match)")  # fmt: skip
+        self.records_in_section = judge is not None  # no judge: no calls, the kept verdicts
+        if embedder is not None:  # run first: an embedder that cannot load fails before a call
+            v = self.view
+            self.embedded = embedding_rows(v.samples, v.predictions, self.bench, embedder)
+        if judge is None:
+            self.call_plan = None  # no calls: no batch, no costs
+            return {"step": self.name, "embedder": embedder}
+        self.vspec = vs
+        self.make_judge = type("BoundVerdictJudge", (VerdictJudge,), {"verdict_spec": vs})
+        return super().spec(judge=judge, judge_model=options.get("judge_model") or vs.model,
+                            selective=True)  # fmt: skip
+
+    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
+        JudgedAccuracyStep.check(self, view)  # the judge needs predictions
+        return super().plan(view, spec)
+
+    def _extras(self, view: View) -> dict[str, Any]:
+        """The embedding path's picks (run now, else kept) for the benchmark's section."""
+        rows = self.embedded if self.embedded is not None else view.files.get(EMBEDDING_FILE, [])
+        embedded = kept_rows(rows, view.predictions)
+        if not embedded:
+            return {}
+        return {"embedded": embedded, "embedder": next(iter(embedded.values()))["embedder"]}
+
+    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
+        if self.records_in_section:
+            return super().status(view, records)
+        extras = self._extras(view)  # no judge now: what the kept rows cover
+        n = len(view.predictions)
+        return by_counts(n, n if extras or self._kept(view) else 0, "predictions",
+                         "have no official verdict kept")  # fmt: skip
+
+    def _kept(self, view: View) -> dict[str, Any]:
+        kept = kept_rows(view.files.get(VERDICTS_FILE, []), view.predictions)
+        if not kept:
+            return {}
+        verdicts = {k: Judged(k[0], k[1], None, r["status"], r.get("raw_reply"),
+                              value=r.get("value")) for k, r in kept.items()}  # fmt: skip
+        return {"verdicts": verdicts, "judge": next(iter(kept.values())).get("judge")}
+
+    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+        if self.records_in_section:
+            return super().section(view, records, spec)
+        return self.bench.official_section(view.samples, view.predictions,
+                                           view.manifest.get("runs"),
+                                           **self._extras(view), **self._kept(view))  # fmt: skip
+
+    def _judged_section(self, samples, preds, verdicts, aj, breakdowns, runs, rule):  # type: ignore[no-untyped-def]
+        vs = self.vspec
+        by_key = {(v.sample_id, v.run_index): v for v in verdicts}
+        extras = self._extras(self.view)
+        section = self.bench.official_section(samples, preds, runs, verdicts=by_key,
+                                              judge=aj.identity, **extras)  # fmt: skip
+        section["judge"] = {"judge": aj.identity, "template_hash": aj.template_hash,
+                            "temperature": vs.temperature, "top_p": vs.top_p,
+                            "thinking": aj.thinking}  # fmt: skip
+        section["spec"] = aj.spec.to_dict()
+        section["verdicts"] = judged_statuses(verdicts)
+        section["verdicts_file"] = "official_judgements.jsonl"
+        return section
+
+    def files(self, view: View, records: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
+        out = {EMBEDDING_FILE: self.embedded} if self.embedded is not None else {}
+        if self.records_in_section:
+            by_pred = {(p.sample_id, p.run_index): p for p in view.predictions}
+            out[VERDICTS_FILE] = [
+                {"sample_id": v.sample_id, "run_index": v.run_index, "status": v.status,
+                 "value": getattr(v, "value", None), "raw_reply": v.raw,
+                 "judge": self.judge.identity,
+                 "output": output_hash(by_pred[(v.sample_id, v.run_index)])}
+                for v in [*self.decided, *records] if (v.sample_id, v.run_index) in by_pred
+            ]  # fmt: skip
+        return out
