@@ -54,7 +54,7 @@ def _run_line(run: Path) -> list[str]:
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
     model = manifest.get("model")
     model = model.get("name") if isinstance(model, dict) else model
-    cov = run_coverage(manifest, run / "manifest.json")
+    cov = run_coverage(manifest, run / MANIFEST)
     n = bench.get("n_samples")
     items = MISSING if n is None else str(n)
     if cov:

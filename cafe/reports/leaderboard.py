@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from cafe.errors import CafeError
+from cafe.store import MANIFEST
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cafe/: package data, never written
 SCHEMA_PATH = Path(__file__).with_name("leaderboard_schema.json")
@@ -259,7 +260,7 @@ def served_group(served: str) -> str | None:
     return None
 
 
-def run_coverage(manifest: dict[str, Any], where: Any = "manifest.json") -> dict[str, Any] | None:
+def run_coverage(manifest: dict[str, Any], where: Any = MANIFEST) -> dict[str, Any] | None:
     """{"items": run, "of": in the benchmark} for a partial (--limit) run; None for a whole one.
     ("of" is None for folders written before the manifest recorded the benchmark's size.) A
     count that is not one (``"7"``) is a RunFolderError naming ``where`` and the field."""
@@ -284,7 +285,7 @@ def _count(value: Any, field: str) -> int | None:
 
 def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
     """A leaderboard row for one run folder: its metrics plus provenance (path, manifest hash)."""
-    from cafe.store import MANIFEST, RunStore
+    from cafe.store import RunStore
 
     store = RunStore(run_dir)
     manifest, acc, caf, metrics_doc = _run_sections(store)

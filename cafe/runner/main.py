@@ -411,6 +411,34 @@ def _say_served_change(plan: RunPlan, served: dict[str, Any]) -> None:
           "(pass --out NEW_FOLDER for a separate run of them)"])  # fmt: skip
 
 
+def _probe(plan: RunPlan, adapter: Any, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the adapter and its server say before any call, into ``manifest``: its identity,
+    its token counter (an API adapter probes its server's tokenizer: a dead server stops the run
+    here) and, for a served model, what the server reports about it. Returns the call cache's
+    identity (a served model's report keys the cache too)."""
+    from cafe.clients.breaker import ServerUnreachable
+
+    manifest["adapter"] = without_secrets(adapter.identity())
+    try:
+        manifest["token_counter"] = adapter.token_counter
+    except ServerUnreachable as e:
+        manifest.update(status="stopped", error=str(e), updated=now())
+        plan.store.write_manifest(manifest)
+        raise RunError(
+            f"{e}; stopped before any call: {len(plan.done)} predictions kept in "
+            f"{plan.store.root}; once the server answers, run the same command again"
+        ) from None
+    identity = plan.spec.call_identity()
+    served = adapter.served_identity()
+    if served is not None:
+        identity["served"] = served
+        manifest["served_model"] = served
+        _say_served_change(plan, served)
+    # tokens of the model's tokenizer, or words where it has none (the fallback)
+    manifest["length_unit"] = length_unit(adapter.token_counter)
+    return identity
+
+
 def _generate(
     plan: RunPlan,
     todo: list[tuple[Sample, int]],
@@ -423,7 +451,6 @@ def _generate(
     progress: bool,
 ) -> int:
     """Load the model, run ``todo`` through the execute stage, write each batch durably."""
-    from cafe.clients.breaker import ServerUnreachable
 
     generation = plan.spec.generation
     if plan.spec.runs > 1 and is_greedy(generation):  # temperature 0 is greedy even if sampling
@@ -454,24 +481,7 @@ def _generate(
         failures = _say_failures(preds, failures)
 
     try:
-        manifest["adapter"] = without_secrets(adapter.identity())
-        try:  # an API adapter probes its server's tokenizer here: a dead server stops the run
-            manifest["token_counter"] = adapter.token_counter
-        except ServerUnreachable as e:
-            manifest.update(status="stopped", error=str(e), updated=now())
-            store.write_manifest(manifest)
-            raise RunError(
-                f"{e}; stopped before any call: {len(plan.done)} predictions kept in "
-                f"{store.root}; once the server answers, run the same command again"
-            ) from None
-        identity = plan.spec.call_identity()
-        served = adapter.served_identity()
-        if served is not None:  # a served model: what its server reports keys the cache too
-            identity["served"] = served
-            manifest["served_model"] = served
-            _say_served_change(plan, served)
-        # tokens of the model's tokenizer, or words where it has none (the fallback)
-        manifest["length_unit"] = length_unit(adapter.token_counter)
+        identity = _probe(plan, adapter, manifest)
         count()  # this session counted from its start: lines a kill leaves are its own
         store.write_manifest(manifest)
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
