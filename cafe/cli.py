@@ -14,7 +14,7 @@ COMMANDS: dict[str, str] = {
     "run": "cafe.runner.cli:run_command",
     "score": "cafe.benchmarks.cli:score_command",
     "export": "cafe.benchmarks.cli:export_command",
-    "bench": "cafe.benchmarks.synth:bench_command",
+    "bench": "cafe.benchmarks.cli:bench_command",
     "adapters": "cafe.adapters.cli:adapters_command",
     "doctor": "cafe.adapters.cli:doctor_command",
     "judge": "cafe.judge.cli:judge_command",

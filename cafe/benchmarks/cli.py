@@ -1,15 +1,23 @@
-"""The command-line layer of the benchmarks: `cafe score` and `cafe export`. The library
-functions score and export and return values or raise cafe.errors exceptions; these commands
-print them."""
+"""The command-line layer of the benchmarks: `cafe score`, `cafe export` and `cafe bench`
+(list, synth, spoken). The library functions score, export and generate and return values or
+raise cafe.errors exceptions; these commands print them."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
 
 import click
 
 from cafe.benchmarks.export import export
 from cafe.benchmarks.scoring import format_table, score_file
-from cafe.cli_options import command, data_option, option
-from cafe.errors import CafeError
+from cafe.benchmarks.spoken import DEFAULT_N as SPOKEN_N
+from cafe.benchmarks.spoken import DEFAULT_SEED as SPOKEN_SEED
+from cafe.benchmarks.spoken.generator import generate as generate_spoken
+from cafe.benchmarks.synth import DEFAULT_N, DEFAULT_SEED, MAX_N, MAX_SEED
+from cafe.benchmarks.synth.generator import generate
+from cafe.cli_options import command, data_option, group, option
+from cafe.errors import CafeError, CafeUsageError
 from cafe.jsontext import strict_dumps
 
 
@@ -137,3 +145,98 @@ def export_command(
         f"wrote {counts['items']} items to {out} ({counts['answered']} answered, "
         f"{counts['unanswered']} unanswered)"
     )
+
+
+def set_command(
+    bench: str,
+    make: Callable[..., Path],
+    default_n: int,
+    default_seed: int,
+    doc: str,
+    *,
+    n_type: click.ParamType | None = None,
+    seed_type: click.ParamType | None = None,
+    old: tuple[str, ...] = (),
+) -> click.Command:
+    """`cafe bench <bench> --out DIR --limit N --seed S`: ``make(out, n=, seed=, progress=)``
+    writes the set; ``doc`` is the command's help."""
+
+    def write(out: str, n: int, seed: int) -> None:
+        if n < 1:
+            raise CafeUsageError("--limit must be at least 1")
+        path = make(out, n=n, seed=seed, progress=True)
+        click.echo(f"wrote {n} items to {path}")
+
+    write.__doc__ = doc
+    write = click.option(
+        "--seed", default=default_seed, show_default=True, help="Generator seed.", type=seed_type
+    )(write)
+    write = option("--limit", "n", default=default_n, show_default=True,
+                   help="Number of items.", old=old, type=n_type)(write)  # fmt: skip
+    write = click.option(
+        "--out",
+        "out",
+        required=True,
+        type=click.Path(file_okay=False),
+        help=f"Folder to write {bench}.jsonl, {bench}-info.json and audio/*.wav into.",
+    )(write)
+    return command(bench)(write)
+
+
+@group("bench")
+def bench_command() -> None:
+    """List benchmarks (`cafe bench list`) or generate one (`cafe bench synth --out DIR`)."""
+
+
+synth_command = set_command(
+    "synth",
+    generate,
+    DEFAULT_N,
+    DEFAULT_SEED,
+    """Write N synthetic multiple-choice audio questions (counting, pitch, rhythm, temporal
+    order, timbre; easy/medium/hard) with 16 kHz WAVs, captions and ground-truth events. The
+    same seed always gives byte-identical files.""",
+    n_type=click.IntRange(max=MAX_N),
+    seed_type=click.IntRange(0, MAX_SEED),
+    old=("--n",),
+)
+bench_command.add_command(synth_command)
+
+
+@bench_command.command("list")
+def list_command() -> None:
+    """Every registered benchmark: name, versions with their items, licence, and the scoring
+    rule it declares (``Benchmark.official_rule``)."""
+    from cafe.benchmarks import BENCHMARKS
+
+    rows = [("name", "versions (items)", "licence", "scoring (the benchmark's own rule)")]
+    broken = []
+    for name in BENCHMARKS.names():
+        try:  # one broken plugin is one line; the rest are listed
+            cls = BENCHMARKS.get(name)
+            versions = ", ".join(
+                f"{v} ({'any' if n is None else n})" for v, n in cls.version_items.items()
+            )
+            rows.append((name, versions or "-", str(cls.licence), str(cls.official_rule)))
+        except (CafeError, AttributeError, TypeError, ValueError) as e:
+            rows.append((name, "-", "-", "cannot be loaded (below)"))
+            broken.append(str(e) if isinstance(e, CafeError) else f"benchmark {name!r}: {e}")
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        click.echo("  ".join(f"{c:<{w}}" for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
+    for line in broken:
+        click.echo(f"warning: {line}", err=True)
+
+
+spoken_command = set_command(
+    "spoken",
+    generate_spoken,
+    SPOKEN_N,
+    SPOKEN_SEED,
+    """Write N spoken multiple-choice questions (who, how many, what, where, which day) with
+    sentences spoken by espeak-ng, captions and ground-truth facts. Needs espeak-ng; the same
+    seed and espeak-ng version give byte-identical files.""",
+    n_type=click.IntRange(max=MAX_N),
+    seed_type=click.IntRange(0, MAX_SEED),
+)
+bench_command.add_command(spoken_command)
