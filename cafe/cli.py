@@ -12,9 +12,9 @@ from cafe.cli_options import Group
 # command name -> "module:click_command"; modules define the command next to the code it calls
 COMMANDS: dict[str, str] = {
     "run": "cafe.runner.cli:run_command",
-    "score": "cafe.benchmarks.scoring:score_command",
-    "export": "cafe.benchmarks.export:export_command",
-    "bench": "cafe.benchmarks.synth:bench_command",
+    "score": "cafe.benchmarks.cli:score_command",
+    "export": "cafe.benchmarks.cli:export_command",
+    "bench": "cafe.benchmarks.cli:bench_command",
     "adapters": "cafe.adapters.cli:adapters_command",
     "doctor": "cafe.adapters.cli:doctor_command",
     "judge": "cafe.judge.cli:judge_command",

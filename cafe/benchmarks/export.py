@@ -9,12 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import click
-
 from cafe.benchmarks.base import ExportFormat, benchmark_class
 from cafe.benchmarks.metadata import ADDED_META
 from cafe.benchmarks.scoring import official_text
-from cafe.cli_options import command, option
 from cafe.errors import CafeUsageError
 from cafe.jsontext import strict_dumps
 from cafe.records import Sample
@@ -170,52 +167,10 @@ def export(
     return export_run(run_dir, bench, out, run_index, field, skip_unanswered)
 
 
-@command("export")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@option(
-    "--bench",
-    default=None,
-    help="Benchmark whose official script to feed (default: the run's benchmark).",
-    old=("--format",),
-)
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Output file: .jsonl writes JSON lines, anything else a JSON list.",
-)
-@click.option(
-    "--run-index",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0, 999),
-    help="Which sampled run to export.",
-)
-@click.option(
-    "--field",
-    type=click.Choice(["answer", "choice", "raw"]),
-    default=None,
-    help="answer: the model's answer text (what the headline scores; the default); choice: the "
-    "answer mapped to a choice (the lenient figure); raw: the whole model output (the default of "
-    "SAKURA and MMAU-Pro, whose official scripts read the whole response).",
-)
-@click.option(
-    "--skip-unanswered",
-    is_flag=True,
-    help="Leave the prediction key out for unanswered items (the official scripts then skip "
-    "them) instead of an empty prediction (counted wrong).",
-)
-def export_command(
-    run_dir: str,
-    bench: str | None,
-    out: str,
-    run_index: int,
-    field: str | None,
-    skip_unanswered: bool,
-) -> None:
-    """Export RUN_DIR's predictions as its benchmark's official evaluation script's input."""
-    counts = export(run_dir, out, bench, run_index, field, skip_unanswered)
-    click.echo(
-        f"wrote {counts['items']} items to {out} ({counts['answered']} answered, "
-        f"{counts['unanswered']} unanswered)"
-    )
+def __getattr__(name: str) -> Any:
+    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
+    if name in ("export_command",):
+        from cafe.benchmarks import cli
+
+        return getattr(cli, name)
+    raise AttributeError(name)

@@ -10,11 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import click
-
 from cafe.benchmarks.base import Benchmark, LoadedBenchmark
-from cafe.cli_options import command, option
-from cafe.errors import CafeUsageError
 
 AUDIO_DIR = "audio"
 
@@ -101,37 +97,10 @@ class GeneratedBenchmark(Benchmark):
         return self.load_folder(data, audio_root=self.audio_root)
 
 
-def set_command(
-    bench: str,
-    make: Callable[..., Path],
-    default_n: int,
-    default_seed: int,
-    doc: str,
-    *,
-    n_type: click.ParamType | None = None,
-    seed_type: click.ParamType | None = None,
-    old: tuple[str, ...] = (),
-) -> click.Command:
-    """`cafe bench <bench> --out DIR --limit N --seed S`: ``make(out, n=, seed=, progress=)``
-    writes the set; ``doc`` is the command's help."""
+def __getattr__(name: str) -> Any:
+    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
+    if name in ("set_command",):
+        from cafe.benchmarks import cli
 
-    def write(out: str, n: int, seed: int) -> None:
-        if n < 1:
-            raise CafeUsageError("--limit must be at least 1")
-        path = make(out, n=n, seed=seed, progress=True)
-        click.echo(f"wrote {n} items to {path}")
-
-    write.__doc__ = doc
-    write = click.option(
-        "--seed", default=default_seed, show_default=True, help="Generator seed.", type=seed_type
-    )(write)
-    write = option("--limit", "n", default=default_n, show_default=True,
-                   help="Number of items.", old=old, type=n_type)(write)  # fmt: skip
-    write = click.option(
-        "--out",
-        "out",
-        required=True,
-        type=click.Path(file_okay=False),
-        help=f"Folder to write {bench}.jsonl, {bench}-info.json and audio/*.wav into.",
-    )(write)
-    return command(bench)(write)
+        return getattr(cli, name)
+    raise AttributeError(name)

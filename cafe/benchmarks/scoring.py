@@ -23,12 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import click
-
 from cafe.benchmarks.metadata import parse_rows
-from cafe.cli_options import command, data_option
 from cafe.errors import CafeError
-from cafe.jsontext import strict_dumps
 from cafe.records import InputError, Prediction, Problem, Sample
 
 _WORD = re.compile(r"\b\w+\b")
@@ -635,76 +631,10 @@ def format_table(section: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@command("score")
-@click.option(
-    "--bench",
-    type=str,
-    required=True,
-    help="Benchmark whose rule, breakdowns and prediction keys apply (mmau, mmar, or any "
-    "registered one).",
-)
-@data_option(
-    required=True,
-    type=click.Path(exists=True),
-    help="Official metadata (JSON/JSONL file, folder holding it, or local HF copy).",
-    old=("--meta",),
-)
-@click.option(
-    "--predictions",
-    required=True,
-    type=click.Path(exists=True),
-    help="Predictions in the official format: JSON list or JSONL of objects with the item's id "
-    "(`id`; AIR-Bench `uniq_id`) and the prediction under model_output (MMAU), answer_prediction "
-    "/ model_prediction (MMAR) or response (MMSU, AIR-Bench); MMAU-Pro's test.parquet with "
-    "`model_output`; SAKURA's results JSON (one per track x hop, or a folder of them; the "
-    "judge's judgements files too).",
-)
-@click.option("--key", default=None, help="Read the prediction from this key instead.")
-@click.option("--version", default=None, help="Force the metadata version name.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def score_command(
-    bench: str, data: str, predictions: str, key: str | None, version: str | None, as_json: bool
-) -> None:
-    """Score a predictions file with its benchmark's official rule.
+def __getattr__(name: str) -> Any:
+    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
+    if name in ("score_command",):
+        from cafe.benchmarks import cli
 
-    Predictions are matched to the metadata by id (a file whose ids match no item is an error).
-    Items without a prediction count as wrong in `total` (and are counted under `unanswered`);
-    `official_denominator` leaves them out, which is the figure the MMAU / MMAR scripts print.
-    A benchmark whose official figure is another (MMSU, AIR-Bench, SAKURA, MMAU-Pro) prints it
-    under the table, with its labelled variants."""
-    section, problems = score_file(bench, data, predictions, key, version)
-    if section["total"]["total"] == 0 and section["unscorable"]:
-        raise CafeError(
-            f"{section['bench']['source']}: the metadata has no answers "
-            f"({section['bench']['name']} {section['bench']['version']}); it cannot be scored "
-            "locally: submit the predictions to the benchmark's leaderboard"
-        )
-    for p in problems:
-        click.echo(f"warning: {p}", err=True)
-    chosen = section["bench"].get("chosen_by")
-    if chosen:
-        fit = "; ".join(
-            f"{v}: {f['unknown_ids']} unknown ids, {f['different_answers']} different answers"
-            for v, f in chosen["fit"].items()
-        )
-        click.echo(
-            f"note: scored against {section['bench']['name']} {section['bench']['version']}, "
-            f"the release the predictions match ({fit}); --version chooses another",
-            err=True,
-        )
-    if section.get("non_string_predictions"):
-        click.echo(
-            f"warning: {section['non_string_predictions']} null or non-string prediction(s) "
-            "counted unanswered (each named above)",
-            err=True,
-        )
-    if as_json:
-        click.echo(strict_dumps(section, ensure_ascii=False))
-    else:
-        b = section["bench"]
-        click.echo(f"{b['name']} {b['version']} ({b['source']})")
-        click.echo(format_table(section))
-        if section.get("official"):
-            from cafe.benchmarks.official import format_official
-
-            click.echo("\n" + format_official(section["official"]))
+        return getattr(cli, name)
+    raise AttributeError(name)

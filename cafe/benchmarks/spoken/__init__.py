@@ -6,11 +6,10 @@ generates it into a cache folder when no folder is given (espeak-ng must be inst
 from __future__ import annotations
 
 from pathlib import Path
-
-import click
+from typing import Any
 
 from cafe.benchmarks.base import LoadedBenchmark, by_meta
-from cafe.benchmarks.generated import GeneratedBenchmark, set_command
+from cafe.benchmarks.generated import GeneratedBenchmark
 from cafe.benchmarks.spoken.generator import (
     GENERATOR_VERSION,
     INFO_NAME,
@@ -18,7 +17,6 @@ from cafe.benchmarks.spoken.generator import (
     espeak_version,
     generate,
 )
-from cafe.benchmarks.synth import MAX_N, MAX_SEED
 
 DEFAULT_N = 40
 DEFAULT_SEED = 0
@@ -52,17 +50,13 @@ class SpokenBenchmark(GeneratedBenchmark):
     load_folder = staticmethod(load_folder)
 
 
-spoken_command = set_command(
-    "spoken",
-    generate,
-    DEFAULT_N,
-    DEFAULT_SEED,
-    """Write N spoken multiple-choice questions (who, how many, what, where, which day) with
-    sentences spoken by espeak-ng, captions and ground-truth facts. Needs espeak-ng; the same
-    seed and espeak-ng version give byte-identical files.""",
-    n_type=click.IntRange(max=MAX_N),
-    seed_type=click.IntRange(0, MAX_SEED),
-)
+def __getattr__(name: str) -> Any:
+    # the command lives in the command-line layer (cafe.benchmarks.cli); importable here
+    if name == "spoken_command":
+        from cafe.benchmarks.cli import spoken_command
+
+        return spoken_command
+    raise AttributeError(name)
 
 
 __all__ = ["SpokenBenchmark", "ensure_generated", "load_folder", "spoken_command"]

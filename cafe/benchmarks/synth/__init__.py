@@ -15,17 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
-
 from cafe.benchmarks.base import LoadedBenchmark, by_meta
-from cafe.benchmarks.generated import GeneratedBenchmark, set_command
+from cafe.benchmarks.generated import GeneratedBenchmark
 from cafe.benchmarks.synth.generator import (
     GENERATOR_VERSION,
     INFO_NAME,
     JSONL_NAME,
     generate,
 )
-from cafe.cli_options import group
 from cafe.errors import CafeUsageError
 from cafe.records import Event, Problem, Sample
 
@@ -254,59 +251,13 @@ class SynthBenchmark(GeneratedBenchmark):
     load_folder = staticmethod(load_folder)
 
 
-@group("bench")
-def bench_command() -> None:
-    """List benchmarks (`cafe bench list`) or generate one (`cafe bench synth --out DIR`)."""
+def __getattr__(name: str) -> Any:
+    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
+    if name in ("bench_command", "synth_command", "list_command"):
+        from cafe.benchmarks import cli
 
+        return getattr(cli, name)
+    raise AttributeError(name)
 
-synth_command = set_command(
-    "synth",
-    generate,
-    DEFAULT_N,
-    DEFAULT_SEED,
-    """Write N synthetic multiple-choice audio questions (counting, pitch, rhythm, temporal
-    order, timbre; easy/medium/hard) with 16 kHz WAVs, captions and ground-truth events. The
-    same seed always gives byte-identical files.""",
-    n_type=click.IntRange(max=MAX_N),
-    seed_type=click.IntRange(0, MAX_SEED),
-    old=("--n",),
-)
-bench_command.add_command(synth_command)
-
-
-@bench_command.command("list")
-def list_command() -> None:
-    """Every registered benchmark: name, versions with their items, licence, and the scoring
-    rule it declares (``Benchmark.official_rule``)."""
-    from cafe.benchmarks import BENCHMARKS
-    from cafe.errors import CafeError
-
-    rows = [("name", "versions (items)", "licence", "scoring (the benchmark's own rule)")]
-    broken = []
-    for name in BENCHMARKS.names():
-        try:  # one broken plugin is one line; the rest are listed
-            cls = BENCHMARKS.get(name)
-            versions = ", ".join(
-                f"{v} ({'any' if n is None else n})" for v, n in cls.version_items.items()
-            )
-            rows.append((name, versions or "-", str(cls.licence), str(cls.official_rule)))
-        except (CafeError, AttributeError, TypeError, ValueError) as e:
-            rows.append((name, "-", "-", "cannot be loaded (below)"))
-            broken.append(str(e) if isinstance(e, CafeError) else f"benchmark {name!r}: {e}")
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for r in rows:
-        click.echo("  ".join(f"{c:<{w}}" for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
-    for line in broken:
-        click.echo(f"warning: {line}", err=True)
-
-
-def _spoken_command() -> None:
-    """`cafe bench spoken` beside `cafe bench synth` (the module imports nothing heavy)."""
-    from cafe.benchmarks.spoken import spoken_command
-
-    bench_command.add_command(spoken_command)
-
-
-_spoken_command()
 
 __all__ = ["SynthBenchmark", "bench_command", "ensure_generated", "load_folder"]
