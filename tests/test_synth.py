@@ -351,3 +351,18 @@ def test_vocabulary_maps_synonyms_to_labels():
     assert V.label_for_word("the clicking") == "click train"
     assert V.label_for_word("nothing here") is None
     assert V.labels_in("a chirp, then a buzz and a tone") == ["chirp", "buzz", "tone"]
+
+
+@pytest.mark.parametrize("first", ["cafe.benchmarks.spoken", "cafe.benchmarks.synth", "cafe.cli"])
+def test_each_generated_benchmark_imports_first_in_a_fresh_process(first):
+    """Whichever module a process imports first, both generated benchmarks load from the
+    registry (spoken imported before synth once failed as a circular import, so `cafe run
+    --bench spoken` could not start)."""
+    import subprocess
+    import sys
+
+    code = (f"import {first}\nfrom cafe.benchmarks import BENCHMARKS\n"
+            "print(BENCHMARKS.get('spoken').name, BENCHMARKS.get('synth').name)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["spoken", "synth"]
