@@ -1,0 +1,55 @@
+"""`cafe judge` on the step engine keeps what the code before the move made: the call cache's
+keys (a cache filled by an earlier release still hits), the files of the run folder, and the
+"cafe" and "decay" sections byte for byte (the wall time and the loopback's port aside)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+
+from cafe.judge.pipeline import judge_run
+from cafe.testing.loopback import OpenAILoopback
+from tests.test_judge_llm import build_run, scripted
+
+# made by the code before the move (main at 7e5a9fa): q-a, q-b 1 call, q-c 2, q-d 3
+PINNED_KEYS = ["1baa7268af65c370", "449e48f7a0c3d3cb", "565e9f0bf8ac5fd4", "68fe3e0dc9f0c056",
+               "8a2d9dc04564ef3e", "cee77b46b11c782e", "fd442b90ac298ef2"]  # fmt: skip
+PINNED_FILES = ["judgements.jsonl", "judgements.openai-compatible-judge-m.jsonl",
+                "judgements.openai-compatible-judge-m.spec.json", "manifest.json",
+                "metrics.json", "predictions.jsonl", "samples.jsonl"]  # fmt: skip
+# sha256 of the sections (sorted keys; judge_wall_s dropped, the port written as PORT)
+PINNED_SECTIONS = "bc7a478bca4c52bf905c79f20623bb9d2118f51da3b5fc9a8b61765a4e3a2a88"
+
+
+def sections_digest(metrics: dict) -> str:
+    secs = {k: metrics[k] for k in ("cafe", "decay")}
+    secs["cafe"]["calls"].pop("judge_wall_s")
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", json.dumps(secs, sort_keys=True))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_cache_keys_files_and_sections_are_those_of_earlier_releases(tmp_path):
+    store = build_run(tmp_path / "run")
+    cache = tmp_path / "c.sqlite"
+    with OpenAILoopback(reply=scripted()) as srv:
+        sec = judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                        progress=False, cache=cache)  # fmt: skip
+        assert len(srv.requests) == 7 and sec["calls"]["sent"] == 7
+        with sqlite3.connect(cache) as db:
+            keys = sorted(k[:16] for (k,) in db.execute("SELECT key FROM calls"))
+        assert keys == PINNED_KEYS
+        files = sorted(p.name for p in store.root.iterdir() if not p.name.startswith("."))
+        assert files == PINNED_FILES
+        metrics = json.loads(store.path("metrics.json").read_text())
+        assert sorted(metrics) == ["cafe", "decay"]
+        assert sections_digest(metrics) == PINNED_SECTIONS
+        # from scratch again: every reply from the cache, no request, the same figures
+        for p in store.root.glob("judgements*"):
+            p.unlink()
+        again = judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                          progress=False, cache=cache)  # fmt: skip
+        assert len(srv.requests) == 7 and again["calls"]["sent"] == 0
+        assert again["calls"]["cache_hits"] == 7
+        assert again["acc_per"] == sec["acc_per"] and again["judgements"] == sec["judgements"]
