@@ -53,3 +53,32 @@ def test_cache_keys_files_and_sections_are_those_of_earlier_releases(tmp_path):
         assert len(srv.requests) == 7 and again["calls"]["sent"] == 0
         assert again["calls"]["cache_hits"] == 7
         assert again["acc_per"] == sec["acc_per"] and again["judgements"] == sec["judgements"]
+
+
+def test_a_judge_with_nothing_usable_raises_nothing_usable_now_and_on_a_rerun(tmp_path):
+    """Every reply no judgement: NothingUsable (the engine's), nothing written beyond the
+    judge's own file; the same command again (all kept, none usable) says so again."""
+    import pytest
+
+    from cafe.folder.status import NothingUsable
+
+    store = build_run(tmp_path / "run")
+    with OpenAILoopback(reply=lambda body: "I would rather not say.") as srv:
+        for _ in range(2):
+            with pytest.raises(NothingUsable, match=r"produced nothing usable: none of 4 "):
+                judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                          progress=False, cache=tmp_path / "c.sqlite")  # fmt: skip
+        assert len(srv.requests) == 4 * 3  # 3 attempts each, the rerun replays nothing
+    assert not store.path("metrics.json").exists() and not store.path("judgements.jsonl").exists()
+
+
+def test_the_dry_run_sends_nothing_and_writes_nothing(tmp_path):
+    store = build_run(tmp_path / "run")
+    before = sorted(p.name for p in store.root.iterdir())
+    with OpenAILoopback(reply=scripted()) as srv:
+        rep = judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                        progress=False, cache=tmp_path / "c.sqlite", dry_run=True)  # fmt: skip
+        assert srv.requests == []
+    assert sorted(p.name for p in store.root.iterdir()) == before  # no lock, no spec, no file
+    # 4 outputs and the failed run planned; 4 first calls counted (the failed run makes none)
+    assert (rep["items_to_judge"], rep["already_judged"], rep["calls"]) == (5, 0, 4)

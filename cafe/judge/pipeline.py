@@ -1,12 +1,7 @@
-"""`judge_run`: judge every (item, run) of a run folder, resumably, and write the CAFE metrics.
-
-Reads samples.jsonl + predictions.jsonl, judges what is not yet judged (asynchronously, at most
-``concurrency`` calls in flight, spread by the client over its endpoints), appends judgements to
-``judgements.<judge>.jsonl`` in small fsynced batches (a kill loses at most one batch, which the
-call cache then replays for free), compacts the file (one record per (item, run)), mirrors it to
-``judgements.jsonl`` (the run's current judge) and writes the "cafe" and "decay" sections of
-metrics.json. Invalid judgements are kept (re-judging replays them from the cache); failed ones
-are tried again on the next run."""
+"""The CAFE judge's pieces that compute from records (its step, cafe.steps.cafe_judge, runs
+on the step engine): the judge's spec resume, the caption map and ground-truth check, refusing
+a failed judge, reply health, and the "cafe" section's text. Invalid judgements are kept
+(re-judging replays them from the cache); failed ones are tried again on the next run."""
 
 from __future__ import annotations
 
@@ -16,17 +11,16 @@ from typing import Any
 
 from cafe.errors import CafeError, ConfigError
 from cafe.failures import most_failed, summary_lines
+from cafe.folder.status import NothingUsable
 from cafe.jsontext import strict_dumps
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.spec import resume_records
 from cafe.judge.stages import FLUSH_EVERY as FLUSH_EVERY
-from cafe.judge.stages import execute
 from cafe.judge.stages import write_as_completed as write_as_completed
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import (
     RunStore,
     latest_records,
-    rewrite_jsonl,
 )
 from cafe.store import judge_slug as judge_slug  # re-exported: cues, older callers
 
@@ -34,6 +28,10 @@ from cafe.store import judge_slug as judge_slug  # re-exported: cues, older call
 class JudgeFailedError(CafeError):
     """Most judgements failed: the run's current judgements and CAFE metrics were left as they
     were (a failed judge never replaces a good one); the message gives the reasons with counts."""
+
+
+class JudgeUnusable(JudgeFailedError, NothingUsable):
+    """Not one of the judge's judgements is usable: nothing measured (cafe.folder.status)."""
 
 
 def judgements_file(store: RunStore, identity: str) -> Path:
@@ -53,24 +51,6 @@ def same_judge(judge: Any) -> Any:
 def resume_judgements(path: Path, judge: Any, write: bool = True) -> list[Judgement]:
     """The judgements ``path`` holds under ``judge``'s spec (another spec's are redone)."""
     return resume_records(path, judge.spec, read_judgements, same_judge(judge), write=write)
-
-
-def _write_compact(path: Path, records: Sequence[Judgement]) -> None:
-    rewrite_jsonl(path, records)
-
-
-async def _judge_all(
-    judge: Judge, items: list[JudgeItem], writer: Any, concurrency: int, progress: bool
-) -> list[Judgement]:
-    return await execute(
-        items, judge.ajudge, judge.failed, writer, concurrency=concurrency,
-        desc=f"judge {judge.identity}", progress=progress, aclose=judge.aclose,
-    )  # fmt: skip
-
-
-class _NoWriter:
-    def write_many(self, records: Any) -> None:
-        pass
 
 
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
@@ -134,7 +114,7 @@ def _refuse_a_failed_judge(
     )
     usable = sum(j.status == "ok" for j in judged)
     if attempted and not pending and judged and not usable:  # 6 of 6 unusable: nothing measured
-        raise JudgeFailedError(
+        raise JudgeUnusable(
             "\n".join([*reasons, f"judge {judge.identity} produced nothing usable: none of "
                         f"{len(judged)} judgements is usable; {run_dir}'s judgements.jsonl and "
                         "its CAFE metrics were left as they were"])
@@ -234,8 +214,8 @@ def dumps(section: dict[str, Any]) -> str:
 
 
 def __getattr__(name: str) -> Any:
-    # the CAFE judge's orchestration runs in cafe.steps.cafe_judge (the folder read and the
-    # section writes through the step engine's pieces); importable here
+    # the CAFE judge is a step (cafe.steps.cafe_judge.CafeJudgeStep) run by the step engine;
+    # its API function stays importable here
     if name == "judge_run":
         from cafe.steps.cafe_judge import judge_run
 

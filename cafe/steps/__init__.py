@@ -24,6 +24,7 @@ class StepRegistry(Registry[Any]):
 
 
 STEPS: StepRegistry = StepRegistry("step", entry_point_group="cafe.steps", base=Step)
+STEPS.add_lazy("judge", "cafe.steps.cafe_judge:CafeJudgeStep")
 STEPS.add_lazy("decay", "cafe.steps.decay:DecayStep")
 STEPS.add_lazy("cues", "cafe.steps.cues:CuesStep")
 STEPS.add_lazy("rubric", "cafe.steps.rubric:RubricStep")
@@ -44,7 +45,7 @@ class StepEntry:
 
 TABLE: tuple[StepEntry, ...] = (
     StepEntry("judge", "judge", "cafe.judge.pipeline:judge_run", "cafe.judge.cli:judge_command",
-              "cafe", False),
+              "cafe", True),
     StepEntry("judge-accuracy", "judge_accuracy", "cafe.judge.answer:judge_accuracy_run",
               "cafe.judge.cli:judge_accuracy_command", "judged_accuracy", True),
     StepEntry("judge-official", "judge_official", "cafe.judge.verdict:official_judge_run",

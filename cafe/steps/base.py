@@ -93,6 +93,10 @@ class Step:
     #: items in flight by it and adds its ledger to the manifest's costs (``self.costs``)
     call_plan: Any = None
     costs: Any = None
+    #: a dry run: the engine plans and makes the calls through the call plan (which sends
+    #: nothing and counts), takes no lock, writes nothing and returns ``dry_report``
+    dry_run: bool = False
+    outcome_in_section: ClassVar[bool] = True  # False: a section whose shape predates outcomes
 
     def who(self) -> str:
         """The step as its one-line errors name it."""
@@ -112,6 +116,42 @@ class Step:
         """Calls left in a batch (or cancelled there): no results, so the section is returned
         and not written (the same command again collects them)."""
         return 0
+
+    def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
+        """The records ``path`` keeps under this spec (another spec's are redone)."""
+        from cafe.steps.engine import resume
+
+        return resume(path, spec, self.record_cls, write)
+
+    def before_calls(self) -> list[Any]:
+        """Records the plan made without a call (written before the calls)."""
+        return []
+
+    def after_calls(self, fresh: list[Any]) -> list[Any]:
+        """Records derived from this invocation's replies (written after the calls)."""
+        return []
+
+    def made(self, before: list[Any], fresh: list[Any], after: list[Any]) -> list[Any]:
+        """This invocation's records in the order they are compacted."""
+        return [*before, *fresh, *after]
+
+    def commit(self, store: Any, records: Sequence[Any]) -> None:
+        """What the step writes once it is usable, before its section (under the lock)."""
+
+    def previous_section(self, view: View) -> dict[str, Any] | None:
+        """Its section as the counters continue it (default: as the folder was read)."""
+        return view.metrics.get(self.section_name)
+
+    def more_sections(self, view: View, records: Sequence[Any]) -> dict[str, dict[str, Any]]:
+        """Sections written with its own, from the same records ({name: section})."""
+        return {}
+
+    def written(self, store: Any) -> None:
+        """After its sections are written (under the lock): what derives from them."""
+
+    def dry_report(self, counts: dict[str, Any]) -> dict[str, Any]:
+        """A dry run's report from the engine's counts (planned, done_before, calls)."""
+        return dict(counts)
 
     def records_file(self, spec: dict[str, Any]) -> str | None:
         """Its records file under this spec (None: a step that makes no calls)."""

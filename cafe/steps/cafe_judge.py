@@ -1,18 +1,17 @@
-"""`cafe judge`'s orchestration (the CAFE judge of cafe.judge): judge every (item, run) of a
-run folder, resumably, and write the CAFE metrics. The folder is read by the step engine's
-reader (cafe.steps.engine.read_view) and the sections written through its writer; the judge
-modules (cafe.judge.pipeline: resume, refusal, reply health; cafe.judge.stages: plan, execute)
-compute from records and open no folder.
+"""`cafe judge` on the step engine (the CAFE judge of cafe.judge): judge every (item, run) of a
+run folder, resumably, and write the CAFE metrics. The judge modules (cafe.judge.pipeline:
+resume, refusal, reply health; cafe.judge.stages: plan) compute from records and open no folder.
 
-Judges what is not yet judged (at most ``concurrency`` calls in flight), appends judgements to
-``judgements.<judge>.jsonl`` in small fsynced batches (a kill loses at most one batch, which the
-call cache then replays for free), compacts the file, mirrors it to ``judgements.jsonl`` (the
-run's current judge) only when the judge did its job, and writes the "cafe" and "decay"
-sections. Not yet a Step: its batch transport, selective sharing and dry runs stay here."""
+The engine judges what is not yet judged (at most ``concurrency`` calls in flight, or a batch
+through the call plan), appends judgements to ``judgements.<judge>.jsonl`` in small fsynced
+batches (a kill loses at most one batch, which the judge's call cache then replays for free)
+and compacts the file; the step then mirrors it to ``judgements.jsonl`` (the run's current
+judge) only when the judge did its job, and writes the "cafe" and "decay" sections. Its own
+pieces: the judge's spec resume (cafe.judge.spec, folders from before judge specs too),
+selective sharing (cafe.judge.batching) and the dry run's report."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,36 +19,253 @@ from typing import Any
 
 from cafe.cache import Cache, cache_file
 from cafe.clients.base import call_stats_of
-from cafe.counters import judge_counters
 from cafe.errors import ConfigError, RunFolderError
+from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.pipeline import (
+    JudgeUnusable,
     _bench_breakdowns,
     _check_ground_truth,
     _item_without_sample,
-    _judge_all,
-    _NoWriter,
     _refuse_a_failed_judge,
-    _write_compact,
-    judgements_file,
+    format_cafe,
     load_caption_map,
     read_judgements,
     reply_health,
     same_judge,
 )
-from cafe.judge.stages import merged, plan_judging
-from cafe.locking import writes_folder
-from cafe.metrics import compute_metrics
+from cafe.judge.stages import plan_judging
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
-from cafe.records import Judgement, Prediction
+from cafe.records import Judgement
 from cafe.reporting import warn
-from cafe.steps.engine import read_view, write_sections
-from cafe.store import JUDGEMENTS, RunStore
+from cafe.steps.base import Option, Step, View
+from cafe.store import JUDGEMENTS, RunStore, rewrite_jsonl
 
 
-@writes_folder("cafe judge")
+class CafeJudgeStep(Step):
+    name = "judge"
+    help = "The CAFE judge: Acc_per, Err_per, Err_use and Err_omit of every (item, run)."
+    section_name = "cafe"
+    derives_from = ("predictions",)
+    record_cls = Judgement
+    engine_cache = False  # the judge caches each call under its JudgeSpec
+    needs_samples = True
+    outcome_in_section = False  # the "cafe" section keeps its shape
+    noun = "judge calls"
+    options = (
+        Option("judge", str, "rule", "The judge: rule, openai-compatible, openai, gemini..."),
+        Option("judge_model", str, None, "The judge's model name."),
+        Option("template", str, None, "Your own judge template."),
+        Option("mode", str, "micro", "micro or macro averaging.", cli="macro"),
+        Option("captions", str, None, "Ground-truth captions (JSONL: id, caption)."),
+        Option("selective", bool, False, "Judge each distinct judge prompt once."),
+    )
+
+    def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16, cache: Any = None,
+                 batch: bool = False, dry_run: bool = False, prices: Any = None,
+                 batch_options: dict[str, Any] | None = None,
+                 judge_options: dict[str, Any] | None = None) -> None:  # fmt: skip
+        self.endpoints, self.concurrency, self.cache = tuple(endpoints), concurrency, cache
+        self.batch, self.dry_run, self.prices = batch, dry_run, prices
+        self.batch_options, self.judge_options = batch_options, dict(judge_options or {})
+
+    def check(self, view: View) -> None:
+        if not view.predictions:
+            raise RunFolderError(f"{view.root}: no predictions.jsonl records to judge")
+
+    def bind(self, view: View) -> None:
+        self.view, self.store = view, RunStore(view.root)
+
+    def spec(self, **options: Any) -> dict[str, Any]:
+        """The judge's spec: ground truth checked, the judge built (no server named, no key:
+        one line before any item is judged)."""
+        from cafe.judge import batching
+
+        o = {k: v for k, v in Step.spec(self, **options).items() if k not in ("step", "version")}
+        self.mode, self.selective = o["mode"], bool(o["selective"])
+        view, judge = self.view, o["judge"]
+        self.caption_of = load_caption_map(view.samples, o["captions"])
+        judge_cls = JUDGES.get(judge)
+        _check_ground_truth(view.root, judge, judge_cls, view.samples, self.caption_of)
+        if not isinstance(self.cache, Cache):
+            use = getattr(judge_cls, "uses_cache", True)
+            self.cache = Cache((self.cache if self.cache is not None
+                                else cache_file("judge.sqlite")) if use else None)  # fmt: skip
+        self.call_plan = batching.call_plan(view.root, batch=self.batch, dry_run=self.dry_run,
+                                            prices=self.prices,
+                                            batch_options=self.batch_options)  # fmt: skip
+        try:
+            self.judge: Judge = build_judge(
+                judge, model=o["judge_model"], endpoints=self.endpoints,
+                template=str(o["template"]) if o["template"] else None, cache=self.cache,
+                concurrency=self.concurrency,  # the client may keep this many per endpoint
+                calls=self.call_plan, **self.judge_options,  # an LLM judge's make_client
+            )  # fmt: skip
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        return self.judge.spec.to_dict()
+
+    def records_file(self, spec: dict[str, Any]) -> str:
+        return self.store.judge_records("cafe", self.judge.identity).name
+
+    def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
+        """The judge spec's resume (cafe.judge.spec); a prediction whose sample is gone is a
+        failed judgement (``before_calls``)."""
+        judge, v = self.judge, self.view
+        self.work = plan_judging(path, judge.spec, v.predictions, v.samples, read_judgements,
+                                 same_judge(judge),
+                                 lambda p, why: judge.failed(_item_without_sample(p), why),
+                                 write=write)  # fmt: skip
+        return self.work.existing
+
+    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
+        from cafe.judge import batching
+
+        self.items = [JudgeItem(s, p, self.caption_of.get(s.id)) for s, p in self.work.todo]
+        self.sel = batching.select_items(self.judge, self.items, self.selective)
+        self.t0 = time.perf_counter()
+        return self.sel.todo
+
+    def key(self, item: Any) -> tuple[str, int]:
+        return item.prediction.sample_id, item.prediction.run_index
+
+    def failed(self, item: Any, why: str) -> Judgement:
+        return self.judge.failed(item, why)
+
+    async def acall(self, item: Any, spec: dict[str, Any]) -> Judgement:
+        return await self.judge.ajudge(item)
+
+    async def aclose(self) -> None:
+        await self.judge.aclose()
+
+    def before_calls(self) -> list[Any]:
+        return [*self.work.orphans, *self.sel.decided]
+
+    def after_calls(self, fresh: list[Any]) -> list[Any]:
+        from cafe.judge import batching
+
+        return batching.share_judgements(self.sel, fresh)
+
+    def made(self, before: list[Any], fresh: list[Any], after: list[Any]) -> list[Any]:
+        self.wall = time.perf_counter() - self.t0
+        self.fresh = [*fresh, *self.sel.decided, *after]  # this invocation's judgements
+        return [*self.work.orphans, *self.fresh]
+
+    def cache_hits(self, counts: dict[str, Any]) -> int:
+        return self.cache.hits
+
+    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
+        """Raises JudgeFailedError (one line per reason) when the judge failed most outputs
+        or made nothing usable: judgements.jsonl and the sections are left as they were."""
+        plan, preds = self.call_plan, view.predictions
+        self.reasons = _refuse_a_failed_judge(view.root, self.judge, self.work, self.fresh,
+                                              preds, list(records), plan)  # fmt: skip
+        outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
+        judged = [j for j in records if (j.sample_id, j.run_index) in outputs]
+        status = by_counts(len(judged), sum(j.status == "ok" for j in judged), "judgements",
+                           "unusable")  # fmt: skip
+        pending = sum(int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
+                      for s in plan.batch_stats().values())  # fmt: skip
+        if status.status == "failed" and judged and not pending:  # every kept one unusable
+            raise JudgeUnusable(
+                f"judge {self.judge.identity} produced nothing usable: none of {len(judged)} "
+                f"judgements is usable; {view.root}'s judgements.jsonl and its CAFE metrics "
+                "were left as they were"
+            )
+        if status.status == "failed":  # nothing to judge yet, or a batch still out
+            return StepStatus("partial", status.total, 0, status.reason)
+        return status
+
+    def commit(self, store: Any, records: Sequence[Any]) -> None:
+        """The run's current judgements: this judge's, now that it did its job."""
+        rewrite_jsonl(store.path(JUDGEMENTS), records)
+        store.invalidate(changed=("judgements",))  # what the earlier judgements fed goes
+
+    def previous_section(self, view: View) -> dict[str, Any] | None:
+        return self.store.read_metrics().get("cafe")  # as the invalidation left it
+
+    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+        from cafe.judge import batching
+
+        section = cafe_section(list(records), view.samples, self.mode,
+                               breakdowns=_bench_breakdowns(self.store))  # fmt: skip
+        _describe_judging(section, self, view)
+        section["counters"] = None  # the engine's, over every invocation under this spec
+        if self.reasons:
+            section["failed_reasons"] = self.reasons
+        if self.selective:
+            section["selective"] = {
+                **self.sel.report(len(self.items)),
+                **batching.saving(self.sel, self.call_plan, getattr(self.judge, "calls", 0),
+                                  len(self.sel.todo)),
+            }  # fmt: skip
+        return section
+
+    def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
+        health, c = self.health, self.costs
+        cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
+        return {"calls": getattr(self.judge, "calls", 0), "cache_hits": self.cache.hits,
+                "judged": len(self.fresh),
+                "replies": {k: health[k] for k in ("ok", "empty", "unparseable", "failed")},
+                **cost}  # fmt: skip
+
+    def more_sections(self, view: View, records: Sequence[Any]) -> dict[str, dict[str, Any]]:
+        counter = view.manifest.get("token_counter")
+        return {"decay": decay_section(view.predictions, list(records), mode=self.mode,
+                                       counter=counter)}  # fmt: skip
+
+    def written(self, store: Any) -> None:
+        from cafe.metrics import compute_metrics
+
+        compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own
+
+    def dry_report(self, counts: dict[str, Any]) -> dict[str, Any]:
+        from cafe.judge import batching
+
+        return batching.dry_run_report(
+            self.call_plan, items=len(self.sel.todo), already_done=len(self.work.done),
+            cache_hits=self.cache.hits,
+            selection=self.sel.report(len(self.items)) if self.selective else None,
+        )  # fmt: skip
+
+    def format(self, section: dict[str, Any]) -> str:
+        return format_cafe(section)
+
+
+def _describe_judging(section: dict[str, Any], step: CafeJudgeStep, view: View) -> None:
+    """What the "cafe" section says about the judge and this invocation: its spec, reasoning
+    accuracy, reply health and calls (the counters: the engine's)."""
+    judge, preds, costs = step.judge, view.predictions, step.costs
+    step.health = health = reply_health(step.fresh)
+    if health["warning"]:
+        warn(health["warning"])
+    n_correct = sum(p.correct for p in preds)
+    section.update(
+        judge=judge.describe(),
+        spec=judge.spec.to_dict(),
+        template_hash=judge.template_hash,
+        judgements_file=step.store.judge_records("cafe", judge.identity).name,
+        reasoning_accuracy={
+            "correct": n_correct,
+            "total": len(preds),
+            "acc": round(100.0 * n_correct / len(preds), 2),
+            "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
+        },
+        replies=health,
+        calls={
+            "sent": getattr(judge, "calls", 0),
+            "cache_hits": step.cache.hits,
+            "judged_now": len(step.fresh),
+            "judge_wall_s": round(step.wall, 3),
+            "mode": step.call_plan.mode,
+            **call_stats_of(getattr(judge, "_client", None)),  # 429s, 5xx, retries, waits
+            **({"cost": costs} if costs is not None else {}),
+        },
+    )
+
+
 def judge_run(
     run_dir: str | Path,
     judge: str = "rule",
@@ -76,127 +292,13 @@ def judge_run(
     ``dry_run``: count calls, cache hits and estimated cost, send and write nothing (returns
     that report); ``selective``: judge each distinct judge prompt once (see
     cafe.judge.batching); ``prices``: your price table (cafe/clients/prices.yaml's shape)."""
-    from cafe.judge import batching
+    from cafe.steps.engine import run_step
 
-    store = RunStore(run_dir)
-    view = read_view(store)  # the step engine's one read of the folder
-    samples = view.samples or store.samples()  # none: the one-line error, and how to get it
-    preds: list[Prediction] = view.predictions
-    if not preds:
-        raise RunFolderError(f"{run_dir}: no predictions.jsonl records to judge")
-    caption_of = load_caption_map(samples, captions)
-    judge_cls = JUDGES.get(judge)
-    _check_ground_truth(run_dir, judge, judge_cls, samples, caption_of)
-    if not isinstance(cache, Cache):
-        use = getattr(judge_cls, "uses_cache", True)
-        cache = Cache((cache if cache is not None else cache_file("judge.sqlite")) if use else None)
-    plan = batching.call_plan(store.root, batch=batch, dry_run=dry_run, prices=prices,
-                              batch_options=batch_options)  # fmt: skip
-    judge_options["calls"] = plan  # an LLM judge hands it to make_client
-    try:
-        judge_obj: Judge = build_judge(
-            judge, model=judge_model, endpoints=tuple(endpoints),
-            template=str(template) if template else None, cache=cache,
-            concurrency=concurrency,  # the client may keep this many in flight per endpoint
-            **judge_options,
-        )  # fmt: skip
-    except ValueError as e:  # no server named, no key: one line before any item is judged
-        raise ConfigError(str(e)) from None
-
-    # plan: what this judge's spec has not judged yet
-    work = plan_judging(
-        judgements_file(store, judge_obj.identity), judge_obj.spec, preds, samples,
-        read_judgements, same_judge(judge_obj),
-        lambda p, why: judge_obj.failed(_item_without_sample(p), why),
-        write=plan.mode != "dry-run",
-    )  # fmt: skip
-    items = [JudgeItem(s, p, caption_of.get(s.id)) for s, p in work.todo]
-    sel = batching.select_items(judge_obj, items, selective)
-    in_flight = plan.item_concurrency(concurrency)
-    if plan.mode == "dry-run":
-        return _dry_run(judge_obj, sel, work, items, in_flight, cache, plan, selective)
-    # execute: calls in flight, records appended as they come
-    t0 = time.perf_counter()
-    with store.writer(work.path.name) as writer:
-        writer.write_many([*work.orphans, *sel.decided])
-        fresh = asyncio.run(_judge_all(judge_obj, sel.todo, writer, in_flight, progress))
-        shared = batching.share_judgements(sel, fresh)
-        writer.write_many(shared)
-    wall = time.perf_counter() - t0
-    fresh = [*fresh, *sel.decided, *shared]
-    costs = batching.write_costs(store, plan, cache.hits)
-    # store: this judge's file compacted; the run's current judgements only if it did its job
-    judgements = merged(work, fresh)
-    _write_compact(work.path, judgements)  # failed ones are retried next time
-    reasons = _refuse_a_failed_judge(run_dir, judge_obj, work, fresh, preds, judgements, plan)
-    _write_compact(store.path(JUDGEMENTS), judgements)
-    store.invalidate(changed=("judgements",))  # what the earlier judgements fed goes
-    # metrics
-    section = cafe_section(judgements, samples, mode, breakdowns=_bench_breakdowns(store))
-    _describe_judging(section, store, judge_obj, preds, fresh, cache.hits, wall, plan, costs)
-    if reasons:
-        section["failed_reasons"] = reasons
-    if selective:
-        section["selective"] = {
-            **sel.report(len(items)),
-            **batching.saving(sel, plan, getattr(judge_obj, "calls", 0), len(sel.todo)),
-        }
-    counter = view.manifest.get("token_counter")
-    decay = decay_section(preds, judgements, mode=mode, counter=counter)
-    write_sections(store, {"cafe": section, "decay": decay})
-    compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own section
-    return section
-
-
-def _dry_run(
-    judge: Judge, sel: Any, work: Any, items: list[Any], in_flight: int, cache: Cache, plan: Any,
-    selective: bool,
-) -> dict[str, Any]:  # fmt: skip
-    """Count calls, cache hits and the estimated cost: nothing sent, nothing written."""
-    from cafe.judge import batching
-
-    asyncio.run(_judge_all(judge, sel.todo, _NoWriter(), in_flight, False))
-    return batching.dry_run_report(
-        plan, items=len(sel.todo), already_done=len(work.done), cache_hits=cache.hits,
-        selection=sel.report(len(items)) if selective else None,
-    )  # fmt: skip
-
-
-def _describe_judging(
-    section: dict[str, Any], store: RunStore, judge: Judge, preds: list[Prediction],
-    fresh: list[Judgement], cache_hits: int, wall: float, plan: Any, costs: Any,
-) -> None:  # fmt: skip
-    """What the "cafe" section says about the judge and this invocation: its spec, reasoning
-    accuracy, reply health, calls, and the counters over every invocation under this spec."""
-    health = reply_health(fresh)
-    if health["warning"]:
-        warn(health["warning"])
-    n_correct = sum(p.correct for p in preds)
-    sent = getattr(judge, "calls", 0)
-    section.update(
-        judge=judge.describe(),
-        spec=judge.spec.to_dict(),
-        template_hash=judge.template_hash,
-        judgements_file=store.judge_records("cafe", judge.identity).name,
-        reasoning_accuracy={
-            "correct": n_correct,
-            "total": len(preds),
-            "acc": round(100.0 * n_correct / len(preds), 2),
-            "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
-        },
-        replies=health,
-        calls={
-            "sent": sent,
-            "cache_hits": cache_hits,
-            "judged_now": len(fresh),
-            "judge_wall_s": round(wall, 3),
-            "mode": plan.mode,
-            **call_stats_of(getattr(judge, "_client", None)),  # 429s, 5xx, retries, waits
-            **({"cost": costs} if costs is not None else {}),
-        },
-    )
-    section["counters"] = judge_counters(store.read_metrics().get("cafe"), section["spec"], {
-        "calls": sent, "cache_hits": cache_hits, "judged": len(fresh),
-        "replies": {k: health[k] for k in ("ok", "empty", "unparseable", "failed")},
-        **({"cost_usd": costs["total_cost_usd"]} if costs and "total_cost_usd" in costs else {}),
-    })  # fmt: skip
+    step = CafeJudgeStep(endpoints, concurrency, cache, batch=batch, dry_run=dry_run,
+                         prices=prices, batch_options=batch_options,
+                         judge_options=judge_options)  # fmt: skip
+    res = run_step(step, run_dir, concurrency=concurrency, progress=progress, judge=judge,
+                   judge_model=judge_model, template=str(template) if template else None,
+                   mode=mode, captions=str(captions) if captions else None,
+                   selective=selective)  # fmt: skip
+    return res.section

@@ -87,7 +87,9 @@ def run_step(
     usable; re-running resumes (and replays finished calls from the cache)."""
     register_step_section(step)
     store = RunStore(run_dir)
-    with folder_lock(store.root, f"cafe {step.name}"):
+    # a dry run writes nothing: it does not take the lock
+    lock = nullcontext() if step.dry_run else folder_lock(store.root, f"cafe {step.name}")
+    with lock:
         view = read_view(store, step.reads)
         if step.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
@@ -98,6 +100,8 @@ def run_step(
         calls: dict[str, Any] = {}
         records_file = step.records_file(spec)
         makes_calls = bool(records_file) or step.records_in_section
+        if step.dry_run:  # plan and count: nothing sent, nothing written
+            return _plan_only(step, store, view, spec, records_file, cache, concurrency)
         if makes_calls:
             records, calls = _execute(
                 step, store, view, spec, records_file, cache, concurrency, progress
@@ -112,12 +116,36 @@ def run_step(
             return _held(step, view, records, spec, calls, pending)
         status = step.status(view, records)
         require_usable(step.who(), status, str(store.root))  # nothing written then
+        step.commit(store, records)
         section = _section(step, view, records, spec, calls if makes_calls else None, status)
         for name, rows in step.files(view, records).items():
             _write_rows(store, name, rows)
-        store.update_metrics(step.section_name, section)
+        write_sections(store, {step.section_name: section, **step.more_sections(view, records)})
         store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
+        step.written(store)
     return StepResult(section, status, records)
+
+
+def _plan_only(
+    step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
+    cache: Any, concurrency: int,
+) -> StepResult:  # fmt: skip
+    """A dry run: what is left under this spec, its calls made through the step's call plan
+    (which sends nothing and counts) -> the step's report; no file is written."""
+    from cafe.judge.stages import execute
+
+    path = store.path(records_file) if records_file else None
+    kept = step.resume(path, spec, write=False) if path else []
+    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
+    todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
+    call, counts = _cached_call(step, spec, cache)
+    if step.call_plan is not None:
+        concurrency = step.call_plan.item_concurrency(concurrency)
+    asyncio.run(execute(todo, call, step.failed, _Discard(), concurrency=concurrency,
+                        desc=f"cafe {step.name}", progress=False, aclose=step.aclose))  # fmt: skip
+    counts.update(planned=len(todo), done_before=len(done))
+    status = StepStatus("partial", len(todo), 0, "dry run: nothing sent")
+    return StepResult(step.dry_report(counts), status, [])
 
 
 def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
@@ -148,11 +176,11 @@ def _section(
     """The step's section with its outcome, and, for a step making calls, its spec and the
     counters over every invocation under that spec."""
     section = dict(step.section(view, records, spec))
-    if status is not None:
+    if status is not None and step.outcome_in_section:
         section["outcome"] = status.to_dict()
     if calls is not None:
         section["spec"] = spec
-        previous = view.metrics.get(step.section_name)
+        previous = step.previous_section(view)
         section["counters"] = judge_counters(previous, spec, step.counters(calls))
     return section
 
@@ -167,16 +195,21 @@ def _execute(
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
     path = store.path(records_file) if records_file else None
-    kept = _resume(path, spec, step.record_cls) if path else []
+    kept = step.resume(path, spec) if path else []
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
     todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
     call, counts = _cached_call(step, spec, cache)
     if step.call_plan is not None:  # a batch collects every call waiting: the bound lifts
         concurrency = step.call_plan.item_concurrency(concurrency)
     with store.writer(path.name) if path else nullcontext(_Discard()) as writer:
+        before = step.before_calls()  # records made without a call, written first
+        writer.write_many(before)
         fresh = asyncio.run(execute(todo, call, step.failed, writer, concurrency=concurrency,
                                     desc=f"cafe {step.name}", progress=progress,
                                     aclose=step.aclose))  # fmt: skip
+        after = step.after_calls(fresh)  # records derived from this invocation's replies
+        writer.write_many(after)
+    fresh = step.made(before, fresh, after)
     keys = {(p.sample_id, p.run_index) for p in view.predictions}
     merged = {(r.sample_id, r.run_index): r for r in [*kept, *fresh]}
     records = [r for k, r in merged.items() if k in keys]
@@ -222,9 +255,10 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
     return cached, counts
 
 
-def _resume(path: Path, spec: dict[str, Any], cls: type[Any]) -> list[Any]:
+def resume(path: Path, spec: dict[str, Any], cls: type[Any], write: bool = True) -> list[Any]:
     """The records made under ``spec``; another spec's are dropped (the file emptied before
-    the new spec is written, so a kill never leaves old records under the new spec)."""
+    the new spec is written, so a kill never leaves old records under the new spec).
+    ``write=False`` (a dry run): the same answer, nothing written."""
     spec_path = path.with_name(path.name.removesuffix(".jsonl") + ".spec.json")
     try:
         stored = json.loads(spec_path.read_text(encoding="utf-8"))
@@ -232,6 +266,8 @@ def _resume(path: Path, spec: dict[str, Any], cls: type[Any]) -> list[Any]:
         stored = None
     if stored == spec:
         return latest_records(path, cls)
+    if not write:
+        return []
     if path.exists():
         rewrite_jsonl(path, [])
     write_json_atomic(spec_path, spec)
