@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cafe.counters import count_share
 from cafe.redaction import scrub_text
 
 CACHE_ENV = "CAFE_CACHE"
@@ -132,6 +133,7 @@ class Cache:
                 self.misses += 1
             else:
                 self.hits += 1
+                count_share("cache_hits")  # the item being called: a hit of its own
         return value
 
     def put(self, key: str, value: Any) -> None:

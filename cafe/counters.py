@@ -8,8 +8,13 @@ its spec changes (the judgements they counted were replaced)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
+
+#: the share of the counters the call in progress (one item's, in its own task) has made so
+#: far: the clients and caches it goes through add to it (``count_share``)
+_SHARE: ContextVar[dict[str, Any] | None] = ContextVar("cafe_call_share", default=None)
 
 
 def add(total: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,3 +56,42 @@ def judge_counters(previous_section: Any, spec: Mapping[str, Any], now: Mapping[
     the same judge spec (``spec``, its ``to_dict()``), else started afresh."""
     same = isinstance(previous_section, Mapping) and previous_section.get("spec") == dict(spec)
     return accumulate(previous_section.get("counters") if same else None, now)  # type: ignore[union-attr]
+
+
+def count_share(key: str, n: int | float = 1) -> None:
+    """Add ``n`` to ``key`` of the share of the item being called (none: nothing to do)."""
+    share = _SHARE.get()
+    if share is not None:
+        share[key] = share.get(key, 0) + n
+
+
+async def with_share(call: Callable[[Any], Awaitable[Any]], item: Any) -> Any:
+    """``call(item)``'s record, carrying in its ``call`` field what the call added to the
+    counters (calls sent, cache hits), so the counters can be summed from the records on disk."""
+    token = _SHARE.set({})
+    try:
+        rec = await call(item)
+        share = dict(_SHARE.get() or {})
+    finally:
+        _SHARE.reset(token)
+    if hasattr(rec, "call") and isinstance(rec.call, dict):
+        rec.call = share
+    return rec
+
+
+def on_disk_counters(previous_section: Any, spec: Mapping[str, Any], now: Mapping[str, Any],
+                     on_disk: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """A section's counters whose totals are those of the records on disk (``on_disk``, every
+    key of ``now`` they know) whatever ended the sessions that wrote them; the rest (a cost
+    from a ledger) carried on from the previous section's while its spec stands."""
+    out = judge_counters(previous_section, spec, now)
+    out["total"] = {**out["total"], **on_disk}
+    return out
+
+
+def share_totals(records: Any) -> dict[str, Any]:
+    """The sum of the records' shares (``call``: calls, cache hits), zeros where none."""
+    total: dict[str, Any] = {"calls": 0, "cache_hits": 0}
+    for r in records:
+        total = add(total, getattr(r, "call", None) or {})
+    return total

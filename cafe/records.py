@@ -263,6 +263,9 @@ class Judgement(Record):
     missed_events: list[str] = field(default_factory=list)
     status: str = "ok"  # ok | invalid | failed
     reason: str | None = None
+    # what its call added to the section's counters (calls sent, cache hits; none: made
+    # without a call); the counters are the sum over the records on disk (cafe.counters)
+    call: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -282,6 +285,7 @@ class RubricScore(Record):
     notes: list[str] = field(default_factory=list)  # e.g. criterion names the judge renamed
     protocol: dict[str, Any] = field(default_factory=dict)  # raters, trim, temperature, seed
     reason: str | None = None
+    call: dict[str, Any] = field(default_factory=dict)  # its raters' calls and cache hits
 
 
 def key_of(record: Any) -> tuple[str, int]:

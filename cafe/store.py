@@ -59,6 +59,9 @@ _DIGESTS: dict[str, dict[str, Any]] = {}
 
 #: prediction fields no section reads (timing; the run spec's fields, the same in one folder)
 _NOT_DIGESTED = frozenset({"latency_s", "model", "prompt_style", "template_hash", "seed"})
+#: a judgement's share of the counters says how it was got (a call, a cache replay), not what
+#: a metric reads of it
+_NOT_DIGESTED_JUDGEMENT = _NOT_DIGESTED | {"call"}
 
 
 def judge_slug(identity: str) -> str:
@@ -489,7 +492,8 @@ class RunStore:
                 recs = sorted(latest_records(path, cls), key=lambda r: (r.sample_id, r.run_index))
             except ConfigError:
                 return {"records": None, "digest": "unreadable"}
-            rows = [{k: v for k, v in r.to_dict().items() if k not in _NOT_DIGESTED} for r in recs]
+            skip = _NOT_DIGESTED if name == "predictions" else _NOT_DIGESTED_JUDGEMENT
+            rows = [{k: v for k, v in r.to_dict().items() if k not in skip} for r in recs]
             if len(_DIGESTS) > 8:
                 _DIGESTS.clear()
             _DIGESTS[key] = digest(rows)

@@ -18,6 +18,7 @@ from typing import Any
 
 from cafe.cache import Cache, text_entry
 from cafe.clients.thinking import final_answer, judge_max_tokens
+from cafe.counters import count_share
 from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
@@ -116,6 +117,7 @@ class AnswerJudge:
                 text = hit["text"]
             else:
                 self.calls += 1
+                count_share("calls")
                 reply = await self.client.achat(
                     [{"role": "user", "content": text_in}], temperature=0.0,
                     max_tokens=self.max_tokens,

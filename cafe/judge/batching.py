@@ -110,6 +110,7 @@ def share_judgements(sel: Selection, judged: Sequence[Judgement]) -> list[Judgem
                 sample_id=sid,
                 run_index=run,
                 reason=f"{j.reason}; {note}" if j.reason else note,
+                call={},  # made without a call: the representative's record counts it
             )
         )
     return out

@@ -23,6 +23,7 @@ from typing import Any
 from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
+from cafe.counters import count_share
 from cafe.judge.base import Judge, JudgeItem, load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.records import Judgement
@@ -216,6 +217,7 @@ class LLMJudge(Judge):
                 text = cached["text"]
             else:
                 self.calls += 1
+                count_share("calls")
                 try:
                     reply = await self._get_client().achat(
                         [{"role": "user", "content": [{"type": "text", "text": prompt}]}],

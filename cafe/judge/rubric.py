@@ -29,6 +29,7 @@ from typing import Any
 from cafe.benchmarks.scoring import is_correct
 from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
+from cafe.counters import count_share
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
@@ -305,6 +306,7 @@ class RubricJudge:
         ]
         async with self._sem:
             self.calls += 1
+            count_share("calls")
             try:
                 reply = await self._get_client().achat(
                     messages,

@@ -41,6 +41,7 @@ class StepRecord(Record):
     status: str
     value: Any = None
     reason: str | None = None
+    call: dict[str, Any] = field(default_factory=dict)  # its share of the section's counters
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,14 @@ class Step:
     def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
         """What the section's counters add up for this invocation (default: the engine's)."""
         return counts
+
+    def disk_counters(self, records: Sequence[Any]) -> dict[str, Any]:
+        """The counters' totals as the records on disk under this spec sum them (their
+        ``call`` shares), in ``counters``' keys."""
+        from cafe.counters import by_status, share_totals
+
+        return {**share_totals(records), "done": len(records),
+                "records": by_status([r.status for r in records])}  # fmt: skip
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The frozen spec: every option resolved (defaults filled, types checked), the step's

@@ -19,6 +19,7 @@ from typing import Any
 
 from cafe.cache import Cache, cache_file
 from cafe.clients.base import call_stats_of
+from cafe.counters import share_totals
 from cafe.errors import ConfigError, RunFolderError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, build_judge
@@ -210,6 +211,11 @@ class CafeJudgeStep(Step):
                 "judged": len(self.fresh),
                 "replies": {k: health[k] for k in ("ok", "empty", "unparseable", "failed")},
                 **cost}  # fmt: skip
+
+    def disk_counters(self, records: Sequence[Any]) -> dict[str, Any]:
+        health = reply_health(list(records))
+        replies = {k: health[k] for k in ("ok", "empty", "unparseable", "failed")}
+        return {**share_totals(records), "judged": len(records), "replies": replies}
 
     def more_sections(self, view: View, records: Sequence[Any]) -> dict[str, dict[str, Any]]:
         counter = view.manifest.get("token_counter")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file, make_key
-from cafe.counters import by_status, judge_counters
+from cafe.counters import add, by_status, count_share, judge_counters, on_disk_counters, with_share
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.jsontext import strict_dumps
@@ -180,8 +180,12 @@ def _section(
         section["outcome"] = status.to_dict()
     if calls is not None:
         section["spec"] = spec
-        previous = step.previous_section(view)
-        section["counters"] = judge_counters(previous, spec, step.counters(calls))
+        previous, now = step.previous_section(view), step.counters(calls)
+        if step.records_file(spec):  # the totals: those of the records on disk, kill or not
+            disk = step.disk_counters(records)
+            section["counters"] = on_disk_counters(previous, spec, now, disk)
+        else:  # its records live in the section only: each invocation's counts add up
+            section["counters"] = judge_counters(previous, spec, now)
     return section
 
 
@@ -211,7 +215,12 @@ def _execute(
         writer.write_many(after)
     fresh = step.made(before, fresh, after)
     keys = {(p.sample_id, p.run_index) for p in view.predictions}
-    merged = {(r.sample_id, r.run_index): r for r in [*kept, *fresh]}
+    merged: dict[tuple[str, int], Any] = {}
+    for r in [*kept, *fresh]:  # a redone record carries the share of the one it replaces
+        old = merged.get((r.sample_id, r.run_index))
+        if getattr(old, "call", None) and isinstance(getattr(r, "call", None), dict):
+            r.call = add(old.call, r.call)
+        merged[(r.sample_id, r.run_index)] = r
     records = [r for k, r in merged.items() if k in keys]
     if path:
         rewrite_jsonl(path, records)  # compacted: one record per (item, run)
@@ -232,11 +241,11 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
     counts = {"calls": 0, "cache_hits": 0}
     if not step.engine_cache:  # its calls cache themselves (a judge's client)
 
-        async def direct(item: Any) -> Any:
+        async def direct(item: Any) -> Any:  # the step's client and cache count its share
             counts["calls"] += 1
             return await step.acall(item, spec)
 
-        return direct, counts
+        return _sharing(step, direct), counts
     if not isinstance(cache, Cache):
         cache = Cache(cache if cache is not None else cache_file("steps.sqlite"))
 
@@ -247,12 +256,30 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
             counts["cache_hits"] += 1
             return step.record_cls.from_dict(hit)
         counts["calls"] += 1
+        count_share("calls")
         rec = await step.acall(item, spec)
         if rec.status == "ok":
-            cache.put(key, rec.to_dict())
+            cache.put(key, {k: v for k, v in rec.to_dict().items() if k != "call"})
         return rec
 
-    return cached, counts
+    return _sharing(step, cached), counts
+
+
+def _sharing(step: Step, call: Any) -> Any:
+    """``call`` whose record carries its share of the counters (cafe.counters.with_share); a
+    call that raises is its ``failed`` record here (as cafe.judge.stages.execute would make
+    it), so the calls it made are counted too."""
+    from cafe.clients.breaker import ServerUnreachable
+
+    async def guarded(item: Any) -> Any:
+        try:
+            return await call(item)
+        except ServerUnreachable:  # a dead server stops the command
+            raise
+        except Exception as e:  # a bug in one item must not lose the rest
+            return step.failed(item, f"{type(e).__name__}: {e}")
+
+    return lambda item: with_share(guarded, item)
 
 
 def resume(path: Path, spec: dict[str, Any], cls: type[Any], write: bool = True) -> list[Any]:

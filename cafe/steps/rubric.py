@@ -11,6 +11,7 @@ from typing import Any
 
 from cafe.cache import Cache, cache_file
 from cafe.clients.base import call_stats_of
+from cafe.counters import by_status, share_totals
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
@@ -100,6 +101,10 @@ class RubricStep(Step):
     def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
         return {"calls": self.scorer.calls, "cache_hits": self.cache.hits,
                 "rated": counts["done"], "replies": counts["records"]}  # fmt: skip
+
+    def disk_counters(self, records: Sequence[Any]) -> dict[str, Any]:
+        return {**share_totals(records), "rated": len(records),
+                "replies": by_status([r.status for r in records])}  # fmt: skip
 
     def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
         s = self.scorer
