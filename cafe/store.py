@@ -58,10 +58,9 @@ _DIGESTS: dict[str, dict[str, Any]] = {}
 
 
 #: prediction fields no section reads (timing; the run spec's fields, the same in one folder)
-_NOT_DIGESTED = frozenset({"latency_s", "model", "prompt_style", "template_hash", "seed"})
-#: a judgement's share of the counters says how it was got (a call, a cache replay), not what
-#: a metric reads of it
-_NOT_DIGESTED_JUDGEMENT = _NOT_DIGESTED | {"call"}
+#: a record's share of the counters ("call") says how it was got (a call, a cache replay), not
+#: what a metric reads of it: an interrupted run's replayed record stamps like the original
+_NOT_DIGESTED = frozenset({"latency_s", "model", "prompt_style", "template_hash", "seed", "call"})
 
 
 def judge_slug(identity: str) -> str:
@@ -492,8 +491,7 @@ class RunStore:
                 recs = sorted(latest_records(path, cls), key=lambda r: (r.sample_id, r.run_index))
             except ConfigError:
                 return {"records": None, "digest": "unreadable"}
-            skip = _NOT_DIGESTED if name == "predictions" else _NOT_DIGESTED_JUDGEMENT
-            rows = [{k: v for k, v in r.to_dict().items() if k not in skip} for r in recs]
+            rows = [{k: v for k, v in r.to_dict().items() if k not in _NOT_DIGESTED} for r in recs]
             if len(_DIGESTS) > 8:
                 _DIGESTS.clear()
             _DIGESTS[key] = digest(rows)

@@ -132,3 +132,23 @@ def test_a_plugin_cannot_take_a_builtin_name():
     with pytest.raises(CafeError, match="section 'judged_accuracy' is cafe's own"):
         register_section(SectionInfo("judged_accuracy", "a plugin", ("predictions",), False))
     assert section_info("judged_accuracy").owner == "cafe judge-accuracy"
+
+
+def test_a_replayed_record_stamps_like_the_one_it_replays(tmp_path):
+    """A prediction or judgement got from the cache on a resume (its counters' share says
+    "cache hit") is the same record to every metric: the input stamp ignores the share, so an
+    interrupted run's sections are not taken for stale; a changed output is."""
+    from cafe.records import Judgement, Prediction
+
+    def stamps(call: dict, output: str) -> tuple[dict, dict]:
+        store = RunStore(tmp_path / f"run-{len(list(tmp_path.iterdir()))}").create()
+        with store.writer("predictions.jsonl") as w:
+            w.write_many([Prediction("a", 0, "m", "lalm", "h", output, latency_s=len(call),
+                                     call=call)])  # fmt: skip
+        with store.writer("judgements.jsonl") as w:
+            w.write_many([Judgement("a", 0, "j", "h", "{}", status="ok", call=call)])
+        return store.input_digest("predictions"), store.input_digest("judgements")
+
+    made = stamps({"calls": 1}, "dog")
+    assert stamps({"cache_hits": 1}, "dog") == made
+    assert stamps({"calls": 1}, "cat")[0] != made[0]
