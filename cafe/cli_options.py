@@ -205,6 +205,45 @@ def concurrency_option(default: int | None = None, help: str = "Model calls in f
     )
 
 
+def judge_endpoint_option(
+    help: str = "Judge server base URL; repeat to share the load over several servers.",
+    dest: str = "judge_endpoints",
+    old: tuple[str, ...] = (),
+):
+    """--judge-endpoint URL (repeatable)."""
+    return option("--judge-endpoint", dest, multiple=True, help=help, old=old)
+
+
+def judge_concurrency_option(
+    default: int | None = None,
+    help: str | None = "Judge calls in flight.",
+    dest: str = "judge_concurrency",
+    bound: click.IntRange = IN_FLIGHT,
+    old: tuple[str, ...] = (),
+):
+    """--judge-concurrency N: judge calls in flight."""
+    return option(
+        "--judge-concurrency",
+        dest,
+        type=bound,
+        default=default,
+        show_default=default is not None,
+        help=help,
+        old=old,
+    )
+
+
+def judge_api_key_env_option(dest: str = "judge_api_key_env"):
+    """--judge-api-key-env NAME: the variable holding the judge server's key."""
+    return option(
+        "--judge-api-key-env",
+        dest,
+        metavar="NAME",
+        help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+        "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+    )
+
+
 def judge_server_options(
     concurrency: int | None = None,
     endpoint_old: tuple[str, ...] = (),
@@ -214,28 +253,42 @@ def judge_server_options(
     ``*_old``: former spellings still accepted (`cafe judge --endpoint`)."""
     return compose(
         option("--judge-model", help="Model name the judge server knows."),
-        option(
-            "--judge-api-key-env",
-            metavar="NAME",
-            help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
-            "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
-        ),
-        option(
-            "--judge-endpoint",
-            "judge_endpoints",
-            multiple=True,
-            help="Judge server base URL; repeat to share the load over several servers.",
-            old=endpoint_old,
-        ),
-        option(
-            "--judge-concurrency",
-            type=IN_FLIGHT,
-            default=concurrency,
-            show_default=concurrency is not None,
-            help="Judge calls in flight.",
-            old=concurrency_old,
-        ),
+        judge_api_key_env_option(),
+        judge_endpoint_option(old=endpoint_old),
+        judge_concurrency_option(concurrency, old=concurrency_old),
     )
+
+
+def template_option(help: str):
+    """--template FILE: the user's own prompt template in place of the packaged one."""
+    return option(
+        "--template", type=click.Path(exists=True, dir_okay=False), default=None, help=help
+    )
+
+
+def cache_option(default_file: str | None = None):
+    """--cache FILE (dest cache_path): the SQLite call cache; ``default_file``: the one under
+    $CAFE_CACHE used without it, named in the help."""
+    where = f" (default $CAFE_CACHE/{default_file})" if default_file else ""
+    return option(
+        "--cache",
+        "cache_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help=f"SQLite call cache{where}.",
+    )
+
+
+def thinking_options(help: str, budget_help: str | None = None):
+    """--thinking/--no-thinking and --thinking-budget N, for a judge that may think."""
+    return compose(
+        option("--thinking/--no-thinking", default=False, show_default=True, help=help),
+        option("--thinking-budget", type=click.IntRange(0, 10**8), default=None, help=budget_help),
+    )
+
+
+def json_option(help: str = "Print the section as JSON."):
+    return option("--json", "as_json", is_flag=True, help=help)
 
 
 def model_options(required: bool = True, default: str | None = None):

@@ -8,13 +8,20 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
+    ITEMS,
     batch_click_options,
+    cache_option,
     command,
     concurrency_option,
     echo_costs,
+    json_option,
+    judge_concurrency_option,
+    judge_endpoint_option,
     judge_server_options,
     limit_option,
     no_progress_option,
+    template_option,
+    thinking_options,
 )
 from cafe.jsontext import strict_dumps
 from cafe.judge import JUDGES
@@ -31,12 +38,7 @@ from cafe.judge import JUDGES
     "Qwen/Qwen3-32B`), openai or gemini (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
 )
 @judge_server_options(16, endpoint_old=("--endpoint",), concurrency_old=("--concurrency",))
-@click.option(
-    "--template",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Your own extraction template ({question} {answer} {caption} {output}).",
-)
+@template_option("Your own extraction template ({question} {answer} {caption} {output}).")
 @click.option(
     "--captions",
     type=click.Path(exists=True, dir_okay=False),
@@ -44,25 +46,11 @@ from cafe.judge import JUDGES
     help="Captions file from `cafe caption` (needed for MMAU/MMAR).",
 )
 @click.option("--macro", is_flag=True, help="Average per-sample ratios instead of pooling counts.")
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
-)
-@click.option(
-    "--thinking/--no-thinking",
-    default=False,
-    show_default=True,
-    help="Let a thinking judge think (OpenAI-compatible servers are otherwise sent "
+@cache_option("judge.sqlite")
+@thinking_options(
+    "Let a thinking judge think (OpenAI-compatible servers are otherwise sent "
     "chat_template_kwargs enable_thinking=false). Its reasoning is kept, never parsed.",
-)
-@click.option(
-    "--thinking-budget",
-    type=click.IntRange(0, 10**8),
-    default=None,
-    help="Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
+    "Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
 )
 @batch_click_options
 @click.option(
@@ -76,7 +64,7 @@ from cafe.judge import JUDGES
     help="Judge each distinct judge prompt once (runs that answered alike share a "
     "judgement) and skip what the judge decides without a call; saving reported.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
+@json_option("Print the metrics section as JSON.")
 @no_progress_option()
 def judge_command(
     run_dir: str,
@@ -155,7 +143,7 @@ def judge_command(
     help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement files.",
 )
 @click.option("--macro", is_flag=True, help="Metric deltas from per-sample means.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
@@ -188,16 +176,11 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
 @click.option("--judge", "judge", required=True,
               help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
 @click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
-              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
-@click.option("--template", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Your own template ({question} {choices} {output}).")  # fmt: skip
-@click.option("--thinking/--no-thinking", default=False, show_default=True,
-              help="Let a thinking judge think (budget --thinking-budget).")  # fmt: skip
-@click.option("--thinking-budget", type=click.IntRange(0, 10**8), default=None)
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+@judge_endpoint_option("Judge server base URL.", "endpoints")
+@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
+@template_option("Your own template ({question} {choices} {output}).")
+@thinking_options("Let a thinking judge think (budget --thinking-budget).")
+@cache_option("judge.sqlite")
 @click.option("--selective", is_flag=True,
               help="Ask the judge only where the official rule cannot decide (its parse did "
               "not map the answer to a choice); the rule's choice stands for the rest.",
@@ -240,11 +223,9 @@ def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, 
               "official_embedder).")  # fmt: skip
 @click.option("--judge-model", default=None,
               help="Judge model (default: the official script's).")  # fmt: skip
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
-              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+@judge_endpoint_option("Judge server base URL.", "endpoints")
+@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
+@cache_option("judge.sqlite")
 @batch_click_options
 def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, concurrency,
                            cache_path,
@@ -297,21 +278,10 @@ def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, con
     default=None,
     help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
 )
-@click.option(
-    "--template",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Your own caption instruction file.",
-)
+@template_option("Your own caption instruction file.")
 @concurrency_option(8, help="Captioner calls in flight.")
 @limit_option(help="First N samples only.")
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="SQLite call cache (default $CAFE_CACHE/captions.sqlite).",
-)
+@cache_option("captions.sqlite")
 @click.option(
     "--out",
     required=True,
