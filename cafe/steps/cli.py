@@ -8,15 +8,22 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
+    ITEMS,
     Command,
     batch_click_options,
+    cache_option,
     command,
     concurrency_option,
     echo_costs,
+    json_option,
+    judge_api_key_env_option,
+    judge_concurrency_option,
+    judge_endpoint_option,
     judge_server_kwargs,
     judge_server_options,
     no_progress_option,
     option,
+    template_option,
 )
 from cafe.controls import CONTROLS, parse_controls
 from cafe.jsontext import strict_dumps
@@ -73,7 +80,7 @@ def step_command(step: Step) -> click.Command:
 )
 @click.option(
     "--min-count",
-    type=click.IntRange(1, 10**8),
+    type=ITEMS,
     default=DEFAULT_MIN_COUNT,
     show_default=True,
     help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
@@ -86,7 +93,7 @@ def step_command(step: Step) -> click.Command:
     "keeping them flagged, as the paper's equal-width bins do.",
 )
 @click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
-@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+@json_option()
 def decay_command(
     run_dir: str,
     bins: int | None,
@@ -120,22 +127,16 @@ def decay_command(
     help="Also ask this CAFE judge (cue list as required events); offline matcher only without.",
 )
 @click.option("--judge-model", help="Judge model name.")
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server URL (repeatable).")
-@click.option("--judge-concurrency", type=click.IntRange(1, 10**8), default=16, show_default=True)
-@click.option(
-    "--judge-api-key-env",
-    "api_key_env",
-    metavar="NAME",
-    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
-    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
-)
+@judge_endpoint_option("Judge server URL (repeatable).", "endpoints")
+@judge_concurrency_option(16, None, bound=ITEMS)
+@judge_api_key_env_option("api_key_env")
 @click.option(
     "--captions", type=click.Path(exists=True, dir_okay=False), help="Captions file (optional)."
 )
-@click.option("--template", type=click.Path(exists=True, dir_okay=False), help="Own template.")
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
-@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@template_option("Own template.")
+@cache_option()
+@json_option()
+@no_progress_option()
 def cues_command(
     run_dir: str,
     judge: str | None,
@@ -187,24 +188,10 @@ def cues_command(
 @click.option(
     "--judge-model", default=PAPER_JUDGE, show_default=True, help="Judge model (the authors')."
 )
-@click.option(
-    "--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL (repeatable)."
-)
-@click.option(
-    "--judge-concurrency",
-    type=click.IntRange(1, 10**8),
-    default=16,
-    show_default=True,
-    help="Judge calls in flight at once.",
-)
-@click.option(
-    "--judge-api-key-env",
-    "api_key_env",
-    metavar="NAME",
-    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
-    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
-)
-@click.option("--raters", type=click.IntRange(1, 10**8), default=RATERS, show_default=True)
+@judge_endpoint_option("Judge server base URL (repeatable).", "endpoints")
+@judge_concurrency_option(16, "Judge calls in flight at once.", bound=ITEMS)
+@judge_api_key_env_option("api_key_env")
+@click.option("--raters", type=ITEMS, default=RATERS, show_default=True)
 @click.option(
     "--trim",
     type=click.IntRange(0, 10**8),
@@ -221,15 +208,11 @@ def cues_command(
     show_default=True,
     help="Extra attempts per rater after an invalid reply.",
 )
-@click.option(
-    "--template",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Your own rubric template (same '----- part -----' layout as the packaged one).",
-)
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@template_option("Your own rubric template (same '----- part -----' layout as the packaged one).")
+@cache_option()
 @batch_click_options
-@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@json_option()
+@no_progress_option()
 def rubric_command(
     run_dir: str,
     judge: str,
