@@ -4,9 +4,11 @@ stays fast."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -291,10 +293,47 @@ def json_option(help: str = "Print the section as JSON."):
     return option("--json", "as_json", is_flag=True, help=help)
 
 
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model a command was told to load (model_options): its name, checkpoint and extra
+    cards, and the adapter options still as given (-o pairs, --endpoint, --api-key-env)."""
+
+    name: str | None
+    checkpoint: str | None
+    cards: tuple[str, ...]
+    pairs: tuple[str, ...]
+    endpoints: tuple[str, ...]
+    api_key_env: str | None
+
+    def adapter_options(self) -> dict[str, Any]:
+        """The adapter options; parsed only here, so a bad -o fails where the command asks."""
+        return adapter_options(self.pairs, self.endpoints, self.api_key_env)
+
+
+def _as_model_choice(f: F) -> F:
+    """The six model options reach the command as one ``model: ModelChoice``."""
+
+    @functools.wraps(f)
+    def wrapper(**kwargs: Any) -> Any:
+        model = ModelChoice(
+            kwargs.pop("model"),
+            kwargs.pop("checkpoint"),
+            kwargs.pop("cards"),
+            kwargs.pop("options"),
+            kwargs.pop("endpoints"),
+            kwargs.pop("api_key_env"),
+        )
+        return f(model=model, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def model_options(required: bool = True, default: str | None = None):
     """The options of every command that loads a model: --model, --checkpoint, --cards,
-    -o/--option KEY=VALUE and --endpoint (a served model), as `cafe run` takes them."""
+    -o/--option KEY=VALUE and --endpoint (a served model), as `cafe run` takes them; the
+    command gets them as one ``model: ModelChoice``."""
     return compose(
+        _as_model_choice,
         option(
             "--model",
             required=required,
