@@ -310,22 +310,18 @@ class ModelChoice:
         return adapter_options(self.pairs, self.endpoints, self.api_key_env)
 
 
-def _as_model_choice(f: F) -> F:
-    """The six model options reach the command as one ``model: ModelChoice``."""
+def gathered(dest: str, make: Callable[..., Any], names: Sequence[str]) -> Callable[[F], F]:
+    """The options ``names`` reach the command as one argument: ``dest`` = make(their values)."""
 
-    @functools.wraps(f)
-    def wrapper(**kwargs: Any) -> Any:
-        model = ModelChoice(
-            kwargs.pop("model"),
-            kwargs.pop("checkpoint"),
-            kwargs.pop("cards"),
-            kwargs.pop("options"),
-            kwargs.pop("endpoints"),
-            kwargs.pop("api_key_env"),
-        )
-        return f(model=model, **kwargs)
+    def deco(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(**kwargs: Any) -> Any:
+            kwargs[dest] = make(*[kwargs.pop(n) for n in names])
+            return f(**kwargs)
 
-    return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]
+
+    return deco
 
 
 def model_options(required: bool = True, default: str | None = None):
@@ -333,7 +329,11 @@ def model_options(required: bool = True, default: str | None = None):
     -o/--option KEY=VALUE and --endpoint (a served model), as `cafe run` takes them; the
     command gets them as one ``model: ModelChoice``."""
     return compose(
-        _as_model_choice,
+        gathered(
+            "model",
+            ModelChoice,
+            ("model", "checkpoint", "cards", "options", "endpoints", "api_key_env"),
+        ),  # fmt: skip
         option(
             "--model",
             required=required,
@@ -417,10 +417,29 @@ def judge_server_kwargs(
 
 
 # -- command-line options shared by every command that judges or captions ---------------------
-def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--batch, --batch-retry, --batch-poll, --batch-no-wait, --prices."""
-    import click
+@dataclass(frozen=True)
+class BatchChoice:
+    """How a judging command was told to send its calls (batch_click_options)."""
 
+    on: bool
+    retry: str
+    poll_s: float
+    no_wait: bool
+    prices: str | None
+
+    def call_kwargs(self) -> dict[str, Any]:
+        """``batch``, ``prices`` and ``batch_options`` as call_plan and the judge runs take them."""
+        from cafe.judge.batching import batch_options
+
+        opts = batch_options(self.retry, self.poll_s, self.no_wait)
+        return {"batch": self.on, "prices": self.prices, "batch_options": opts}
+
+
+def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--batch, --batch-retry, --batch-poll, --batch-no-wait, --prices; the command gets them as
+    one ``batch: BatchChoice``."""
+    names = ("batch", "batch_retry", "batch_poll", "batch_no_wait", "prices")
+    f = gathered("batch", BatchChoice, names)(f)
     opts = [
         click.option("--batch", is_flag=True,
                      help="Send through the service's batch endpoints (about half price, up to "

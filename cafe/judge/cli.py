@@ -9,6 +9,7 @@ import click
 
 from cafe.cli_options import (
     ITEMS,
+    BatchChoice,
     batch_click_options,
     cache_option,
     command,
@@ -81,13 +82,9 @@ def judge_command(
     thinking_budget: int | None,
     as_json: bool,
     no_progress: bool,
-    batch: bool = False,
-    batch_retry: str = "resubmit",
-    batch_poll: float = 30.0,
-    batch_no_wait: bool = False,
+    batch: BatchChoice,
     dry_run: bool = False,
     selective: bool = False,
-    prices: str | None = None,
 ) -> None:
     """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit (micro
     by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
@@ -100,7 +97,7 @@ def judge_command(
         --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
     from cafe.cli_options import echo_costs
-    from cafe.judge.batching import batch_options, format_dry_run
+    from cafe.judge.batching import format_dry_run
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
     if judge not in JUDGES:
@@ -119,11 +116,9 @@ def judge_command(
         captions=captions,
         cache=cache_path,
         **({"api_key_env": judge_api_key_env} if judge_api_key_env else {}),
-        batch=batch,
         dry_run=dry_run,
         selective=selective,
-        prices=prices,
-        batch_options=batch_options(batch_retry, batch_poll, batch_no_wait),
+        **batch.call_kwargs(),
         **({"thinking": True, "thinking_budget": thinking_budget} if thinking else {}),
     )
     if dry_run:
@@ -187,22 +182,18 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
               )  # fmt: skip
 @batch_click_options
 def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
-                           thinking, thinking_budget, cache_path, selective, batch=False,
-                           batch_retry="resubmit", batch_poll=30.0, batch_no_wait=False,
-                           prices=None) -> None:  # fmt: skip
+                           thinking, thinking_budget, cache_path, selective,
+                           batch: BatchChoice) -> None:  # fmt: skip
     """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
     chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
     official headline; tables print it in the † rows' place."""
     from cafe.judge.answer import judge_accuracy_run
-    from cafe.judge.batching import batch_options
 
     try:
         sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
                                  template=template, cache=cache_path, thinking=thinking,
-                                 thinking_budget=thinking_budget, batch=batch,
-                                 selective=selective, prices=prices,
-                                 batch_options=batch_options(batch_retry, batch_poll,
-                                                             batch_no_wait))  # fmt: skip
+                                 thinking_budget=thinking_budget, selective=selective,
+                                 **batch.call_kwargs())  # fmt: skip
     except (ValueError, FileNotFoundError, KeyError) as e:
         raise click.ClickException(str(e)) from None
     t = sec["total"]
@@ -229,19 +220,16 @@ def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, 
 @batch_click_options
 def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, concurrency,
                            cache_path,
-                           batch=False, batch_retry="resubmit", batch_poll=30.0,
-                           batch_no_wait=False, prices=None) -> None:  # fmt: skip
+                           batch: BatchChoice) -> None:  # fmt: skip
     """The official LLM-judged figure of RUN_DIR, for a benchmark whose official rule is an LLM
     judge (SAKURA): written to metrics.json "official" as its headline, beside the labelled
     deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
     from cafe.benchmarks.embedding_match import EmbedderUnavailable
-    from cafe.judge.batching import batch_options
     from cafe.judge.verdict import official_judge_run
 
     try:
         kw = {} if judge is None else {
-            "concurrency": concurrency, "cache": cache_path, "batch": batch, "prices": prices,
-            "batch_options": batch_options(batch_retry, batch_poll, batch_no_wait)}  # fmt: skip
+            "concurrency": concurrency, "cache": cache_path, **batch.call_kwargs()}  # fmt: skip
         sec = official_judge_run(run_dir, judge, judge_model, tuple(endpoints),
                                  embedder=embedder, **kw)  # fmt: skip
     except (ValueError, FileNotFoundError, KeyError) as e:
@@ -303,11 +291,7 @@ def caption_command(
     limit: int | None,
     cache_path: str | None,
     out: str,
-    batch: bool = False,
-    batch_retry: str = "resubmit",
-    batch_poll: float = 30.0,
-    batch_no_wait: bool = False,
-    prices: str | None = None,
+    batch: BatchChoice,
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
@@ -315,12 +299,11 @@ def caption_command(
     OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
     --api-key-env NAME) for a server named with --endpoint."""
     from cafe.failures import most_failed, summary_lines
-    from cafe.judge.batching import batch_options, call_plan
+    from cafe.judge.batching import call_plan
     from cafe.judge.captions import caption
 
     # batch state beside the captions file: <out>.batches/
-    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
-    plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
+    plan = call_plan(f"{out}.", **batch.call_kwargs())
     res = caption(
         bench,
         out,

@@ -9,6 +9,7 @@ import click
 
 from cafe.cli_options import (
     ITEMS,
+    BatchChoice,
     Command,
     batch_click_options,
     cache_option,
@@ -229,11 +230,7 @@ def rubric_command(
     cache_path: str | None,
     as_json: bool,
     no_progress: bool,
-    batch: bool = False,
-    batch_retry: str = "resubmit",
-    batch_poll: float = 30.0,
-    batch_no_wait: bool = False,
-    prices: str | None = None,
+    batch: BatchChoice,
 ) -> None:
     """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
     protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
@@ -244,14 +241,13 @@ def rubric_command(
     cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --judge-endpoint http://localhost:8000/v1
     """
-    from cafe.judge.batching import batch_options, call_plan, write_costs
+    from cafe.judge.batching import call_plan, write_costs
     from cafe.metrics.rubric import format_rubric
     from cafe.steps.rubric import rubric_run
     from cafe.store import RunStore
 
     # the batch transport and cost ledger (cafe.judge.batching): state in RUN_DIR/batches/
-    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
-    plan = call_plan(run_dir, batch=batch, prices=prices, batch_options=opts)
+    plan = call_plan(run_dir, **batch.call_kwargs())
     try:
         section = rubric_run(
             run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),
