@@ -309,6 +309,14 @@ class ModelChoice:
         """The adapter options; parsed only here, so a bad -o fails where the command asks."""
         return adapter_options(self.pairs, self.endpoints, self.api_key_env)
 
+    def load_kwargs(self) -> dict[str, Any]:
+        """``checkpoint``, ``cards`` and ``options`` as the functions loading a model take them."""
+        return {
+            "checkpoint": self.checkpoint,
+            "cards": self.cards,
+            "options": self.adapter_options(),
+        }
+
 
 def gathered(dest: str, make: Callable[..., Any], names: Sequence[str]) -> Callable[[F], F]:
     """The options ``names`` reach the command as one argument: ``dest`` = make(their values)."""

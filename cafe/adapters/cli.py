@@ -69,12 +69,10 @@ def doctor_command(
     report = doctor(
         model.name,
         bench,
-        checkpoint=model.checkpoint,
         data=data,
         limit=limit,
         max_new_tokens=max_new_tokens,
-        cards=model.cards,
-        options=model.adapter_options(),
+        **model.load_kwargs(),
     )
     for line in report.lines():
         click.echo(line)

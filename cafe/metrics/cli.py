@@ -56,15 +56,13 @@ def attention_command(
     result = attention(
         model.name,
         bench,
-        checkpoint=model.checkpoint,
         data=data,
         limit=limit,
         prompt_style=prompt_style,
         max_new_tokens=max_new_tokens,
         min_items=min_items,
         out=out,
-        cards=model.cards,
-        options=model.adapter_options(),
+        **model.load_kwargs(),
         progress=not no_progress,
     )
     click.echo(

@@ -51,9 +51,7 @@ def data_command(
         recipe,
         workdir=workdir,
         model=model.name,
-        checkpoint=model.checkpoint,
-        cards=model.cards,
-        options=model.adapter_options(),
+        **model.load_kwargs(),
         echo=click.echo,
     )
     click.echo(f"SFT file: {out['sft']}\nRL file: {out['rl']}")
