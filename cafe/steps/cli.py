@@ -10,10 +10,10 @@ import click
 from cafe.cli_options import (
     ITEMS,
     BatchChoice,
-    Command,
     batch_click_options,
     cache_option,
     command,
+    compose,
     concurrency_option,
     echo_costs,
     json_option,
@@ -42,31 +42,26 @@ def step_command(step: Step) -> click.Command:
                        progress=not no_progress, **options)  # fmt: skip
         click.echo(strict_dumps(res.section, indent=2) if as_json else step.format(res.section))
 
-    params: list[click.Parameter] = [click.Argument(["run_dir"], type=click.Path(
-        exists=True, file_okay=False))]  # fmt: skip
+    own = []
     for o in step.options:
         if o.type is bool:
-            flags = [f"{o.flag}/--no-{o.flag[2:]}", o.name]
-            params.append(click.Option(flags, default=o.default, show_default=True, help=o.help))
+            own.append(option(f"{o.flag}/--no-{o.flag[2:]}", o.name, default=o.default,
+                              show_default=True, help=o.help))  # fmt: skip
         else:
-            params.append(click.Option([o.flag, o.name], type=o.type, default=o.default,
-                                       show_default=True, help=o.help))  # fmt: skip
-    params += [
-        click.Option(
-            ["--cache"], default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
-        ),  # fmt: skip
-        click.Option(
-            ["--concurrency"],
-            type=click.IntRange(1, 10**8),
-            default=8,
-            show_default=True,
-            help="Calls in flight.",
-        ),  # fmt: skip
-        click.Option(["--json", "as_json"], is_flag=True, help="Print the section as JSON."),
-        click.Option(["--no-progress"], is_flag=True, help="No progress bar."),
-    ]
+            own.append(option(o.flag, o.name, type=o.type, default=o.default, show_default=True,
+                              help=o.help))  # fmt: skip
+    with_params = compose(
+        click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
+        *own,
+        option(
+            "--cache", default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
+        ),
+        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
+        json_option(),
+        no_progress_option(),
+    )
     help_text = step.help or f"The {step.name} step over RUN_DIR."
-    return Command(step.name, callback=callback, params=params, help=help_text)
+    return command(step.name, help=help_text)(with_params(callback))
 
 
 @command("decay")
