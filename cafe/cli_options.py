@@ -4,9 +4,11 @@ stays fast."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -205,6 +207,45 @@ def concurrency_option(default: int | None = None, help: str = "Model calls in f
     )
 
 
+def judge_endpoint_option(
+    help: str = "Judge server base URL; repeat to share the load over several servers.",
+    dest: str = "judge_endpoints",
+    old: tuple[str, ...] = (),
+):
+    """--judge-endpoint URL (repeatable)."""
+    return option("--judge-endpoint", dest, multiple=True, help=help, old=old)
+
+
+def judge_concurrency_option(
+    default: int | None = None,
+    help: str | None = "Judge calls in flight.",
+    dest: str = "judge_concurrency",
+    bound: click.IntRange = IN_FLIGHT,
+    old: tuple[str, ...] = (),
+):
+    """--judge-concurrency N: judge calls in flight."""
+    return option(
+        "--judge-concurrency",
+        dest,
+        type=bound,
+        default=default,
+        show_default=default is not None,
+        help=help,
+        old=old,
+    )
+
+
+def judge_api_key_env_option(dest: str = "judge_api_key_env"):
+    """--judge-api-key-env NAME: the variable holding the judge server's key."""
+    return option(
+        "--judge-api-key-env",
+        dest,
+        metavar="NAME",
+        help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
+        "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
+    )
+
+
 def judge_server_options(
     concurrency: int | None = None,
     endpoint_old: tuple[str, ...] = (),
@@ -214,34 +255,93 @@ def judge_server_options(
     ``*_old``: former spellings still accepted (`cafe judge --endpoint`)."""
     return compose(
         option("--judge-model", help="Model name the judge server knows."),
-        option(
-            "--judge-api-key-env",
-            metavar="NAME",
-            help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
-            "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
-        ),
-        option(
-            "--judge-endpoint",
-            "judge_endpoints",
-            multiple=True,
-            help="Judge server base URL; repeat to share the load over several servers.",
-            old=endpoint_old,
-        ),
-        option(
-            "--judge-concurrency",
-            type=IN_FLIGHT,
-            default=concurrency,
-            show_default=concurrency is not None,
-            help="Judge calls in flight.",
-            old=concurrency_old,
-        ),
+        judge_api_key_env_option(),
+        judge_endpoint_option(old=endpoint_old),
+        judge_concurrency_option(concurrency, old=concurrency_old),
     )
+
+
+def template_option(help: str):
+    """--template FILE: the user's own prompt template in place of the packaged one."""
+    return option(
+        "--template", type=click.Path(exists=True, dir_okay=False), default=None, help=help
+    )
+
+
+def cache_option(default_file: str | None = None):
+    """--cache FILE (dest cache_path): the SQLite call cache; ``default_file``: the one under
+    $CAFE_CACHE used without it, named in the help."""
+    where = f" (default $CAFE_CACHE/{default_file})" if default_file else ""
+    return option(
+        "--cache",
+        "cache_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help=f"SQLite call cache{where}.",
+    )
+
+
+def thinking_options(help: str, budget_help: str | None = None):
+    """--thinking/--no-thinking and --thinking-budget N, for a judge that may think."""
+    return compose(
+        option("--thinking/--no-thinking", default=False, show_default=True, help=help),
+        option("--thinking-budget", type=click.IntRange(0, 10**8), default=None, help=budget_help),
+    )
+
+
+def json_option(help: str = "Print the section as JSON."):
+    return option("--json", "as_json", is_flag=True, help=help)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model a command was told to load (model_options): its name, checkpoint and extra
+    cards, and the adapter options still as given (-o pairs, --endpoint, --api-key-env)."""
+
+    name: str | None
+    checkpoint: str | None
+    cards: tuple[str, ...]
+    pairs: tuple[str, ...]
+    endpoints: tuple[str, ...]
+    api_key_env: str | None
+
+    def adapter_options(self) -> dict[str, Any]:
+        """The adapter options; parsed only here, so a bad -o fails where the command asks."""
+        return adapter_options(self.pairs, self.endpoints, self.api_key_env)
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """``checkpoint``, ``cards`` and ``options`` as the functions loading a model take them."""
+        return {
+            "checkpoint": self.checkpoint,
+            "cards": self.cards,
+            "options": self.adapter_options(),
+        }
+
+
+def gathered(dest: str, make: Callable[..., Any], names: Sequence[str]) -> Callable[[F], F]:
+    """The options ``names`` reach the command as one argument: ``dest`` = make(their values)."""
+
+    def deco(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(**kwargs: Any) -> Any:
+            kwargs[dest] = make(*[kwargs.pop(n) for n in names])
+            return f(**kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
 
 
 def model_options(required: bool = True, default: str | None = None):
     """The options of every command that loads a model: --model, --checkpoint, --cards,
-    -o/--option KEY=VALUE and --endpoint (a served model), as `cafe run` takes them."""
+    -o/--option KEY=VALUE and --endpoint (a served model), as `cafe run` takes them; the
+    command gets them as one ``model: ModelChoice``."""
     return compose(
+        gathered(
+            "model",
+            ModelChoice,
+            ("model", "checkpoint", "cards", "options", "endpoints", "api_key_env"),
+        ),  # fmt: skip
         option(
             "--model",
             required=required,
@@ -325,10 +425,29 @@ def judge_server_kwargs(
 
 
 # -- command-line options shared by every command that judges or captions ---------------------
-def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--batch, --batch-retry, --batch-poll, --batch-no-wait, --prices."""
-    import click
+@dataclass(frozen=True)
+class BatchChoice:
+    """How a judging command was told to send its calls (batch_click_options)."""
 
+    on: bool
+    retry: str
+    poll_s: float
+    no_wait: bool
+    prices: str | None
+
+    def call_kwargs(self) -> dict[str, Any]:
+        """``batch``, ``prices`` and ``batch_options`` as call_plan and the judge runs take them."""
+        from cafe.judge.batching import batch_options
+
+        opts = batch_options(self.retry, self.poll_s, self.no_wait)
+        return {"batch": self.on, "prices": self.prices, "batch_options": opts}
+
+
+def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--batch, --batch-retry, --batch-poll, --batch-no-wait, --prices; the command gets them as
+    one ``batch: BatchChoice``."""
+    names = ("batch", "batch_retry", "batch_poll", "batch_no_wait", "prices")
+    f = gathered("batch", BatchChoice, names)(f)
     opts = [
         click.option("--batch", is_flag=True,
                      help="Send through the service's batch endpoints (about half price, up to "

@@ -8,7 +8,7 @@ import click
 from cafe.adapters import list_models, show_model
 from cafe.adapters.doctor import doctor
 from cafe.cli_options import (
-    adapter_options,
+    ModelChoice,
     command,
     data_option,
     group,
@@ -56,12 +56,7 @@ def show_command(name: str, cards: tuple[str, ...]) -> None:
     "--strict", is_flag=True, help="Exit with status 1 when the audio seems not to be heard."
 )
 def doctor_command(
-    model: str,
-    checkpoint: str | None,
-    cards: tuple[str, ...],
-    options: tuple[str, ...],
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
+    model: ModelChoice,
     bench: str,
     data: str | None,
     limit: int,
@@ -72,14 +67,12 @@ def doctor_command(
     of the same length; unchanged outputs (and, for transformers models, unchanged first-token
     logits) mean the audio is being dropped. A served model: --model CARD --endpoint URL."""
     report = doctor(
-        model,
+        model.name,
         bench,
-        checkpoint=checkpoint,
         data=data,
         limit=limit,
         max_new_tokens=max_new_tokens,
-        cards=cards,
-        options=adapter_options(options, endpoints, api_key_env),
+        **model.load_kwargs(),
     )
     for line in report.lines():
         click.echo(line)

@@ -8,13 +8,21 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
+    ITEMS,
+    BatchChoice,
     batch_click_options,
+    cache_option,
     command,
     concurrency_option,
     echo_costs,
+    json_option,
+    judge_concurrency_option,
+    judge_endpoint_option,
     judge_server_options,
     limit_option,
     no_progress_option,
+    template_option,
+    thinking_options,
 )
 from cafe.jsontext import strict_dumps
 from cafe.judge import JUDGES
@@ -31,12 +39,7 @@ from cafe.judge import JUDGES
     "Qwen/Qwen3-32B`), openai or gemini (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
 )
 @judge_server_options(16, endpoint_old=("--endpoint",), concurrency_old=("--concurrency",))
-@click.option(
-    "--template",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Your own extraction template ({question} {answer} {caption} {output}).",
-)
+@template_option("Your own extraction template ({question} {answer} {caption} {output}).")
 @click.option(
     "--captions",
     type=click.Path(exists=True, dir_okay=False),
@@ -44,25 +47,11 @@ from cafe.judge import JUDGES
     help="Captions file from `cafe caption` (needed for MMAU/MMAR).",
 )
 @click.option("--macro", is_flag=True, help="Average per-sample ratios instead of pooling counts.")
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).",
-)
-@click.option(
-    "--thinking/--no-thinking",
-    default=False,
-    show_default=True,
-    help="Let a thinking judge think (OpenAI-compatible servers are otherwise sent "
+@cache_option("judge.sqlite")
+@thinking_options(
+    "Let a thinking judge think (OpenAI-compatible servers are otherwise sent "
     "chat_template_kwargs enable_thinking=false). Its reasoning is kept, never parsed.",
-)
-@click.option(
-    "--thinking-budget",
-    type=click.IntRange(0, 10**8),
-    default=None,
-    help="Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
+    "Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
 )
 @batch_click_options
 @click.option(
@@ -76,7 +65,7 @@ from cafe.judge import JUDGES
     help="Judge each distinct judge prompt once (runs that answered alike share a "
     "judgement) and skip what the judge decides without a call; saving reported.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the metrics section as JSON.")
+@json_option("Print the metrics section as JSON.")
 @no_progress_option()
 def judge_command(
     run_dir: str,
@@ -93,13 +82,9 @@ def judge_command(
     thinking_budget: int | None,
     as_json: bool,
     no_progress: bool,
-    batch: bool = False,
-    batch_retry: str = "resubmit",
-    batch_poll: float = 30.0,
-    batch_no_wait: bool = False,
+    batch: BatchChoice,
     dry_run: bool = False,
     selective: bool = False,
-    prices: str | None = None,
 ) -> None:
     """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit (micro
     by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
@@ -112,7 +97,7 @@ def judge_command(
         --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
     """
     from cafe.cli_options import echo_costs
-    from cafe.judge.batching import batch_options, format_dry_run
+    from cafe.judge.batching import format_dry_run
     from cafe.judge.pipeline import dumps, format_cafe, judge_run
 
     if judge not in JUDGES:
@@ -131,11 +116,9 @@ def judge_command(
         captions=captions,
         cache=cache_path,
         **({"api_key_env": judge_api_key_env} if judge_api_key_env else {}),
-        batch=batch,
         dry_run=dry_run,
         selective=selective,
-        prices=prices,
-        batch_options=batch_options(batch_retry, batch_poll, batch_no_wait),
+        **batch.call_kwargs(),
         **({"thinking": True, "thinking_budget": thinking_budget} if thinking else {}),
     )
     if dry_run:
@@ -155,7 +138,7 @@ def judge_command(
     help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement files.",
 )
 @click.option("--macro", is_flag=True, help="Metric deltas from per-sample means.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
@@ -188,38 +171,29 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
 @click.option("--judge", "judge", required=True,
               help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
 @click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
-              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
-@click.option("--template", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Your own template ({question} {choices} {output}).")  # fmt: skip
-@click.option("--thinking/--no-thinking", default=False, show_default=True,
-              help="Let a thinking judge think (budget --thinking-budget).")  # fmt: skip
-@click.option("--thinking-budget", type=click.IntRange(0, 10**8), default=None)
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+@judge_endpoint_option("Judge server base URL.", "endpoints")
+@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
+@template_option("Your own template ({question} {choices} {output}).")
+@thinking_options("Let a thinking judge think (budget --thinking-budget).")
+@cache_option("judge.sqlite")
 @click.option("--selective", is_flag=True,
               help="Ask the judge only where the official rule cannot decide (its parse did "
               "not map the answer to a choice); the rule's choice stands for the rest.",
               )  # fmt: skip
 @batch_click_options
 def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
-                           thinking, thinking_budget, cache_path, selective, batch=False,
-                           batch_retry="resubmit", batch_poll=30.0, batch_no_wait=False,
-                           prices=None) -> None:  # fmt: skip
+                           thinking, thinking_budget, cache_path, selective,
+                           batch: BatchChoice) -> None:  # fmt: skip
     """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
     chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
     official headline; tables print it in the † rows' place."""
     from cafe.judge.answer import judge_accuracy_run
-    from cafe.judge.batching import batch_options
 
     try:
         sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
                                  template=template, cache=cache_path, thinking=thinking,
-                                 thinking_budget=thinking_budget, batch=batch,
-                                 selective=selective, prices=prices,
-                                 batch_options=batch_options(batch_retry, batch_poll,
-                                                             batch_no_wait))  # fmt: skip
+                                 thinking_budget=thinking_budget, selective=selective,
+                                 **batch.call_kwargs())  # fmt: skip
     except (ValueError, FileNotFoundError, KeyError) as e:
         raise click.ClickException(str(e)) from None
     t = sec["total"]
@@ -240,27 +214,22 @@ def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, 
               "official_embedder).")  # fmt: skip
 @click.option("--judge-model", default=None,
               help="Judge model (default: the official script's).")  # fmt: skip
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL.")
-@click.option("--judge-concurrency", "concurrency", type=click.IntRange(1, 10**8), default=16,
-              show_default=True, help="Judge calls in flight at once.")  # fmt: skip
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite call cache (default $CAFE_CACHE/judge.sqlite).")  # fmt: skip
+@judge_endpoint_option("Judge server base URL.", "endpoints")
+@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
+@cache_option("judge.sqlite")
 @batch_click_options
 def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, concurrency,
                            cache_path,
-                           batch=False, batch_retry="resubmit", batch_poll=30.0,
-                           batch_no_wait=False, prices=None) -> None:  # fmt: skip
+                           batch: BatchChoice) -> None:  # fmt: skip
     """The official LLM-judged figure of RUN_DIR, for a benchmark whose official rule is an LLM
     judge (SAKURA): written to metrics.json "official" as its headline, beside the labelled
     deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
     from cafe.benchmarks.embedding_match import EmbedderUnavailable
-    from cafe.judge.batching import batch_options
     from cafe.judge.verdict import official_judge_run
 
     try:
         kw = {} if judge is None else {
-            "concurrency": concurrency, "cache": cache_path, "batch": batch, "prices": prices,
-            "batch_options": batch_options(batch_retry, batch_poll, batch_no_wait)}  # fmt: skip
+            "concurrency": concurrency, "cache": cache_path, **batch.call_kwargs()}  # fmt: skip
         sec = official_judge_run(run_dir, judge, judge_model, tuple(endpoints),
                                  embedder=embedder, **kw)  # fmt: skip
     except (ValueError, FileNotFoundError, KeyError) as e:
@@ -297,21 +266,10 @@ def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, con
     default=None,
     help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
 )
-@click.option(
-    "--template",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Your own caption instruction file.",
-)
+@template_option("Your own caption instruction file.")
 @concurrency_option(8, help="Captioner calls in flight.")
 @limit_option(help="First N samples only.")
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="SQLite call cache (default $CAFE_CACHE/captions.sqlite).",
-)
+@cache_option("captions.sqlite")
 @click.option(
     "--out",
     required=True,
@@ -333,11 +291,7 @@ def caption_command(
     limit: int | None,
     cache_path: str | None,
     out: str,
-    batch: bool = False,
-    batch_retry: str = "resubmit",
-    batch_poll: float = 30.0,
-    batch_no_wait: bool = False,
-    prices: str | None = None,
+    batch: BatchChoice,
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
@@ -345,12 +299,11 @@ def caption_command(
     OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
     --api-key-env NAME) for a server named with --endpoint."""
     from cafe.failures import most_failed, summary_lines
-    from cafe.judge.batching import batch_options, call_plan
+    from cafe.judge.batching import call_plan
     from cafe.judge.captions import caption
 
     # batch state beside the captions file: <out>.batches/
-    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
-    plan = call_plan(f"{out}.", batch=batch, prices=prices, batch_options=opts)
+    plan = call_plan(f"{out}.", **batch.call_kwargs())
     res = caption(
         bench,
         out,

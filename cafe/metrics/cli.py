@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cafe.cli_options import (
-    adapter_options,
+    ModelChoice,
     command,
     data_option,
     limit_option,
@@ -41,12 +41,7 @@ from cafe.metrics.attention import attention
 )
 @no_progress_option()
 def attention_command(
-    model: str,
-    checkpoint: str | None,
-    cards: tuple[str, ...],
-    options: tuple[str, ...],
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
+    model: ModelChoice,
     bench: str,
     data: str | None,
     limit: int,
@@ -59,17 +54,15 @@ def attention_command(
     """Audio attention share per generated token, averaged over the first LIMIT items of a
     benchmark (Figure 6). Needs a transformers adapter (eager attention is used for tracing)."""
     result = attention(
-        model,
+        model.name,
         bench,
-        checkpoint=checkpoint,
         data=data,
         limit=limit,
         prompt_style=prompt_style,
         max_new_tokens=max_new_tokens,
         min_items=min_items,
         out=out,
-        cards=cards,
-        options=adapter_options(options, endpoints, api_key_env),
+        **model.load_kwargs(),
         progress=not no_progress,
     )
     click.echo(

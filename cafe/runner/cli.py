@@ -12,6 +12,7 @@ from cafe.cli_options import (
     IN_FLIGHT,
     RUNS,
     SEED,
+    ModelChoice,
     adapter_options,
     command,
     concurrency_option,
@@ -89,11 +90,7 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
 @no_progress_option(old=("--quiet",))
 def run_command(
-    model: str,
-    checkpoint: str | None,
-    cards: tuple[str, ...],
-    options: tuple[str, ...],
-    endpoints: tuple[str, ...],
+    model: ModelChoice,
     bench: str,
     data: str | None,
     bench_version: str | None,
@@ -110,7 +107,6 @@ def run_command(
     judge_model: str | None,
     judge_endpoints: tuple[str, ...],
     judge_concurrency: int | None,
-    api_key_env: str | None,
     judge_api_key_env: str | None,
     audio_root: str | None,
     retry_failed: bool,
@@ -150,14 +146,14 @@ def run_command(
         raise click.UsageError(f"--controls: {e}") from None
     # what the real run is; its controls are the same with the audio replaced (cafe.listen)
     spec_options = {
-        "checkpoint": checkpoint, "data": data, "version": bench_version, "runs": runs,
+        "checkpoint": model.checkpoint, "data": data, "version": bench_version, "runs": runs,
         "limit": limit, "seed": seed, "prompt_style": prompt_style,
         "prompt_template": prompt_template, "max_new_tokens": max_new_tokens,
-        "options": adapter_options(options, endpoints, api_key_env),
+        "options": model.adapter_options(),
     }  # fmt: skip
     execution = {
         "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
-        "progress": not no_progress, "cache": not no_cache, "cards": list(cards),
+        "progress": not no_progress, "cache": not no_cache, "cards": list(model.cards),
     }  # fmt: skip
     benches = [b.strip() for b in bench.split(",") if b.strip()]
     if len(benches) > 1 and (data or bench_version):
@@ -167,7 +163,7 @@ def run_command(
         )
     if len(benches) == 1:
         _run_one(benches[0], out, run, spec_options, execution, judge, judge_options,
-                 audio_root, retry_failed, control_names, control_seed, model)  # fmt: skip
+                 audio_root, retry_failed, control_names, control_seed, model.name)  # fmt: skip
         return
     # several benchmarks in one command (the lmms-eval habit): a folder each, one summary
     done: list[tuple[str, Any]] = []
@@ -178,7 +174,7 @@ def run_command(
         try:
             done.append((b, _run_one(b, where, run, spec_options, execution, judge,
                                      judge_options, audio_root, retry_failed, control_names,
-                                     control_seed, model)))  # fmt: skip
+                                     control_seed, model.name)))  # fmt: skip
         except (click.ClickException, CafeError) as e:  # this one failed; the next still runs
             msg = e.format_message() if isinstance(e, click.ClickException) else str(e)
             click.echo(f"error: {b}: {msg}", err=True)

@@ -8,15 +8,23 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
-    Command,
+    ITEMS,
+    BatchChoice,
     batch_click_options,
+    cache_option,
     command,
+    compose,
     concurrency_option,
     echo_costs,
+    json_option,
+    judge_api_key_env_option,
+    judge_concurrency_option,
+    judge_endpoint_option,
     judge_server_kwargs,
     judge_server_options,
     no_progress_option,
     option,
+    template_option,
 )
 from cafe.controls import CONTROLS, parse_controls
 from cafe.jsontext import strict_dumps
@@ -34,31 +42,26 @@ def step_command(step: Step) -> click.Command:
                        progress=not no_progress, **options)  # fmt: skip
         click.echo(strict_dumps(res.section, indent=2) if as_json else step.format(res.section))
 
-    params: list[click.Parameter] = [click.Argument(["run_dir"], type=click.Path(
-        exists=True, file_okay=False))]  # fmt: skip
+    own = []
     for o in step.options:
         if o.type is bool:
-            flags = [f"{o.flag}/--no-{o.flag[2:]}", o.name]
-            params.append(click.Option(flags, default=o.default, show_default=True, help=o.help))
+            own.append(option(f"{o.flag}/--no-{o.flag[2:]}", o.name, default=o.default,
+                              show_default=True, help=o.help))  # fmt: skip
         else:
-            params.append(click.Option([o.flag, o.name], type=o.type, default=o.default,
-                                       show_default=True, help=o.help))  # fmt: skip
-    params += [
-        click.Option(
-            ["--cache"], default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
-        ),  # fmt: skip
-        click.Option(
-            ["--concurrency"],
-            type=click.IntRange(1, 10**8),
-            default=8,
-            show_default=True,
-            help="Calls in flight.",
-        ),  # fmt: skip
-        click.Option(["--json", "as_json"], is_flag=True, help="Print the section as JSON."),
-        click.Option(["--no-progress"], is_flag=True, help="No progress bar."),
-    ]
+            own.append(option(o.flag, o.name, type=o.type, default=o.default, show_default=True,
+                              help=o.help))  # fmt: skip
+    with_params = compose(
+        click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
+        *own,
+        option(
+            "--cache", default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
+        ),
+        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
+        json_option(),
+        no_progress_option(),
+    )
     help_text = step.help or f"The {step.name} step over RUN_DIR."
-    return Command(step.name, callback=callback, params=params, help=help_text)
+    return command(step.name, help=help_text)(with_params(callback))
 
 
 @command("decay")
@@ -73,7 +76,7 @@ def step_command(step: Step) -> click.Command:
 )
 @click.option(
     "--min-count",
-    type=click.IntRange(1, 10**8),
+    type=ITEMS,
     default=DEFAULT_MIN_COUNT,
     show_default=True,
     help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
@@ -86,7 +89,7 @@ def step_command(step: Step) -> click.Command:
     "keeping them flagged, as the paper's equal-width bins do.",
 )
 @click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
-@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
+@json_option()
 def decay_command(
     run_dir: str,
     bins: int | None,
@@ -120,22 +123,16 @@ def decay_command(
     help="Also ask this CAFE judge (cue list as required events); offline matcher only without.",
 )
 @click.option("--judge-model", help="Judge model name.")
-@click.option("--judge-endpoint", "endpoints", multiple=True, help="Judge server URL (repeatable).")
-@click.option("--judge-concurrency", type=click.IntRange(1, 10**8), default=16, show_default=True)
-@click.option(
-    "--judge-api-key-env",
-    "api_key_env",
-    metavar="NAME",
-    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
-    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
-)
+@judge_endpoint_option("Judge server URL (repeatable).", "endpoints")
+@judge_concurrency_option(16, None, bound=ITEMS)
+@judge_api_key_env_option("api_key_env")
 @click.option(
     "--captions", type=click.Path(exists=True, dir_okay=False), help="Captions file (optional)."
 )
-@click.option("--template", type=click.Path(exists=True, dir_okay=False), help="Own template.")
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
-@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@template_option("Own template.")
+@cache_option()
+@json_option()
+@no_progress_option()
 def cues_command(
     run_dir: str,
     judge: str | None,
@@ -187,24 +184,10 @@ def cues_command(
 @click.option(
     "--judge-model", default=PAPER_JUDGE, show_default=True, help="Judge model (the authors')."
 )
-@click.option(
-    "--judge-endpoint", "endpoints", multiple=True, help="Judge server base URL (repeatable)."
-)
-@click.option(
-    "--judge-concurrency",
-    type=click.IntRange(1, 10**8),
-    default=16,
-    show_default=True,
-    help="Judge calls in flight at once.",
-)
-@click.option(
-    "--judge-api-key-env",
-    "api_key_env",
-    metavar="NAME",
-    help="Variable holding the --judge-endpoint server's key [CAFE_ENDPOINT_API_KEY; "
-    "OpenAI's / Google's own endpoint: OPENAI_API_KEY / GEMINI_API_KEY].",
-)
-@click.option("--raters", type=click.IntRange(1, 10**8), default=RATERS, show_default=True)
+@judge_endpoint_option("Judge server base URL (repeatable).", "endpoints")
+@judge_concurrency_option(16, "Judge calls in flight at once.", bound=ITEMS)
+@judge_api_key_env_option("api_key_env")
+@click.option("--raters", type=ITEMS, default=RATERS, show_default=True)
 @click.option(
     "--trim",
     type=click.IntRange(0, 10**8),
@@ -221,15 +204,11 @@ def cues_command(
     show_default=True,
     help="Extra attempts per rater after an invalid reply.",
 )
-@click.option(
-    "--template",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Your own rubric template (same '----- part -----' layout as the packaged one).",
-)
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), help="SQLite call cache.")
+@template_option("Your own rubric template (same '----- part -----' layout as the packaged one).")
+@cache_option()
 @batch_click_options
-@click.option("--json", "as_json", is_flag=True, help="Print the section as JSON.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@json_option()
+@no_progress_option()
 def rubric_command(
     run_dir: str,
     judge: str,
@@ -246,11 +225,7 @@ def rubric_command(
     cache_path: str | None,
     as_json: bool,
     no_progress: bool,
-    batch: bool = False,
-    batch_retry: str = "resubmit",
-    batch_poll: float = 30.0,
-    batch_no_wait: bool = False,
-    prices: str | None = None,
+    batch: BatchChoice,
 ) -> None:
     """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
     protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
@@ -261,14 +236,13 @@ def rubric_command(
     cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --judge-endpoint http://localhost:8000/v1
     """
-    from cafe.judge.batching import batch_options, call_plan, write_costs
+    from cafe.judge.batching import call_plan, write_costs
     from cafe.metrics.rubric import format_rubric
     from cafe.steps.rubric import rubric_run
     from cafe.store import RunStore
 
     # the batch transport and cost ledger (cafe.judge.batching): state in RUN_DIR/batches/
-    opts = batch_options(batch_retry, batch_poll, batch_no_wait)
-    plan = call_plan(run_dir, batch=batch, prices=prices, batch_options=opts)
+    plan = call_plan(run_dir, **batch.call_kwargs())
     try:
         section = rubric_run(
             run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),

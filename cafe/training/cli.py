@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from cafe.cli_options import (
-    adapter_options,
+    ModelChoice,
     group,
     judge_server_options,
     limit_option,
@@ -39,12 +39,7 @@ def recipes_command() -> None:
 def data_command(
     recipe: str,
     workdir: str | None,
-    model: str | None,
-    checkpoint: str | None,
-    cards: tuple[str, ...],
-    options: tuple[str, ...],
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
+    model: ModelChoice,
 ) -> None:
     """Build the SFT and RL files: captions, questions per dimension, question filter,
     difficulty filter (the base model through its adapter; --model, -o, --endpoint override
@@ -55,10 +50,8 @@ def data_command(
     out = data(
         recipe,
         workdir=workdir,
-        model=model,
-        checkpoint=checkpoint,
-        cards=cards,
-        options=adapter_options(options, endpoints, api_key_env),
+        model=model.name,
+        **model.load_kwargs(),
         echo=click.echo,
     )
     click.echo(f"SFT file: {out['sft']}\nRL file: {out['rl']}")
