@@ -17,10 +17,14 @@ from cafe.records import Prediction, Sample
 Verdict = Callable[[Sample, Prediction | None], bool | None]
 
 
+def percent(correct: int, total: int) -> float | None:
+    """correct / total as a percentage; over no item there is no figure (None), never 0.00."""
+    return round(100.0 * correct / total, 2) if total else None
+
+
 def cell(correct: int, total: int) -> dict[str, Any]:
-    """correct / total as a percentage; over no item there is no figure (acc None), never 0."""
-    acc = round(100.0 * correct / total, 2) if total else None
-    return {"correct": correct, "total": total, "acc": acc}
+    """correct, total and their percentage (acc None over no item)."""
+    return {"correct": correct, "total": total, "acc": percent(correct, total)}
 
 
 def run_ids(predictions: Sequence[Prediction], runs: int | None) -> list[int]:
