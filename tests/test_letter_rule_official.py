@@ -270,6 +270,10 @@ def test_export_writes_the_official_layout_and_scores_back(tmp_path, bench):
     unanswered = sum(r["response"] == "" for r in rows)  # AIR-Bench's a9, a10: bad metadata
     assert unanswered == (2 if bench == "airbench" else 0)
     assert len(skipped.read_text().splitlines()) == len(rows) - unanswered
+    # a run the folder does not hold is an error naming it, not a file of empty replies
+    res = invoke("export", str(run), "--out", str(tmp_path / "r3.jsonl"), "--run-index", "3")
+    assert res.exit_code != 0 and "no run 3 (runs present: [0])" in res.output
+    assert not (tmp_path / "r3.jsonl").exists()
 
 
 def _clips(root: Path, bench: str) -> None:

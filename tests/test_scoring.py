@@ -463,3 +463,13 @@ def test_a_file_with_another_known_key_gets_one_line_naming_key(shared_data, tmp
          "--json"],
     )  # fmt: skip
     assert json.loads(again.stdout)["total"]["acc"] == 100.0
+
+
+def test_an_average_over_no_row_prints_absent_not_none():
+    from cafe.benchmarks.official import format_official, official_md
+
+    fig = {"total": {"correct": 0, "total": 0, "acc": None}, "average": {"tasks": None, "d": 5.0}}
+    section = {"rule": "r", "headline": fig}
+    assert "average tasks absent, d 5.0" in format_official(section)
+    assert "tasks absent, d 5.0" in "\n".join(official_md(section))
+    assert "None" not in format_official(section) + "\n".join(official_md(section))

@@ -73,7 +73,11 @@ def export_run(
     samples = store.samples()  # RunFolderError names the folder
     key = export.prediction_key
     field = field or export.default_field
-    preds = {p.sample_id: p for p in store.predictions() if p.run_index == run_index}
+    every = store.predictions()
+    present = sorted({p.run_index for p in every})
+    if present and run_index not in present:  # else every item exports as unanswered, exit 0
+        raise CafeUsageError(f"{run_dir}: no run {run_index} (runs present: {present})")
+    preds = {p.sample_id: p for p in every if p.run_index == run_index}
     items, answered, triples = [], 0, []
     for s in samples:
         item = official_item(s, export)

@@ -17,10 +17,14 @@ from cafe.records import Prediction, Sample
 Verdict = Callable[[Sample, Prediction | None], bool | None]
 
 
+def percent(correct: int, total: int) -> float | None:
+    """correct / total as a percentage; over no item there is no figure (None), never 0.00."""
+    return round(100.0 * correct / total, 2) if total else None
+
+
 def cell(correct: int, total: int) -> dict[str, Any]:
-    """correct / total as a percentage; over no item there is no figure (acc None), never 0."""
-    acc = round(100.0 * correct / total, 2) if total else None
-    return {"correct": correct, "total": total, "acc": acc}
+    """correct, total and their percentage (acc None over no item)."""
+    return {"correct": correct, "total": total, "acc": percent(correct, total)}
 
 
 def run_ids(predictions: Sequence[Prediction], runs: int | None) -> list[int]:
@@ -105,12 +109,17 @@ def format_official(section: dict[str, Any]) -> str:
         if fig.get("left_out"):  # what the dropped are
             extra += " (" + ", ".join(f"{k} {v}" for k, v in fig["left_out"].items()) + ")"
         extra += "".join(f"; {k.replace('_', ' ')} {v}" for k, v in _counts(fig))
-        avg = fig.get("average")
-        if avg:
-            extra += "; average " + ", ".join(f"{k} {v}" for k, v in avg.items())
+        if fig.get("average"):
+            extra += "; average " + _averages(fig)
         lines.append(f"  {name}: {figure}{extra}\n    {fig.get('label', '')}")
         lines += _stopped_lines(fig)
     return "\n".join(lines)
+
+
+def _averages(fig: dict[str, Any]) -> str:
+    """A figure's averages as "name value"; one over no row is "absent", never "None"."""
+    avg = fig.get("average") or {}
+    return ", ".join(f"{k} {'absent' if v is None else v}" for k, v in avg.items())
 
 
 #: counts a figure carries beside it (what the official script could not score, or read its own
@@ -164,7 +173,7 @@ def official_md(section: dict[str, Any]) -> list[str]:
     rows = [("official", section.get("headline") or {})]
     rows += list((section.get("variants") or {}).items())
     for name, fig in rows:
-        avg = ", ".join(f"{k} {v}" for k, v in (fig.get("average") or {}).items())
+        avg = _averages(fig)
         label = md_cell(str(fig.get("label", "")).replace("|", "/"))
         lines.append(
             f"| {md_cell(name)} | {figure(fig)} | {md_cell(fig.get('dropped', ''))} "

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from cafe.benchmarks.metadata import parse_rows
+from cafe.benchmarks.official import cell as _cell
+from cafe.benchmarks.official import percent as _acc
 from cafe.errors import CafeError
 from cafe.records import InputError, Prediction, Problem, Sample
 
@@ -106,15 +108,6 @@ OFFICIAL_LABEL = (
     "official: items without a prediction skipped (left out of the denominator), as the "
     "official scripts do; cafe's own figure counts them wrong"
 )
-
-
-def _acc(correct: int, total: int) -> float | None:
-    """A percentage; over no item there is no figure (None), never 0.00."""
-    return round(100.0 * correct / total, 2) if total else None
-
-
-def _cell(correct: int, total: int) -> dict[str, Any]:
-    return {"correct": correct, "total": total, "acc": _acc(correct, total)}
 
 
 def _values(v: Any) -> list[str]:
