@@ -503,7 +503,10 @@ def test_a_killed_synth_generation_leaves_no_temporary_folder(tmp_path):
                              str(tmp_path / "big"), "--no-progress"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        for _ in range(300):  # until the generation has written clips into its temporary
+        # until the generation has written clips into its temporary: a bound for a loaded
+        # machine (start-up alone can take tens of seconds), and no wait on a child that died
+        for _ in range(3000):
+            assert proc.poll() is None, "the generation exited before it was killed"
             temps = (
                 [p for p in synth.iterdir() if p.name != "n5000-seed0-v2"] if synth.exists() else []
             )
