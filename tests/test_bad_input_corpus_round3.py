@@ -382,6 +382,20 @@ def report_folder_markdown_cells(tmp):
     return Case(["report", str(runs)], [], check=check)
 
 
+def report_folder_tex_cells(tmp):
+    runs = _runs_with_model(tmp, ["a & b % c\n\n\\input{x} #_{}~^", "plain"])
+
+    def check(out: str) -> None:
+        rows = [x for x in out.splitlines() if x.startswith(("r0 ", "r1 "))]
+        assert len(rows) == 2  # no blank line ended the tabular's paragraph
+        for row in rows:  # every cell stays a cell: 12 columns, 11 unescaped "&"
+            assert len(re.findall(r"(?<!\\)&", row)) == 11, row
+        assert r"a \& b \% c \textbackslash{}input\{x\} \#\_\{\}" in rows[0], rows[0]
+        assert "%" not in rows[0].replace(r"\%", "")  # no comment swallowing the row's end
+
+    return Case(["report", str(runs), "--format", "tex"], [], check=check)
+
+
 def manifest_count_a_string(tmp):
     runs = tmp / "runs"
     d = _run_folder(runs, "bad")
@@ -531,7 +545,8 @@ KINDS: list[Callable[[Path], Case]] = [
     lock_file_a_link, lock_file_a_dangling_link, lock_file_a_fifo, leaderboard_lock_a_link,
     predictions_a_link_out, out_is_another_tools_folder,
     key_missing_names_the_variable,
-    report_folder_csv_formulas, report_folder_markdown_cells, manifest_count_a_string,
+    report_folder_csv_formulas, report_folder_markdown_cells, report_folder_tex_cells,
+    manifest_count_a_string,
     manifest_count_a_string_in_leaderboard_add,
     synth_version_absurd, runs_absurd, seed_absurd, decay_bins_absurd, option_timeout_negative,
     option_concurrency_absurd, synth_disk_full,
