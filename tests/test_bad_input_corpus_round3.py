@@ -562,3 +562,18 @@ def _isolated(monkeypatch, tmp_path):
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
 def test_hostile_input_is_one_line_and_loses_nothing(kind, tmp_path, monkeypatch):
     run_kind(kind, tmp_path, monkeypatch)
+
+
+def test_a_run_rows_footnote_is_plain_markdown():
+    """A run row's footnote names the model and the run folder (user text): no HTML, link or
+    emphasis survives, and a line break does not start a new paragraph."""
+    from cafe.reports.leaderboard import Row, load_leaderboard
+    from cafe.reports.tables import build_table, render_md
+
+    name = "m <img src=x onerror=alert(1)> [l](http://x) *e*\n\n# h"
+    row = Row(name, "Ours", "mmar", "v1", {"acc": 50.0}, {"kind": "run", "run_dir": "/r/_x_"},
+              "2026-01-01")  # fmt: skip
+    out = render_md(build_table(4, load_leaderboard(), extra=[row]))
+    note = next(x for x in out.splitlines() if "(mmar/v1): run" in x)
+    assert "<img" not in out and "&lt;img" in note and r"\[l\](http://x)" in note
+    assert r"\*e\*" in note and r"/r/\_x\_" in note and "\n# h" not in out
