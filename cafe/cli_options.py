@@ -141,6 +141,7 @@ def option(*decls: str, old: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F
 #: bounds of the numeric options: an absurd value (``--runs 1e9``, a seed numpy refuses, a
 #: negative wait) is refused before anything runs, with the range in click's one line
 ITEMS = click.IntRange(1, 10**8)
+COUNT = click.IntRange(0, 10**8)  # ITEMS, zero allowed: --trim, --retries, --thinking-budget
 RUNS = click.IntRange(1, 1000)
 SEED = click.IntRange(0, 2**32 - 1)
 IN_FLIGHT = click.IntRange(1, 100_000)
@@ -285,7 +286,7 @@ def thinking_options(help: str, budget_help: str | None = None):
     """--thinking/--no-thinking and --thinking-budget N, for a judge that may think."""
     return compose(
         option("--thinking/--no-thinking", default=False, show_default=True, help=help),
-        option("--thinking-budget", type=click.IntRange(0, 10**8), default=None, help=budget_help),
+        option("--thinking-budget", type=COUNT, default=None, help=budget_help),
     )
 
 

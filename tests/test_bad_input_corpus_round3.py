@@ -382,6 +382,20 @@ def report_folder_markdown_cells(tmp):
     return Case(["report", str(runs)], [], check=check)
 
 
+def report_folder_tex_cells(tmp):
+    runs = _runs_with_model(tmp, ["a & b % c\n\n\\input{x} #_{}~^", "plain"])
+
+    def check(out: str) -> None:
+        rows = [x for x in out.splitlines() if x.startswith(("r0 ", "r1 "))]
+        assert len(rows) == 2  # no blank line ended the tabular's paragraph
+        for row in rows:  # every cell stays a cell: 12 columns, 11 unescaped "&"
+            assert len(re.findall(r"(?<!\\)&", row)) == 11, row
+        assert r"a \& b \% c \textbackslash{}input\{x\} \#\_\{\}" in rows[0], rows[0]
+        assert "%" not in rows[0].replace(r"\%", "")  # no comment swallowing the row's end
+
+    return Case(["report", str(runs), "--format", "tex"], [], check=check)
+
+
 def manifest_count_a_string(tmp):
     runs = tmp / "runs"
     d = _run_folder(runs, "bad")
@@ -503,7 +517,10 @@ def test_a_killed_synth_generation_leaves_no_temporary_folder(tmp_path):
                              str(tmp_path / "big"), "--no-progress"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        for _ in range(300):  # until the generation has written clips into its temporary
+        # until the generation has written clips into its temporary: a bound for a loaded
+        # machine (start-up alone can take tens of seconds), and no wait on a child that died
+        for _ in range(3000):
+            assert proc.poll() is None, "the generation exited before it was killed"
             temps = (
                 [p for p in synth.iterdir() if p.name != "n5000-seed0-v2"] if synth.exists() else []
             )
@@ -528,7 +545,8 @@ KINDS: list[Callable[[Path], Case]] = [
     lock_file_a_link, lock_file_a_dangling_link, lock_file_a_fifo, leaderboard_lock_a_link,
     predictions_a_link_out, out_is_another_tools_folder,
     key_missing_names_the_variable,
-    report_folder_csv_formulas, report_folder_markdown_cells, manifest_count_a_string,
+    report_folder_csv_formulas, report_folder_markdown_cells, report_folder_tex_cells,
+    manifest_count_a_string,
     manifest_count_a_string_in_leaderboard_add,
     synth_version_absurd, runs_absurd, seed_absurd, decay_bins_absurd, option_timeout_negative,
     option_concurrency_absurd, synth_disk_full,
@@ -544,3 +562,18 @@ def _isolated(monkeypatch, tmp_path):
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
 def test_hostile_input_is_one_line_and_loses_nothing(kind, tmp_path, monkeypatch):
     run_kind(kind, tmp_path, monkeypatch)
+
+
+def test_a_run_rows_footnote_is_plain_markdown():
+    """A run row's footnote names the model and the run folder (user text): no HTML, link or
+    emphasis survives, and a line break does not start a new paragraph."""
+    from cafe.reports.leaderboard import Row, load_leaderboard
+    from cafe.reports.tables import build_table, render_md
+
+    name = "m <img src=x onerror=alert(1)> [l](http://x) *e*\n\n# h"
+    row = Row(name, "Ours", "mmar", "v1", {"acc": 50.0}, {"kind": "run", "run_dir": "/r/_x_"},
+              "2026-01-01")  # fmt: skip
+    out = render_md(build_table(4, load_leaderboard(), extra=[row]))
+    note = next(x for x in out.splitlines() if "(mmar/v1): run" in x)
+    assert "<img" not in out and "&lt;img" in note and r"\[l\](http://x)" in note
+    assert r"\*e\*" in note and r"/r/\_x\_" in note and "\n# h" not in out

@@ -23,6 +23,11 @@ from cafe.store import RunStore
 RUN_DIR = click.Path(exists=True, file_okay=False)
 
 
+def leaderboard_option(dest: str, help: str = "Leaderboard file."):
+    """--leaderboard FILE: one flag for every command that reads or writes the leaderboard."""
+    return click.option("--leaderboard", dest, type=click.Path(dir_okay=False), help=help)
+
+
 @command("report")
 @click.argument("run_dirs", nargs=-1, type=RUN_DIR)
 @click.option(
@@ -44,11 +49,9 @@ RUN_DIR = click.Path(exists=True, file_okay=False)
     type=click.Path(file_okay=False),
     help="Output folder (default: stdout for tables, RUN_DIR/report otherwise).",
 )
-@click.option(
-    "--leaderboard",
+@leaderboard_option(
     "leaderboard_path",
-    type=click.Path(dir_okay=False),
-    help="Leaderboard file (default $CAFE_LEADERBOARD, ./leaderboard.yaml, "
+    "Leaderboard file (default $CAFE_LEADERBOARD, ./leaderboard.yaml, "
     "then the paper's rows shipped with cafe).",
 )
 @click.option(
@@ -186,7 +189,7 @@ def leaderboard_command() -> None:
 @leaderboard_command.command("show")
 @click.option("--bench", help="Only rows of this benchmark (mmar, mmau, synth, ...).")
 @click.option("--version", "version", help="Only rows of this benchmark version.")
-@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
+@leaderboard_option("path")
 def show_command(bench: str | None, version: str | None, path: str | None) -> None:
     """List rows: index, model, group, benchmark/version, metrics, source."""
     board = load_leaderboard(path)
@@ -204,11 +207,9 @@ def show_command(bench: str | None, version: str | None, path: str | None) -> No
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--group", type=click.Choice(GROUP_ORDER), help="Table group (default: the card's).")
 @click.option("--name", help="Model name to print (default: the manifest's model name).")
-@click.option(
-    "--leaderboard",
+@leaderboard_option(
     "path",
-    type=click.Path(dir_okay=False),
-    help="Your file to append to (default $CAFE_LEADERBOARD, else ./leaderboard.yaml; created "
+    "Your file to append to (default $CAFE_LEADERBOARD, else ./leaderboard.yaml; created "
     "from the paper's rows on first use; never the package's own).",
 )
 def add_command(run_dir: str, group: str | None, name: str | None, path: str | None) -> None:
@@ -234,7 +235,7 @@ def add_command(run_dir: str, group: str | None, name: str | None, path: str | N
     show_default=True,
     help="Page to write.",
 )
-@click.option("--leaderboard", "path", type=click.Path(dir_okay=False), help="Leaderboard file.")
+@leaderboard_option("path")
 def html_command(out: str, path: str | None) -> None:
     """Write one self-contained page: Tables 1-5 and every row, sortable, with provenance."""
     from cafe.reports.leaderboard_html import write_leaderboard_html

@@ -12,7 +12,7 @@ from typing import Any
 
 from cafe.folder.status import run_failed
 from cafe.reports.cells import csv_cell, md_cell
-from cafe.reports.tables import PARTIAL
+from cafe.reports.tables import PARTIAL, tex_escape
 from cafe.store import MANIFEST, METRICS
 
 COLUMNS = ("run", "model", "benchmark", "version", "items", "runs", "accuracy", "Acc_per",
@@ -85,8 +85,10 @@ def folder_table(root: str | Path, fmt: str = "md") -> str:
         w.writerows([csv_cell(c) for c in r] for r in rows)
         return buf.getvalue()
     if fmt == "tex":
-        body = [" & ".join(COLUMNS) + r" \\ \midrule"]
-        body += [" & ".join(c.replace("_", r"\_") for c in r) + r" \\" for r in rows]
+        # a model name is user text: every LaTeX special escaped, a line break (a blank line
+        # would end the tabular's paragraph) a space
+        body = [" & ".join(tex_escape(c) for c in COLUMNS) + r" \\ \midrule"]
+        body += [" & ".join(tex_escape(" ".join(c.split())) for c in r) + r" \\" for r in rows]
         return (
             "\\begin{tabular}{"
             + "l" * len(COLUMNS)

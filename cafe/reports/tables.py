@@ -291,7 +291,7 @@ def render_md(table: Table) -> str:
             cells.append(s)
         out.append("| " + " | ".join([md_cell(tr.group), _name(tr), *cells]) + " |")
     out.append("")
-    out += [line.replace("*", "\\*") for line in _footnotes(table)]  # "*": no emphasis
+    out += [md_cell(line) for line in _footnotes(table)]  # user text (names, paths): plain
     return "\n".join(out) + "\n"
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
+    COUNT,
     ITEMS,
     BatchChoice,
     batch_click_options,
@@ -190,7 +191,7 @@ def cues_command(
 @click.option("--raters", type=ITEMS, default=RATERS, show_default=True)
 @click.option(
     "--trim",
-    type=click.IntRange(0, 10**8),
+    type=COUNT,
     default=TRIM,
     show_default=True,
     help="Drop this many lowest and highest rater scores before averaging.",
@@ -199,7 +200,7 @@ def cues_command(
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=SEED, show_default=True)
 @click.option(
     "--retries",
-    type=click.IntRange(0, 10**8),
+    type=COUNT,
     default=RETRIES,
     show_default=True,
     help="Extra attempts per rater after an invalid reply.",

@@ -275,6 +275,10 @@
     box.appendChild(el("pre", "front-text", fr.text ? fr.text : "(empty)"));
     return box;
   }
+  // a missing figure (null: NaN or inf in the run folder) is "–", never Number(null) = 0
+  function fixed(v, digits) {
+    return v == null ? "–" : Number(v).toFixed(digits);
+  }
   function optionScoresBlock(os) {
     var d = el("details", "option-scores");
     d.open = true;
@@ -283,8 +287,8 @@
     (os.choices || []).forEach(function (c, i) {
       var tr = el("tr");
       tr.appendChild(el("th", null, c));
-      tr.appendChild(el("td", null, "score " + Number(os.scores[i]).toFixed(4) +
-        " · log-likelihood " + Number(os.logprobs[i]).toFixed(3)));
+      tr.appendChild(el("td", null, "score " + fixed(os.scores && os.scores[i], 4) +
+        " · log-likelihood " + fixed(os.logprobs && os.logprobs[i], 3)));
       t.appendChild(tr);
     });
     d.appendChild(t);
