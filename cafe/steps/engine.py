@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file, make_key
+from cafe.cache import Cache, make_key
 from cafe.counters import add, by_status, count_share, judge_counters, on_disk_counters, with_share
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.reporting import note
-from cafe.steps.base import Step, StepRecord, View
+from cafe.steps.base import Step, StepRecord, View, open_cache
 from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl, write_json_atomic
 
 
@@ -246,8 +246,7 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
             return await step.acall(item, spec)
 
         return _sharing(step, direct), counts
-    if not isinstance(cache, Cache):
-        cache = Cache(cache if cache is not None else cache_file("steps.sqlite"))
+    cache = open_cache(cache, "steps.sqlite")
 
     async def cached(item: Any) -> Any:
         key = make_key(step=spec, inputs=step.call_inputs(item, spec))
