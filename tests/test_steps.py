@@ -150,3 +150,15 @@ def test_a_step_without_records_file_writes_its_files_with_its_section_only(tmp_
     assert sorted(r["sample_id"] for r in rows) == ["a", "b"]
     again = run_step(Tally(), store.root).section  # no records file: every item asked again
     assert (again["sum"], again["kept_before"], again["counters"]["total"]["calls"]) == (2, 2, 4)
+
+
+def test_a_damaged_line_in_a_file_a_step_reads_is_one_line_naming_file_and_line(tmp_path):
+    from cafe.errors import ConfigError
+    from cafe.steps.engine import read_view
+
+    store = _folder(tmp_path / "r", {"a": "xx"})
+    store.path("rows.jsonl").write_text('{"a": 1}\n{"a": \n{"a": 3}\n')
+    with pytest.raises(ConfigError, match=r"rows\.jsonl: line 2: not valid JSON"):
+        read_view(store, ("rows.jsonl",))
+    store.path("rows.jsonl").write_text('{"a": 1}\n{"a": 3}\n')
+    assert read_view(store, ("rows.jsonl",)).files == {"rows.jsonl": [{"a": 1}, {"a": 3}]}

@@ -24,7 +24,14 @@ from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.reporting import note
 from cafe.steps.base import Step, StepRecord, View, open_cache
-from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl, write_json_atomic
+from cafe.store import (
+    RunStore,
+    latest_records,
+    numbered_jsonl,
+    replace_file,
+    rewrite_jsonl,
+    write_json_atomic,
+)
 
 
 @dataclass
@@ -38,11 +45,10 @@ def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
     """The folder as steps read it (samples, predictions, the run's judgements, metrics, and
     the rows of the step's own files ``reads``)."""
     files = {}
-    for name in reads:
+    for name in reads:  # a damaged line: one line naming the file and line, not a traceback
         path = store.path(name)
         if path.exists():
-            lines = path.read_text(encoding="utf-8").split("\n")  # JSON lines end at \n only
-            files[name] = [json.loads(x) for x in lines if x.strip()]
+            files[name] = [value for _, value in numbered_jsonl(path)]
     return View(
         root=store.root,
         manifest=store.read_manifest() if store.has_manifest() else {},
