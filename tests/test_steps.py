@@ -162,3 +162,18 @@ def test_a_damaged_line_in_a_file_a_step_reads_is_one_line_naming_file_and_line(
         read_view(store, ("rows.jsonl",))
     store.path("rows.jsonl").write_text('{"a": 1}\n{"a": 3}\n')
     assert read_view(store, ("rows.jsonl",)).files == {"rows.jsonl": [{"a": 1}, {"a": 3}]}
+
+
+def test_the_cues_section_goes_when_the_cafe_judgements_it_compared_change(tmp_path):
+    """cues_vs_required_events reads the CAFE judge's judgements: a re-judge makes it stale."""
+    store = _folder(tmp_path / "r", {"a": "xx"})
+    line = '{{"sample_id": "a", "run_index": 0, "judge": "{}", "template_hash": "h", '
+    line += '"raw_reply": ""}}\n'
+    store.path("judgements.jsonl").write_text(line.format("j"))
+    store.update_metrics("cues", {"offline": {"recall": 0.4}, "cues_vs_required_events": {}})
+    assert store.invalidate() == {}
+    store.path("judgements.jsonl").write_text(line.format("k"))  # re-judged by another judge
+    assert store.invalidate() == {
+        "cues": "computed on other judgements (they changed since: resumed, retried or re-judged)"
+    }
+    assert "cues" not in store.read_metrics()
