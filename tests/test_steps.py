@@ -177,3 +177,19 @@ def test_the_cues_section_goes_when_the_cafe_judgements_it_compared_change(tmp_p
         "cues": "computed on other judgements (they changed since: resumed, retried or re-judged)"
     }
     assert "cues" not in store.read_metrics()
+
+
+def test_a_cache_entry_that_is_no_record_is_asked_again_and_replaced(tmp_path):
+    import sqlite3
+
+    outputs, cache = {"a": "xx", "b": "yyy"}, tmp_path / "c.sqlite"
+    Length.calls = []
+    run_step(Length(), _folder(tmp_path / "r1", outputs).root, cache=cache)
+    with sqlite3.connect(cache) as db:  # damaged by hand or an older cafe: no Length record
+        assert db.execute("UPDATE calls SET value = ?", ('{"sample_id": 5}',)).rowcount == 2
+    res = run_step(Length(), _folder(tmp_path / "r2", outputs).root, cache=cache)
+    assert res.section["total"] == 5 and res.status.status == "complete"
+    assert sorted(Length.calls) == ["a", "a", "b", "b"]  # asked again, not a failed record
+    again = run_step(Length(), _folder(tmp_path / "r3", outputs).root, cache=cache)
+    assert again.section["counters"]["this_invocation"]["cache_hits"] == 2  # replaced
+    assert len(Length.calls) == 4 and again.section["total"] == 5

@@ -22,6 +22,7 @@ from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
+from cafe.records import RecordError
 from cafe.reporting import note
 from cafe.steps.base import Step, StepRecord, View, open_cache
 from cafe.store import (
@@ -254,9 +255,16 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
         return _sharing(step, direct), counts
     cache = open_cache(cache, "steps.sqlite")
 
+    def readable(entry: Any) -> bool:
+        try:
+            step.record_cls.from_dict(entry)
+            return True
+        except RecordError:
+            return False
+
     async def cached(item: Any) -> Any:
         key = make_key(step=spec, inputs=step.call_inputs(item, spec))
-        hit = cache.get(key)
+        hit = cache.get(key, readable)  # one that is no record: a miss, asked again, replaced
         if hit is not None:
             counts["cache_hits"] += 1
             return step.record_cls.from_dict(hit)
