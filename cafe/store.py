@@ -442,17 +442,6 @@ class RunStore:
     def write_section(self, section: Section) -> dict[str, Any]:
         return self.update_metrics(section.NAME, section.to_dict())
 
-    def drop_metrics(self, *sections: str) -> list[str]:
-        """Remove sections (stale after the predictions changed); returns those removed."""
-        with self.lock():
-            metrics = self.read_metrics()
-            gone = [s for s in sections if s in metrics]
-            if gone:
-                write_json_atomic(
-                    self.path(METRICS), {k: v for k, v in metrics.items() if k not in gone}
-                )
-        return gone
-
     def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
         """metrics.json maps sections (accuracy, cafe, decay…) to values; one stage owns each.
         A typed section (cafe.metrics.sections) is checked against its type and stamped with

@@ -10,12 +10,10 @@ import json
 import pytest
 
 from cafe.judge.pipeline import judge_run
-from cafe.records import Prediction, Sample
-from cafe.steps.base import Option, Step, StepRecord
 from cafe.steps.engine import run_step
-from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_server_breaker import JUDGE_REPLY, _judge_run
+from tests.test_steps import Length, _folder
 
 
 def _on_disk(path) -> tuple[int, dict[str, int]]:
@@ -56,31 +54,6 @@ def test_a_judge_stopped_by_a_dead_server_counts_its_records_on_the_resume(tmp_p
     assert c["total"] == once["counters"]["total"]  # as if it had never stopped
 
 
-class Lengths(Step):
-    """A toy step with calls: each output's length (``asked``: the calls it made)."""
-
-    name = "lengths"
-    section_name = "lengths"
-    records = "lengths"
-    options = (Option("unit", str, "chars"),)
-    asked: list[str] = []
-
-    async def call(self, item, spec):
-        self.asked.append(item[1].sample_id)
-        return StepRecord(item[1].sample_id, item[1].run_index, "ok", value=len(item[1].raw_output))
-
-    def section(self, view, records, spec):
-        return {"total": sum(r.value for r in records if r.status == "ok")}
-
-
-def _folder(root, outputs):
-    store = RunStore(root).create()
-    store.write_samples(Sample(k, "x", "v", "q", ["a"], "a", []) for k in outputs)
-    with store.writer("predictions.jsonl") as w:
-        w.write_many(Prediction(k, 0, "m", "s", "h", o) for k, o in outputs.items())
-    return store
-
-
 def test_a_step_interrupted_by_ctrl_c_counts_its_records_and_its_cache_hits(tmp_path, monkeypatch):
     from cafe.store import JsonlWriter
 
@@ -90,30 +63,30 @@ def test_a_step_interrupted_by_ctrl_c_counts_its_records_and_its_cache_hits(tmp_
 
     def write_many(self, records):  # Ctrl-C as the third record is written
         records = list(records)
-        if self.path.name == "lengths.jsonl" and records:
+        if self.path.name == "length.jsonl" and records:
             writes.append(records)
             if len(writes) == 3:
                 raise KeyboardInterrupt
         return real(self, records)
 
     monkeypatch.setattr(JsonlWriter, "write_many", write_many)
-    Lengths.asked = []
+    Length.calls = []
     with pytest.raises(KeyboardInterrupt):
-        run_step(Lengths(), store.root, cache=cache, concurrency=1)
+        run_step(Length(), store.root, cache=cache, concurrency=1)
     monkeypatch.setattr(JsonlWriter, "write_many", real)
-    path = store.path("lengths.jsonl")
-    assert Lengths.asked == ["a", "b", "c"]  # c was answered (and cached), not written
+    path = store.path("length.jsonl")
+    assert Length.calls == ["a", "b", "c"]  # c was answered (and cached), not written
     assert _on_disk(path) == (2, {"calls": 2})
-    res = run_step(Lengths(), store.root, cache=cache, concurrency=1)
+    res = run_step(Length(), store.root, cache=cache, concurrency=1)
     c = res.section["counters"]
-    assert res.section["total"] == 6 and Lengths.asked == ["a", "b", "c"]  # c: from the cache
+    assert res.section["total"] == 6 and Length.calls == ["a", "b", "c"]  # c: from the cache
     assert c["total"] == {"calls": 2, "cache_hits": 1, "done": 3, "records": {"ok": 3}}
     assert c["this_invocation"]["calls"] == 0 and c["this_invocation"]["cache_hits"] == 1
     assert _on_disk(path) == (3, {"calls": 2, "cache_hits": 1})  # counters == records on disk
     # a kill that lost a line again: the cache replays it, and the counters say so
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[1:]) + "\n")  # a's record (a call) is gone
-    again = run_step(Lengths(), store.root, cache=cache, concurrency=1).section["counters"]
-    assert Lengths.asked == ["a", "b", "c"]
+    again = run_step(Length(), store.root, cache=cache, concurrency=1).section["counters"]
+    assert Length.calls == ["a", "b", "c"]
     assert again["total"] == {"calls": 1, "cache_hits": 2, "done": 3, "records": {"ok": 3}}
     assert _on_disk(path) == (3, {"calls": 1, "cache_hits": 2}) and again["invocations"] == 2

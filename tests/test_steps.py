@@ -150,3 +150,46 @@ def test_a_step_without_records_file_writes_its_files_with_its_section_only(tmp_
     assert sorted(r["sample_id"] for r in rows) == ["a", "b"]
     again = run_step(Tally(), store.root).section  # no records file: every item asked again
     assert (again["sum"], again["kept_before"], again["counters"]["total"]["calls"]) == (2, 2, 4)
+
+
+def test_a_damaged_line_in_a_file_a_step_reads_is_one_line_naming_file_and_line(tmp_path):
+    from cafe.errors import ConfigError
+    from cafe.steps.engine import read_view
+
+    store = _folder(tmp_path / "r", {"a": "xx"})
+    store.path("rows.jsonl").write_text('{"a": 1}\n{"a": \n{"a": 3}\n')
+    with pytest.raises(ConfigError, match=r"rows\.jsonl: line 2: not valid JSON"):
+        read_view(store, ("rows.jsonl",))
+    store.path("rows.jsonl").write_text('{"a": 1}\n{"a": 3}\n')
+    assert read_view(store, ("rows.jsonl",)).files == {"rows.jsonl": [{"a": 1}, {"a": 3}]}
+
+
+def test_the_cues_section_goes_when_the_cafe_judgements_it_compared_change(tmp_path):
+    """cues_vs_required_events reads the CAFE judge's judgements: a re-judge makes it stale."""
+    store = _folder(tmp_path / "r", {"a": "xx"})
+    line = '{{"sample_id": "a", "run_index": 0, "judge": "{}", "template_hash": "h", '
+    line += '"raw_reply": ""}}\n'
+    store.path("judgements.jsonl").write_text(line.format("j"))
+    store.update_metrics("cues", {"offline": {"recall": 0.4}, "cues_vs_required_events": {}})
+    assert store.invalidate() == {}
+    store.path("judgements.jsonl").write_text(line.format("k"))  # re-judged by another judge
+    assert store.invalidate() == {
+        "cues": "computed on other judgements (they changed since: resumed, retried or re-judged)"
+    }
+    assert "cues" not in store.read_metrics()
+
+
+def test_a_cache_entry_that_is_no_record_is_asked_again_and_replaced(tmp_path):
+    import sqlite3
+
+    outputs, cache = {"a": "xx", "b": "yyy"}, tmp_path / "c.sqlite"
+    Length.calls = []
+    run_step(Length(), _folder(tmp_path / "r1", outputs).root, cache=cache)
+    with sqlite3.connect(cache) as db:  # damaged by hand or an older cafe: no Length record
+        assert db.execute("UPDATE calls SET value = ?", ('{"sample_id": 5}',)).rowcount == 2
+    res = run_step(Length(), _folder(tmp_path / "r2", outputs).root, cache=cache)
+    assert res.section["total"] == 5 and res.status.status == "complete"
+    assert sorted(Length.calls) == ["a", "a", "b", "b"]  # asked again, not a failed record
+    again = run_step(Length(), _folder(tmp_path / "r3", outputs).root, cache=cache)
+    assert again.section["counters"]["this_invocation"]["cache_hits"] == 2  # replaced
+    assert len(Length.calls) == 4 and again.section["total"] == 5

@@ -175,5 +175,5 @@ _builtin(
 _builtin("decay", "cafe judge / cafe decay", ("predictions", "judgements"))
 _builtin("judged_accuracy", "cafe judge-accuracy", ("predictions",), up=("acc",))
 _builtin("rubric", "cafe rubric", ("predictions",), up=("score",))
-_builtin("cues", "cafe cues", ("predictions",), up=("recall",))
+_builtin("cues", "cafe cues", ("predictions", "judgements"), up=("recall",))
 _builtin("listening", "cafe listen", ("predictions",), up=("gap",))

@@ -240,3 +240,13 @@ class Step:
         """What `cafe NAME` prints (default: the status line)."""
         st = section.get("outcome") or {}
         return f"{self.name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"
+
+
+def open_cache(cache: Any, name: str = "judge.sqlite") -> Any:
+    """A step's call cache: ``cache`` if it is one, else a Cache at that path (None:
+    ``$CAFE_CACHE/NAME``)."""
+    from cafe.cache import Cache, cache_file
+
+    if isinstance(cache, Cache):
+        return cache
+    return Cache(cache if cache is not None else cache_file(name))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file
+from cafe.cache import Cache
 from cafe.clients.base import call_stats_of
 from cafe.counters import share_totals
 from cafe.errors import ConfigError, RunFolderError
@@ -41,7 +41,7 @@ from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Option, Step, View, open_cache
 from cafe.store import JUDGEMENTS, RunStore, rewrite_jsonl
 
 
@@ -90,10 +90,8 @@ class CafeJudgeStep(Step):
         self.caption_of = load_caption_map(view.samples, o["captions"])
         judge_cls = JUDGES.get(judge)
         _check_ground_truth(view.root, judge, judge_cls, view.samples, self.caption_of)
-        if not isinstance(self.cache, Cache):
-            use = getattr(judge_cls, "uses_cache", True)
-            self.cache = Cache((self.cache if self.cache is not None
-                                else cache_file("judge.sqlite")) if use else None)  # fmt: skip
+        use = getattr(judge_cls, "uses_cache", True) or isinstance(self.cache, Cache)
+        self.cache = open_cache(self.cache) if use else Cache(None)
         self.call_plan = batching.call_plan(view.root, batch=self.batch, dry_run=self.dry_run,
                                             prices=self.prices,
                                             batch_options=self.batch_options)  # fmt: skip

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file
+from cafe.cache import Cache
 from cafe.folder.status import StepStatus, by_counts, require_usable
 from cafe.judge.base import JudgeItem
 from cafe.judge.cues import NO_CAPTION, CueJudge, format_cues
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.records import Judgement
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Option, Step, View, open_cache
 from cafe.store import judge_records_name
 
 
@@ -34,7 +34,7 @@ class CuesStep(Step):
     name = "cues"
     help = "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events."
     section_name = "cues"
-    derives_from = ("predictions",)
+    derives_from = ("predictions", "judgements")  # cues vs the CAFE judge's required events
     record_cls = Judgement
     engine_cache = False  # the judge's client caches its calls under its JudgeSpec
     options = (
@@ -56,9 +56,7 @@ class CuesStep(Step):
         self.opts = {o.name: options.get(o.name, o.default) for o in self.options}
         if not self.opts["judge"]:
             return {"step": self.name, "version": self.version}
-        cache = self.cache
-        if not isinstance(cache, Cache):
-            cache = Cache(cache if cache is not None else cache_file("judge.sqlite"))
+        cache = self.cache = open_cache(self.cache)
         template = self.opts["template"]
         self.judge = CueJudge(self.opts["judge"], self.opts["judge_model"],
                               str(template) if template else None, endpoints=self.endpoints,

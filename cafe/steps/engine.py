@@ -16,15 +16,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file, make_key
+from cafe.cache import Cache, make_key
 from cafe.counters import add, by_status, count_share, judge_counters, on_disk_counters, with_share
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
+from cafe.records import RecordError
 from cafe.reporting import note
-from cafe.steps.base import Step, StepRecord, View
-from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl, write_json_atomic
+from cafe.steps.base import Step, StepRecord, View, open_cache
+from cafe.store import (
+    RunStore,
+    latest_records,
+    numbered_jsonl,
+    replace_file,
+    rewrite_jsonl,
+    write_json_atomic,
+)
 
 
 @dataclass
@@ -38,11 +46,10 @@ def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
     """The folder as steps read it (samples, predictions, the run's judgements, metrics, and
     the rows of the step's own files ``reads``)."""
     files = {}
-    for name in reads:
+    for name in reads:  # a damaged line: one line naming the file and line, not a traceback
         path = store.path(name)
         if path.exists():
-            lines = path.read_text(encoding="utf-8").split("\n")  # JSON lines end at \n only
-            files[name] = [json.loads(x) for x in lines if x.strip()]
+            files[name] = [value for _, value in numbered_jsonl(path)]
     return View(
         root=store.root,
         manifest=store.read_manifest() if store.has_manifest() else {},
@@ -246,12 +253,18 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
             return await step.acall(item, spec)
 
         return _sharing(step, direct), counts
-    if not isinstance(cache, Cache):
-        cache = Cache(cache if cache is not None else cache_file("steps.sqlite"))
+    cache = open_cache(cache, "steps.sqlite")
+
+    def readable(entry: Any) -> bool:
+        try:
+            step.record_cls.from_dict(entry)
+            return True
+        except RecordError:
+            return False
 
     async def cached(item: Any) -> Any:
         key = make_key(step=spec, inputs=step.call_inputs(item, spec))
-        hit = cache.get(key)
+        hit = cache.get(key, readable)  # one that is no record: a miss, asked again, replaced
         if hit is not None:
             counts["cache_hits"] += 1
             return step.record_cls.from_dict(hit)

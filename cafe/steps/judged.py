@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file
 from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError, CafeUsageError
 from cafe.folder.status import StepStatus, by_counts
@@ -27,7 +26,7 @@ from cafe.judge.verdict import (
 )
 from cafe.records import Prediction
 from cafe.reporting import warn
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Option, Step, View, open_cache
 from cafe.steps.cues import bench_breakdowns
 
 
@@ -87,8 +86,7 @@ class JudgedAccuracyStep(Step):
         if unknown:
             raise CafeUsageError(f"cafe {self.name}: unknown option(s) {', '.join(unknown)}")
         o = {**known, **options}
-        if not isinstance(self.cache, Cache):
-            self.cache = Cache(self.cache or cache_file("judge.sqlite"))
+        self.cache = open_cache(self.cache)
         self.selective = bool(o["selective"])
         self.judge = self.make_judge(
             o["judge"], o["judge_model"], self.endpoints, template=o["template"],

@@ -19,13 +19,10 @@ class ListeningStep(Step):
     help = "Listening controls for a run (silence, noise, shuffled, text-only) and the gap."
     section_name = "listening"
     derives_from = ("predictions",)
+    needs_samples = True
 
     def __init__(self, controls: dict[str, str | Path] | None = None) -> None:
         self.controls = dict(controls or {})
-
-    def check(self, view: View) -> None:
-        if not view.samples:
-            RunStore(view.root).samples()  # raises: no samples.jsonl, and how to get it
 
     def status(self, view: View, records: Sequence[Any]) -> StepStatus:
         # a gap needs the real run's answers: none answered, nothing to compare

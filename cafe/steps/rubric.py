@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file
+from cafe.cache import Cache
 from cafe.clients.base import call_stats_of
 from cafe.counters import by_status, share_totals
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Option, Step, View, open_cache
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import SAMPLES, judge_records_name
 
@@ -52,9 +52,7 @@ class RubricStep(Step):
         """The rubric judge's spec (built now: no key or no server fails here, in one line,
         before anything is written)."""
         o = {opt.name: options.get(opt.name, opt.default) for opt in self.options}
-        if not isinstance(self.cache, Cache):
-            path = self.cache if self.cache is not None else cache_file("judge.sqlite")
-            self.cache = Cache(path)
+        self.cache = open_cache(self.cache)
         self.scorer = RubricJudge(
             o["judge"], o["judge_model"], self.endpoints,
             str(o["template"]) if o["template"] else None, self.cache, raters=o["raters"],
