@@ -268,3 +268,38 @@ def test_caption_then_chat_model_answers_from_the_caption(tmp_path: Path, monkey
         assert p["front"]["text"] == caption and p["front"]["front"] == "captioner:cap"
         assert p["raw_output"].endswith("<answer>Anna</answer>") and p["option_scores"] is None
     assert usage(out)["back_calls"] == 3 and usage(out)["front_calls"] == 3
+
+
+class _ScriptedFront:
+    """A front that says what it is told (the cache around it is what is tested)."""
+
+    name, label = "scripted", "Transcript"
+
+    def __init__(self, text: str):
+        self.text, self.calls = text, 0
+
+    def identity(self) -> dict:
+        return {"front": self.name}
+
+    def describe(self, paths: list[str]) -> str:
+        self.calls += 1
+        return self.text
+
+
+def test_front_cache_keeps_an_empty_transcript_and_skips_a_damaged_entry(tmp_path: Path) -> None:
+    from cafe.adapters.fronts import CachedFront
+    from cafe.cache import Cache
+
+    clip = tmp_path / "a.wav"
+    clip.write_bytes(b"RIFF-not-read-by-this-front")
+    cache = Cache(tmp_path / "fronts.sqlite")
+    silent = CachedFront(_ScriptedFront(""), cache)
+    assert silent.describe([str(clip)]).cached is False
+    again = silent.describe([str(clip)])  # silence heard once: the empty transcript is kept
+    assert (again.text, again.cached, silent.front.calls, silent.hits) == ("", True, 1, 1)
+    cache.put(silent.key([str(clip)]), {"text": "x"})  # an older or damaged entry's shape
+    spoken = CachedFront(_ScriptedFront("hello"), cache)
+    out = spoken.describe([str(clip)])
+    assert (out.text, out.cached, spoken.front.calls) == ("hello", False, 1)
+    assert spoken.describe([str(clip)]).text == "hello" and spoken.front.calls == 1
+    cache.close()
