@@ -239,7 +239,8 @@ def test_caption_then_chat_model_answers_from_the_caption(tmp_path: Path, monkey
     with (
         GeminiLoopback(reply=lambda body: caption) as gem,
         OpenAILoopback(
-            reply=lambda body: "Reasoning: the caption names her.\n<answer>Anna</answer>"
+            reply=lambda body: "Reasoning: the caption names her.\n<answer>Anna</answer>",
+            models=[{"id": "m", "root": "/w/a"}],
         ) as chat,
     ):
         cards = tmp_path / "cards.yaml"
@@ -260,7 +261,12 @@ def test_caption_then_chat_model_answers_from_the_caption(tmp_path: Path, monkey
         assert gem.count == 3 and chat.count == 3
         cafe(*args[:-3], "--out", str(tmp_path / "again"), "--no-progress")
         assert gem.count == 3 and chat.count == 3  # everything from the caches
+        served = json.loads((out / "manifest.json").read_text())["served_model"]
+        assert served["back"]["reported"] == [{"id": "m", "root": "/w/a"}]
         sent = [json.dumps(r) for r in chat.requests]
+        chat.models = [{"id": "m", "root": "/w/b"}]  # the back's server now serves other weights
+        cafe(*args[:-3], "--out", str(tmp_path / "other-weights"), "--no-progress")
+        assert gem.count == 3 and chat.count == 6  # same captions, answers asked anew
     for body in sent:  # the caption stands in the clip's place; no audio reaches the text model
         assert f'Audio caption of the audio clip: \\"{caption}\\"' in body
         assert "input_audio" not in body, body[:3000]

@@ -100,10 +100,12 @@ class CaptionerFront:
         self.name = f"captioner:{self.card.name}"
 
     def identity(self) -> dict[str, Any]:
+        served = self.adapter.served_identity()  # a served captioner's weights key its captions
         return {
             "front": self.name,
             "adapter": self.adapter.identity(),
             "template_hash": self.template_hash,
+            **({"served": served} if served is not None else {}),
         }
 
     def describe(self, paths: list[str]) -> str:
