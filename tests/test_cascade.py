@@ -239,7 +239,8 @@ def test_caption_then_chat_model_answers_from_the_caption(tmp_path: Path, monkey
     with (
         GeminiLoopback(reply=lambda body: caption) as gem,
         OpenAILoopback(
-            reply=lambda body: "Reasoning: the caption names her.\n<answer>Anna</answer>"
+            reply=lambda body: "Reasoning: the caption names her.\n<answer>Anna</answer>",
+            models=[{"id": "m", "root": "/w/a"}],
         ) as chat,
     ):
         cards = tmp_path / "cards.yaml"
@@ -260,7 +261,12 @@ def test_caption_then_chat_model_answers_from_the_caption(tmp_path: Path, monkey
         assert gem.count == 3 and chat.count == 3
         cafe(*args[:-3], "--out", str(tmp_path / "again"), "--no-progress")
         assert gem.count == 3 and chat.count == 3  # everything from the caches
+        served = json.loads((out / "manifest.json").read_text())["served_model"]
+        assert served["back"]["reported"] == [{"id": "m", "root": "/w/a"}]
         sent = [json.dumps(r) for r in chat.requests]
+        chat.models = [{"id": "m", "root": "/w/b"}]  # the back's server now serves other weights
+        cafe(*args[:-3], "--out", str(tmp_path / "other-weights"), "--no-progress")
+        assert gem.count == 3 and chat.count == 6  # same captions, answers asked anew
     for body in sent:  # the caption stands in the clip's place; no audio reaches the text model
         assert f'Audio caption of the audio clip: \\"{caption}\\"' in body
         assert "input_audio" not in body, body[:3000]
@@ -268,3 +274,38 @@ def test_caption_then_chat_model_answers_from_the_caption(tmp_path: Path, monkey
         assert p["front"]["text"] == caption and p["front"]["front"] == "captioner:cap"
         assert p["raw_output"].endswith("<answer>Anna</answer>") and p["option_scores"] is None
     assert usage(out)["back_calls"] == 3 and usage(out)["front_calls"] == 3
+
+
+class _ScriptedFront:
+    """A front that says what it is told (the cache around it is what is tested)."""
+
+    name, label = "scripted", "Transcript"
+
+    def __init__(self, text: str):
+        self.text, self.calls = text, 0
+
+    def identity(self) -> dict:
+        return {"front": self.name}
+
+    def describe(self, paths: list[str]) -> str:
+        self.calls += 1
+        return self.text
+
+
+def test_front_cache_keeps_an_empty_transcript_and_skips_a_damaged_entry(tmp_path: Path) -> None:
+    from cafe.adapters.fronts import CachedFront
+    from cafe.cache import Cache
+
+    clip = tmp_path / "a.wav"
+    clip.write_bytes(b"RIFF-not-read-by-this-front")
+    cache = Cache(tmp_path / "fronts.sqlite")
+    silent = CachedFront(_ScriptedFront(""), cache)
+    assert silent.describe([str(clip)]).cached is False
+    again = silent.describe([str(clip)])  # silence heard once: the empty transcript is kept
+    assert (again.text, again.cached, silent.front.calls, silent.hits) == ("", True, 1, 1)
+    cache.put(silent.key([str(clip)]), {"text": "x"})  # an older or damaged entry's shape
+    spoken = CachedFront(_ScriptedFront("hello"), cache)
+    out = spoken.describe([str(clip)])
+    assert (out.text, out.cached, spoken.front.calls) == ("hello", False, 1)
+    assert spoken.describe([str(clip)]).text == "hello" and spoken.front.calls == 1
+    cache.close()

@@ -251,3 +251,48 @@ def test_a_reset_is_busy_and_a_refusal_dead_for_the_client():
         out = run_sync(many())
     assert [o.text for o in out] == ["ok"] * 8 and srv.count == 13
     assert c.endpoints[0].limiter.stats()["no_reply"] == 5
+
+
+def test_model_info_reads_a_bounded_models_list():
+    """GET /models names the served weights; a body past MODEL_INFO_BYTES is no answer
+    (never read whole), a normal one gives the model's entry."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from cafe.clients.openai_compat import MODEL_INFO_BYTES
+
+    entry = {"id": "m", "root": "/w/m", "owned_by": "vllm", "created": 1}
+    bodies = {
+        "/small/v1/models": json.dumps({"data": [entry]}).encode(),
+        "/big/v1/models": json.dumps(
+            {"data": [entry], "pad": "x" * (MODEL_INFO_BYTES + 1)}
+        ).encode(),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = bodies[self.path]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except OSError:  # the client stopped reading: what the bound is for
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        client = make_client(
+            "openai-compatible", "m", [f"{base}/small/v1", f"{base}/big/v1"], max_attempts=1
+        )
+        small, big = run_sync(client.amodel_info())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert small == {"id": "m", "root": "/w/m", "owned_by": "vllm"}
+    assert big is None

@@ -117,6 +117,12 @@ class CascadeAdapter(Adapter):
             **({"normalise": self.normalise} if self.answer_by == "loglik" else {}),
         }
 
+    def served_identity(self) -> dict[str, Any] | None:
+        """The back's served identity (what its server reports): the call cache key holds it,
+        so a back server restarted with other weights never reuses this cascade's answers."""
+        back = self.back.served_identity()
+        return None if back is None else {"back": back}
+
     @property
     def usage(self) -> dict[str, Any]:
         """Front calls and front cache hits, back calls, and the back's own usage (tokens, cost)."""

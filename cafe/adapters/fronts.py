@@ -100,10 +100,12 @@ class CaptionerFront:
         self.name = f"captioner:{self.card.name}"
 
     def identity(self) -> dict[str, Any]:
+        served = self.adapter.served_identity()  # a served captioner's weights key its captions
         return {
             "front": self.name,
             "adapter": self.adapter.identity(),
             "template_hash": self.template_hash,
+            **({"served": served} if served is not None else {}),
         }
 
     def describe(self, paths: list[str]) -> str:
@@ -150,16 +152,26 @@ class CachedFront:
         if not paths:  # no audio (the text-only control): nothing to describe, no call
             return FrontOutput("", self.front.name, 0.0)
         key = self.key(paths)
-        hit = self.cache.get(key)
+        hit = self.cache.get(key, valid=_front_entry)
         if hit is not None:
             with self._lock:
                 self.hits += 1
-            return FrontOutput(**{**hit, "cached": True})
+            return FrontOutput(hit["transcript"], hit["front"], hit["latency_s"], cached=True)
         start = time.perf_counter()
         text = self.front.describe(paths)
         out = FrontOutput(text, self.front.name, round(time.perf_counter() - start, 4))
         with self._lock:
             self.calls += 1
-        # an empty transcript is an answer here (silence says nothing), so it is kept too
-        self.cache.put(key, {k: v for k, v in out.to_dict().items() if k != "cached"})
+        # an empty transcript is an answer here (silence says nothing), so it is kept too: under
+        # "transcript", since cafe.cache stores no entry whose "text" is empty (a judge's reply)
+        self.cache.put(key, {"transcript": text, "front": out.front, "latency_s": out.latency_s})
         return out
+
+
+def _front_entry(value: Any) -> bool:
+    """A front cache entry's shape; any other (damaged, older) is a miss, described again."""
+    return (
+        isinstance(value, dict) and isinstance(value.get("transcript"), str)
+        and isinstance(value.get("front"), str)
+        and isinstance(value.get("latency_s"), int | float)
+    )  # fmt: skip

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 OPENAI_URL = "https://api.openai.com/v1"
 #: what GET /models says of a model that tells its weights apart (cafe.adapters.chat_api)
 MODEL_INFO = ("id", "root", "parent", "owned_by")
+#: the largest GET /models body read: a model list, not a download
+MODEL_INFO_BYTES = 1024 * 1024
 #: where OPENAI_API_KEY may go: OpenAI's endpoint and the SDK's own base-URL variable
 OPENAI_KEY_ENV = ("OPENAI_API_KEY",)
 
@@ -362,13 +364,23 @@ class OpenAICompatClient(PooledChatClient):
         a short timeout, since it names weights and must never stall or stop a run."""
         import httpx
 
+        from cafe.clients.transport import read_capped
+
+        wait = min(10.0, self.policy.timeout_s)
+
+        async def body(url: str, auth: dict[str, str]) -> bytes | None:
+            async with httpx.AsyncClient(timeout=wait) as http:
+                async with http.stream("GET", url, headers=auth) as r:
+                    if r.status_code != 200:
+                        return None
+                    return await read_capped(r.aiter_bytes(), MODEL_INFO_BYTES)
+
         async def one(url: str) -> dict[str, Any] | None:
             bare, auth = self._target(url)
-            try:
-                async with httpx.AsyncClient(timeout=min(10.0, self.policy.timeout_s)) as http:
-                    r = await http.get(f"{bare}/models", headers=auth)
-                data = r.json() if r.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, RecursionError):
+            try:  # bounded in time as a whole (not per read) and in size
+                raw = await asyncio.wait_for(body(f"{bare}/models", auth), wait)
+                data = json.loads(raw) if raw is not None else None
+            except (httpx.HTTPError, ValueError, RecursionError, TimeoutError):
                 return None
             rows = data.get("data") if isinstance(data, dict) else None
             for row in rows if isinstance(rows, list) else []:
