@@ -275,7 +275,7 @@
     box.appendChild(el("pre", "front-text", fr.text ? fr.text : "(empty)"));
     return box;
   }
-  // a missing figure (null: NaN or inf in the run folder) is "–", never Number(null) = 0
+  // a missing figure (null: not finite in the run folder) is "–", never Number(null) = 0
   function fixed(v, digits) {
     return v == null ? "–" : Number(v).toFixed(digits);
   }
