@@ -83,7 +83,7 @@ def run_controls(
     """Run each control of the run in ``real_dir`` (its spec from ``run_options``, else from its
     manifest) and write the "listening" section; returns it. ``execution``: run() options that
     do not change a prediction (batch_size, concurrency, progress, cache, strict, cards)."""
-    from cafe.runner import run
+    from cafe.runner.main import run
 
     real = Path(real_dir)
     store = RunStore(real)
@@ -111,12 +111,3 @@ def write_listening(real_dir: str | Path, controls: dict[str, str | Path]) -> di
     from cafe.steps.listening import write_listening as write
 
     return write(real_dir, controls)
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.steps.cli); importable here
-    if name == "listen_command":
-        from cafe.steps.cli import listen_command
-
-        return listen_command
-    raise AttributeError(name)

@@ -13,7 +13,6 @@ one (item, run) twice nor lose each other's metrics sections.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from cafe.errors import CafeError
 from cafe.store import LOCK_FILE, open_no_follow, refuse_links_out
@@ -167,23 +166,3 @@ def holds(root: str | Path) -> bool:
     """Whether this process holds ``root``'s writer lock now."""
     held = _registry.get(str((Path(root) / LOCK_NAME).resolve()))
     return held is not None and held.depth > 0
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def writes_folder(command: str) -> Callable[[F], F]:
-    """Decorate a function whose first argument is a run folder it writes: it runs holding the
-    folder's writer lock (a dry run, which writes nothing, does not take it)."""
-
-    def wrap(fn: F) -> F:
-        @functools.wraps(fn)
-        def locked(run_dir: Any, *args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("dry_run"):
-                return fn(run_dir, *args, **kwargs)
-            with folder_lock(run_dir, command):
-                return fn(run_dir, *args, **kwargs)
-
-        return locked  # type: ignore[return-value]
-
-    return wrap

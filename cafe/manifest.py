@@ -114,36 +114,3 @@ def git_commit() -> str | None:
 
 def environment() -> dict[str, Any]:
     return {"packages": package_versions(), "git_commit": git_commit()}
-
-
-#: manifest fields that must agree for a run folder to be resumed by a new invocation
-IDENTITY_FIELDS = (
-    ("model", "name"),
-    ("model", "adapter"),
-    ("checkpoint", "path"),
-    ("checkpoint", "fingerprint"),
-    ("bench", "name"),
-    ("bench", "version"),
-    ("bench", "sha256"),
-    ("prompt", "style"),
-    ("prompt", "template_hash"),
-    ("generation",),
-    ("seed",),
-)
-
-
-def _get(d: dict[str, Any], path: tuple[str, ...]) -> Any:
-    for k in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)  # type: ignore[assignment]
-    return d
-
-
-def identity_mismatch(old: dict[str, Any], new: dict[str, Any]) -> str | None:
-    """The first identity field on which two manifests differ, as "field: old != new"."""
-    for path in IDENTITY_FIELDS:
-        a, b = _get(old, path), _get(new, path)
-        if a != b:
-            return f"{'.'.join(path)}: {a!r} != {b!r}"
-    return None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import types
 import typing
 from dataclasses import dataclass, field
@@ -130,10 +129,6 @@ class Record:
                     f"field {name}: expected {type_name(tp)}, found {kind_of(data[name])}"
                 )
         return cls(**{k: v for k, v in data.items() if k in types})
-
-    @classmethod
-    def from_json(cls: type[T], line: str) -> T:
-        return cls.from_dict(json.loads(line))
 
 
 @dataclass
@@ -286,11 +281,6 @@ class RubricScore(Record):
     protocol: dict[str, Any] = field(default_factory=dict)  # raters, trim, temperature, seed
     reason: str | None = None
     call: dict[str, Any] = field(default_factory=dict)  # its raters' calls and cache hits
-
-
-def key_of(record: Any) -> tuple[str, int]:
-    """The identity of one (item, run) in a run folder."""
-    return (record.sample_id, record.run_index)
 
 
 #: bounds on YAML users write by hand (cards, recipes, leaderboards, -o values): a larger file,

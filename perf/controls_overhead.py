@@ -45,7 +45,7 @@ def timed_adapters(names: list[str]) -> dict[str, list[float]]:
 
 
 def one(model: str, n: int, out: Path, control: str | None, spent: list[float]) -> tuple:
-    from cafe.runner import run
+    from cafe.runner.main import run
 
     spent[0] = 0.0
     t0 = time.perf_counter()

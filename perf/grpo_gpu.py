@@ -68,7 +68,8 @@ def step_time(model_path: str, root: Path, steps: int, completion: int, vllm: bo
     import torch
     from datasets import Dataset
 
-    from cafe.training.grpo import _trainer_class, grpo_config, load_policy, make_reward_func
+    from cafe.training.audio_grpo import AudioGRPOTrainer
+    from cafe.training.grpo import grpo_config, load_policy, make_reward_func
     from cafe.training.reward_judge import OfflineRewardJudge
 
     model, proc = load_policy(model_path, "bfloat16")
@@ -86,7 +87,7 @@ def step_time(model_path: str, root: Path, steps: int, completion: int, vllm: bo
         **(extra if vllm else {}),
     )
     t0 = time.perf_counter()
-    trainer = _trainer_class()(
+    trainer = AudioGRPOTrainer(
         model=model,
         reward_funcs=[make_reward_func(OfflineRewardJudge()), nonempty_completion],
         args=args,

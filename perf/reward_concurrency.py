@@ -75,7 +75,8 @@ def time_grpo_step(steps: int = 3) -> float:
 
     from cafe.audio import write_wav
     from cafe.testing.tiny_models import build_tiny_qwen2_audio
-    from cafe.training.grpo import _trainer_class, grpo_config, load_policy, make_reward_func
+    from cafe.training.audio_grpo import AudioGRPOTrainer
+    from cafe.training.grpo import grpo_config, load_policy, make_reward_func
     from cafe.training.reward_judge import OfflineRewardJudge
 
     root = Path(tempfile.mkdtemp(prefix="grpo-perf-"))
@@ -109,7 +110,7 @@ def time_grpo_step(steps: int = 3) -> float:
         use_cpu=True,
         beta=0.04,
     )
-    trainer = _trainer_class()(
+    trainer = AudioGRPOTrainer(
         model=model,
         reward_funcs=[make_reward_func(OfflineRewardJudge())],
         args=args,

@@ -14,8 +14,9 @@ import pytest
 from cafe.cache import Cache
 from cafe.judge.spec import JudgeSpec, resume_records, spec_file
 from cafe.records import Judgement, Request
-from cafe.runner import RunSpec, run
+from cafe.runner import RunSpec
 from cafe.runner.execute import CachedAdapter
+from cafe.runner.main import run
 from cafe.runner.plan import plan_run
 from cafe.store import JsonlWriter, latest_records
 

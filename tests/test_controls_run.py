@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cafe.listen import listen_command
 from cafe.runner.cli import run_command
 from cafe.runner.spec import RunSpec
+from cafe.steps.cli import listen_command
 
 CONTROLS = ("silence", "noise", "shuffled", "text-only")
 

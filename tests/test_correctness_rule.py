@@ -14,7 +14,7 @@ from official_scripts import mmau_evaluate
 from cafe.benchmarks.export import export_run
 from cafe.benchmarks.scoring import output_is_correct
 from cafe.records import Completion, Sample
-from cafe.runner import run
+from cafe.runner.main import run
 from cafe.runner.score import score_completion
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
 from cafe.counters import accumulate, add
-from cafe.runner import run
+from cafe.runner.main import run
 
 register()
 

@@ -106,7 +106,7 @@ def test_decay_command_on_a_run_folder(tmp_path):
 
     from click.testing import CliRunner
 
-    from cafe.metrics.decay import decay_command
+    from cafe.steps.cli import decay_command
     from cafe.store import RunStore
 
     store = RunStore(tmp_path / "run").create()
@@ -160,7 +160,7 @@ def test_api_and_cli_share_the_papers_default(tmp_path):
     from click.testing import CliRunner
 
     from cafe import api
-    from cafe.metrics.decay import decay_command
+    from cafe.steps.cli import decay_command
     from cafe.store import RunStore
 
     lengths = [0, 2, 5, 8, 12, 19, 20, 25, 30, 31, 35, 39, 41, 55, 80, 85, 90, 95, 100]

@@ -9,7 +9,8 @@ import os
 from click.testing import CliRunner
 from official_scripts import mmar_evaluate, mmau_evaluate
 
-from cafe.benchmarks.export import export_command, export_run
+from cafe.benchmarks.cli import export_command
+from cafe.benchmarks.export import export_run
 from cafe.benchmarks.mmar import MMAR
 from cafe.benchmarks.mmau import MMAU
 from cafe.benchmarks.scoring import accuracy_section

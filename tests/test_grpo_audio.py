@@ -45,7 +45,7 @@ def _row(audio_path: str) -> dict:
 def trainer(tmp_path_factory, request):
     from datasets import Dataset
 
-    from cafe.training.grpo import AudioGRPOTrainer
+    from cafe.training.audio_grpo import AudioGRPOTrainer
 
     root = tmp_path_factory.mktemp("grpo")
     t = np.arange(16000) / 16000
@@ -134,7 +134,7 @@ def test_rewards_through_trl_with_loopback_judge(tmp_path):
 
     from cafe.clients import make_client
     from cafe.testing.loopback import OpenAILoopback
-    from cafe.training.grpo import AudioGRPOTrainer
+    from cafe.training.audio_grpo import AudioGRPOTrainer
     from cafe.training.reward_judge import LLMRewardJudge
 
     good = (

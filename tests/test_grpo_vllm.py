@@ -130,7 +130,7 @@ def test_vllm_gets_unexpanded_prompt_and_mapped_weights(tmp_path, monkeypatch, f
     import trl.generation.vllm_generation as trl_vllm
     from datasets import Dataset
 
-    from cafe.training.grpo import AudioGRPOTrainer
+    from cafe.training.audio_grpo import AudioGRPOTrainer
 
     monkeypatch.setattr(trl_vllm, "SamplingParams", lambda **kw: kw, raising=False)
     t = np.arange(16000) / 16000
@@ -205,7 +205,7 @@ def test_vllm_gets_unexpanded_prompt_and_mapped_weights(tmp_path, monkeypatch, f
 def test_transformers_rollouts_suppress_the_audio_token(tmp_path):
     from datasets import Dataset
 
-    from cafe.training.grpo import AudioGRPOTrainer
+    from cafe.training.audio_grpo import AudioGRPOTrainer
 
     model, proc = load_policy(tiny_models.build_tiny_qwen2_5_omni(tmp_path / "policy"))
     args = grpo_config(

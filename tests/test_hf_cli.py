@@ -14,8 +14,8 @@ pytest.register_assert_rewrite("hf_tiny_fixtures")
 from click.testing import CliRunner  # noqa: E402
 from runner_helpers import HIGH, LOW, register, write_tone_bench  # noqa: E402
 
-from cafe.adapters.doctor import doctor_command  # noqa: E402
-from cafe.runner import run  # noqa: E402
+from cafe.adapters.cli import doctor_command  # noqa: E402
+from cafe.runner.main import run  # noqa: E402
 
 pytest_plugins = ["hf_tiny_fixtures"]
 register()

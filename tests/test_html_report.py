@@ -23,9 +23,8 @@ import pytest
 from click.testing import CliRunner
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from cafe.reports.cli import report_command
+from cafe.reports.cli import leaderboard_command, report_command
 from cafe.reports.html import event_spans, pack, script_json, sections_html
-from cafe.reports.leaderboard import leaderboard_command
 from cafe.runner.cli import run_command
 
 N_ITEMS, RUNS = 45, 2

@@ -14,7 +14,7 @@ def test_attention_command_writes_averaged_curve(tmp_path):
     from click.testing import CliRunner
 
     from cafe.benchmarks.synth.generator import generate
-    from cafe.metrics.attention import attention_command
+    from cafe.metrics.cli import attention_command
     from cafe.testing.tiny_models import build_tiny_qwen2_audio
 
     ckpt = build_tiny_qwen2_audio(tmp_path / "tiny")

@@ -12,13 +12,8 @@ import yaml
 from click.testing import CliRunner
 from report_runs import make_run
 
-from cafe.reports.leaderboard import (
-    PACKAGED,
-    LeaderboardError,
-    leaderboard_command,
-    load_leaderboard,
-    resolve_path,
-)
+from cafe.reports.cli import leaderboard_command
+from cafe.reports.leaderboard import PACKAGED, LeaderboardError, load_leaderboard, resolve_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

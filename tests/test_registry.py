@@ -75,7 +75,7 @@ def test_resolve_card_adapter_and_errors(tmp_path: Path) -> None:
 def test_adapters_list_and_show_builtin_cards() -> None:
     from click.testing import CliRunner
 
-    from cafe.adapters import adapters_command
+    from cafe.adapters.cli import adapters_command
 
     listed = CliRunner().invoke(adapters_command, ["list"])
     assert listed.exit_code == 0, listed.output

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, ToneBench, register, write_tone_bench
 
 from cafe.benchmarks.base import BENCHMARKS
-from cafe.runner import RunError, RunSpec, run
+from cafe.runner import RunError, RunSpec
 from cafe.runner.cli import run_command
+from cafe.runner.main import run
 
 register()
 if "tone-b" not in BENCHMARKS.names():

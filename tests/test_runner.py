@@ -11,8 +11,9 @@ from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
 from cafe.audio import write_wav
-from cafe.runner import RunError, run
+from cafe.runner import RunError
 from cafe.runner.cli import run_command
+from cafe.runner.main import run
 
 register()
 

@@ -11,8 +11,8 @@ import soundfile as sf
 from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
-from cafe.runner import run
 from cafe.runner.cli import run_command
+from cafe.runner.main import run
 
 register()
 

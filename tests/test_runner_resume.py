@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runner_helpers import CLI, HIGH, LOW, register, subprocess_env, write_dist, write_tone_bench
 
-from cafe.runner import run
+from cafe.runner.main import run
 
 register()
 

@@ -13,14 +13,8 @@ from click.testing import CliRunner
 from official_scripts import mmar_evaluate, mmau_evaluate
 
 from cafe.benchmarks import BENCHMARKS
-from cafe.benchmarks.scoring import (
-    accuracy_section,
-    is_correct,
-    score_command,
-    score_file,
-    score_loaded,
-    tokens,
-)
+from cafe.benchmarks.cli import score_command
+from cafe.benchmarks.scoring import accuracy_section, is_correct, score_file, score_loaded, tokens
 from cafe.records import Prediction, Sample
 
 CHOICES = ["Man", "Woman", "Child", "Robot"]

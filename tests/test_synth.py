@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from cafe.audio import load_audio
 from cafe.benchmarks import BENCHMARKS
-from cafe.benchmarks.synth import SynthBenchmark, bench_command, load_folder
+from cafe.benchmarks.cli import bench_command
+from cafe.benchmarks.synth import SynthBenchmark, load_folder
 from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.generator import GENERATOR_VERSION, generate
 

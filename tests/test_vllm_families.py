@@ -265,7 +265,7 @@ def test_data_parallel_shards_keep_a_samples_runs_together():
 def test_adapters_list_says_which_cards_are_greedy_or_unsupported():
     from click.testing import CliRunner
 
-    from cafe.adapters import list_command
+    from cafe.adapters.cli import list_command
 
     out = CliRunner().invoke(list_command, []).output.splitlines()
     row = {line.split()[0]: line.split() for line in out[1:]}

@@ -26,7 +26,7 @@ for _name, _target in {
 }.items():
     ADAPTERS.add_lazy(_name, _target)
 
-__all__ = ["ADAPTERS", "Adapter", "ModelCard", "adapters_command", "load_model"]
+__all__ = ["ADAPTERS", "Adapter", "ModelCard", "load_model"]
 
 
 def load_model(
@@ -93,12 +93,3 @@ def show_model(name: str, cards: list[str] | tuple[str, ...] = ()) -> dict[str, 
     data = scrub(dataclasses.asdict(card))  # card options may name credentials or URL keys
     data["prompt_template_hash"] = load_template(card.prompt_style).hash
     return data
-
-
-def __getattr__(name: str) -> Any:
-    # the commands live in the command-line layer (cafe.adapters.cli); importable here
-    if name in ("adapters_command", "list_command", "show_command"):
-        from cafe.adapters import cli
-
-        return getattr(cli, name)
-    raise AttributeError(name)

@@ -156,12 +156,3 @@ def doctor(
         return check_audio(adapter, _requests(resolved.card, bench, data, limit, max_new_tokens))
     finally:
         adapter.close()
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.adapters.cli); importable here
-    if name == "doctor_command":
-        from cafe.adapters.cli import doctor_command
-
-        return doctor_command
-    raise AttributeError(name)

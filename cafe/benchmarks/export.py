@@ -169,12 +169,3 @@ def export(
         except KeyError as e:
             raise CafeUsageError(str(e)) from None
     return export_run(run_dir, bench, out, run_index, field, skip_unanswered)
-
-
-def __getattr__(name: str) -> Any:
-    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
-    if name in ("export_command",):
-        from cafe.benchmarks import cli
-
-        return getattr(cli, name)
-    raise AttributeError(name)

@@ -95,12 +95,3 @@ class GeneratedBenchmark(Benchmark):
             n, seed = parse_version(self.name, version, self.default_n, self.default_seed)
             data = str(self.ensure_generated(n, seed, progress=True))
         return self.load_folder(data, audio_root=self.audio_root)
-
-
-def __getattr__(name: str) -> Any:
-    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
-    if name in ("set_command",):
-        from cafe.benchmarks import cli
-
-        return getattr(cli, name)
-    raise AttributeError(name)

@@ -76,15 +76,6 @@ def output_is_correct(output: str | None, answer: str, choices: Iterable[str]) -
 
 
 @lru_cache(maxsize=32)
-def rule_for(bench: str | None) -> Callable[[str | None, str, list[str]], bool]:
-    """The correctness rule of a benchmark (its ``is_correct``; the official rule for one that
-    is not installed)."""
-    from cafe.benchmarks.base import benchmark_class
-
-    return benchmark_class(bench or "")().is_correct
-
-
-@lru_cache(maxsize=32)
 def choice_rule_for(bench: str | None) -> Callable[[str | None, str, list[str]], bool]:
     """A benchmark's reading of a reply already mapped to a choice (``choice_is_correct``): the
     lenient figure's and a judge-named option's rule."""
@@ -622,12 +613,3 @@ def format_table(section: dict[str, Any]) -> str:
                 row += f" | {_pct(o['acc'], 8)} {o['total']:6d}"
             lines.append(row)
     return "\n".join(lines)
-
-
-def __getattr__(name: str) -> Any:
-    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
-    if name in ("score_command",):
-        from cafe.benchmarks import cli
-
-        return getattr(cli, name)
-    raise AttributeError(name)

@@ -132,12 +132,3 @@ def attention(
         path.write_text(scrub_text(strict_dumps(result, indent=2)) + "\n")
         result["path"] = str(path)
     return result
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.metrics.cli); importable here
-    if name == "attention_command":
-        from cafe.metrics.cli import attention_command
-
-        return attention_command
-    raise AttributeError(name)

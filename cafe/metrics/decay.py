@@ -239,17 +239,3 @@ def format_decay(section: dict[str, Any]) -> str:
     if section["excluded_no_length_or_failed"]:
         lines.append(f"left out: {section['excluded_no_length_or_failed']} with no length/failed")
     return "\n".join(lines)
-
-
-def __getattr__(name: str) -> Any:
-    # the command and its API function run on the step engine now (cafe.steps.decay); these
-    # names stay importable from here for older callers
-    if name == "decay":
-        from cafe.steps.decay import decay
-
-        return decay
-    if name == "decay_command":
-        from cafe.steps.cli import decay_command
-
-        return decay_command
-    raise AttributeError(name)

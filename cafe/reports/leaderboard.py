@@ -537,12 +537,3 @@ def _fmt_source(s: dict[str, Any]) -> str:
     if s.get("kind") == "paper":
         return f"{s.get('ref')} Table {s.get('table')}"
     return f"run {s.get('run_dir')} ({str(s.get('manifest_sha256', ''))[:12]})"
-
-
-def __getattr__(name: str) -> Any:
-    # the commands live in the command-line layer (cafe.reports.cli); importable here
-    if name in ("leaderboard_command", "show_command", "add_command", "html_command"):
-        from cafe.reports import cli
-
-        return getattr(cli, name)
-    raise AttributeError(name)

@@ -11,18 +11,6 @@ cafe/adapters/resolve.py."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from cafe.runner.spec import RunError, RunSpec
 
-__all__ = ["RunError", "RunResult", "RunSpec", "run"]
-
-
-def __getattr__(name: str) -> Any:
-    # run() pulls in numpy and the audio stack: import it on first use, so `cafe run --help`
-    # (which imports cafe.runner.cli) stays fast
-    if name in ("run", "RunResult"):
-        from cafe.runner import main
-
-        return getattr(main, name)
-    raise AttributeError(f"module 'cafe.runner' has no attribute {name!r}")
+__all__ = ["RunError", "RunSpec"]

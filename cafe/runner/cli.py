@@ -13,7 +13,6 @@ from cafe.cli_options import (
     RUNS,
     SEED,
     ModelChoice,
-    adapter_options,
     command,
     concurrency_option,
     data_option,
@@ -27,11 +26,6 @@ from cafe.cli_options import (
 )
 from cafe.errors import CafeError
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
-
-
-def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """-o KEY=VALUE pairs; values are YAML scalars (numbers, booleans, lists)."""
-    return adapter_options(pairs)
 
 
 @command("run")

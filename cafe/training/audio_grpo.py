@@ -1,7 +1,7 @@
 """AudioGRPOTrainer: TRL 1.16's GRPOTrainer with each row's audio clip threaded through its
 rollouts and log-prob passes (how and why: cafe.training.grpo's module docstring). Its own module
 because it imports torch and TRL at the top: cafe.training.grpo imports it lazily
-(`_trainer_class`), so importing the recipes and rewards never needs the train extra."""
+(in run_grpo), so importing the recipes and rewards never needs the train extra."""
 
 from __future__ import annotations
 

@@ -139,13 +139,6 @@ class ScriptedRollouts:
         return cls(n, style) if n else None
 
 
-def _trainer_class():
-    """AudioGRPOTrainer, imported on first use (torch and TRL: the train extra)."""
-    from cafe.training.audio_grpo import AudioGRPOTrainer
-
-    return AudioGRPOTrainer
-
-
 def audio_token_id(config: Any) -> int | None:
     """The audio placeholder id a processor expands (audio_token_id or audio_token_index)."""
     for key in ("audio_token_id", "audio_token_index"):
@@ -194,12 +187,6 @@ def rename_weights_for_vllm(generation: Any, model_type: str) -> None:
                 yield new, param
 
     generation._iter_named_params = renamed
-
-
-def __getattr__(name: str):  # `from cafe.training.grpo import AudioGRPOTrainer`, lazily
-    if name == "AudioGRPOTrainer":
-        return _trainer_class()
-    raise AttributeError(name)
 
 
 def load_policy(path: str | Path, dtype: str = "float32"):
@@ -440,7 +427,9 @@ def train_grpo(
     model, processor, rows = load_training_inputs(recipe, model_path, data, "RL")
     overrides = {"max_steps": max_steps} if max_steps else {}
     args = grpo_config(recipe, trainer_dir(out), **overrides)
-    trainer = _trainer_class()(
+    from cafe.training.audio_grpo import AudioGRPOTrainer  # torch and TRL: the train extra
+
+    trainer = AudioGRPOTrainer(
         model=model,
         reward_funcs=[make_reward_func(judge, RewardWeights.from_dict(recipe.get("rewards")))],
         args=args,

@@ -14,7 +14,7 @@ def _score(
     checkpoint: Path, out: Path, limit: int, version: str, max_new_tokens: int
 ) -> dict[str, Any]:
     """`cafe run --model CHECKPOINT --bench synth --limit K` through the runner API."""
-    from cafe.runner import run
+    from cafe.runner.main import run
 
     result = run(
         str(checkpoint),

@@ -6,7 +6,6 @@ generates it into a cache folder when no folder is given (espeak-ng must be inst
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cafe.benchmarks.base import LoadedBenchmark, by_meta
 from cafe.benchmarks.generated import GeneratedBenchmark
@@ -50,13 +49,4 @@ class SpokenBenchmark(GeneratedBenchmark):
     load_folder = staticmethod(load_folder)
 
 
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.benchmarks.cli); importable here
-    if name == "spoken_command":
-        from cafe.benchmarks.cli import spoken_command
-
-        return spoken_command
-    raise AttributeError(name)
-
-
-__all__ = ["SpokenBenchmark", "ensure_generated", "load_folder", "spoken_command"]
+__all__ = ["SpokenBenchmark", "ensure_generated", "load_folder"]

@@ -251,13 +251,4 @@ class SynthBenchmark(GeneratedBenchmark):
     load_folder = staticmethod(load_folder)
 
 
-def __getattr__(name: str) -> Any:
-    # the commands live in the command-line layer (cafe.benchmarks.cli); importable here
-    if name in ("bench_command", "synth_command", "list_command"):
-        from cafe.benchmarks import cli
-
-        return getattr(cli, name)
-    raise AttributeError(name)
-
-
-__all__ = ["SynthBenchmark", "bench_command", "ensure_generated", "load_folder"]
+__all__ = ["SynthBenchmark", "ensure_generated", "load_folder"]
