@@ -45,7 +45,7 @@ from typing import Any
 
 #: operation -> "module:function" that implements it
 TARGETS: dict[str, str] = {
-    "run": "cafe.runner.main:run",
+    "run": "cafe.runner.main:run_with",
     "score": "cafe.benchmarks.scoring:score_file",
     "export": "cafe.benchmarks.export:export",
     "bench": "cafe.benchmarks.synth.generator:generate",
@@ -100,8 +100,8 @@ def _target(name: str) -> Any:
 # run and score ------------------------------------------------------------------------------
 def run(model: str = "reference", bench: str = "synth", /, **options: Any) -> Any:
     """Run a model on a benchmark into a resumable run folder -> RunResult (run_dir, metrics).
-    Options as cafe.runner.run (checkpoint, data, runs, limit, out, prompt_style, judge…;
-    adapter options go in options={...})."""
+    Options: the fields of cafe.runner.spec.RunRequest (checkpoint, data, runs, limit, out,
+    prompt_style, judge…; adapter options go in options={...})."""
     return _target("run")(model, bench, **options)
 
 

@@ -22,7 +22,7 @@ def control_dir(real_dir: str | Path, control: str) -> Path:
 
 
 def rerun_options(manifest: dict[str, Any]) -> dict[str, Any]:
-    """run() arguments that rebuild a folder's spec, from its manifest (format 2: "spec")."""
+    """RunRequest fields that rebuild a folder's spec, from its manifest (format 2: "spec")."""
     spec = manifest.get("spec")
     if not spec:
         raise ValueError(
@@ -81,16 +81,18 @@ def run_controls(
     **execution: Any,
 ) -> dict[str, Any]:
     """Run each control of the run in ``real_dir`` (its spec from ``run_options``, else from its
-    manifest) and write the "listening" section; returns it. ``execution``: run() options that
-    do not change a prediction (batch_size, concurrency, progress, cache, strict, cards)."""
+    manifest) and write the "listening" section; returns it. ``execution``: RunRequest fields
+    that do not change a prediction (batch_size, concurrency, progress, cache, strict, cards)."""
+    from dataclasses import replace
+
     from cafe.runner.main import run
+    from cafe.runner.spec import RunRequest
 
     real = Path(real_dir)
-    store = RunStore(real)
-    manifest = store.read_manifest()
+    manifest = RunStore(real).read_manifest()  # a run folder, or FileNotFoundError
     opts = dict(run_options or rerun_options(manifest))
-    model, bench = opts.pop("model"), opts.pop("bench")
     opts.pop("out", None)
+    base = RunRequest(**opts, judge=judge, **execution)
     results = {}
     for name in parse_controls(list(controls)):
         out = control_dir(real, name)
@@ -98,11 +100,9 @@ def run_controls(
         if jopts.get("captions"):
             jopts["captions"] = control_captions_file(real, out, name, control_seed,
                                                        jopts["captions"])  # fmt: skip
-        res = run(
-            model, bench, **opts, out=out, control=name, control_seed=control_seed,
-            control_of=str(real), judge=judge, judge_options=jopts, **execution,
-        )  # fmt: skip
-        results[name] = res
+        request = replace(base, out=out, control=name, control_seed=control_seed,
+                          control_of=str(real), judge_options=jopts)  # fmt: skip
+        results[name] = run(request)
     return write_listening(real, {n: r.run_dir for n, r in results.items()})
 
 

@@ -138,14 +138,14 @@ def _cafe_run(url: str, args: argparse.Namespace) -> tuple[float, float, int, in
     """`cafe run`'s path in this process, no call cache, a fresh folder each time; the runner's
     own default of generate() calls in flight (what `cafe run` does), the client's slots set to
     --concurrency."""
-    from cafe.runner.main import run
+    from cafe.runner.main import run_with
 
     def one(limit: int) -> tuple[float, float, int]:
         out = tempfile.mkdtemp()
         t0, cpu0 = time.perf_counter(), time.process_time()
         options = {"model": "perf-model", "endpoints": [url], "concurrency": args.concurrency,
                    "http_transport": args.http_transport}  # fmt: skip
-        res = run("openai-compatible", "synth", version=f"n{args.items}-seed0", out=out,
+        res = run_with("openai-compatible", "synth", version=f"n{args.items}-seed0", out=out,
                   judge="none", progress=False, cache=False, limit=limit,
                   options=options)  # fmt: skip
         assert res.new_predictions == limit and not res.most_failed

@@ -91,7 +91,7 @@ def _line(name: str, fig: dict) -> str:
 @click.option("--embedder", default=None, help="MMAU-Pro closed path (default: MiniLM).")
 def main(n: int, embedder: str | None) -> None:
     from cafe.judge.verdict import official_judge_run
-    from cafe.runner.main import run
+    from cafe.runner.main import run_with
 
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -105,7 +105,7 @@ def main(n: int, embedder: str | None) -> None:
                 out = root / f"{bench}-{'letters' if letters else 'text'}"
                 # no call cache: its key does not hold the adapter's -o options, so the letters
                 # run would get the text run's replies back (reported in issue 23's note)
-                res = run("random", bench, data=str(data), out=out, options=opts,
+                res = run_with("random", bench, data=str(data), out=out, options=opts,
                           progress=False, judge="none", cache=False)  # fmt: skip
                 official = res.metrics["official"]
                 if bench == "mmau-pro":

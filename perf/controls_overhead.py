@@ -45,11 +45,11 @@ def timed_adapters(names: list[str]) -> dict[str, list[float]]:
 
 
 def one(model: str, n: int, out: Path, control: str | None, spent: list[float]) -> tuple:
-    from cafe.runner.main import run
+    from cafe.runner.main import run_with
 
     spent[0] = 0.0
     t0 = time.perf_counter()
-    run(model, "synth", version=f"n{n}-seed0", out=out, control=control, judge="none",
+    run_with(model, "synth", version=f"n{n}-seed0", out=out, control=control, judge="none",
         cache=False, progress=False)  # fmt: skip
     wall = time.perf_counter() - t0
     return wall, spent[0], wall - spent[0]

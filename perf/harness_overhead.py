@@ -71,7 +71,7 @@ def _child(n: int, out: Path, model: str) -> dict:
     JsonlWriter.write_many = timed("parse + score + write", JsonlWriter.write_many)
 
     t0, c0 = time.perf_counter(), time.process_time()
-    result = runner.run(
+    result = runner.run_with(
         model, "synth", version=f"n{n}-seed0", out=out, cache=False, judge="none", progress=False
     )
     total, total_cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -43,11 +43,11 @@ def timed_run(url: str, items: int, concurrency: int) -> tuple[float, dict]:
     the runner's batches and threads), into a throwaway run folder, no cache."""
     import tempfile
 
-    from cafe.runner.main import run
+    from cafe.runner.main import run_with
 
     out = tempfile.mkdtemp()
     t0 = time.perf_counter()
-    res = run("openai-compatible", "synth", version=f"n{items}-seed0", out=out, judge="none",
+    res = run_with("openai-compatible", "synth", version=f"n{items}-seed0", out=out, judge="none",
               progress=False, cache=False, concurrency=concurrency,
               options={"model": "m", "endpoints": [url], "concurrency": concurrency})  # fmt: skip
     wall = time.perf_counter() - t0

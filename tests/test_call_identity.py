@@ -16,8 +16,9 @@ from cafe.judge.spec import JudgeSpec, resume_records, spec_file
 from cafe.records import Judgement, Request
 from cafe.runner import RunSpec
 from cafe.runner.execute import CachedAdapter
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 from cafe.runner.plan import plan_run
+from cafe.runner.spec import RunRequest
 from cafe.store import JsonlWriter, latest_records
 
 SPEC = RunSpec(
@@ -74,7 +75,7 @@ def test_what_selects_items_does_not_split_the_cache() -> None:
 
 def test_execution_options_do_not_change_the_key(tmp_path: Path) -> None:
     def identity(options: dict[str, Any]) -> dict[str, Any]:
-        plan = plan_run("random", "synth", limit=2, out=tmp_path / "r", options=options)
+        plan = plan_run(RunRequest("random", "synth", limit=2, out=tmp_path / "r", options=options))
         return plan.spec.call_identity()
 
     plain = identity({})
@@ -89,14 +90,14 @@ def test_another_adapter_option_never_reuses_the_cached_outputs(tmp_path, monkey
     CAFE_CACHE gave B A's 40 text answers (headline 30.00 where a cold cache gives 0.00)."""
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     kw: dict[str, Any] = dict(limit=40, judge="none", progress=False)
-    a = run("random", "synth", out=tmp_path / "A", **kw)
-    b = run("random", "synth", out=tmp_path / "B", options={"letters": True}, **kw)
+    a = run_with("random", "synth", out=tmp_path / "A", **kw)
+    b = run_with("random", "synth", out=tmp_path / "B", options={"letters": True}, **kw)
     assert b.manifest["cache"]["hits"] == 0  # nothing of A's
     outs_a = [json.loads(x)["raw_output"] for x in (a.run_dir / "predictions.jsonl").open()]
     outs_b = [json.loads(x)["raw_output"] for x in (b.run_dir / "predictions.jsonl").open()]
     assert all(o.startswith("<answer>(") for o in outs_b)  # B's own: option letters
     assert not any(o.startswith("<answer>(") for o in outs_a)
-    again = run("random", "synth", out=tmp_path / "A2", **kw)  # A's configuration: replayed
+    again = run_with("random", "synth", out=tmp_path / "A2", **kw)  # A's configuration: replayed
     assert again.manifest["cache"]["hits"] == 40
 
 
@@ -195,7 +196,7 @@ def test_judge_run_keeps_its_spec_beside_its_judgements(tmp_path: Path) -> None:
     the cafe section; another tolerance (another rule hash) re-judges every item once."""
     from cafe.judge.pipeline import judge_run
 
-    r = run("reference", "synth", limit=4, judge="none", progress=False, cache=False,
+    r = run_with("reference", "synth", limit=4, judge="none", progress=False, cache=False,
             out=tmp_path / "r")  # fmt: skip
     section = judge_run(r.run_dir, judge="rule", progress=False)
     path = r.run_dir / section["judgements_file"]

@@ -14,7 +14,7 @@ from official_scripts import mmau_evaluate
 from cafe.benchmarks.export import export_run
 from cafe.benchmarks.scoring import output_is_correct
 from cafe.records import Completion, Sample
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 from cafe.runner.score import score_completion
 
 
@@ -30,8 +30,8 @@ def _samples(run_dir: Path) -> dict[str, dict]:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("rule")
     kw = dict(version="n20-seed0", judge="none", progress=False, cache=False)
-    plain = run("random", "synth", out=root / "plain", **kw)
-    letters = run("random", "synth", out=root / "letters", options={"letters": True}, **kw)
+    plain = run_with("random", "synth", out=root / "plain", **kw)
+    letters = run_with("random", "synth", out=root / "letters", options={"letters": True}, **kw)
     return plain, letters
 
 
@@ -106,8 +106,9 @@ def test_grpo_accuracy_reward_uses_the_rule_on_the_answer_text():
 def test_option_temperature_zero_overrides_a_sampling_card(tmp_path):
     """`-o temperature=0` sets the decoding of a card that samples (the paper's cards do): it
     goes into the run's generation settings, not to the adapter as an option."""
-    res = run("random", "synth", version="n20-seed0", judge="none", progress=False, cache=False,
-              out=tmp_path / "r", options={"temperature": 0, "do_sample": False})  # fmt: skip
+    res = run_with("random", "synth", version="n20-seed0", judge="none", progress=False,
+                   cache=False, out=tmp_path / "r",
+                   options={"temperature": 0, "do_sample": False})  # fmt: skip
     manifest = json.loads((res.run_dir / "manifest.json").read_text())
     text = json.dumps(manifest)
     assert '"temperature": 0' in text and '"do_sample": false' in text

@@ -9,7 +9,7 @@ from pathlib import Path
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
 from cafe.counters import accumulate, add
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 
 register()
 
@@ -30,10 +30,10 @@ def test_model_call_counters_add_up_over_resumes(tmp_path: Path, monkeypatch) ->
     rows[1]["id"] = "t1-fail"  # the tone adapter fails this one every time (a model failure)
     meta.write_text("".join(json.dumps(r) + "\n" for r in rows))
     kw = dict(data=str(meta), out=tmp_path / "r", progress=False, judge="none")
-    first = run("tone", "tone", **kw)
+    first = run_with("tone", "tone", **kw)
     c1 = first.manifest["counters"]
     assert c1["invocations"] == 1 and c1["total"]["calls"] == 2
-    again = run("tone", "tone", **kw)  # retries the model failure only
+    again = run_with("tone", "tone", **kw)  # retries the model failure only
     c2 = again.manifest["counters"]
     assert c2["invocations"] == 2
     assert c2["this_invocation"]["calls"] == 1 and c2["total"]["calls"] == 3
@@ -48,7 +48,7 @@ def test_judge_counters_describe_the_folder_not_the_last_command(tmp_path: Path)
     """The bug: after a resume, replies.ok said 0 for a folder holding only ok judgements."""
     from cafe.judge.pipeline import judge_run
 
-    r = run("reference", "synth", limit=4, judge="none", progress=False, cache=False,
+    r = run_with("reference", "synth", limit=4, judge="none", progress=False, cache=False,
             out=tmp_path / "r")  # fmt: skip
     judge_run(r.run_dir, judge="rule", progress=False)
     second = judge_run(r.run_dir, judge="rule", progress=False)  # nothing left to judge
@@ -143,7 +143,7 @@ def test_counters_on_disk_cover_every_batch_written_before_a_ctrl_c(tmp_path, mo
     monkeypatch.setattr(JsonlWriter, "write_many", write_many)
     out = tmp_path / "r"
     with pytest.raises(RunInterrupted):
-        run("tone", "tone", data=str(meta), out=out, progress=False, judge="none",
+        run_with("tone", "tone", data=str(meta), out=out, progress=False, judge="none",
             batch_size=2, concurrency=1)  # fmt: skip
     lines = (out / "predictions.jsonl").read_text().splitlines()
     manifest = json.loads((out / "manifest.json").read_text())
@@ -183,13 +183,13 @@ def test_a_full_disk_at_the_manifest_takes_the_batch_back_out(tmp_path, monkeypa
     out = tmp_path / "r"
     kw = dict(data=str(meta), out=out, progress=False, judge="none", batch_size=2, concurrency=1)
     with pytest.raises(OSError, match="No space"):
-        run("tone", "tone", **kw)
+        run_with("tone", "tone", **kw)
     lines = (out / "predictions.jsonl").read_text().splitlines()
     c = json.loads((out / "manifest.json").read_text())["counters"]["total"]
     assert len(lines) == 4 and sum(c["replies"].values()) == 4
     assert c["calls"] + c["cache_hits"] == 4
     monkeypatch.setattr(RunStore, "write_manifest", real)
-    again = run("tone", "tone", **kw)
+    again = run_with("tone", "tone", **kw)
     lines = (out / "predictions.jsonl").read_text().splitlines()
     c = again.manifest["counters"]
     assert len(lines) == 10 and sum(c["total"]["replies"].values()) == 10
@@ -218,13 +218,13 @@ def test_lines_a_kill_left_past_the_counted_length_join_the_counters(tmp_path, m
     out = tmp_path / "r"
     kw = dict(data=str(meta), out=out, progress=False, judge="none", batch_size=2, concurrency=1)
     with pytest.raises(SystemExit):
-        run("tone", "tone", **kw)
+        run_with("tone", "tone", **kw)
     on_disk = json.loads((out / "manifest.json").read_text())
     assert sum(on_disk["counters"]["total"]["replies"].values()) == 2  # one batch committed
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 4  # two written
     monkeypatch.undo()
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
-    again = run("tone", "tone", **kw)
+    again = run_with("tone", "tone", **kw)
     c = again.manifest["counters"]
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 8
     assert sum(c["total"]["replies"].values()) == 8 and c["invocations"] == 2

@@ -15,7 +15,7 @@ from click.testing import CliRunner  # noqa: E402
 from runner_helpers import HIGH, LOW, register, write_tone_bench  # noqa: E402
 
 from cafe.adapters.cli import doctor_command  # noqa: E402
-from cafe.runner.main import run  # noqa: E402
+from cafe.runner.main import run_with  # noqa: E402
 
 pytest_plugins = ["hf_tiny_fixtures"]
 register()
@@ -24,7 +24,7 @@ register()
 def test_run_with_a_checkpoint_folder(tiny_checkpoints, tmp_path):
     meta = write_tone_bench(tmp_path / "bench", [HIGH, LOW])
     folder = tiny_checkpoints("qwen2.5-omni")
-    res = run(
+    res = run_with(
         folder,
         "tone",
         data=str(meta),

@@ -16,7 +16,7 @@ from runner_helpers import HIGH, LOW, ToneBench, register, write_tone_bench
 from cafe.benchmarks.base import BENCHMARKS
 from cafe.runner import RunError, RunSpec
 from cafe.runner.cli import run_command
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 
 register()
 if "tone-b" not in BENCHMARKS.names():
@@ -44,7 +44,7 @@ def _cards(tmp_path: Path, adapter: str = "tone") -> str:
 
 
 def _change(field: str, tmp_path: Path, bench: Path) -> tuple[dict, dict, Any, Any]:
-    """Two run() keyword sets that differ in exactly ``field`` of the spec, and its two values
+    """Two run_with() keyword sets that differ in exactly ``field`` of the spec, and its two values
     as the message must show them."""
     base: dict[str, Any] = dict(data=str(bench))
     if field == "model":
@@ -124,13 +124,13 @@ def test_each_identity_field_changed_alone_is_refused_on_resume(
     out = tmp_path / "run"
     log = tmp_path / "calls.log"
     model = first.pop("model", "tone")
-    run(model, first.pop("bench", "tone"), out=out, options={"log": str(log), **first.pop(
+    run_with(model, first.pop("bench", "tone"), out=out, options={"log": str(log), **first.pop(
         "options", {})}, **QUIET, **first)  # fmt: skip
     calls = _calls(log)
     files = {p.name: p.read_bytes() for p in out.iterdir()}
     second.pop("_before", lambda: None)()
     with pytest.raises(RunError) as err:
-        run(second.pop("model", "tone"), second.pop("bench", "tone"), out=out,
+        run_with(second.pop("model", "tone"), second.pop("bench", "tone"), out=out,
             options={"log": str(log), **second.pop("options", {})}, **QUIET, **second)  # fmt: skip
     message = str(err.value)
     assert "\n" not in message
@@ -149,16 +149,16 @@ def test_each_identity_field_changed_alone_is_refused_on_resume(
 def test_unchanged_spec_resumes_with_no_call(bench: Path, tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     kw = dict(data=str(bench), out=tmp_path / "r", options={"log": str(log)}, **QUIET)
-    first = run("tone", "tone", **kw)
+    first = run_with("tone", "tone", **kw)
     assert _calls(log) == 4
-    again = run("tone", "tone", **kw)
+    again = run_with("tone", "tone", **kw)
     assert _calls(log) == 4 and again.new_predictions == 0 and not again.model_loaded
     assert again.metrics["accuracy"] == first.metrics["accuracy"]
 
 
 def test_manifest_holds_the_spec_and_it_reads_back(bench: Path, tmp_path: Path) -> None:
     options = {"model": "m", "api_key": "sk-secret", "concurrency": 3}
-    res = run("tone", "tone", data=str(bench), out=tmp_path / "r", seed=4, runs=2,
+    res = run_with("tone", "tone", data=str(bench), out=tmp_path / "r", seed=4, runs=2,
               options=options, **QUIET)  # fmt: skip
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     spec = RunSpec.from_dict(manifest["spec"])
@@ -225,10 +225,10 @@ def test_smaller_limit_after_a_full_run_reads_without_rewriting(
 ) -> None:
     log = tmp_path / "calls.log"
     out = tmp_path / "r"
-    full = run("tone", "tone", data=str(bench), out=out, options={"log": str(log)}, **QUIET)
+    full = run_with("tone", "tone", data=str(bench), out=out, options={"log": str(log)}, **QUIET)
     assert full.metrics["accuracy"]["total"] == {"correct": 4, "total": 4, "acc": 100.0}
     files = {p.name: p.read_bytes() for p in out.iterdir()}
-    part = run("tone", "tone", data=str(bench), out=out, limit=2, options={"log": str(log)},
+    part = run_with("tone", "tone", data=str(bench), out=out, limit=2, options={"log": str(log)},
                **QUIET)  # fmt: skip
     assert _calls(log) == 4 and not part.model_loaded and part.new_predictions == 0
     assert part.metrics["accuracy"]["total"] == {"correct": 2, "total": 2, "acc": 100.0}
@@ -236,9 +236,9 @@ def test_smaller_limit_after_a_full_run_reads_without_rewriting(
     assert {p.name: p.read_bytes() for p in out.iterdir()} == files  # nothing rewritten
     # fewer runs: the same
     two = tmp_path / "r2"
-    run("tone", "tone", data=str(bench), out=two, runs=2, **QUIET)
+    run_with("tone", "tone", data=str(bench), out=two, runs=2, **QUIET)
     files = {p.name: p.read_bytes() for p in two.iterdir()}
-    one = run("tone", "tone", data=str(bench), out=two, runs=1, **QUIET)
+    one = run_with("tone", "tone", data=str(bench), out=two, runs=1, **QUIET)
     assert one.metrics["accuracy"]["runs"]["n"] == 1
     assert one.metrics["accuracy"]["total"] == {"correct": 4, "total": 4, "acc": 100.0}
     assert {p.name: p.read_bytes() for p in two.iterdir()} == files
@@ -246,19 +246,19 @@ def test_smaller_limit_after_a_full_run_reads_without_rewriting(
 
 def test_smaller_limit_on_an_unfinished_folder_is_refused(bench: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
-    run("tone", "tone", data=str(bench), out=out, **QUIET)
+    run_with("tone", "tone", data=str(bench), out=out, **QUIET)
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["status"] = "running"  # as a killed run leaves it
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RunError, match="holds an unfinished run of all items x 1 run"):
-        run("tone", "tone", data=str(bench), out=out, limit=2, **QUIET)
+        run_with("tone", "tone", data=str(bench), out=out, limit=2, **QUIET)
 
 
 def test_smaller_limit_with_more_runs_is_refused(bench: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
-    run("tone", "tone", data=str(bench), out=out, **QUIET)
+    run_with("tone", "tone", data=str(bench), out=out, **QUIET)
     with pytest.raises(RunError, match="neither contains the other"):
-        run("tone", "tone", data=str(bench), out=out, limit=2, runs=2, **QUIET)
+        run_with("tone", "tone", data=str(bench), out=out, limit=2, runs=2, **QUIET)
 
 
 @pytest.mark.parametrize("option", ["concurrency=2", "batch_size=4", "seed=1"])
@@ -290,24 +290,24 @@ def test_quiet_still_works_as_an_alias_of_no_progress(bench: Path, tmp_path: Pat
 def test_default_folder_names(bench: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
-    plain = run("tone", "tone", data=str(bench), **QUIET)
+    plain = run_with("tone", "tone", data=str(bench), **QUIET)
     assert plain.run_dir == Path("runs") / "tone-tone-v1"
-    other = run("tone", "tone", data=str(bench), seed=2, **QUIET)
+    other = run_with("tone", "tone", data=str(bench), seed=2, **QUIET)
     assert other.run_dir.name.startswith("tone-tone-v1-") and other.run_dir != plain.run_dir
-    synth = run("reference", "synth", version="n4-seed0", **QUIET)
+    synth = run_with("reference", "synth", version="n4-seed0", **QUIET)
     assert "synth-synth" not in synth.run_dir.name
     assert synth.run_dir.name.startswith("reference-synth-v")
 
 
 def test_older_run_folder_says_so(bench: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
-    run("tone", "tone", data=str(bench), out=out, **QUIET)
+    run_with("tone", "tone", data=str(bench), out=out, **QUIET)
     manifest = json.loads((out / "manifest.json").read_text())
     del manifest["spec"]
     manifest["cafe"] = {"format": 1}
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RunError, match="written by an older cafe .run folder format 1"):
-        run("tone", "tone", data=str(bench), out=out, **QUIET)
+        run_with("tone", "tone", data=str(bench), out=out, **QUIET)
 
 
 def test_subset_of_a_finished_folder_with_a_model_failure_reads_it_as_failed(
@@ -318,9 +318,9 @@ def test_subset_of_a_finished_folder_with_a_model_failure_reads_it_as_failed(
     rows[1]["id"] = "fail-me"  # the tone adapter fails it every time
     meta.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out, log = tmp_path / "r", tmp_path / "calls.log"
-    run("tone", "tone", data=str(meta), out=out, options={"log": str(log)}, **QUIET)
+    run_with("tone", "tone", data=str(meta), out=out, options={"log": str(log)}, **QUIET)
     calls = _calls(log)
-    part = run("tone", "tone", data=str(meta), out=out, limit=2, options={"log": str(log)},
+    part = run_with("tone", "tone", data=str(meta), out=out, limit=2, options={"log": str(log)},
                **QUIET)  # fmt: skip
     assert _calls(log) == calls  # read, not retried: the full command retries failures
     acc = part.metrics["accuracy"]

@@ -13,7 +13,7 @@ from runner_helpers import HIGH, LOW, register, write_tone_bench
 from cafe.audio import write_wav
 from cafe.runner import RunError
 from cafe.runner.cli import run_command
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 
 register()
 
@@ -33,7 +33,7 @@ def bench(tmp_path: Path) -> Path:
 
 def test_run_writes_folder_and_hand_computed_metrics(bench: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    res = run("tone", "tone", data=str(bench), out=out, progress=False, cache=False, seed=7)
+    res = run_with("tone", "tone", data=str(bench), out=out, progress=False, cache=False, seed=7)
     assert res.model_loaded and res.new_predictions == 4
     acc = res.metrics["accuracy"]
     assert acc["total"] == {"correct": 3, "total": 4, "acc": 75.0}
@@ -56,7 +56,7 @@ def test_run_writes_folder_and_hand_computed_metrics(bench: Path, tmp_path: Path
 
 
 def test_runs_have_distinct_recorded_seeds(bench: Path, tmp_path: Path) -> None:
-    res = run("tone", "tone", data=str(bench), out=tmp_path / "r", runs=3, seed=5,
+    res = run_with("tone", "tone", data=str(bench), out=tmp_path / "r", runs=3, seed=5,
               progress=False, cache=False)  # fmt: skip
     preds = _lines(tmp_path / "r" / "predictions.jsonl")
     assert len(preds) == 12
@@ -71,8 +71,8 @@ def test_finished_run_rerun_loads_no_model(bench: Path, tmp_path: Path) -> None:
     log = tmp_path / "constructed.log"
     kw = dict(data=str(bench), out=tmp_path / "r", progress=False, cache=False,
               options={"construct_log": str(log)})  # fmt: skip
-    first = run("tone", "tone", **kw)
-    again = run("tone", "tone", **kw)
+    first = run_with("tone", "tone", **kw)
+    again = run_with("tone", "tone", **kw)
     assert log.read_text().count("constructed") == 1
     assert not again.model_loaded and again.new_predictions == 0
     assert again.metrics["accuracy"] == first.metrics["accuracy"]
@@ -83,8 +83,8 @@ def test_extending_runs_and_limit_only_runs_the_missing(bench: Path, tmp_path: P
     log = tmp_path / "calls.log"
     kw = dict(data=str(bench), out=tmp_path / "r", progress=False, cache=False,
               options={"log": str(log)})  # fmt: skip
-    run("tone", "tone", limit=2, **kw)
-    res = run("tone", "tone", runs=2, **kw)
+    run_with("tone", "tone", limit=2, **kw)
+    res = run_with("tone", "tone", runs=2, **kw)
     assert res.new_predictions == 6  # t2, t3 for run 0 and all four for run 1
     calls = [int(x) for x in log.read_text().split()]
     assert sum(calls) == 8 and max(calls) <= 2  # batch size 2 (adapter default)
@@ -103,7 +103,7 @@ def test_cache_hits_skip_the_model_and_failures_are_not_cached(
     t = np.arange(8000) / 16000  # a clip of its own, so no cache entry of another item fits it
     write_wav(meta.parent / "t2.wav", 0.3 * np.sin(2 * np.pi * 880 * t))
     log = tmp_path / "calls.log"
-    first = run(
+    first = run_with(
         "tone",
         "tone",
         data=str(meta),
@@ -117,7 +117,7 @@ def test_cache_hits_skip_the_model_and_failures_are_not_cached(
     n_first = sum(int(x) for x in log.read_text().split())
     assert n_first == 3
     # a new folder, same inputs: the two good answers come from the cache, the failure is retried
-    second = run(
+    second = run_with(
         "tone",
         "tone",
         data=str(meta),
@@ -129,7 +129,7 @@ def test_cache_hits_skip_the_model_and_failures_are_not_cached(
     assert second.manifest["cache"] == {"hits": 2, "misses": 1}
     assert second.metrics["accuracy"]["total"] == first.metrics["accuracy"]["total"]
     # re-running the first folder retries only the model failure
-    again = run(
+    again = run_with(
         "tone",
         "tone",
         data=str(meta),
@@ -141,16 +141,16 @@ def test_cache_hits_skip_the_model_and_failures_are_not_cached(
 
 
 def test_resume_refuses_a_folder_holding_another_run(bench: Path, tmp_path: Path) -> None:
-    run("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False)
+    run_with("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False)
     with pytest.raises(RunError, match="prompt.style"):
-        run("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
+        run_with("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
             prompt_style="larm")  # fmt: skip
 
 
 def test_prompt_template_file_overrides_the_style(bench: Path, tmp_path: Path) -> None:
     tpl = tmp_path / "mine.txt"
     tpl.write_text("Q: {question}\nOptions:\n{choices}\n")
-    res = run("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
+    res = run_with("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
               prompt_template=str(tpl))  # fmt: skip
     import hashlib
 
@@ -159,9 +159,11 @@ def test_prompt_template_file_overrides_the_style(bench: Path, tmp_path: Path) -
 
 def test_default_out_folder_is_stable(bench: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    res = run("tone", "tone", data=str(bench), progress=False, cache=False, judge="none")
+    res = run_with("tone", "tone", data=str(bench), progress=False, cache=False, judge="none")
     assert res.run_dir == Path("runs") / "tone-tone-v1"
-    assert run("tone", "tone", data=str(bench), progress=False, cache=False).new_predictions == 0
+    assert (
+        run_with("tone", "tone", data=str(bench), progress=False, cache=False).new_predictions == 0
+    )
 
 
 def test_cli_prints_summary_table(bench: Path, tmp_path: Path) -> None:
@@ -189,19 +191,19 @@ def test_checkpoint_folder_picks_card_by_model_type(bench: Path, tmp_path: Path)
     ckpt.mkdir()
     (ckpt / "config.json").write_text('{"model_type": "tone_model"}')
     (ckpt / "weights.bin").write_bytes(b"\0" * 100)
-    res = run(str(ckpt), "tone", data=str(bench), out=tmp_path / "r", progress=False,
+    res = run_with(str(ckpt), "tone", data=str(bench), out=tmp_path / "r", progress=False,
               cache=False, cards=[str(cards)])  # fmt: skip
     m = res.manifest
     assert m["model"]["name"] == "tone-card" and m["prompt"]["style"] == "larm"
     assert m["checkpoint"]["path"] == str(ckpt) and len(m["checkpoint"]["fingerprint"]) == 64
     (ckpt / "config.json").write_text('{"model_type": "tone_bare"}')  # names an adapter
-    res = run(str(ckpt), "tone", data=str(bench), out=tmp_path / "r2", progress=False,
+    res = run_with(str(ckpt), "tone", data=str(bench), out=tmp_path / "r2", progress=False,
               cache=False, cards=[str(cards)])  # fmt: skip
     assert res.manifest["model"]["adapter"] == "tone"
     assert res.manifest["prompt"]["style"] == "mpar2"  # the adapter's own default
     (ckpt / "config.json").write_text('{"model_type": "nothing_known"}')
     with pytest.raises(RunError, match="field model_type"):
-        run(str(ckpt), "tone", data=str(bench), progress=False, cards=[str(cards)])
+        run_with(str(ckpt), "tone", data=str(bench), progress=False, cards=[str(cards)])
 
 
 def test_default_command_is_reference_on_synth(tmp_path: Path, monkeypatch) -> None:
@@ -230,9 +232,9 @@ def test_async_adapter_on_many_threads_gives_the_same_run(bench: Path, tmp_path:
 
     if "async-tone" not in ADAPTERS.names():
         ADAPTERS.add("async-tone", AsyncTone)
-    serial = run("tone", "tone", data=str(bench), out=tmp_path / "a", runs=2, batch_size=1,
+    serial = run_with("tone", "tone", data=str(bench), out=tmp_path / "a", runs=2, batch_size=1,
                  concurrency=1, progress=False, cache=False)  # fmt: skip
-    threaded = run("async-tone", "tone", data=str(bench), out=tmp_path / "b", runs=2,
+    threaded = run_with("async-tone", "tone", data=str(bench), out=tmp_path / "b", runs=2,
                    batch_size=1, concurrency=4, progress=False, cache=False)  # fmt: skip
     assert threaded.metrics["accuracy"] == serial.metrics["accuracy"]
     # by hand: t3's clip is a low tone labelled high, so 3 of 4 right in each of the 2 runs
@@ -272,7 +274,7 @@ def test_summary_table_formats_hand_made_metrics() -> None:
 
 
 def test_manifest_never_holds_a_secret(bench: Path, tmp_path: Path) -> None:
-    res = run("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
+    res = run_with("tone", "tone", data=str(bench), out=tmp_path / "r", progress=False, cache=False,
               options={"api_key": "sk-very-secret"}, judge="none")  # fmt: skip
     text = (tmp_path / "r" / "manifest.json").read_text()
     assert "sk-very-secret" not in text and "api_key" not in text

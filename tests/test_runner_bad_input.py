@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from runner_helpers import HIGH, LOW, register, write_tone_bench
 
 from cafe.runner.cli import run_command
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 
 register()
 
@@ -99,7 +99,7 @@ def test_strict_stops_on_bad_audio_found_while_running(tmp_path: Path) -> None:
     (tmp_path / "b" / "t2.wav").write_bytes(b"")
     log = tmp_path / "calls.log"
     try:
-        run("tone", "tone", data=str(meta), out=tmp_path / "r", progress=False, cache=False,
+        run_with("tone", "tone", data=str(meta), out=tmp_path / "r", progress=False, cache=False,
             strict=True, batch_size=1, options={"log": str(log)})  # fmt: skip
     except Exception as e:
         assert type(e).__name__ == "RunError"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runner_helpers import CLI, HIGH, LOW, register, subprocess_env, write_dist, write_tone_bench
 
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 
 register()
 
@@ -34,7 +34,7 @@ def test_sigkill_then_same_command_finishes_exactly_once(tmp_path: Path) -> None
     meta = write_tone_bench(tmp_path / "b", labels, dims=["x", "y"] * 5)
     # corrupt one clip so a failed item is part of the picture too
     (tmp_path / "b" / "t4.wav").write_bytes(b"RIFF....garbage")
-    reference = run("tone", "tone", data=str(meta), out=tmp_path / "ref", runs=2,
+    reference = run_with("tone", "tone", data=str(meta), out=tmp_path / "ref", runs=2,
                     progress=False, cache=False)  # fmt: skip
 
     env = subprocess_env(write_dist(tmp_path / "site"), tmp_path / "cache")

@@ -3,6 +3,7 @@ back as exceptions and leave here as one line."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from cafe.cli_options import (
     option,
 )
 from cafe.errors import CafeError
-from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
+from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunRequest
 
 
 @command("run")
@@ -83,34 +84,7 @@ from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
 )
 @option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
 @no_progress_option(old=("--quiet",))
-def run_command(
-    model: ModelChoice,
-    bench: str,
-    data: str | None,
-    bench_version: str | None,
-    runs: int,
-    limit: int | None,
-    batch_size: int | None,
-    concurrency: int | None,
-    seed: int,
-    out: str | None,
-    prompt_style: str | None,
-    prompt_template: str | None,
-    max_new_tokens: int | None,
-    judge: str | None,
-    judge_model: str | None,
-    judge_endpoints: tuple[str, ...],
-    judge_concurrency: int | None,
-    judge_api_key_env: str | None,
-    audio_root: str | None,
-    retry_failed: bool,
-    captions: str | None,
-    strict: bool,
-    no_cache: bool,
-    controls: str | None,
-    control_seed: int,
-    no_progress: bool,
-) -> None:
+def run_command(model: ModelChoice, bench: str, **flags: Any) -> None:
     """Run a model on a benchmark into a resumable run folder.
 
     With no options: the reference listener on the synthetic benchmark (generated on first
@@ -127,48 +101,32 @@ def run_command(
     (keys: do_sample, temperature, top_p, top_k, min_p, repetition_penalty).
     Several benchmarks in one command: --bench synth,mmar (each in OUT/<bench> with --out,
     one summary table at the end)."""
-    from cafe.runner.main import run
-
-    judge_options = judge_server_kwargs(
-        judge_model, judge_endpoints, judge_concurrency, judge_api_key_env, captions
-    )
     from cafe.controls import parse_controls
 
     try:
-        control_names = parse_controls(controls)
+        control_names = parse_controls(flags.pop("controls"))
     except ValueError as e:
         raise click.UsageError(f"--controls: {e}") from None
-    # what the real run is; its controls are the same with the audio replaced (cafe.listen)
-    spec_options = {
-        "checkpoint": model.checkpoint, "data": data, "version": bench_version, "runs": runs,
-        "limit": limit, "seed": seed, "prompt_style": prompt_style,
-        "prompt_template": prompt_template, "max_new_tokens": max_new_tokens,
-        "options": model.adapter_options(),
-    }  # fmt: skip
-    execution = {
-        "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
-        "progress": not no_progress, "cache": not no_cache, "cards": list(model.cards),
-    }  # fmt: skip
+    control_seed = flags.pop("control_seed")
+    request = run_request(model, flags)
     benches = [b.strip() for b in bench.split(",") if b.strip()]
-    if len(benches) > 1 and (data or bench_version):
+    if len(benches) > 1 and (request.data or request.version):
         raise click.UsageError(
             "--data and --version name one benchmark's file and release: with several in "
             "--bench, each uses its own default (run one benchmark at a time to pass them)"
         )
     if len(benches) == 1:
-        _run_one(benches[0], out, run, spec_options, execution, judge, judge_options,
-                 audio_root, retry_failed, control_names, control_seed, model.name)  # fmt: skip
+        _run_one(replace(request, bench=benches[0]), control_names, control_seed)
         return
     # several benchmarks in one command (the lmms-eval habit): a folder each, one summary
     done: list[tuple[str, Any]] = []
     failed: list[str] = []
     for b in benches:
         click.echo(f"== {b} ==")
-        where = str(Path(out) / b) if out else None
+        where = str(Path(request.out) / b) if request.out else None
         try:
-            done.append((b, _run_one(b, where, run, spec_options, execution, judge,
-                                     judge_options, audio_root, retry_failed, control_names,
-                                     control_seed, model.name)))  # fmt: skip
+            done.append((b, _run_one(replace(request, bench=b, out=where), control_names,
+                                     control_seed)))  # fmt: skip
         except (click.ClickException, CafeError) as e:  # this one failed; the next still runs
             msg = e.format_message() if isinstance(e, click.ClickException) else str(e)
             click.echo(f"error: {b}: {msg}", err=True)
@@ -176,6 +134,26 @@ def run_command(
     click.echo(several_summary(done))
     if failed:
         raise click.ClickException(f"{', '.join(failed)} failed (reasons above); the others stand")
+
+
+def run_request(model: ModelChoice, flags: dict[str, Any]) -> RunRequest:
+    """The RunRequest `cafe run`'s flags ask for (the benchmark filled in per benchmark); the
+    flags whose names differ from its fields are translated here, the rest pass as they are."""
+    judge_options = judge_server_kwargs(
+        *(flags.pop(k) for k in ("judge_model", "judge_endpoints", "judge_concurrency",
+                                 "judge_api_key_env", "captions"))
+    )  # fmt: skip
+    return RunRequest(
+        model=model.name,
+        checkpoint=model.checkpoint,
+        options=model.adapter_options(),
+        cards=list(model.cards),
+        version=flags.pop("bench_version"),
+        cache=not flags.pop("no_cache"),
+        progress=not flags.pop("no_progress"),
+        judge_options=judge_options,
+        **flags,
+    )
 
 
 def several_summary(done: list[tuple[str, Any]]) -> str:
@@ -190,20 +168,13 @@ def several_summary(done: list[tuple[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _run_one(
-    bench: str, out: str | None, run: Any, spec_options: dict[str, Any],
-    execution: dict[str, Any], judge: str | None, judge_options: dict[str, Any],
-    audio_root: str | None, retry_failed: bool, control_names: list[str], control_seed: int,
-    model: str,
-) -> Any:  # fmt: skip
+def _run_one(request: RunRequest, control_names: list[str], control_seed: int) -> Any:
     """One benchmark: the run, its summary, its controls; ClickException when it failed."""
     from cafe.clients.ratelimit import format_call_stats
     from cafe.reports.summary import summary_table
+    from cafe.runner.main import run
 
-    result = run(
-        model, bench, **spec_options, out=out, judge=judge, judge_options=judge_options,
-        audio_root=audio_root, retry_failed=retry_failed, **execution,
-    )  # fmt: skip
+    result = run(request)
     for note in result.notes:
         click.echo(note, err=True)
     click.echo(summary_table(result.metrics))
@@ -234,8 +205,9 @@ def _run_one(
 
         section = run_controls(
             result.run_dir, control_names, control_seed=control_seed,
-            run_options={"model": model, "bench": bench, **spec_options}, judge=judge,
-            judge_options=judge_options, **execution,
+            run_options=request.pick(RunRequest.SPEC_INPUTS), judge=request.judge,
+            judge_options=dict(request.judge_options or {}),
+            **request.pick(RunRequest.EXECUTION),
         )  # fmt: skip
         click.echo(format_listening(section))
     if result.judge_failed:

@@ -27,7 +27,7 @@ from cafe.records import InputError, Prediction, Problem, Request, Sample
 from cafe.runner.execute import CachedAdapter, open_cache, run_batches
 from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, read_folder, warn
 from cafe.runner.score import failed_prediction, score_completion
-from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError
+from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError, RunRequest
 from cafe.runner.tally import COUNTED, Tally, call_share, record, recover_uncounted
 from cafe.store import PREDICTIONS
 
@@ -47,67 +47,13 @@ class RunResult:
     status: str = "complete"  # complete / partial / failed by counts (cafe.folder.status)
 
 
-def run(
-    model: str = DEFAULT_MODEL,
-    bench: str = DEFAULT_BENCH,
-    /,
-    *,
-    checkpoint: str | None = None,
-    data: str | None = None,
-    version: str | None = None,
-    runs: int = 1,
-    limit: int | None = None,
-    batch_size: int | None = None,
-    concurrency: int | None = None,
-    seed: int = 0,
-    out: str | Path | None = None,
-    prompt_style: str | None = None,
-    prompt_template: str | Path | None = None,
-    max_new_tokens: int | None = None,
-    judge: str | None = None,
-    judge_options: dict[str, Any] | None = None,
-    strict: bool = False,
-    progress: bool = True,
-    cache: bool = True,
-    cards: list[str] | None = None,
-    options: dict[str, Any] | None = None,
-    audio_root: str | Path | None = None,
-    retry_failed: bool = False,
-    control: str | None = None,
-    control_seed: int = 0,
-    control_of: str | Path | None = None,
-) -> RunResult:
-    """Run ``model`` on ``bench`` into a run folder and return its metrics. Re-running the same
-    call resumes. ``options``: the adapter's options (``-o KEY=VALUE``), kept apart from the
-    run's own, so any name may be one (model, seed, batch_size, concurrency…).
-    ``judge=None`` means the benchmark's ``default_judge``; "none" skips judging.
-
-    ``control``: a listening control (cafe.controls: silence, noise, shuffled, text-only) with
-    ``control_seed``; ``control_of``: the real run's folder, linked from the manifest.
+def run(request: RunRequest) -> RunResult:
+    """Run ``request.model`` on ``request.bench`` into a run folder and return its metrics.
+    Re-running the same request resumes (the fields: cafe.runner.spec.RunRequest).
 
     Raises RunError for what the user must fix (a folder holding another run, an unknown model,
     a model that cannot load) and on the first bad input with ``strict``."""
-    plan = plan_run(
-        model,
-        bench,
-        checkpoint=checkpoint,
-        data=data,
-        version=version,
-        runs=runs,
-        limit=limit,
-        seed=seed,
-        out=out,
-        prompt_style=prompt_style,
-        prompt_template=prompt_template,
-        max_new_tokens=max_new_tokens,
-        strict=strict,
-        cards=cards,
-        options=options,
-        audio_root=audio_root,
-        retry_failed=retry_failed,
-        control=control,
-        control_seed=control_seed,
-    )
+    plan = plan_run(request)
     if plan.mode == "subset":
         return _read_subset(plan)  # a reader: no lock, nothing written
     if any(not s.error for s, _ in plan.pending):  # the model will load: fail before the folder
@@ -116,21 +62,29 @@ def run(
         except ModelLoadError as e:
             raise RunError(str(e)) from e
     fresh = not plan.store.root.exists()  # before the lock file makes the folder
-    link = None
-    if control:
-        link = {"name": control, "seed": control_seed,
-                "real_run": str(Path(control_of).resolve()) if control_of else None}  # fmt: skip
     with folder_lock(plan.store.root, "cafe run"):
         read_folder(plan)  # again, as the one writer: what another writer left is done
         if plan.mode == "subset":
             return _read_subset(plan)
-        manifest = _open_folder(plan, link)
+        manifest = _open_folder(plan, _control_link(request))
         try:
-            return _run_open_folder(plan, manifest, judge, judge_options, batch_size,
-                                    concurrency, cache, strict, progress, fresh)  # fmt: skip
+            return _run_open_folder(plan, manifest, fresh)
         except BaseException as e:  # a full disk, a refused checkpoint, Ctrl-C: never "running"
             _mark_stopped(plan, manifest, e)
             raise
+
+
+def run_with(model: str = DEFAULT_MODEL, bench: str = DEFAULT_BENCH, /, **fields: Any) -> RunResult:
+    """``cafe.api.run``: RunRequest's fields as keywords (an unknown one is a TypeError)."""
+    return run(RunRequest(model, bench, **fields))
+
+
+def _control_link(request: RunRequest) -> dict[str, Any] | None:
+    """The manifest's "control" entry of a listening control run: its real run linked."""
+    if not request.control:
+        return None
+    real = str(Path(request.control_of).resolve()) if request.control_of else None
+    return {"name": request.control, "seed": request.control_seed, "real_run": real}
 
 
 def _mark_stopped(plan: RunPlan, manifest: dict[str, Any], e: BaseException) -> None:
@@ -153,18 +107,7 @@ def _mark_stopped(plan: RunPlan, manifest: dict[str, Any], e: BaseException) -> 
         pass
 
 
-def _run_open_folder(
-    plan: RunPlan,
-    manifest: dict[str, Any],
-    judge: str | None,
-    judge_options: dict[str, Any] | None,
-    batch_size: int | None,
-    concurrency: int | None,
-    cache: bool,
-    strict: bool,
-    progress: bool,
-    fresh: bool,
-) -> RunResult:
+def _run_open_folder(plan: RunPlan, manifest: dict[str, Any], fresh: bool) -> RunResult:
     """``fresh``: this call made the folder (a failed load removes it again when empty)."""
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
     try:
@@ -176,9 +119,7 @@ def _run_open_folder(
             result.new_predictions += len(bad)
             todo = [(s, r) for s, r in plan.pending if not s.error]
             if todo:
-                result.new_predictions += _generate(
-                    plan, todo, manifest, writer, batch_size, concurrency, cache, strict, progress
-                )
+                result.new_predictions += _generate(plan, todo, manifest, writer)
                 result.model_loaded = True
     except KeyboardInterrupt:  # Ctrl-C: what is on disk stays; say so and how to go on
         raise _interrupted(plan, manifest) from None
@@ -188,7 +129,7 @@ def _run_open_folder(
 
             shutil.rmtree(plan.store.root, ignore_errors=True)
         raise
-    _finish(plan, manifest, result, judge, judge_options or {}, progress)
+    _finish(plan, manifest, result)
     return result
 
 
@@ -228,14 +169,7 @@ def _count_what_a_kill_left(plan: RunPlan, manifest: dict[str, Any]) -> None:
         recover_uncounted(manifest, lines, end)
 
 
-def _finish(
-    plan: RunPlan,
-    manifest: dict[str, Any],
-    result: RunResult,
-    judge: str | None,
-    judge_options: dict[str, Any],
-    progress: bool,
-) -> None:
+def _finish(plan: RunPlan, manifest: dict[str, Any], result: RunResult) -> None:
     """The accuracy section over the folder's whole selection, the judge (the benchmark's
     default unless told), and the manifest's status by counts."""
     store = plan.store
@@ -262,13 +196,14 @@ def _finish(
     result.failure_lines = failure_summary(failed, len(predictions), store.root)
     result.most_failed = bool(predictions) and most_failed(len(failed), len(predictions))
 
+    judge, judge_options = plan.request.judge, dict(plan.request.judge_options or {})
     judge_name = judge if judge is not None else plan.bench.default_judge
     if status.status == "failed":  # nothing to judge: every item failed
         judge_name = None
     if judge_name and judge_name != "none":
         manifest["judge"] = {"name": judge_name, **without_secrets(judge_options)}
         store.write_manifest(manifest)
-        judge_notes = _judge(store.root, judge_name, judge_options, progress)
+        judge_notes = _judge(store.root, judge_name, judge_options, plan.request.progress)
         result.notes.extend(judge_notes)
         result.judge_failed = any(n.startswith("error:") for n in judge_notes)
     result.notes.extend(removed_notes(store, gone))
@@ -333,8 +268,9 @@ class _Work:
     (a bad clip fails its item, or stops the run with --strict), the request, the cached
     adapter call and the scoring."""
 
-    def __init__(self, plan: RunPlan, adapter: Any, target: CachedAdapter, strict: bool):
-        self.plan, self.adapter, self.target, self.strict = plan, adapter, target, strict
+    def __init__(self, plan: RunPlan, adapter: Any, target: CachedAdapter):
+        self.plan, self.adapter, self.target = plan, adapter, target
+        self.strict = plan.request.strict
 
     def __call__(self, items: list[tuple[Sample, int]]) -> list[Prediction]:
         plan = self.plan
@@ -440,15 +376,7 @@ def _probe(plan: RunPlan, adapter: Any, manifest: dict[str, Any]) -> dict[str, A
 
 
 def _generate(
-    plan: RunPlan,
-    todo: list[tuple[Sample, int]],
-    manifest: dict[str, Any],
-    writer: Any,
-    batch_size: int | None,
-    concurrency: int | None,
-    cache: bool,
-    strict: bool,
-    progress: bool,
+    plan: RunPlan, todo: list[tuple[Sample, int]], manifest: dict[str, Any], writer: Any
 ) -> int:
     """Load the model, run ``todo`` through the execute stage, write each batch durably."""
 
@@ -457,7 +385,8 @@ def _generate(
         warn([f"--runs {plan.spec.runs} with greedy decoding: runs will be identical"])
     adapter = _load(plan, manifest)
     store = plan.store
-    calls = open_cache(cache)
+    request = plan.request
+    calls = open_cache(request.cache)
     written = failures = 0
     tally = Tally()  # the shares of the predictions this session wrote
     before = {k: manifest.get(k) for k in ("usage", "counters")}  # the earlier sessions' figures
@@ -486,15 +415,15 @@ def _generate(
         store.write_manifest(manifest)
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
         target = CachedAdapter(adapter, calls, identity, log)
-        work = _Work(plan, adapter, target, strict)
+        work = _Work(plan, adapter, target)
         try:
             run_batches(
                 work,
                 todo,
-                batch_size=batch_size or adapter.default_batch_size,
-                concurrency=concurrency or adapter.default_concurrency,
+                batch_size=request.batch_size or adapter.default_batch_size,
+                concurrency=request.concurrency or adapter.default_concurrency,
                 on_done=on_done,
-                progress=progress,
+                progress=request.progress,
                 desc=f"{plan.resolved.label} on {plan.spec.bench}",
             )
         except InputError as e:  # --strict: what is written stays

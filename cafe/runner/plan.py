@@ -24,7 +24,7 @@ from cafe.manifest import card_dict, checkpoint_fingerprint, environment, withou
 from cafe.prompts import PromptTemplate, load_template
 from cafe.records import Prediction, Problem, Sample
 from cafe.runner.score import is_pending
-from cafe.runner.spec import FORMAT, RunError, RunSpec, mismatch_message
+from cafe.runner.spec import FORMAT, RunError, RunRequest, RunSpec, mismatch_message
 from cafe.store import RunStore, foreign_entries
 
 MAX_WARNINGS = 20
@@ -113,6 +113,7 @@ def default_folder(spec: RunSpec, label: str, card_defaults: dict[str, Any]) -> 
 @dataclass
 class RunPlan:
     spec: RunSpec
+    request: RunRequest  # what the call asked for (its per-call knobs among it)
     resolved: ResolvedModel
     adapter_cls: type[Adapter]
     adapter_options: dict[str, Any]  # everything passed to the adapter (secrets included)
@@ -127,7 +128,6 @@ class RunPlan:
     old_manifest: dict[str, Any] = field(default_factory=dict)
     done: dict[tuple[str, int], Prediction] = field(default_factory=dict)
     pending: list[tuple[Sample, int]] = field(default_factory=list)
-    retry_failed: bool = False
 
     @property
     def keys(self) -> set[tuple[str, int]]:
@@ -272,72 +272,48 @@ def build_spec(
     )
 
 
-def plan_run(
-    model: str,
-    bench: str,
-    *,
-    checkpoint: str | None = None,
-    data: str | None = None,
-    version: str | None = None,
-    runs: int = 1,
-    limit: int | None = None,
-    seed: int = 0,
-    out: str | Path | None = None,
-    prompt_style: str | None = None,
-    prompt_template: str | Path | None = None,
-    max_new_tokens: int | None = None,
-    strict: bool = False,
-    cards: list[str] | None = None,
-    options: dict[str, Any] | None = None,
-    audio_root: str | Path | None = None,
-    retry_failed: bool = False,
-    control: str | None = None,
-    control_seed: int = 0,
-) -> RunPlan:
-    if runs < 1:
+def plan_run(request: RunRequest) -> RunPlan:
+    """Everything decided before a model loads: the model, prompt, benchmark and spec resolved
+    from ``request``, the folder chosen and compared with what it holds."""
+    if request.runs < 1:
         raise RunError("--runs must be at least 1")
-    if limit is not None and limit < 1:
+    if request.limit is not None and request.limit < 1:
         raise RunError("--limit must be at least 1")
     try:
-        resolved = resolve_model(model, checkpoint, cards)
+        resolved = resolve_model(request.model, request.checkpoint, request.cards)
     except ModelNotFound as e:
         raise RunError(str(e)) from None
     card = resolved.card
-    selection = select_samples(bench, data, version, limit, strict, audio_root)
+    selection = select_samples(request.bench, request.data, request.version, request.limit,
+                               request.strict, request.audio_root)  # fmt: skip
     # the benchmark's own prompt (its official inference's) before the card's; --prompt-style
     # before both
     default_style = selection.bench.default_prompt_style or card.prompt_style
     try:
-        template = load_template(prompt_style or default_style, prompt_template)
+        template = load_template(request.prompt_style or default_style, request.prompt_template)
     except (FileNotFoundError, ValueError, KeyError) as e:
         raise RunError(str(e)) from None
     adapter_cls = ADAPTERS.get(card.adapter)
-    adapter_options = dict(options or {})
+    adapter_options = dict(request.options or {})
     # -o temperature=0 etc. set the card's decoding; they are not adapter options
     decoding = {k: adapter_options.pop(k) for k in GENERATION_OPTIONS if k in adapter_options}
     spec = build_spec(
-        resolved, adapter_cls, adapter_options, selection, template,
-        bench=bench, runs=runs, seed=seed, max_new_tokens=max_new_tokens, decoding=decoding,
+        resolved, adapter_cls, adapter_options, selection, template, bench=request.bench,
+        runs=request.runs, seed=request.seed, max_new_tokens=request.max_new_tokens,
+        decoding=decoding,
     )  # fmt: skip
-    if control:  # a listening control: the same items, the audio replaced (cafe.controls)
-        from cafe.controls import control_samples
-
-        try:
-            selection.samples = control_samples(
-                selection.samples, control, control_seed, pool=selection.pool
-            )
-        except ValueError as e:
-            raise RunError(str(e)) from None
-        spec = replace(spec, control={"name": control, "seed": control_seed})
+    if request.control:
+        spec = _with_control(spec, selection, request.control, request.control_seed)
     defaults = {
         "options": without_secrets(dict(card.options)),
         "prompt_style": default_style,
-        "template_hash": load_template(default_style).hash if not prompt_template else None,
+        "template_hash": load_template(default_style).hash if not request.prompt_template else None,
         "generation": dict(card.generation),
     }
-    run_dir = Path(out) if out else default_folder(spec, resolved.label, defaults)
+    run_dir = Path(request.out) if request.out else default_folder(spec, resolved.label, defaults)
     plan = RunPlan(
         spec=spec,
+        request=request,
         resolved=resolved,
         adapter_cls=adapter_cls,
         adapter_options=adapter_options,
@@ -348,9 +324,20 @@ def plan_run(
         template=template,
         store=RunStore(run_dir),
         mode="new",
-        retry_failed=retry_failed,
     )
     return read_folder(plan)
+
+
+def _with_control(spec: RunSpec, selection: Selection, control: str, seed: int) -> RunSpec:
+    """A listening control: the same items with the audio replaced (cafe.controls), the
+    control in the spec."""
+    from cafe.controls import control_samples
+
+    try:
+        selection.samples = control_samples(selection.samples, control, seed, pool=selection.pool)
+    except ValueError as e:
+        raise RunError(str(e)) from None
+    return replace(spec, control={"name": control, "seed": seed})
 
 
 def read_folder(plan: RunPlan) -> RunPlan:
@@ -374,7 +361,7 @@ def read_folder(plan: RunPlan) -> RunPlan:
         (s, r)
         for r in range(spec.runs)
         for s in plan.samples
-        if is_pending(plan.done.get((s.id, r)), s, plan.retry_failed)
+        if is_pending(plan.done.get((s.id, r)), s, plan.request.retry_failed)
     ]
     # a finished folder's model failures stay failures in a subset read (the full command
     # retries them); an unfinished folder has no results yet for part of the subset

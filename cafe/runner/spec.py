@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cafe.errors import CafeError
@@ -153,6 +154,59 @@ class RunSpec:
 
     def short_hash(self, value: Any) -> str:
         return hashlib.sha256(_canonical(value).encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What one ``run()`` call asks for: the choices plan resolves into the RunSpec (model card,
+    checkpoint, data, selection, prompt, decoding, control), the folder, and the per-call knobs
+    that are not identity. `cafe run` builds one from its flags; ``cafe.api.run``'s keywords are
+    its fields. Types and defaults are declared here only."""
+
+    model: str = DEFAULT_MODEL
+    bench: str = DEFAULT_BENCH
+    # resolved into the RunSpec (the identity)
+    checkpoint: str | None = None
+    data: str | None = None
+    version: str | None = None
+    runs: int = 1
+    limit: int | None = None
+    seed: int = 0
+    prompt_style: str | None = None
+    prompt_template: str | Path | None = None
+    max_new_tokens: int | None = None
+    #: the adapter's options (``-o KEY=VALUE``), apart from the run's own, so any name may be
+    #: one (model, seed, batch_size…); decoding keys among them set the card's decoding
+    options: Mapping[str, Any] | None = None
+    cards: Sequence[str] | None = None  # extra model card files
+    audio_root: str | Path | None = None
+    #: a listening control (cafe.controls: silence, noise, shuffled, text-only) and its seed
+    control: str | None = None
+    control_seed: int = 0
+    # where, and what links to it
+    out: str | Path | None = None
+    control_of: str | Path | None = None  # the real run's folder, linked from the manifest
+    # per call: how calls are made, never identity
+    batch_size: int | None = None
+    concurrency: int | None = None
+    cache: bool = True
+    strict: bool = False  # stop at the first bad input
+    progress: bool = True
+    retry_failed: bool = False  # also retry items whose adapter raised
+    #: None: the benchmark's ``default_judge``; "none" skips judging
+    judge: str | None = None
+    judge_options: Mapping[str, Any] | None = None
+
+    #: the fields that rebuild a run's spec (cafe.listen's run options); the rest is per call
+    SPEC_INPUTS = (
+        "model", "bench", "checkpoint", "data", "version", "runs", "limit", "seed",
+        "prompt_style", "prompt_template", "max_new_tokens", "options",
+    )  # fmt: skip
+    #: per-call knobs a listening control run takes over from its real run
+    EXECUTION = ("batch_size", "concurrency", "strict", "progress", "cache", "cards")
+
+    def pick(self, names: Sequence[str]) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in names}
 
 
 def mismatch_message(folder: Any, old: RunSpec, new: RunSpec) -> str | None:

@@ -14,9 +14,9 @@ def _score(
     checkpoint: Path, out: Path, limit: int, version: str, max_new_tokens: int
 ) -> dict[str, Any]:
     """`cafe run --model CHECKPOINT --bench synth --limit K` through the runner API."""
-    from cafe.runner.main import run
+    from cafe.runner.main import run_with
 
-    result = run(
+    result = run_with(
         str(checkpoint),
         "synth",
         version=version,
