@@ -1,0 +1,58 @@
+"""Opening a file and writing into a folder without following a planted link: the primitives
+under the run folder's store and its writer lock (cafe.store, cafe.locking), and the report
+writers."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from cafe.errors import RunFolderError
+
+
+def open_no_follow(path: str | Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that never follows a link at ``path`` and opens only a regular file: a link
+    or a FIFO planted in a folder (a lock file, a records file) would have cafe write into a
+    file elsewhere. Either is a RunFolderError in one line naming the file."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a reader; it is refused below
+        fd = os.open(path, flags | nofollow | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError as e:
+        if os.path.islink(path):
+            raise RunFolderError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); cafe never writes through a "
+                "link: remove it and run the same command again"
+            ) from None
+        raise e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise RunFolderError(
+            f"{path} is not a regular file; cafe writes only regular files there: remove it and "
+            "run the same command again"
+        )
+    os.set_blocking(fd, True)
+    return fd
+
+
+def refuse_links_out(root: Path, folder: Path) -> None:
+    """Before writing into ``folder`` (report/ of a run folder): refuse when it, or anything
+    in it, is a link leading outside ``root``; writing through it would overwrite files
+    elsewhere on the machine."""
+    real_root = root.resolve()
+
+    def outside(p: Path) -> bool:
+        real = p.resolve()
+        return real != real_root and real_root not in real.parents
+
+    entries = [folder] if folder.is_symlink() or folder.exists() else []
+    if folder.is_dir() and not outside(folder):
+        for base, dirs, files in os.walk(folder):  # links are not followed
+            entries += [Path(base, n) for n in dirs + files]
+    for p in entries:
+        if p.is_symlink() and outside(p):
+            raise RunFolderError(
+                f"{p}: a link leading outside the run folder (to {p.resolve()}); cafe writes "
+                "nothing through it: remove the link, or give --out DIR"
+            )
