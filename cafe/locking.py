@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from cafe.errors import CafeError
-from cafe.store import LOCK_FILE, open_no_follow, refuse_links_out
+from cafe.safe_files import open_no_follow, refuse_links_out
 
-LOCK_NAME = LOCK_FILE
+LOCK_NAME = ".cafe.lock"  # the writer lock's file in a run folder
 WAIT_ENV = "CAFE_LOCK_WAIT"
 DEFAULT_WAIT_S = 10.0
 POLL_S = 0.05

@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -24,7 +23,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cafe.errors import ConfigError, RunFolderError
 from cafe.jsontext import bad_text, bad_text_in_line, loads_line, strict_dumps
+from cafe.locking import LOCK_NAME, folder_lock
 from cafe.records import Judgement, Prediction, Record, Sample
+from cafe.safe_files import open_no_follow
 
 if TYPE_CHECKING:
     from cafe.metrics.sections import Section
@@ -40,7 +41,6 @@ SAMPLES = "samples.jsonl"  # the items that ran, so judge and reports never need
 REPORT_DIR = "report"
 RUN_LOG = "run.log"  # adapter tracebacks, each distinct one once (cafe.failures)
 BATCH_DIR = "batches"  # batch-transport state of the judging commands (cafe.judge.batching)
-LOCK_FILE = ".cafe.lock"  # the writer lock (cafe.locking)
 #: each judge's own records: <prefix>.<judge slug>.jsonl, its spec beside it (cafe.judge.spec)
 JUDGE_RECORDS = {"cafe": "judgements", "rubric": "rubric", "cues": "cues.judgements"}
 MANIFEST_RECOVERY = (
@@ -133,31 +133,6 @@ def read_json_file(path: Path, recover: str) -> Any:
         field = f"field {found[0]} " if found[0] else ""
         raise RunFolderError(f"{path} is damaged ({field}{found[1]}); {recover}")
     return value
-
-
-def open_no_follow(path: str | Path, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` that never follows a link at ``path`` and opens only a regular file: a link
-    or a FIFO planted in a folder (a lock file, a records file) would have cafe write into a
-    file elsewhere. Either is a RunFolderError in one line naming the file."""
-    nofollow = getattr(os, "O_NOFOLLOW", 0)
-    try:  # O_NONBLOCK: opening a FIFO must not wait for a reader; it is refused below
-        fd = os.open(path, flags | nofollow | os.O_CLOEXEC | os.O_NONBLOCK, mode)
-    except OSError as e:
-        if os.path.islink(path):
-            raise RunFolderError(
-                f"{path} is a symbolic link (to {os.readlink(path)}); cafe never writes through a "
-                "link: remove it and run the same command again"
-            ) from None
-        raise e
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise RunFolderError(
-            f"{path} is not a regular file; cafe writes only regular files there: remove it and "
-            "run the same command again"
-        )
-    os.set_blocking(fd, True)
-    return fd
 
 
 def _repair_tail(path: Path) -> None:
@@ -312,7 +287,7 @@ class JsonlWriter:
 
 
 #: what a run folder may hold before its manifest is written (a run stopped at its start)
-_OWN_NAMES = {MANIFEST, PREDICTIONS, METRICS, SAMPLES, REPORT_DIR, RUN_LOG, BATCH_DIR, LOCK_FILE}
+_OWN_NAMES = {MANIFEST, PREDICTIONS, METRICS, SAMPLES, REPORT_DIR, RUN_LOG, BATCH_DIR, LOCK_NAME}
 _OWN_PATTERN = re.compile(
     r"(judgements|rubric|cues\.judgements)(\..+)?\.(jsonl|spec\.json)|\..+\.tmp"
 )
@@ -349,28 +324,6 @@ def records_after(path: Path, offset: int, cls: type[R]) -> tuple[list[R], int]:
         except (ValueError, UnicodeDecodeError, RecordError):
             continue
     return out, offset + len(whole)
-
-
-def refuse_links_out(root: Path, folder: Path) -> None:
-    """Before writing into ``folder`` (report/ of a run folder): refuse when it, or anything
-    in it, is a link leading outside ``root``; writing through it would overwrite files
-    elsewhere on the machine."""
-    real_root = root.resolve()
-
-    def outside(p: Path) -> bool:
-        real = p.resolve()
-        return real != real_root and real_root not in real.parents
-
-    entries = [folder] if folder.is_symlink() or folder.exists() else []
-    if folder.is_dir() and not outside(folder):
-        for base, dirs, files in os.walk(folder):  # links are not followed
-            entries += [Path(base, n) for n in dirs + files]
-    for p in entries:
-        if p.is_symlink() and outside(p):
-            raise RunFolderError(
-                f"{p}: a link leading outside the run folder (to {p.resolve()}); cafe writes "
-                "nothing through it: remove the link, or give --out DIR"
-            )
 
 
 class RunStore:
@@ -412,8 +365,6 @@ class RunStore:
 
     def lock(self, command: str | None = None) -> Any:
         """The folder's writer lock (cafe.locking): hold it to plan from the folder and write."""
-        from cafe.locking import folder_lock
-
         return folder_lock(self.root, command)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

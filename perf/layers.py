@@ -1,6 +1,14 @@
-"""Layer figures of the cafe package (issue 27): modules importing click outside the command
-line layer, judge/metric modules that open run folders, the places that write metrics.json
-sections, modules that spell a run-folder file name, and the longest functions.
+"""Layer figures of the cafe package (issues 27, 34): modules importing click outside the
+command line layer, judge/metric modules that open run folders, the places that write
+metrics.json sections, modules that spell a run-folder file name, the functions over
+MAX_LINES lines, and the import cycles.
+
+Import cycles are the strongly connected components (of more than one module) of the module
+import graph: every ``import`` / ``from … import`` anywhere in a module (inside functions too),
+relative imports resolved; a package's __init__ is a module of its own. ``import a.b`` and
+``from a import b`` are an edge to ``a.b`` when that is a module of the package, else to ``a``
+(the parent packages a dotted import also runs are not counted: every module would then reach
+cafe/__init__).
 
     python perf/layers.py [PACKAGE_DIR]     # default: this checkout's cafe/
 """
@@ -17,6 +25,10 @@ CLI_LAYER = re.compile(r"(^|/)(cli|cli_options)\.py$")
 #: the store's file names (cafe.store): spelled anywhere else is a second owner of the name
 FILE_NAMES = ("predictions.jsonl", "judgements.jsonl", "metrics.json", "manifest.json",
               "samples.jsonl")  # fmt: skip
+
+
+#: the longest a function may be (issue 34)
+MAX_LINES = 80
 
 
 def modules(root: Path) -> list[tuple[str, ast.Module, str]]:
@@ -49,6 +61,84 @@ def calls(tree: ast.Module, names: tuple[str, ...]) -> int:
     return n
 
 
+def module_name(rel: str) -> str:
+    """cafe/runner/main.py -> cafe.runner.main; cafe/runner/__init__.py -> cafe.runner."""
+    parts = rel[: -len(".py")].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(name: str, is_package: bool, tree: ast.Module, known: set[str]) -> set[str]:
+    """The package's modules that module ``name`` imports anywhere in its body."""
+    out: set[str] = set()
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, one level up per extra dot
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([base] if base else [])])
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]  # fmt: skip
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # import a.b.c where only a.b is ours: a.b
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return sorted(found, key=lambda c: (-len(c), c))
+
+
+def import_graph(mods: list[tuple[str, ast.Module, str]]) -> dict[str, set[str]]:
+    names = {module_name(m): (m, t) for m, t, _ in mods}
+    known = set(names)
+    return {n: imported(n, m.endswith("__init__.py"), t, known) for n, (m, t) in names.items()}
+
+
 def main() -> None:
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "cafe"
     mods = modules(root)
@@ -65,6 +155,8 @@ def main() -> None:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 funcs.append((node.end_lineno - node.lineno + 1, f"{m}:{node.name}"))
     funcs.sort(reverse=True)
+    long = [(n, w) for n, w in funcs if n > MAX_LINES]
+    found = cycles(import_graph(mods))
     print(f"modules importing click outside the CLI layer: {len(click_mods)}")
     print("  " + " ".join(click_mods))
     print(f"judge/metric modules that open run folders: {len(opens)}")
@@ -75,6 +167,13 @@ def main() -> None:
     print(f"modules spelling a run-folder file name: {len(spelled)}")
     print("  " + " ".join(spelled))
     print("longest functions: " + ", ".join(f"{n} lines {w}" for n, w in funcs[:3]))
+    print(f"functions over {MAX_LINES} lines: {len(long)}")
+    for n, w in long:
+        print(f"  {n} lines {w}")
+    print(f"import cycles (strongly connected components, imports inside functions counted): "
+          f"{len(found)}")  # fmt: skip
+    for comp in found:
+        print(f"  {len(comp)} modules: " + " ".join(comp))
 
 
 if __name__ == "__main__":

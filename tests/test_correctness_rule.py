@@ -12,7 +12,7 @@ import pytest
 from official_scripts import mmau_evaluate
 
 from cafe.benchmarks.export import export_run
-from cafe.benchmarks.scoring import output_is_correct
+from cafe.benchmarks.string_match import output_is_correct
 from cafe.records import Completion, Sample
 from cafe.runner.main import run_with
 from cafe.runner.score import score_completion

@@ -12,12 +12,12 @@ import trl  # noqa: F401  (needed installed: fail, never skip)
 from cafe.audio import write_wav
 from cafe.testing import tiny_models
 from cafe.training.grpo import (
-    AUDIO_FEATURE_KEYS,
     grpo_config,
     load_policy,
     make_reward_func,
 )
 from cafe.training.reward_judge import OfflineRewardJudge
+from cafe.training.rollouts import AUDIO_FEATURE_KEYS
 
 
 def _row(audio_path: str) -> dict:
@@ -188,7 +188,7 @@ def test_scripted_rollouts_give_the_group_different_rewards(trainer):
     1.6) beats the sampled one (6 tokens cannot hold the tagged format: <= gamma = 1.5) and the
     group's advantages are non-zero with opposite signs, whatever the random policy samples."""
     from cafe.parsing import parse_sections
-    from cafe.training.grpo import ScriptedRollouts
+    from cafe.training.rollouts import ScriptedRollouts
 
     scripted = ScriptedRollouts(1, "concise")
     row = trainer._test_rows["real"][0]
@@ -210,7 +210,7 @@ def test_scripted_rollouts_give_the_group_different_rewards(trainer):
 
 def test_scripted_rollouts_replace_the_last_n_of_each_group():
     from cafe.parsing import parse_sections
-    from cafe.training.grpo import ScriptedRollouts
+    from cafe.training.rollouts import ScriptedRollouts
 
     class Tok:  # one id per character: what went in is what the ids spell
         def __call__(self, text, add_special_tokens=False):

@@ -18,14 +18,12 @@ from safetensors import safe_open
 from cafe.audio import write_wav
 from cafe.testing import tiny_models
 from cafe.training.grpo import (
-    audio_token_id,
     grpo_config,
     load_policy,
     make_reward_func,
-    rename_weights_for_vllm,
-    vllm_engine_overrides,
 )
 from cafe.training.reward_judge import OfflineRewardJudge
+from cafe.training.rollouts import audio_token_id, rename_weights_for_vllm, vllm_engine_overrides
 
 # vLLM's Qwen2_5OmniThinkerForConditionalGeneration.hf_to_vllm_mapper (orig_to_new_prefix), and
 # the prefixes its load_weights skips (talker, token2wav; visual when image/video limits are 0)

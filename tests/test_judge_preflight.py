@@ -54,10 +54,10 @@ def test_judge_commands_without_a_key_fail_in_one_line_and_write_nothing(make, t
     run_dir, cmd, extra = make(tmp_path / "run")
     metrics = run_dir / "metrics.json"
     before = metrics.read_bytes() if metrics.exists() else None
-    from cafe.store import LOCK_FILE  # the writer lock (no data): taken before the check
+    from cafe.locking import LOCK_NAME  # the writer lock (no data): taken before the check
 
     def names() -> list[str]:
-        return sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
+        return sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_NAME)
 
     files = names()
     r = CliRunner().invoke(main, [*cmd, str(run_dir), *extra])

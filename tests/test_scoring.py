@@ -14,7 +14,8 @@ from official_scripts import mmar_evaluate, mmau_evaluate
 
 from cafe.benchmarks import BENCHMARKS
 from cafe.benchmarks.cli import score_command
-from cafe.benchmarks.scoring import accuracy_section, is_correct, score_file, score_loaded, tokens
+from cafe.benchmarks.scoring import accuracy_section, score_file, score_loaded
+from cafe.benchmarks.string_match import is_correct, tokens
 from cafe.records import Prediction, Sample
 
 CHOICES = ["Man", "Woman", "Child", "Robot"]

@@ -185,7 +185,7 @@ class Benchmark(ABC):
         pass the model's answer text, unmodified (the answer section its prompt style defines,
         as the official script reads it from `cafe export`): that is the headline; the lenient
         figure passes the answer mapped to a choice first."""
-        from cafe.benchmarks.scoring import is_correct
+        from cafe.benchmarks.string_match import is_correct
 
         return is_correct(prediction, answer, choices)
 

@@ -11,10 +11,11 @@ import click
 
 from cafe.benchmarks.export import export
 from cafe.benchmarks.scoring import format_table, score_file
+from cafe.benchmarks.set_version import MAX_N, MAX_SEED
 from cafe.benchmarks.spoken import DEFAULT_N as SPOKEN_N
 from cafe.benchmarks.spoken import DEFAULT_SEED as SPOKEN_SEED
 from cafe.benchmarks.spoken.generator import generate as generate_spoken
-from cafe.benchmarks.synth import DEFAULT_N, DEFAULT_SEED, MAX_N, MAX_SEED
+from cafe.benchmarks.synth import DEFAULT_N, DEFAULT_SEED
 from cafe.benchmarks.synth.generator import generate
 from cafe.cli_options import command, data_option, group, option
 from cafe.errors import CafeError, CafeUsageError

@@ -11,7 +11,7 @@ from typing import Any
 
 from cafe.benchmarks.base import ExportFormat, benchmark_class
 from cafe.benchmarks.metadata import ADDED_META
-from cafe.benchmarks.scoring import official_text
+from cafe.benchmarks.string_match import official_text
 from cafe.errors import CafeUsageError
 from cafe.jsontext import strict_dumps
 from cafe.records import Sample

@@ -90,7 +90,7 @@ class GeneratedBenchmark(Benchmark):
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         if data is None:
-            from cafe.benchmarks.synth import parse_version
+            from cafe.benchmarks.set_version import parse_version
 
             n, seed = parse_version(self.name, version, self.default_n, self.default_seed)
             data = str(self.ensure_generated(n, seed, progress=True))

@@ -315,6 +315,48 @@ def _check_mcq(
     return question, choices, answer, warning
 
 
+def _unique_id(
+    sid: str, pos: int, seen: dict[str, int], taken: set[str], errors: list[tuple[str, str]]
+) -> str:
+    """``sid``, or for a repeat a new name no real id of the file has (x, x, x#dup2 ->
+    x#dup3), with the error that says so."""
+    if sid not in seen:
+        seen[sid] = 1
+        return sid
+    seen[sid] += 1
+    while f"{sid}#dup{seen[sid]}" in taken:
+        seen[sid] += 1
+    dup = f"{sid}#dup{seen[sid]}"
+    taken.add(dup)
+    errors.append(("id", f"duplicate id (item {pos}); the first is kept, this one is recorded as "
+                         f"{dup}"))  # fmt: skip
+    return dup
+
+
+def _audio_of(
+    item: dict[str, Any],
+    spec: MetadataSpec,
+    ids: tuple[str, str],
+    src: str,
+    roots: list[Path],
+    errors: list[tuple[str, str]],
+) -> list[str] | None:
+    """The item's audio path resolved inside ``roots`` ([] when it leads outside them, with the
+    error), or None when the item names no clip. ``ids``: (sample id, id as in the file)."""
+    from cafe.audio import contained_audio
+
+    audio_rel = item.get(spec.audio_field)
+    if not (_text(audio_rel) and audio_rel):
+        return None
+    path, outside = contained_audio(
+        audio_rel, roots, file=src, sample_id=ids[0], field=spec.audio_field
+    )
+    if outside is not None:
+        errors.append((spec.audio_field, outside.message))
+        return []
+    return [str(path)]
+
+
 def build_samples(
     rows: list[tuple[int, Any]],
     spec: MetadataSpec,
@@ -328,8 +370,6 @@ def build_samples(
     """Validate and convert rows. ``normalise(item, meta)`` fills benchmark-specific meta and
     quirk notes. Bad items become Problems and, when their id is known, Samples with .error.
     Audio paths resolve against ``base_dir`` and must stay inside it (or ``extra_roots``)."""
-    from cafe.audio import contained_audio
-
     src = str(source)
     samples: list[Sample] = []
     problems: list[Problem] = []
@@ -345,19 +385,8 @@ def build_samples(
         if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
             problems.append(Problem(src, f"item {pos} has no id", field="id"))
             continue
-        sid = str(raw_id)
         errors: list[tuple[str, str]] = []  # (field, message)
-        if sid in seen:
-            seen[sid] += 1
-            while f"{sid}#dup{seen[sid]}" in taken:
-                seen[sid] += 1
-            dup = f"{sid}#dup{seen[sid]}"
-            taken.add(dup)
-            msg = f"duplicate id (item {pos}); the first is kept, this one is recorded as {dup}"
-            errors.append(("id", msg))
-            sid = dup
-        else:
-            seen[sid] = 1
+        sid = _unique_id(str(raw_id), pos, seen, taken, errors)
 
         question, choices, answer, warning = _check_mcq(item, answerless, errors)
         for name in (spec.audio_field, *spec.required):
@@ -374,22 +403,9 @@ def build_samples(
         if len(set(choices)) != len(choices):
             meta["duplicate_choices"] = True
             quirks.append("duplicate choice strings (kept as given)")
-        audio_rel = item.get(spec.audio_field)
-        audio: list[str] = []
-        if _text(audio_rel) and audio_rel:
-            path, outside = contained_audio(
-                audio_rel, [base_dir, *extra_roots], file=src, sample_id=sid,
-                field=spec.audio_field,
-            )  # fmt: skip
-            if outside is not None:
-                errors.append((spec.audio_field, outside.message))
-            else:
-                audio = [str(path)]
-            if (
-                official_layout
-                and spec.default_audio
-                and audio_rel != spec.default_audio(str(raw_id))
-            ):
+        audio = _audio_of(item, spec, (sid, str(raw_id)), src, [base_dir, *extra_roots], errors)
+        if audio is not None and official_layout and spec.default_audio:
+            if item.get(spec.audio_field) != spec.default_audio(str(raw_id)):
                 quirks.append(f"irregular {spec.audio_field} (used as given)")
         normalise(item, meta)
         if not quirks:
@@ -408,7 +424,7 @@ def build_samples(
                 question=question,
                 choices=list(choices),
                 answer=answer,
-                audio=audio,
+                audio=audio or [],
                 meta=meta,
                 error="; ".join(f"{f}: {m}" for f, m in errors) or None,
             )

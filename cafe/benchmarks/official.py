@@ -83,7 +83,7 @@ def mean_of(cells: dict[str, dict[str, Any]], keys: Sequence[str] | None = None)
 
 def answered(p: Prediction | None) -> str | None:
     """The answer text a rule reads, or None where the pair has no usable prediction."""
-    from cafe.benchmarks.scoring import official_text
+    from cafe.benchmarks.string_match import official_text
 
     if p is None or p.error is not None:
         return None

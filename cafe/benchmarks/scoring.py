@@ -1,10 +1,6 @@
-"""The official MMAU / MMAR answer rule (both benchmarks use the same one) and the accuracy section
-of metrics.json, plus `cafe score` for predictions files in the official scripts' format.
-
-The rule (SPEC §9): lowercase, tokens = the set of ``\\w+`` words. A prediction is correct when it
-has at least one token, every answer token is in it, and it shares no token with the other
-choices' tokens minus the answer's tokens (a choice whose token set equals the answer's adds
-nothing). The official scripts silently skip items without a prediction; we keep them in the
+"""The accuracy section of metrics.json under the official MMAU / MMAR answer rule
+(cafe.benchmarks.string_match), plus `cafe score` for predictions files in the official scripts'
+format. The official scripts silently skip items without a prediction; we keep them in the
 denominator as wrong, count them, and also report the figure under the scripts' denominator.
 
 The headline applies the rule to the model's answer text (the answer section its prompt style
@@ -15,10 +11,9 @@ reported beside it, labelled, with the mapping's parse status counts."""
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -26,53 +21,9 @@ from typing import Any
 from cafe.benchmarks.metadata import parse_rows
 from cafe.benchmarks.official import cell as _cell
 from cafe.benchmarks.official import percent as _acc
+from cafe.benchmarks.string_match import is_correct, official_text
 from cafe.errors import CafeError
 from cafe.records import InputError, Prediction, Problem, Sample
-
-_WORD = re.compile(r"\b\w+\b")
-
-
-def tokens(text: str) -> set[str]:
-    """Lowercased set of ``\\w+`` words (Unicode aware, as in the official scripts)."""
-    return set(_tokens(text))
-
-
-@lru_cache(maxsize=1 << 16)
-def _tokens(text: str) -> frozenset[str]:
-    # choices and answers repeat across items and runs; caching them halves scoring time
-    return frozenset(_WORD.findall(text.lower()))
-
-
-def is_correct(prediction: str | None, answer: str, choices: Iterable[str]) -> bool:
-    """The official string match. ``None`` (no prediction) is wrong."""
-    if prediction is None:
-        return False
-    pred = set(_WORD.findall(prediction.lower()))  # not cached: outputs can be long and unique
-    if not pred:
-        return False
-    ans = _tokens(answer)
-    if not ans <= pred:
-        return False
-    distractors: set[str] = set()
-    for choice in choices:
-        ct = _tokens(choice)
-        if ct != ans:
-            distractors |= ct - ans
-    return pred.isdisjoint(distractors)
-
-
-def answer_text_of(output: str | None) -> str | None:
-    """The answer section of a model output as the official script sees it (cafe.parsing)."""
-    from cafe.parsing import parse_sections
-
-    return parse_sections(output).answer
-
-
-def output_is_correct(output: str | None, answer: str, choices: Iterable[str]) -> bool:
-    """The one rule on a whole output: the official match on its answer text. The difficulty
-    filter and the GRPO accuracy reward call this; the runner applies the same rule through the
-    benchmark (`Benchmark.is_correct`)."""
-    return is_correct(answer_text_of(output), answer, choices)
 
 
 @lru_cache(maxsize=32)
@@ -82,11 +33,6 @@ def choice_rule_for(bench: str | None) -> Callable[[str | None, str, list[str]],
     from cafe.benchmarks.base import benchmark_class
 
     return benchmark_class(bench or "")().choice_is_correct
-
-
-def official_text(p: Prediction) -> str | None:
-    """What the rule reads: the answer text (records from before it was kept: the answer)."""
-    return p.answer_text if p.answer_text is not None else p.answer
 
 
 RULE_LABEL = "official string match on the model's answer text (what `cafe export` writes)"
@@ -164,9 +110,6 @@ def accuracy_section(
                     cells[n][v][1] += 1
                     cells[n][v][2] += answered
 
-    accs = [_acc(c, t) for c, t in per_run.values()]
-    exact = [100.0 * c / t for c, t in per_run.values() if t]
-    lenient_exact = [100.0 * lenient_run[r] / t for r, (_, t) in per_run.items() if t]
     return {
         "rule": label or RULE_LABEL,  # the benchmark's own where its rule is another
         "total": _cell(correct, total),
@@ -175,31 +118,47 @@ def accuracy_section(
         "failed": failed,
         "unscorable": len(samples) - len(scorable),
         "parse_rate": _acc(total - unanswered, total),
-        "breakdowns": {
-            n: {v: _cell(c, t) for v, (c, t, _) in sorted(cells[n].items())} for n in breakdowns
-        },
-        # the same cells as the official scripts compute them: items without a prediction left
-        # out of each denominator (beside ours, where they count as wrong)
-        "official_breakdowns": {
-            n: {v: _cell(c, a) for v, (c, _, a) in sorted(cells[n].items())} for n in breakdowns
-        },
+        "breakdowns": _breakdown_cells(cells, official=False),
+        "official_breakdowns": _breakdown_cells(cells, official=True),
         "official_label": answered_label or OFFICIAL_LABEL,
-        "runs": {
-            "n": len(run_ids),
-            "per_run": accs,
-            "mean": round(statistics.fmean(exact), 2) if exact else None,
-            "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
-        },
+        "runs": _runs_spread(per_run),
         "identical_runs": _identical_runs(predictions, run_ids),
         "lenient": {
             "label": lenient_label or LENIENT_LABEL,
             "total": _cell(lenient, total),
-            "runs": {
-                "per_run": [_acc(lenient_run[r], t) for r, (_, t) in per_run.items()],
-                "mean": round(statistics.fmean(lenient_exact), 2) if lenient_exact else None,
-            },
+            "runs": _lenient_runs(per_run, lenient_run),
         },
         "parse_status": status,
+    }
+
+
+def _breakdown_cells(
+    cells: dict[str, dict[str, list[int]]], official: bool
+) -> dict[str, dict[str, Any]]:
+    """Per breakdown value: correct over every (item, run), or ``official``ly over the answered
+    ones (the official scripts leave items without a prediction out of each denominator)."""
+    return {
+        n: {v: _cell(c, a if official else t) for v, (c, t, a) in sorted(by.items())}
+        for n, by in cells.items()
+    }
+
+
+def _runs_spread(per_run: dict[int, list[int]]) -> dict[str, Any]:
+    """Per-run accuracy ([correct, total] per run index), their mean and sample std."""
+    exact = [100.0 * c / t for c, t in per_run.values() if t]
+    return {
+        "n": len(per_run),
+        "per_run": [_acc(c, t) for c, t in per_run.values()],
+        "mean": round(statistics.fmean(exact), 2) if exact else None,
+        "std": round(statistics.stdev(exact), 2) if len(exact) > 1 else 0.0,
+    }
+
+
+def _lenient_runs(per_run: dict[int, list[int]], lenient_run: dict[int, int]) -> dict[str, Any]:
+    exact = [100.0 * lenient_run[r] / t for r, (_, t) in per_run.items() if t]
+    return {
+        "per_run": [_acc(lenient_run[r], t) for r, (_, t) in per_run.items()],
+        "mean": round(statistics.fmean(exact), 2) if exact else None,
     }
 
 

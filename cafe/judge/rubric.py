@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cafe.benchmarks.scoring import is_correct
+from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.counters import count_share

@@ -120,6 +120,38 @@ def logistic_slope(lengths: Sequence[float], correct: Sequence[bool]) -> dict[st
     }
 
 
+def _filled_bins(
+    usable: Sequence[Prediction], lengths: Any, bins: int | None, bin_width: float | None
+) -> list[_Bin]:
+    """The length intervals with their members (empty ones included)."""
+    edges = _edges(lengths, bins, bin_width)
+    idx = np.clip(np.searchsorted(edges, lengths, side="right") - 1, 0, len(edges) - 2)
+    raw = [_Bin(float(edges[i]), float(edges[i + 1])) for i in range(len(edges) - 1)]
+    for p, i in zip(usable, idx, strict=True):
+        raw[i].members.append(p)
+    return raw
+
+
+def _bin_row(
+    b: _Bin, by_key: dict[tuple[str, int], Judgement], mode: str, min_count: int
+) -> dict[str, Any]:
+    """One bin of the section: its interval, reasoning accuracy and CAFE Acc_per."""
+    n = len(b.members)
+    js = [by_key[k] for k in ((p.sample_id, p.run_index) for p in b.members) if k in by_key]
+    cm = cafe_metrics(js, mode)
+    return {
+        "lo": b.lo,
+        "hi": b.hi,
+        "n": n,
+        "x": (b.lo + b.hi) / 2.0,
+        "x_mean": float(np.mean([p.reasoning_tokens for p in b.members])),
+        "reasoning_acc": 100.0 * sum(p.correct for p in b.members) / n,
+        "acc_per": cm["acc_per"],
+        "judged_ok": cm["judgements"]["ok"],
+        "sparse": n < min_count,
+    }
+
+
 def decay_section(
     predictions: Sequence[Prediction],
     judgements: Sequence[Judgement] = (),
@@ -160,11 +192,7 @@ def decay_section(
         out["logistic"] = logistic_slope([], [])
         return out
     lengths = np.array([p.reasoning_tokens for p in usable], dtype=float)
-    edges = _edges(lengths, bins, bin_width)
-    idx = np.clip(np.searchsorted(edges, lengths, side="right") - 1, 0, len(edges) - 2)
-    raw = [_Bin(float(edges[i]), float(edges[i + 1])) for i in range(len(edges) - 1)]
-    for p, i in zip(usable, idx, strict=True):
-        raw[i].members.append(p)
+    raw = _filled_bins(usable, lengths, bins, bin_width)
     out["empty_bins"] = sum(not b.members for b in raw)
     raw = [b for b in raw if b.members]  # an empty interval has no accuracy to draw
     final = _merge_sparse(raw, min_count) if merge else raw
@@ -174,21 +202,8 @@ def decay_section(
     all_accs: list[float] = []
     all_pers: list[float] = []
     for b in final:
-        n = len(b.members)
-        acc = 100.0 * sum(p.correct for p in b.members) / n
-        js = [by_key[k] for k in ((p.sample_id, p.run_index) for p in b.members) if k in by_key]
-        cm = cafe_metrics(js, mode)
-        row = {
-            "lo": b.lo,
-            "hi": b.hi,
-            "n": n,
-            "x": (b.lo + b.hi) / 2.0,
-            "x_mean": float(np.mean([p.reasoning_tokens for p in b.members])),
-            "reasoning_acc": acc,
-            "acc_per": cm["acc_per"],
-            "judged_ok": cm["judgements"]["ok"],
-            "sparse": n < min_count,
-        }
+        row = _bin_row(b, by_key, mode, min_count)
+        acc = row["reasoning_acc"]
         out["bins"].append(row)
         if row["acc_per"] is not None:
             all_accs.append(acc)

@@ -11,6 +11,7 @@ from cafe.cli_options import command, format_option, group
 from cafe.reports import paper
 from cafe.reports.leaderboard import (
     GROUP_ORDER,
+    Leaderboard,
     _fmt_metrics,
     _fmt_source,
     add_run,
@@ -122,16 +123,7 @@ def report_command(
         click.echo(compare(compare_dir, against, board), nl=False)
         return
     if table:
-        text = paper.table(table, run_dirs, fmt, leaderboard_path, group)
-        if out:
-            path = Path(out) / f"table{table}.{fmt}"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            from cafe.redaction import scrub_text
-
-            path.write_text(scrub_text(text), encoding="utf-8")
-            click.echo(f"wrote {path}")
-        else:
-            click.echo(text, nl=False)
+        _paper_table(table, run_dirs, fmt, out, leaderboard_path, group)
         return
     if figure == "1":  # the paper's own numbers: no run folder needed
         for p in paper.figure(figure, run_dirs, Path(out or "figures"), leaderboard_path):
@@ -148,27 +140,52 @@ def report_command(
     if figure:
         target = Path(out) if out else Path(run_dirs[0]) / "report" / "figures"
         if not out:
-            from cafe.store import refuse_links_out
+            from cafe.safe_files import refuse_links_out
 
             refuse_links_out(Path(run_dirs[0]), target.parent)
         for p in paper.figure(figure, run_dirs, target, leaderboard_path):
             click.echo(f"wrote {p}")
         return
-    from cafe.reports.run_report import write_run_report
-
     if out and len(run_dirs) > 1:
         raise click.UsageError("--out takes one RUN_DIR (each run gets its own report/)")
-    board = load_leaderboard(leaderboard_path)
-    pair = html is True and len(run_dirs) == 2
     if html is True and len(run_dirs) > 2:
         raise click.UsageError("--html compares two RUN_DIRs (RUN_A RUN_B); give one or two")
+    _run_reports(run_dirs, load_leaderboard(leaderboard_path), group, out, not no_figures, html,
+                 embed_audio)  # fmt: skip
+
+
+def _paper_table(
+    table: str, run_dirs: tuple[str, ...], fmt: str, out: str | None,
+    leaderboard_path: str | None, group: str | None,
+) -> None:  # fmt: skip
+    """`cafe report --table N`: to stdout, or OUT/tableN.FMT."""
+    text = paper.table(table, run_dirs, fmt, leaderboard_path, group)
+    if not out:
+        click.echo(text, nl=False)
+        return
+    path = Path(out) / f"table{table}.{fmt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from cafe.redaction import scrub_text
+
+    path.write_text(scrub_text(text), encoding="utf-8")
+    click.echo(f"wrote {path}")
+
+
+def _run_reports(
+    run_dirs: tuple[str, ...], board: Leaderboard, group: str | None, out: str | None, draw: bool,
+    html: bool | None, embed_audio: float | None,
+) -> None:  # fmt: skip
+    """report/ of each run folder; with --html and two of them, the first page compares."""
+    from cafe.reports.run_report import write_run_report
+
+    pair = html is True and len(run_dirs) == 2
     for i, d in enumerate(run_dirs):
         folder = write_run_report(
             d,
             board,
             group=group,
             out=out,
-            draw=not no_figures,
+            draw=draw,
             html=html is not False,
             compare_with=run_dirs[1] if pair and i == 0 else None,
             embed_audio_s=embed_audio,

@@ -604,7 +604,7 @@ def protocol_html(s: Source) -> str:
 
 def signals_html(s: Source) -> str:
     """The "is it listening?" view (cafe.reports.signals) when the run has its parts."""
-    from cafe.reports.run_report import LISTENING_PARTS
+    from cafe.reports.signals import LISTENING_PARTS
 
     if not any(s.metrics.get(p) for p in LISTENING_PARTS):
         return ""
@@ -817,6 +817,44 @@ class HtmlReport:
     notes: list[str] = field(default_factory=list)
 
 
+def _run_parts(
+    s: Source, tag: str, draw: bool, into: tuple[list[str], list[str], list[str]]
+) -> None:
+    """One run's summary section, figures and notes, appended to ``into`` (summary, figures,
+    notes); ``tag`` names the run when the page shows two."""
+    summary, figs, notes = into
+    failed = run_failed(s.manifest)  # nothing usable: no figure of it, a line saying why
+    shown = failed_html(s.manifest) if failed else sections_html(s.metrics)
+    summary.append(
+        f'<section class="run"><h2>{_e(s.title)}{_e(tag)}</h2>'
+        f"<h3>Protocol</h3>{protocol_html(s)}{signals_html(s)}{shown}"
+        "</section>"
+    )
+    svgs, fig_notes = figures_svg(s) if draw and not failed else ([], [])
+    notes += [f"{s.key}: {n}" if tag else n for n in fig_notes]
+    figs += [
+        f'<figure><div class="svg">{svg}</div><figcaption>{_e(cap + tag)}</figcaption></figure>'
+        for cap, svg in svgs
+    ]
+    if not s.metrics:
+        notes.append(f"{s.store.root}: metrics.json holds no section yet (`cafe run`)")
+
+
+def _source_data(s: Source) -> dict[str, Any]:
+    """What the page's script knows of one run."""
+    return {
+        "key": s.key,
+        "title": s.title,
+        "model": s.model,
+        "bench": list(s.bench),
+        "folder": str(s.store.root.resolve()),
+        "manifest_sha256": s.manifest_sha256,
+        "runs": s.manifest.get("runs"),
+        # reasoning lengths: tokens, or words for a run without a tokenizer
+        "unit": length_unit(s.manifest.get("token_counter")),
+    }
+
+
 def write_html_report(
     run_dir: str | Path,
     compare_with: str | Path | None = None,
@@ -832,7 +870,7 @@ def write_html_report(
         sources.append(Source.load(compare_with, "B"))
     out_dir = Path(out) if out else sources[0].store.report_dir
     if not out:
-        from cafe.store import refuse_links_out
+        from cafe.safe_files import refuse_links_out
 
         refuse_links_out(sources[0].store.root, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -840,22 +878,7 @@ def write_html_report(
     notes: list[str] = []
     summary, figs = [], []
     for s in sources:
-        tag = f" ({s.key})" if len(sources) > 1 else ""
-        failed = run_failed(s.manifest)  # nothing usable: no figure of it, a line saying why
-        shown = failed_html(s.manifest) if failed else sections_html(s.metrics)
-        summary.append(
-            f'<section class="run"><h2>{_e(s.title)}{_e(tag)}</h2>'
-            f"<h3>Protocol</h3>{protocol_html(s)}{signals_html(s)}{shown}"
-            "</section>"
-        )
-        svgs, fig_notes = figures_svg(s) if draw and not failed else ([], [])
-        notes += [f"{s.key}: {n}" if tag else n for n in fig_notes]
-        figs += [
-            f'<figure><div class="svg">{svg}</div><figcaption>{_e(cap + tag)}</figcaption></figure>'
-            for cap, svg in svgs
-        ]
-        if not s.metrics:
-            notes.append(f"{s.store.root}: metrics.json holds no section yet (`cafe run`)")
+        _run_parts(s, f" ({s.key})" if len(sources) > 1 else "", draw, (summary, figs, notes))
     grid = ' class="pair"' if len(sources) > 1 else ""  # the two runs side by side
     body = [f'<section id="summary"><h2>Summary</h2><div{grid}>{"".join(summary)}</div></section>']
     nav = ""
@@ -877,20 +900,7 @@ def write_html_report(
         "</div></section>"
     )
     data = {
-        "sources": [
-            {
-                "key": s.key,
-                "title": s.title,
-                "model": s.model,
-                "bench": list(s.bench),
-                "folder": str(s.store.root.resolve()),
-                "manifest_sha256": s.manifest_sha256,
-                "runs": s.manifest.get("runs"),
-                # reasoning lengths: tokens, or words for a run without a tokenizer
-                "unit": length_unit(s.manifest.get("token_counter")),
-            }
-            for s in sources
-        ],
+        "sources": [_source_data(s) for s in sources],
         "breakdowns": keys,
         "categories": list(CATEGORIES),
         "items": items,

@@ -145,7 +145,76 @@ def _ci(ci: Any) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
 
-LISTENING_PARTS = ("rubric", "cues", "listening")
+def _judged_md(judged: dict[str, Any]) -> list[str]:
+    if not judged:
+        return []
+    jt = judged.get("total") or {}
+    return [
+        "", "## Judged accuracy (percent; the paper's † kind, not the headline)", "",
+        f"{judged.get('label', '')}: **{_fmt(jt.get('acc'))}** "
+        f"({jt.get('correct')}/{jt.get('total')}); verdicts {judged.get('verdicts')}",
+    ]  # fmt: skip
+
+
+def _cafe_md(caf: dict[str, Any]) -> list[str]:
+    if not caf:
+        return []
+    ci = caf.get("ci95") or {}
+    mode = caf.get("mode", "?")
+    lines = ["", "## CAFE (percent)", ""]
+    lines.append(
+        f"Mode **{mode}** ({MODE_MEANING.get(mode, '?')}); "
+        f"judge {judge_name(caf.get('judge'))}; "
+        f"template {str(caf.get('template_hash', '?'))[:12]}; runs {_runs(caf.get('runs'))}."
+    )
+    lines.append(
+        f"Headline: {caf.get('headline', 'pooled over every (item, run)')}; the interval is a "
+        "bootstrap over items of that statistic. Pooled: every (item, run) at once."
+    )
+    pooled = caf.get("pooled") or {}
+    lines += ["", "| metric | value | 95% interval | pooled |", "|---|---:|---|---:|"]
+    for k in CAFE_METRICS:
+        lines.append(
+            f"| {k} | {_fmt(caf.get(k))} | {_ci(ci.get(k)).strip() or '-'} "
+            f"| {_fmt(pooled.get(k))} |"
+        )
+    return lines
+
+
+def _decay_md(dec: dict[str, Any]) -> list[str]:
+    if not dec:
+        return []
+    p, s = dec.get("pearson") or {}, dec.get("spearman") or {}
+    rho = s.get("rho", s.get("r"))
+    st = dec.get("settings") or {}
+    unit = (
+        f"reasoning length in {st['length_unit']} ({st.get('token_counter')}); "
+        if "length_unit" in st
+        else ""
+    )
+    return [
+        "", "## Perception decay", "",
+        f"{unit}{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
+        f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
+        "reasoning accuracy against Acc_per across bins.",
+    ]  # fmt: skip
+
+
+def _registered_md(metrics: dict[str, Any]) -> list[str]:
+    """Registered metrics (cafe.metrics.METRICS): their scalar values."""
+    from cafe.metrics import METRICS
+
+    lines: list[str] = []
+    for name in METRICS.names():
+        section = metrics.get(name)
+        if isinstance(section, dict):
+            lines += ["", f"## {name}", "", "| key | value |", "|---|---:|"]
+            lines += [
+                f"| {md_cell(k)} | {md_cell(_fmt(v))} |"
+                for k, v in section.items()
+                if isinstance(v, int | float | str) or v is None
+            ]
+    return lines
 
 
 def summary_md(
@@ -178,62 +247,10 @@ def summary_md(
 
         lines += ["", "## Official figure and its labelled variants (percent)", ""]
         lines += official_md(official)
-    judged = run.metrics.get("judged_accuracy") or {}
-    if judged:
-        jt = judged.get("total") or {}
-        lines += ["", "## Judged accuracy (percent; the paper's † kind, not the headline)", ""]
-        lines.append(
-            f"{judged.get('label', '')}: **{_fmt(jt.get('acc'))}** "
-            f"({jt.get('correct')}/{jt.get('total')}); verdicts {judged.get('verdicts')}"
-        )
-    caf = run.metrics.get("cafe") or {}
-    if caf:
-        ci = caf.get("ci95") or {}
-        lines += ["", "## CAFE (percent)", ""]
-        mode = caf.get("mode", "?")
-        lines.append(
-            f"Mode **{mode}** ({MODE_MEANING.get(mode, '?')}); "
-            f"judge {judge_name(caf.get('judge'))}; "
-            f"template {str(caf.get('template_hash', '?'))[:12]}; runs {_runs(caf.get('runs'))}."
-        )
-        lines.append(
-            f"Headline: {caf.get('headline', 'pooled over every (item, run)')}; the interval is a "
-            "bootstrap over items of that statistic. Pooled: every (item, run) at once."
-        )
-        pooled = caf.get("pooled") or {}
-        lines += ["", "| metric | value | 95% interval | pooled |", "|---|---:|---|---:|"]
-        for k in CAFE_METRICS:
-            lines.append(
-                f"| {k} | {_fmt(caf.get(k))} | {_ci(ci.get(k)).strip() or '-'} "
-                f"| {_fmt(pooled.get(k))} |"
-            )
-    dec = run.metrics.get("decay") or {}
-    if dec:
-        p, s = dec.get("pearson") or {}, dec.get("spearman") or {}
-        lines += ["", "## Perception decay", ""]
-        rho = s.get("rho", s.get("r"))
-        st = dec.get("settings") or {}
-        unit = (
-            f"reasoning length in {st['length_unit']} ({st.get('token_counter')}); "
-            if "length_unit" in st
-            else ""
-        )
-        lines.append(
-            f"{unit}{len(dec.get('bins', []))} length bins; Pearson r = {_fmt(p.get('r'))} "
-            f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
-            "reasoning accuracy against Acc_per across bins."
-        )
-    from cafe.metrics import METRICS
-
-    for name in METRICS.names():  # registered metrics: their scalar values
-        section = run.metrics.get(name)
-        if isinstance(section, dict):
-            lines += ["", f"## {name}", "", "| key | value |", "|---|---:|"]
-            lines += [
-                f"| {md_cell(k)} | {md_cell(_fmt(v))} |"
-                for k, v in section.items()
-                if isinstance(v, int | float | str) or v is None
-            ]
+    lines += _judged_md(run.metrics.get("judged_accuracy") or {})
+    lines += _cafe_md(run.metrics.get("cafe") or {})
+    lines += _decay_md(run.metrics.get("decay") or {})
+    lines += _registered_md(run.metrics)
     if signals:
         lines += ["", "## Is it listening? Accuracy, perception, rubric, cues, controls", ""]
         lines.append(signals.rstrip("\n"))
@@ -288,6 +305,52 @@ def _accuracy_md(acc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _write_tables(
+    row: Row, board: Leaderboard, tdir: Path, made: dict[str, list[Path]], notes: list[str]
+) -> None:
+    """The paper's tables that cover the run's benchmark, with its row beside the paper's."""
+    joins = tables_for(row)
+    for n in joins:
+        paths = []
+        for fmt in tables.FORMATS:
+            p = tdir / f"table{n}.{fmt}"
+            p.write_text(tables.render_table(n, board, fmt, extra=[row]), encoding="utf-8")
+            paths.append(p)
+        made[f"Table {n} with this run"] = paths
+    if not joins:
+        notes.append(f"paper tables: none covers {row.benchmark}/{row.version}")
+
+
+def _draw_figures(run: RunData, fdir: Path, made: dict[str, list[Path]], notes: list[str]) -> None:
+    """Each figure the run's sections allow; a missing section is said once in ``notes``."""
+    title = f"{run.model} ({run.bench[0]})"
+    steps = [
+        ("Figure 3 (decay)", lambda: figures.figure3([(title, run.section("decay"))], fdir)),
+        (
+            "accuracy by breakdown",
+            lambda: figures.breakdown_figure(title, run.section("accuracy"), fdir),
+        ),
+        (
+            "Figure 7 (reasoning length)",
+            lambda: figures.figure7(
+                title,
+                figures.reasoning_length_by_group(run.samples(), run.predictions()),
+                fdir,
+                counter=run.manifest.get("token_counter"),
+            ),
+        ),
+        ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
+    ]
+    for what, make in steps:
+        try:
+            made[what] = make()
+        except MissingPart as e:
+            if e.message not in " ".join(notes):  # a missing section is said once
+                notes.append(f"{what}: {e.message}")
+        except (LeaderboardError, ValueError) as e:
+            notes.append(f"{what}: {getattr(e, 'message', None) or e}")
+
+
 def write_run_report(
     run_dir: str | Path,
     board: Leaderboard | None = None,
@@ -310,63 +373,30 @@ def write_run_report(
     run = RunData.load(run_dir)
     report = Path(out) if out else run.root / "report"
     if not out:
-        from cafe.store import refuse_links_out
+        from cafe.safe_files import refuse_links_out
 
         refuse_links_out(run.root, report)
     tdir, fdir = report / "tables", report / "figures"
     tdir.mkdir(parents=True, exist_ok=True)
     made: dict[str, list[Path]] = {}
     notes: list[str] = []
-    title = f"{run.model} ({run.bench[0]})"
     row = None
     try:
         row = run_row(run, group)
     except LeaderboardError as e:
         notes.append(f"leaderboard row: {e}")
     if row is not None:
-        joins = tables_for(row)
-        for n in joins:
-            paths = []
-            for fmt in tables.FORMATS:
-                p = tdir / f"table{n}.{fmt}"
-                p.write_text(tables.render_table(n, board, fmt, extra=[row]), encoding="utf-8")
-                paths.append(p)
-            made[f"Table {n} with this run"] = paths
-        if not joins:
-            notes.append(f"paper tables: none covers {row.benchmark}/{row.version}")
-    steps = [
-        ("Figure 3 (decay)", lambda: figures.figure3([(title, run.section("decay"))], fdir)),
-        (
-            "accuracy by breakdown",
-            lambda: figures.breakdown_figure(title, run.section("accuracy"), fdir),
-        ),
-        (
-            "Figure 7 (reasoning length)",
-            lambda: figures.figure7(
-                title,
-                figures.reasoning_length_by_group(run.samples(), run.predictions()),
-                fdir,
-                counter=run.manifest.get("token_counter"),
-            ),
-        ),
-        ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
-    ]
+        _write_tables(row, board, tdir, made, notes)
     # metric sections first, so the summary names them whether or not figures are drawn
     for part in ("accuracy", "cafe", "decay"):
         if not run.metrics.get(part):
             notes.append(f"{part}: {missing(run.root, part).message}")
-    for what, make in steps if draw else []:
-        try:
-            made[what] = make()
-        except MissingPart as e:
-            if e.message not in " ".join(notes):  # a missing section is said once
-                notes.append(f"{what}: {e.message}")
-        except (LeaderboardError, ValueError) as e:
-            notes.append(f"{what}: {getattr(e, 'message', None) or e}")
+    if draw:
+        _draw_figures(run, fdir, made, notes)
+    from cafe.reports.signals import LISTENING_PARTS, format_signals, run_signals
+
     signals = None
     if any(run.metrics.get(p) for p in LISTENING_PARTS):
-        from cafe.reports.signals import format_signals, run_signals
-
         signals = format_signals(run_signals(run.root, board))
         path = tdir / "signals.md"
         path.write_text(signals, encoding="utf-8")

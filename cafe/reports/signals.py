@@ -19,6 +19,10 @@ from typing import Any
 from cafe.metrics.stats import spearman_ci
 from cafe.store import RunStore, iter_jsonl
 
+#: the metrics.json sections that say whether the model listens: a report shows the signals
+#: (and the HTML page its listening part) when any is there
+LISTENING_PARTS = ("rubric", "cues", "listening")
+
 SIGNALS = ("acc", "acc_per", "rubric", "cue_recall", "cue_recall_judge")
 LABELS = {
     "acc": "accuracy",

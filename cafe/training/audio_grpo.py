@@ -13,7 +13,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
 from cafe.audio import load_audio
-from cafe.training.grpo import (
+from cafe.training.rollouts import (
     AUDIO_FEATURE_KEYS,
     ScriptedRollouts,
     audio_token_id,

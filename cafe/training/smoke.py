@@ -133,7 +133,7 @@ def run_smoke(
 ) -> dict[str, Any]:
     from cafe.testing.tiny_models import build_tiny_qwen2_audio
     from cafe.training.data.pipeline import run_pipeline
-    from cafe.training.grpo import train_grpo, trainer_dir
+    from cafe.training.grpo import train_grpo
     from cafe.training.reward_judge import judge_from_recipe
     from cafe.training.sft import train_sft
 
@@ -179,6 +179,30 @@ def run_smoke(
     after = _score(final, work / "runs" / "after", limit, eval_version, max_new)
     lap("score after")
     signals = training_signals(sft, final)
+    _say_training(echo, recipe, signals, (sft, final), (sft_format_ok, n_sft))
+    _say_scores(echo, {"before": before, "after": after}, eval_version, limit, max_new)
+    return {
+        "before": before,
+        "after": after,
+        "checkpoint": str(final),
+        "timings": timings,
+        "sft_train_format_ok": [sft_format_ok, n_sft],
+        **signals,
+    }
+
+
+def _say_training(
+    echo: Callable[[str], None],
+    recipe: dict[str, Any],
+    signals: dict[str, Any],
+    checkpoints: tuple[Path, Path],
+    sft_format: tuple[int, int],
+) -> None:
+    """The SFT and GRPO lines of the smoke run: checkpoints, logs, losses, the groups."""
+    from cafe.training.grpo import trainer_dir
+
+    sft, final = checkpoints
+    sft_format_ok, n_sft = sft_format
     echo(f"[smoke] checkpoint: {final}")
     logs = ", ".join(str(trainer_dir(p) / "log.jsonl") for p in (sft, final))
     echo(f"[smoke] trainer logs (TRL's per-step dicts): {logs}")
@@ -206,21 +230,23 @@ def run_smoke(
             f"  loss {_fmt(st['loss'])} grad norm {_fmt(st['grad_norm'])}"
             f"  mean length {_fmt(st['completions/mean_length'])}"
         )
+
+
+def _say_scores(
+    echo: Callable[[str], None],
+    scores: dict[str, dict[str, Any]],
+    eval_version: str,
+    limit: int,
+    max_new: int,
+) -> None:
+    """The before / after table of the smoke run's two scoring runs."""
     echo(
         f"[smoke] synth {eval_version}, {limit} items, prompt style mpar2, {max_new} new tokens "
         "(acc: the official rule on the answer text; CAFE: mean over runs):"
     )
     echo(f"[smoke]   {'':6s} {'acc %':>7s} {'parse %':>8s} {'format %':>9s} {'CAFE Acc_per':>13s}")
-    for name, s in (("before", before), ("after", after)):
+    for name, s in scores.items():
         echo(
             f"[smoke]   {name:6s} {_fmt(s['acc']):>7s} {_fmt(s['parse_rate']):>8s} "
             f"{_fmt(s['format_ok_rate']):>9s} {_fmt(s['cafe_acc_per']):>13s}  ({s['run_dir']})"
         )
-    return {
-        "before": before,
-        "after": after,
-        "checkpoint": str(final),
-        "timings": timings,
-        "sft_train_format_ok": [sft_format_ok, n_sft],
-        **signals,
-    }

@@ -35,7 +35,7 @@ def harness_answerer(
     def answer(samples: list[Sample]) -> dict[str, list[bool]]:
         from cafe.adapters import load_model
         from cafe.benchmarks.base import benchmark_class
-        from cafe.benchmarks.scoring import answer_text_of
+        from cafe.benchmarks.string_match import answer_text_of
         from cafe.prompts import build_request, load_template
         from cafe.runner.execute import generate
 

@@ -13,7 +13,7 @@ RECIPE_DIR = Path(__file__).parent
 KEYS = frozenset(
     {"name", "description", "recipe_file", "base_model", "model", "dtype", "tiny_model"}
     | {"data", "rewards", "judge", "lora", "sft", "grpo", "eval_seed", "eval_max_new_tokens"}
-    | {"scripted_rollouts"}  # smoke only: grpo.ScriptedRollouts
+    | {"scripted_rollouts"}  # smoke only: rollouts.ScriptedRollouts
 )
 JUDGE_KEYS = frozenset(
     {"kind", "model", "endpoints", "cache", "templates", "concurrency", "thinking"}
