@@ -188,24 +188,18 @@ class Selection:
     pool: list[Sample] = field(default_factory=list)  # every checked item (before the limit)
 
 
-def select_samples(
-    bench: str,
-    data: str | None,
-    version: str | None,
-    limit: int | None,
-    strict: bool,
-    audio_root: str | Path | None = None,
-) -> Selection:
+def select_samples(request: RunRequest) -> Selection:
     """Load the benchmark, run the generic checks, take the first ``limit`` items; with
     ``strict`` the first problem stops here. Problems are printed as warnings. ``audio_root``:
     the folder audio paths are relative to and must stay inside (default: the metadata's)."""
+    bench, data, limit, audio_root = request.bench, request.data, request.limit, request.audio_root
     try:
         bench_obj: Benchmark = BENCHMARKS.get(bench)()
     except KeyError as e:
         raise RunError(str(e)) from None
     if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
         bench_obj.audio_root = str(audio_root)
-    loaded = bench_obj.load(data=data, version=version)
+    loaded = bench_obj.load(data=data, version=request.version)
     samples, own_problems = check_samples(loaded, bench_obj.open_items)
     problems = [*loaded.problems, *own_problems]
     if limit is not None and limit >= len(samples):
@@ -213,7 +207,7 @@ def select_samples(
     pool = samples
     if limit is not None:
         samples = samples[:limit]
-    if strict:
+    if request.strict:
         if problems:
             raise RunError(f"--strict: {problems[0]}")
         bad = next((s for s in samples if s.error), None)
@@ -236,20 +230,16 @@ def build_spec(
     options: dict[str, Any],
     selection: Selection,
     template: PromptTemplate,
-    *,
-    bench: str,
-    runs: int,
-    seed: int,
-    max_new_tokens: int | None,
-    decoding: dict[str, Any] | None = None,
+    request: RunRequest,
+    decoding: dict[str, Any],
 ) -> RunSpec:
     """The run's identity: the card's options under the -o ones (no secrets, no execution
     options), the checkpoint's fingerprint, the data's hash, the selection, prompt, decoding."""
     card = resolved.card
     execution = getattr(adapter_cls, "execution_options", frozenset())
-    generation = {**card.generation, **(decoding or {})}
-    if max_new_tokens is not None:
-        generation["max_new_tokens"] = int(max_new_tokens)
+    generation = {**card.generation, **decoding}
+    if request.max_new_tokens is not None:
+        generation["max_new_tokens"] = int(request.max_new_tokens)
     return RunSpec(
         model=card.name,
         adapter=card.adapter,
@@ -260,12 +250,12 @@ def build_spec(
         },
         checkpoint=resolved.checkpoint,
         fingerprint=checkpoint_fingerprint(resolved.checkpoint),
-        bench=bench,
+        bench=request.bench,
         version=selection.loaded.version,
         data_sha256=selection.loaded.sha256,
         limit=selection.limit,
-        runs=runs,
-        seed=seed,
+        runs=request.runs,
+        seed=request.seed,
         prompt_style=template.style,
         template_hash=template.hash,
         generation=generation,
@@ -284,8 +274,7 @@ def plan_run(request: RunRequest) -> RunPlan:
     except ModelNotFound as e:
         raise RunError(str(e)) from None
     card = resolved.card
-    selection = select_samples(request.bench, request.data, request.version, request.limit,
-                               request.strict, request.audio_root)  # fmt: skip
+    selection = select_samples(request)
     # the benchmark's own prompt (its official inference's) before the card's; --prompt-style
     # before both
     default_style = selection.bench.default_prompt_style or card.prompt_style
@@ -297,11 +286,8 @@ def plan_run(request: RunRequest) -> RunPlan:
     adapter_options = dict(request.options or {})
     # -o temperature=0 etc. set the card's decoding; they are not adapter options
     decoding = {k: adapter_options.pop(k) for k in GENERATION_OPTIONS if k in adapter_options}
-    spec = build_spec(
-        resolved, adapter_cls, adapter_options, selection, template, bench=request.bench,
-        runs=request.runs, seed=request.seed, max_new_tokens=request.max_new_tokens,
-        decoding=decoding,
-    )  # fmt: skip
+    spec = build_spec(resolved, adapter_cls, adapter_options, selection, template, request,
+                      decoding)  # fmt: skip
     if request.control:
         spec = _with_control(spec, selection, request.control, request.control_seed)
     defaults = {
