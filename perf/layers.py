@@ -1,7 +1,8 @@
 """Layer figures of the cafe package (issues 27, 34): modules importing click outside the
 command line layer, judge/metric modules that open run folders, the places that write
 metrics.json sections, modules that spell a run-folder file name, the functions over
-MAX_LINES lines, and the import cycles.
+MAX_LINES lines, the module-level ``__getattr__`` (second names for an import path, unless a
+lazy import of a heavy dependency), and the import cycles.
 
 Import cycles are the strongly connected components (of more than one module) of the module
 import graph: every ``import`` / ``from … import`` anywhere in a module (inside functions too),
@@ -139,6 +140,10 @@ def import_graph(mods: list[tuple[str, ast.Module, str]]) -> dict[str, set[str]]
     return {n: imported(n, m.endswith("__init__.py"), t, known) for n, (m, t) in names.items()}
 
 
+def _module_getattr(tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
+
+
 def main() -> None:
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "cafe"
     mods = modules(root)
@@ -156,6 +161,7 @@ def main() -> None:
                 funcs.append((node.end_lineno - node.lineno + 1, f"{m}:{node.name}"))
     funcs.sort(reverse=True)
     long = [(n, w) for n, w in funcs if n > MAX_LINES]
+    getattrs = [m for m, t, _ in mods if _module_getattr(t)]
     found = cycles(import_graph(mods))
     print(f"modules importing click outside the CLI layer: {len(click_mods)}")
     print("  " + " ".join(click_mods))
@@ -170,6 +176,8 @@ def main() -> None:
     print(f"functions over {MAX_LINES} lines: {len(long)}")
     for n, w in long:
         print(f"  {n} lines {w}")
+    print(f"module-level __getattr__: {len(getattrs)}")
+    print("  " + " ".join(getattrs))
     print(f"import cycles (strongly connected components, imports inside functions counted): "
           f"{len(found)}")  # fmt: skip
     for comp in found:

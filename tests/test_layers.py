@@ -73,7 +73,7 @@ def test_the_script_names_long_functions_and_cycles(tmp_path: Path) -> None:
             "__init__.py": "",
             "long.py": f"def long_one():\n{body}\n    return 0\n\n\ndef short():\n    return 1\n",
             "a.py": "def f():\n    import pkg.b\n",
-            "b.py": "import pkg.a\n",
+            "b.py": "import pkg.a\n\n\ndef __getattr__(name):\n    raise AttributeError(name)\n",
         },
     )
     out = subprocess.run(
@@ -86,5 +86,6 @@ def test_the_script_names_long_functions_and_cycles(tmp_path: Path) -> None:
         in out
     )
     assert "  2 modules: pkg.a pkg.b" in out
+    assert "module-level __getattr__: 1\n  pkg/b.py\n" in out
     tree = ast.parse((pkg / "long.py").read_text())
     assert tree.body[0].end_lineno - tree.body[0].lineno + 1 == 87  # def + 85 + return
