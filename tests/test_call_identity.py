@@ -192,7 +192,7 @@ def test_the_judge_spec_is_stored_and_compared_whole_on_resume(tmp_path: Path, c
 def test_judge_run_keeps_its_spec_beside_its_judgements(tmp_path: Path) -> None:
     """The rule judge end to end: its spec is written beside judgements.rule-v2.jsonl and in
     the cafe section; another tolerance (another rule hash) re-judges every item once."""
-    from cafe.judge.pipeline import judge_run
+    from cafe.steps.cafe_judge import judge_run
 
     r = run("reference", "synth", limit=4, judge="none", progress=False, cache=False,
             out=tmp_path / "r")  # fmt: skip

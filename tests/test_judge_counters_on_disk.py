@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from cafe.judge.pipeline import judge_run
+from cafe.steps.cafe_judge import judge_run
 from cafe.steps.engine import run_step
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_server_breaker import JUDGE_REPLY, _judge_run

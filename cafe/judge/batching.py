@@ -244,12 +244,3 @@ def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -
             f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
         )
     return lines
-
-
-def __getattr__(name: str) -> Any:
-    # the click options and the printing moved to the command-line layer (cafe.cli_options)
-    if name in ("batch_click_options", "echo_costs"):
-        import cafe.cli_options
-
-        return getattr(cafe.cli_options, name)
-    raise AttributeError(name)

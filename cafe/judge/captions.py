@@ -254,12 +254,3 @@ def caption(
     res["attempted"] = len(samples) - res["skipped_done"]
     res["problems"] = [*loaded.problems, *res["problems"]]
     return res
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.judge.cli); importable here
-    if name == "caption_command":
-        from cafe.judge.cli import caption_command
-
-        return caption_command
-    raise AttributeError(name)

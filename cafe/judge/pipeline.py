@@ -14,15 +14,11 @@ from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
 from cafe.jsontext import strict_dumps
 from cafe.judge.base import Judge, JudgeItem
-from cafe.judge.spec import resume_records
-from cafe.judge.stages import FLUSH_EVERY as FLUSH_EVERY
-from cafe.judge.stages import write_as_completed as write_as_completed
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import (
     RunStore,
     latest_records,
 )
-from cafe.store import judge_slug as judge_slug  # re-exported: cues, older callers
 
 
 class JudgeFailedError(CafeError):
@@ -34,10 +30,6 @@ class JudgeUnusable(JudgeFailedError, NothingUsable):
     """Not one of the judge's judgements is usable: nothing measured (cafe.folder.status)."""
 
 
-def judgements_file(store: RunStore, identity: str) -> Path:
-    return store.judge_records("cafe", identity)
-
-
 def read_judgements(path: Path) -> list[Judgement]:
     return latest_records(path, Judgement)
 
@@ -46,11 +38,6 @@ def same_judge(judge: Any) -> Any:
     """For a file from before judge specs: a judgement this judge may keep (same identity and
     template)."""
     return lambda j: (j.judge, j.template_hash) == (judge.identity, judge.template_hash)
-
-
-def resume_judgements(path: Path, judge: Any, write: bool = True) -> list[Judgement]:
-    """The judgements ``path`` holds under ``judge``'s spec (another spec's are redone)."""
-    return resume_records(path, judge.spec, read_judgements, same_judge(judge), write=write)
 
 
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
@@ -211,13 +198,3 @@ def format_cafe(section: dict[str, Any]) -> str:
 
 def dumps(section: dict[str, Any]) -> str:
     return strict_dumps(section, indent=2, ensure_ascii=False)
-
-
-def __getattr__(name: str) -> Any:
-    # the CAFE judge is a step (cafe.steps.cafe_judge.CafeJudgeStep) run by the step engine;
-    # its API function stays importable here
-    if name == "judge_run":
-        from cafe.steps.cafe_judge import judge_run
-
-        return judge_run
-    raise AttributeError(name)

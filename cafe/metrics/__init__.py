@@ -87,14 +87,4 @@ def metric_sections(records: RunRecords) -> dict[str, dict[str, Any]]:
     return out
 
 
-def __getattr__(name: str) -> Any:
-    # reading and writing the folder is the steps' side (cafe.steps.plugins): importable here
-    if name in ("read_run", "compute_metrics"):
-        from cafe.steps import plugins
-
-        return getattr(plugins, name)
-    raise AttributeError(name)
-
-
-__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "compute_metrics", "metric_sections",
-           "read_run"]  # fmt: skip
+__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "metric_sections"]

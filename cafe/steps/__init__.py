@@ -44,11 +44,11 @@ class StepEntry:
 
 
 TABLE: tuple[StepEntry, ...] = (
-    StepEntry("judge", "judge", "cafe.judge.pipeline:judge_run", "cafe.judge.cli:judge_command",
+    StepEntry("judge", "judge", "cafe.steps.cafe_judge:judge_run", "cafe.judge.cli:judge_command",
               "cafe", True),
-    StepEntry("judge-accuracy", "judge_accuracy", "cafe.judge.answer:judge_accuracy_run",
+    StepEntry("judge-accuracy", "judge_accuracy", "cafe.steps.judged:judge_accuracy_run",
               "cafe.judge.cli:judge_accuracy_command", "judged_accuracy", True),
-    StepEntry("judge-official", "judge_official", "cafe.judge.verdict:official_judge_run",
+    StepEntry("judge-official", "judge_official", "cafe.steps.judged:official_judge_run",
               "cafe.judge.cli:judge_official_command", "official", True),
     StepEntry("rubric", "rubric", "cafe.steps.rubric:rubric_run", "cafe.steps.cli:rubric_command",
               "rubric", True),

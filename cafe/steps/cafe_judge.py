@@ -221,7 +221,7 @@ class CafeJudgeStep(Step):
                                        counter=counter)}  # fmt: skip
 
     def written(self, store: Any) -> None:
-        from cafe.metrics import compute_metrics
+        from cafe.steps.plugins import compute_metrics
 
         compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own
 
