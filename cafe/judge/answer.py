@@ -1,13 +1,13 @@
 """Judged accuracy (the paper's † figures: an LLM reads each output and names the option chosen).
 
-`cafe.steps.judged.judge_accuracy_run` asks an answer-extraction judge (any chat client kind: openai-compatible,
-openai, gemini) to name the option each (item, run) output chose, maps its reply (final answer
-only; thinking is kept raw, never parsed) to a choice, scores that choice with the benchmark's
-rule, and writes the metrics.json "judged_accuracy" section: a separate, labelled accuracy with
-the judge named, beside (never instead of) the official headline. Replies are cached like every
-judge call; a retry appends a format reminder. Calls go direct or through the batch transport
-with the cost ledger (cafe.judge.batching); ``selective`` asks the judge only where the official
-rule cannot decide."""
+`cafe.steps.judged.judge_accuracy_run` asks an answer-extraction judge (any chat client kind:
+openai-compatible, openai, gemini) to name the option each (item, run) output chose, maps its
+reply (final answer only; thinking is kept raw, never parsed) to a choice, scores that choice
+with the benchmark's rule, and writes the metrics.json "judged_accuracy" section: a separate,
+labelled accuracy with the judge named, beside (never instead of) the official headline. Replies
+are cached like every judge call; a retry appends a format reminder. Calls go direct or through
+the batch transport with the cost ledger (cafe.judge.batching); ``selective`` asks the judge
+only where the official rule cannot decide."""
 
 from __future__ import annotations
 

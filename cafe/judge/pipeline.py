@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.errors import CafeError, ConfigError
+from cafe.execution import pending_calls
 from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
 from cafe.jsontext import strict_dumps
@@ -95,12 +96,9 @@ def _refuse_a_failed_judge(
     judge_failed = sum(j.status == "failed" for j in judged)
     # a batch left running (--batch-no-wait) or cancelled at the service is pending, not a judge
     # failure: the next run collects it or submits its items anew
-    pending = sum(
-        int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
-        for s in plan.batch_stats().values()
-    )
+    pending = pending_calls(plan)
     usable = sum(j.status == "ok" for j in judged)
-    if attempted and not pending and judged and not usable:  # 6 of 6 unusable: nothing measured
+    if not pending and judged and not usable:  # 6 of 6 unusable (now or kept): nothing measured
         raise JudgeUnusable(
             "\n".join([*reasons, f"judge {judge.identity} produced nothing usable: none of "
                         f"{len(judged)} judgements is usable; {run_dir}'s judgements.jsonl and "

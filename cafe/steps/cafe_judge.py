@@ -25,7 +25,6 @@ from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.pipeline import (
-    JudgeUnusable,
     _bench_breakdowns,
     _check_ground_truth,
     _item_without_sample,
@@ -165,14 +164,6 @@ class CafeJudgeStep(Step):
         judged = [j for j in records if (j.sample_id, j.run_index) in outputs]
         status = by_counts(len(judged), sum(j.status == "ok" for j in judged), "judgements",
                            "unusable")  # fmt: skip
-        pending = sum(int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
-                      for s in plan.batch_stats().values())  # fmt: skip
-        if status.status == "failed" and judged and not pending:  # every kept one unusable
-            raise JudgeUnusable(
-                f"judge {self.judge.identity} produced nothing usable: none of {len(judged)} "
-                f"judgements is usable; {view.root}'s judgements.jsonl and its CAFE metrics "
-                "were left as they were"
-            )
         if status.status == "failed":  # nothing to judge yet, or a batch still out
             return StepStatus("partial", status.total, 0, status.reason)
         return status

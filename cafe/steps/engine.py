@@ -18,6 +18,7 @@ from typing import Any
 
 from cafe.cache import Cache, make_key
 from cafe.counters import add, by_status, count_share, judge_counters, on_disk_counters, with_share
+from cafe.execution import execute, write_costs
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.jsontext import strict_dumps
@@ -115,8 +116,6 @@ def run_step(
             )
             step.this_invocation = calls
         if step.call_plan is not None:  # what the calls cost, whatever comes next
-            from cafe.judge.batching import write_costs
-
             step.costs = write_costs(store, step.call_plan, step.cache_hits(calls))
         pending = step.pending()
         if pending:  # no results yet: the section as it would be, not written
@@ -139,8 +138,6 @@ def _plan_only(
 ) -> StepResult:  # fmt: skip
     """A dry run: what is left under this spec, its calls made through the step's call plan
     (which sends nothing and counts) -> the step's report; no file is written."""
-    from cafe.judge.stages import execute
-
     path = store.path(records_file) if records_file else None
     kept = step.resume(path, spec, write=False) if path else []
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
@@ -201,8 +198,6 @@ def _execute(
     cache: Any, concurrency: int, progress: bool,
 ) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
     """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
-    from cafe.judge.stages import execute
-
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
     path = store.path(records_file) if records_file else None
@@ -280,7 +275,7 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
 
 def _sharing(step: Step, call: Any) -> Any:
     """``call`` whose record carries its share of the counters (cafe.counters.with_share); a
-    call that raises is its ``failed`` record here (as cafe.judge.stages.execute would make
+    call that raises is its ``failed`` record here (as cafe.execution.execute would make
     it), so the calls it made are counted too."""
     from cafe.clients.breaker import ServerUnreachable
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError, CafeUsageError
+from cafe.execution import pending_calls
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
 from cafe.judge.verdict import (
@@ -126,10 +127,7 @@ class JudgedAccuracyStep(Step):
         await self.judge.client.aclose()
 
     def pending(self) -> int:
-        if self.call_plan is None:
-            return 0
-        return sum(int(st.get("left_pending", 0)) + int(st.get("cancelled_items", 0))
-                   for st in self.call_plan.batch_stats().values())  # fmt: skip
+        return pending_calls(self.call_plan)
 
     def status(self, view: View, records: Sequence[Any]) -> StepStatus:
         """A failed call is no verdict (a figure counting it wrong would be a 0 the judge never

@@ -1,0 +1,125 @@
+"""The one executor of calls (cafe.steps.engine runs every step through it): at most
+``concurrency`` calls in flight, each record appended as it finishes in fsynced batches of
+FLUSH_EVERY (a kill loses at most one batch, which the call cache then replays for free), an
+exception in one item its failed record, a server that stops answering (ServerUnreachable) the
+end of the command with what finished kept; the calls' cost into the run's manifest
+(``write_costs``) and what a batch still holds (``pending_calls``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+FLUSH_EVERY = 32
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+async def write_as_completed(
+    coros: Sequence[Awaitable[Any]], writer: Any, desc: str, progress: bool
+) -> list[Any]:
+    """Await judge calls as they finish; append their records in fsynced batches of FLUSH_EVERY
+    (a kill loses at most one batch, which the next run judges again). A judge server that
+    stops answering (ServerUnreachable) ends it: what finished is written, the error says so."""
+    from cafe.clients.breaker import ServerUnreachable
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(coros), desc=desc, unit="item")
+    done: list[Any] = []
+    buffer: list[Any] = []
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        for fut in asyncio.as_completed(tasks):
+            record = await fut
+            done.append(record)
+            buffer.append(record)
+            if len(buffer) >= FLUSH_EVERY:
+                writer.write_many(buffer)
+                buffer = []
+            if bar is not None:
+                bar.update(1)
+        writer.write_many(buffer)
+    except ServerUnreachable as e:
+        writer.write_many(buffer)
+        for t in tasks:  # the others would only fail the same way
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise e.stopped(f"{len(done)} records of this run kept") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    return done
+
+
+async def execute(
+    items: Sequence[T],
+    call: Callable[[T], Awaitable[R]],
+    failed: Callable[[T, str], R],
+    writer: Any,
+    *,
+    concurrency: int,
+    desc: str,
+    progress: bool,
+    aclose: Callable[[], Awaitable[None]] | None = None,
+) -> list[R]:
+    """``call`` on every item, at most ``concurrency`` in flight, records written as they come;
+    an exception in one item is its ``failed(item, reason)`` record. ``aclose`` (the judge's
+    client) runs at the end whatever happens."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    from cafe.clients.breaker import ServerUnreachable
+
+    async def one(item: T) -> R:
+        async with sem:
+            try:
+                return await call(item)
+            except ServerUnreachable:  # a dead server stops the command (write_as_completed)
+                raise
+            except Exception as e:  # a bug in one item must not lose the rest
+                return failed(item, f"{type(e).__name__}: {e}")
+
+    try:
+        return await write_as_completed([one(i) for i in items], writer, desc, progress)
+    finally:
+        if aclose is not None:
+            await aclose()
+
+
+def pending_calls(plan: Any) -> int:
+    """Calls a call plan's batches still hold: left running (--batch-no-wait) or cancelled at
+    the service. No results yet, so not a failure: the same command again collects them."""
+    if plan is None:
+        return 0
+    return sum(int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
+               for s in plan.batch_stats().values())  # fmt: skip
+
+
+def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
+    """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
+    ``costs``; returns the invocation's own summary."""
+    from cafe.clients.costs import merge_summaries
+
+    if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
+        return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
+    mine = plan.ledger.summary()
+    mine["cache_hits"] = cache_hits
+    batches = plan.batch_stats()
+    if batches:
+        mine["batches"] = batches
+    if not store.has_manifest():
+        return mine
+
+    def add(manifest: dict[str, Any]) -> None:  # under the folder's lock: no cost is lost
+        old = manifest.get("costs")
+        total = merge_summaries(
+            old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
+        )
+        total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
+        manifest["costs"] = total
+
+    store.update_manifest(add)
+    return mine
