@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 
 from cafe.errors import CafeUsageError
 from cafe.folder.status import StepStatus, by_counts
-from cafe.records import Judgement, Prediction, Record, Sample
+from cafe.folder.view import View
+from cafe.records import Prediction, Record, Sample
 
 
 @dataclass(frozen=True)
@@ -44,30 +45,6 @@ class StepRecord(Record):
     call: dict[str, Any] = field(default_factory=dict)  # its share of the section's counters
 
 
-@dataclass(frozen=True)
-class View:
-    """A run folder as a step reads it (one read, under the lock): the step computes from
-    these records and never opens the folder itself."""
-
-    root: Path
-    manifest: dict[str, Any]
-    samples: list[Sample]
-    predictions: list[Prediction]
-    judgements: list[Judgement]
-    metrics: dict[str, Any] = field(default_factory=dict)
-    #: the rows of the folder's JSONL files the step ``reads`` (absent: none)
-    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def items(self) -> list[tuple[Sample, Prediction]]:
-        """(sample, prediction) of every prediction with an output to read."""
-        by_id = {s.id: s for s in self.samples}
-        return [
-            (by_id[p.sample_id], p)
-            for p in self.predictions
-            if p.sample_id in by_id and p.error is None and p.raw_output is not None
-        ]
-
-
 Item = tuple[Sample, Prediction]
 
 
@@ -78,8 +55,11 @@ class Step:
     help: ClassVar[str] = ""
     section_name: ClassVar[str] = ""  # the metrics.json section it writes
     records: ClassVar[str | None] = None  # its records file <records>.jsonl; None: no calls
+    #: a plugin's section facts: what it derives from, its keys' directions (cafe's own steps'
+    #: are declared once in cafe.folder.sections, which the store reads before any step loads)
     derives_from: ClassVar[tuple[str, ...]] = ("predictions",)
     higher_is_better: ClassVar[tuple[str, ...]] = ()
+    lower_is_better: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)

@@ -48,7 +48,6 @@ class CafeJudgeStep(Step):
     name = "judge"
     help = "The CAFE judge: Acc_per, Err_per, Err_use and Err_omit of every (item, run)."
     section_name = "cafe"
-    derives_from = ("predictions",)
     record_cls = Judgement
     engine_cache = False  # the judge caches each call under its JudgeSpec
     needs_samples = True

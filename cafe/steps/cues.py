@@ -34,7 +34,6 @@ class CuesStep(Step):
     name = "cues"
     help = "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events."
     section_name = "cues"
-    derives_from = ("predictions", "judgements")  # cues vs the CAFE judge's required events
     record_cls = Judgement
     engine_cache = False  # the judge's client caches its calls under its JudgeSpec
     options = (

@@ -21,15 +21,15 @@ from cafe.counters import add, by_status, count_share, judge_counters, on_disk_c
 from cafe.execution import execute, write_costs
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
+from cafe.folder.view import View, read_view
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
 from cafe.reporting import note
-from cafe.steps.base import Step, StepRecord, View, open_cache
+from cafe.steps.base import Step, StepRecord, open_cache
 from cafe.store import (
     RunStore,
     latest_records,
-    numbered_jsonl,
     replace_file,
     rewrite_jsonl,
     write_json_atomic,
@@ -41,25 +41,6 @@ class StepResult:
     section: dict[str, Any]
     status: StepStatus
     records: list[StepRecord] = field(default_factory=list)
-
-
-def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
-    """The folder as steps read it (samples, predictions, the run's judgements, metrics, and
-    the rows of the step's own files ``reads``)."""
-    files = {}
-    for name in reads:  # a damaged line: one line naming the file and line, not a traceback
-        path = store.path(name)
-        if path.exists():
-            files[name] = [value for _, value in numbered_jsonl(path)]
-    return View(
-        root=store.root,
-        manifest=store.read_manifest() if store.has_manifest() else {},
-        samples=store.samples() if store.has_samples() else [],  # a step needing them says so
-        predictions=store.predictions(),
-        judgements=store.judgements(),
-        metrics=store.read_metrics(),
-        files=files,
-    )
 
 
 def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None:
@@ -77,7 +58,8 @@ def register_step_section(step: Step) -> None:
     if not ours:  # a plugin's: refused when the name is one of cafe's own sections
         register_section(
             SectionInfo(step.section_name, f"cafe {step.name}", tuple(step.derives_from),
-                        tuple(step.higher_is_better), builtin=False)
+                        tuple(step.higher_is_better), tuple(step.lower_is_better),
+                        builtin=False)
         )  # fmt: skip
 
 

@@ -35,8 +35,6 @@ class JudgedAccuracyStep(Step):
     name = "judge-accuracy"
     help = "Judged accuracy: an LLM names the option each output chose; the rule scores it."
     section_name = SECTION
-    derives_from = ("predictions",)
-    higher_is_better = ("total",)
     record_cls = Verdict
     engine_cache = False  # the answer judge caches each call under its JudgeSpec
     records_in_section = True

@@ -28,7 +28,6 @@ class RubricStep(Step):
     name = "rubric"
     help = "Score MMAR predictions against each item's rubric (the MMAR authors' protocol)."
     section_name = "rubric"
-    derives_from = ("predictions",)
     record_cls = RubricScore
     engine_cache = False  # the rubric judge caches each rater's call under its JudgeSpec
     options = (
