@@ -345,7 +345,7 @@ class OfficialStep(JudgedAccuracyStep):
 
 def official_judge_run(
     run_dir: str | Path,
-    judge: str | None,
+    judge: str | None = None,
     judge_model: str | None = None,
     endpoints: tuple[str, ...] = (),
     embedder: str | None = None,
