@@ -2,13 +2,16 @@
 ``concurrency`` calls in flight, each record appended as it finishes in fsynced batches of
 FLUSH_EVERY (a kill loses at most one batch, which the call cache then replays for free), an
 exception in one item its failed record, a server that stops answering (ServerUnreachable) the
-end of the command with what finished kept; the calls' cost into the run's manifest
-(``write_costs``) and what a batch still holds (``pending_calls``)."""
+end of the command with what finished kept; the records a caller's frozen spec may keep from
+earlier invocations (``resume``: the one resume, the engine's and the judges'); the calls' cost
+into the run's manifest (``write_costs``) and what a batch still holds (``pending_calls``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 FLUSH_EVERY = 32
@@ -87,6 +90,66 @@ async def execute(
     finally:
         if aclose is not None:
             await aclose()
+
+
+def spec_file(records: Path) -> Path:
+    """Where the spec of a records file is kept: ``<file>.spec.json`` beside it."""
+    return records.with_name(records.name.removesuffix(".jsonl") + ".spec.json")
+
+
+def resume(
+    path: Path,
+    spec: Mapping[str, Any],
+    read: Callable[[Path], Sequence[R]],
+    *,
+    write: bool = True,
+    legacy_ok: Callable[[R], bool] | None = None,
+    normalize: Callable[[Any], Mapping[str, Any] | None] | None = None,
+    spec_name: str = "spec",
+    redone: str = "made again",
+) -> list[R]:
+    """The records of ``path`` made under ``spec`` (the caller's frozen spec), with the spec
+    stored beside them (``spec_file``).
+
+    The stored spec equal to ``spec``: every record is kept. Another spec: none is (a note
+    names the differing fields), and the file is emptied before the new spec is written, so a
+    kill in between never leaves old records under the new spec. No stored spec (a folder from
+    before specs): the records ``legacy_ok`` accepts are kept (none without it). ``normalize``
+    reads a stored spec as the caller compares it (None: damaged or foreign, another spec).
+    ``write=False`` (a dry run): the same answer, nothing written."""
+    from cafe.reporting import note
+    from cafe.store import rewrite_jsonl, write_json_atomic
+
+    where = spec_file(path)
+    try:
+        stored = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = None
+    if stored is not None and normalize is not None:
+        stored = normalize(stored)
+    kept = list(read(path)) if path.exists() else []
+    if stored is None and not where.exists() and legacy_ok is not None:
+        kept = [r for r in kept if legacy_ok(r)]
+    elif stored != spec:
+        if kept and write:
+            said = _differences(stored, spec) or "unreadable"
+            note(
+                f"note: {path.name} was made under another {spec_name} ({said}): its "
+                f"{len(kept)} records are {redone} (calls the two share replay from the cache)"
+            )
+            rewrite_jsonl(path, [])
+        kept = []
+    if stored != spec and write:
+        write_json_atomic(where, dict(spec))
+    return kept
+
+
+def _differences(stored: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> str:
+    if not isinstance(stored, Mapping):
+        return ""
+    keys = [*spec, *(k for k in stored if k not in spec)]
+    return "; ".join(f"{k}: {stored.get(k)!r} then, {spec.get(k)!r} now" for k in keys
+                     if stored.get(k) != spec.get(k))  # fmt: skip
 
 
 def pending_calls(plan: Any) -> int:

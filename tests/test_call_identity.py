@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from cafe.cache import Cache
-from cafe.judge.spec import JudgeSpec, resume_records, spec_file
+from cafe.execution import spec_file
+from cafe.judge.spec import JudgeSpec, resume_records
 from cafe.records import Judgement, Request
 from cafe.runner import RunSpec, run
 from cafe.runner.execute import CachedAdapter

@@ -15,6 +15,7 @@ from cafe.errors import CafeUsageError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.folder.view import View
 from cafe.records import Prediction, Record, Sample
+from cafe.store import latest_records
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,9 @@ class Step:
 
     def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
         """The records ``path`` keeps under this spec (another spec's are redone)."""
-        from cafe.steps.engine import resume
+        from cafe.execution import resume
 
-        return resume(path, spec, self.record_cls, write)
+        return resume(path, spec, lambda p: latest_records(p, self.record_cls), write=write)
 
     def before_calls(self) -> list[Any]:
         """Records the plan made without a call (written before the calls)."""

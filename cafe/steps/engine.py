@@ -10,7 +10,6 @@ the step's frozen spec plus the call's inputs; records made under another spec a
 from __future__ import annotations
 
 import asyncio
-import json
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +28,8 @@ from cafe.reporting import note
 from cafe.steps.base import Step, StepRecord, open_cache
 from cafe.store import (
     RunStore,
-    latest_records,
     replace_file,
     rewrite_jsonl,
-    write_json_atomic,
 )
 
 
@@ -270,22 +267,3 @@ def _sharing(step: Step, call: Any) -> Any:
             return step.failed(item, f"{type(e).__name__}: {e}")
 
     return lambda item: with_share(guarded, item)
-
-
-def resume(path: Path, spec: dict[str, Any], cls: type[Any], write: bool = True) -> list[Any]:
-    """The records made under ``spec``; another spec's are dropped (the file emptied before
-    the new spec is written, so a kill never leaves old records under the new spec).
-    ``write=False`` (a dry run): the same answer, nothing written."""
-    spec_path = path.with_name(path.name.removesuffix(".jsonl") + ".spec.json")
-    try:
-        stored = json.loads(spec_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = None
-    if stored == spec:
-        return latest_records(path, cls)
-    if not write:
-        return []
-    if path.exists():
-        rewrite_jsonl(path, [])
-    write_json_atomic(spec_path, spec)
-    return []
