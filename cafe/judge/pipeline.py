@@ -17,7 +17,6 @@ from cafe.jsontext import strict_dumps
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import (
-    RunStore,
     latest_records,
 )
 
@@ -140,19 +139,6 @@ def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
         else None
     )
     return out
-
-
-def _bench_breakdowns(store: RunStore) -> dict[str, Any] | None:
-    """The run's benchmark's own breakdowns (as its accuracy uses), else None (Sample.meta keys)."""
-    from cafe.benchmarks import BENCHMARKS
-
-    try:
-        name = store.read_manifest().get("bench", {}).get("name")
-        if not name:
-            return None
-        return dict(BENCHMARKS.get(name).breakdowns) or None
-    except (FileNotFoundError, KeyError, ValueError, AttributeError):
-        return None
 
 
 def format_cafe(section: dict[str, Any]) -> str:

@@ -120,10 +120,6 @@ class Step:
     def commit(self, store: Any, records: Sequence[Any]) -> None:
         """What the step writes once it is usable, before its section (under the lock)."""
 
-    def previous_section(self, view: View) -> dict[str, Any] | None:
-        """Its section as the counters continue it (default: as the folder was read)."""
-        return view.metrics.get(self.section_name)
-
     def more_sections(self, view: View, records: Sequence[Any]) -> dict[str, dict[str, Any]]:
         """Sections written with its own, from the same records ({name: section})."""
         return {}

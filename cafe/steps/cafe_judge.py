@@ -25,7 +25,6 @@ from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.pipeline import (
-    _bench_breakdowns,
     _check_ground_truth,
     _item_without_sample,
     _refuse_a_failed_judge,
@@ -41,7 +40,8 @@ from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
 from cafe.steps.base import Option, Step, View, open_cache
-from cafe.store import JUDGEMENTS, RunStore, rewrite_jsonl
+from cafe.steps.cues import bench_breakdowns
+from cafe.store import JUDGEMENTS, judge_records_name, rewrite_jsonl
 
 
 class CafeJudgeStep(Step):
@@ -75,7 +75,7 @@ class CafeJudgeStep(Step):
             raise RunFolderError(f"{view.root}: no predictions.jsonl records to judge")
 
     def bind(self, view: View) -> None:
-        self.view, self.store = view, RunStore(view.root)
+        self.view = view  # the spec checks its ground truth (captions, events)
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The judge's spec: ground truth checked, the judge built (no server named, no key:
@@ -105,7 +105,7 @@ class CafeJudgeStep(Step):
         return self.judge.spec.to_dict()
 
     def records_file(self, spec: dict[str, Any]) -> str:
-        return self.store.judge_records("cafe", self.judge.identity).name
+        return judge_records_name("cafe", self.judge.identity)
 
     def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
         """The judge spec's resume (cafe.judge.spec); a prediction whose sample is gone is a
@@ -172,14 +172,11 @@ class CafeJudgeStep(Step):
         rewrite_jsonl(store.path(JUDGEMENTS), records)
         store.invalidate(changed=("judgements",))  # what the earlier judgements fed goes
 
-    def previous_section(self, view: View) -> dict[str, Any] | None:
-        return self.store.read_metrics().get("cafe")  # as the invalidation left it
-
     def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
         from cafe.judge import batching
 
         section = cafe_section(list(records), view.samples, self.mode,
-                               breakdowns=_bench_breakdowns(self.store))  # fmt: skip
+                               breakdowns=bench_breakdowns(view.manifest))  # fmt: skip
         _describe_judging(section, self, view)
         section["counters"] = None  # the engine's, over every invocation under this spec
         if self.reasons:
@@ -240,7 +237,7 @@ def _describe_judging(section: dict[str, Any], step: CafeJudgeStep, view: View) 
         judge=judge.describe(),
         spec=judge.spec.to_dict(),
         template_hash=judge.template_hash,
-        judgements_file=step.store.judge_records("cafe", judge.identity).name,
+        judgements_file=judge_records_name("cafe", judge.identity),
         reasoning_accuracy={
             "correct": n_correct,
             "total": len(preds),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,7 @@ def run_step(
         status = step.status(view, records)
         require_usable(step.who(), status, str(store.root))  # nothing written then
         step.commit(store, records)
+        view = replace(view, metrics=store.read_metrics())  # as its commit left them
         section = _section(step, view, records, spec, calls if makes_calls else None, status)
         for name, rows in step.files(view, records).items():
             _write_rows(store, name, rows)
@@ -163,7 +164,7 @@ def _section(
         section["outcome"] = status.to_dict()
     if calls is not None:
         section["spec"] = spec
-        previous, now = step.previous_section(view), step.counters(calls)
+        previous, now = view.metrics.get(step.section_name), step.counters(calls)
         if step.records_file(spec):  # the totals: those of the records on disk, kill or not
             disk = step.disk_counters(records)
             section["counters"] = on_disk_counters(previous, spec, now, disk)
