@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import json
 from pathlib import Path
 
@@ -89,3 +90,92 @@ def test_the_folder_table_reads_through_the_store_and_names_a_damaged_file(tmp_p
     bad_row = next(line for line in table.splitlines() if line.startswith("| bad "))
     assert "| m1 | synth |" in good_row and "| 50.00 |" in good_row
     assert "damaged" in bad_row and "metrics.json" in bad_row
+
+
+PROTOCOL = '''
+"""A judging protocol, as a built-in one is written: one module; its registration is one line."""
+from cafe.clients import make_client
+from cafe.steps import Option, Step, StepRecord
+
+PROMPT = "Does this answer name a sound? Reply YES or NO.\\n\\n{output}"
+
+
+class NamesASound(Step):
+    name = "names-a-sound"
+    help = "Share of outputs that name a sound, as an OpenAI-compatible judge reads them."
+    section_name = "names_a_sound"
+    records = "names_a_sound"
+    higher_is_better = ("rate",)
+    options = (Option("judge_model", str, "gpt-4o-mini", "The judge model (OPENAI_BASE_URL)."),)
+
+    def call_inputs(self, item, spec):
+        return {"prompt": PROMPT.format(output=item[1].raw_output)}
+
+    async def call(self, item, spec):
+        client = make_client("openai-compatible", spec["judge_model"])
+        prompt = self.call_inputs(item, spec)["prompt"]
+        try:
+            reply = await client.achat([{"role": "user", "content": prompt}])
+        finally:
+            await client.aclose()
+        word = (reply.final or "").strip().upper()
+        p = item[1]
+        status = "ok" if word in ("YES", "NO") else "invalid"
+        return StepRecord(p.sample_id, p.run_index, status, value=word == "YES")
+
+    def section(self, view, records, spec):
+        ok = [r for r in records if r.status == "ok"]
+        return {"rate": round(100 * sum(r.value for r in ok) / len(ok), 2), "judged": len(ok)}
+'''
+
+
+def test_a_new_judging_protocol_is_one_module_plus_its_registration(tmp_path, monkeypatch):
+    """A module and one registration line (as cafe/steps/__init__.py registers its own): its
+    command, --help and cafe.api function are made from its declaration; the engine resumes
+    and replays it from the call cache; its section facts are registered from the step."""
+
+    from click.testing import CliRunner
+
+    from cafe import api
+    from cafe.cli import main
+    from cafe.testing.loopback import OpenAILoopback
+
+    (tmp_path / "names_a_sound_protocol.py").write_text(PROTOCOL, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(STEPS, "_lazy", dict(STEPS._lazy))
+    monkeypatch.setattr(STEPS, "_objects", dict(STEPS._objects))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    STEPS.add_lazy("names-a-sound", "names_a_sound_protocol:NamesASound")  # its registration
+    run = api.run("reference", "synth", version="n4-seed0", out=tmp_path / "r", progress=False,
+                  judge="none").run_dir  # fmt: skip
+    outputs = [json.loads(x)["raw_output"] for x in (run / "predictions.jsonl").open()]
+    named = set(outputs[:3])  # the judge says the first three name a sound, the last not
+
+    def reply(body):
+        return "YES" if body["messages"][0]["content"].split("\n\n", 1)[1] in named else "NO"
+
+    helped = CliRunner().invoke(main, ["names-a-sound", "--help"])
+    assert helped.exit_code == 0 and "--judge-model" in helped.output
+    assert "Share of outputs that name a sound" in helped.output
+    fn = api.step("names-a-sound")
+    assert list(inspect.signature(fn).parameters)[:2] == ["run_dir", "judge_model"]
+    cache = tmp_path / "c.sqlite"
+    with OpenAILoopback(reply=reply) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        res = CliRunner().invoke(main, ["names-a-sound", str(run), "--judge-model", "m",
+                                        "--cache", str(cache)])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        sec = json.loads((run / "metrics.json").read_text())["names_a_sound"]
+        assert sec["rate"] == 75.0 and sec["judged"] == 4  # 3 of 4, by hand
+        assert len(srv.requests) == 4
+        # the generated API function: everything kept, nothing asked
+        again = fn(run, judge_model="m", cache=cache)
+        assert again["rate"] == 75.0 and len(srv.requests) == 4
+        # the records lost (kill-like): the engine replays them from the call cache
+        (run / "names_a_sound.jsonl").unlink()
+        replayed = fn(run, judge_model="m", cache=cache)
+        assert replayed["rate"] == 75.0 and len(srv.requests) == 4
+        now = {"calls": 0, "cache_hits": 4, "done": 4, "records": {"ok": 4}}
+        assert replayed["counters"]["this_invocation"] == now
+    assert section_info("names_a_sound").direction("rate") == "up"
+    assert record_inputs("names_a_sound") == {"predictions"}
