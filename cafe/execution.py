@@ -92,6 +92,24 @@ async def execute(
             await aclose()
 
 
+def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:
+    """Await ``calls`` on one event loop, at most ``concurrency`` in flight (None: as many as
+    the callee's client admits) -> their results in order; the first exception ends it. The
+    way a synchronous caller (the training data pipeline's LLM stages) makes its calls."""
+    sem = asyncio.Semaphore(concurrency) if concurrency else None
+
+    async def one(call: Awaitable[R]) -> R:
+        if sem is None:
+            return await call
+        async with sem:
+            return await call
+
+    async def every() -> list[R]:
+        return list(await asyncio.gather(*(one(c) for c in calls)))
+
+    return asyncio.run(every())
+
+
 def spec_file(records: Path) -> Path:
     """Where the spec of a records file is kept: ``<file>.spec.json`` beside it."""
     return records.with_name(records.name.removesuffix(".jsonl") + ".spec.json")
