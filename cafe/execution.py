@@ -20,12 +20,16 @@ T = TypeVar("T")
 
 
 async def write_as_completed(
-    coros: Sequence[Awaitable[Any]], writer: Any, desc: str, progress: bool
-) -> list[Any]:
-    """Await judge calls as they finish; append their records in fsynced batches of FLUSH_EVERY
-    (a kill loses at most one batch, which the next run judges again). A judge server that
-    stops answering (ServerUnreachable) ends it: what finished is written, the error says so."""
+    coros: Sequence[Awaitable[Any]], writer: Any, desc: str, progress: bool,
+    flush_every: int | None = None,
+) -> list[Any]:  # fmt: skip
+    """Await calls as they finish; append their records in fsynced batches of ``flush_every``
+    (default FLUSH_EVERY; a kill loses at most one batch, which the next run makes again). A
+    server that stops answering (ServerUnreachable) ends it: what finished is written, the
+    error says so."""
     from cafe.clients.breaker import ServerUnreachable
+
+    flush_every = flush_every or FLUSH_EVERY
 
     bar = None
     if progress:
@@ -40,7 +44,7 @@ async def write_as_completed(
             record = await fut
             done.append(record)
             buffer.append(record)
-            if len(buffer) >= FLUSH_EVERY:
+            if len(buffer) >= flush_every:
                 writer.write_many(buffer)
                 buffer = []
             if bar is not None:
@@ -68,6 +72,7 @@ async def execute(
     desc: str,
     progress: bool,
     aclose: Callable[[], Awaitable[None]] | None = None,
+    flush_every: int | None = None,
 ) -> list[R]:
     """``call`` on every item, at most ``concurrency`` in flight, records written as they come;
     an exception in one item is its ``failed(item, reason)`` record. ``aclose`` (the judge's
@@ -86,7 +91,8 @@ async def execute(
                 return failed(item, f"{type(e).__name__}: {e}")
 
     try:
-        return await write_as_completed([one(i) for i in items], writer, desc, progress)
+        return await write_as_completed([one(i) for i in items], writer, desc, progress,
+                                        flush_every)  # fmt: skip
     finally:
         if aclose is not None:
             await aclose()
