@@ -5,7 +5,6 @@ plan / call / section; cafe.steps.engine runs every step the same way."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,13 +194,6 @@ class Step:
 
     def call(self, item: Item, spec: dict[str, Any]) -> StepRecord:  # or async def
         raise NotImplementedError(f"step {self.name!r} declares records but no call")
-
-    async def acall(self, item: Item, spec: dict[str, Any]) -> StepRecord:
-        if inspect.iscoroutinefunction(self.call):
-            return await self.call(item, spec)
-        import asyncio
-
-        return await asyncio.to_thread(self.call, item, spec)
 
     def section(
         self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]

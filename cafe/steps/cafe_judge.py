@@ -131,7 +131,7 @@ class CafeJudgeStep(Step):
     def failed(self, item: Any, why: str) -> Judgement:
         return self.judge.failed(item, why)
 
-    async def acall(self, item: Any, spec: dict[str, Any]) -> Judgement:
+    async def call(self, item: Any, spec: dict[str, Any]) -> Judgement:
         return await self.judge.ajudge(item)
 
     async def aclose(self) -> None:

@@ -101,7 +101,7 @@ class CuesStep(Step):
     def failed(self, item: Any, why: str) -> Any:
         return self.judge.failed(item, why)  # type: ignore[union-attr]
 
-    async def acall(self, item: Any, spec: dict[str, Any]) -> Any:
+    async def call(self, item: Any, spec: dict[str, Any]) -> Any:
         return await self.judge.ajudge(item)  # type: ignore[union-attr]
 
     async def aclose(self) -> None:

@@ -10,6 +10,7 @@ the step's frozen spec plus the call's inputs; records made under another spec a
 from __future__ import annotations
 
 import asyncio
+import inspect
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -225,7 +226,7 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
 
         async def direct(item: Any) -> Any:  # the step's client and cache count its share
             counts["calls"] += 1
-            return await step.acall(item, spec)
+            return await _call(step, item, spec)
 
         return _sharing(step, direct), counts
     cache = open_cache(cache, "steps.sqlite")
@@ -245,12 +246,19 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
             return step.record_cls.from_dict(hit)
         counts["calls"] += 1
         count_share("calls")
-        rec = await step.acall(item, spec)
+        rec = await _call(step, item, spec)
         if rec.status == "ok":
             cache.put(key, {k: v for k, v in rec.to_dict().items() if k != "call"})
         return rec
 
     return _sharing(step, cached), counts
+
+
+async def _call(step: Step, item: Any, spec: dict[str, Any]) -> Any:
+    """The step's call, which may be async; a sync one runs in a thread."""
+    if inspect.iscoroutinefunction(step.call):
+        return await step.call(item, spec)
+    return await asyncio.to_thread(step.call, item, spec)
 
 
 def _sharing(step: Step, call: Any) -> Any:

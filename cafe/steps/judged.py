@@ -115,7 +115,7 @@ class JudgedAccuracyStep(Step):
     def failed(self, item: Any, why: str) -> Verdict:  # a bug on one item: that item only
         return Verdict(item.sample_id, item.run_index, None, "failed", why)
 
-    async def acall(self, item: Any, spec: dict[str, Any]) -> Verdict:
+    async def call(self, item: Any, spec: dict[str, Any]) -> Verdict:
         s = self.by_id.get(item.sample_id)
         if s is None:
             return Verdict(item.sample_id, item.run_index, None, "failed", "sample not found")
