@@ -19,6 +19,27 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
+class Limiter:
+    """At most ``n`` calls in flight on whichever event loop runs them (a semaphore per loop:
+    TRL's reward loop, a test's, the shared client loop), as ``async with limiter:``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = max(1, n)
+        self._sem: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, its semaphore)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._sem[0] is not loop:
+            self._sem = (loop, asyncio.Semaphore(self.n))
+        return self._sem[1]
+
+    async def __aenter__(self) -> None:
+        await self._semaphore().acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._semaphore().release()
+
+
 async def write_as_completed(
     coros: Sequence[Awaitable[Any]], writer: Any, desc: str, progress: bool,
     flush_every: int | None = None,
@@ -77,7 +98,7 @@ async def execute(
     """``call`` on every item, at most ``concurrency`` in flight, records written as they come;
     an exception in one item is its ``failed(item, reason)`` record. ``aclose`` (the judge's
     client) runs at the end whatever happens."""
-    sem = asyncio.Semaphore(max(1, concurrency))
+    sem = Limiter(concurrency)
 
     from cafe.clients.breaker import ServerUnreachable
 
@@ -102,7 +123,7 @@ def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) 
     """Await ``calls`` on one event loop, at most ``concurrency`` in flight (None: as many as
     the callee's client admits) -> their results in order; the first exception ends it. The
     way a synchronous caller (the training data pipeline's LLM stages) makes its calls."""
-    sem = asyncio.Semaphore(concurrency) if concurrency else None
+    sem = Limiter(concurrency) if concurrency else None
 
     async def one(call: Awaitable[R]) -> R:
         if sem is None:
