@@ -85,6 +85,28 @@ def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]
     }
 
 
+def _todo(
+    samples: Sequence[Sample], out: Path, done: set[tuple[str, str]]
+) -> tuple[list[tuple[Sample, list[str]]], list[Problem]]:
+    """(sample, its audio hashes) not yet captioned, and a problem line per unusable sample."""
+    from cafe.audio import file_sha256
+
+    problems: list[Problem] = []
+    todo = []
+    for s in samples:
+        if s.error:
+            problems.append(Problem(str(out), s.error, s.id, "audio"))
+            continue
+        try:
+            hashes = [file_sha256(p) for p in s.audio]
+        except OSError as e:
+            problems.append(Problem(str(s.audio[0] if s.audio else ""), str(e), s.id, "audio"))
+            continue
+        if (s.id, ",".join(hashes)) not in done:
+            todo.append((s, hashes))
+    return todo, problems
+
+
 async def caption_samples(
     samples: Sequence[Sample],
     client: Any,
@@ -99,28 +121,12 @@ async def caption_samples(
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
     counts. Failed items are reported and left out of the file, so a re-run retries them.
     ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
-    from cafe.audio import file_sha256
-
     text, template_hash = load_template("caption", template)
     identity = captioner_identity(client)
     spec = captioner_spec(client, template_hash, endpoint)
     cache = cache or Cache(None)
     out = Path(out)
-    done = _done(out, identity, template_hash)
-    problems: list[Problem] = []
-    todo = []
-    for s in samples:
-        if s.error:
-            problems.append(Problem(str(out), s.error, s.id, "audio"))
-            continue
-        try:
-            hashes = [file_sha256(p) for p in s.audio]
-        except OSError as e:
-            problems.append(Problem(str(s.audio[0] if s.audio else ""), str(e), s.id, "audio"))
-            continue
-        if (s.id, ",".join(hashes)) not in done:
-            todo.append((s, hashes))
-
+    todo, problems = _todo(samples, out, _done(out, identity, template_hash))
     skipped = len(samples) - len(todo) - len(problems)
     calls = 0
 
