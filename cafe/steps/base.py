@@ -63,7 +63,10 @@ class Step:
     options: ClassVar[tuple[Option, ...]] = ()
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
-    engine_cache: ClassVar[bool] = True  # False: the step's calls cache themselves
+    #: False: the step's judge caches each of its model calls under its JudgeSpec (several per
+    #: item: raters, retries; those keys are pinned, so existing caches keep hitting) instead of
+    #: the engine caching the item's record under the step's spec
+    engine_cache: ClassVar[bool] = True
     #: True: calls without a records file; their results live in the section only (the call
     #: cache replays them on the next invocation)
     records_in_section: ClassVar[bool] = False
