@@ -40,41 +40,16 @@ command line               function
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
-#: operation -> "module:function" that implements it
+from cafe.commands import TABLE
+
+#: operation -> "module:function" that implements it (cafe.commands.TABLE: the one table)
 TARGETS: dict[str, str] = {
-    "run": "cafe.runner.main:run_with",
-    "score": "cafe.benchmarks.scoring:score_file",
-    "export": "cafe.benchmarks.export:export",
-    "bench": "cafe.benchmarks.synth.generator:generate",
-    "list_models": "cafe.adapters:list_models",
-    "show_model": "cafe.adapters:show_model",
-    "doctor": "cafe.adapters.doctor:doctor",
-    "caption": "cafe.judge.captions:caption",
-    "judge": "cafe.judge.pipeline:judge_run",
-    "judge_agreement": "cafe.judge.agreement:judge_agreement",
-    "judge_accuracy": "cafe.judge.answer:judge_accuracy_run",
-    "judge_official": "cafe.judge.verdict:official_judge_run",
-    "rubric": "cafe.steps.rubric:rubric_run",
-    "cues": "cafe.steps.cues:cues_run",
-    "listen": "cafe.listen:run_controls",
-    "decay": "cafe.steps.decay:decay",
+    **{op: target for c in TABLE for op, target in c.api.items()},
     "run_step": "cafe.steps:run_step",
-    "attention": "cafe.metrics.attention:attention",
-    "report": "cafe.reports.run_report:write_run_report",
-    "table": "cafe.reports.paper:table",
-    "figure": "cafe.reports.paper:figure",
-    "compare": "cafe.reports.run_report:compare",
-    "leaderboard": "cafe.reports.leaderboard:load_leaderboard",
-    "leaderboard_add": "cafe.reports.leaderboard:add_run",
-    "leaderboard_html": "cafe.reports.leaderboard_html:write_leaderboard_html",
-    "train_data": "cafe.training.api:data",
-    "train_sft": "cafe.training.api:sft",
-    "train_grpo": "cafe.training.api:grpo",
-    "train_smoke": "cafe.training.api:smoke",
-    "train_recipes": "cafe.training.api:recipes",
 }
 
 
@@ -139,77 +114,10 @@ def doctor(model: str, bench: str = "synth", **options: Any) -> Any:
     return _target("doctor")(model, bench, **options)
 
 
-def attention(model: str, bench: str, **options: Any) -> Any:
-    """Audio attention share per generated token (Figure 6) -> the attention.json dict.
-    Options: checkpoint, data, limit, prompt_style, max_new_tokens, min_items, out, cards,
-    options."""
-    return _target("attention")(model, bench, **options)
-
-
 # judging and metrics -----------------------------------------------------------------------
-def caption(bench: str, out: str | Path, **options: Any) -> Any:
-    """Ground-truth captions for a benchmark's clips into ``out`` (resumable) -> counts and
-    problems. Options: captioner, model, data, version, endpoints, template, concurrency,
-    limit, cache."""
-    return _target("caption")(bench, out, **options)
-
-
-def judge(run_dir: str | Path, **options: Any) -> Any:
-    """CAFE judge over a run folder -> the metrics.json "cafe" section. Options: judge,
-    judge_model, endpoints, concurrency, template, mode, captions, cache, progress."""
-    return _target("judge")(run_dir, **options)
-
-
 def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> Any:
     """Two judges on one run -> Cohen's kappa (overall, per category) and CAFE deltas B - A."""
     return _target("judge_agreement")(run_dir, a, b, mode)
-
-
-def judge_accuracy(run_dir: str | Path, judge: str, judge_model: str, **options: Any) -> Any:
-    """Judged accuracy (the paper's † figures): an LLM names the option each output chose ->
-    the metrics.json "judged_accuracy" section. Options: endpoints, concurrency, template,
-    cache, thinking, thinking_budget, batch, batch_options, selective (ask the judge only where
-    the official rule cannot decide), prices."""
-    return _target("judge_accuracy")(run_dir, judge, judge_model, **options)
-
-
-def judge_official(
-    run_dir: str | Path, judge: str | None = None, judge_model: str | None = None, **options: Any
-) -> Any:
-    """The official model paths of a run's benchmark (SAKURA's and MMAU-Pro's LLM judges with
-    ``judge``; MMAU-Pro's embedding match with ``embedder=``) -> the metrics.json "official"
-    section. Options: endpoints, embedder, concurrency, cache, thinking, batch, prices."""
-    return _target("judge_official")(run_dir, judge, judge_model, **options)
-
-
-def rubric(run_dir: str | Path, **options: Any) -> Any:
-    """MMAR rubric scores of a run's correct answers (the MMAR authors' protocol) -> the
-    metrics.json "rubric" section. Options: judge, judge_model, endpoints, concurrency, raters,
-    trim, temperature, seed, retries, template, cache, progress."""
-    return _target("rubric")(run_dir, **options)
-
-
-def cues(run_dir: str | Path, **options: Any) -> Any:
-    """Cue recall of an MMAR run (offline matcher, optionally the CAFE judge) -> the
-    metrics.json "cues" section. Options: judge, judge_model, endpoints, concurrency, template,
-    captions, cache, progress."""
-    return _target("cues")(run_dir, **options)
-
-
-def listen(run_dir: str | Path, controls: Any = ("silence", "noise", "shuffled", "text-only"),
-           **options: Any) -> Any:  # fmt: skip
-    """Listening controls for a run (silence, noise, shuffled, text-only), each in its own run
-    folder -> the metrics.json "listening" section (the gap per control with a paired 95%
-    interval). Options: control_seed, run_options, judge, judge_options, and run()'s execution
-    options (batch_size, concurrency, progress, cache, cards)."""
-    return _target("listen")(run_dir, controls, **options)
-
-
-def decay(run_dir: str | Path, **options: Any) -> Any:
-    """Perception decay by reasoning length -> the metrics.json "decay" section. Options:
-    bins, bin_width, min_count, merge (False, as `cafe decay` and the paper: sparse bins are
-    flagged, not merged), mode."""
-    return _target("decay")(run_dir, **options)
 
 
 def run_step(name: str, run_dir: str | Path, **options: Any) -> Any:
@@ -217,6 +125,47 @@ def run_step(name: str, run_dir: str | Path, **options: Any) -> Any:
     folder -> cafe.steps.engine.StepResult (its section, status and records). Options: the
     step's declared ones, and cache, concurrency, progress."""
     return _target("run_step")(name, run_dir, **options)
+
+
+def step(name: str) -> Any:
+    """The function of a registered step (a plugin's too), made from its declaration:
+    ``step(NAME)(run_dir, **options)`` runs it -> its section; its signature names the step's
+    options and the engine's (cache, concurrency, progress), its docstring is the step's help."""
+    from cafe.steps import api_function
+
+    return api_function(name)
+
+
+class StepFunction:
+    """A cafe.api function made from its row of cafe.commands.TABLE: calls the step's own
+    function (imported on first call) with its signature and the row's docstring."""
+
+    def __init__(self, name: str) -> None:
+        row = next(c for c in TABLE if c.step == name)
+        self.__name__ = self.__qualname__ = name
+        self.__doc__, self.__module__ = row.doc, __name__
+
+    def __call__(self, *args: Any, **options: Any) -> Any:
+        return _target(self.__name__)(*args, **options)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(_target(self.__name__))
+
+    def __repr__(self) -> str:
+        return f"<cafe.api.{self.__name__}>"
+
+
+# judging and metrics: each post-run step's function, made from the table
+caption = StepFunction("caption")
+judge = StepFunction("judge")
+judge_accuracy = StepFunction("judge_accuracy")
+judge_official = StepFunction("judge_official")
+rubric = StepFunction("rubric")
+cues = StepFunction("cues")
+listen = StepFunction("listen")
+decay = StepFunction("decay")
+attention = StepFunction("attention")
 
 
 # reports -----------------------------------------------------------------------------------

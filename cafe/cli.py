@@ -8,51 +8,12 @@ import importlib
 import click
 
 from cafe.cli_options import Group
+from cafe.commands import TABLE
 
-# command name -> "module:click_command"; modules define the command next to the code it calls
-COMMANDS: dict[str, str] = {
-    "run": "cafe.runner.cli:run_command",
-    "score": "cafe.benchmarks.cli:score_command",
-    "export": "cafe.benchmarks.cli:export_command",
-    "bench": "cafe.benchmarks.cli:bench_command",
-    "adapters": "cafe.adapters.cli:adapters_command",
-    "doctor": "cafe.adapters.cli:doctor_command",
-    "judge": "cafe.judge.cli:judge_command",
-    "caption": "cafe.judge.cli:caption_command",
-    "judge-agreement": "cafe.judge.cli:agreement_command",
-    "judge-accuracy": "cafe.judge.cli:judge_accuracy_command",
-    "judge-official": "cafe.judge.cli:judge_official_command",
-    "rubric": "cafe.steps.cli:rubric_command",
-    "cues": "cafe.steps.cli:cues_command",
-    "listen": "cafe.steps.cli:listen_command",
-    "decay": "cafe.steps.cli:decay_command",
-    "attention": "cafe.metrics.cli:attention_command",
-    "report": "cafe.reports.cli:report_command",
-    "leaderboard": "cafe.reports.cli:leaderboard_command",
-    "train": "cafe.training.cli:train_command",
-}
-
-HELP = {
-    "run": "Run a model on a benchmark into a resumable run folder.",
-    "score": "Score a predictions file with its benchmark's official rule (`cafe bench list`).",
-    "export": "Export a run's predictions in an official scorer's input format.",
-    "bench": "List benchmarks (versions, items, scoring, licence) or generate the synthetic one.",
-    "adapters": "List model adapters and model cards.",
-    "doctor": "Check that a model really hears its audio (real vs silent clips).",
-    "judge": "Run the CAFE judge on a run folder and compute perception metrics.",
-    "caption": "Write ground-truth captions for a benchmark's clips.",
-    "judge-agreement": "Compare two judges on the same run (Cohen's kappa, metric deltas).",
-    "judge-accuracy": "Judged accuracy (the paper's † figures): an LLM names each chosen option.",
-    "judge-official": "A benchmark's official LLM-judged figure (SAKURA's judge).",
-    "listen": "Listening controls for a run (silence, noise, shuffled, text-only) and the gap.",
-    "cues": "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events.",
-    "rubric": "Score MMAR predictions against each item's rubric (the MMAR authors' protocol).",
-    "decay": "Perception decay curves: accuracy and Acc_per by reasoning length.",
-    "attention": "Audio attention ratio per generated token (Figure 6).",
-    "report": "Regenerate the paper's tables and figures from runs and leaderboard.yaml.",
-    "leaderboard": "Show leaderboard.yaml, add run rows to it, or write it as a page.",
-    "train": "MPAR² training: data pipeline, SFT, GRPO, smoke test.",
-}
+# made from cafe.commands.TABLE (the one table of commands, cafe.api's too): `cafe NAME` ->
+# "module:click_command" (defined next to the code it calls), and its line in `cafe --help`
+COMMANDS: dict[str, str] = {c.name: c.click for c in TABLE}
+HELP: dict[str, str] = {c.name: c.help for c in TABLE}
 
 
 def _plugin_steps() -> list[str]:

@@ -28,7 +28,7 @@ from cafe.records import Judgement, Prediction, Record, Sample
 from cafe.safe_files import open_no_follow
 
 if TYPE_CHECKING:
-    from cafe.metrics.sections import Section
+    from cafe.folder.sections import Section
 
 R = TypeVar("R", bound=Record)
 S = TypeVar("S", bound="Section")
@@ -395,10 +395,10 @@ class RunStore:
 
     def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
         """metrics.json maps sections (accuracy, cafe, decay…) to values; one stage owns each.
-        A typed section (cafe.metrics.sections) is checked against its type and stamped with
+        A typed section (cafe.folder.sections) is checked against its type and stamped with
         its version."""
         from cafe.folder import sections as registry
-        from cafe.metrics.sections import SECTIONS
+        from cafe.folder.sections import SECTIONS
 
         if section in SECTIONS and isinstance(value, dict):
             cls = SECTIONS[section]

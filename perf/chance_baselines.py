@@ -90,8 +90,8 @@ def _line(name: str, fig: dict) -> str:
 @click.option("--n", default=1000, show_default=True, help="Generated items per benchmark.")
 @click.option("--embedder", default=None, help="MMAU-Pro closed path (default: MiniLM).")
 def main(n: int, embedder: str | None) -> None:
-    from cafe.judge.verdict import official_judge_run
     from cafe.runner.main import run_with
+    from cafe.steps.judged import official_judge_run
 
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,8 +29,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from cafe.judge.pipeline import judge_run
 from cafe.records import Prediction, Sample
+from cafe.steps.cafe_judge import judge_run
 from cafe.store import RunStore
 
 REPLY = json.dumps(

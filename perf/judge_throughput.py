@@ -23,8 +23,8 @@ from pathlib import Path
 
 from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
-from cafe.judge.pipeline import judge_run
 from cafe.records import Prediction, Sample
+from cafe.steps.cafe_judge import judge_run
 from cafe.store import RunStore
 
 TEMPLATE = load_template("extraction")[0]

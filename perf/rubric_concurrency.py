@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from cafe.judge.rubric import RubricTemplate, build_prompt, criteria_of
-from cafe.judge.rubric_run import rubric_run
 from cafe.records import Prediction, Sample
+from cafe.steps.rubric import rubric_run
 from cafe.store import RunStore
 
 RUBRIC = [

@@ -9,7 +9,7 @@ import json
 import re
 import sqlite3
 
-from cafe.judge.pipeline import judge_run
+from cafe.steps.cafe_judge import judge_run
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_judge_llm import build_run, scripted
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from cafe.cache import Cache
-from cafe.judge.spec import JudgeSpec, resume_records, spec_file
+from cafe.execution import spec_file
+from cafe.judge.spec import JudgeSpec, resume_records
 from cafe.records import Judgement, Request
 from cafe.runner import RunSpec
 from cafe.runner.execute import CachedAdapter
@@ -194,7 +195,7 @@ def test_the_judge_spec_is_stored_and_compared_whole_on_resume(tmp_path: Path, c
 def test_judge_run_keeps_its_spec_beside_its_judgements(tmp_path: Path) -> None:
     """The rule judge end to end: its spec is written beside judgements.rule-v2.jsonl and in
     the cafe section; another tolerance (another rule hash) re-judges every item once."""
-    from cafe.judge.pipeline import judge_run
+    from cafe.steps.cafe_judge import judge_run
 
     r = run_with("reference", "synth", limit=4, judge="none", progress=False, cache=False,
             out=tmp_path / "r")  # fmt: skip

@@ -88,7 +88,7 @@ def test_caption_command_on_synth_clips(tmp_path):
     from click.testing import CliRunner
 
     from cafe.benchmarks.synth.generator import generate
-    from cafe.judge.captions import caption_command
+    from cafe.judge.cli import caption_command
     from cafe.testing.loopback import OpenAILoopback
 
     data = generate(tmp_path / "synth", n=2, seed=1)

@@ -46,7 +46,7 @@ def test_model_call_counters_add_up_over_resumes(tmp_path: Path, monkeypatch) ->
 
 def test_judge_counters_describe_the_folder_not_the_last_command(tmp_path: Path) -> None:
     """The bug: after a resume, replies.ok said 0 for a folder holding only ok judgements."""
-    from cafe.judge.pipeline import judge_run
+    from cafe.steps.cafe_judge import judge_run
 
     r = run_with("reference", "synth", limit=4, judge="none", progress=False, cache=False,
             out=tmp_path / "r")  # fmt: skip

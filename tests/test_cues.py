@@ -9,9 +9,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.cues import cues_command, cues_run
 from cafe.metrics.cues import cue_mentioned
 from cafe.records import Judgement, Prediction, Sample
+from cafe.steps.cli import cues_command
+from cafe.steps.cues import cues_run
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 

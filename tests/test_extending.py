@@ -19,8 +19,9 @@ from cafe.audio import write_wav
 from cafe.benchmarks.base import BENCHMARKS
 from cafe.errors import CafeError
 from cafe.judge import JUDGES
-from cafe.metrics import METRICS, compute_metrics
+from cafe.metrics import METRICS
 from cafe.registry import Registry, RegistryTypeError
+from cafe.steps.plugins import compute_metrics
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 EXAMPLE = re.compile(r"<!-- example: (\w+) -->\n```python\n(.*?)```", re.S)

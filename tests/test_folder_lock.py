@@ -142,7 +142,7 @@ def test_two_judges_on_one_folder_pay_each_call_once(tmp_path: Path, monkeypatch
     from test_judge_llm import build_run, scripted
 
     from cafe.cache import Cache
-    from cafe.judge.pipeline import judge_run
+    from cafe.steps.cafe_judge import judge_run
     from cafe.testing.loopback import OpenAILoopback
 
     monkeypatch.setenv("CAFE_LOCK_WAIT", "60")

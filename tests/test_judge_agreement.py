@@ -11,9 +11,10 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.agreement import agreement_command, cohen_kappa
-from cafe.judge.pipeline import judge_run
+from cafe.judge.agreement import cohen_kappa
+from cafe.judge.cli import agreement_command
 from cafe.records import Event, Prediction, Sample
+from cafe.steps.cafe_judge import judge_run
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.judge.cli import judge_command
-from cafe.judge.pipeline import judge_run
 from cafe.records import Prediction, Sample
+from cafe.steps.cafe_judge import judge_run
 from cafe.testing.batch_loopback import BatchPlan
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_judge_llm import build_run, scripted
@@ -378,7 +378,8 @@ def test_gemini_expired_job_line_errors_and_a_cancel_then_resume(tmp_path, monke
 # -- captions through the batch transport ------------------------------------------------------
 def test_caption_command_batch_equals_direct_and_keeps_state_beside_the_file(tmp_path):
     from cafe.benchmarks.synth.generator import generate
-    from cafe.judge.captions import caption_command, load_captions
+    from cafe.judge.captions import load_captions
+    from cafe.judge.cli import caption_command
 
     data = generate(tmp_path / "synth", n=3, seed=1)
 
@@ -472,7 +473,7 @@ def test_gemini_caption_batch_sends_the_audio_inline(tmp_path, monkeypatch):
 
 # -- MMAR rubric scoring through the batch transport ---------------------------------------
 def test_rubric_batch_gives_the_hand_counted_scores_with_five_raters_as_five_lines(tmp_path):
-    from cafe.judge.rubric_run import rubric_command
+    from cafe.steps.cli import rubric_command
     from tests.test_rubric import args as rubric_args
     from tests.test_rubric import build_run as rubric_build
     from tests.test_rubric import scripted as rubric_scripted
@@ -517,7 +518,7 @@ def _cache_rows(path: Path) -> dict:
 
 def test_judge_accuracy_batch_equals_direct_and_pays_each_line_once(tmp_path):
     from cafe import api
-    from cafe.judge.answer import judge_accuracy_command
+    from cafe.judge.cli import judge_accuracy_command
     from tests.test_judged_accuracy import CASES
     from tests.test_judged_accuracy import _run as accuracy_run
 
@@ -555,7 +556,7 @@ def test_judge_accuracy_batch_equals_direct_and_pays_each_line_once(tmp_path):
 
 
 def test_judge_accuracy_selective_asks_only_where_the_official_rule_cannot_decide(tmp_path):
-    from cafe.judge.answer import judge_accuracy_command
+    from cafe.judge.cli import judge_accuracy_command
     from cafe.parsing import extract_answer
     from tests.test_judged_accuracy import CASES, CHOICES
     from tests.test_judged_accuracy import _run as accuracy_run
@@ -626,7 +627,8 @@ def test_judge_accuracy_selective_asks_only_where_the_official_rule_cannot_decid
 
 
 def test_judge_accuracy_no_wait_leaves_the_figure_alone_and_a_rerun_collects(tmp_path):
-    from cafe.judge.answer import SECTION, judge_accuracy_run
+    from cafe.judge.answer import SECTION
+    from cafe.steps.judged import judge_accuracy_run
     from tests.test_judged_accuracy import CASES
     from tests.test_judged_accuracy import _run as accuracy_run
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from cafe.judge.pipeline import judge_run
+from cafe.steps.cafe_judge import judge_run
 from cafe.steps.engine import run_step
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_server_breaker import JUDGE_REPLY, _judge_run
@@ -58,7 +58,7 @@ def test_a_step_interrupted_by_ctrl_c_counts_its_records_and_its_cache_hits(tmp_
     from cafe.store import JsonlWriter
 
     store, cache = _folder(tmp_path / "r", {"a": "x", "b": "yy", "c": "zzz"}), tmp_path / "c.db"
-    monkeypatch.setattr("cafe.judge.stages.FLUSH_EVERY", 1)  # each record durable as it comes
+    monkeypatch.setattr("cafe.execution.FLUSH_EVERY", 1)  # each record durable as it comes
     real, writes = JsonlWriter.write_many, []
 
     def write_many(self, records):  # Ctrl-C as the third record is written

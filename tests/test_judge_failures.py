@@ -12,7 +12,7 @@ from test_judge_pipeline import VOCAB, build_run
 
 from cafe.cli import main
 from cafe.clients.breaker import ServerUnreachable
-from cafe.judge.pipeline import judge_run
+from cafe.steps.cafe_judge import judge_run
 from cafe.testing.loopback import OpenAILoopback
 
 

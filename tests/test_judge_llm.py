@@ -130,7 +130,8 @@ def test_failed_calls_are_reported_and_retried_on_the_next_run(tmp_path):
     args = judge_args(store, "", cache)
     with OpenAILoopback(reply=scripted(), faults=lambda i, body: Fault("500")) as srv:
         args[args.index("--judge-endpoint") + 1] = srv.url
-        from cafe.judge.pipeline import JudgeFailedError, judge_run
+        from cafe.judge.pipeline import JudgeFailedError
+        from cafe.steps.cafe_judge import judge_run
 
         # every call fails: reported with its reason, and no CAFE section is written from it
         with pytest.raises(JudgeFailedError, match=r"5 of 5 judgements failed") as e:
@@ -150,7 +151,7 @@ def test_failed_calls_are_reported_and_retried_on_the_next_run(tmp_path):
 
 
 def test_gemini_judge_speaks_generate_content(tmp_path, monkeypatch):
-    from cafe.judge.pipeline import judge_run
+    from cafe.steps.cafe_judge import judge_run
     from cafe.testing.loopback import GeminiLoopback
 
     monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "test-key")
@@ -172,7 +173,7 @@ def test_gemini_judge_speaks_generate_content(tmp_path, monkeypatch):
 
 
 def test_two_endpoints_share_the_load_and_a_killed_run_resumes(tmp_path):
-    from cafe.judge.pipeline import judge_run
+    from cafe.steps.cafe_judge import judge_run
 
     store = build_run(tmp_path / "run")
     shared = scripted()  # one script across both servers: a retry may land on either

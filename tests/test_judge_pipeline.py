@@ -8,8 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.agreement import agreement_command
-from cafe.judge.cli import judge_command
+from cafe.judge.cli import agreement_command, judge_command
 from cafe.records import Event, Prediction, Sample
 from cafe.store import RunStore
 

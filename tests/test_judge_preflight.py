@@ -104,7 +104,7 @@ def test_judge_accuracy_whose_calls_failed_writes_no_figure(tmp_path):
 
     from cafe.clients import make_client
     from cafe.errors import CafeError
-    from cafe.judge.answer import judge_accuracy_run
+    from cafe.steps.judged import judge_accuracy_run
     from cafe.testing.loopback import OpenAILoopback
 
     store = _run(tmp_path / "run")

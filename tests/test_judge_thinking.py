@@ -14,8 +14,8 @@ import pytest
 from cafe.clients import make_client
 from cafe.clients.thinking import final_answer
 from cafe.judge.extraction import parse_reply
-from cafe.judge.pipeline import judge_run
 from cafe.records import Prediction, Sample
+from cafe.steps.cafe_judge import judge_run
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 from cafe.training.reward_judge import LLMRewardJudge, parse_score

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.answer import judge_accuracy_command, read_verdict
+from cafe.judge.answer import read_verdict
+from cafe.judge.cli import judge_accuracy_command
 from cafe.records import Prediction, Sample
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
@@ -135,7 +136,7 @@ def test_cache_keys_are_those_of_earlier_releases(tmp_path):
     six calls (s5 asked twice) are pinned as the code before the move made them."""
     import sqlite3
 
-    from cafe.judge.answer import judge_accuracy_run
+    from cafe.steps.judged import judge_accuracy_run
 
     store = _run(tmp_path / "run")
     replies = {k: r for k, (_, r, _) in CASES.items()}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
+from cafe.folder.sections import AccuracySection, CafeSection, SectionError
 from cafe.reports.leaderboard import LeaderboardError, row_from_run
 from cafe.store import RunStore
 

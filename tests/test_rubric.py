@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.judge.rubric import RubricTemplate, build_prompt, criteria_of, score_reply
-from cafe.judge.rubric_run import rubric_command, rubric_run
 from cafe.metrics.stats import trimmed_mean
 from cafe.records import Prediction, Sample
+from cafe.steps.cli import rubric_command
+from cafe.steps.rubric import rubric_run
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 

@@ -306,7 +306,8 @@ def test_cafe_judge_and_listening_controls(tmp_path):
 
 
 def test_official_judge_through_the_batch_api_left_and_collected(tmp_path):
-    from cafe.judge.verdict import VERDICTS_FILE, official_judge_run
+    from cafe.judge.verdict import VERDICTS_FILE
+    from cafe.steps.judged import official_judge_run
     from cafe.testing.batch_loopback import BatchPlan
 
     root = write_folder(tmp_path / "s")

@@ -154,7 +154,7 @@ def test_a_step_without_records_file_writes_its_files_with_its_section_only(tmp_
 
 def test_a_damaged_line_in_a_file_a_step_reads_is_one_line_naming_file_and_line(tmp_path):
     from cafe.errors import ConfigError
-    from cafe.steps.engine import read_view
+    from cafe.folder.view import read_view
 
     store = _folder(tmp_path / "r", {"a": "xx"})
     store.path("rows.jsonl").write_text('{"a": 1}\n{"a": \n{"a": 3}\n')

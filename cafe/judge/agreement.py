@@ -143,12 +143,3 @@ def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") ->
     res = agreement(read_judgements(pa), read_judgements(pb), mode)
     res["a"], res["b"] = pa.name, pb.name
     return res
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.judge.cli); importable here
-    if name == "agreement_command":
-        from cafe.judge.cli import agreement_command
-
-        return agreement_command
-    raise AttributeError(name)

@@ -1,13 +1,13 @@
 """Judged accuracy (the paper's † figures: an LLM reads each output and names the option chosen).
 
-`judge_accuracy_run` asks an answer-extraction judge (any chat client kind: openai-compatible,
-openai, gemini) to name the option each (item, run) output chose, maps its reply (final answer
-only; thinking is kept raw, never parsed) to a choice, scores that choice with the benchmark's
-rule, and writes the metrics.json "judged_accuracy" section: a separate, labelled accuracy with
-the judge named, beside (never instead of) the official headline. Replies are cached like every
-judge call; a retry appends a format reminder. Calls go direct or through the batch transport
-with the cost ledger (cafe.judge.batching); ``selective`` asks the judge only where the official
-rule cannot decide."""
+`cafe.steps.judged.judge_accuracy_run` asks an answer-extraction judge (any chat client kind:
+openai-compatible, openai, gemini) to name the option each (item, run) output chose, maps its
+reply (final answer only; thinking is kept raw, never parsed) to a choice, scores that choice
+with the benchmark's rule, and writes the metrics.json "judged_accuracy" section: a separate,
+labelled accuracy with the judge named, beside (never instead of) the official headline. Replies
+are cached like every judge call; a retry appends a format reminder. Calls go direct or through
+the batch transport with the cost ledger (cafe.judge.batching); ``selective`` asks the judge
+only where the official rule cannot decide."""
 
 from __future__ import annotations
 
@@ -170,55 +170,3 @@ def judged_section(
         "runs": acc["runs"],
         "verdicts": statuses,
     }
-
-
-def judge_accuracy_run(
-    run_dir: str | Path,
-    judge: str,
-    judge_model: str,
-    endpoints: Sequence[str] = (),
-    *,
-    concurrency: int = 16,
-    template: str | Path | None = None,
-    cache: Cache | str | Path | None = None,
-    thinking: bool = False,
-    thinking_budget: int | None = None,
-    client: Any = None,
-    batch: bool = False,
-    selective: bool = False,
-    prices: str | Path | None = None,
-    batch_options: dict[str, Any] | None = None,
-    make_judge: Any = None,
-    build_section: Any = None,
-    section_name: str = SECTION,
-) -> dict[str, Any]:
-    """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy"
-    (the step cafe.steps.judged.JudgedAccuracyStep, run by the step engine).
-
-    ``make_judge`` / ``build_section`` / ``section_name``: another judge of the same shape (an
-    AnswerJudge subclass, built with the same arguments), the section it makes (judged_section's
-    arguments) and its name: a benchmark's LLM-judged official rule (cafe.judge.verdict) reuses
-    the cache, batch and cost machinery here.
-
-    ``batch``: deliver through the service's batch endpoints (state in RUN/batches/);
-    ``selective``: ask the judge only where the official rule cannot decide (its parse did not
-    map the answer to a choice); ``prices``: your price table; the calls' cost goes into the
-    manifest's ``costs`` (cafe.judge.batching.write_costs)."""
-    from cafe.steps.judged import judge_accuracy
-
-    return judge_accuracy(
-        run_dir, judge=judge, judge_model=judge_model, endpoints=endpoints,
-        concurrency=concurrency, template=str(template) if template else None, cache=cache,
-        thinking=thinking, thinking_budget=thinking_budget, client=client, batch=batch,
-        selective=selective, prices=prices, batch_options=batch_options,
-        make_judge=make_judge, build_section=build_section, section_name=section_name,
-    )  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.judge.cli); importable here
-    if name == "judge_accuracy_command":
-        from cafe.judge.cli import judge_accuracy_command
-
-        return judge_accuracy_command
-    raise AttributeError(name)

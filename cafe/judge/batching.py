@@ -8,8 +8,6 @@ client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer e
   judgement shared; a judge may also declare items it can decide without a call
   (``needs_call(item) -> False`` plus ``decide(item)``, e.g. answer extraction where the official
   rule already decides). The saving is reported with its estimated price;
-- ``write_costs``: the ledger, added to the run manifest's ``costs`` (money spent adds up over
-  resumed runs);
 - ``dry_run_report`` / ``format_dry_run``: calls, cache hits and estimated cost, nothing sent."""
 
 from __future__ import annotations
@@ -131,33 +129,6 @@ def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[
 
 
 # -- the ledger in the run folder ------------------------------------------------------------
-def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
-    """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
-    ``costs``; returns the invocation's own summary."""
-    from cafe.clients.costs import merge_summaries
-
-    if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
-        return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
-    mine = plan.ledger.summary()
-    mine["cache_hits"] = cache_hits
-    batches = plan.batch_stats()
-    if batches:
-        mine["batches"] = batches
-    if not store.has_manifest():
-        return mine
-
-    def add(manifest: dict[str, Any]) -> None:  # under the folder's lock: no cost is lost
-        old = manifest.get("costs")
-        total = merge_summaries(
-            old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
-        )
-        total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
-        manifest["costs"] = total
-
-    store.update_manifest(add)
-    return mine
-
-
 # -- dry runs ----------------------------------------------------------------------------------
 def dry_run_report(
     plan: Any,
@@ -244,12 +215,3 @@ def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -
             f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
         )
     return lines
-
-
-def __getattr__(name: str) -> Any:
-    # the click options and the printing moved to the command-line layer (cafe.cli_options)
-    if name in ("batch_click_options", "echo_costs"):
-        import cafe.cli_options
-
-        return getattr(cafe.cli_options, name)
-    raise AttributeError(name)

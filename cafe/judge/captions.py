@@ -14,6 +14,7 @@ from typing import Any
 
 from cafe.cache import Cache, cache_file, text_entry
 from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
+from cafe.execution import execute
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
@@ -84,6 +85,28 @@ def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]
     }
 
 
+def _todo(
+    samples: Sequence[Sample], out: Path, done: set[tuple[str, str]]
+) -> tuple[list[tuple[Sample, list[str]]], list[Problem]]:
+    """(sample, its audio hashes) not yet captioned, and a problem line per unusable sample."""
+    from cafe.audio import file_sha256
+
+    problems: list[Problem] = []
+    todo = []
+    for s in samples:
+        if s.error:
+            problems.append(Problem(str(out), s.error, s.id, "audio"))
+            continue
+        try:
+            hashes = [file_sha256(p) for p in s.audio]
+        except OSError as e:
+            problems.append(Problem(str(s.audio[0] if s.audio else ""), str(e), s.id, "audio"))
+            continue
+        if (s.id, ",".join(hashes)) not in done:
+            todo.append((s, hashes))
+    return todo, problems
+
+
 async def caption_samples(
     samples: Sequence[Sample],
     client: Any,
@@ -98,51 +121,33 @@ async def caption_samples(
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
     counts. Failed items are reported and left out of the file, so a re-run retries them.
     ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
-    from cafe.audio import file_sha256
-
     text, template_hash = load_template("caption", template)
     identity = captioner_identity(client)
     spec = captioner_spec(client, template_hash, endpoint)
     cache = cache or Cache(None)
     out = Path(out)
-    done = _done(out, identity, template_hash)
-    problems: list[Problem] = []
-    todo = []
-    for s in samples:
-        if s.error:
-            problems.append(Problem(str(out), s.error, s.id, "audio"))
-            continue
-        try:
-            hashes = [file_sha256(p) for p in s.audio]
-        except OSError as e:
-            problems.append(Problem(str(s.audio[0] if s.audio else ""), str(e), s.id, "audio"))
-            continue
-        if (s.id, ",".join(hashes)) not in done:
-            todo.append((s, hashes))
-
+    todo, problems = _todo(samples, out, _done(out, identity, template_hash))
     skipped = len(samples) - len(todo) - len(problems)
-    sem = asyncio.Semaphore(max(1, concurrency))
     calls = 0
 
-    async def one(s: Sample, hashes: list[str]) -> dict | None:
+    async def one(item: tuple[Sample, list[str]]) -> dict | None:
         nonlocal calls
+        s, hashes = item
         key = spec.call_key(audio=hashes)
         cached = cache.get(key, text_entry)
         if cached is None:
             content = [{"type": "audio", "path": p} for p in s.audio]
             content.append({"type": "text", "text": text})
-            async with sem:
-                calls += 1
-                reply = await client.achat(
-                    [{"role": "user", "content": content}],
-                    temperature=TEMPERATURE,
-                    max_tokens=MAX_TOKENS,
-                )
+            calls += 1
+            reply = await client.achat(
+                [{"role": "user", "content": content}],
+                temperature=TEMPERATURE,
+                max_tokens=MAX_TOKENS,
+            )
             caption = reply.final  # a thinking captioner's reasoning is not the caption
             if reply.error or not caption:
                 why = reply.error or ("only thinking, no caption" if reply.text else "empty")
-                problems.append(Problem(str(out), f"captioner: {why}", s.id))
-                return None
+                return failed(item, why)
             cached = {"text": caption}
             cache.put(key, cached)
         return {
@@ -153,29 +158,15 @@ async def caption_samples(
             "template_hash": template_hash,
         }
 
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    def failed(item: tuple[Sample, list[str]], why: str) -> None:
+        problems.append(Problem(str(out), f"captioner: {why}", item[0].id))  # left out: retried
 
-        bar = tqdm(total=len(todo), desc="caption", unit="clip")
-    written = 0
-    tasks = [asyncio.ensure_future(one(s, h)) for s, h in todo]
+    # the one executor: bounded, one fsynced line per clip (a kill loses at most one), a dead
+    # server (ServerUnreachable) or Ctrl-C stopping the rest
     with JsonlWriter(out) as writer:
-        try:
-            for fut in asyncio.as_completed(tasks):
-                row = await fut
-                if row is not None:
-                    writer.write_many([row])  # one line per clip: a kill loses at most one
-                    written += 1
-                if bar is not None:
-                    bar.update(1)
-        except BaseException:  # a dead server (ServerUnreachable) or Ctrl-C: the rest stop
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-    if bar is not None:
-        bar.close()
+        rows = await execute(todo, one, failed, _Captions(writer), concurrency=concurrency,
+                             desc="caption", progress=progress, flush_every=1)  # fmt: skip
+    written = sum(r is not None for r in rows)
     return {
         "written": written,
         "skipped_done": skipped,
@@ -183,6 +174,16 @@ async def caption_samples(
         "calls": calls,
         "template_hash": template_hash,
     }
+
+
+class _Captions:
+    """The captions file as the executor writes it: a failed clip (None) is left out."""
+
+    def __init__(self, writer: JsonlWriter) -> None:
+        self.writer = writer
+
+    def write_many(self, rows: Sequence[dict | None]) -> None:
+        self.writer.write_many([r for r in rows if r is not None])
 
 
 def caption(
@@ -254,12 +255,3 @@ def caption(
     res["attempted"] = len(samples) - res["skipped_done"]
     res["problems"] = [*loaded.problems, *res["problems"]]
     return res
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.judge.cli); importable here
-    if name == "caption_command":
-        from cafe.judge.cli import caption_command
-
-        return caption_command
-    raise AttributeError(name)

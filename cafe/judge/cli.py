@@ -98,7 +98,8 @@ def judge_command(
     """
     from cafe.cli_options import echo_costs
     from cafe.judge.batching import format_dry_run
-    from cafe.judge.pipeline import dumps, format_cafe, judge_run
+    from cafe.judge.pipeline import dumps, format_cafe
+    from cafe.steps.cafe_judge import judge_run
 
     if judge not in JUDGES:
         raise click.UsageError(f"unknown judge {judge!r}; choose from {', '.join(JUDGES.names())}")
@@ -187,7 +188,7 @@ def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, 
     """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
     chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
     official headline; tables print it in the † rows' place."""
-    from cafe.judge.answer import judge_accuracy_run
+    from cafe.steps.judged import judge_accuracy_run
 
     try:
         sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
@@ -225,7 +226,7 @@ def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, con
     judge (SAKURA): written to metrics.json "official" as its headline, beside the labelled
     deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
     from cafe.benchmarks.embedding_match import EmbedderUnavailable
-    from cafe.judge.verdict import official_judge_run
+    from cafe.steps.judged import official_judge_run
 
     try:
         kw = {} if judge is None else {

@@ -6,13 +6,11 @@ section also compares the cues with the run's own CAFE judgements' ``required_ev
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from cafe.judge.base import JudgeItem, load_template
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.metrics.cues import cues_of
-from cafe.store import RunStore
 
 SECTION = "cues"
 NO_CAPTION = "(no caption: the cues above are all that is known about the clip)"
@@ -39,10 +37,6 @@ class CueJudge(LLMJudge):
             choices="\n".join(s.choices),
         )
         return text.replace("{cues}", "\n".join(f"- {c}" for c in cues_of(s)))
-
-
-def cue_judgements_file(store: RunStore, identity: str) -> Path:
-    return store.judge_records("cues", identity)
 
 
 def format_cues(section: dict[str, Any]) -> str:
@@ -72,17 +66,3 @@ def format_cues(section: dict[str, Any]) -> str:
             f"{f(rq['precision'])}, recall {f(rq['recall'])}, F1 {f(rq['f1'])}"
         )
     return "\n".join(lines)
-
-
-def __getattr__(name: str) -> Any:
-    # the orchestration runs on the step engine now (cafe.steps.cues), the command lives in
-    # the command-line layer (cafe.steps.cli); the names stay importable from here
-    if name == "cues_run":
-        from cafe.steps.cues import cues_run
-
-        return cues_run
-    if name == "cues_command":
-        from cafe.steps.cli import cues_command
-
-        return cues_command
-    raise AttributeError(name)

@@ -10,19 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from cafe.errors import CafeError, ConfigError
+from cafe.execution import pending_calls
 from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
 from cafe.jsontext import strict_dumps
 from cafe.judge.base import Judge, JudgeItem
-from cafe.judge.spec import resume_records
-from cafe.judge.stages import FLUSH_EVERY as FLUSH_EVERY
-from cafe.judge.stages import write_as_completed as write_as_completed
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import (
-    RunStore,
     latest_records,
 )
-from cafe.store import judge_slug as judge_slug  # re-exported: cues, older callers
 
 
 class JudgeFailedError(CafeError):
@@ -34,10 +30,6 @@ class JudgeUnusable(JudgeFailedError, NothingUsable):
     """Not one of the judge's judgements is usable: nothing measured (cafe.folder.status)."""
 
 
-def judgements_file(store: RunStore, identity: str) -> Path:
-    return store.judge_records("cafe", identity)
-
-
 def read_judgements(path: Path) -> list[Judgement]:
     return latest_records(path, Judgement)
 
@@ -46,11 +38,6 @@ def same_judge(judge: Any) -> Any:
     """For a file from before judge specs: a judgement this judge may keep (same identity and
     template)."""
     return lambda j: (j.judge, j.template_hash) == (judge.identity, judge.template_hash)
-
-
-def resume_judgements(path: Path, judge: Any, write: bool = True) -> list[Judgement]:
-    """The judgements ``path`` holds under ``judge``'s spec (another spec's are redone)."""
-    return resume_records(path, judge.spec, read_judgements, same_judge(judge), write=write)
 
 
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
@@ -108,12 +95,9 @@ def _refuse_a_failed_judge(
     judge_failed = sum(j.status == "failed" for j in judged)
     # a batch left running (--batch-no-wait) or cancelled at the service is pending, not a judge
     # failure: the next run collects it or submits its items anew
-    pending = sum(
-        int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
-        for s in plan.batch_stats().values()
-    )
+    pending = pending_calls(plan)
     usable = sum(j.status == "ok" for j in judged)
-    if attempted and not pending and judged and not usable:  # 6 of 6 unusable: nothing measured
+    if not pending and judged and not usable:  # 6 of 6 unusable (now or kept): nothing measured
         raise JudgeUnusable(
             "\n".join([*reasons, f"judge {judge.identity} produced nothing usable: none of "
                         f"{len(judged)} judgements is usable; {run_dir}'s judgements.jsonl and "
@@ -157,19 +141,6 @@ def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
     return out
 
 
-def _bench_breakdowns(store: RunStore) -> dict[str, Any] | None:
-    """The run's benchmark's own breakdowns (as its accuracy uses), else None (Sample.meta keys)."""
-    from cafe.benchmarks import BENCHMARKS
-
-    try:
-        name = store.read_manifest().get("bench", {}).get("name")
-        if not name:
-            return None
-        return dict(BENCHMARKS.get(name).breakdowns) or None
-    except (FileNotFoundError, KeyError, ValueError, AttributeError):
-        return None
-
-
 def format_cafe(section: dict[str, Any]) -> str:
     """A short human summary of a "cafe" section."""
 
@@ -211,13 +182,3 @@ def format_cafe(section: dict[str, Any]) -> str:
 
 def dumps(section: dict[str, Any]) -> str:
     return strict_dumps(section, indent=2, ensure_ascii=False)
-
-
-def __getattr__(name: str) -> Any:
-    # the CAFE judge is a step (cafe.steps.cafe_judge.CafeJudgeStep) run by the step engine;
-    # its API function stays importable here
-    if name == "judge_run":
-        from cafe.steps.cafe_judge import judge_run
-
-        return judge_run
-    raise AttributeError(name)

@@ -13,8 +13,6 @@ re-sharding, or another spelling of the same server, keeps the cache keys."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,27 +73,14 @@ class JudgeSpec:
         hashes, rater, attempt)."""
         return make_key(judge=self.call_fields(), **request)
 
-    def differences(self, other: JudgeSpec) -> list[tuple[str, Any, Any]]:
-        return [
-            (f.name, getattr(self, f.name), getattr(other, f.name))
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) != getattr(other, f.name)
-        ]
 
-
-def spec_file(records: Path) -> Path:
-    """Where the spec of a judge's records file is kept: ``<file>.spec.json`` beside it."""
-    return records.with_name(records.name.removesuffix(".jsonl") + ".spec.json")
-
-
-def read_spec(records: Path) -> JudgeSpec | None:
-    p = spec_file(records)
-    if not p.exists():
-        return None
+def _normalized(data: Any) -> dict[str, Any] | None:
+    """A stored spec as this cafe's JudgeSpec reads it (its defaults filled); None: damaged or
+    foreign (treated as another spec: the records are redone)."""
     try:
-        return JudgeSpec.from_dict(json.loads(p.read_text(encoding="utf-8")))
+        return JudgeSpec.from_dict(data).to_dict()
     except (ValueError, TypeError):
-        return None  # damaged or foreign: treated as another spec (the records are redone)
+        return None
 
 
 def resume_records(
@@ -106,30 +91,11 @@ def resume_records(
     *,
     write: bool = True,
 ) -> list[R]:
-    """The records of ``records`` that this spec may keep, with the spec stored beside them.
+    """The records of ``records`` that this judge spec may keep (cafe.execution.resume, the one
+    resume): a folder from before judge specs keeps those ``legacy_ok`` accepts (same identity
+    and template); a stored spec is read as this cafe's JudgeSpec (its defaults filled)."""
+    from cafe.execution import resume
 
-    The stored spec equal to ``spec``: every record is kept. Another spec: none is (a line on
-    stderr names the differing fields), and the file is emptied before the new spec is written,
-    so a kill in between can never leave old records under the new spec. No stored spec (a
-    folder from before judge specs): the records ``legacy_ok`` accepts (same identity and
-    template) are kept. ``write=False`` (a dry run): the same answer, nothing written."""
-    from cafe.store import rewrite_jsonl, write_json_atomic
-
-    stored = read_spec(records)
-    kept = list(read(records)) if records.exists() else []
-    if stored is None and not spec_file(records).exists():
-        kept = [r for r in kept if legacy_ok(r)]
-    elif stored != spec:
-        if kept and write:
-            diffs = stored.differences(spec) if stored is not None else []
-            said = "; ".join(f"{k}: {a!r} then, {b!r} now" for k, a, b in diffs) or "unreadable"
-            print(
-                f"note: {records.name} was made under another judge spec ({said}): its "
-                f"{len(kept)} records are judged again (calls the two share replay from the cache)",
-                file=sys.stderr,
-            )
-            rewrite_jsonl(records, [])
-        kept = []
-    if stored != spec and write:
-        write_json_atomic(spec_file(records), spec.to_dict())
-    return kept
+    return resume(records, spec.to_dict(), read, write=write, legacy_ok=legacy_ok,
+                  normalize=_normalized, spec_name="judge spec",
+                  redone="judged again")  # fmt: skip

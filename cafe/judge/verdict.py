@@ -4,7 +4,7 @@ question with its options, the answer and the model's reply, and replies
 
 `cafe judge-official RUN` runs the judge the run's benchmark declares (``official_judge``, a
 VerdictSpec: template, default model, sampling) through the answer judge's machinery (call
-cache, batch transport, cost ledger; cafe.judge.answer.judge_accuracy_run) and writes the
+cache, batch transport, cost ledger; cafe.steps.judged.judge_accuracy_run) and writes the
 benchmark's "official" metrics section with the judged figure as its headline. Every reply is
 kept in RUN/official_judgements.jsonl; a reply that does not parse stays there for manual review
 and counts as wrong, as the official scripts count it."""
@@ -170,34 +170,3 @@ def embedding_rows(
     return [{"sample_id": p.sample_id, "run_index": p.run_index, "output": output_hash(p),
              "choice": c, "embedder": embedder}
             for p, c in zip(todo, picks, strict=True)]  # fmt: skip
-
-
-def official_judge_run(
-    run_dir: str | Path,
-    judge: str | None,
-    judge_model: str | None = None,
-    endpoints: tuple[str, ...] = (),
-    embedder: str | None = None,
-    **options: Any,
-) -> dict[str, Any]:
-    """Run the run's benchmark's official model paths (its LLM judge with ``judge``, its
-    embedding match with ``embedder``) and write its "official" section (the step
-    cafe.steps.judged.OfficialStep, run by the step engine). Results of an earlier call for the
-    other path are kept (RUN/official_*.jsonl) while their outputs are unchanged."""
-    from cafe.steps.engine import run_step
-    from cafe.steps.judged import OfficialStep
-
-    step = OfficialStep(endpoints=endpoints, **options)
-    concurrency = step.concurrency
-    res = run_step(step, run_dir, concurrency=concurrency, progress=False, judge=judge,
-                   judge_model=judge_model, embedder=embedder)  # fmt: skip
-    return res.section
-
-
-def __getattr__(name: str) -> Any:
-    # the command lives in the command-line layer (cafe.judge.cli); importable here
-    if name == "judge_official_command":
-        from cafe.judge.cli import judge_official_command
-
-        return judge_official_command
-    raise AttributeError(name)

@@ -6,10 +6,11 @@ is stamped with the digests of what it read; give the function a ``derives_from`
 `cafe judge` and `cafe report` recompute every registered metric; other packages register
 through the ``cafe.metrics`` entry-point group.
 
-    from cafe.metrics import METRICS, RunRecords
+    from cafe.folder.view import View
+    from cafe.metrics import METRICS
 
     @METRICS.register("answer_length")
-    def answer_length(run: RunRecords) -> dict:
+    def answer_length(run: View) -> dict:
         lengths = [len(p.raw_output or "") for p in run.predictions]
         return {"mean_chars": sum(lengths) / max(1, len(lengths))}
 """
@@ -17,9 +18,7 @@ through the ``cafe.metrics`` entry-point group.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cafe.folder.sections import (
     PLUGIN_DERIVES,
@@ -31,23 +30,14 @@ from cafe.folder.sections import (
 )
 from cafe.registry import Registry
 
+if TYPE_CHECKING:  # the read model (cafe.folder.view) reads the store: typing only here
+    from cafe.folder.view import View
+
 #: sections cafe's own steps write (cafe.folder.sections); a metric cannot take their names
 BUILTIN_SECTIONS = frozenset(n for n, i in sections().items() if i.builtin)
 
 
-@dataclass(frozen=True)
-class RunRecords:
-    """What a metric reads: the run folder's records, as the store reads them."""
-
-    root: Path
-    manifest: dict[str, Any]
-    samples: list[Any]  # Sample
-    predictions: list[Any]  # Prediction
-    judgements: list[Any]  # Judgement (the run's current judge; empty before judging)
-    metrics: dict[str, Any] = field(default_factory=dict)  # sections already written
-
-
-MetricFn = Callable[[RunRecords], dict[str, Any]]
+MetricFn = Callable[["View"], dict[str, Any]]
 
 
 class MetricRegistry(Registry[MetricFn]):
@@ -70,7 +60,7 @@ METRICS: MetricRegistry = MetricRegistry(
 )
 
 
-def metric_sections(records: RunRecords) -> dict[str, dict[str, Any]]:
+def metric_sections(records: View) -> dict[str, dict[str, Any]]:
     """Every registered metric on the records -> {section: value}. A metric that fails or
     returns no dict gives {"error": "..."} and the others still run."""
     out: dict[str, dict[str, Any]] = {}
@@ -87,14 +77,4 @@ def metric_sections(records: RunRecords) -> dict[str, dict[str, Any]]:
     return out
 
 
-def __getattr__(name: str) -> Any:
-    # reading and writing the folder is the steps' side (cafe.steps.plugins): importable here
-    if name in ("read_run", "compute_metrics"):
-        from cafe.steps import plugins
-
-        return getattr(plugins, name)
-    raise AttributeError(name)
-
-
-__all__ = ["BUILTIN_SECTIONS", "METRICS", "RunRecords", "compute_metrics", "metric_sections",
-           "read_run"]  # fmt: skip
+__all__ = ["BUILTIN_SECTIONS", "METRICS", "metric_sections"]

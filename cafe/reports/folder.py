@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 from cafe.folder.status import run_failed
 from cafe.reports.cells import csv_cell, md_cell
 from cafe.reports.tables import PARTIAL, tex_escape
-from cafe.store import MANIFEST, METRICS
+from cafe.store import MANIFEST, RunStore
 
 COLUMNS = ("run", "model", "benchmark", "version", "items", "runs", "accuracy", "Acc_per",
            "Err_per", "Err_use", "Err_omit", "status")  # fmt: skip
@@ -25,20 +24,13 @@ def run_folders(root: str | Path) -> list[Path]:
     return sorted(p.parent for p in Path(root).glob(f"*/{MANIFEST}"))
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _num(v: Any) -> str:
     return MISSING if not isinstance(v, (int, float)) or isinstance(v, bool) else f"{v:.2f}"
 
 
 def run_line(run: Path) -> list[str]:
-    """One run's cells; a damaged manifest (a count that is not one) is the run's status."""
+    """One run's cells; a damaged manifest or metrics.json (a count that is not one, a file
+    that is no JSON object) is the run's status, naming the file."""
     from cafe.errors import RunFolderError
 
     try:
@@ -50,7 +42,8 @@ def run_line(run: Path) -> list[str]:
 def _run_line(run: Path) -> list[str]:
     from cafe.reports.leaderboard import run_coverage
 
-    manifest, metrics = _read(run / MANIFEST), _read(run / METRICS)
+    store = RunStore(run)  # read through the store, as every reader of a run folder does
+    manifest, metrics = store.read_manifest(), store.read_metrics()
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
     model = manifest.get("model")
     model = model.get("name") if isinstance(model, dict) else model

@@ -347,8 +347,8 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
 def _run_sections(store: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
     """(manifest, accuracy, cafe, all of metrics.json) of a folder worth a row; else one line
     saying why not (no scores, a judge that mostly failed)."""
+    from cafe.folder.sections import AccuracySection, CafeSection, SectionError
     from cafe.folder.status import run_failed
-    from cafe.metrics.sections import AccuracySection, CafeSection, SectionError
 
     try:
         manifest = store.read_manifest()

@@ -366,7 +366,7 @@ def write_run_report(
     defaults to the leaderboard file `load_leaderboard` finds; ``draw=False`` skips figures;
     ``html=False`` skips index.html, ``compare_with`` (a second run folder) adds a comparison to
     it, and clips up to ``embed_audio_s`` seconds are embedded in it (cafe.reports.html)."""
-    from cafe.metrics import compute_metrics
+    from cafe.steps.plugins import compute_metrics
 
     board = board or load_leaderboard()
     compute_metrics(run_dir)  # registered metrics are recomputed with every report

@@ -515,7 +515,7 @@ class _ServerGone(Exception):
 
 def _judge(run_dir: Path, name: str, options: dict[str, Any], progress: bool) -> list[str]:
     try:
-        from cafe.judge.pipeline import judge_run
+        from cafe.steps.cafe_judge import judge_run
     except ImportError:
         return [
             f"CAFE judge not available in this install; add it later with `cafe judge {run_dir}`"

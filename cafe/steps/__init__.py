@@ -1,17 +1,19 @@
 """Every analysis after the run as a step (cafe.steps.base.Step) run by one engine
 (cafe.steps.engine). Register your own with ``@STEPS.register("name")`` (or the ``cafe.steps``
-entry-point group): `cafe NAME RUN_DIR` and ``cafe.api.run_step("name", RUN_DIR)`` find it,
-with its options as flags and keywords (docs/extending.md, "A judging protocol").
+entry-point group): `cafe NAME RUN_DIR`, ``cafe.api.step("name")`` (a function made from its
+declaration) and ``cafe.api.run_step("name", RUN_DIR)`` find it, with its options as flags and
+keywords (docs/extending.md, "A judging protocol").
 
-``TABLE`` lists cafe's own post-run commands: the command, the cafe.api function, the module
-that implements each, the section it writes and whether it runs on the engine; the CLI and API
-tables are checked against it (tests/test_steps.py), so they cannot drift."""
+``TABLE`` lists cafe's own post-run commands (the command, the cafe.api function, the module
+that implements each, the section it writes, whether it runs on the engine): the rows of the one
+table of commands (cafe.commands.TABLE) that cafe.cli and cafe.api are made from too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from cafe import commands
 from cafe.registry import Registry
 from cafe.steps.base import Option, Step, StepRecord, View
 
@@ -43,27 +45,12 @@ class StepEntry:
     engine: bool  # runs on cafe.steps.engine
 
 
-TABLE: tuple[StepEntry, ...] = (
-    StepEntry("judge", "judge", "cafe.judge.pipeline:judge_run", "cafe.judge.cli:judge_command",
-              "cafe", True),
-    StepEntry("judge-accuracy", "judge_accuracy", "cafe.judge.answer:judge_accuracy_run",
-              "cafe.judge.cli:judge_accuracy_command", "judged_accuracy", True),
-    StepEntry("judge-official", "judge_official", "cafe.judge.verdict:official_judge_run",
-              "cafe.judge.cli:judge_official_command", "official", True),
-    StepEntry("rubric", "rubric", "cafe.steps.rubric:rubric_run", "cafe.steps.cli:rubric_command",
-              "rubric", True),
-    StepEntry("cues", "cues", "cafe.steps.cues:cues_run", "cafe.steps.cli:cues_command",
-              "cues", True),
-    # the controls run through `cafe run`; the section they make runs on the engine
-    StepEntry("listen", "listen", "cafe.listen:run_controls", "cafe.steps.cli:listen_command",
-              "listening", True),
-    StepEntry("decay", "decay", "cafe.steps.decay:decay", "cafe.steps.cli:decay_command",
-              "decay", True),
-    StepEntry("caption", "caption", "cafe.judge.captions:caption",
-              "cafe.judge.cli:caption_command", None, False),
-    StepEntry("attention", "attention", "cafe.metrics.attention:attention",
-              "cafe.metrics.cli:attention_command", None, False),
-)  # fmt: skip
+#: cafe's own post-run commands: the rows of the one table (cafe.commands.TABLE) that are steps
+TABLE: tuple[StepEntry, ...] = tuple(
+    StepEntry(c.name, c.step, c.api[c.step], c.click, c.section, c.engine)
+    for c in commands.TABLE
+    if c.step
+)
 
 
 def run_step(name: str, run_dir: Any, **options: Any) -> Any:
@@ -73,4 +60,28 @@ def run_step(name: str, run_dir: Any, **options: Any) -> Any:
     return run(STEPS.step(name), run_dir, **options)
 
 
-__all__ = ["STEPS", "TABLE", "Option", "Step", "StepEntry", "StepRecord", "View", "run_step"]
+def api_function(name: str) -> Any:
+    """The cafe.api function of the registered step ``name``, made from its declaration:
+    ``(run_dir, *, <its options>, cache, concurrency, progress) -> its section``."""
+    import inspect
+
+    step = STEPS.step(name)
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("run_dir", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(o.name, kw, default=o.default, annotation=o.type)
+               for o in step.options]  # fmt: skip
+    params += [inspect.Parameter("cache", kw, default=None),
+               inspect.Parameter("concurrency", kw, default=8, annotation=int),
+               inspect.Parameter("progress", kw, default=False, annotation=bool)]  # fmt: skip
+
+    def function(run_dir: Any, **options: Any) -> dict[str, Any]:
+        return run_step(name, run_dir, **options).section
+
+    function.__name__ = function.__qualname__ = name.replace("-", "_")
+    function.__doc__ = step.help or f"The {name} step over a run folder -> its section."
+    function.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return function
+
+
+__all__ = ["STEPS", "TABLE", "Option", "Step", "StepEntry", "StepRecord", "View", "api_function",
+           "run_step"]  # fmt: skip

@@ -5,7 +5,6 @@ plan / call / section; cafe.steps.engine runs every step the same way."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,9 @@ from typing import Any, ClassVar
 
 from cafe.errors import CafeUsageError
 from cafe.folder.status import StepStatus, by_counts
-from cafe.records import Judgement, Prediction, Record, Sample
+from cafe.folder.view import View
+from cafe.records import Prediction, Record, Sample
+from cafe.store import latest_records
 
 
 @dataclass(frozen=True)
@@ -44,30 +45,6 @@ class StepRecord(Record):
     call: dict[str, Any] = field(default_factory=dict)  # its share of the section's counters
 
 
-@dataclass(frozen=True)
-class View:
-    """A run folder as a step reads it (one read, under the lock): the step computes from
-    these records and never opens the folder itself."""
-
-    root: Path
-    manifest: dict[str, Any]
-    samples: list[Sample]
-    predictions: list[Prediction]
-    judgements: list[Judgement]
-    metrics: dict[str, Any] = field(default_factory=dict)
-    #: the rows of the folder's JSONL files the step ``reads`` (absent: none)
-    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def items(self) -> list[tuple[Sample, Prediction]]:
-        """(sample, prediction) of every prediction with an output to read."""
-        by_id = {s.id: s for s in self.samples}
-        return [
-            (by_id[p.sample_id], p)
-            for p in self.predictions
-            if p.sample_id in by_id and p.error is None and p.raw_output is not None
-        ]
-
-
 Item = tuple[Sample, Prediction]
 
 
@@ -78,12 +55,18 @@ class Step:
     help: ClassVar[str] = ""
     section_name: ClassVar[str] = ""  # the metrics.json section it writes
     records: ClassVar[str | None] = None  # its records file <records>.jsonl; None: no calls
+    #: a plugin's section facts: what it derives from, its keys' directions (cafe's own steps'
+    #: are declared once in cafe.folder.sections, which the store reads before any step loads)
     derives_from: ClassVar[tuple[str, ...]] = ("predictions",)
     higher_is_better: ClassVar[tuple[str, ...]] = ()
+    lower_is_better: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
-    engine_cache: ClassVar[bool] = True  # False: the step's calls cache themselves
+    #: False: the step's judge caches each of its model calls under its JudgeSpec (several per
+    #: item: raters, retries; those keys are pinned, so existing caches keep hitting) instead of
+    #: the engine caching the item's record under the step's spec
+    engine_cache: ClassVar[bool] = True
     #: True: calls without a records file; their results live in the section only (the call
     #: cache replays them on the next invocation)
     records_in_section: ClassVar[bool] = False
@@ -120,9 +103,9 @@ class Step:
 
     def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
         """The records ``path`` keeps under this spec (another spec's are redone)."""
-        from cafe.steps.engine import resume
+        from cafe.execution import resume
 
-        return resume(path, spec, self.record_cls, write)
+        return resume(path, spec, lambda p: latest_records(p, self.record_cls), write=write)
 
     def before_calls(self) -> list[Any]:
         """Records the plan made without a call (written before the calls)."""
@@ -138,10 +121,6 @@ class Step:
 
     def commit(self, store: Any, records: Sequence[Any]) -> None:
         """What the step writes once it is usable, before its section (under the lock)."""
-
-    def previous_section(self, view: View) -> dict[str, Any] | None:
-        """Its section as the counters continue it (default: as the folder was read)."""
-        return view.metrics.get(self.section_name)
 
     def more_sections(self, view: View, records: Sequence[Any]) -> dict[str, dict[str, Any]]:
         """Sections written with its own, from the same records ({name: section})."""
@@ -218,13 +197,6 @@ class Step:
 
     def call(self, item: Item, spec: dict[str, Any]) -> StepRecord:  # or async def
         raise NotImplementedError(f"step {self.name!r} declares records but no call")
-
-    async def acall(self, item: Item, spec: dict[str, Any]) -> StepRecord:
-        if inspect.iscoroutinefunction(self.call):
-            return await self.call(item, spec)
-        import asyncio
-
-        return await asyncio.to_thread(self.call, item, spec)
 
     def section(
         self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]

@@ -25,8 +25,6 @@ from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, build_judge
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.pipeline import (
-    JudgeUnusable,
-    _bench_breakdowns,
     _check_ground_truth,
     _item_without_sample,
     _refuse_a_failed_judge,
@@ -42,14 +40,14 @@ from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
 from cafe.steps.base import Option, Step, View, open_cache
-from cafe.store import JUDGEMENTS, RunStore, rewrite_jsonl
+from cafe.steps.cues import bench_breakdowns
+from cafe.store import JUDGEMENTS, judge_records_name, rewrite_jsonl
 
 
 class CafeJudgeStep(Step):
     name = "judge"
     help = "The CAFE judge: Acc_per, Err_per, Err_use and Err_omit of every (item, run)."
     section_name = "cafe"
-    derives_from = ("predictions",)
     record_cls = Judgement
     engine_cache = False  # the judge caches each call under its JudgeSpec
     needs_samples = True
@@ -77,7 +75,7 @@ class CafeJudgeStep(Step):
             raise RunFolderError(f"{view.root}: no predictions.jsonl records to judge")
 
     def bind(self, view: View) -> None:
-        self.view, self.store = view, RunStore(view.root)
+        self.view = view  # the spec checks its ground truth (captions, events)
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The judge's spec: ground truth checked, the judge built (no server named, no key:
@@ -107,7 +105,7 @@ class CafeJudgeStep(Step):
         return self.judge.spec.to_dict()
 
     def records_file(self, spec: dict[str, Any]) -> str:
-        return self.store.judge_records("cafe", self.judge.identity).name
+        return judge_records_name("cafe", self.judge.identity)
 
     def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
         """The judge spec's resume (cafe.judge.spec); a prediction whose sample is gone is a
@@ -133,7 +131,7 @@ class CafeJudgeStep(Step):
     def failed(self, item: Any, why: str) -> Judgement:
         return self.judge.failed(item, why)
 
-    async def acall(self, item: Any, spec: dict[str, Any]) -> Judgement:
+    async def call(self, item: Any, spec: dict[str, Any]) -> Judgement:
         return await self.judge.ajudge(item)
 
     async def aclose(self) -> None:
@@ -165,14 +163,6 @@ class CafeJudgeStep(Step):
         judged = [j for j in records if (j.sample_id, j.run_index) in outputs]
         status = by_counts(len(judged), sum(j.status == "ok" for j in judged), "judgements",
                            "unusable")  # fmt: skip
-        pending = sum(int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
-                      for s in plan.batch_stats().values())  # fmt: skip
-        if status.status == "failed" and judged and not pending:  # every kept one unusable
-            raise JudgeUnusable(
-                f"judge {self.judge.identity} produced nothing usable: none of {len(judged)} "
-                f"judgements is usable; {view.root}'s judgements.jsonl and its CAFE metrics "
-                "were left as they were"
-            )
         if status.status == "failed":  # nothing to judge yet, or a batch still out
             return StepStatus("partial", status.total, 0, status.reason)
         return status
@@ -182,14 +172,11 @@ class CafeJudgeStep(Step):
         rewrite_jsonl(store.path(JUDGEMENTS), records)
         store.invalidate(changed=("judgements",))  # what the earlier judgements fed goes
 
-    def previous_section(self, view: View) -> dict[str, Any] | None:
-        return self.store.read_metrics().get("cafe")  # as the invalidation left it
-
     def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
         from cafe.judge import batching
 
         section = cafe_section(list(records), view.samples, self.mode,
-                               breakdowns=_bench_breakdowns(self.store))  # fmt: skip
+                               breakdowns=bench_breakdowns(view.manifest))  # fmt: skip
         _describe_judging(section, self, view)
         section["counters"] = None  # the engine's, over every invocation under this spec
         if self.reasons:
@@ -221,7 +208,7 @@ class CafeJudgeStep(Step):
                                        counter=counter)}  # fmt: skip
 
     def written(self, store: Any) -> None:
-        from cafe.metrics import compute_metrics
+        from cafe.steps.plugins import compute_metrics
 
         compute_metrics(store.root)  # registered metrics (cafe.metrics.METRICS), each its own
 
@@ -250,7 +237,7 @@ def _describe_judging(section: dict[str, Any], step: CafeJudgeStep, view: View) 
         judge=judge.describe(),
         spec=judge.spec.to_dict(),
         template_hash=judge.template_hash,
-        judgements_file=step.store.judge_records("cafe", judge.identity).name,
+        judgements_file=judge_records_name("cafe", judge.identity),
         reasoning_accuracy={
             "correct": n_correct,
             "total": len(preds),

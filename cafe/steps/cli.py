@@ -237,7 +237,8 @@ def rubric_command(
     cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
         --judge-endpoint http://localhost:8000/v1
     """
-    from cafe.judge.batching import call_plan, write_costs
+    from cafe.execution import write_costs
+    from cafe.judge.batching import call_plan
     from cafe.metrics.rubric import format_rubric
     from cafe.steps.rubric import rubric_run
     from cafe.store import RunStore

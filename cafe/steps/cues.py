@@ -34,7 +34,6 @@ class CuesStep(Step):
     name = "cues"
     help = "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events."
     section_name = "cues"
-    derives_from = ("predictions", "judgements")  # cues vs the CAFE judge's required events
     record_cls = Judgement
     engine_cache = False  # the judge's client caches its calls under its JudgeSpec
     options = (
@@ -102,7 +101,7 @@ class CuesStep(Step):
     def failed(self, item: Any, why: str) -> Any:
         return self.judge.failed(item, why)  # type: ignore[union-attr]
 
-    async def acall(self, item: Any, spec: dict[str, Any]) -> Any:
+    async def call(self, item: Any, spec: dict[str, Any]) -> Any:
         return await self.judge.ajudge(item)  # type: ignore[union-attr]
 
     async def aclose(self) -> None:

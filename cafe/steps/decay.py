@@ -19,7 +19,6 @@ class DecayStep(Step):
     name = "decay"
     help = "Perception decay curves: accuracy and Acc_per by reasoning length."
     section_name = "decay"
-    derives_from = ("predictions", "judgements")
     options = (
         Option("bins", int, None, "Equal-width bins (10)."),
         Option("bin_width", float, None, "Bin width in length units, instead of --bins."),

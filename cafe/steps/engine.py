@@ -10,28 +10,27 @@ the step's frozen spec plus the call's inputs; records made under another spec a
 from __future__ import annotations
 
 import asyncio
-import json
+import inspect
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, make_key
 from cafe.counters import add, by_status, count_share, judge_counters, on_disk_counters, with_share
+from cafe.execution import execute, write_costs
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
+from cafe.folder.view import View, read_view
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
 from cafe.reporting import note
-from cafe.steps.base import Step, StepRecord, View, open_cache
+from cafe.steps.base import Step, StepRecord, open_cache
 from cafe.store import (
     RunStore,
-    latest_records,
-    numbered_jsonl,
     replace_file,
     rewrite_jsonl,
-    write_json_atomic,
 )
 
 
@@ -40,25 +39,6 @@ class StepResult:
     section: dict[str, Any]
     status: StepStatus
     records: list[StepRecord] = field(default_factory=list)
-
-
-def read_view(store: RunStore, reads: tuple[str, ...] = ()) -> View:
-    """The folder as steps read it (samples, predictions, the run's judgements, metrics, and
-    the rows of the step's own files ``reads``)."""
-    files = {}
-    for name in reads:  # a damaged line: one line naming the file and line, not a traceback
-        path = store.path(name)
-        if path.exists():
-            files[name] = [value for _, value in numbered_jsonl(path)]
-    return View(
-        root=store.root,
-        manifest=store.read_manifest() if store.has_manifest() else {},
-        samples=store.samples() if store.has_samples() else [],  # a step needing them says so
-        predictions=store.predictions(),
-        judgements=store.judgements(),
-        metrics=store.read_metrics(),
-        files=files,
-    )
 
 
 def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None:
@@ -76,7 +56,8 @@ def register_step_section(step: Step) -> None:
     if not ours:  # a plugin's: refused when the name is one of cafe's own sections
         register_section(
             SectionInfo(step.section_name, f"cafe {step.name}", tuple(step.derives_from),
-                        tuple(step.higher_is_better), builtin=False)
+                        tuple(step.higher_is_better), tuple(step.lower_is_better),
+                        builtin=False)
         )  # fmt: skip
 
 
@@ -115,8 +96,6 @@ def run_step(
             )
             step.this_invocation = calls
         if step.call_plan is not None:  # what the calls cost, whatever comes next
-            from cafe.judge.batching import write_costs
-
             step.costs = write_costs(store, step.call_plan, step.cache_hits(calls))
         pending = step.pending()
         if pending:  # no results yet: the section as it would be, not written
@@ -124,6 +103,7 @@ def run_step(
         status = step.status(view, records)
         require_usable(step.who(), status, str(store.root))  # nothing written then
         step.commit(store, records)
+        view = replace(view, metrics=store.read_metrics())  # as its commit left them
         section = _section(step, view, records, spec, calls if makes_calls else None, status)
         for name, rows in step.files(view, records).items():
             _write_rows(store, name, rows)
@@ -139,8 +119,6 @@ def _plan_only(
 ) -> StepResult:  # fmt: skip
     """A dry run: what is left under this spec, its calls made through the step's call plan
     (which sends nothing and counts) -> the step's report; no file is written."""
-    from cafe.judge.stages import execute
-
     path = store.path(records_file) if records_file else None
     kept = step.resume(path, spec, write=False) if path else []
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
@@ -187,7 +165,7 @@ def _section(
         section["outcome"] = status.to_dict()
     if calls is not None:
         section["spec"] = spec
-        previous, now = step.previous_section(view), step.counters(calls)
+        previous, now = view.metrics.get(step.section_name), step.counters(calls)
         if step.records_file(spec):  # the totals: those of the records on disk, kill or not
             disk = step.disk_counters(records)
             section["counters"] = on_disk_counters(previous, spec, now, disk)
@@ -201,8 +179,6 @@ def _execute(
     cache: Any, concurrency: int, progress: bool,
 ) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
     """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
-    from cafe.judge.stages import execute
-
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
     path = store.path(records_file) if records_file else None
@@ -250,7 +226,7 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
 
         async def direct(item: Any) -> Any:  # the step's client and cache count its share
             counts["calls"] += 1
-            return await step.acall(item, spec)
+            return await _call(step, item, spec)
 
         return _sharing(step, direct), counts
     cache = open_cache(cache, "steps.sqlite")
@@ -270,7 +246,7 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
             return step.record_cls.from_dict(hit)
         counts["calls"] += 1
         count_share("calls")
-        rec = await step.acall(item, spec)
+        rec = await _call(step, item, spec)
         if rec.status == "ok":
             cache.put(key, {k: v for k, v in rec.to_dict().items() if k != "call"})
         return rec
@@ -278,9 +254,16 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
     return _sharing(step, cached), counts
 
 
+async def _call(step: Step, item: Any, spec: dict[str, Any]) -> Any:
+    """The step's call, which may be async; a sync one runs in a thread."""
+    if inspect.iscoroutinefunction(step.call):
+        return await step.call(item, spec)
+    return await asyncio.to_thread(step.call, item, spec)
+
+
 def _sharing(step: Step, call: Any) -> Any:
     """``call`` whose record carries its share of the counters (cafe.counters.with_share); a
-    call that raises is its ``failed`` record here (as cafe.judge.stages.execute would make
+    call that raises is its ``failed`` record here (as cafe.execution.execute would make
     it), so the calls it made are counted too."""
     from cafe.clients.breaker import ServerUnreachable
 
@@ -293,22 +276,3 @@ def _sharing(step: Step, call: Any) -> Any:
             return step.failed(item, f"{type(e).__name__}: {e}")
 
     return lambda item: with_share(guarded, item)
-
-
-def resume(path: Path, spec: dict[str, Any], cls: type[Any], write: bool = True) -> list[Any]:
-    """The records made under ``spec``; another spec's are dropped (the file emptied before
-    the new spec is written, so a kill never leaves old records under the new spec).
-    ``write=False`` (a dry run): the same answer, nothing written."""
-    spec_path = path.with_name(path.name.removesuffix(".jsonl") + ".spec.json")
-    try:
-        stored = json.loads(spec_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = None
-    if stored == spec:
-        return latest_records(path, cls)
-    if not write:
-        return []
-    if path.exists():
-        rewrite_jsonl(path, [])
-    write_json_atomic(spec_path, spec)
-    return []

@@ -13,6 +13,7 @@ from typing import Any
 
 from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError, CafeUsageError
+from cafe.execution import pending_calls
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
 from cafe.judge.verdict import (
@@ -34,8 +35,6 @@ class JudgedAccuracyStep(Step):
     name = "judge-accuracy"
     help = "Judged accuracy: an LLM names the option each output chose; the rule scores it."
     section_name = SECTION
-    derives_from = ("predictions",)
-    higher_is_better = ("total",)
     record_cls = Verdict
     engine_cache = False  # the answer judge caches each call under its JudgeSpec
     records_in_section = True
@@ -116,7 +115,7 @@ class JudgedAccuracyStep(Step):
     def failed(self, item: Any, why: str) -> Verdict:  # a bug on one item: that item only
         return Verdict(item.sample_id, item.run_index, None, "failed", why)
 
-    async def acall(self, item: Any, spec: dict[str, Any]) -> Verdict:
+    async def call(self, item: Any, spec: dict[str, Any]) -> Verdict:
         s = self.by_id.get(item.sample_id)
         if s is None:
             return Verdict(item.sample_id, item.run_index, None, "failed", "sample not found")
@@ -126,10 +125,7 @@ class JudgedAccuracyStep(Step):
         await self.judge.client.aclose()
 
     def pending(self) -> int:
-        if self.call_plan is None:
-            return 0
-        return sum(int(st.get("left_pending", 0)) + int(st.get("cancelled_items", 0))
-                   for st in self.call_plan.batch_stats().values())  # fmt: skip
+        return pending_calls(self.call_plan)
 
     def status(self, view: View, records: Sequence[Any]) -> StepStatus:
         """A failed call is no verdict (a figure counting it wrong would be a 0 the judge never
@@ -199,14 +195,37 @@ def _refuse_lost_calls(preds: Sequence[Prediction], asked: list[Verdict]) -> Non
         )
 
 
-def judge_accuracy(run_dir: str | Path, **options: Any) -> dict[str, Any]:
-    """The step with its options, on the engine (cafe.judge.answer.judge_accuracy_run)."""
+#: what a judged step is built with (how its calls are made), the rest are its options
+HOW = ("concurrency", "cache", "client", "batch", "prices", "batch_options", "make_judge",
+       "build_section", "section_name")  # fmt: skip
+
+
+def judge_accuracy_run(
+    run_dir: str | Path,
+    judge: str,
+    judge_model: str,
+    endpoints: Sequence[str] = (),
+    *,
+    template: str | Path | None = None,
+    thinking: bool = False,
+    thinking_budget: int | None = None,
+    selective: bool = False,
+    **how: Any,
+) -> dict[str, Any]:
+    """Judge every (item, run) output of a run folder and write metrics.json "judged_accuracy".
+
+    ``selective``: ask the judge only where the official rule cannot decide. ``how``: how the
+    calls are made (``HOW``): ``batch`` delivers through the service's batch endpoints (state
+    in RUN/batches/), ``prices`` is your price table (the cost goes into the manifest).
+    ``make_judge`` / ``build_section`` / ``section_name``: another judge of the same shape (an
+    AnswerJudge subclass), the section it makes (judged_section's arguments) and its name."""
     from cafe.steps.engine import run_step
 
-    step_args = ("endpoints", "concurrency", "cache", "client", "batch", "prices",
-                 "batch_options", "make_judge", "build_section", "section_name")  # fmt: skip
-    step = JudgedAccuracyStep(**{k: options.pop(k) for k in step_args if k in options})
-    res = run_step(step, run_dir, concurrency=step.concurrency, progress=False, **options)
+    step = JudgedAccuracyStep(endpoints, **how)  # an unknown keyword: its TypeError
+    res = run_step(step, run_dir, concurrency=step.concurrency, progress=False, judge=judge,
+                   judge_model=judge_model, template=str(template) if template else None,
+                   thinking=thinking, thinking_budget=thinking_budget,
+                   selective=selective)  # fmt: skip
     return res.section
 
 
@@ -322,3 +341,23 @@ class OfficialStep(JudgedAccuracyStep):
                 for v in [*self.decided, *records] if (v.sample_id, v.run_index) in by_pred
             ]  # fmt: skip
         return out
+
+
+def official_judge_run(
+    run_dir: str | Path,
+    judge: str | None = None,
+    judge_model: str | None = None,
+    endpoints: tuple[str, ...] = (),
+    embedder: str | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Run the run's benchmark's official model paths (its LLM judge with ``judge``, its
+    embedding match with ``embedder``) and write its "official" section. Results of an earlier
+    call for the other path are kept (RUN/official_*.jsonl) while their outputs are unchanged;
+    ``options``: how the calls are made (``HOW``)."""
+    from cafe.steps.engine import run_step
+
+    step = OfficialStep(endpoints=endpoints, **options)
+    res = run_step(step, run_dir, concurrency=step.concurrency, progress=False, judge=judge,
+                   judge_model=judge_model, embedder=embedder)  # fmt: skip
+    return res.section

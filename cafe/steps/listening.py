@@ -18,7 +18,6 @@ class ListeningStep(Step):
     name = "listen"
     help = "Listening controls for a run (silence, noise, shuffled, text-only) and the gap."
     section_name = "listening"
-    derives_from = ("predictions",)
     needs_samples = True
 
     def __init__(self, controls: dict[str, str | Path] | None = None) -> None:

@@ -28,7 +28,6 @@ class RubricStep(Step):
     name = "rubric"
     help = "Score MMAR predictions against each item's rubric (the MMAR authors' protocol)."
     section_name = "rubric"
-    derives_from = ("predictions",)
     record_cls = RubricScore
     engine_cache = False  # the rubric judge caches each rater's call under its JudgeSpec
     options = (
@@ -83,7 +82,7 @@ class RubricStep(Step):
     def failed(self, item: Any, why: str) -> Any:
         return self.scorer.record(item[1], "failed", reason=why)
 
-    async def acall(self, item: Any, spec: dict[str, Any]) -> Any:
+    async def call(self, item: Any, spec: dict[str, Any]) -> Any:
         sample, p = item
         if sample is None:
             return self.failed(item, f"{SAMPLES}: sample {p.sample_id} not found")

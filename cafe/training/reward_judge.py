@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, make_key
+from cafe.execution import Limiter
 from cafe.training.rewards import JudgeScores
 
 KINDS = ("perception", "step", "holistic", "review")
@@ -140,7 +141,7 @@ class LLMRewardJudge(RewardJudge):
         self.max_tokens = judge_max_tokens(max_tokens, thinking, thinking_budget)
         self.asked = self.failed = self.invalid = 0
         self.concurrency = concurrency
-        self._limit: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, semaphore)
+        self._limit = Limiter(concurrency)  # the one executor's bound, on TRL's event loop
         self.calls = 0  # chat calls actually sent (cache hits excluded)
 
     async def score(self, kind: str, fields: dict[str, Any]) -> float:
@@ -154,11 +155,8 @@ class LLMRewardJudge(RewardJudge):
         cached = self.cache.get(key, _a_number)
         if cached is not None:
             return float(cached)
-        loop = asyncio.get_running_loop()
-        if self._limit is None or self._limit[0] is not loop:
-            self._limit = (loop, asyncio.Semaphore(self.concurrency))
         for attempt in range(RETRIES[kind]):
-            async with self._limit[1]:
+            async with self._limit:
                 self.calls += 1
                 reply = await self.client.achat(
                     [{"role": "user", "content": prompt if attempt == 0 else prompt + REMINDER}],

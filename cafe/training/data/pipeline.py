@@ -6,7 +6,6 @@ harness's adapter (`difficulty.py`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cafe.execution import run_calls
 from cafe.records import Event, Sample
 from cafe.training.data import rules
 from cafe.training.data.difficulty import Answerer, harness_answerer, keep_by_difficulty
@@ -244,9 +244,6 @@ class Pipeline:
         label = f"{stage} [{backend}]" if backend else stage
         self.echo(f"{label}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
-    async def _gather(self, coros):
-        return await asyncio.gather(*coros)
-
     # stages --------------------------------------------------------------------------------
     def stage_clips(self) -> list[dict[str, Any]]:
         f = self.files["clips"]
@@ -281,9 +278,7 @@ class Pipeline:
                     ]
                 )
             else:
-                fresh = asyncio.run(
-                    self._gather([self.captioner.caption(c) for c in todo if not c.get("caption")])
-                )
+                fresh = run_calls([self.captioner.caption(c) for c in todo if not c.get("caption")])
                 it = iter(fresh)
                 rows = []
                 for c in todo:
@@ -315,7 +310,7 @@ class Pipeline:
                 got = [rules.write_question(c, d, pool) for c, d in pairs]
                 got = [q if q is not None else {"not_suitable": True} for q in got]
             else:
-                got = asyncio.run(self._gather([self.llm.question(c, d) for c, d in pairs]))
+                got = run_calls([self.llm.question(c, d) for c, d in pairs])
             rows = []
             for (c, d), q in zip(pairs, got, strict=True):
                 row = {"id": f"{c['id']}-{d}", "clip": c["id"], "dimension": d}
@@ -347,9 +342,7 @@ class Pipeline:
             if self._rule():
                 got = [rules.score_question(by_clip[q["clip"]], q) for q in todo]
             else:
-                got = asyncio.run(
-                    self._gather([self.llm.question_filter(by_clip[q["clip"]], q) for q in todo])
-                )
+                got = run_calls([self.llm.question_filter(by_clip[q["clip"]], q) for q in todo])
             f.add(
                 [
                     {"id": q["id"], **(v or {"score": 0, "failed": True})}
@@ -455,7 +448,7 @@ class Pipeline:
             if self._rule():
                 got = [rules.write_cot(by_clip[q["clip"]], q, self.cfg.cot_style) for q in todo]
             else:
-                got = asyncio.run(self._gather([self.llm.cot(by_clip[q["clip"]], q) for q in todo]))
+                got = run_calls([self.llm.cot(by_clip[q["clip"]], q) for q in todo])
             f.add([{"id": q["id"], "cot": c} for q, c in zip(todo, got, strict=True)])
         out = [{**q, "cot": f.rows[q["id"]]["cot"]} for q in questions if f.rows[q["id"]]["cot"]]
         self._report(
@@ -473,10 +466,8 @@ class Pipeline:
             if self._rule():
                 got = [self._rule_cot_scores(by_clip[q["clip"]], q) for q in todo]
             else:
-                got = asyncio.run(
-                    self._gather(
-                        [self.llm.cot_filter(by_clip[q["clip"]], q, q["cot"]) for q in todo]
-                    )
+                got = run_calls(
+                    [self.llm.cot_filter(by_clip[q["clip"]], q, q["cot"]) for q in todo]
                 )
             f.add(
                 [
@@ -505,7 +496,7 @@ class Pipeline:
 
         s = parse_sections(q["cot"])
         item = RewardItem(s, True, q["question"], q["answer_text"], clip["caption"], clip["events"])
-        sc = asyncio.run(score_group(OfflineRewardJudge(), [item]))[0]
+        sc = run_calls([score_group(OfflineRewardJudge(), [item])])[0][0]
         parts = [sc.perception or 0.0, *(sc.steps or [0.0])]
         return {
             "ReasoningScore": round(10 * sum(parts) / len(parts), 1),

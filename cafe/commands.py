@@ -1,0 +1,130 @@
+"""The one table of cafe's commands. Each row: `cafe NAME`, the click command that implements
+it ("module:command"), its line in `cafe --help`, the cafe.api operations it offers
+({operation: "module:function"}), and for a post-run step the metrics.json section it writes,
+whether it runs on the step engine and its generated cafe.api function's docstring.
+
+cafe.cli's COMMANDS and HELP, cafe.api's TARGETS and step functions, and cafe.steps.TABLE are
+all made from it, so they cannot drift. Pure data: `cafe --help` imports no command module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # `cafe NAME`
+    click: str  # "module:click_command"
+    help: str  # its line in `cafe --help`
+    api: dict[str, str] = field(default_factory=dict)  # cafe.api operation -> "module:function"
+    #: a post-run step: cafe.api's function of that name is generated from this row (its doc)
+    step: str | None = None
+    doc: str = ""
+    section: str | None = None  # the metrics.json section the step writes (None: its own file)
+    engine: bool = False  # runs on cafe.steps.engine
+
+
+TABLE: tuple[Command, ...] = (
+    Command("run", "cafe.runner.cli:run_command",
+            "Run a model on a benchmark into a resumable run folder.",
+            {"run": "cafe.runner.main:run_with"}),
+    Command("score", "cafe.benchmarks.cli:score_command",
+            "Score a predictions file with its benchmark's official rule (`cafe bench list`).",
+            {"score": "cafe.benchmarks.scoring:score_file"}),
+    Command("export", "cafe.benchmarks.cli:export_command",
+            "Export a run's predictions in an official scorer's input format.",
+            {"export": "cafe.benchmarks.export:export"}),
+    Command("bench", "cafe.benchmarks.cli:bench_command",
+            "List benchmarks (versions, items, scoring, licence) or generate the synthetic one.",
+            {"bench": "cafe.benchmarks.synth.generator:generate"}),
+    Command("adapters", "cafe.adapters.cli:adapters_command",
+            "List model adapters and model cards.",
+            {"list_models": "cafe.adapters:list_models", "show_model": "cafe.adapters:show_model"}),
+    Command("doctor", "cafe.adapters.cli:doctor_command",
+            "Check that a model really hears its audio (real vs silent clips).",
+            {"doctor": "cafe.adapters.doctor:doctor"}),
+    Command("caption", "cafe.judge.cli:caption_command",
+            "Write ground-truth captions for a benchmark's clips.",
+            {"caption": "cafe.judge.captions:caption"}, step="caption",
+            doc="Ground-truth captions for a benchmark's clips into ``out`` (resumable) -> counts "
+                "and problems. Options: captioner, model, data, version, endpoints, template, "
+                "concurrency, limit, cache."),
+    Command("judge", "cafe.judge.cli:judge_command",
+            "Run the CAFE judge on a run folder and compute perception metrics.",
+            {"judge": "cafe.steps.cafe_judge:judge_run"}, step="judge", section="cafe",
+            engine=True,
+            doc='CAFE judge over a run folder -> the metrics.json "cafe" section. Options: '
+                "judge, judge_model, endpoints, concurrency, template, mode, captions, cache, "
+                "progress."),
+    Command("judge-agreement", "cafe.judge.cli:agreement_command",
+            "Compare two judges on the same run (Cohen's kappa, metric deltas).",
+            {"judge_agreement": "cafe.judge.agreement:judge_agreement"}),
+    Command("judge-accuracy", "cafe.judge.cli:judge_accuracy_command",
+            "Judged accuracy (the paper's † figures): an LLM names each chosen option.",
+            {"judge_accuracy": "cafe.steps.judged:judge_accuracy_run"}, step="judge_accuracy",
+            section="judged_accuracy", engine=True,
+            doc="Judged accuracy (the paper's † figures): an LLM names the option each output "
+                'chose -> the metrics.json "judged_accuracy" section. Arguments: run_dir, '
+                "judge, judge_model; options: endpoints, concurrency, template, cache, "
+                "thinking, thinking_budget, batch, batch_options, selective (ask the judge "
+                "only where the official rule cannot decide), prices."),
+    Command("judge-official", "cafe.judge.cli:judge_official_command",
+            "A benchmark's official LLM-judged figure (SAKURA's judge).",
+            {"judge_official": "cafe.steps.judged:official_judge_run"}, step="judge_official",
+            section="official", engine=True,
+            doc="The official model paths of a run's benchmark (SAKURA's and MMAU-Pro's LLM "
+                "judges with ``judge``; MMAU-Pro's embedding match with ``embedder=``) -> the "
+                'metrics.json "official" section. Options: endpoints, embedder, concurrency, '
+                "cache, thinking, batch, prices."),
+    Command("rubric", "cafe.steps.cli:rubric_command",
+            "Score MMAR predictions against each item's rubric (the MMAR authors' protocol).",
+            {"rubric": "cafe.steps.rubric:rubric_run"}, step="rubric", section="rubric",
+            engine=True,
+            doc="MMAR rubric scores of a run's correct answers (the MMAR authors' protocol) -> "
+                'the metrics.json "rubric" section. Options: judge, judge_model, endpoints, '
+                "concurrency, raters, trim, temperature, seed, retries, template, cache, "
+                "progress."),
+    Command("cues", "cafe.steps.cli:cues_command",
+            "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events.",
+            {"cues": "cafe.steps.cues:cues_run"}, step="cues", section="cues", engine=True,
+            doc="Cue recall of an MMAR run (offline matcher, optionally the CAFE judge) -> the "
+                'metrics.json "cues" section. Options: judge, judge_model, endpoints, '
+                "concurrency, template, captions, cache, progress."),
+    # the controls run through `cafe run`; the section they make runs on the engine
+    Command("listen", "cafe.steps.cli:listen_command",
+            "Listening controls for a run (silence, noise, shuffled, text-only) and the gap.",
+            {"listen": "cafe.listen:run_controls"}, step="listen", section="listening",
+            engine=True,
+            doc="Listening controls for a run (silence, noise, shuffled, text-only), each in "
+                'its own run folder -> the metrics.json "listening" section (the gap per '
+                "control with a paired 95% interval). Arguments: run_dir, controls; options: "
+                "control_seed, run_options, judge, judge_options, and run()'s execution "
+                "options (batch_size, concurrency, progress, cache, cards)."),
+    Command("decay", "cafe.steps.cli:decay_command",
+            "Perception decay curves: accuracy and Acc_per by reasoning length.",
+            {"decay": "cafe.steps.decay:decay"}, step="decay", section="decay", engine=True,
+            doc='Perception decay by reasoning length -> the metrics.json "decay" section. '
+                "Options: bins, bin_width, min_count, merge (False, as `cafe decay` and the "
+                "paper: sparse bins are flagged, not merged), mode."),
+    Command("attention", "cafe.metrics.cli:attention_command",
+            "Audio attention ratio per generated token (Figure 6).",
+            {"attention": "cafe.metrics.attention:attention"}, step="attention",
+            doc="Audio attention share per generated token (Figure 6) -> the attention.json "
+                "dict. Arguments: model, bench; options: checkpoint, data, limit, "
+                "prompt_style, max_new_tokens, min_items, out, cards, options."),
+    Command("report", "cafe.reports.cli:report_command",
+            "Regenerate the paper's tables and figures from runs and leaderboard.yaml.",
+            {"report": "cafe.reports.run_report:write_run_report",
+             "table": "cafe.reports.paper:table", "figure": "cafe.reports.paper:figure",
+             "compare": "cafe.reports.run_report:compare"}),
+    Command("leaderboard", "cafe.reports.cli:leaderboard_command",
+            "Show leaderboard.yaml, add run rows to it, or write it as a page.",
+            {"leaderboard": "cafe.reports.leaderboard:load_leaderboard",
+             "leaderboard_add": "cafe.reports.leaderboard:add_run",
+             "leaderboard_html": "cafe.reports.leaderboard_html:write_leaderboard_html"}),
+    Command("train", "cafe.training.cli:train_command",
+            "MPAR² training: data pipeline, SFT, GRPO, smoke test.",
+            {"train_data": "cafe.training.api:data", "train_sft": "cafe.training.api:sft",
+             "train_grpo": "cafe.training.api:grpo", "train_smoke": "cafe.training.api:smoke",
+             "train_recipes": "cafe.training.api:recipes"}),
+)  # fmt: skip

@@ -1,0 +1,233 @@
+"""The one executor of calls (cafe.steps.engine runs every step through it): at most
+``concurrency`` calls in flight, each record appended as it finishes in fsynced batches of
+FLUSH_EVERY (a kill loses at most one batch, which the call cache then replays for free), an
+exception in one item its failed record, a server that stops answering (ServerUnreachable) the
+end of the command with what finished kept; the records a caller's frozen spec may keep from
+earlier invocations (``resume``: the one resume, the engine's and the judges'); the calls' cost
+into the run's manifest (``write_costs``) and what a batch still holds (``pending_calls``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+FLUSH_EVERY = 32
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+class Limiter:
+    """At most ``n`` calls in flight on whichever event loop runs them (a semaphore per loop:
+    TRL's reward loop, a test's, the shared client loop), as ``async with limiter:``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = max(1, n)
+        self._sem: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, its semaphore)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._sem[0] is not loop:
+            self._sem = (loop, asyncio.Semaphore(self.n))
+        return self._sem[1]
+
+    async def __aenter__(self) -> None:
+        await self._semaphore().acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._semaphore().release()
+
+
+async def write_as_completed(
+    coros: Sequence[Awaitable[Any]], writer: Any, desc: str, progress: bool,
+    flush_every: int | None = None,
+) -> list[Any]:  # fmt: skip
+    """Await calls as they finish; append their records in fsynced batches of ``flush_every``
+    (default FLUSH_EVERY; a kill loses at most one batch, which the next run makes again). A
+    server that stops answering (ServerUnreachable) ends it: what finished is written, the
+    error says so."""
+    from cafe.clients.breaker import ServerUnreachable
+
+    flush_every = flush_every or FLUSH_EVERY
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(coros), desc=desc, unit="item")
+    done: list[Any] = []
+    buffer: list[Any] = []
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        for fut in asyncio.as_completed(tasks):
+            record = await fut
+            done.append(record)
+            buffer.append(record)
+            if len(buffer) >= flush_every:
+                writer.write_many(buffer)
+                buffer = []
+            if bar is not None:
+                bar.update(1)
+        writer.write_many(buffer)
+    except ServerUnreachable as e:
+        writer.write_many(buffer)
+        for t in tasks:  # the others would only fail the same way
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise e.stopped(f"{len(done)} records of this run kept") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    return done
+
+
+async def execute(
+    items: Sequence[T],
+    call: Callable[[T], Awaitable[R]],
+    failed: Callable[[T, str], R],
+    writer: Any,
+    *,
+    concurrency: int,
+    desc: str,
+    progress: bool,
+    aclose: Callable[[], Awaitable[None]] | None = None,
+    flush_every: int | None = None,
+) -> list[R]:
+    """``call`` on every item, at most ``concurrency`` in flight, records written as they come;
+    an exception in one item is its ``failed(item, reason)`` record. ``aclose`` (the judge's
+    client) runs at the end whatever happens."""
+    sem = Limiter(concurrency)
+
+    from cafe.clients.breaker import ServerUnreachable
+
+    async def one(item: T) -> R:
+        async with sem:
+            try:
+                return await call(item)
+            except ServerUnreachable:  # a dead server stops the command (write_as_completed)
+                raise
+            except Exception as e:  # a bug in one item must not lose the rest
+                return failed(item, f"{type(e).__name__}: {e}")
+
+    try:
+        return await write_as_completed([one(i) for i in items], writer, desc, progress,
+                                        flush_every)  # fmt: skip
+    finally:
+        if aclose is not None:
+            await aclose()
+
+
+def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:
+    """Await ``calls`` on one event loop, at most ``concurrency`` in flight (None: as many as
+    the callee's client admits) -> their results in order; the first exception ends it. The
+    way a synchronous caller (the training data pipeline's LLM stages) makes its calls."""
+    sem = Limiter(concurrency) if concurrency else None
+
+    async def one(call: Awaitable[R]) -> R:
+        if sem is None:
+            return await call
+        async with sem:
+            return await call
+
+    async def every() -> list[R]:
+        return list(await asyncio.gather(*(one(c) for c in calls)))
+
+    return asyncio.run(every())
+
+
+def spec_file(records: Path) -> Path:
+    """Where the spec of a records file is kept: ``<file>.spec.json`` beside it."""
+    return records.with_name(records.name.removesuffix(".jsonl") + ".spec.json")
+
+
+def resume(
+    path: Path,
+    spec: Mapping[str, Any],
+    read: Callable[[Path], Sequence[R]],
+    *,
+    write: bool = True,
+    legacy_ok: Callable[[R], bool] | None = None,
+    normalize: Callable[[Any], Mapping[str, Any] | None] | None = None,
+    spec_name: str = "spec",
+    redone: str = "made again",
+) -> list[R]:
+    """The records of ``path`` made under ``spec`` (the caller's frozen spec), with the spec
+    stored beside them (``spec_file``).
+
+    The stored spec equal to ``spec``: every record is kept. Another spec: none is (a note
+    names the differing fields), and the file is emptied before the new spec is written, so a
+    kill in between never leaves old records under the new spec. No stored spec (a folder from
+    before specs): the records ``legacy_ok`` accepts are kept (none without it). ``normalize``
+    reads a stored spec as the caller compares it (None: damaged or foreign, another spec).
+    ``write=False`` (a dry run): the same answer, nothing written."""
+    from cafe.reporting import note
+    from cafe.store import rewrite_jsonl, write_json_atomic
+
+    where = spec_file(path)
+    try:
+        stored = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = None
+    if stored is not None and normalize is not None:
+        stored = normalize(stored)
+    kept = list(read(path)) if path.exists() else []
+    if stored is None and not where.exists() and legacy_ok is not None:
+        kept = [r for r in kept if legacy_ok(r)]
+    elif stored != spec:
+        if kept and write:
+            said = _differences(stored, spec) or "unreadable"
+            note(
+                f"note: {path.name} was made under another {spec_name} ({said}): its "
+                f"{len(kept)} records are {redone} (calls the two share replay from the cache)"
+            )
+            rewrite_jsonl(path, [])
+        kept = []
+    if stored != spec and write:
+        write_json_atomic(where, dict(spec))
+    return kept
+
+
+def _differences(stored: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> str:
+    if not isinstance(stored, Mapping):
+        return ""
+    keys = [*spec, *(k for k in stored if k not in spec)]
+    return "; ".join(f"{k}: {stored.get(k)!r} then, {spec.get(k)!r} now" for k in keys
+                     if stored.get(k) != spec.get(k))  # fmt: skip
+
+
+def pending_calls(plan: Any) -> int:
+    """Calls a call plan's batches still hold: left running (--batch-no-wait) or cancelled at
+    the service. No results yet, so not a failure: the same command again collects them."""
+    if plan is None:
+        return 0
+    return sum(int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
+               for s in plan.batch_stats().values())  # fmt: skip
+
+
+def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
+    """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
+    ``costs``; returns the invocation's own summary."""
+    from cafe.clients.costs import merge_summaries
+
+    if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
+        return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
+    mine = plan.ledger.summary()
+    mine["cache_hits"] = cache_hits
+    batches = plan.batch_stats()
+    if batches:
+        mine["batches"] = batches
+    if not store.has_manifest():
+        return mine
+
+    def add(manifest: dict[str, Any]) -> None:  # under the folder's lock: no cost is lost
+        old = manifest.get("costs")
+        total = merge_summaries(
+            old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
+        )
+        total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
+        manifest["costs"] = total
+
+    store.update_manifest(add)
+    return mine

@@ -1,0 +1,181 @@
+"""One of each (issue 34): one name per function (no module-level ``__getattr__`` forwarders in
+the judge layer or cafe.metrics), one executor module the engine imports (not the judge
+layer's), one sections module whose facts are declared once and say what the code computes, and
+one read model of a run folder that steps, metrics and the folder table read through."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+
+import cafe
+from cafe.folder.sections import record_inputs, section_info
+from cafe.steps import STEPS, TABLE
+
+CAFE = Path(cafe.__file__).parent
+
+
+def _module_getattr(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
+
+
+@pytest.mark.parametrize(
+    "path", [*sorted((CAFE / "judge").glob("*.py")), CAFE / "metrics" / "__init__.py"],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)  # fmt: skip
+def test_the_judge_layer_and_metrics_have_no_second_names(path):
+    assert not _module_getattr(path), f"{path} forwards names with a module-level __getattr__"
+
+
+def test_the_dead_and_the_duplicate_modules_are_gone():
+    for gone in ("cafe.judge.rubric_run", "cafe.metrics.sections"):
+        assert importlib.util.find_spec(gone) is None, gone
+    import cafe.judge.cues as cues
+    import cafe.judge.pipeline as pipeline
+
+    assert not hasattr(pipeline, "resume_judgements") and not hasattr(pipeline, "judge_run")
+    assert not hasattr(cues, "cue_judgements_file")
+
+
+def test_central_tables_name_real_homes():
+    """Each target is defined in the module the table names (no re-export, no shim)."""
+    from cafe import api
+
+    targets = [e.target for e in TABLE] + list(api.TARGETS.values())
+    for target in targets:
+        module, _, attr = target.partition(":")
+        fn = getattr(importlib.import_module(module), attr)
+        assert getattr(fn, "__module__", module) == module, f"{target} lives in {fn.__module__}"
+
+
+def test_the_engine_imports_its_executor_outside_the_judge_layer():
+    tree = ast.parse((CAFE / "steps" / "engine.py").read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "cafe.execution" in imported
+    assert not {m for m in imported if m and m.startswith("cafe.judge")}, imported
+
+
+def test_section_facts_are_declared_once_and_say_what_the_code_computes():
+    # the CAFE section is computed from judgements (which derive from the predictions)
+    assert section_info("cafe").derives_from == ("judgements",)
+    assert record_inputs("cafe") == {"judgements", "predictions"}
+    # judged_accuracy's figure is its total cell's "acc", read as the accuracy section's is
+    assert section_info("judged_accuracy").direction("acc") == "up"
+    assert section_info("judged_accuracy").direction("total") is None
+    for entry in TABLE:
+        if entry.engine:
+            cls = type(STEPS.step(entry.command))
+            for fact in ("derives_from", "higher_is_better", "lower_is_better"):
+                assert fact not in vars(cls), f"{cls.__name__} declares {fact} a second time"
+
+
+def test_the_folder_table_reads_through_the_store_and_names_a_damaged_file(tmp_path):
+    from cafe.reports.folder import folder_table
+    from cafe.store import RunStore
+
+    good = RunStore(tmp_path / "runs" / "good").create()
+    good.write_manifest({"model": {"name": "m1"}, "bench": {"name": "synth"}})
+    good.update_metrics("accuracy", {"total": {"correct": 1, "total": 2, "acc": 50.0}})
+    bad = RunStore(tmp_path / "runs" / "bad").create()
+    bad.write_manifest({"model": {"name": "m2"}})
+    bad.path("metrics.json").write_text(json.dumps([1, 2]), encoding="utf-8")
+    table = folder_table(tmp_path / "runs")
+    good_row = next(line for line in table.splitlines() if line.startswith("| good "))
+    bad_row = next(line for line in table.splitlines() if line.startswith("| bad "))
+    assert "| m1 | synth |" in good_row and "| 50.00 |" in good_row
+    assert "damaged" in bad_row and "metrics.json" in bad_row
+
+
+PROTOCOL = '''
+"""A judging protocol, as a built-in one is written: one module; its registration is one line."""
+from cafe.clients import make_client
+from cafe.steps import Option, Step, StepRecord
+
+PROMPT = "Does this answer name a sound? Reply YES or NO.\\n\\n{output}"
+
+
+class NamesASound(Step):
+    name = "names-a-sound"
+    help = "Share of outputs that name a sound, as an OpenAI-compatible judge reads them."
+    section_name = "names_a_sound"
+    records = "names_a_sound"
+    higher_is_better = ("rate",)
+    options = (Option("judge_model", str, "gpt-4o-mini", "The judge model (OPENAI_BASE_URL)."),)
+
+    def call_inputs(self, item, spec):
+        return {"prompt": PROMPT.format(output=item[1].raw_output)}
+
+    async def call(self, item, spec):
+        client = make_client("openai-compatible", spec["judge_model"])
+        prompt = self.call_inputs(item, spec)["prompt"]
+        try:
+            reply = await client.achat([{"role": "user", "content": prompt}])
+        finally:
+            await client.aclose()
+        word = (reply.final or "").strip().upper()
+        p = item[1]
+        status = "ok" if word in ("YES", "NO") else "invalid"
+        return StepRecord(p.sample_id, p.run_index, status, value=word == "YES")
+
+    def section(self, view, records, spec):
+        ok = [r for r in records if r.status == "ok"]
+        return {"rate": round(100 * sum(r.value for r in ok) / len(ok), 2), "judged": len(ok)}
+'''
+
+
+def test_a_new_judging_protocol_is_one_module_plus_its_registration(tmp_path, monkeypatch):
+    """A module and one registration line (as cafe/steps/__init__.py registers its own): its
+    command, --help and cafe.api function are made from its declaration; the engine resumes
+    and replays it from the call cache; its section facts are registered from the step."""
+
+    from click.testing import CliRunner
+
+    from cafe import api
+    from cafe.cli import main
+    from cafe.testing.loopback import OpenAILoopback
+
+    (tmp_path / "names_a_sound_protocol.py").write_text(PROTOCOL, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(STEPS, "_lazy", dict(STEPS._lazy))
+    monkeypatch.setattr(STEPS, "_objects", dict(STEPS._objects))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    STEPS.add_lazy("names-a-sound", "names_a_sound_protocol:NamesASound")  # its registration
+    run = api.run("reference", "synth", version="n4-seed0", out=tmp_path / "r", progress=False,
+                  judge="none").run_dir  # fmt: skip
+    outputs = [json.loads(x)["raw_output"] for x in (run / "predictions.jsonl").open()]
+    named = set(outputs[:3])  # the judge says the first three name a sound, the last not
+
+    def reply(body):
+        return "YES" if body["messages"][0]["content"].split("\n\n", 1)[1] in named else "NO"
+
+    helped = CliRunner().invoke(main, ["names-a-sound", "--help"])
+    assert helped.exit_code == 0 and "--judge-model" in helped.output
+    assert "Share of outputs that name a sound" in helped.output
+    fn = api.step("names-a-sound")
+    assert list(inspect.signature(fn).parameters)[:2] == ["run_dir", "judge_model"]
+    cache = tmp_path / "c.sqlite"
+    with OpenAILoopback(reply=reply) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        res = CliRunner().invoke(main, ["names-a-sound", str(run), "--judge-model", "m",
+                                        "--cache", str(cache)])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        sec = json.loads((run / "metrics.json").read_text())["names_a_sound"]
+        assert sec["rate"] == 75.0 and sec["judged"] == 4  # 3 of 4, by hand
+        assert len(srv.requests) == 4
+        # the generated API function: everything kept, nothing asked
+        again = fn(run, judge_model="m", cache=cache)
+        assert again["rate"] == 75.0 and len(srv.requests) == 4
+        # the records lost (kill-like): the engine replays them from the call cache
+        (run / "names_a_sound.jsonl").unlink()
+        replayed = fn(run, judge_model="m", cache=cache)
+        assert replayed["rate"] == 75.0 and len(srv.requests) == 4
+        now = {"calls": 0, "cache_hits": 4, "done": 4, "records": {"ok": 4}}
+        assert replayed["counters"]["this_invocation"] == now
+    assert section_info("names_a_sound").direction("rate") == "up"
+    assert record_inputs("names_a_sound") == {"predictions"}
