@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "report": "cafe.reports.cli:report_command",
     "leaderboard": "cafe.reports.cli:leaderboard_command",
     "train": "cafe.training.cli:train_command",
+    "serve": "cafe.cluster.cli:serve_command",
 }
 
 HELP = {
@@ -52,6 +53,7 @@ HELP = {
     "report": "Regenerate the paper's tables and figures from runs and leaderboard.yaml.",
     "leaderboard": "Show leaderboard.yaml, add run rows to it, or write it as a page.",
     "train": "MPAR² training: data pipeline, SFT, GRPO, smoke test.",
+    "serve": "Serve a model as K replicas on a Ray cluster; prints their endpoints.",
 }
 
 

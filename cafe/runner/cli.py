@@ -25,6 +25,7 @@ from cafe.cli_options import (
     no_progress_option,
     option,
 )
+from cafe.cluster.cli import engine_options
 from cafe.errors import CafeError
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
 
@@ -89,6 +90,7 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 )
 @option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
 @no_progress_option(old=("--quiet",))
+@engine_options
 def run_command(
     model: ModelChoice,
     bench: str,
@@ -116,6 +118,7 @@ def run_command(
     controls: str | None,
     control_seed: int,
     no_progress: bool,
+    engine: dict[str, Any],
 ) -> None:
     """Run a model on a benchmark into a resumable run folder.
 
@@ -149,7 +152,7 @@ def run_command(
         "checkpoint": model.checkpoint, "data": data, "version": bench_version, "runs": runs,
         "limit": limit, "seed": seed, "prompt_style": prompt_style,
         "prompt_template": prompt_template, "max_new_tokens": max_new_tokens,
-        "options": model.adapter_options(),
+        "options": {**model.adapter_options(), **engine},
     }  # fmt: skip
     execution = {
         "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
