@@ -22,8 +22,10 @@ from cafe.adapters.base import Adapter, ModelCard
 from cafe.cluster.session import ClusterError, connect
 from cafe.records import Completion, Request
 
-#: seconds to wait for the actors to be placed and load their model
+#: seconds to wait for the first actor to be placed and load its model
 READY_TIMEOUT_S = 900.0
+#: seconds the others then get: the ones still waiting for room (a node lost) are left out
+GRACE_S = 120.0
 
 
 class AdapterActor:
@@ -69,7 +71,7 @@ class ActorPool:
     def __init__(
         self, adapter: str, card: ModelCard, checkpoint: str | None, options: dict[str, Any],
         *, actors: int, gpus: float = 0, cpus: float = 1, address: str | None = None,
-        ready_timeout_s: float = READY_TIMEOUT_S,
+        ready_timeout_s: float = READY_TIMEOUT_S, grace_s: float = GRACE_S,
     ):  # fmt: skip
         from cafe.adapters.vllm_dp import shard
 
@@ -90,7 +92,10 @@ class ActorPool:
         ]
         probes = [a.describe.remote() for a in made]
         try:
-            ready, _ = ray.wait(probes, num_returns=len(probes), timeout=ready_timeout_s)
+            one, rest = ray.wait(probes, num_returns=1, timeout=ready_timeout_s)
+            # the others get a grace: a cluster that lost a node runs on what it has
+            later, _ = ray.wait(rest, num_returns=len(rest), timeout=grace_s) if rest else ([], 0)
+            ready = set(one) | set(later)
             described = [ray.get(p) if p in ready else None for p in probes]
         except ray.exceptions.RayActorError as e:  # the adapter itself failed to load
             self._kill(made)
@@ -106,6 +111,10 @@ class ActorPool:
             )
         self.alive = [True] * len(self.actors)
         self.placed = len(self.actors)  # actors that came up (fewer than asked: cluster short)
+        self.note = (
+            None if self.placed == actors else f"{self.placed} of {actors} Ray actors were "
+            f"placed within {grace_s:g} s of the first; the run goes on with them"
+        )  # fmt: skip
         self.description = next(d for d in described if d is not None)
         self._rr = itertools.count()
 
@@ -140,11 +149,12 @@ class ActorPool:
         return out  # type: ignore[return-value]
 
     def call(self, method: str, *args: Any) -> Any:
-        """``method`` on one live actor (round-robin), moving on when one is lost."""
+        """``method`` on one live actor (round-robin), moving on when one is lost; None when
+        every actor is (the run stops on its next call)."""
         while True:
             live = self.live()
             if not live:
-                raise ClusterError("every Ray actor is lost")
+                return None
             i = live[next(self._rr) % len(live)]
             try:
                 return self.ray.get(getattr(self.actors[i], method).remote(*args))
@@ -201,6 +211,10 @@ class RayAdapter(Adapter):
         self.default_batch_size = int(d["batch_size"])
         # each call goes to every live actor: as many in flight as one adapter takes, per actor
         self.default_concurrency = int(d["concurrency"]) * self.pool.placed
+        if self.pool.note:
+            from cafe.runner.plan import warn
+
+            warn([self.pool.note])
 
     def __getattr__(self, name: str) -> Any:
         # ``usage`` (calls, tokens, cost) only where the adapter keeps it, added over actors

@@ -10,6 +10,8 @@ from cafe.errors import CafeError
 #: named actors of cafe (server replicas) live here, so any driver can find them
 NAMESPACE = "cafe"
 LOCAL = "local"
+#: Ray's switch for multi-node clusters; "0" keeps every address on 127.0.0.1
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 class ClusterError(CafeError, ValueError):
@@ -31,15 +33,18 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> Any:
     """The ray module, joined to the cluster at ``address`` ("auto": the one RAY_ADDRESS or
     this machine's `ray start` names), or to a new local cluster bound to 127.0.0.1 (None or
     "local"; it ends with this process). A driver already joined (a test's cluster) stays."""
+    local = address in (None, LOCAL)
+    if local:
+        # Ray takes the address of the default route for a node even when told 127.0.0.1, and
+        # its GCS is then unreachable on machines whose outside interface is firewalled; this
+        # switch (read when ray is imported) keeps every process of a one-machine cluster on
+        # loopback, children included
+        os.environ.setdefault(LOOPBACK_ONLY, "0")
     ray = import_ray()
     if ray.is_initialized():
         return ray
     quiet = {"log_to_driver": False, "configure_logging": False}
-    if address in (None, LOCAL):
-        # Ray takes the address of the default route for a node even when told 127.0.0.1, and
-        # its GCS is then unreachable on machines whose outside interface is firewalled; this
-        # switch keeps every process of a one-machine cluster on loopback (children inherit it)
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if local:
         try:
             ray.init(
                 _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=num_cpus,
