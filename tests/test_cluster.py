@@ -172,9 +172,9 @@ def wait_for(what, timeout_s: float, check) -> None:  # noqa: ANN001
 
 
 def judged_run(root: Path) -> Path:
-    """A run folder of three answered synth items for the CAFE judge."""
+    """A run folder of two answered synth items for the CAFE judge."""
     folder = root / "run"
-    run("reference", "synth", limit=3, out=folder, progress=False, cache=False)
+    run("reference", "synth", limit=2, out=folder, progress=False, cache=False, judge="none")
     return folder
 
 
@@ -183,8 +183,9 @@ def judge(folder: Path, endpoint: str, cache: Path) -> list[dict]:
         "judge", str(folder), "--judge", "openai-compatible", "--judge-model", "smollm2",
         "--judge-endpoint", endpoint, "--cache", str(cache), "--no-progress",
         "--judge-concurrency", "1"])  # fmt: skip
-    assert res.exit_code in (0, 1), res.output  # a tiny judge's replies may all be unusable
-    records = [json.loads(x) for p in folder.glob("judgements.*.jsonl") for x in p.open()]
+    # a tiny judge's replies may all be unusable (exit 1), never a stop (a server gone)
+    assert res.exit_code in (0, 1) and "no reply from" not in res.output, res.output
+    records = [json.loads(x) for p in folder.glob("judgements.*smollm2*.jsonl") for x in p.open()]
     return sorted(records, key=lambda r: (r["sample_id"], r["run_index"]))
 
 
@@ -222,7 +223,7 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
         wait_for("the endpoint file lists one replica", 30,
                  lambda: len(endpoints.read(eps).endpoints) == 1)  # fmt: skip
         (survivor,) = endpoints.read(eps).endpoints
-        assert len(replicated) == 3  # every (item, run) judged once, none lost with the replica
+        assert len(replicated) == 2  # every (item, run) judged once, none lost with the replica
         assert {(r["sample_id"], r["run_index"]) for r in replicated} == {
             (s, 0) for s in {r["sample_id"] for r in replicated}}  # fmt: skip
 

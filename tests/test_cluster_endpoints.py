@@ -95,3 +95,29 @@ def test_cafe_help_and_a_plain_run_import_no_ray(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_a_dead_replica_is_dropped_and_its_calls_go_to_the_others():
+    """A replica that stops answering opens its own breaker; calls chosen for it go on to the
+    others instead of stopping the command (only all replicas dead stop it)."""
+    import asyncio
+
+    from cafe.clients.breaker import ServerUnreachable
+
+    with OpenAILoopback(reply=lambda body: "ok") as live, OpenAILoopback() as dead:
+        dead.stop()  # nothing listens there any more: refused
+        client = OpenAICompatClient("m", [dead.url, live.url], concurrency=2, base_delay=0.001)
+
+        async def calls(n: int) -> list:
+            try:
+                msg = [{"role": "user", "content": "hi"}]
+                return list(await asyncio.gather(*(client.achat(msg) for _ in range(n))))
+            finally:
+                await client.aclose()
+
+        replies = asyncio.run(calls(8))
+        assert [r.text for r in replies] == ["ok"] * 8 and len(live.requests) == 8
+        assert client.endpoints[0].breaker.is_open and not client.endpoints[1].breaker.is_open
+        live.stop()  # the last one gone too: the command stops, naming the server
+        with pytest.raises(ServerUnreachable):
+            asyncio.run(calls(2))
