@@ -35,6 +35,7 @@ command line               function
 ``cafe report``            report, table, figure, compare
 ``cafe leaderboard``       leaderboard, leaderboard_add, leaderboard_html
 ``cafe train``             train_data, train_sft, train_grpo, train_smoke, train_recipes
+``cafe serve``             serve
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import Any
 #: operation -> "module:function" that implements it
 TARGETS: dict[str, str] = {
     "run": "cafe.runner.main:run",
+    "serve": "cafe.cluster.replicas:serve",
     "score": "cafe.benchmarks.scoring:score_file",
     "export": "cafe.benchmarks.export:export",
     "bench": "cafe.benchmarks.synth.generator:generate",
@@ -295,6 +297,14 @@ def train_recipes() -> Any:
     return _target("train_recipes")()
 
 
+def serve(model: str, **options: Any) -> Any:
+    """K replicas of a model card's server on a Ray cluster -> a started
+    cafe.cluster.replicas.Replicas (``.listing().endpoints``; ``.stop()`` or ``with``).
+    Options: replicas, checkpoint, cards, options, served_name, address, host, server_args,
+    ready_timeout_s."""
+    return _target("serve")(model, **options)
+
+
 #: the public functions, one per command (test_api checks each resolves)
 FUNCTIONS = (
     "run",
@@ -325,6 +335,7 @@ FUNCTIONS = (
     "train_grpo",
     "train_smoke",
     "train_recipes",
+    "serve",
 )
 
 __all__ = ["FUNCTIONS", "TARGETS", "run_step", *FUNCTIONS]

@@ -213,6 +213,7 @@ def cascade_outputs(root: Path, endpoint: str) -> dict[tuple[str, int], str]:
         "adapter": "cascade", "prompt_style": "lalm",
         "generation": {"temperature": 0.0, "max_new_tokens": 16},
         "options": {"answer_by": "generate", "front": front, "back": back}}}  # fmt: skip
+    root.mkdir(parents=True)
     (root / "cards.yaml").write_text(json.dumps(card))  # JSON is YAML
     result = run("served-cascade", "synth", limit=2, out=root / "run", progress=False,
                  cache=False, judge="none", cards=[str(root / "cards.yaml")])  # fmt: skip

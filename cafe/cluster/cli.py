@@ -60,27 +60,22 @@ def serve_command(
       cafe run --model openai-compatible -o model=smollm2 --endpoint @eps.json
       cafe judge RUN_DIR --judge-model smollm2 --judge-endpoint @eps.json
     (--endpoint ray:ADDRESS finds the replicas of a cluster without the file)."""
-    import dataclasses
-
-    from cafe.adapters.resolve import resolve_model
     from cafe.cluster import endpoints
-    from cafe.cluster.replicas import Replicas
-    from cafe.cluster.servers import server_command
+    from cafe.cluster.replicas import serve
 
-    resolved = resolve_model(model, checkpoint, list(cards))
-    card = dataclasses.replace(
-        resolved.card, options={**resolved.card.options, **adapter_options(pairs)}
-    )
-    cmd = server_command(card, resolved.checkpoint, served_name, server_args)
     path = Path(endpoints_file)
     # a `kill` (SIGTERM) stops the replicas as Ctrl-C does
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     where = address or "a local Ray cluster (127.0.0.1)"
-    click.echo(f"starting {replicas} replica(s) of {cmd.served_model} ({cmd.engine}) on {where}",
-               err=True)  # fmt: skip
-    pool = Replicas(cmd, replicas, address=address, host=host, ready_timeout_s=ready_timeout)
+    click.echo(f"starting {replicas} replica(s) of {model} on {where}", err=True)
+    pool = None
     try:
-        listing = pool.start()
+        pool = serve(
+            model, replicas=replicas, checkpoint=checkpoint, cards=cards,
+            options=adapter_options(pairs), served_name=served_name, address=address,
+            host=host, server_args=server_args, ready_timeout_s=ready_timeout,
+        )  # fmt: skip
+        listing = pool.listing()
         endpoints.write(path, listing)
         for url in listing.endpoints:
             click.echo(url)
@@ -100,7 +95,8 @@ def serve_command(
     except KeyboardInterrupt:
         click.echo("stopping the replicas", err=True)
     finally:
-        pool.stop()
+        if pool is not None:
+            pool.stop()
         path.unlink(missing_ok=True)
 
 

@@ -213,3 +213,25 @@ class Replicas:
             except Exception:
                 pass
         self.replicas = []
+
+
+def serve(
+    model: str, *, replicas: int = 1, checkpoint: str | None = None,
+    cards: list[str] | tuple[str, ...] = (), options: dict[str, Any] | None = None,
+    served_name: str | None = None, address: str | None = None, host: str | None = None,
+    server_args: tuple[str, ...] = (), ready_timeout_s: float = 900.0,
+) -> Replicas:  # fmt: skip
+    """``replicas`` servers of model card ``model`` (its ``options`` overridden by
+    ``options``) on the Ray cluster at ``address`` (None: a local one on 127.0.0.1), started
+    and answering; stop them with ``.stop()`` or use the result as a context manager."""
+    import dataclasses
+
+    from cafe.adapters.resolve import resolve_model
+    from cafe.cluster.servers import server_command
+
+    resolved = resolve_model(model, checkpoint, list(cards))
+    card = dataclasses.replace(resolved.card, options={**resolved.card.options, **(options or {})})
+    cmd = server_command(card, resolved.checkpoint, served_name, tuple(server_args))
+    pool = Replicas(cmd, replicas, address=address, host=host, ready_timeout_s=ready_timeout_s)
+    pool.start()
+    return pool
