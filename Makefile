@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build from this machine's wheel cache; on a GPU machine set TORCH to your CUDA build
 TORCH ?= torch==2.13.0
-EXTRAS ?= hf,api,train,dev
+# ray: the two-node cluster tests (tests/test_cluster.py) run in `make test` too
+EXTRAS ?= hf,api,train,dev,ray
 # the test environment's pins (uv pip compile, Python 3.11); LOCKED= installs without them
 LOCK := requirements/test.lock
 LOCKED ?= -c $(LOCK)

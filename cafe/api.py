@@ -35,6 +35,7 @@ command line               function
 ``cafe report``            report, table, figure, compare
 ``cafe leaderboard``       leaderboard, leaderboard_add, leaderboard_html
 ``cafe train``             train_data, train_sft, train_grpo, train_smoke, train_recipes
+``cafe serve``             serve
 """
 
 from __future__ import annotations
@@ -244,6 +245,14 @@ def train_recipes() -> Any:
     return _target("train_recipes")()
 
 
+def serve(model: str, **options: Any) -> Any:
+    """K replicas of a model card's server on a Ray cluster -> a started
+    cafe.cluster.replicas.Replicas (``.listing().endpoints``; ``.stop()`` or ``with``).
+    Options: replicas, checkpoint, cards, options, served_name, address, host, server_args,
+    ready_timeout_s."""
+    return _target("serve")(model, **options)
+
+
 #: the public functions, one per command (test_api checks each resolves)
 FUNCTIONS = (
     "run",
@@ -274,6 +283,7 @@ FUNCTIONS = (
     "train_grpo",
     "train_smoke",
     "train_recipes",
+    "serve",
 )
 
 __all__ = ["FUNCTIONS", "TARGETS", "run_step", *FUNCTIONS]

@@ -71,6 +71,7 @@ COMMAND_FUNCTIONS = {
     "report": ["report", "table", "figure", "compare"],
     "leaderboard": ["leaderboard", "leaderboard_add", "leaderboard_html"],
     "train": ["train_data", "train_sft", "train_grpo", "train_smoke", "train_recipes"],
+    "serve": ["serve"],
 }
 
 

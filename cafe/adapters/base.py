@@ -84,7 +84,7 @@ class Adapter(ABC):
     #: can be resumed with another concurrency or a restarted server
     execution_options: frozenset[str] = frozenset(
         {"batch_size", "concurrency", "endpoint", "endpoints", "timeout_s", "max_retries"}
-        | {"base_delay", "max_delay", "break_after", "replicas"}
+        | {"base_delay", "max_delay", "break_after", "replicas", "ray"}
     )
 
     def __init__(self, card: ModelCard, checkpoint: str | None = None, **options: Any):

@@ -119,18 +119,27 @@ class ChatAPIAdapter(Adapter):
         """What each endpoint reports about the model it serves (GET /models, where the
         protocol has it) and the endpoints themselves, without credentials: two servers (or
         one restarted with other weights) answering to one name never share cache entries.
-        ``-o replicas=true`` declares the endpoints copies of one model: they are left out, so
-        moving or resharding keeps the cache; what they report still counts. Asked once."""
+        ``-o replicas=true`` (or endpoints from `cafe serve`: @FILE, ray:ADDRESS) declares the
+        endpoints copies of one model: they are left out, so moving or resharding keeps the
+        cache; what they report still counts, and must agree (ReplicaMismatch). Asked once."""
         if self._served is None:
             from cafe.clients.common import split_userinfo
+            from cafe.cluster.endpoints import check_same_model, is_replica_spec
 
+            bare = [split_userinfo(e.url)[0] for e in getattr(self.client, "endpoints", [])]
+            # endpoints `cafe serve` listed (@FILE, ray:ADDRESS) are declared copies too
+            replicas = self.options.get("replicas") in (True, "true", "yes", 1) or any(
+                is_replica_spec(str(e)) for e in self.endpoints
+            )
             info = getattr(self.client, "amodel_info", None)
             reported = None
             if info is not None:  # replicas report alike: each distinct report once, in order
-                seen = {json.dumps(r, sort_keys=True): r for r in self._loop.run(info())}
+                reports = self._loop.run(info())
+                if replicas:  # copies of one model must say so, or the cache would mix them
+                    check_same_model(reports, bare)
+                seen = {json.dumps(r, sort_keys=True): r for r in reports}
                 reported = [seen[k] for k in sorted(seen)]
-            urls = sorted({split_userinfo(e.url)[0] for e in getattr(self.client, "endpoints", [])})
-            replicas = self.options.get("replicas") in (True, "true", "yes", 1)
+            urls = sorted(set(bare))
             self._served = {"reported": reported, **({} if replicas else {"endpoints": urls})}
         return self._served
 

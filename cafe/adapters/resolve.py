@@ -201,14 +201,21 @@ def _reachable(url: str) -> bool:
 
 
 def load_adapter(resolved: ResolvedModel, options: dict[str, Any] | None = None) -> Adapter:
-    """Construct (load) the resolved model's adapter with ``options`` (the -o pairs). A model
+    """Construct (load) the resolved model's adapter with ``options`` (the -o pairs; ``ray``:
+    its placement on Ray actors, cafe.cluster.pool). A model
     that cannot load is one ModelLoadError line naming model, adapter and checkpoint (what can
     be known before loading, at once: ``check_loadable``)."""
     card = resolved.card
     check_loadable(resolved)
     cls = ADAPTERS.get(card.adapter)
+    options = dict(options or {})
+    placement = options.pop("ray", None)  # --engine ray: the adapter's replicas on Ray actors
     try:
-        return cls(card, checkpoint=resolved.checkpoint, **(options or {}))
+        if placement:
+            from cafe.cluster.pool import RayAdapter
+
+            return RayAdapter(card.adapter, card, resolved.checkpoint, options, **placement)
+        return cls(card, checkpoint=resolved.checkpoint, **options)
     except (OSError, ValueError, ImportError) as e:  # missing weights, key, extra
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ModelLoadError(

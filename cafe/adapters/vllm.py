@@ -10,8 +10,9 @@ multimodal processor expands the placeholder. Modalities cafe never sends get a 
 
 Failure isolation: a prompt whose text alone is longer than ``max_model_len`` fails before
 submission; when a batch call raises, its prompts are retried one by one, so a prompt that
-fails fails alone. Data parallel: ``data_parallel_size: k`` starts k worker processes, one
-engine each on its own GPUs (vLLM's offline ``LLM`` has no single-process data parallel).
+fails fails alone. Data parallel: ``data_parallel_size: k`` starts k Ray actors, one engine
+each on its own GPUs, on one node or several (vLLM's offline ``LLM`` has no single-process data
+parallel; the ``ray`` extra).
 
 Options: ``tensor_parallel_size``, ``pipeline_parallel_size``, ``data_parallel_size``,
 ``gpu_memory_utilization``, ``max_model_len``, ``max_num_seqs``, ``dtype``, ``load_format``,
@@ -104,9 +105,9 @@ class VLLMAdapter(Adapter):
         if dp > 1:  # one engine per rank, each in its own process on its own GPUs
             from transformers import AutoTokenizer
 
-            from cafe.adapters.vllm_dp import DataParallelEngines
+            from cafe.adapters.vllm_dp import data_parallel_pool
 
-            self.pool = DataParallelEngines(card, str(self.checkpoint), o, dp)
+            self.pool = data_parallel_pool(card, str(self.checkpoint), o, dp)
             self.tokenizer = AutoTokenizer.from_pretrained(
                 str(self.checkpoint), trust_remote_code=bool(o.get("trust_remote_code"))
             )

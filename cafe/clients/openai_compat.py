@@ -115,7 +115,11 @@ class OpenAICompatClient(PooledChatClient):
     ):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
-        urls = list(endpoints or []) or [os.environ.get("OPENAI_BASE_URL") or self.default_url]
+        from cafe.cluster.endpoints import expand  # @FILE of `cafe serve`, ray:ADDRESS
+
+        urls = expand(list(endpoints or [])) or [
+            os.environ.get("OPENAI_BASE_URL") or self.default_url
+        ]
         if urls == [None]:
             option = server_option or "--endpoint"
             also = " (or -o endpoint=URL)" if option == "--endpoint" else ""

@@ -328,6 +328,9 @@ async def call_with_retries(
     raised once it opens, at once for calls backing off too."""
     choose = (lambda: limiter) if isinstance(limiter, AdaptiveLimiter) else limiter
     which = (lambda: breaker) if isinstance(breaker, Breaker) else breaker
+    # several endpoints: one whose breaker opens is left for the others (``choose`` skips it,
+    # and raises ServerUnreachable once every one has opened); one endpoint: raised at once
+    pooled = not isinstance(limiter, AdaptiveLimiter)
     last = "no attempt made"
     for attempt in range(1, policy.max_attempts + 1):
         retry_after = None
@@ -339,6 +342,8 @@ async def call_with_retries(
             brk.check()
         await lim.acquire()
         try:
+            if brk is not None and brk.is_open and pooled:
+                continue  # it opened while this call waited for a slot: try another endpoint
             if brk is not None:
                 brk.check()  # it may have opened while this call waited for a slot
             # the HTTP client enforces timeout_s on the call itself; this outer limit is a
@@ -374,7 +379,7 @@ async def call_with_retries(
             return Outcome(value=value, attempts=attempt)
         finally:
             lim.release()
-        if brk is not None:
+        if brk is not None and not pooled:
             brk.check()
         if not retryable or attempt == policy.max_attempts:
             return Outcome(error=redact(f"{last} (after {attempt} attempt(s))"), attempts=attempt)

@@ -25,6 +25,7 @@ from cafe.cli_options import (
     no_progress_option,
     option,
 )
+from cafe.cluster.cli import engine_options
 from cafe.errors import CafeError
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunRequest
 
@@ -84,6 +85,7 @@ from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunRequest
 )
 @option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
 @no_progress_option(old=("--quiet",))
+@engine_options
 def run_command(model: ModelChoice, bench: str, **flags: Any) -> None:
     """Run a model on a benchmark into a resumable run folder.
 
@@ -146,7 +148,7 @@ def run_request(model: ModelChoice, flags: dict[str, Any]) -> RunRequest:
     return RunRequest(
         model=model.name,
         checkpoint=model.checkpoint,
-        options=model.adapter_options(),
+        options={**model.adapter_options(), **flags.pop("engine")},  # placement: not identity
         cards=list(model.cards),
         version=flags.pop("bench_version"),
         cache=not flags.pop("no_cache"),

@@ -1,0 +1,128 @@
+"""`cafe serve`: K replicas of a model server on a Ray cluster until Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import click
+
+from cafe.cli_options import adapter_options, command, option
+
+#: how often the replicas are checked, and the endpoint file rewritten when one has gone
+WATCH_S = 2.0
+
+
+@command("serve", context_settings={"ignore_unknown_options": True})
+@option("--model", required=True, help="Model card to serve (adapter llama-cpp or vllm).")
+@option("--checkpoint", help="Checkpoint path, hub id or package:DIST:PATH overriding the card's.")
+@option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
+@option("-o", "--option", "pairs", multiple=True, help="Card option KEY=VALUE (n_ctx, "
+        "tensor_parallel_size, max_model_len…) for the server (repeat).")  # fmt: skip
+@option(
+    "--replicas",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 4096),
+    help="Server replicas, each a Ray actor with its card's GPUs (spread over nodes).",
+)
+@option("--ray", "address", metavar="ADDRESS", help="Ray cluster to place them on (`ray start "
+        "--head` prints it; auto: RAY_ADDRESS) [a local cluster on 127.0.0.1].")  # fmt: skip
+@option(
+    "--endpoints-file",
+    default="endpoints.json",
+    show_default=True,
+    type=click.Path(),
+    help="Where the replicas' URLs are written (kept current; removed on exit): pass "
+    "--endpoint @FILE / --judge-endpoint @FILE to cafe run, judge and the judging steps.",
+)
+@option("--served-name", help="Model name the servers answer to [the card's name].")
+@option("--host", help="Address the servers listen on [127.0.0.1 on a local cluster, the node's "
+        "IP on a real one].")  # fmt: skip
+@option("--ready-timeout", default=900.0, show_default=True, type=click.FloatRange(min=1),
+        help="Seconds to wait for every replica to be placed and answer.")  # fmt: skip
+@click.argument("server_args", nargs=-1, type=click.UNPROCESSED)
+def serve_command(
+    model: str, checkpoint: str | None, cards: tuple[str, ...], pairs: tuple[str, ...],
+    replicas: int, address: str | None, endpoints_file: str, served_name: str | None,
+    host: str | None, ready_timeout: float, server_args: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Serve a model card as K replicas on a Ray cluster until Ctrl-C.
+
+    Each replica is the card's engine behind the OpenAI protocol: `vllm serve` with the card's
+    tensor parallelism on its GPUs, or llama.cpp's server for a GGUF on a CPU. Once every
+    replica answers, their URLs go to --endpoints-file; a replica that dies is dropped from
+    it. Arguments after `--` go to the server as they are.
+
+    \b
+      cafe serve --model smollm2 --replicas 2 --endpoints-file eps.json &
+      cafe run --model openai-compatible -o model=smollm2 --endpoint @eps.json
+      cafe judge RUN_DIR --judge-model smollm2 --judge-endpoint @eps.json
+    (--endpoint ray:ADDRESS finds the replicas of a cluster without the file)."""
+    from cafe.cluster import endpoints
+    from cafe.cluster.replicas import serve
+
+    path = Path(endpoints_file)
+    # a `kill` (SIGTERM) stops the replicas as Ctrl-C does
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    where = address or "a local Ray cluster (127.0.0.1)"
+    click.echo(f"starting {replicas} replica(s) of {model} on {where}", err=True)
+    pool = None
+    try:
+        pool = serve(
+            model, replicas=replicas, checkpoint=checkpoint, cards=cards,
+            options=adapter_options(pairs), served_name=served_name, address=address,
+            host=host, server_args=server_args, ready_timeout_s=ready_timeout,
+        )  # fmt: skip
+        listing = pool.listing()
+        endpoints.write(path, listing)
+        for url in listing.endpoints:
+            click.echo(url)
+        click.echo(f"{len(listing.endpoints)} replica(s) answering; endpoints in {path}; "
+                   "Ctrl-C stops them", err=True)  # fmt: skip
+        served = listing.endpoints
+        while True:
+            time.sleep(WATCH_S)
+            now = pool.alive()
+            if now != served:
+                gone = sorted(set(served) - set(now))
+                click.echo(f"replica(s) gone: {', '.join(gone)}; {len(now)} left", err=True)
+                if not now:
+                    raise click.ClickException("every replica has stopped")
+                endpoints.write(path, pool.listing(now))
+                served = now
+    except KeyboardInterrupt:
+        click.echo("stopping the replicas", err=True)
+    finally:
+        if pool is not None:
+            pool.stop()
+        path.unlink(missing_ok=True)
+
+
+def placement(engine: str, address: str | None, actors: int, gpus: float) -> dict:
+    """The adapter option ``ray`` that --engine ray asks for (none for in-process)."""
+    if engine != "ray":
+        if address or actors != 1 or gpus:
+            raise click.UsageError("--ray, --actors and --actor-gpus go with --engine ray")
+        return {}
+    return {"ray": {"address": address, "actors": actors, "gpus": gpus}}
+
+
+def engine_options(f):  # type: ignore[no-untyped-def]
+    """--engine, --ray, --actors, --actor-gpus as one ``engine`` argument: adapter options
+    that place the model (execution options: no part of the run's identity)."""
+    from cafe.cli_options import compose, gathered
+
+    return compose(
+        gathered("engine", placement, ("engine", "ray_address", "actors", "actor_gpus")),
+        option("--engine", type=click.Choice(["local", "ray"]), default="local",
+               show_default=True, help="Where an in-process model runs: here, or as Ray actors "
+               "(one per replica, each with --actor-gpus; a lost one is retried by a re-run)."),
+        option("--ray", "ray_address", metavar="ADDRESS",
+               help="Ray cluster for --engine ray [a local cluster on 127.0.0.1]."),
+        option("--actors", default=1, show_default=True, type=click.IntRange(1, 4096),
+               help="Model replicas for --engine ray (placed spread over the nodes)."),
+        option("--actor-gpus", default=0.0, type=click.FloatRange(min=0),
+               help="GPUs each actor of --engine ray asks for [0: CPU]."),
+    )(f)  # fmt: skip

