@@ -132,7 +132,19 @@ class ChatAPIAdapter(Adapter):
             urls = sorted({split_userinfo(e.url)[0] for e in getattr(self.client, "endpoints", [])})
             replicas = self.options.get("replicas") in (True, "true", "yes", 1)
             self._served = {"reported": reported, **({} if replicas else {"endpoints": urls})}
+            if reported == [None]:
+                self._say_no_identity(urls)
         return self._served
+
+    def _say_no_identity(self, urls: list[str]) -> None:
+        """Once per run: a server whose GET /models names no model gives its cache entries
+        nothing to tell its weights apart by."""
+        from cafe.runner.plan import warn
+
+        warn([f"model {self.card.name!r}: {', '.join(urls) or 'the server'} reports no model on "
+              "GET /models: no identity to key on, so its cached answers are keyed by endpoint "
+              "and model name only; a server restarted there with other weights would replay "
+              "them: give the new weights their own -o model=NAME, or run with --no-cache"])  # fmt: skip
 
     @property
     def usage(self) -> dict[str, Any]:
