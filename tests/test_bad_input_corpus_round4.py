@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+from test_bad_input_corpus import _cmd, _run_folder
 from test_bad_input_corpus_round3 import _served_run
 
+from cafe.cli import main
 from cafe.testing.loopback import OpenAILoopback
 
 
@@ -48,3 +52,54 @@ def test_a_server_without_models_says_there_is_no_identity_once(tmp_path: Path) 
         assert code == 0, out
         said = [x for x in out.splitlines() if "no identity to key on" in x]
         assert len(said) == 1 and "-o model=NAME" in said[0] and srv.url in said[0], out
+
+
+# -- readers check section stamps ---------------------------------------------------------------
+def _changed_behind_cafes_back(tmp: Path, how: str) -> Path:
+    """A finished run folder whose predictions.jsonl is edited (one line dropped, as cafe's own
+    advice "fix or delete that line" invites) or emptied after its sections were written."""
+    runs = tmp / "runs"
+    runs.mkdir()
+    d = _run_folder(runs, "rf")
+    preds = d / "predictions.jsonl"
+    lines = preds.read_text().splitlines(keepends=True)
+    preds.write_text("".join(lines[1:]) if how == "dropped" else "")
+    return d
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.parametrize("how", ["dropped", "emptied"])
+def test_every_reader_shows_a_stale_section_as_stale(tmp_path: Path, how: str) -> None:
+    d = _changed_behind_cafes_back(tmp_path, how)
+    acc = json.loads((d / "metrics.json").read_text())["accuracy"]["total"]["acc"]
+    shown = f"{acc:.2f}"
+    # cafe report runs/: no figure of the stale sections, the status says so
+    r = _invoke("report", str(d.parent))
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("| rf "))
+    assert "stale: accuracy" in line and shown not in line, r.output
+    # cafe leaderboard add: refused, nothing written
+    board = tmp_path / "lb.yaml"
+    r = _invoke(*_cmd("lb-add", d)[:2], str(d), "--leaderboard", str(board))
+    assert r.exit_code != 0 and "stale" in r.output and "'accuracy'" in r.output, r.output
+    assert not board.exists() and "Traceback" not in r.output
+    # cafe report RUN: the summary and the HTML page say stale, and show no accuracy figure
+    r = _invoke("report", str(d), "--no-figures")
+    assert r.exit_code == 0, r.output
+    summary = (d / "report" / "summary.md").read_text()
+    assert "'accuracy' is stale" in summary and "predictions" in summary, summary
+    page = (d / "report" / "index.html").read_text()
+    assert '<p class="stale">accuracy: stale' in page
+
+
+def test_a_fresh_folder_shows_its_figures(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    d = _run_folder(runs, "rf")
+    acc = json.loads((d / "metrics.json").read_text())["accuracy"]["total"]["acc"]
+    r = _invoke("report", str(runs))
+    line = next(x for x in r.output.splitlines() if x.startswith("| rf "))
+    assert f"{acc:.2f}" in line and "stale" not in line, r.output
