@@ -6,11 +6,12 @@ listener, rule judge) and loopback servers, through the same helpers as rounds o
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_bad_input_corpus import _cmd, _run_folder
+from test_bad_input_corpus import Case, _cmd, _run_folder, run_kind
 from test_bad_input_corpus_round3 import _served_run
 
 from cafe.cli import main
@@ -103,3 +104,68 @@ def test_a_fresh_folder_shows_its_figures(tmp_path: Path) -> None:
     r = _invoke("report", str(runs))
     line = next(x for x in r.output.splitlines() if x.startswith("| rf "))
     assert f"{acc:.2f}" in line and "stale" not in line, r.output
+
+
+# -- records files that are not regular files ---------------------------------------------------
+def _fifo(tmp: Path, command: str, rel: str) -> Case:
+    d = _run_folder(tmp)
+    (d / rel).unlink(missing_ok=True)
+    os.mkfifo(d / rel)  # opened by path, it would wait for a writer forever
+    return Case(_cmd(command, d), [str(d / rel), "not a regular file"], 1)
+
+
+def predictions_a_fifo_report(tmp):
+    return _fifo(tmp, "report", "predictions.jsonl")
+
+
+def predictions_a_fifo_decay(tmp):
+    return _fifo(tmp, "decay", "predictions.jsonl")
+
+
+def predictions_a_fifo_judge(tmp):
+    return _fifo(tmp, "judge", "predictions.jsonl")
+
+
+def judgements_a_fifo_decay(tmp):
+    return _fifo(tmp, "decay", "judgements.jsonl")
+
+
+def metrics_a_fifo_report(tmp):
+    return _fifo(tmp, "report", "metrics.json")
+
+
+KINDS = [predictions_a_fifo_report, predictions_a_fifo_decay, predictions_a_fifo_judge,
+         judgements_a_fifo_decay, metrics_a_fifo_report]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_a_records_file_that_is_no_regular_file_is_one_line(kind, tmp_path, monkeypatch):
+    run_kind(kind, tmp_path, monkeypatch)
+
+
+# -- what cafe writes it reads back -------------------------------------------------------------
+def test_a_reply_holding_nul_is_written_so_cafe_reads_it_back(tmp_path: Path) -> None:
+    """A model that emits NUL bytes (the random-weight smoke model does): the prediction is
+    written with U+FFFD in their place, and every reader after reads the folder."""
+    reply = "<answer>A\x00</answer> \x00\x00 tail"
+    with OpenAILoopback(reply=lambda b: reply) as srv:
+        code, out, answers = _served_run(tmp_path, srv.url, "a")
+        assert code == 0, out
+        assert answers["g1"] == reply.replace("\x00", "\ufffd")
+        code, out, _ = _served_run(tmp_path, srv.url, "a", "--runs", "2")  # a resume reads it
+        assert code == 0 and "NUL" not in out, out
+    r = _invoke("report", str(tmp_path / "a"), "--no-figures")
+    assert r.exit_code == 0 and "NUL" not in r.output, r.output
+
+
+# -- steps say what they remove -------------------------------------------------------------------
+def test_decay_says_which_other_section_it_found_stale(tmp_path: Path) -> None:
+    """After predictions change, `cafe decay` rewrites its own section and removes the stale
+    accuracy section: it says so (steps/engine.py dropped invalidate()'s notes)."""
+    d = _run_folder(tmp_path)
+    preds = d / "predictions.jsonl"
+    lines = preds.read_text().splitlines(keepends=True)
+    preds.write_text("".join(lines[1:]))
+    r = _invoke(*_cmd("decay", d))
+    said = [x for x in r.output.splitlines() if "removed the accuracy section" in x]
+    assert said and "cafe run" in said[0], r.output
