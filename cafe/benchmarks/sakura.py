@@ -312,12 +312,23 @@ JUDGE_SYSTEM = (
 
 def official_judgement(reply: str | None) -> str | None:
     """The judgement the official script extracts from a judge reply, or None where its pattern
-    does not match (it records "No extracted judgement": counted wrong). A thinking block is
-    removed first (the official judge, GPT-4o, writes none)."""
+    does not match (it records "No extracted judgement": counted wrong). The reply as it came,
+    thinking and all: the script's first match may be a judgement inside a <think> block (the
+    lenient reading, beside it, reads the final answer)."""
+    m = OFFICIAL_REPLY.search(reply or "")
+    return m.group(2) if m else None
+
+
+def thought_first(reply: str | None) -> bool:
+    """Whether a reply's thinking block holds the judgement the official pattern reads first,
+    and the answer after it another (counted beside the official figure)."""
     from cafe.clients.thinking import final_answer
 
-    m = OFFICIAL_REPLY.search(final_answer(reply))
-    return m.group(2) if m else None
+    final = final_answer(reply)
+    if not reply or final == reply:
+        return False
+    m = OFFICIAL_REPLY.search(final)
+    return official_judgement(reply) != (m.group(2) if m else None)
 
 
 def judged_correct(judgement: str | None) -> bool:
@@ -426,23 +437,25 @@ class SAKURA(Benchmark):
         kept_out = _kept_out(samples, predictions, runs)
         out = set(kept_out["null_response"]) | set(kept_out["not_in_predictions"])
 
-        def reading(read: Callable[[str | None], bool], outside: bool | None) -> Any:
+        def reading(read: Callable[[Any], bool], outside: bool | None) -> Any:
             def verdict(s: Sample, p: Prediction | None) -> bool | None:
                 if p is None or (s.id, p.run_index) in out:
                     return outside
                 v = verdicts.get((s.id, p.run_index))
                 # only a reply is read (a failed call has none): counted wrong, and said
-                return v is not None and v.status in ("ok", "unparseable") and read(v.raw)
+                return v is not None and v.status in ("ok", "unparseable") and read(v)
 
             return verdict
 
-        def official(reply: str | None) -> bool:
-            return judged_correct(official_judgement(reply))
+        def official(v: Any) -> bool:
+            if v.source == JUDGEMENTS_FILE:  # calculate_acc.py's rule on the stored judgement
+                return judged_correct(v.value if isinstance(v.value, str) else None)
+            return judged_correct(official_judgement(v.raw))
 
-        def lenient(reply: str | None) -> bool:
+        def lenient(v: Any) -> bool:
             from cafe.judge.verdict import read_judgement
 
-            return read_judgement(reply) is True
+            return read_judgement(v.raw) is True
 
         failed = sum(v.status == "failed" for k, v in verdicts.items() if k not in out)
         label = f"{OFFICIAL_LABEL}; judge {judged.get('judge')}"
@@ -452,10 +465,16 @@ class SAKURA(Benchmark):
         if not figures["total"]["total"]:  # 0 of 0 is no figure
             label = "absent: no judged item with a response; " + label
             figures["total"] = None
+        live = {k: v for k, v in verdicts.items() if k not in out and v.source != JUDGEMENTS_FILE}
+        thought = sorted(k[0] for k, v in live.items() if thought_first(v.raw))
+        if thought:
+            label += (f"; {len(thought)} replies judged inside their thinking first (read as "
+                      "the official pattern's first match)")  # fmt: skip
         headline = {"label": label, **figures, "kept_out": {
             "null_response": len(kept_out["null_response"]),
             "not_in_predictions": len(kept_out["not_in_predictions"]),
-            "null_response_items": sorted({k[0] for k in kept_out["null_response"]})}}  # fmt: skip
+            "null_response_items": sorted({k[0] for k in kept_out["null_response"]})},
+            "judged_in_thinking_first": len(thought)}  # fmt: skip
         variants["lenient_judgement"] = {"label": LENIENT_LABEL, **_figures(tally(
             samples, predictions, reading(lenient, None), breakdowns, runs))}  # fmt: skip
         variants["counted_wrong"] = {"label": COUNTED_WRONG_LABEL, **_figures(tally(
@@ -500,6 +519,8 @@ def _figures(t: dict[str, Any]) -> dict[str, Any]:
 # the official judge's files ----------------------------------------------------------------------
 #: what llm_judge.py writes for a reply its pattern does not match
 NO_JUDGEMENT = "No extracted judgement"
+#: the source of a verdict read from llm_judge.py's output (its stored Judgement is the value)
+JUDGEMENTS_FILE = "judgements file"
 
 
 def write_results(
@@ -605,5 +626,6 @@ def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list
             j = entry["Judgement"]
             ok = isinstance(j, str) and j != NO_JUDGEMENT
             raw = f"Explanation: {entry.get('Explanation', '')}\nJudgement: {j}" if ok else ""
-            verdicts[(sid, 0)] = Judged(sid, 0, None, "ok" if ok else "unparseable", raw)
+            verdicts[(sid, 0)] = Judged(sid, 0, None, "ok" if ok else "unparseable", raw,
+                                        source=JUDGEMENTS_FILE, value=j)  # fmt: skip
     return rows, verdicts
