@@ -169,3 +169,52 @@ def test_decay_says_which_other_section_it_found_stale(tmp_path: Path) -> None:
     r = _invoke(*_cmd("decay", d))
     said = [x for x in r.output.splitlines() if "removed the accuracy section" in x]
     assert said and "cafe run" in said[0], r.output
+
+
+# -- every reader type-checks its rows ------------------------------------------------------------
+def _sakura(tmp: Path) -> Path:
+    from sakura_helpers import write_folder
+
+    return write_folder(tmp / "s")
+
+
+def _score_sakura(root: Path, f: Path):
+    return _invoke("score", "--bench", "sakura", "--data", str(root), "--predictions", str(f))
+
+
+A1 = "data/Animal/audio/a1.wav"
+
+
+def test_a_sakura_row_of_the_wrong_type_is_one_line(tmp_path: Path) -> None:
+    root = _sakura(tmp_path)
+    meta_file = root / "data" / "Animal" / "metadata.json"
+    meta = json.loads(meta_file.read_text())
+    meta[A1]["audio_path"] = 42
+    meta_file.write_text(json.dumps(meta))
+    from cafe.benchmarks.sakura import SAKURA
+
+    loaded = SAKURA().load(str(root))  # the other clips load
+    lines = [str(p) for p in loaded.problems if "Animal-a1-single" in str(p)]
+    assert lines and "field audio_path" in lines[0] and "not int '42'" in lines[0], lines
+    assert any(s.id == "Animal-a2-single" and s.error is None for s in loaded.samples)
+
+
+def test_sakura_results_with_an_unhashable_instruction_are_one_line(tmp_path: Path) -> None:
+    root = _sakura(tmp_path)
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"attribute": "Animal", "results": {
+        A1: {"instruction": {"a": 1}, "response": "dog", "label": "(a) dog"},
+        "data/Animal/audio/a2.wav": {"instruction": "x", "response": "cow", "label": "(c) cow"},
+    }}))  # fmt: skip
+    r = _score_sakura(root, f)
+    assert "Traceback" not in r.output and not isinstance(r.exception, TypeError), r.output
+    assert any(A1 in x and "field instruction" in x for x in r.output.splitlines()), r.output
+
+
+def test_sakura_results_nested_past_the_parser_are_one_line(tmp_path: Path) -> None:
+    root = _sakura(tmp_path)
+    f = tmp_path / "r.json"
+    f.write_text('{"results": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    r = _score_sakura(root, f)
+    assert r.exit_code != 0 and not isinstance(r.exception, RecursionError), r.output
+    assert any(str(f) in x and "nested more than" in x for x in r.output.splitlines()), r.output

@@ -235,8 +235,9 @@ def _clip_samples(tf, key, row, base, problems, contained_audio) -> list[Sample]
         value, roots = row.get("audio_path") or key, [base]
     else:
         value, roots = row.get("audio_path") or _clip_rel(key, tf.track), [tf.base]
+    named = "audio_path" if row.get("audio_path") is not None else "file"
     path, outside = contained_audio(value, [*roots, *tf.extra_roots], file=tf.source,
-                                    sample_id=key, field="file")  # fmt: skip
+                                    sample_id=key, field=named)  # fmt: skip
     if outside is not None:
         audio_error = outside.message
     else:
@@ -244,7 +245,7 @@ def _clip_samples(tf, key, row, base, problems, contained_audio) -> list[Sample]
     out = []
     for hop in HOPS:
         sid = f"{tf.track}-{stem}-{hop}"
-        errors: list[tuple[str, str]] = [("file", audio_error)] if audio_error else []
+        errors: list[tuple[str, str]] = [(named, audio_error)] if audio_error else []
         instruction = row.get(f"{hop}_instruction")
         raw_answer = row.get(f"{hop}_answer")
         question, choices, answer = "", [], None
@@ -563,9 +564,11 @@ def read_results(path: Path, samples: list[Sample]) -> OfficialFile | None:
     docs = []
     for f in _result_files(path):
         try:
-            doc = json.loads(f.read_text(encoding="utf-8-sig"))
+            doc = loads_line(f.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             doc = None
+        except ValueError as e:  # nested too deep for the parser: no results file's shape
+            raise InputError(Problem(str(f), f"not a SAKURA results file ({e})")) from None
         if isinstance(doc, dict) and isinstance(doc.get("results"), dict):
             docs.append((f, doc))
     if not docs:
@@ -610,9 +613,18 @@ def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list
         if not isinstance(entry, dict):
             problems.append(Problem(str(f), "not a JSON object", key, "results"))
             continue
+        found = bad_text(entry)  # nested too deep, a NUL, a lone surrogate
+        if found is not None:
+            problems.append(Problem(str(f), f"{found[1]}; entry left out", key, found[0] or None))
+            continue
+        instruction = entry.get("instruction")
+        if instruction is not None and not isinstance(instruction, str):
+            problems.append(Problem(str(f), f"a string expected, not {type(instruction).__name__}"
+                                    "; entry left out", key, "instruction"))  # fmt: skip
+            continue
         track = file_track or track_of(key)
         stem = Path(key.replace("\\", "/")).stem
-        hop = file_hop or hops.get((track, stem, entry.get("instruction")))
+        hop = file_hop or hops.get((track, stem, instruction))
         if track is None or hop is None:
             problems.append(Problem(str(f), "names no SAKURA track / hop (the file has no "
                                     "'attribute' / 'type' and the path or instruction names "
