@@ -122,3 +122,99 @@ def test_a_judgement_inside_thinking_first_is_read_as_the_script_reads_it(tmp_pa
 @pytest.mark.parametrize("reply", ["Explanation: x\nJudgement: correct", THOUGHT])
 def test_the_official_reading_agrees_with_the_script_on_the_raw_reply(reply):
     assert official_judgement(reply) == sakura_extract_judgement(reply)["Judgement"]
+
+
+# ---- MMAU and MMAR: the scripts read the file row by row --------------------------------------
+def _script_figure(repo: str, path: str, f: Path, tmp: Path) -> str | None:
+    """The official script's 'Total Accuracy' line, run verbatim on ``f`` (None without a copy)."""
+    script = _official_script(repo, path, tmp)
+    if script is None:
+        return None
+    out = subprocess.run([sys.executable, str(script), "--input", str(f)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    return next(x for x in out.splitlines() if x.startswith("Total Accuracy"))
+
+
+def _score(bench: str, data: Path, f: Path) -> dict:
+    res = CliRunner().invoke(main, ["score", "--bench", bench, "--data", str(data),
+                                    "--predictions", str(f), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def _wrong_choice(item: dict) -> str:
+    return next(c for c in item["choices"] if c != item["answer"])
+
+
+def test_mmar_rows_counted_as_the_script_counts_them(shared_data, tmp_path, monkeypatch):
+    """Duplicate rows (each counted), a row for an id the metadata lacks (scored from its own
+    answer and choices), a row holding only model_prediction (skipped by the script)."""
+    from official_scripts import mmar_evaluate
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = Path(shared_data) / "mmar" / "MMAR-meta.jsonl"
+    items = [json.loads(x) for x in meta.read_text().splitlines()[:4]]
+    a, b, c, d = items
+    rows = [
+        {**a, "answer_prediction": a["answer"]},  # right
+        {**a, "answer_prediction": _wrong_choice(a)},  # the same id again: wrong, counted
+        {**b, "model_prediction": b["answer"]},  # skipped by the script (cafe reads it)
+        {**d, "id": "not-in-mmar", "answer_prediction": d["answer"]},  # right, from the row
+        {**c, "answer_prediction": c["answer"]},  # right
+    ]
+    f = tmp_path / "preds.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # by hand: rows 1, 2, 4, 5 scored: 3 right of 4
+    assert (mmar_evaluate(f)["correct"], mmar_evaluate(f)["total"]) == (3, 4)
+    line = _script_figure("ddlBoJack/MMAR", "code/evaluation.py", f, tmp_path)
+    assert line is None or line == "Total Accuracy: 75.00% over 4 samples", line
+    out = _score("mmar", meta, f)
+    head = out["official"]["headline"]
+    assert head["total"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert head["row_cases"] == {
+        "duplicate rows (each counted)": 1,
+        "rows for ids absent from the metadata (scored from the row)": 1,
+        "rows holding only model_prediction (skipped by the script)": 1,
+    }
+    # cafe's reading beside it, labelled: a's last row (wrong), b read from model_prediction
+    by_item = out["official"]["variants"]["by_item"]
+    assert by_item["total"]["correct"] == 2 and "NOT the official" in by_item["label"]
+    text = CliRunner().invoke(main, ["score", "--bench", "mmar", "--data", str(meta),
+                                     "--predictions", str(f)]).output  # fmt: skip
+    assert "duplicate rows (each counted) 1" in text, text
+
+
+def test_mmau_rows_counted_as_the_script_counts_them(shared_data, tmp_path, monkeypatch):
+    from official_scripts import mmau_evaluate
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = Path(shared_data) / "mmau" / "mmau-test-mini.json"
+    items = json.loads(meta.read_text())[:3]
+    a, b, c = items
+    rows = [
+        {**a, "model_output": _wrong_choice(a)},  # wrong
+        {**a, "model_output": a["answer"]},  # the same id again: right, counted
+        {**b, "id": "not-in-mmau", "model_output": b["answer"]},  # right, from the row
+        # the row's own answer (another release's, say) is the one the script reads: right
+        {**c, "model_output": _wrong_choice(c), "answer": _wrong_choice(c)},
+    ]
+    f = tmp_path / "preds.json"
+    f.write_text(json.dumps(rows))
+    assert (mmau_evaluate(f)["correct"], mmau_evaluate(f)["total"]) == (3, 4)
+    line = _script_figure("Sakshi113/MMAU", "evaluation.py", f, tmp_path)
+    assert line is None or line == "Total Accuracy: 75.00% over 4 samples", line
+    head = _score("mmau", meta, f)["official"]["headline"]
+    assert head["total"] == {"correct": 3, "total": 4, "acc": 75.0}
+    assert head["row_cases"] == {
+        "duplicate rows (each counted)": 1,
+        "rows for ids absent from the metadata (scored from the row)": 1,
+        "rows whose answer differs from the metadata's (the row's is used)": 1,
+    }
+
+
+def test_a_file_the_script_reads_as_cafe_does_has_no_second_figure(shared_data, tmp_path):
+    meta = Path(shared_data) / "mmau" / "mmau-test-mini.json"
+    items = json.loads(meta.read_text())[:2]
+    f = tmp_path / "preds.json"
+    f.write_text(json.dumps([{**i, "model_output": i["answer"]} for i in items]))
+    assert "official" not in _score("mmau", meta, f)

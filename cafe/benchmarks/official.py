@@ -133,6 +133,7 @@ def _counts(fig: dict[str, Any]) -> list[tuple[str, int]]:
     out += [(k, fig[k]) for k in COUNT_KEYS if fig.get(k)]
     if fig.get("absent"):
         out.append(("items absent from the file (in no denominator)", fig["absent"]))
+    out += [(k, v) for k, v in (fig.get("row_cases") or {}).items() if v]  # string_match_rows
     return out
 
 

@@ -544,6 +544,7 @@ def score_loaded(
         loaded.samples,
         preds,
         file_rows=response_rows(rows, bench.prediction_keys, key, id_keys),
+        file_records=rows,  # whole rows, for a script that scores each from its own fields
         **judged,
     )
     if official is not None:  # the benchmark's official figure, where the headline is not it
