@@ -218,3 +218,85 @@ def test_a_file_the_script_reads_as_cafe_does_has_no_second_figure(shared_data, 
     f = tmp_path / "preds.json"
     f.write_text(json.dumps([{**i, "model_output": i["answer"]} for i in items]))
     assert "official" not in _score("mmau", meta, f)
+
+
+# ---- MMSU and AIR-Bench: each row scored from its own answer_gt ------------------------------
+ANIMALS = ["dog", "cat", "cow", "owl"]
+
+
+def _mmsu_row(sid: str, answer: str, reply: str, **over) -> dict:
+    row = {"id": sid, "task_name": "t", "question": "Which?",
+           **dict(zip(("choice_a", "choice_b", "choice_c", "choice_d"), ANIMALS, strict=True)),
+           "answer_gt": answer, "category": "Perception", "sub-category": "Linguistics",
+           "sub-sub-category": "x", "linguistics_sub_discipline": "y",
+           "response": reply}  # fmt: skip
+    return {**row, **over}
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_mmsu_rows_use_their_own_answer_gt_and_count_unknown_ids(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "audio").mkdir()
+    meta_rows = [{**_mmsu_row(s, "dog", ""), "audio": f"audio/{s}.wav"} for s in ("m1", "m2")]
+    for r in meta_rows:
+        r.pop("response")
+    meta = _jsonl(tmp_path / "mmsu.jsonl", meta_rows)
+    preds = _jsonl(tmp_path / "preds.jsonl", [
+        _mmsu_row("m1", "cat", "B"),  # the row says cat: B is right as the script reads it
+        _mmsu_row("m2", "dog", "A"),  # right
+        _mmsu_row("m9", "owl", "D"),  # an id the metadata lacks: scored from the row, right
+    ])  # fmt: skip
+    script = _official_script("dingdongwang/MMSU", "mmsu_evaluation.py", tmp_path)
+    if script is not None:
+        out = subprocess.run([sys.executable, str(script), str(preds)], capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+        assert "Overall Accuracy: 1.0000" in out and "Total count: 3" in out, out
+    res = CliRunner().invoke(main, ["score", "--bench", "mmsu", "--data", str(meta),
+                                    "--predictions", str(preds), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    head = json.loads(res.stdout)["official"]["headline"]
+    assert head["total"] == {"correct": 3, "total": 3, "acc": 100.0}
+    assert head["row_cases"] == {
+        "rows whose answer_gt differs from the metadata's (the row's is used)": 1,
+        "rows for ids absent from the metadata (scored from the row)": 1,
+    }
+
+
+def _air_row(sid: str, answer: str, reply: str, task: str | None = "T1") -> dict:
+    return {"path": f"{sid}.wav", "question": "Which?",
+            **dict(zip(("choice_a", "choice_b", "choice_c", "choice_d"), ANIMALS, strict=True)),
+            "answer_gt": answer, "task_name": task, "dataset_name": "D1", "uniq_id": sid,
+            "response": reply}  # fmt: skip
+
+
+def test_airbench_rows_with_task_name_null_are_skipped_and_own_answers_used(tmp_path):
+    meta_rows = [_air_row(s, "dog", "") for s in ("a1", "a2", "a3")]
+    for r in meta_rows:
+        r.pop("response")
+    meta = tmp_path / "Foundation_meta.json"
+    meta.write_text(json.dumps(meta_rows))
+    run = tmp_path / "run"
+    run.mkdir()
+    results = _jsonl(run / "Foundation_result_modelx.jsonl", [
+        _air_row("a1", "dog", "A"),  # right
+        _air_row("a2", "cow", "C"),  # the row's own answer: right
+        _air_row("a3", "dog", "B", task=None),  # task_name null: skipped by the script
+    ])  # fmt: skip
+    script = _official_script("OFA-Sys/AIR-Bench", "score_foundation.py", tmp_path)
+    if script is not None:  # it reads Foundation_result_modelx.jsonl where it runs
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                             check=True, cwd=run).stdout  # fmt: skip
+        assert "T1_D1: Sum=2, correct=2, acc=1.0" in out and "total_sum: 2" in out, out
+    res = CliRunner().invoke(main, ["score", "--bench", "airbench", "--data", str(meta),
+                                    "--predictions", str(results), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    head = json.loads(res.stdout)["official"]["headline"]
+    assert head["total"] == {"correct": 2, "total": 2, "acc": 100.0}
+    assert head["row_cases"] == {
+        "rows with task_name null (skipped by the script)": 1,
+        "rows whose answer_gt differs from the metadata's (the row's is used)": 1,
+    }
