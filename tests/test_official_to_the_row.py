@@ -300,3 +300,35 @@ def test_airbench_rows_with_task_name_null_are_skipped_and_own_answers_used(tmp_
         "rows with task_name null (skipped by the script)": 1,
         "rows whose answer_gt differs from the metadata's (the row's is used)": 1,
     }
+
+
+# ---- MMAU-Pro open questions: the judge's scores as the script's first match -------------------
+SCORES_THOUGHT = (
+    "<think>maybe CORRECTNESS: 1\nRELEVANCE: 1\nCOMPLETENESS: 1\nCLARITY: 1\nOVERALL: 1</think>"
+    "CORRECTNESS: 5\nRELEVANCE: 5\nCOMPLETENESS: 5\nCLARITY: 5\nOVERALL: 5"
+)
+
+
+def test_mmau_pro_open_scores_inside_thinking_first_are_read_as_the_script_reads_them():
+    from official_scripts_judged import mmau_pro_scores
+
+    from cafe.benchmarks.mmau_pro import MMAUPro, official_overall
+    from cafe.records import Sample
+
+    # extract_scores_from_evaluation: re.search, first match, thinking and all -> OVERALL 1
+    assert mmau_pro_scores(SCORES_THOUGHT) == 1.0 and official_overall(SCORES_THOUGHT) == 1.0
+    samples = [Sample(s, "mmau-pro", "t", "Q?", [], None, ["x.wav"], {"category": "open"})
+               for s in ("o1", "o2")]  # fmt: skip
+    preds = [Prediction(s.id, 0, "m", "p", "h", "an answer") for s in samples]
+    verdicts = {("o1", 0): Judged("o1", 0, None, "ok", SCORES_THOUGHT),
+                ("o2", 0): Judged("o2", 0, None, "ok", "OVERALL: 4")}  # fmt: skip
+    sec = MMAUPro().official_section(samples, preds, 1, verdicts=verdicts, judge="j")
+    head = sec["headline"]
+    # by hand: (1/5 + 4/5) / 2 = 50.00; the final answers' reading: (5/5 + 4/5) / 2 = 90.00
+    assert head["total"] == {"acc": 50.0, "items": 2}
+    assert head["open_replies_scored_in_thinking"] == 1
+    final = sec["variants"]["final_answer"]
+    assert final["total"] == {"acc": 90.0, "items": 2} and "NOT the official" in final["label"]
+    from cafe.benchmarks.official import format_official
+
+    assert "open replies scored in thinking 1" in format_official(sec)

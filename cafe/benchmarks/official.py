@@ -124,7 +124,12 @@ def _averages(fig: dict[str, Any]) -> str:
 
 #: counts a figure carries beside it (what the official script could not score, or read its own
 #: way), printed where they are not zero
-COUNT_KEYS = ("null_outputs", "unknown_identifiers", "open_replies_with_defaults")
+COUNT_KEYS = (
+    "null_outputs",
+    "unknown_identifiers",
+    "open_replies_with_defaults",
+    "open_replies_scored_in_thinking",
+)
 
 
 def _counts(fig: dict[str, Any]) -> list[tuple[str, int]]:
