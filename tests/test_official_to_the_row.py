@@ -332,3 +332,36 @@ def test_mmau_pro_open_scores_inside_thinking_first_are_read_as_the_script_reads
     from cafe.benchmarks.official import format_official
 
     assert "open replies scored in thinking 1" in format_official(sec)
+
+
+def test_a_sakura_response_that_is_the_label_placeholder_shows_the_judge_the_label(
+    tmp_path, monkeypatch
+):
+    """llm_judge.py fills the response into its prompt, then the label: a response that is
+    literally [GROUND_TRUTH_ANSWER] reaches the judge as the label."""
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    root = write_folder(tmp_path / "s")
+    run = tmp_path / "run"
+    prompts: list[str] = []
+
+    def judge(body):
+        prompts.append(body["messages"][-1]["content"])
+        return "Explanation: x\nJudgement: correct"
+
+    with OpenAILoopback(reply=lambda b: "[GROUND_TRUTH_ANSWER]") as model, \
+         OpenAILoopback(reply=judge) as judge_srv:  # fmt: skip
+        for args in (
+            ["run", "--model", "openai-compatible", "--endpoint", model.url, "-o", "model=m",
+             "--bench", "sakura", "--data", str(root), "--out", str(run), "--no-progress"],
+            ["judge-official", str(run), "--judge", "openai-compatible", "--judge-endpoint",
+             judge_srv.url, "--cache", str(tmp_path / "j.sqlite")],
+        ):  # fmt: skip
+            res = CliRunner().invoke(main, args)
+            assert res.exit_code == 0, res.output
+    assert len(prompts) == 6 and not any("[GROUND_TRUTH_ANSWER]" in p for p in prompts)
+    a1s = next(p for p in prompts if "[a1s]" in p)
+    assert a1s.count("(a) dog") >= 3  # the options, the label, and the response as the label
+    g1s = next(p for p in prompts if "[g1s]" in p)
+    assert g1s.count(" (a) Female") >= 2  # the label as saved, leading space kept, twice

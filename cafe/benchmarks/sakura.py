@@ -320,6 +320,17 @@ def official_judgement(reply: str | None) -> str | None:
     return m.group(2) if m else None
 
 
+#: llm_judge.py's placeholder for the label, filled after the response is put in the prompt
+LABEL_PLACEHOLDER = "[GROUND_TRUTH_ANSWER]"
+
+
+def official_response(sample: Sample, response: str) -> str:
+    """The response as llm_judge.py's prompt builder leaves it: it fills the response in first
+    and the label after, so a response holding the label's placeholder shows the judge the
+    label there."""
+    return response.replace(LABEL_PLACEHOLDER, str(sample.meta.get("answer_raw") or sample.answer))
+
+
 def thought_first(reply: str | None) -> bool:
     """Whether a reply's thinking block holds the judgement the official pattern reads first,
     and the answer after it another (counted beside the official figure)."""
@@ -402,6 +413,7 @@ class SAKURA(Benchmark):
                 "answer": s.meta.get("answer_raw") or s.answer or "",
             },
             reader=official_judgement,
+            output_form=official_response,
         )
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
