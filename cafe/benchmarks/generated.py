@@ -65,6 +65,17 @@ def _written_here(out: Path, bench: str) -> set[str] | None:
     return {jsonl.name, info.name, *(f"{AUDIO_DIR}/{bench}-{i:05d}.wav" for i in range(n))}
 
 
+def _same_set(out: Path, bench: str, info: dict[str, Any]) -> bool:
+    """Whether ``out`` holds, whole, the set whose <bench>-info.json is ``info``."""
+    files = _written_here(out, bench)
+    if files is None or not all((out / f).is_file() for f in files):
+        return False
+    try:
+        return json.loads((out / info_name(bench)).read_text()) == info
+    except (OSError, ValueError):
+        return False
+
+
 def _check_owned(out: Path, bench: str) -> None:
     """SetFolderError unless ``out`` is new, empty, or holds only a set written here: a
     generator replaces only its own set, never writes through a link, never deletes the user's
@@ -115,13 +126,19 @@ def write_set(
     ``info`` plus the jsonl's sha256 (and ``n``: what the set holds). The set is built in a
     temporary sibling folder and renamed into place, so a killed run leaves the old set whole;
     ``out`` must be new, empty, or a set written here before (SetFolderError otherwise)."""
+    import os
     import shutil
     import tempfile
+
+    from cafe.benchmarks.synth import _TMP_MARK, sweep_stale_temps
 
     out = Path(out)
     _check_owned(out, bench)  # refused before any clip is made
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    sweep_stale_temps(out.parent, f".{out.name}{_TMP_MARK}")  # a killed earlier write's
+    # named so that sweep_stale_temps knows a killed process's folder
+    prefix = f".{out.name}{_TMP_MARK}{os.getpid()}-"
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
     tmp.chmod(0o755)  # a folder as mkdir makes it, not mkdtemp's private one
     try:
         audio = tmp / AUDIO_DIR
@@ -139,13 +156,20 @@ def write_set(
         (tmp / jsonl_name(bench)).write_bytes(body)
         info = {**info, "n": n, "sha256": hashlib.sha256(body).hexdigest()}
         (tmp / info_name(bench)).write_text(json.dumps(info, indent=2) + "\n")
-        if out.exists():  # the earlier set (or an empty folder) steps aside, then goes
-            trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        if _same_set(out, bench, info):
+            shutil.rmtree(tmp)  # the same set is there already (another process wrote it)
+        elif out.exists():  # the earlier set (or an empty folder) steps aside, then goes
+            trash = Path(tempfile.mkdtemp(prefix=prefix, suffix="-old", dir=out.parent))
             out.rename(trash / out.name)
             tmp.rename(out)
             shutil.rmtree(trash, ignore_errors=True)
         else:
-            tmp.rename(out)
+            try:
+                tmp.rename(out)
+            except OSError:  # another process renamed its set there first
+                if not _same_set(out, bench, info):
+                    raise
+                shutil.rmtree(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
