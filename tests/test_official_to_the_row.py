@@ -37,8 +37,17 @@ def _official_script(repo: str, path: str, tmp: Path) -> Path | None:
     return out
 
 
-def _cafe_score(root: Path, f: Path) -> dict:
-    res = CliRunner().invoke(main, ["score", "--bench", "sakura", "--data", str(root),
+def _run_script(repo: str, path: str, args: list[str], tmp: Path, cwd: Path | None = None):
+    """The official script's stdout, run verbatim with ``args`` (None without a copy of it)."""
+    script = _official_script(repo, path, tmp)
+    if script is None:
+        return None
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          check=True, cwd=cwd).stdout  # fmt: skip
+
+
+def _score(bench: str, data: Path, f: Path) -> dict:
+    res = CliRunner().invoke(main, ["score", "--bench", bench, "--data", str(data),
                                     "--predictions", str(f), "--json"])  # fmt: skip
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
@@ -73,7 +82,6 @@ def test_score_of_a_judgements_file_is_calculate_acc_on_the_stored_judgement(tmp
     (1,570 of 3,797 where calculate_acc.py gives 1,454); now calculate_acc's rule on the text."""
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     root = write_folder(tmp_path / "s")
-    script = _official_script("ckyang1124/SAKURA", "evaluation/calculate_acc.py", tmp_path)
     for hop, rows in (("single", JUDGED), ("multi", JUDGED_MULTI)):
         doc = {"judge_model": "gpt-4o-2024-11-20", "type": hop,
                "results": {k: e for k, (e, _) in rows.items()}}  # fmt: skip
@@ -81,11 +89,10 @@ def test_score_of_a_judgements_file_is_calculate_acc_on_the_stored_judgement(tmp
         f.write_text(json.dumps(doc))
         right = sum(ok for _, ok in rows.values())
         assert sakura_calculate_acc(doc) == (right, 3)
-        if script is not None:  # the official script itself, verbatim
-            out = subprocess.run([sys.executable, str(script), "-i", str(f)], capture_output=True,
-                                 text=True, check=True).stdout  # fmt: skip
-            assert f"Correct count: {right}\n" in out and "Total count: 3\n" in out, out
-        head = _cafe_score(root, f)["official"]["headline"]
+        out = _run_script("ckyang1124/SAKURA", "evaluation/calculate_acc.py", ["-i", str(f)],
+                          tmp_path)  # fmt: skip
+        assert out is None or f"Correct count: {right}\n" in out and "Total count: 3\n" in out
+        head = _score("sakura", root, f)["official"]["headline"]
         assert head["total"]["correct"] == right and head["total"]["total"] == 3, head
         cells = head["breakdowns"]["track_hop"]
         animal = {"single": (2, 2), "multi": (1, 2)}[hop]  # by hand, from the table above
@@ -127,19 +134,8 @@ def test_the_official_reading_agrees_with_the_script_on_the_raw_reply(reply):
 # ---- MMAU and MMAR: the scripts read the file row by row --------------------------------------
 def _script_figure(repo: str, path: str, f: Path, tmp: Path) -> str | None:
     """The official script's 'Total Accuracy' line, run verbatim on ``f`` (None without a copy)."""
-    script = _official_script(repo, path, tmp)
-    if script is None:
-        return None
-    out = subprocess.run([sys.executable, str(script), "--input", str(f)], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
-    return next(x for x in out.splitlines() if x.startswith("Total Accuracy"))
-
-
-def _score(bench: str, data: Path, f: Path) -> dict:
-    res = CliRunner().invoke(main, ["score", "--bench", bench, "--data", str(data),
-                                    "--predictions", str(f), "--json"])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    return json.loads(res.stdout)
+    out = _run_script(repo, path, ["--input", str(f)], tmp)
+    return None if out is None else next(x for x in out.splitlines() if x.startswith("Total Acc"))
 
 
 def _wrong_choice(item: dict) -> str:
@@ -250,15 +246,9 @@ def test_mmsu_rows_use_their_own_answer_gt_and_count_unknown_ids(tmp_path, monke
         _mmsu_row("m2", "dog", "A"),  # right
         _mmsu_row("m9", "owl", "D"),  # an id the metadata lacks: scored from the row, right
     ])  # fmt: skip
-    script = _official_script("dingdongwang/MMSU", "mmsu_evaluation.py", tmp_path)
-    if script is not None:
-        out = subprocess.run([sys.executable, str(script), str(preds)], capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
-        assert "Overall Accuracy: 1.0000" in out and "Total count: 3" in out, out
-    res = CliRunner().invoke(main, ["score", "--bench", "mmsu", "--data", str(meta),
-                                    "--predictions", str(preds), "--json"])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    head = json.loads(res.stdout)["official"]["headline"]
+    out = _run_script("dingdongwang/MMSU", "mmsu_evaluation.py", [str(preds)], tmp_path)
+    assert out is None or "Overall Accuracy: 1.0000" in out and "Total count: 3" in out, out
+    head = _score("mmsu", meta, preds)["official"]["headline"]
     assert head["total"] == {"correct": 3, "total": 3, "acc": 100.0}
     assert head["row_cases"] == {
         "rows whose answer_gt differs from the metadata's (the row's is used)": 1,
@@ -286,15 +276,10 @@ def test_airbench_rows_with_task_name_null_are_skipped_and_own_answers_used(tmp_
         _air_row("a2", "cow", "C"),  # the row's own answer: right
         _air_row("a3", "dog", "B", task=None),  # task_name null: skipped by the script
     ])  # fmt: skip
-    script = _official_script("OFA-Sys/AIR-Bench", "score_foundation.py", tmp_path)
-    if script is not None:  # it reads Foundation_result_modelx.jsonl where it runs
-        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                             check=True, cwd=run).stdout  # fmt: skip
-        assert "T1_D1: Sum=2, correct=2, acc=1.0" in out and "total_sum: 2" in out, out
-    res = CliRunner().invoke(main, ["score", "--bench", "airbench", "--data", str(meta),
-                                    "--predictions", str(results), "--json"])  # fmt: skip
-    assert res.exit_code == 0, res.output
-    head = json.loads(res.stdout)["official"]["headline"]
+    # it reads Foundation_result_modelx.jsonl where it runs
+    out = _run_script("OFA-Sys/AIR-Bench", "score_foundation.py", [], tmp_path, cwd=run)
+    assert out is None or "T1_D1: Sum=2, correct=2, acc=1.0" in out and "total_sum: 2" in out
+    head = _score("airbench", meta, results)["official"]["headline"]
     assert head["total"] == {"correct": 2, "total": 2, "acc": 100.0}
     assert head["row_cases"] == {
         "rows with task_name null (skipped by the script)": 1,

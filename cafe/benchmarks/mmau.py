@@ -7,7 +7,7 @@ from typing import Any
 
 from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
 from cafe.benchmarks.metadata import MetadataSpec, join_list_category, load_official
-from cafe.benchmarks.string_match_rows import RowScript, official_rows
+from cafe.benchmarks.string_match_rows import RowScript
 
 SPEC = MetadataSpec(
     bench="mmau",
@@ -63,11 +63,3 @@ class MMAU(Benchmark):
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)
-
-    def official_section(
-        self, samples: list[Any], predictions: list[Any], runs: int | None = None, **judged: Any
-    ) -> dict[str, Any] | None:
-        records = judged.get("file_records")  # `cafe score` of a file: read as the script does
-        if records is None:
-            return None
-        return official_rows(self.script_rows, samples, predictions, records)
