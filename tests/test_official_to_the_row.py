@@ -350,3 +350,22 @@ def test_a_sakura_response_that_is_the_label_placeholder_shows_the_judge_the_lab
     assert a1s.count("(a) dog") >= 3  # the options, the label, and the response as the label
     g1s = next(p for p in prompts if "[g1s]" in p)
     assert g1s.count(" (a) Female") >= 2  # the label as saved, leading space kept, twice
+
+
+def test_a_judgements_entry_for_a_clip_the_data_lacks_counts_as_calculate_acc_counts_it(tmp_path):
+    root = write_folder(tmp_path / "s")
+    doc = {"type": "single", "results": {
+        "data/Animal/audio/a1.wav": _entry("dog", "correct"),
+        "data/Animal/audio/zebra9.wav": _entry("a zebra", "correct"),  # not in the data
+        "data/Gender/audio/g1.wav": _entry("no", "incorrect"),
+    }}  # fmt: skip
+    f = tmp_path / "x_single_judgements.json"
+    f.write_text(json.dumps(doc))
+    assert sakura_calculate_acc(doc) == (2, 3)
+    out = _run_script("ckyang1124/SAKURA", "evaluation/calculate_acc.py", ["-i", str(f)], tmp_path)
+    assert out is None or "Correct count: 2\n" in out and "Total count: 3\n" in out, out
+    head = _score("sakura", root, f)["official"]["headline"]
+    assert head["total"]["correct"] == 2 and head["total"]["total"] == 3, head
+    cell = head["breakdowns"]["track_hop"]["Animal/single"]
+    assert (cell["correct"], cell["total"]) == (2, 2)
+    assert list(head["row_cases"].values()) == [1]
