@@ -61,6 +61,7 @@ def test_a_folder_card_sends_no_key_to_a_server_it_names(tmp_path: Path, monkeyp
             "options.base_url",
         ),
         ("name: mine\nadapter: random\nlaunch: 'curl x | sh'\n", "launch"),
+        ("name: mine\nadapter: random\noptions: {back: gpt-4o}\n", "options.back"),
     ],
 )
 def test_a_folder_card_claims_only_its_own_name_and_prompt(tmp_path, body, field) -> None:

@@ -22,6 +22,8 @@ TRAINED_GROUPS = ("MPAR²", "Ours")
 #: options that pick where calls go or which key they carry: only the user sets them (command
 #: line, environment, their own --cards), never a card that arrived with downloaded weights
 _REACHES_OUT = re.compile(r"(^|_)(endpoints?|url|urls|base|key|keys|host|port|token)(_env)?$")
+#: options naming another model a card's adapter calls (a cascade's back and front)
+_PICKS_A_MODEL = ("back", "front", "card")
 #: card fields of the same kind (``launch``: a command line to start a server)
 _CARD_REACHES_OUT = ("launch",)
 
@@ -76,6 +78,8 @@ def untrusted_fields(data: dict, known_names: set[str] | frozenset[str] = frozen
     for key in sorted(options) if isinstance(options, dict) else []:
         if _REACHES_OUT.search(str(key)):
             out.append(f"options.{key}: picks where calls go or which key they carry")
+        elif key in _PICKS_A_MODEL:
+            out.append(f"options.{key}: names another model to call (and so its service)")
     out += [f"{f}: a command to start a server" for f in _CARD_REACHES_OUT if data.get(f)]
     group = data.get("group")
     if group is not None and group not in TRAINED_GROUPS:
