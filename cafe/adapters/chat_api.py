@@ -141,10 +141,11 @@ class ChatAPIAdapter(Adapter):
         nothing to tell its weights apart by."""
         from cafe.runner.plan import warn
 
-        warn([f"model {self.card.name!r}: {', '.join(urls) or 'the server'} reports no model on "
-              "GET /models: no identity to key on, so its cached answers are keyed by endpoint "
-              "and model name only; a server restarted there with other weights would replay "
-              "them: give the new weights their own -o model=NAME, or run with --no-cache"])  # fmt: skip
+        where = ", ".join(urls) or "the server"
+        warn([f"model {self.card.name!r}: {where} reports no model on GET /models: no identity "
+              "to key on, so its cached answers are keyed by endpoint and model name only; a "
+              "server restarted there with other weights would replay them: give the new "
+              "weights their own -o model=NAME, or run with --no-cache"])  # fmt: skip
 
     @property
     def usage(self) -> dict[str, Any]:
