@@ -114,4 +114,7 @@ def official_rows(
         "official figure",
         **tally(samples, predictions, by_item, fields),
     }
-    return {"rule": label, "headline": headline, "variants": {"by_item": variant}}
+    from cafe.benchmarks.scoring import ROWS_READING
+
+    return {"rule": label, "reading": ROWS_READING, "headline": headline,
+            "variants": {"by_item": variant}}  # fmt: skip
