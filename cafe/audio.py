@@ -98,6 +98,10 @@ def contained_audio(
     """The absolute path of a metadata audio path (relative to ``roots[0]``), or a Problem when
     it resolves, after symlinks, outside every root: an absolute or ``../`` path in a metadata
     file must not make a model, an API upload or a captioner read an arbitrary file."""
+    if not isinstance(rel, str) or not rel:  # a metadata row's value, unchecked until here
+        shown = f"{type(rel).__name__} {str(rel)[:40]!r}"
+        msg = f"an audio path must be a non-empty string, not {shown}"
+        return None, Problem(file=file, sample_id=sample_id, field=field, message=msg)
     base = roots[0]
     p = os.path.expanduser(rel.replace("\\", "/"))
     given = os.path.normpath(p if os.path.isabs(p) else os.path.join(base, p))

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -340,8 +341,8 @@ def model_options(required: bool = True, default: str | None = None):
     return compose(
         gathered(
             "model",
-            ModelChoice,
-            ("model", "checkpoint", "cards", "options", "endpoints", "api_key_env"),
+            _model_choice,
+            ("model", "checkpoint", "cards", "options", "endpoints", "api_key_env", "trust_card"),
         ),  # fmt: skip
         option(
             "--model",
@@ -374,7 +375,32 @@ def model_options(required: bool = True, default: str | None = None):
             help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY; "
             "OpenAI's own URL: OPENAI_API_KEY].",
         ),
+        option(
+            "--trust-card",
+            is_flag=True,
+            help="Accept the cafe-card.yaml of the --model folder as written, even where it "
+            "names an endpoint, a key variable, a paper group or another model's name (a "
+            "card that came with downloaded weights may not, unconfirmed).",
+        ),
     )
+
+
+def _model_choice(
+    model: str | None,
+    checkpoint: str | None,
+    cards: tuple[str, ...],
+    pairs: tuple[str, ...],
+    endpoints: tuple[str, ...],
+    api_key_env: str | None,
+    trust_card: bool,
+) -> ModelChoice:
+    """ModelChoice, with the --model folder's card among the user's own --cards when they
+    trust it (cafe.adapters.cards.trusted_folder)."""
+    if trust_card and model:
+        from cafe.adapters.cards import FOLDER_CARD
+
+        cards = (*cards, str(Path(model) / FOLDER_CARD))
+    return ModelChoice(model, checkpoint, cards, pairs, endpoints, api_key_env)
 
 
 def adapter_options(

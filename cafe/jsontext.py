@@ -24,13 +24,30 @@ def finite(v: Any) -> Any:
 
 
 def strict_dumps(data: Any, **kw: Any) -> str:
-    """``json.dumps(data, **kw)`` as strict JSON (non-finite numbers as null) holding no lone
-    surrogate. The common case costs one dumps and one scan."""
+    """``json.dumps(data, **kw)`` as strict JSON (non-finite numbers as null) that cafe's own
+    readers accept (bad_text): each NUL and lone surrogate in a string or key, which a model's
+    reply may carry in, is written as U+FFFD. The common case costs one dumps and one scan."""
     try:
         text = json.dumps(data, allow_nan=False, **kw)
     except ValueError:  # a NaN or an infinity somewhere
-        text = json.dumps(finite(data), allow_nan=False, **kw)
+        data = finite(data)
+        text = json.dumps(data, allow_nan=False, **kw)
+    if _SUSPECT_TEXT.search(text) is None:
+        return text
+    text = json.dumps(readable(data), allow_nan=False, **kw)  # (a surrogate pair is kept)
     return LONE_SURROGATE.sub("\ufffd", text) if not kw.get("ensure_ascii", True) else text
+
+
+def readable(v: Any) -> Any:
+    """``v`` with each NUL and lone surrogate in its strings and keys as U+FFFD: what no file
+    cafe reads may hold (bad_text) written as the replacement character instead."""
+    if isinstance(v, str):
+        return LONE_SURROGATE.sub("\ufffd", v.replace("\x00", "\ufffd"))
+    if isinstance(v, dict):
+        return {readable(k) if isinstance(k, str) else k: readable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [readable(x) for x in v]
+    return v
 
 
 #: deepest nesting a JSON or YAML value read from a file may have: deeper is refused with one

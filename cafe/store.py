@@ -12,10 +12,12 @@ Read-modify-writes (metrics sections, the manifest's costs) run under the folder
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -119,11 +121,34 @@ def write_json_atomic(path: Path, data: Any) -> None:
     replace_file(path, lambda f: f.write(scrub_text(text)))
 
 
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of the regular file at ``path`` (a link to one is followed); a FIFO, a device
+    or a folder there is a ConfigError in one line naming it, not a read that waits forever for
+    a writer. FileNotFoundError and IsADirectoryError as open raises them."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):  # as reading a folder fails anywhere else
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise ConfigError(
+                f"{path} is not a regular file (a pipe, device or folder stands there); "
+                "cafe reads its records only from a regular file: remove it, or restore the file"
+            )
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def read_json_file(path: Path, recover: str) -> Any:
     """A whole JSON file; a damaged one is a RunFolderError in one line naming the file and
     ``recover`` (how to get it back), never a traceback."""
     try:
-        value = loads_line(path.read_text(encoding="utf-8"))
+        value = loads_line(read_regular(path).decode("utf-8"))
+    except ConfigError as e:
+        raise RunFolderError(f"{e}; {recover}") from None
     except (ValueError, UnicodeDecodeError) as e:
         why = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
         why = str(e) if _too_deep(e) and not isinstance(e, UnicodeError) else why
@@ -164,8 +189,7 @@ def numbered_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     if not path.exists():
         return
     try:
-        with path.open("rb") as f:
-            lines = f.read().split(b"\n")
+        lines = read_regular(path).split(b"\n")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror}); {_DAMAGED}") from None
     for i, raw in enumerate(lines):
@@ -309,10 +333,8 @@ def records_after(path: Path, offset: int, cls: type[R]) -> tuple[list[R], int]:
     from cafe.records import RecordError
 
     try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
+        data = read_regular(path)[offset:]
+    except (OSError, ConfigError):  # the readers name what stands there
         return [], offset
     whole = data[: data.rfind(b"\n") + 1]
     out = []
@@ -419,9 +441,11 @@ class RunStore:
         folder never mixes)."""
         path = self.path({"predictions": PREDICTIONS, "judgements": JUDGEMENTS}[name])
         try:
-            raw = path.read_bytes()
+            raw = read_regular(path)
         except FileNotFoundError:
             return {"records": 0, "digest": None}
+        except (OSError, ConfigError):  # not a file of records: no stamp can match it
+            return {"records": None, "digest": "unreadable"}
         key = hashlib.sha256(raw).hexdigest()  # the bytes' hash: parsing is the costly part
         if key not in _DIGESTS:
             from cafe.folder.sections import digest

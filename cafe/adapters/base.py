@@ -11,6 +11,10 @@ from typing import Any
 from cafe.records import Completion, Request
 from cafe.registry import Registry
 
+#: ModelCard fields holding mappings (the others are strings), and those that may be null
+_DICT_FIELDS = frozenset({"generation", "options", "trained"})
+_OPTIONAL_FIELDS = frozenset({"checkpoint", "launch", "unsupported"})
+
 
 @dataclass(frozen=True)
 class ModelCard:
@@ -34,6 +38,16 @@ class ModelCard:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"model card {name!r}: unknown field(s) {sorted(unknown)}")
+        for key, value in data.items():
+            if key == "name":
+                continue
+            want = dict if key in _DICT_FIELDS else str
+            if not (isinstance(value, want) or (value is None and key in _OPTIONAL_FIELDS)):
+                what = "a mapping" if want is dict else "a string"
+                raise ValueError(
+                    f"model card {name!r}: field {key}: {what} expected, not "
+                    f"{type(value).__name__} {str(value)[:40]!r}"
+                )
         return cls(**{**data, "name": name})
 
     @property

@@ -5,6 +5,7 @@ generation defaults and paper group."""
 from __future__ import annotations
 
 import os
+import re
 from functools import cache
 from pathlib import Path
 
@@ -15,6 +16,16 @@ CARDS_DIR = Path(__file__).parent / "cards"
 #: the card a checkpoint folder carries (`cafe train` writes one): `cafe run --model FOLDER`
 #: runs the checkpoint under its own name, group and prompt style
 FOLDER_CARD = "cafe-card.yaml"
+#: the groups `cafe train` gives its checkpoints (cafe.training.card): the only ones a folder's
+#: card may claim unconfirmed
+TRAINED_GROUPS = ("MPAR²", "Ours")
+#: options that pick where calls go or which key they carry: only the user sets them (command
+#: line, environment, their own --cards), never a card that arrived with downloaded weights
+_REACHES_OUT = re.compile(r"(^|_)(endpoints?|url|urls|base|key|keys|host|port|token)(_env)?$")
+#: options naming another model a card's adapter calls (a cascade's back and front)
+_PICKS_A_MODEL = ("back", "front", "card")
+#: card fields of the same kind (``launch``: a command line to start a server)
+_CARD_REACHES_OUT = ("launch",)
 
 
 def _read(path: Path) -> dict[str, ModelCard]:
@@ -46,19 +57,63 @@ def load_cards(extra: list[str | Path] | None = None) -> dict[str, ModelCard]:
     cards = dict(_builtin())
     env = [p for p in os.environ.get("CAFE_CARDS", "").split(os.pathsep) if p]
     for p in [*env, *(extra or [])]:
-        cards.update(_read(Path(p)))
+        if Path(p).name != FOLDER_CARD:  # a folder's card named to trust it (folder_card)
+            cards.update(_read(Path(p)))
     return cards
 
 
-def folder_card(folder: str | Path) -> ModelCard | None:
+def trusted_folder(folder: str | Path, cards_files: list[str | Path] | None) -> bool:
+    """Whether the user vouched for ``folder``'s card: named it with --cards (or --trust-card,
+    which names it so)."""
+    own = (Path(folder) / FOLDER_CARD).resolve()
+    return any(Path(p).resolve() == own for p in cards_files or [])
+
+
+def untrusted_fields(data: dict, known_names: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """What a folder's card ``data`` claims that only the user may (one ``field: why`` each):
+    an endpoint or key option, a server launch line, a paper group other than a trained
+    checkpoint's, another known model's name."""
+    out = []
+    options = data.get("options")
+    for key in sorted(options) if isinstance(options, dict) else []:
+        if _REACHES_OUT.search(str(key)):
+            out.append(f"options.{key}: picks where calls go or which key they carry")
+        elif key in _PICKS_A_MODEL:
+            out.append(f"options.{key}: names another model to call (and so its service)")
+    out += [f"{f}: a command to start a server" for f in _CARD_REACHES_OUT if data.get(f)]
+    group = data.get("group")
+    if group is not None and group not in TRAINED_GROUPS:
+        trained = ", ".join(TRAINED_GROUPS)
+        out.append(f"group: {group!r} (a trained checkpoint's is one of {trained})")
+    if str(data.get("name")) in known_names:
+        out.append(f"name: {data.get('name')!r} is another model's (a built-in card or adapter)")
+    return out
+
+
+def folder_card(
+    folder: str | Path, trusted: bool = False, known_names: set[str] | frozenset[str] = frozenset()
+) -> ModelCard | None:
     """The card a checkpoint folder carries (its FOLDER_CARD: one card, its name inside), with
-    the folder as its checkpoint; None where it has none. A damaged one is one InputError."""
+    the folder as its checkpoint; None where it has none. A damaged one is one InputError, and
+    so is one claiming what only the user may (``untrusted_fields``) unless ``trusted``: it
+    came with the weights, from whoever made them."""
     path = Path(folder) / FOLDER_CARD
     if not path.is_file():
         return None
     data = read_yaml(path)
     if not isinstance(data, dict) or not data.get("name") or "adapter" not in data:
         raise InputError(Problem(str(path), "a checkpoint's card needs a name and an adapter"))
+    claims = [] if trusted else untrusted_fields(data, known_names)
+    more = f" ({len(claims) - 1} more such field(s))" if len(claims) > 1 else ""
+    if claims:
+        raise InputError(
+            Problem(
+                str(path),
+                f"field {claims[0]}; a card that came with the weights may name its model and "
+                "prompt only: pass that option yourself, or --trust-card to accept the card "
+                f"as written{more}",
+            )
+        )
     body = {k: v for k, v in data.items() if k != "name"}
     try:
         card = ModelCard.from_dict(str(data["name"]), {**body, "checkpoint": str(folder)})

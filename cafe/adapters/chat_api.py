@@ -141,7 +141,20 @@ class ChatAPIAdapter(Adapter):
                 reported = [seen[k] for k in sorted(seen)]
             urls = sorted(set(bare))
             self._served = {"reported": reported, **({} if replicas else {"endpoints": urls})}
+            if reported == [None]:
+                self._say_no_identity(urls)
         return self._served
+
+    def _say_no_identity(self, urls: list[str]) -> None:
+        """Once per run: a server whose GET /models names no model gives its cache entries
+        nothing to tell its weights apart by."""
+        from cafe.runner.plan import warn
+
+        where = ", ".join(urls) or "the server"
+        warn([f"model {self.card.name!r}: {where} reports no model on GET /models: no identity "
+              "to key on, so its cached answers are keyed by endpoint and model name only; a "
+              "server restarted there with other weights would replay them: give the new "
+              "weights their own -o model=NAME, or run with --no-cache"])  # fmt: skip
 
     @property
     def usage(self) -> dict[str, Any]:

@@ -85,9 +85,11 @@ def resolve_model(
         return ResolvedModel(card, label, checkpoint or card.checkpoint)
     path = Path(model)
     if path.is_dir():
-        from cafe.adapters.cards import folder_card
+        from cafe.adapters.cards import folder_card, trusted_folder
 
-        own = folder_card(path)  # a trained checkpoint runs as itself
+        trusted = trusted_folder(path, cards_files)
+        known = set(cards) | set(ADAPTERS.names())
+        own = folder_card(path, trusted, known)  # a trained checkpoint runs as itself
         if own is not None:  # its run folders say its name, and which folder held it
             label = own.name if own.name == path.name else f"{own.name}@{path.name}"
             return ResolvedModel(own, label, str(path))

@@ -78,6 +78,9 @@ class Benchmark(ABC):
     #: keys an official-format predictions file holds the prediction under (first present
     #: wins), for `cafe score`
     prediction_keys: tuple[str, ...] = ("model_output",)
+    #: how the official script reads a predictions file row by row, where it scores each row
+    #: from its own fields (string_match_rows.RowScript: MMAU, MMAR); None: it does not
+    script_rows: Any = None
     #: keys a predictions file names its item under (first present wins), for `cafe score`
     prediction_id_keys: tuple[str, ...] = ("id",)
     #: the official script's input format for `cafe export` (None: no official scorer to
@@ -165,8 +168,15 @@ class Benchmark(ABC):
         headline and each labelled variant beside it (cafe.benchmarks.official). ``judged``:
         what `cafe judge-official` adds (its verdicts); `cafe score` passes ``file_rows``, the
         file's rows in order as (id, value under the prediction key or letter_rule.MISSING),
-        for a script that reads each line. None: accuracy's headline is official."""
-        return None
+        for a script that reads each line, and ``file_records``, the rows themselves. None:
+        accuracy's headline is official (or, with ``script_rows``, the file's rows count as the
+        script counts them: cafe.benchmarks.string_match_rows)."""
+        records = judged.get("file_records")
+        if self.script_rows is None or records is None:
+            return None
+        from cafe.benchmarks.string_match_rows import official_rows
+
+        return official_rows(self.script_rows, samples, predictions, records)
 
     @classmethod
     def info(cls) -> dict[str, Any]:

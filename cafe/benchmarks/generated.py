@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from cafe.benchmarks.base import Benchmark, LoadedBenchmark
+from cafe.errors import CafeError
 
 AUDIO_DIR = "audio"
 
@@ -40,6 +41,78 @@ def record_head(item: Any, modality: str, difficulty: str) -> dict[str, Any]:
     }
 
 
+class SetFolderError(CafeError):
+    """A folder a generator will not write a set into: a link, or someone else's files."""
+
+
+def _written_here(out: Path, bench: str) -> set[str] | None:
+    """The files of the set an earlier ``write_set`` wrote into ``out`` (relative paths), known
+    by its <bench>-info.json: a regular file whose sha256 is <bench>.jsonl's and whose ``n``
+    counts the clips; None where ``out`` holds no such set."""
+    jsonl, info = out / jsonl_name(bench), out / info_name(bench)
+    if any(p.is_symlink() or not p.is_file() for p in (jsonl, info)):
+        return None
+    try:
+        meta = json.loads(info.read_text())
+        body = jsonl.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("sha256") != hashlib.sha256(body).hexdigest():
+        return None
+    n = meta.get("n")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        return None
+    return {jsonl.name, info.name, *(f"{AUDIO_DIR}/{bench}-{i:05d}.wav" for i in range(n))}
+
+
+def _same_set(out: Path, bench: str, info: dict[str, Any]) -> bool:
+    """Whether ``out`` holds, whole, the set whose <bench>-info.json is ``info``."""
+    files = _written_here(out, bench)
+    if files is None or not all((out / f).is_file() for f in files):
+        return False
+    try:
+        return json.loads((out / info_name(bench)).read_text()) == info
+    except (OSError, ValueError):
+        return False
+
+
+def _check_owned(out: Path, bench: str) -> None:
+    """SetFolderError unless ``out`` is new, empty, or holds only a set written here: a
+    generator replaces only its own set, never writes through a link, never deletes the user's
+    own files (their ``<bench>-*.wav`` too)."""
+    if out.is_symlink():
+        raise SetFolderError(f"{out}: is a link; give --out a real folder (a set is never "
+                             "written through a link)")  # fmt: skip
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise SetFolderError(f"{out}: is not a folder")
+    names = sorted(p.name for p in out.iterdir())
+    if not names:
+        return
+    mine = _written_here(out, bench)
+    if mine is None:
+        raise SetFolderError(
+            f"{out}: holds files cafe did not write ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}); give --out a new or empty folder (or one an "
+            f"earlier `cafe bench {bench}` wrote)"
+        )
+    audio = out / AUDIO_DIR
+    foreign = [n for n in names if n not in mine and n != AUDIO_DIR]
+    if audio.is_symlink() or (audio.exists() and not audio.is_dir()):
+        foreign.append(AUDIO_DIR)
+    elif audio.is_dir():
+        for p in sorted(audio.iterdir()):
+            rel = f"{AUDIO_DIR}/{p.name}"
+            if rel not in mine or p.is_symlink() or not p.is_file():
+                foreign.append(rel)
+    if foreign:
+        raise SetFolderError(
+            f"{out}: holds {', '.join(foreign[:3])}, which the set cafe wrote there does not "
+            "list (a link or the user's own file): move it, or give --out another folder"
+        )
+
+
 def write_set(
     out: Path,
     bench: str,
@@ -48,28 +121,58 @@ def write_set(
     info: dict[str, Any],
     progress: bool = False,
 ) -> Path:
-    """Write items 0..n-1 into ``out``: ``write_item(i, wav)`` writes item i's clip to ``wav``
-    and returns its record (one <bench>.jsonl line); <bench>-info.json is ``info`` plus the
-    jsonl's sha256. Clips of an earlier, larger set in the folder are removed."""
-    audio = out / AUDIO_DIR
-    audio.mkdir(parents=True, exist_ok=True)
-    lines = []
-    indices = range(n)
-    if progress:
-        from tqdm import tqdm
+    """Write items 0..n-1 into ``out`` as one transaction: ``write_item(i, wav)`` writes item
+    i's clip to ``wav`` and returns its record (one <bench>.jsonl line); <bench>-info.json is
+    ``info`` plus the jsonl's sha256 (and ``n``: what the set holds). The set is built in a
+    temporary sibling folder and renamed into place, so a killed run leaves the old set whole;
+    ``out`` must be new, empty, or a set written here before (SetFolderError otherwise)."""
+    import os
+    import shutil
+    import tempfile
 
-        indices = tqdm(indices, desc=bench, unit="item")
-    for i in indices:
-        record = write_item(i, audio / f"{bench}-{i:05d}.wav")
-        lines.append(json.dumps(record, ensure_ascii=False))
-    keep = {f"{bench}-{i:05d}.wav" for i in range(n)}
-    for stale in audio.glob(f"{bench}-*.wav"):  # from an earlier, larger set
-        if stale.name not in keep:
-            stale.unlink()
-    body = ("\n".join(lines) + "\n").encode()
-    (out / jsonl_name(bench)).write_bytes(body)
-    info = {**info, "sha256": hashlib.sha256(body).hexdigest()}
-    (out / info_name(bench)).write_text(json.dumps(info, indent=2) + "\n")
+    from cafe.benchmarks.synth import _TMP_MARK, sweep_stale_temps
+
+    out = Path(out)
+    _check_owned(out, bench)  # refused before any clip is made
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale_temps(out.parent, f".{out.name}{_TMP_MARK}")  # a killed earlier write's
+    # named so that sweep_stale_temps knows a killed process's folder
+    prefix = f".{out.name}{_TMP_MARK}{os.getpid()}-"
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
+    tmp.chmod(0o755)  # a folder as mkdir makes it, not mkdtemp's private one
+    try:
+        audio = tmp / AUDIO_DIR
+        audio.mkdir()
+        lines = []
+        indices = range(n)
+        if progress:
+            from tqdm import tqdm
+
+            indices = tqdm(indices, desc=bench, unit="item")
+        for i in indices:
+            record = write_item(i, audio / f"{bench}-{i:05d}.wav")
+            lines.append(json.dumps(record, ensure_ascii=False))
+        body = ("\n".join(lines) + "\n").encode()
+        (tmp / jsonl_name(bench)).write_bytes(body)
+        info = {**info, "n": n, "sha256": hashlib.sha256(body).hexdigest()}
+        (tmp / info_name(bench)).write_text(json.dumps(info, indent=2) + "\n")
+        if _same_set(out, bench, info):
+            shutil.rmtree(tmp)  # the same set is there already (another process wrote it)
+        elif out.exists():  # the earlier set (or an empty folder) steps aside, then goes
+            trash = Path(tempfile.mkdtemp(prefix=prefix, suffix="-old", dir=out.parent))
+            out.rename(trash / out.name)
+            tmp.rename(out)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            try:
+                tmp.rename(out)
+            except OSError:  # another process renamed its set there first
+                if not _same_set(out, bench, info):
+                    raise
+                shutil.rmtree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return out / jsonl_name(bench)
 
 

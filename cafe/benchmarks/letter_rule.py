@@ -63,6 +63,8 @@ class LetterRule:
     # stopping when none is (else: any letter whose option text equals answer_gt is right)
     #: a breakdown whose cell with no scored reply stops the script's summary (None: none does)
     empty_cell_stops: str | None = None
+    #: a row field the script skips the row on when it is null (score_foundation.py: task_name)
+    skips_null: str | None = None
 
     def excluded_text(self) -> str:
         """The replies besides format failures that the script leaves out, for labels."""
@@ -262,13 +264,61 @@ def _run_replies(
             for r in counted]  # fmt: skip
 
 
-def _file_replies(samples: list[Sample], rows: FileRows) -> tuple[list[tuple[Sample, Any]], int]:
+def _file_replies(
+    bench: Any, samples: list[Sample], rows: FileRows, records: list[Any] | None = None
+) -> tuple[list[tuple[Sample, Any]], int, dict[str, int]]:
     """A file's rows as its script reads them (each row, duplicates too) -> (pairs, items of the
-    metadata absent from the file)."""
+    metadata absent from the file, the named cases where that differs from reading by item).
+    With the whole rows (``records``), each is scored from its own answer_gt, choices and
+    breakdown fields, as the script reads them, and one for an id the metadata lacks counts too."""
     by_id = {s.id: s for s in samples if s.answer is not None}
-    pairs = [(by_id[sid], v) for sid, v in rows if sid in by_id]
     present = {sid for sid, _ in rows}
-    return pairs, sum(sid not in present for sid in by_id)
+    absent = sum(sid not in present for sid in by_id)
+    if records is None:
+        return [(by_id[sid], v) for sid, v in rows if sid in by_id], absent, {}
+    from cafe.benchmarks.scoring import row_id
+
+    rule: LetterRule = bench.letter_rule
+    pairs, cases = [], Counter()
+    with_id = [
+        r
+        for r in records
+        if isinstance(r, dict) and row_id(r, bench.prediction_id_keys) is not None
+    ]
+    for (sid, value), row in zip(rows, with_id, strict=True):
+        if rule.skips_null and row.get(rule.skips_null, "") is None:
+            cases[f"rows with {rule.skips_null} null (skipped by the script)"] += 1
+            continue
+        own = _row_sample(bench, sid, row, by_id.get(sid))
+        if own is None:
+            continue
+        if sid not in by_id:
+            cases["rows for ids absent from the metadata (scored from the row)"] += 1
+        elif own.answer != by_id[sid].answer:
+            cases["rows whose answer_gt differs from the metadata's (the row's is used)"] += 1
+        pairs.append((own, value))
+    return pairs, absent, dict(cases)
+
+
+def _row_sample(bench: Any, sid: str, row: dict[str, Any], known: Sample | None) -> Sample | None:
+    """The item a row is scored as: the metadata's, with the row's own answer_gt, options and
+    breakdown fields where it has them; None for a row of an unknown id without them."""
+    import dataclasses
+
+    given = [row.get(f) for f in CHOICE_FIELDS]
+    while given and (given[-1] is None or given[-1] == ""):
+        given.pop()
+    choices = ["" if c is None else str(c) for c in given] or (known.choices if known else [])
+    answer = row.get("answer_gt") if isinstance(row.get("answer_gt"), str) else None
+    answer = answer if answer is not None else (known.answer if known else None)
+    if answer is None or len(choices) < 2:
+        return None
+    meta = {f: row[f] for f in bench.row_spec.meta_fields if f in row}
+    if known is not None:
+        return dataclasses.replace(known, answer=answer, choices=choices,
+                                   meta={**known.meta, **meta})  # fmt: skip
+    return Sample(id=sid, bench=bench.name, version="", question=str(row.get("question") or ""),
+                  choices=choices, answer=answer, audio=[], meta=meta)  # fmt: skip
 
 
 def official_figure(
@@ -319,6 +369,7 @@ def letter_rule_section(
     runs: int | None,
     averages: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     file_rows: FileRows | None = None,
+    file_records: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The "official" section of a letter-rule benchmark: the official script's figure as the
     headline (over ``file_rows`` when scoring a file, else over the run's export); beside it,
@@ -328,14 +379,16 @@ def letter_rule_section(
 
     breakdowns = dict(bench.breakdowns)
     rule: LetterRule = bench.letter_rule
+    cases: dict[str, int] = {}
     if file_rows is None:
         pairs, absent = _run_replies(samples, predictions, runs), 0
     else:
-        pairs, absent = _file_replies(samples, file_rows)
+        pairs, absent, cases = _file_replies(bench, samples, file_rows, file_records)
     headline = {
         "label": OFFICIAL_LABEL.format(excluded=rule.excluded_text()),
         **official_figure(bench, pairs, breakdowns),
         "absent": absent,
+        **({"row_cases": cases} if cases else {}),
     }
     if file_rows is not None:
         ids = [sid for sid, _ in file_rows]
@@ -395,4 +448,4 @@ class LetterRuleBenchmark(Benchmark):
     ) -> dict[str, Any]:
         averages = type(self).averages  # a plain function, not a method
         return letter_rule_section(self, samples, predictions, runs, averages,
-                                   judged.get("file_rows"))  # fmt: skip
+                                   judged.get("file_rows"), judged.get("file_records"))  # fmt: skip

@@ -8,6 +8,7 @@ from typing import Any
 
 from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
 from cafe.benchmarks.metadata import MetadataSpec, join_list_category, load_official
+from cafe.benchmarks.string_match_rows import RowScript
 
 ISOLATED = ("sound", "music", "speech")
 
@@ -54,6 +55,16 @@ class MMAR(Benchmark):
     modality_breakdown = "modality"  # sound / music / speech (and the mix-* modalities)
     licence = "CC BY-NC 4.0 (data)"
     version_items = {"v1": 1000, "v2": 1000}
+
+    #: how the official script reads a predictions file, row by row (string_match_rows)
+    script_rows = RowScript(
+        "answer_prediction",
+        {"modality": ("sound", "music", "speech", "mix-sound-music", "mix-sound-speech",
+                      "mix-music-speech", "mix-sound-music-speech"),
+         "category": ("Signal Layer", "Perception Layer", "Semantic Layer", "Cultural Layer"),
+         "sub-category": None},
+        "MMAR code/evaluation.py",
+    )  # fmt: skip
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

@@ -7,6 +7,7 @@ from typing import Any
 
 from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
 from cafe.benchmarks.metadata import MetadataSpec, join_list_category, load_official
+from cafe.benchmarks.string_match_rows import RowScript
 
 SPEC = MetadataSpec(
     bench="mmau",
@@ -51,6 +52,14 @@ class MMAU(Benchmark):
 
     def has_answers(self, version: str) -> bool:
         return version != SPEC.answerless_version
+
+    #: how the official script reads a predictions file, row by row (string_match_rows)
+    script_rows = RowScript(
+        "model_output",
+        {"task": ("sound", "music", "speech"), "difficulty": ("easy", "hard", "medium"),
+         "sub-category": None},
+        "MMAU evaluation.py",
+    )  # fmt: skip
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
         return load_official(SPEC, data, version, normalise, audio_root=self.audio_root)

@@ -62,21 +62,23 @@ def path_of(sample: Sample) -> str:
     return CLOSED if len(sample.choices) > 1 else DROPPED
 
 
-def judge_scores(text: str | None) -> dict[str, float | None]:
-    """Each criterion and OVERALL as the reply gives it (None: not found)."""
+def judge_scores(text: str | None, final_only: bool = False) -> dict[str, float | None]:
+    """Each criterion and OVERALL as the reply gives it (None: not found): the first match in
+    the reply as it came, thinking and all, as the official script reads it; ``final_only``
+    reads the final answer only (the friendlier reading, beside it)."""
     from cafe.clients.thinking import final_answer
 
-    reply = final_answer(text)
+    reply = final_answer(text) if final_only else (text or "")
     found = {name: pattern.search(reply) for name, pattern in SCORE_PATTERNS.items()}
     return {name: float(m.group(1)) if m else None for name, m in found.items()}
 
 
-def official_overall(text: str | None) -> float:
+def official_overall(text: str | None, final_only: bool = False) -> float:
     """The open question's score as the official script computes it: a missing field is 3.0
     (MISSING_SCORE); the judge's OVERALL is used unless it is missing or exactly 3.0, then the
-    mean of the four criteria. No range check: a 7 stays 7. A thinking block is removed first
-    (the official judge, Qwen2.5-7B-Instruct, writes none)."""
-    got = {k: (MISSING_SCORE if v is None else v) for k, v in judge_scores(text).items()}
+    mean of the four criteria. No range check: a 7 stays 7. Read as judge_scores reads it."""
+    scores = judge_scores(text, final_only)
+    got = {k: (MISSING_SCORE if v is None else v) for k, v in scores.items()}
     if got["overall"] == MISSING_SCORE:
         return statistics.fmean(got[n] for n in CRITERIA)
     return got["overall"]
@@ -254,6 +256,20 @@ class MMAUPro(Benchmark):
         self, samples: list[Sample], predictions: list[Any], runs: int | None = None, **judged: Any
     ) -> dict[str, Any]:
         cats, counts = _path_scores(samples, predictions, runs, judged)
+        headline = self._figure(cats, counts, judged)
+        variants: dict[str, Any] = {}
+        if counts["thinking_first"]:  # the friendlier reading of those replies, beside it
+            final = self._figure(_path_scores(samples, predictions, runs, judged, True)[0],
+                                 counts, judged)  # fmt: skip
+            final["label"] = ("final answer: open replies' scores read after their thinking; NOT "
+                              "the official figure (the script reads the first match)")  # fmt: skip
+            variants["final_answer"] = final
+        return {"rule": self.official_rule, "headline": headline, "variants": variants}
+
+    def _figure(
+        self, cats: dict[str, dict[str, Any]], counts: dict[str, Any], judged: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The count-weighted overall of the category scores, with what is counted beside it."""
         categories = _category_figures(cats, judged)
         scored = [c for c in categories.values() if c["score"] is not None]
         complete = bool(categories) and len(scored) == len(categories)
@@ -280,12 +296,17 @@ class MMAUPro(Benchmark):
             "unknown_identifiers": counts["unknown"],
             "crashed_items": sorted({k for k, _ in counts["crashed"]}),
             "sentence_counts": SENTENCE_SPLITTER,
+            "open_replies_scored_in_thinking": counts["thinking_first"],
         }
-        return {"rule": self.official_rule, "headline": headline, "variants": {}}
+        return headline
 
 
 def _path_scores(
-    samples: list[Sample], predictions: list[Any], runs: int | None, judged: dict[str, Any]
+    samples: list[Sample],
+    predictions: list[Any],
+    runs: int | None,
+    judged: dict[str, Any],
+    final_only: bool = False,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Per official category, each (item, run) pair's score (0..1) as the official script
     gives it; and the counts said beside the figure. A missing output is what the script reads
@@ -297,7 +318,7 @@ def _path_scores(
     embedded, verdicts = judged.get("embedded"), judged.get("verdicts")
     cats: dict[str, dict[str, Any]] = defaultdict(lambda: {"scores": [], "failed": 0})
     counts: dict[str, Any] = {"dropped": 0, "defaulted": 0, "null": 0, "unknown": 0,
-                              "crashed": []}  # fmt: skip
+                              "crashed": [], "thinking_first": 0}  # fmt: skip
     for s in samples:
         path = path_of(s)
         if s.error is not None and path == CLOSED and s.answer is None:
@@ -319,9 +340,11 @@ def _path_scores(
                 if v is None or v.status != "ok":
                     cell["failed"] += 1  # no reply to read: the figure waits for one
                     continue
-                found = judge_scores(v.raw)
+                found = judge_scores(v.raw, final_only)
                 counts["defaulted"] += any(x is None for x in found.values())
-                cell["scores"].append(official_overall(v.raw) / 5)
+                score = official_overall(v.raw, final_only)
+                counts["thinking_first"] += score != official_overall(v.raw, not final_only)
+                cell["scores"].append(score / 5)
             elif path == INSTRUCTION:
                 ident = s.meta.get("task_identifier")
                 counts["unknown"] += str(ident) not in CHECKS

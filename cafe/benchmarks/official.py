@@ -124,7 +124,12 @@ def _averages(fig: dict[str, Any]) -> str:
 
 #: counts a figure carries beside it (what the official script could not score, or read its own
 #: way), printed where they are not zero
-COUNT_KEYS = ("null_outputs", "unknown_identifiers", "open_replies_with_defaults")
+COUNT_KEYS = (
+    "null_outputs",
+    "unknown_identifiers",
+    "open_replies_with_defaults",
+    "open_replies_scored_in_thinking",
+)
 
 
 def _counts(fig: dict[str, Any]) -> list[tuple[str, int]]:
@@ -133,6 +138,7 @@ def _counts(fig: dict[str, Any]) -> list[tuple[str, int]]:
     out += [(k, fig[k]) for k in COUNT_KEYS if fig.get(k)]
     if fig.get("absent"):
         out.append(("items absent from the file (in no denominator)", fig["absent"]))
+    out += [(k, v) for k, v in (fig.get("row_cases") or {}).items() if v]  # string_match_rows
     return out
 
 

@@ -235,8 +235,9 @@ def _clip_samples(tf, key, row, base, problems, contained_audio) -> list[Sample]
         value, roots = row.get("audio_path") or key, [base]
     else:
         value, roots = row.get("audio_path") or _clip_rel(key, tf.track), [tf.base]
+    named = "audio_path" if row.get("audio_path") is not None else "file"
     path, outside = contained_audio(value, [*roots, *tf.extra_roots], file=tf.source,
-                                    sample_id=key, field="file")  # fmt: skip
+                                    sample_id=key, field=named)  # fmt: skip
     if outside is not None:
         audio_error = outside.message
     else:
@@ -244,7 +245,7 @@ def _clip_samples(tf, key, row, base, problems, contained_audio) -> list[Sample]
     out = []
     for hop in HOPS:
         sid = f"{tf.track}-{stem}-{hop}"
-        errors: list[tuple[str, str]] = [("file", audio_error)] if audio_error else []
+        errors: list[tuple[str, str]] = [(named, audio_error)] if audio_error else []
         instruction = row.get(f"{hop}_instruction")
         raw_answer = row.get(f"{hop}_answer")
         question, choices, answer = "", [], None
@@ -312,12 +313,34 @@ JUDGE_SYSTEM = (
 
 def official_judgement(reply: str | None) -> str | None:
     """The judgement the official script extracts from a judge reply, or None where its pattern
-    does not match (it records "No extracted judgement": counted wrong). A thinking block is
-    removed first (the official judge, GPT-4o, writes none)."""
+    does not match (it records "No extracted judgement": counted wrong). The reply as it came,
+    thinking and all: the script's first match may be a judgement inside a <think> block (the
+    lenient reading, beside it, reads the final answer)."""
+    m = OFFICIAL_REPLY.search(reply or "")
+    return m.group(2) if m else None
+
+
+#: llm_judge.py's placeholder for the label, filled after the response is put in the prompt
+LABEL_PLACEHOLDER = "[GROUND_TRUTH_ANSWER]"
+
+
+def official_response(sample: Sample, response: str) -> str:
+    """The response as llm_judge.py's prompt builder leaves it: it fills the response in first
+    and the label after, so a response holding the label's placeholder shows the judge the
+    label there."""
+    return response.replace(LABEL_PLACEHOLDER, str(sample.meta.get("answer_raw") or sample.answer))
+
+
+def thought_first(reply: str | None) -> bool:
+    """Whether a reply's thinking block holds the judgement the official pattern reads first,
+    and the answer after it another (counted beside the official figure)."""
     from cafe.clients.thinking import final_answer
 
-    m = OFFICIAL_REPLY.search(final_answer(reply))
-    return m.group(2) if m else None
+    final = final_answer(reply)
+    if not reply or final == reply:
+        return False
+    m = OFFICIAL_REPLY.search(final)
+    return official_judgement(reply) != (m.group(2) if m else None)
 
 
 def judged_correct(judgement: str | None) -> bool:
@@ -390,6 +413,7 @@ class SAKURA(Benchmark):
                 "answer": s.meta.get("answer_raw") or s.answer or "",
             },
             reader=official_judgement,
+            output_form=official_response,
         )
 
     def load(self, data: str | None = None, version: str | None = None) -> LoadedBenchmark:
@@ -423,26 +447,33 @@ class SAKURA(Benchmark):
                 "total": None,
             }
             return {"rule": self.official_rule, "headline": headline, "variants": variants}
+        # calculate_acc.py counts every entry of a judgements file, clips the data lacks too
+        known = {s.id for s in samples}
+        file_only = sorted({k[0] for k, v in verdicts.items()
+                            if v.source == JUDGEMENTS_FILE and k[0] not in known})  # fmt: skip
+        samples = [*samples, *(_entry_sample(sid) for sid in file_only)]
         kept_out = _kept_out(samples, predictions, runs)
         out = set(kept_out["null_response"]) | set(kept_out["not_in_predictions"])
 
-        def reading(read: Callable[[str | None], bool], outside: bool | None) -> Any:
+        def reading(read: Callable[[Any], bool], outside: bool | None) -> Any:
             def verdict(s: Sample, p: Prediction | None) -> bool | None:
                 if p is None or (s.id, p.run_index) in out:
                     return outside
                 v = verdicts.get((s.id, p.run_index))
                 # only a reply is read (a failed call has none): counted wrong, and said
-                return v is not None and v.status in ("ok", "unparseable") and read(v.raw)
+                return v is not None and v.status in ("ok", "unparseable") and read(v)
 
             return verdict
 
-        def official(reply: str | None) -> bool:
-            return judged_correct(official_judgement(reply))
+        def official(v: Any) -> bool:
+            if v.source == JUDGEMENTS_FILE:  # calculate_acc.py's rule on the stored judgement
+                return judged_correct(v.value if isinstance(v.value, str) else None)
+            return judged_correct(official_judgement(v.raw))
 
-        def lenient(reply: str | None) -> bool:
+        def lenient(v: Any) -> bool:
             from cafe.judge.verdict import read_judgement
 
-            return read_judgement(reply) is True
+            return read_judgement(v.raw) is True
 
         failed = sum(v.status == "failed" for k, v in verdicts.items() if k not in out)
         label = f"{OFFICIAL_LABEL}; judge {judged.get('judge')}"
@@ -452,15 +483,33 @@ class SAKURA(Benchmark):
         if not figures["total"]["total"]:  # 0 of 0 is no figure
             label = "absent: no judged item with a response; " + label
             figures["total"] = None
+        live = {k: v for k, v in verdicts.items() if k not in out and v.source != JUDGEMENTS_FILE}
+        thought = sorted(k[0] for k, v in live.items() if thought_first(v.raw))
+        if thought:
+            label += (f"; {len(thought)} replies judged inside their thinking first (read as "
+                      "the official pattern's first match)")  # fmt: skip
         headline = {"label": label, **figures, "kept_out": {
             "null_response": len(kept_out["null_response"]),
             "not_in_predictions": len(kept_out["not_in_predictions"]),
-            "null_response_items": sorted({k[0] for k in kept_out["null_response"]})}}  # fmt: skip
+            "null_response_items": sorted({k[0] for k in kept_out["null_response"]})},
+            "judged_in_thinking_first": len(thought),
+            **({"row_cases": {"entries for clips absent from the data (counted, as "
+                              "calculate_acc.py counts every entry)": len(file_only)}}
+               if file_only else {})}  # fmt: skip
         variants["lenient_judgement"] = {"label": LENIENT_LABEL, **_figures(tally(
             samples, predictions, reading(lenient, None), breakdowns, runs))}  # fmt: skip
         variants["counted_wrong"] = {"label": COUNTED_WRONG_LABEL, **_figures(tally(
             samples, predictions, reading(official, False), breakdowns, runs))}  # fmt: skip
         return {"rule": self.official_rule, "headline": headline, "variants": variants}
+
+
+def _entry_sample(sid: str) -> Sample:
+    """The item a judgements file's entry for a clip the data lacks is counted as: its track and
+    hop (read from the id, ``<Track>-<clip>-<hop>``), no question of its own."""
+    track, hop = sid.split("-", 1)[0], sid.rsplit("-", 1)[-1]
+    meta = {"track": track, "hop": hop, "track_hop": f"{track}/{hop}", "file": sid}
+    return Sample(id=sid, bench="sakura", version="", question="", choices=[], answer="",
+                  audio=[], meta=meta)  # fmt: skip
 
 
 def _kept_out(
@@ -500,6 +549,8 @@ def _figures(t: dict[str, Any]) -> dict[str, Any]:
 # the official judge's files ----------------------------------------------------------------------
 #: what llm_judge.py writes for a reply its pattern does not match
 NO_JUDGEMENT = "No extracted judgement"
+#: the source of a verdict read from llm_judge.py's output (its stored Judgement is the value)
+JUDGEMENTS_FILE = "judgements file"
 
 
 def write_results(
@@ -542,9 +593,11 @@ def read_results(path: Path, samples: list[Sample]) -> OfficialFile | None:
     docs = []
     for f in _result_files(path):
         try:
-            doc = json.loads(f.read_text(encoding="utf-8-sig"))
+            doc = loads_line(f.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             doc = None
+        except ValueError as e:  # nested too deep for the parser: no results file's shape
+            raise InputError(Problem(str(f), f"not a SAKURA results file ({e})")) from None
         if isinstance(doc, dict) and isinstance(doc.get("results"), dict):
             docs.append((f, doc))
     if not docs:
@@ -589,9 +642,18 @@ def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list
         if not isinstance(entry, dict):
             problems.append(Problem(str(f), "not a JSON object", key, "results"))
             continue
+        found = bad_text(entry)  # nested too deep, a NUL, a lone surrogate
+        if found is not None:
+            problems.append(Problem(str(f), f"{found[1]}; entry left out", key, found[0] or None))
+            continue
+        instruction = entry.get("instruction")
+        if instruction is not None and not isinstance(instruction, str):
+            problems.append(Problem(str(f), f"a string expected, not {type(instruction).__name__}"
+                                    "; entry left out", key, "instruction"))  # fmt: skip
+            continue
         track = file_track or track_of(key)
         stem = Path(key.replace("\\", "/")).stem
-        hop = file_hop or hops.get((track, stem, entry.get("instruction")))
+        hop = file_hop or hops.get((track, stem, instruction))
         if track is None or hop is None:
             problems.append(Problem(str(f), "names no SAKURA track / hop (the file has no "
                                     "'attribute' / 'type' and the path or instruction names "
@@ -605,5 +667,6 @@ def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list
             j = entry["Judgement"]
             ok = isinstance(j, str) and j != NO_JUDGEMENT
             raw = f"Explanation: {entry.get('Explanation', '')}\nJudgement: {j}" if ok else ""
-            verdicts[(sid, 0)] = Judged(sid, 0, None, "ok" if ok else "unparseable", raw)
+            verdicts[(sid, 0)] = Judged(sid, 0, None, "ok" if ok else "unparseable", raw,
+                                        source=JUDGEMENTS_FILE, value=j)  # fmt: skip
     return rows, verdicts

@@ -494,6 +494,7 @@ def score_loaded(
         loaded.samples,
         preds,
         file_rows=response_rows(rows, bench.prediction_keys, key, id_keys),
+        file_records=rows,  # whole rows, for a script that scores each from its own fields
         **judged,
     )
     if official is not None:  # the benchmark's official figure, where the headline is not it
@@ -526,6 +527,10 @@ def _pct(v: float | None, width: int) -> str:
     return f"{'–':>{width}}" if v is None else f"{v:{width}.2f}"
 
 
+#: the "reading" of an official section that counts a file's rows as the script does
+ROWS_READING = "rows"
+
+
 def format_table(section: dict[str, Any]) -> str:
     """Human table: total (every item), the answered-only figure (the official denominator where
     the benchmark's official figure is this rule's), the lenient figure, then every breakdown
@@ -533,7 +538,10 @@ def format_table(section: dict[str, Any]) -> str:
     lines = []
     w = 44
     t = section["total"]
-    answered_is_official = not section.get("official")
+    # a row-by-row reading (string_match_rows) leaves the answered-only figure the official
+    # scripts' denominator item by item; another official figure replaces it
+    official_sec = section.get("official") or {}
+    answered_is_official = not official_sec or official_sec.get("reading") == ROWS_READING
     lines.append(f"{'':{w}} {'acc %':>7} {'correct':>8} {'total':>6}")
     lines.append(f"{'total (every item)':{w}} {_pct(t['acc'], 7)} {t['correct']:8d} "
                  f"{t['total']:6d}")  # fmt: skip

@@ -361,8 +361,8 @@ class OpenAICompatClient(PooledChatClient):
         return None if out.error is not None else out.value
 
     async def amodel_info(self) -> list[dict[str, Any] | None]:
-        """Per endpoint, what the server says about this model (``GET /models``, the entry
-        whose id is this model): the fields that tell one server's weights from another's
+        """Per endpoint, what the server says about this model (``GET /models``: ``served_row``):
+        the fields that tell one server's weights from another's
         (vLLM's ``root`` and ``parent``, ``owned_by``; not ``created``, which vLLM stamps per
         request). None for an endpoint without the route or a usable entry: one attempt with
         a short timeout, since it names weights and must never stall or stop a run."""
@@ -387,10 +387,7 @@ class OpenAICompatClient(PooledChatClient):
             except (httpx.HTTPError, ValueError, RecursionError, TimeoutError):
                 return None
             rows = data.get("data") if isinstance(data, dict) else None
-            for row in rows if isinstance(rows, list) else []:
-                if isinstance(row, dict) and row.get("id") == self.model:
-                    return {k: row[k] for k in MODEL_INFO if isinstance(row.get(k), (str, int))}
-            return None
+            return served_row(rows if isinstance(rows, list) else [], self.model)
 
         return list(await asyncio.gather(*(one(e.url) for e in self.endpoints)))
 
@@ -398,6 +395,25 @@ class OpenAICompatClient(PooledChatClient):
         poster = self._http.pop_current()
         if poster is not None:
             await poster.aclose()
+
+
+def served_row(rows: list[Any], model: str) -> dict[str, Any] | None:
+    """What a GET /models list says about the weights behind ``model``: the row whose id (or one
+    of its ``aliases``) is ``model``; else the server's only row, which serves whatever name it
+    is asked for (llama.cpp lists its GGUF alias); else every row, as ``listed``. None where the
+    list names no model."""
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)]
+
+    def info(row: dict[str, Any]) -> dict[str, Any]:
+        return {k: row[k] for k in MODEL_INFO if isinstance(row.get(k), (str, int))}
+
+    for row in rows:
+        aliases = row.get("aliases")
+        if row["id"] == model or (isinstance(aliases, list) and model in aliases):
+            return info(row)
+    if len(rows) == 1:
+        return info(rows[0])
+    return {"listed": sorted((info(r) for r in rows), key=lambda r: r["id"])} if rows else None
 
 
 def spliced_json(body: dict[str, Any], blobs: dict[str, bytes]) -> bytes:

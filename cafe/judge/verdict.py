@@ -54,6 +54,8 @@ class VerdictSpec:
     reader: Callable[[str | None], Any] = field(default=lambda text: read_judgement(text))
     #: which items the judge sees (the others get no call)
     applies: Callable[[Sample], bool] = field(default=lambda s: True)
+    #: (sample, the model's output) -> the output as the official prompt builder puts it in
+    output_form: Callable[[Sample, str], str] = field(default=lambda s, out: out)
 
 
 def read_judgement(text: str | None) -> bool | None:
@@ -114,7 +116,8 @@ class VerdictJudge(AnswerJudge):
         fields = vs.fields(sample)
         prompt = build_prompt(self.template, question=fields.get("question", sample.question),
                               answer=fields.get("answer", sample.answer or ""),
-                              output=vs.null_output if output is None else output)  # fmt: skip
+                              output=vs.null_output if output is None
+                              else vs.output_form(sample, output))  # fmt: skip
         extra = {"top_p": vs.top_p} if vs.top_p is not None else {}
         if vs.system is not None:  # part of the request, so of its cache key
             extra["system"] = vs.system

@@ -24,6 +24,18 @@ def run_folders(root: str | Path) -> list[Path]:
     return sorted(p.parent for p in Path(root).glob(f"*/{MANIFEST}"))
 
 
+def _stale(store: RunStore, metrics: dict[str, Any]) -> dict[str, str]:
+    """The sections of ``metrics`` that are stale (cafe.reports.freshness)."""
+    if not metrics:
+        return {}
+    from cafe.reports.freshness import current_metrics
+
+    try:
+        return current_metrics(store).stale
+    except (OSError, ValueError):  # unreadable records: every section is suspect
+        return dict.fromkeys(metrics, "its records cannot be read")
+
+
 def _num(v: Any) -> str:
     return MISSING if not isinstance(v, (int, float)) or isinstance(v, bool) else f"{v:.2f}"
 
@@ -44,6 +56,8 @@ def _run_line(run: Path) -> list[str]:
 
     store = RunStore(run)  # read through the store, as every reader of a run folder does
     manifest, metrics = store.read_manifest(), store.read_metrics()
+    stale = _stale(store, metrics)  # a section computed on other records shows no figure
+    metrics = {k: v for k, v in metrics.items() if k not in stale}
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
     model = manifest.get("model")
     model = model.get("name") if isinstance(model, dict) else model
@@ -55,6 +69,8 @@ def _run_line(run: Path) -> list[str]:
     status = str(manifest.get("status") or MISSING)
     if manifest.get("status_reason"):  # the counts that decided it
         status += f" ({manifest['status_reason']})"
+    if stale:
+        status += f"; stale: {', '.join(sorted(stale))} (its records changed since)"
     if run_failed(manifest):  # nothing usable: its figures are absent, never 0.00
         metrics = {}
     total = (metrics.get("accuracy") or {}).get("total") or {}

@@ -104,22 +104,27 @@ class Source:
     judgements: list[Judgement]
     manifest_sha256: str
     attention: dict[str, Any] | None = None
+    stale: list[str] = field(default_factory=list)  # a line per stale section (not shown)
 
     @classmethod
     def load(cls, run_dir: str | Path, key: str = "A") -> Source:
+        from cafe.reports.freshness import current_metrics
+
         store = RunStore(run_dir)
         manifest = store.read_manifest()
         att = store.path(ATTENTION)
+        fresh = current_metrics(store)
         return cls(
             key,
             store,
             manifest,
-            store.read_metrics(),
+            fresh.metrics,
             store.samples() if store.has_samples() else [],
             store.predictions(),
             store.judgements(),
             hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
             json.loads(att.read_text()) if att.exists() else None,
+            fresh.notes(),
         )
 
     @property
@@ -825,6 +830,8 @@ def _run_parts(
     summary, figs, notes = into
     failed = run_failed(s.manifest)  # nothing usable: no figure of it, a line saying why
     shown = failed_html(s.manifest) if failed else sections_html(s.metrics)
+    shown += "".join(f'<p class="stale">{_e(line)}</p>' for line in s.stale)
+    notes += [f"{s.store.root}: {line}" for line in s.stale]
     summary.append(
         f'<section class="run"><h2>{_e(s.title)}{_e(tag)}</h2>'
         f"<h3>Protocol</h3>{protocol_html(s)}{signals_html(s)}{shown}"

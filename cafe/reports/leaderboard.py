@@ -357,6 +357,18 @@ def _run_sections(store: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     if run_failed(manifest):  # nothing usable: a row would print 0.00 for a run that failed
         why = manifest.get("status_reason") or "no usable item"
         raise LeaderboardError(f"{store.root}: the run failed ({why}); it has no row to add")
+    from cafe.reports.freshness import current_metrics
+
+    fresh = current_metrics(store)
+    if fresh.stale:  # figures of other records than the folder's: never a row
+        name, why = sorted(fresh.stale.items())[0]
+        more = (
+            f" (and {len(fresh.stale) - 1} more stale section(s))" if len(fresh.stale) > 1 else ""
+        )
+        raise LeaderboardError(
+            f"{store.root}: metrics.json's {name!r} section is stale ({why}){more}; recompute it "
+            "(`cafe run` on the folder rescores it) before adding the run"
+        )
     try:  # typed and version-checked: a folder from a newer cafe says so
         acc_s, caf_s = store.read_section(AccuracySection), store.read_section(CafeSection)
     except SectionError as e:
@@ -378,7 +390,7 @@ def _run_sections(store: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str,
             f"{store.root}: {counts.get('failed')} of {counts['total']} CAFE judgements failed; "
             "re-judge it (`cafe judge`) before adding it"
         )
-    return manifest, acc, caf, store.read_metrics()  # untyped sections too (listening, rubric)
+    return manifest, acc, caf, fresh.metrics  # untyped sections too (listening, rubric)
 
 
 def _model_and_group(

@@ -11,6 +11,7 @@ from typing import Any
 from cafe.records import Prediction, Sample
 from cafe.reports import figures, tables
 from cafe.reports.cells import md_cell
+from cafe.reports.freshness import Fresh, current_metrics
 from cafe.reports.leaderboard import (
     CAFE_METRICS,
     GROUP_ORDER,
@@ -45,7 +46,10 @@ MODE_MEANING = {
 }
 
 
-def missing(run: str | Path, part: str) -> MissingPart:
+def missing(run: str | Path, part: str, stale: str | None = None) -> MissingPart:
+    if stale is not None:  # there, but computed on other records than the folder's now
+        return MissingPart(f"{run}: metrics.json's {part!r} is stale ({stale}); re-run "
+                           f"{PRODUCERS[part]} to recompute it")  # fmt: skip
     where = "metrics.json has no" if part in ("accuracy", "cafe", "decay") else "no"
     return MissingPart(f"{run}: {where} {part!r} (produced by {PRODUCERS[part]})")
 
@@ -54,9 +58,10 @@ def missing(run: str | Path, part: str) -> MissingPart:
 class RunData:
     root: Path
     manifest: dict[str, Any]
-    metrics: dict[str, Any]
+    metrics: dict[str, Any]  # its sections that still describe the records (freshness)
     _samples: list[Sample] | None = field(default=None, repr=False)
     _predictions: list[Prediction] | None = field(default=None, repr=False)
+    stale: dict[str, str] = field(default_factory=dict)  # section -> why it is stale
 
     @classmethod
     def load(cls, run_dir: str | Path) -> RunData:
@@ -65,7 +70,8 @@ class RunData:
             manifest = store.read_manifest()
         except FileNotFoundError as e:
             raise LeaderboardError(str(e)) from None
-        return cls(Path(run_dir), manifest, store.read_metrics())
+        fresh = current_metrics(store)
+        return cls(Path(run_dir), manifest, fresh.metrics, stale=fresh.stale)
 
     @property
     def model(self) -> str:
@@ -82,7 +88,7 @@ class RunData:
     def section(self, name: str) -> dict[str, Any]:
         sec = self.metrics.get(name)
         if not sec:
-            raise missing(self.root, name)
+            raise missing(self.root, name, self.stale.get(name))
         return sec
 
     def samples(self) -> list[Sample]:
@@ -390,7 +396,8 @@ def write_run_report(
     # metric sections first, so the summary names them whether or not figures are drawn
     for part in ("accuracy", "cafe", "decay"):
         if not run.metrics.get(part):
-            notes.append(f"{part}: {missing(run.root, part).message}")
+            notes.append(f"{part}: {missing(run.root, part, run.stale.get(part)).message}")
+    notes += Fresh(run.metrics, run.stale).notes(skip=("accuracy", "cafe", "decay"))
     if draw:
         _draw_figures(run, fdir, made, notes)
     from cafe.reports.signals import LISTENING_PARTS, format_signals, run_signals

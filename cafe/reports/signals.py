@@ -130,8 +130,10 @@ def _corr_rows(values: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
 def run_signals(run_dir: str | Path, board: Any = None) -> dict[str, Any]:
     """The run's signals, their item-level correlations, and (with a leaderboard) the model-level
     ones over the rows of the same benchmark and version."""
+    from cafe.reports.freshness import current_metrics
+
     store = RunStore(run_dir)
-    metrics = store.read_metrics()
+    metrics = current_metrics(store).metrics  # a stale section gives no signal
     items = item_signals(run_dir)
     section: dict[str, Any] = {
         "values": {k: {"value": v, "ci95": ci} for k, (v, ci) in overall(metrics).items()},

@@ -108,7 +108,12 @@ def run_step(
         for name, rows in step.files(view, records).items():
             _write_rows(store, name, rows)
         write_sections(store, {step.section_name: section, **step.more_sections(view, records)})
-        store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
+        gone = store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
+        if gone:  # said, as `cafe run` says it: another step's section is never lost silently
+            from cafe.runner.main import removed_notes
+
+            for line in removed_notes(store, gone):
+                note(line)
         step.written(store)
     return StepResult(section, status, records)
 

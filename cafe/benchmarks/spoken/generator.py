@@ -25,6 +25,8 @@ JSONL_NAME = jsonl_name("spoken")
 INFO_NAME = info_name("spoken")
 #: clear American English, slow, with a gap between words (the settings the cascade was tried at)
 VOICE = ("-v", "en-us", "-s", "130", "-g", "8")
+#: seconds espeak-ng may take for one sentence (it speaks one in well under a second)
+ESPEAK_TIMEOUT_S = 60.0
 
 NAMES = ["Maria", "David", "Sarah", "Thomas", "Emma", "Peter", "Laura", "James", "Anna", "Robert"]
 NUMBERS = ["two", "three", "four", "five", "six", "seven", "eight", "nine"]
@@ -68,7 +70,11 @@ def espeak_version() -> str:
             "the spoken benchmark needs espeak-ng to speak its sentences, and it is not on PATH: "
             "install the espeak-ng package (apt-get install espeak-ng; brew install espeak-ng)"
         )
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False).stdout
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False,
+                             timeout=ESPEAK_TIMEOUT_S).stdout  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise CafeError(f"{exe} --version did not answer in {ESPEAK_TIMEOUT_S:g} s") from None
     found = re.search(r"text-to-speech:\s*(\S+)", out)
     return found.group(1) if found else "unknown"
 
@@ -76,11 +82,29 @@ def espeak_version() -> str:
 def speak(text: str, path: Path) -> None:
     """``text`` spoken by espeak-ng into the WAV ``path`` (22.05 kHz, 16-bit mono)."""
     espeak_version()
-    done = subprocess.run(
-        ["espeak-ng", *VOICE, "-w", str(path), text], capture_output=True, text=True, check=False
-    )
+    try:
+        done = subprocess.run(["espeak-ng", *VOICE, "-w", str(path), text], capture_output=True,
+                              text=True, check=False, timeout=ESPEAK_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise CafeError(
+            f"espeak-ng did not speak {text!r} within {ESPEAK_TIMEOUT_S:g} s (stopped)"
+        ) from None
     if done.returncode != 0 or not path.is_file():
         raise CafeError(f"espeak-ng could not speak {text!r}: {done.stderr.strip()[:200]}")
+
+
+def clip_duration(path: Path, item_id: str) -> float:
+    """The seconds of the clip espeak-ng wrote; one CafeError (item, file) for one that is no
+    readable WAV, instead of soundfile's traceback."""
+    import soundfile as sf
+
+    try:
+        return round(sf.info(str(path)).duration, 3)
+    except Exception as e:  # soundfile raises its own error types, and RuntimeError
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CafeError(
+            f"{path}: item {item_id}: espeak-ng wrote no readable WAV ({first})"
+        ) from None
 
 
 @dataclass
@@ -130,14 +154,12 @@ def make_item(index: int, seed: int) -> Item:
 
 def generate(out: str | Path, n: int = 40, seed: int = 0, progress: bool = False) -> Path:
     """Write ``out``/spoken.jsonl, ``out``/audio/*.wav and ``out``/spoken-info.json."""
-    import soundfile as sf
-
     version = espeak_version()  # fails first, in one line, where espeak-ng is missing
 
     def write_item(i: int, wav: Path) -> dict:
         item = make_item(i, seed)
         speak(item.sentence, wav)
-        item.duration = round(sf.info(str(wav)).duration, 3)
+        item.duration = clip_duration(wav, item.id)
         return item.record()
 
     info = {"generator_version": GENERATOR_VERSION, "n": n, "seed": seed,
