@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cafe.benchmarks.synth import bench_command
+from cafe.benchmarks.cli import bench_command
 from cafe.benchmarks.synth.generator import generate
 from cafe.errors import CafeError
 
