@@ -11,9 +11,10 @@ import pytest
 
 from cafe.adapters.base import ModelCard
 from cafe.adapters.vllm import VLLMAdapter
-from cafe.adapters.vllm_dp import device_slices, shard
+from cafe.adapters.vllm_dp import device_slices
 from cafe.adapters.vllm_families import FAMILIES
 from cafe.audio import write_wav
+from cafe.cluster.pool import shard
 from cafe.records import Request
 from cafe.testing import tiny_models
 

@@ -10,23 +10,9 @@ order (cafe.cluster.pool)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from cafe.adapters.base import ModelCard
-from cafe.records import Request
-
-
-def shard(requests: list[Request], ranks: int) -> list[list[int]]:
-    """Request indices per rank: samples dealt round-robin in order of first appearance, all
-    runs of a sample on the same rank."""
-    by_sample: dict[str, list[int]] = defaultdict(list)
-    for i, r in enumerate(requests):
-        by_sample[r.sample_id].append(i)
-    out: list[list[int]] = [[] for _ in range(ranks)]
-    for k, idx in enumerate(by_sample.values()):
-        out[k % ranks].extend(idx)
-    return out
 
 
 def device_slices(ranks: int, per_rank: int, visible: list[str]) -> list[list[str]]:

@@ -276,7 +276,7 @@ def _file_replies(
     absent = sum(sid not in present for sid in by_id)
     if records is None:
         return [(by_id[sid], v) for sid, v in rows if sid in by_id], absent, {}
-    from cafe.benchmarks.scoring import row_id
+    from cafe.benchmarks.official import row_id
 
     rule: LetterRule = bench.letter_rule
     pairs, cases = [], Counter()

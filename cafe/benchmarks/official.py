@@ -17,6 +17,21 @@ from cafe.records import Prediction, Sample
 Verdict = Callable[[Sample, Prediction | None], bool | None]
 
 
+#: where scripts and tools put a prediction: every benchmark's official key and common others
+KNOWN_KEYS = ("model_output", "answer_prediction", "model_prediction", "prediction", "response")
+#: the "reading" of an official section that counts a file's rows as the script does
+ROWS_READING = "rows"
+
+
+def row_id(row: dict[str, Any], id_keys: tuple[str, ...]) -> str | None:
+    """A row's item id: its first present ``id_keys`` field, as text."""
+    for k in id_keys:
+        v = row.get(k)
+        if v is not None:
+            return str(v)
+    return None
+
+
 def percent(correct: int, total: int) -> float | None:
     """correct / total as a percentage; over no item there is no figure (None), never 0.00."""
     return round(100.0 * correct / total, 2) if total else None

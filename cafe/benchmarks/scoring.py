@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.benchmarks.metadata import parse_rows
+from cafe.benchmarks.official import KNOWN_KEYS, ROWS_READING, row_id
 from cafe.benchmarks.official import cell as _cell
 from cafe.benchmarks.official import percent as _acc
 from cafe.benchmarks.string_match import is_correct, official_text
@@ -272,15 +273,6 @@ def predictions_from_file(
     return predictions_from_rows(rows, path, keys, key, id_keys, problems)
 
 
-def row_id(row: dict[str, Any], id_keys: tuple[str, ...]) -> str | None:
-    """A row's item id: its first present ``id_keys`` field, as text."""
-    for k in id_keys:
-        v = row.get(k)
-        if v is not None:
-            return str(v)
-    return None
-
-
 def response_rows(
     rows: list[dict[str, Any]], keys: tuple[str, ...], key: str | None, id_keys: tuple[str, ...]
 ) -> list[tuple[str, Any]]:
@@ -370,10 +362,6 @@ def different_answers(
         if s is not None and s.answer is not None and isinstance(row.get("answer"), str):
             n += row["answer"].strip() != s.answer.strip()
     return n
-
-
-#: where scripts and tools put a prediction: every benchmark's official key and common others
-KNOWN_KEYS = ("model_output", "answer_prediction", "model_prediction", "prediction", "response")
 
 
 def _other_known_key(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> tuple[str, int] | None:
@@ -525,10 +513,6 @@ def score_loaded(
 def _pct(v: float | None, width: int) -> str:
     """A percentage as the table prints it; no figure (nothing to divide by) as "–"."""
     return f"{'–':>{width}}" if v is None else f"{v:{width}.2f}"
-
-
-#: the "reading" of an official section that counts a file's rows as the script does
-ROWS_READING = "rows"
 
 
 def format_table(section: dict[str, Any]) -> str:

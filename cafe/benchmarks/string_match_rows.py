@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from cafe.benchmarks.official import cell, tally
+from cafe.benchmarks.official import KNOWN_KEYS, ROWS_READING, cell, tally
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,6 @@ def official_rows(
     """The official section for a file's ``records`` read as ``script`` reads them; None where
     that counts the same rows as cafe's reading (no duplicate, unknown id, skipped row, row
     answer other than the metadata's, or row the script stops on)."""
-    from cafe.benchmarks.scoring import KNOWN_KEYS
 
     by_id = {s.id: s for s in samples}
     seen: set[str] = set()
@@ -114,7 +113,6 @@ def official_rows(
         "official figure",
         **tally(samples, predictions, by_item, fields),
     }
-    from cafe.benchmarks.scoring import ROWS_READING
 
     return {"rule": label, "reading": ROWS_READING, "headline": headline,
             "variants": {"by_item": variant}}  # fmt: skip

@@ -16,6 +16,7 @@ import asyncio
 import inspect
 import itertools
 import threading
+from collections import defaultdict
 from typing import Any
 
 from cafe.adapters.base import Adapter, ModelCard
@@ -28,11 +29,23 @@ READY_TIMEOUT_S = 900.0
 GRACE_S = 120.0
 
 
+def shard(requests: list[Request], ranks: int) -> list[list[int]]:
+    """Request indices per rank: samples dealt round-robin in order of first appearance, all
+    runs of a sample on the same rank."""
+    by_sample: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(requests):
+        by_sample[r.sample_id].append(i)
+    out: list[list[int]] = [[] for _ in range(ranks)]
+    for k, idx in enumerate(by_sample.values()):
+        out[k % ranks].extend(idx)
+    return out
+
+
 class AdapterActor:
     """The actor: one ordinary adapter, loaded where Ray placed it."""
 
     def __init__(self, adapter: str, card: ModelCard, checkpoint: str | None, options: dict):
-        from cafe.adapters import ADAPTERS
+        from cafe.adapters.base import ADAPTERS  # importing it runs cafe.adapters: the lazy rows
 
         self.adapter = ADAPTERS.get(adapter)(card, checkpoint=checkpoint, **options)
 
@@ -73,8 +86,6 @@ class ActorPool:
         *, actors: int, gpus: float = 0, cpus: float = 1, address: str | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S, grace_s: float = GRACE_S,
     ):  # fmt: skip
-        from cafe.adapters.vllm_dp import shard
-
         if actors < 1:
             raise ClusterError(f"--actors {actors}: run at least one actor")
         self.ray = ray = connect(address)
@@ -212,9 +223,9 @@ class RayAdapter(Adapter):
         # each call goes to every live actor: as many in flight as one adapter takes, per actor
         self.default_concurrency = int(d["concurrency"]) * self.pool.placed
         if self.pool.note:
-            from cafe.runner.plan import warn
+            from cafe.reporting import warn
 
-            warn([self.pool.note])
+            warn(self.pool.note)
 
     def __getattr__(self, name: str) -> Any:
         # ``usage`` (calls, tokens, cost) only where the adapter keeps it, added over actors

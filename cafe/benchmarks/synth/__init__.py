@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cafe.benchmarks.base import LoadedBenchmark, by_meta
-from cafe.benchmarks.generated import GeneratedBenchmark
+from cafe.benchmarks.generated import GeneratedBenchmark, sweep_stale_temps
 from cafe.benchmarks.synth.generator import (
     GENERATOR_VERSION,
     INFO_NAME,
@@ -35,38 +32,6 @@ def cache_root(bench: str = "synth") -> Path:
     from cafe.cache import cache_file
 
     return cache_file(bench)
-
-
-_TMP_MARK = ".tmp-"
-_TMP_RE = re.compile(r"^\..+\.tmp-(\d+)-[^/]+$")
-
-
-def sweep_stale_temps(root: Path, prefix: str = "") -> list[Path]:
-    """Remove the temporary folders (named ``prefix``...) of generations whose process is gone
-    (killed: SIGKILL runs no cleanup); a live process's folder is left alone. Returns what was
-    removed."""
-    removed = []
-    for p in root.iterdir() if root.is_dir() else []:
-        m = _TMP_RE.match(p.name) if p.name.startswith(prefix) else None
-        if not m or not p.is_dir() or p.is_symlink() or _alive(int(m.group(1))):
-            continue
-        shutil.rmtree(p, ignore_errors=True)
-        removed.append(p)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    except OverflowError:  # no process has such a number
-        return False
-    return True
 
 
 def ensure_generated(
