@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "report": "cafe.reports.cli:report_command",
     "leaderboard": "cafe.reports.cli:leaderboard_command",
     "train": "cafe.training.cli:train_command",
+    "necessity": "cafe.robustness.cli:necessity_command",
+    "sweep": "cafe.robustness.cli:sweep_command",
 }
 
 HELP = {
@@ -52,6 +54,8 @@ HELP = {
     "report": "Regenerate the paper's tables and figures from runs and leaderboard.yaml.",
     "leaderboard": "Show leaderboard.yaml, add run rows to it, or write it as a page.",
     "train": "MPAR² training: data pipeline, SFT, GRPO, smoke test.",
+    "necessity": "Audio necessity per item (real, caption-only, text-only, silence), exportable.",
+    "sweep": "Reasoning-budget sweep: one run per budget, accuracy and perception against it.",
 }
 
 

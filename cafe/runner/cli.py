@@ -88,6 +88,29 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     "separated, or all); each its own folder RUN_DIR-ctl-NAME, the gap in metrics.json.",
 )
 @option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
+@option(
+    "--permute-choices",
+    type=click.IntRange(min=2),
+    help="Choice-order robustness after the run: K orderings of every multiple-choice item "
+    "(the original is ordering 0; each other its own folder RUN_DIR-perm-MODEKofK); circular "
+    'accuracy, consistency and positional bias in metrics.json "choices" (docs/robustness.md).',
+)
+@option(
+    "--permute-mode",
+    type=click.Choice(["rotate", "shuffle"]),
+    default="rotate",
+    show_default=True,
+    help="rotate: cyclic rotations of the options; shuffle: seeded permutations per item.",
+)
+@option(
+    "--ids",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Run only the items listed in FILE, one id a line (`cafe necessity --export`); the "
+    "list is part of the run's identity.",
+)
+@option(
+    "--permute-seed", default=0, show_default=True, type=SEED, help="Seed of shuffle orderings."
+)
 @no_progress_option(old=("--quiet",))
 def run_command(
     model: ModelChoice,
@@ -115,6 +138,10 @@ def run_command(
     no_cache: bool,
     controls: str | None,
     control_seed: int,
+    permute_choices: int | None,
+    permute_mode: str,
+    permute_seed: int,
+    ids: str | None,
     no_progress: bool,
 ) -> None:
     """Run a model on a benchmark into a resumable run folder.
@@ -150,11 +177,15 @@ def run_command(
         "limit": limit, "seed": seed, "prompt_style": prompt_style,
         "prompt_template": prompt_template, "max_new_tokens": max_new_tokens,
         "options": model.adapter_options(),
+        **({"ids": ids} if ids else {}),
     }  # fmt: skip
     execution = {
         "batch_size": batch_size, "concurrency": concurrency, "strict": strict,
         "progress": not no_progress, "cache": not no_cache, "cards": list(model.cards),
     }  # fmt: skip
+    permute = None
+    if permute_choices:  # cafe.robustness: the orderings run after the run, like controls
+        permute = {"k": permute_choices, "mode": permute_mode, "seed": permute_seed}
     benches = [b.strip() for b in bench.split(",") if b.strip()]
     if len(benches) > 1 and (data or bench_version):
         raise click.UsageError(
@@ -163,7 +194,8 @@ def run_command(
         )
     if len(benches) == 1:
         _run_one(benches[0], out, run, spec_options, execution, judge, judge_options,
-                 audio_root, retry_failed, control_names, control_seed, model.name)  # fmt: skip
+                 audio_root, retry_failed, control_names, control_seed, model.name,
+                 permute=permute)  # fmt: skip
         return
     # several benchmarks in one command (the lmms-eval habit): a folder each, one summary
     done: list[tuple[str, Any]] = []
@@ -174,7 +206,7 @@ def run_command(
         try:
             done.append((b, _run_one(b, where, run, spec_options, execution, judge,
                                      judge_options, audio_root, retry_failed, control_names,
-                                     control_seed, model.name)))  # fmt: skip
+                                     control_seed, model.name, permute=permute)))  # fmt: skip
         except (click.ClickException, CafeError) as e:  # this one failed; the next still runs
             msg = e.format_message() if isinstance(e, click.ClickException) else str(e)
             click.echo(f"error: {b}: {msg}", err=True)
@@ -200,7 +232,7 @@ def _run_one(
     bench: str, out: str | None, run: Any, spec_options: dict[str, Any],
     execution: dict[str, Any], judge: str | None, judge_options: dict[str, Any],
     audio_root: str | None, retry_failed: bool, control_names: list[str], control_seed: int,
-    model: str,
+    model: str, permute: dict[str, Any] | None = None,
 ) -> Any:  # fmt: skip
     """One benchmark: the run, its summary, its controls; ClickException when it failed."""
     from cafe.clients.ratelimit import format_call_stats
@@ -244,6 +276,15 @@ def _run_one(
             judge_options=judge_options, **execution,
         )  # fmt: skip
         click.echo(format_listening(section))
+    if permute and "accuracy" in result.metrics:
+        from cafe.robustness.orderings import format_choices
+        from cafe.robustness.steps import run_orderings
+
+        section = run_orderings(
+            result.run_dir, permute["k"], mode=permute["mode"], seed=permute["seed"],
+            run_options={"model": model, "bench": bench, **spec_options}, **execution,
+        )  # fmt: skip
+        click.echo(format_choices(section))
     if result.judge_failed:
         raise click.ClickException(
             "the model run is complete, but its CAFE judge failed (reason above)"

@@ -76,6 +76,9 @@ def run(
     control: str | None = None,
     control_seed: int = 0,
     control_of: str | Path | None = None,
+    permutation: dict[str, Any] | None = None,
+    control_captions: str | Path | None = None,
+    ids: str | Path | None = None,
 ) -> RunResult:
     """Run ``model`` on ``bench`` into a run folder and return its metrics. Re-running the same
     call resumes. ``options``: the adapter's options (``-o KEY=VALUE``), kept apart from the
@@ -107,6 +110,9 @@ def run(
         retry_failed=retry_failed,
         control=control,
         control_seed=control_seed,
+        permutation=permutation,
+        control_captions=control_captions,
+        ids=ids,
     )
     if plan.mode == "subset":
         return _read_subset(plan)  # a reader: no lock, nothing written

@@ -29,7 +29,15 @@ from cafe.store import RunStore, foreign_entries
 
 MAX_WARNINGS = 20
 #: `-o` keys that set the card's decoding, not an adapter option
-GENERATION_OPTIONS = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+GENERATION_OPTIONS = (
+    "do_sample",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "reasoning_budget",
+)  # fmt: skip (reasoning_budget: cafe.robustness.budgets)
 
 
 def warn(lines: list[str], prefix: str = "warning") -> None:
@@ -107,6 +115,12 @@ def default_folder(spec: RunSpec, label: str, card_defaults: dict[str, Any]) -> 
         parts.append(spec.short_hash(variant))
     if spec.control:  # beside the real run's folder: <real>-ctl-<control>
         parts.append(f"ctl-{spec.control['name']}")
+    if spec.ids:  # an --ids selection: its own folder
+        parts.append(f"ids-{spec.ids['sha256'][:8]}")
+    if spec.permutation:  # beside the original order's folder: <real>-perm-<mode><k>of<K>
+        from cafe.robustness.orderings import folder_suffix
+
+        parts.append(folder_suffix(spec.permutation))
     return Path("runs") / _slug("-".join(parts))
 
 
@@ -293,6 +307,9 @@ def plan_run(
     retry_failed: bool = False,
     control: str | None = None,
     control_seed: int = 0,
+    permutation: dict[str, Any] | None = None,
+    control_captions: str | Path | None = None,
+    ids: str | Path | None = None,
 ) -> RunPlan:
     if runs < 1:
         raise RunError("--runs must be at least 1")
@@ -304,6 +321,14 @@ def plan_run(
         raise RunError(str(e)) from None
     card = resolved.card
     selection = select_samples(bench, data, version, limit, strict, audio_root)
+    id_filter = None
+    if ids is not None:  # --ids FILE: these items only (cafe.robustness.ids), then --limit
+        from cafe.robustness.ids import select_ids
+
+        try:
+            selection.samples, id_filter = select_ids(selection.pool, ids, limit)
+        except ValueError as e:
+            raise RunError(str(e)) from None
     # the benchmark's own prompt (its official inference's) before the card's; --prompt-style
     # before both
     default_style = selection.bench.default_prompt_style or card.prompt_style
@@ -319,7 +344,17 @@ def plan_run(
         resolved, adapter_cls, adapter_options, selection, template,
         bench=bench, runs=runs, seed=seed, max_new_tokens=max_new_tokens, decoding=decoding,
     )  # fmt: skip
-    if control:  # a listening control: the same items, the audio replaced (cafe.controls)
+    if id_filter:
+        spec = replace(spec, ids=id_filter)
+    if control == "caption":  # caption-only (cafe.robustness.necessity): no audio, a caption
+        from cafe.robustness.necessity import caption_samples
+
+        try:
+            selection.samples, source = caption_samples(selection.samples, control_captions)
+        except (ValueError, OSError) as e:
+            raise RunError(str(e)) from None
+        spec = replace(spec, control={"name": control, "seed": control_seed, "captions": source})
+    elif control:  # a listening control: the same items, the audio replaced (cafe.controls)
         from cafe.controls import control_samples
 
         try:
@@ -329,6 +364,14 @@ def plan_run(
         except ValueError as e:
             raise RunError(str(e)) from None
         spec = replace(spec, control={"name": control, "seed": control_seed})
+    if permutation and permutation.get("k"):  # a choice ordering (cafe.robustness.orderings)
+        from cafe.robustness.orderings import permute_samples
+
+        try:
+            selection.samples = permute_samples(selection.samples, permutation)
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        spec = replace(spec, permutation=dict(permutation))
     defaults = {
         "options": without_secrets(dict(card.options)),
         "prompt_style": default_style,

@@ -52,6 +52,13 @@ class RunSpec:
     #: a listening control ({"name": "silence" | "noise" | "shuffled" | "text-only", "seed"}):
     #: the same run with the audio replaced (cafe.controls); None for the real audio
     control: Mapping[str, Any] | None = None
+    #: a choice ordering (cafe.robustness.orderings: {"k", "of", "mode", "seed"}): the same
+    #: run with each item's options reordered; None (and left out of the dict, so a run without
+    #: --permute-choices keeps its identity) for the benchmark's own order
+    permutation: Mapping[str, Any] | None = None
+    #: an --ids selection ({"sha256", "n"} of the sorted ids; cafe.robustness.ids); None (and
+    #: left out of the dict) for every item
+    ids: Mapping[str, Any] | None = None
 
     #: fields that select which (item, run) pairs the folder holds; the rest is its identity
     SELECTION = ("limit", "runs")
@@ -90,6 +97,11 @@ class RunSpec:
         d["adapter_options"] = dict(self.adapter_options)
         d["generation"] = dict(self.generation)
         d["control"] = None if self.control is None else dict(self.control)
+        for name in ("permutation", "ids"):  # absent unless set: older identities unchanged
+            if d[name] is None:
+                del d[name]
+            else:
+                d[name] = dict(d[name])
         return d
 
     @classmethod
