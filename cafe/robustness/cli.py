@@ -77,6 +77,7 @@ def necessity_command(
 @model_options(required=False, default=DEFAULT_MODEL)
 @option("--bench", default=DEFAULT_BENCH, show_default=True, help="Benchmark name.")
 @data_option()
+@option("--version", "bench_version", help="Benchmark version (default: detected).")
 @limit_option()
 @option(
     "--budgets",
@@ -91,7 +92,8 @@ def necessity_command(
 @option("--judge", help="CAFE judge of each run (the benchmark's default; none: skip).")
 @no_progress_option()
 def sweep_command(
-    model: ModelChoice, bench: str, data: str | None, limit: int | None, budgets: str,
+    model: ModelChoice, bench: str, data: str | None, bench_version: str | None,
+    limit: int | None, budgets: str,
     out: str | None, judge: str | None, no_progress: bool,
 ) -> None:  # fmt: skip
     """Run one model at several reasoning budgets: accuracy and CAFE perception against budget.
@@ -113,8 +115,8 @@ def sweep_command(
         raise click.UsageError(f"--budgets: {e}") from None
     where = out or str(Path("runs") / f"sweep-{model.name}-{bench}")
     kwargs: dict[str, Any] = {
-        "data": data, "limit": limit, "judge": judge, "checkpoint": model.checkpoint,
-        "progress": not no_progress,
+        "data": data, "version": bench_version, "limit": limit, "judge": judge,
+        "checkpoint": model.checkpoint, "progress": not no_progress,
     }  # fmt: skip
     try:
         section = run_sweep(model.name, bench, points, out=where,
