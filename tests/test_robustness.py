@@ -258,3 +258,19 @@ def test_sweep_one_folder_per_budget(tmp_path, cache):
              if x]  # fmt: skip
     assert preds and all("no sound event above the background" in p["raw_output"] for p in preds)
     assert (out / "sweep.png").exists()
+
+
+def test_sections_survive_a_later_step_in_a_fresh_registry(tmp_path, cache, monkeypatch):
+    # a second command (another process: the robustness sections unregistered) keeps both
+    import cafe.folder.sections as S
+    from cafe.robustness.steps import run_necessity
+    from cafe.runner.cli import run_command
+
+    out = tmp_path / "r"
+    base = ["--version", "n20-seed0", "--limit", "4", "--no-progress", "--judge", "none"]
+    res = CliRunner().invoke(run_command, [*base, "--out", str(out), "--permute-choices", "2"])
+    assert res.exit_code == 0, res.output
+    monkeypatch.setattr(S, "_SECTIONS", {k: v for k, v in S._SECTIONS.items()
+                                         if k not in ("choices", "necessity")})  # fmt: skip
+    run_necessity(out, progress=False)
+    assert {"choices", "necessity"} <= set(_json(out / "metrics.json"))

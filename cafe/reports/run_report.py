@@ -223,6 +223,9 @@ def summary_md(
             f"(p = {_p(p.get('p'))}), Spearman ρ = {_fmt(rho)} (p = {_p(s.get('p'))}); "
             "reasoning accuracy against Acc_per across bins."
         )
+    from cafe.robustness.report import robustness_md
+
+    lines += robustness_md(run.metrics)  # choice order, audio necessity (docs/robustness.md)
     from cafe.metrics import METRICS
 
     for name in METRICS.names():  # registered metrics: their scalar values
@@ -351,6 +354,11 @@ def write_run_report(
         ),
         ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
     ]
+    from cafe.reports.figures import _save
+    from cafe.robustness.report import figures as robustness_figures
+
+    steps += [(cap, lambda d=draw, st=stem: _save(d(), fdir, st))
+              for cap, stem, draw in robustness_figures(run.metrics)]  # fmt: skip
     # metric sections first, so the summary names them whether or not figures are drawn
     for part in ("accuracy", "cafe", "decay"):
         if not run.metrics.get(part):

@@ -13,6 +13,11 @@ from cafe.folder.status import StepStatus, by_counts
 from cafe.steps.base import Step, View
 from cafe.store import RunStore
 
+#: what an unregistered section is taken to derive from (cafe.folder.sections.PLUGIN_DERIVES):
+#: these sections are not in the built-in table yet, so a later command that has not imported
+#: this module reads their stamp the same way and keeps them (a port to the step table fixes it)
+DERIVES = ("predictions", "judgements")
+
 
 def _answered(view: View) -> StepStatus:
     answered = sum(p.error is None for p in view.predictions)
@@ -32,7 +37,7 @@ class ChoicesStep(Step):
     name = "choices"
     help = "Choice-order robustness of a run: circular accuracy, consistency, positional bias."
     section_name = "choices"
-    derives_from = ("predictions",)
+    derives_from = DERIVES
     needs_samples = True
 
     def __init__(self, orderings: Sequence[tuple[dict[str, Any], str | Path]] = ()) -> None:
@@ -140,7 +145,7 @@ class NecessityStep(Step):
     name = "necessity"
     help = "Audio necessity per item: real, caption-only, text-only and silence on the same items."
     section_name = "necessity"
-    derives_from = ("predictions",)
+    derives_from = DERIVES
     needs_samples = True
 
     def __init__(self, folders: dict[str, str | Path], caption_source: str) -> None:
