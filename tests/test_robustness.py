@@ -274,3 +274,42 @@ def test_sections_survive_a_later_step_in_a_fresh_registry(tmp_path, cache, monk
                                          if k not in ("choices", "necessity")})  # fmt: skip
     run_necessity(out, progress=False)
     assert {"choices", "necessity"} <= set(_json(out / "metrics.json"))
+
+
+def test_api_budgets_reach_the_wire(tmp_path, monkeypatch):
+    # the provider's own fields, on the real protocols (loopback servers), the budget added to
+    # the output tokens (thinking counts in them)
+    import numpy as np
+
+    from cafe.adapters import ADAPTERS, ModelCard
+    from cafe.audio import write_wav
+    from cafe.records import Request
+    from cafe.testing.loopback import GeminiLoopback, OpenAILoopback
+
+    clip = tmp_path / "c.wav"
+    write_wav(clip, np.zeros(1600, dtype=np.float32))
+
+    def req(budget):
+        return Request("s", 0, [{"role": "user", "content": [
+            {"type": "audio", "path": str(clip)}, {"type": "text", "text": "Q?\n(A) x\n(B) y"}]}],
+            [str(clip)], {"max_new_tokens": 64, "temperature": 0.0, "reasoning_budget": budget},
+            1, "lalm", "t")  # fmt: skip
+
+    fast = {"base_delay": 0.01, "max_delay": 0.05, "timeout_s": 5.0}
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "fake-key-abcdef")
+    with GeminiLoopback(reply=lambda b: "A") as srv:
+        card = ModelCard(name="g", adapter="gemini", checkpoint="gemini-2.5-flash", engine="g")
+        ad = ADAPTERS.get("gemini")(card, endpoint=srv.url, **fast)
+        assert ad.generate([req(256)])[0].error is None
+    cfg = srv.requests[0]["generationConfig"]
+    # the SDK (GenerateContentConfig) serialises the nested field by its proto name, which the
+    # API's JSON parser takes as well as the camel-case one
+    assert list(cfg["thinkingConfig"].values()) == [256] and cfg["maxOutputTokens"] == 320
+    with OpenAILoopback(reply=lambda b: "A") as srv:
+        card = ModelCard(name="o", adapter="openai-compatible", checkpoint="m", engine="o")
+        ad = ADAPTERS.get("openai-compatible")(card, endpoint=srv.url, **fast)
+        ad.generate([req(0), req(4096)])
+        ad.close()
+    assert [b["reasoning_effort"] for b in srv.requests] == ["minimal", "medium"]
+    assert [b["max_tokens"] for b in srv.requests] == [64, 64 + 4096]
+    assert B.reasoning_effort(1024) == "low" and B.reasoning_effort(8193) == "high"
