@@ -230,6 +230,11 @@ def test_necessity_export_and_ids(tmp_path, cache):
            if x]  # fmt: skip
     assert got == ["synth-00001", "synth-00003"]  # the benchmark's order
     assert _json(tmp_path / "f" / "manifest.json")["spec"]["ids"]["n"] == 2
+    from cafe.robustness.steps import run_necessity
+
+    assert run_necessity(tmp_path / "f", progress=False)["items"] == 2  # the --ids items only
+    ctl = tmp_path / "f-ctl-silence" / "samples.jsonl"
+    assert [json.loads(x)["id"] for x in ctl.read_text().split("\n") if x] == got
     ids.write_text("nope\n")
     res = CliRunner().invoke(
         run_command, [*base[:2], "--ids", str(ids), "--out", str(tmp_path / "g")]

@@ -24,6 +24,25 @@ def _answered(view: View) -> StepStatus:
     return by_counts(len(view.predictions), answered, "items", "failed")
 
 
+def rerun(real: Path, run_options: dict[str, Any] | None) -> dict[str, Any]:
+    """run() arguments that rebuild ``real``'s spec (cafe.listen.rerun_options), its --ids
+    selection included: the ids it ran, written to a file of their own (the same set, so the
+    same identity hash)."""
+    from cafe.listen import rerun_options
+
+    store = RunStore(real)
+    manifest = store.read_manifest()
+    opts = dict(run_options or rerun_options(manifest))
+    if (manifest.get("spec") or {}).get("ids") and "ids" not in opts:
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="cafe-ids-", suffix=".txt")
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write("".join(f"{s.id}\n" for s in store.samples()))
+        opts["ids"] = path
+    return opts
+
+
 def sibling(real_dir: str | Path, suffix: str) -> Path:
     """A folder beside the run's: ``<real>-<suffix>`` (as listening controls are)."""
     real = Path(real_dir)
@@ -71,7 +90,6 @@ def run_orderings(
 ) -> dict[str, Any]:
     """Orderings 1..k-1 of the run in ``real_dir`` (ordering 0 is that run), each its own run
     folder ``<real>-perm-<mode><k>of<K>``, then the real run's "choices" section; returns it."""
-    from cafe.listen import rerun_options
     from cafe.robustness.orderings import folder_suffix, identity
     from cafe.runner import run
     from cafe.steps.engine import run_step
@@ -79,7 +97,7 @@ def run_orderings(
     if k < 2:
         raise ValueError("--permute-choices needs at least 2 orderings (the original is one)")
     real = Path(real_dir)
-    opts = dict(run_options or rerun_options(RunStore(real).read_manifest()))
+    opts = rerun(real, run_options)
     model, bench = opts.pop("model"), opts.pop("bench")
     opts.pop("out", None)
     done = []
@@ -179,12 +197,12 @@ def run_necessity(
     """Caption-only, text-only and silence runs of the run in ``real_dir`` (each its own folder
     ``<real>-ctl-NAME``; a finished one is reused, no call made), then its "necessity"
     section; returns it."""
-    from cafe.listen import control_dir, rerun_options
+    from cafe.listen import control_dir
     from cafe.runner import run
     from cafe.steps.engine import run_step
 
     real = Path(real_dir)
-    opts = dict(run_options or rerun_options(RunStore(real).read_manifest()))
+    opts = rerun(real, run_options)
     model, bench = opts.pop("model"), opts.pop("bench")
     opts.pop("out", None)
     folders: dict[str, Path] = {}
