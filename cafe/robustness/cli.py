@@ -90,11 +90,18 @@ def necessity_command(
     help="Sweep folder: OUT/budget-N per budget, OUT/sweep.json|md|png [runs/sweep-MODEL-BENCH].",
 )
 @option("--judge", help="CAFE judge of each run (the benchmark's default; none: skip).")
+@option(
+    "--leaderboard",
+    "leaderboard_path",
+    type=click.Path(dir_okay=False),
+    help="Also add a row per budget (MODEL @ budget N) to this leaderboard file "
+    "(`cafe leaderboard add`; `cafe leaderboard show` lists them).",
+)
 @no_progress_option()
 def sweep_command(
     model: ModelChoice, bench: str, data: str | None, bench_version: str | None,
     limit: int | None, budgets: str,
-    out: str | None, judge: str | None, no_progress: bool,
+    out: str | None, judge: str | None, leaderboard_path: str | None, no_progress: bool,
 ) -> None:  # fmt: skip
     """Run one model at several reasoning budgets: accuracy and CAFE perception against budget.
 
@@ -126,3 +133,10 @@ def sweep_command(
         raise click.ClickException(str(e)) from None
     click.echo(format_sweep(section))
     click.echo(f"wrote {where}/sweep.json, sweep.md, " + ", ".join(section["figure"]))
+    if leaderboard_path:
+        from cafe.reports.leaderboard import add_run
+
+        for row in section["rows"]:
+            _, path = add_run(row["run_dir"], name=f"{section['model']} @ budget {row['budget']}",
+                              path=leaderboard_path)  # fmt: skip
+        click.echo(f"added {len(section['rows'])} rows (one per budget) to {path}")
