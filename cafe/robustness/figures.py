@@ -30,7 +30,7 @@ def draw_sweep(section: Mapping[str, Any]) -> Any:
             continue
         ax.errorbar(xs, ys, yerr=err, marker=marker, capsize=3, label=label)
     ax.set_xticks(xs, [str(r["budget"]) for r in rows])
-    ax.set_xlabel(f"reasoning budget, tokens ({rows[0]['method'] if rows else ''})", fontsize=7)
+    ax.set_xlabel(f"reasoning budget N ({rows[0]['method'] if rows else ''})", fontsize=7)
     ax.set_ylabel("percent (95% bootstrap CI)")
     ax.set_title(f"{section.get('model', '')} on {section.get('bench', '')}: accuracy and "
                  "perception against budget", fontsize=8)  # fmt: skip
