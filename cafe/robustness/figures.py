@@ -67,10 +67,6 @@ def draw_choices(section: Mapping[str, Any]) -> Any:
     return fig
 
 
-def choices_figure(section: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
-    return _save(draw_choices(section), out_dir, "choices")
-
-
 def draw_necessity(section: Mapping[str, Any]) -> Any:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.2, 2.8))
@@ -83,7 +79,3 @@ def draw_necessity(section: Mapping[str, Any]) -> Any:
     ax.set_title(f"audio necessity over {section['items']} items; accuracy on the items that "
                  f"need the audio {shown}", fontsize=8)  # fmt: skip
     return fig
-
-
-def necessity_figure(section: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
-    return _save(draw_necessity(section), out_dir, "necessity")

@@ -5,7 +5,6 @@ sweep.json; nothing here computes a statistic."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from html import escape
 from pathlib import Path
@@ -111,17 +110,10 @@ def figures(metrics: Mapping[str, Any]) -> list[tuple[str, str, Callable[[], Any
     return out
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def folder_lines(root: str | Path, runs: list[Path]) -> str:
     """What `cafe report runs/` adds under its table: per run its circular accuracy,
     consistency and audio-needed accuracy; per sweep folder its table. Empty when none."""
+    from cafe.reports.folder import _read  # a damaged file reads as empty there too
     from cafe.robustness.budgets import format_sweep
 
     lines = []
