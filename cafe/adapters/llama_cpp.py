@@ -112,15 +112,19 @@ class LlamaCppAdapter(Adapter):
 
     #: generation "reasoning_budget" N (cafe.robustness.budgets): s1-style budget forcing
     budget_method = "budget forcing (reasoning cut at N tokens, then the answer forced)"
-    #: what follows the cut reasoning, so the model answers next
+    #: what follows the cut reasoning, so the model answers next; the forced answer ends at the
+    #: first blank line (what a model writes after it is no longer its answer)
     FORCE_ANSWER = "\n\nFinal answer:"
 
-    def _complete(self, prompt: str, max_tokens: int, gen: dict[str, Any]) -> dict[str, Any]:
+    def _complete(
+        self, prompt: str, max_tokens: int, gen: dict[str, Any], stop: list[str] | None = None
+    ) -> dict[str, Any]:
         return self.llm.create_completion(
             prompt,
             max_tokens=max_tokens,
             temperature=0.0 if is_greedy(gen) else float(gen.get("temperature", 1.0)),
             top_p=float(gen.get("top_p", 1.0)),
+            stop=stop,
         )
 
     def _generate_one(self, request: Request) -> Completion:
@@ -139,8 +143,9 @@ class LlamaCppAdapter(Adapter):
                     out = self._complete(prompt, int(budget), gen)
                     reasoning = out["choices"][0]["text"]
                     tokens = out["usage"]["completion_tokens"]
-                out = self._complete(prompt + reasoning + self.FORCE_ANSWER,
-                                     int(gen.get("max_new_tokens", 256)), gen)  # fmt: skip
+                answer_tokens = int(gen.get("max_new_tokens", 256))
+                out = self._complete(prompt + reasoning + self.FORCE_ANSWER, answer_tokens, gen,
+                                     stop=["\n\n"])  # fmt: skip
                 tokens += out["usage"]["completion_tokens"]
                 text = f"<think>{reasoning}</think>{self.FORCE_ANSWER}{out['choices'][0]['text']}"
         choice = out["choices"][0]
