@@ -324,3 +324,30 @@ def test_api_budgets_reach_the_wire(tmp_path, monkeypatch):
     sent = sorted((b["max_tokens"], b["reasoning_effort"]) for b in srv.requests)  # concurrent
     assert sent == [(64, "minimal"), (64 + 4096, "medium")]
     assert B.reasoning_effort(1024) == "low" and B.reasoning_effort(8193) == "high"
+
+
+def test_reports_show_both_sections(tmp_path, cache):
+    from cafe.reports.folder import folder_table
+    from cafe.reports.run_report import write_run_report
+    from cafe.robustness.steps import run_necessity
+    from cafe.runner.cli import run_command
+
+    out = tmp_path / "runs" / "r"
+    base = ["--version", "n20-seed0", "--limit", "4", "--no-progress", "--judge", "none"]
+    res = CliRunner().invoke(run_command, [*base, "--out", str(out), "--permute-choices", "2"])
+    assert res.exit_code == 0, res.output
+    run_necessity(out, progress=False)
+    sec = _json(out / "metrics.json")
+    report = write_run_report(out, html=True)
+    summary = (report / "summary.md").read_text()
+    circ = sec["choices"]["circular"]["acc"]
+    assert "## Choice order (2 orderings, rotate; percent)" in summary
+    assert f"| circular accuracy (right under every ordering) | {circ:.2f} |" in summary
+    need = sec["necessity"]["counts"]["needs the audio"]
+    assert "## Audio necessity (4 items" in summary and f"| needs the audio | {need} |" in summary
+    assert (report / "figures" / "choices.png").exists()
+    assert (report / "figures" / "necessity.png").exists()
+    page = (report / "index.html").read_text()
+    assert 'id="sec-choices"' in page and "circular accuracy (right under every ordering)" in page
+    table = folder_table(tmp_path / "runs")
+    assert f"- r: circular accuracy {circ:.2f}" in table
