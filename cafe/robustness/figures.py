@@ -75,7 +75,9 @@ def draw_necessity(section: Mapping[str, Any]) -> Any:
     ax.invert_yaxis()
     ax.set_xlabel("items")
     need = section["audio_needed"]
-    shown = "–" if need["acc"] is None else f"{need['acc']:.2f}"
-    ax.set_title(f"audio necessity over {section['items']} items; accuracy on the items that "
-                 f"need the audio {shown}", fontsize=8)  # fmt: skip
+    shown = "–" if need["acc"] is None else f"{need['acc']:.2f}%"
+    ci = need.get("ci95")
+    ax.set_title(f"audio necessity over {section['items']} items\naccuracy on the {need['n']} "
+                 f"items that need the audio: {shown}"
+                 + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""), fontsize=8)  # fmt: skip
     return fig
