@@ -351,3 +351,23 @@ def test_reports_show_both_sections(tmp_path, cache):
     assert 'id="sec-choices"' in page and "circular accuracy (right under every ordering)" in page
     table = folder_table(tmp_path / "runs")
     assert f"- r: circular accuracy {circ:.2f}" in table
+
+
+def test_a_sweep_point_of_failures_stops_the_sweep(tmp_path, cache):
+    # every clip unreadable (empty files): the run of budget 0 fails every item, and the sweep
+    # stops naming the budget, with no table made of it
+    from cafe.robustness.cli import sweep_command
+
+    bench = tmp_path / "bench"
+    (bench / "audio").mkdir(parents=True)
+    rows = [{"id": f"x{i}", "audio_path": f"audio/x{i}.wav", "question": "How many?",
+             "choices": ["1", "2"], "answer": "1"} for i in range(2)]  # fmt: skip
+    (bench / "synth.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for r in rows:
+        (bench / r["audio_path"]).write_bytes(b"")
+    out = tmp_path / "sw"
+    args = ["--budgets", "0", "--out", str(out), "--no-progress", "--judge", "none",
+            "--data", str(bench / "synth.jsonl")]  # fmt: skip
+    res = CliRunner().invoke(sweep_command, args)
+    assert res.exit_code == 1 and "budget 0: most items failed in" in res.output, res.output
+    assert (out / "budget-0" / "manifest.json").exists() and not (out / "sweep.json").exists()

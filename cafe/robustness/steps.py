@@ -129,6 +129,7 @@ def run_sweep(
     from cafe.metrics.listening import item_accuracy
     from cafe.robustness import budgets as B
     from cafe.runner import run
+    from cafe.runner.spec import RunError
     from cafe.store import write_json_atomic
 
     card = resolve_model(model, run_kwargs.get("checkpoint"), cards).card
@@ -138,6 +139,9 @@ def run_sweep(
         ident = B.budget_identity(n, method)
         res = run(model, bench, out=B.budget_folder(out, n), cards=cards,
                   options={**(options or {}), **ident["generation"]}, **run_kwargs)  # fmt: skip
+        if res.status == "failed" or res.most_failed:  # a point of nothing: no sweep of it
+            why = "; ".join(res.failure_lines[:2]) or "see its manifest"
+            raise RunError(f"budget {n}: most items failed in {res.run_dir} ({why})")
         store = RunStore(res.run_dir)
         samples = [s for s in store.samples() if s.error is None]
         preds = store.predictions()
