@@ -30,6 +30,9 @@ command line               function
 ``cafe cues``              cues
 ``cafe listen``            listen
 ``cafe decay``             decay
+``cafe run --permute-choices``  permute_choices
+``cafe necessity``         necessity
+``cafe sweep``             sweep
 ``cafe STEP`` (a plugin)   run_step
 ``cafe attention``         attention
 ``cafe report``            report, table, figure, compare
@@ -60,6 +63,9 @@ TARGETS: dict[str, str] = {
     "rubric": "cafe.steps.rubric:rubric_run",
     "cues": "cafe.steps.cues:cues_run",
     "listen": "cafe.listen:run_controls",
+    "permute_choices": "cafe.robustness.steps:run_orderings",
+    "necessity": "cafe.robustness.steps:run_necessity",
+    "sweep": "cafe.robustness.steps:run_sweep",
     "decay": "cafe.steps.decay:decay",
     "run_step": "cafe.steps:run_step",
     "attention": "cafe.metrics.attention:attention",
@@ -205,6 +211,26 @@ def listen(run_dir: str | Path, controls: Any = ("silence", "noise", "shuffled",
     return _target("listen")(run_dir, controls, **options)
 
 
+def permute_choices(run_dir: str | Path, k: int, **options: Any) -> Any:
+    """K orderings of a run's options (the run is ordering 0), each its own run folder -> the
+    metrics.json "choices" section (docs/robustness.md). Options: mode ("rotate" | "shuffle"),
+    seed, run_options, and run()'s execution options."""
+    return _target("permute_choices")(run_dir, k, **options)
+
+
+def necessity(run_dir: str | Path, **options: Any) -> Any:
+    """Caption-only, text-only and silence runs of a run -> the metrics.json "necessity"
+    section (a label per item, accuracy on the items that need the audio). Options: captions,
+    run_options, and run()'s execution options."""
+    return _target("necessity")(run_dir, **options)
+
+
+def sweep(model: str, bench: str, budgets: Any, out: str | Path, **options: Any) -> Any:
+    """One run per reasoning budget (OUT/budget-N) -> the sweep table (also OUT/sweep.json).
+    Options: options (adapter -o pairs), cards, and run()'s (data, limit, judge…)."""
+    return _target("sweep")(model, bench, list(budgets), out=out, **options)
+
+
 def decay(run_dir: str | Path, **options: Any) -> Any:
     """Perception decay by reasoning length -> the metrics.json "decay" section. Options:
     bins, bin_width, min_count, merge (False, as `cafe decay` and the paper: sparse bins are
@@ -312,6 +338,9 @@ FUNCTIONS = (
     "rubric",
     "cues",
     "listen",
+    "permute_choices",
+    "necessity",
+    "sweep",
     "decay",
     "report",
     "table",
