@@ -23,17 +23,21 @@ def draw_sweep(section: Mapping[str, Any]) -> Any:
     rows = section["rows"]
     xs = list(range(len(rows)))
     fig, ax = plt.subplots(figsize=(5.2, 3.2))
+    drawn = []
     for key, label, marker in (("acc", "accuracy", "o"), ("acc_per", "CAFE Acc_per", "s"),
                                ("err_per", "CAFE Err_per", "^")):  # fmt: skip
         ys, err = _err([r[key] for r in rows], [r.get(f"{key}_ci95") for r in rows])
         if all(y != y for y in ys):  # nothing measured (no judge): no line
             continue
         ax.errorbar(xs, ys, yerr=err, marker=marker, capsize=3, label=label)
+        drawn.append(key)
     ax.set_xticks(xs, [str(r["budget"]) for r in rows])
     ax.set_xlabel(f"reasoning budget N ({rows[0]['method'] if rows else ''})", fontsize=7)
     ax.set_ylabel("percent (95% bootstrap CI)")
-    ax.set_title(f"{section.get('model', '')} on {section.get('bench', '')}: accuracy and "
-                 "perception against budget", fontsize=8)  # fmt: skip
+    what = ("accuracy and perception" if "acc_per" in drawn
+            else "accuracy (no CAFE Acc_per: perception not measured)")  # fmt: skip
+    ax.set_title(f"{section.get('model', '')} on {section.get('bench', '')}: {what} against "
+                 "budget", fontsize=8)  # fmt: skip
     ax.legend(fontsize=7)
     return fig
 
