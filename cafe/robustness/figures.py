@@ -65,6 +65,8 @@ def draw_choices(section: Mapping[str, Any]) -> Any:
     b.bar([i + 0.2 for i in range(len(pos))], [bias["expected"][p] for p in pos], 0.4,
           label="uniform")  # fmt: skip
     b.set_xticks(range(len(pos)), pos)
+    b.set_xlabel("displayed position")
+    b.set_ylabel(f"answers (count, of {bias['n']})")
     chi = "–" if bias["chi2"] is None else f"{bias['chi2']:.2f}, p {bias['p']:.3g}"
     b.set_title(f"answers per position (chi-square {chi})", fontsize=8)
     b.legend(fontsize=7)
