@@ -30,6 +30,9 @@ command line               function
 ``cafe cues``              cues
 ``cafe listen``            listen
 ``cafe decay``             decay
+``cafe run --permute-choices``  permute_choices
+``cafe necessity``         necessity
+``cafe sweep``             sweep
 ``cafe STEP`` (a plugin)   run_step
 ``cafe attention``         attention
 ``cafe report``            report, table, figure, compare
@@ -119,6 +122,26 @@ def doctor(model: str, bench: str = "synth", **options: Any) -> Any:
 def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> Any:
     """Two judges on one run -> Cohen's kappa (overall, per category) and CAFE deltas B - A."""
     return _target("judge_agreement")(run_dir, a, b, mode)
+
+
+def permute_choices(run_dir: str | Path, k: int, **options: Any) -> Any:
+    """K orderings of a run's options (the run is ordering 0), each its own run folder -> the
+    metrics.json "choices" section (docs/robustness.md). Options: mode ("rotate" | "shuffle"),
+    seed, run_options, and run()'s execution options."""
+    return _target("permute_choices")(run_dir, k, **options)
+
+
+def necessity(run_dir: str | Path, **options: Any) -> Any:
+    """Caption-only, text-only and silence runs of a run -> the metrics.json "necessity"
+    section (a label per item, accuracy on the items that need the audio). Options: captions,
+    run_options, and run()'s execution options."""
+    return _target("necessity")(run_dir, **options)
+
+
+def sweep(model: str, bench: str, budgets: Any, out: str | Path, **options: Any) -> Any:
+    """One run per reasoning budget (OUT/budget-N) -> the sweep table (also OUT/sweep.json).
+    Options: options (adapter -o pairs), cards, and run()'s (data, limit, judge…)."""
+    return _target("sweep")(model, bench, list(budgets), out=out, **options)
 
 
 def run_step(name: str, run_dir: str | Path, **options: Any) -> Any:
@@ -270,6 +293,9 @@ FUNCTIONS = (
     "rubric",
     "cues",
     "listen",
+    "permute_choices",
+    "necessity",
+    "sweep",
     "decay",
     "report",
     "table",

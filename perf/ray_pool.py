@@ -33,7 +33,7 @@ def main() -> None:
 
     os.environ.setdefault(LOOPBACK_ONLY, "0")
     from cafe.cluster.session import connect
-    from cafe.runner.main import run
+    from cafe.runner.main import run_with
     from cafe.testing.loopback import OpenAILoopback
 
     connect(None, num_cpus=2)
@@ -50,7 +50,7 @@ def main() -> None:
                     options["ray"] = {"actors": actors, "cpus": 0.5}
                     start.append(_start_time(options))
                 t0 = time.perf_counter()
-                run("openai-compatible", "synth", limit=args.items, out=work / f"{name}-{r}",
+                run_with("openai-compatible", "synth", limit=args.items, out=work / f"{name}-{r}",
                     progress=False, cache=False, options=options, concurrency=None)  # fmt: skip
                 wall[name].append(time.perf_counter() - t0)
     boot = statistics.median(start)

@@ -52,7 +52,7 @@ def test_every_api_target_resolves_to_a_callable() -> None:
 
 #: every command of the command line -> the cafe.api functions that do what it does
 COMMAND_FUNCTIONS = {
-    "run": ["run"],
+    "run": ["run", "permute_choices"],  # --permute-choices runs after the run
     "score": ["score"],
     "export": ["export"],
     "bench": ["bench"],
@@ -72,6 +72,8 @@ COMMAND_FUNCTIONS = {
     "leaderboard": ["leaderboard", "leaderboard_add", "leaderboard_html"],
     "train": ["train_data", "train_sft", "train_grpo", "train_smoke", "train_recipes"],
     "serve": ["serve"],
+    "necessity": ["necessity"],
+    "sweep": ["sweep"],
 }
 
 

@@ -32,7 +32,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 import cafe  # noqa: E402
 from cafe.cli import main
 from cafe.cluster import endpoints
-from cafe.runner.main import run
+from cafe.runner.main import run_with
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 
@@ -107,7 +107,7 @@ def outputs(folder: Path) -> dict[tuple[str, int], str]:
 def ray_run(server, folder: Path, address: str, **placement):
     options = {"model": "m", "endpoints": [server.url], "concurrency": 2,
                "ray": {"address": address, "actors": 2, **placement}}  # fmt: skip
-    return run("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=folder, progress=False,
+    return run_with("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=folder, progress=False,
                batch_size=4, options=options)  # fmt: skip
 
 
@@ -129,7 +129,7 @@ def reference(tmp_path_factory):
     """The in-process run every Ray run must equal."""
     folder = tmp_path_factory.mktemp("inproc") / "run"
     with OpenAILoopback(reply=answer) as server:
-        run("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=folder, progress=False,
+        run_with("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=folder, progress=False,
             cache=False, options={"model": "m", "endpoints": [server.url]})  # fmt: skip
     return folder
 
@@ -158,7 +158,7 @@ def test_a_killed_actor_costs_its_items_one_retry(cluster, reference, tmp_path, 
         spec = json.loads((folder / "manifest.json").read_text())["spec"]
         assert spec == json.loads((reference / "manifest.json").read_text())["spec"]
         sent = len(server.requests)
-        run("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=tmp_path / "inproc",
+        run_with("openai-compatible", "synth", limit=N_ITEMS, runs=2, out=tmp_path / "inproc",
             progress=False, options={"model": "m", "endpoints": [server.url]})  # fmt: skip
         assert len(server.requests) == sent  # the Ray run's replies were cached under its keys
     assert not actor_pids()  # the pools closed their actors
@@ -188,7 +188,7 @@ def wait_for(what, timeout_s: float, check) -> None:  # noqa: ANN001
 def judged_run(root: Path) -> Path:
     """A run folder of two answered synth items for the CAFE judge."""
     folder = root / "run"
-    run("reference", "synth", limit=2, out=folder, progress=False, cache=False, judge="none")
+    run_with("reference", "synth", limit=2, out=folder, progress=False, cache=False, judge="none")
     return folder
 
 
@@ -215,7 +215,7 @@ def cascade_outputs(root: Path, endpoint: str) -> dict[tuple[str, int], str]:
         "options": {"answer_by": "generate", "front": front, "back": back}}}  # fmt: skip
     root.mkdir(parents=True)
     (root / "cards.yaml").write_text(json.dumps(card))  # JSON is YAML
-    result = run("served-cascade", "synth", limit=2, out=root / "run", progress=False,
+    result = run_with("served-cascade", "synth", limit=2, out=root / "run", progress=False,
                  cache=False, judge="none", cards=[str(root / "cards.yaml")])  # fmt: skip
     assert result.status == "complete"
     return outputs(root / "run")

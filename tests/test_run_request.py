@@ -28,6 +28,8 @@ OLD_RUN_KEYWORDS = {
     "options": None, "audio_root": None, "retry_failed": False, "control": None,
     "control_seed": 0, "control_of": None,
 }  # fmt: skip
+#: added since (issue 37: caption-only controls, choice orderings, --ids), each off by default
+NEW_RUN_KEYWORDS = {"control_captions": None, "permutation": None, "ids": None}
 
 
 def test_run_and_plan_take_the_request() -> None:
@@ -39,8 +41,8 @@ def test_run_and_plan_take_the_request() -> None:
 
 def test_every_old_run_keyword_is_a_request_field_with_its_default() -> None:
     fields = {f.name: f.default for f in dataclasses.fields(RunRequest)}
-    assert set(fields) == set(OLD_RUN_KEYWORDS)
-    assert fields == OLD_RUN_KEYWORDS
+    assert set(fields) == set(OLD_RUN_KEYWORDS) | set(NEW_RUN_KEYWORDS)
+    assert fields == {**OLD_RUN_KEYWORDS, **NEW_RUN_KEYWORDS}
     assert set(RunRequest.SPEC_INPUTS) | set(RunRequest.EXECUTION) <= set(fields)
 
 

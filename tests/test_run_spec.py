@@ -103,6 +103,13 @@ def _change(field: str, tmp_path: Path, bench: Path) -> tuple[dict, dict, Any, A
         return base, {**base, "max_new_tokens": 7}, None, 7
     if field == "control":  # a listening control is another run (cafe.controls)
         return base, {**base, "control": "text-only"}, None, {"name": "text-only", "seed": 0}
+    if field == "permutation":  # a choice ordering is another run (cafe.robustness.orderings)
+        perm = {"k": 1, "of": 2, "mode": "rotate", "seed": 0}
+        return base, {**base, "permutation": perm}, None, perm
+    if field == "ids":  # an --ids selection is another run (cafe.robustness.ids)
+        ids = tmp_path / "ids.txt"
+        ids.write_text("t0\nt2\n")
+        return base, {**base, "ids": str(ids)}, None, None
     raise AssertionError(f"no change written for spec field {field!r}")
 
 
@@ -113,7 +120,7 @@ IDENTITY = [
 
 def test_every_spec_field_is_covered_below() -> None:
     assert set(IDENTITY) | set(RunSpec.SELECTION) == {f.name for f in dataclasses.fields(RunSpec)}
-    assert len(IDENTITY) == 13
+    assert len(IDENTITY) == 15  # 13 + permutation, ids (issue 37)
 
 
 @pytest.mark.parametrize("field", IDENTITY)

@@ -70,6 +70,10 @@ def with_text(messages: list[dict[str, Any]], label: str, text: str) -> list[dic
 class CascadeAdapter(Adapter):
     """A speech recognizer or captioner, then a text model (see the module's docstring)."""
 
+    #: generation "reasoning_budget" (cafe.robustness.budgets): passed to the back, which
+    #: forces it (answer_by generate); answer_by loglik writes no reasoning, and says so
+    budget_method = "budget forcing by the back (answer_by generate)"
+
     default_batch_size = 8
     engine = "cascade"
     group = "Cascade"
@@ -158,6 +162,12 @@ class CascadeAdapter(Adapter):
     def _generate(self, items: list[tuple[Request, FrontOutput]]) -> list[Completion]:
         from dataclasses import replace
 
+        if any(r.generation.get("reasoning_budget") is not None for r, _ in items) and not (
+            getattr(self.back, "budget_method", None)
+        ):
+            why = f"back {type(self.back).__name__} cannot take a reasoning budget"
+            return [Completion(r.sample_id, r.run_index, None, error=why) for r, _ in items]
+
         from cafe.runner.execute import call_adapter
 
         label = self.front.label
@@ -181,6 +191,10 @@ class CascadeAdapter(Adapter):
         from cafe.adapters.reference import request_choices
 
         question, choices = request_choices(r)
+        if r.generation.get("reasoning_budget") is not None:
+            return Completion(r.sample_id, r.run_index, None, error="answer_by loglik writes no "
+                              "reasoning, so a reasoning budget means nothing: pass "
+                              "-o answer_by=generate")  # fmt: skip
         if not choices:
             return Completion(r.sample_id, r.run_index, None, error="prompt has no choices")
         # the front's text, then the question; without a clip (text-only) the question alone

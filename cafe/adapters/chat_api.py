@@ -40,6 +40,13 @@ class ChatAPIAdapter(Adapter):
     passthrough: ClassVar[frozenset[str]] = frozenset()
     #: client option defaults (a card's options override them)
     client_defaults: ClassVar[dict[str, Any]] = {}
+    #: how generation "reasoning_budget" reaches the provider (cafe.robustness.budgets); None:
+    #: this protocol has no budget field, and a budget is refused
+    budget_method: ClassVar[str | None] = None
+
+    def budget_fields(self, budget: int) -> dict[str, Any]:
+        """The request fields that set a reasoning budget of ``budget`` tokens."""
+        raise ValueError(f"adapter {type(self).__name__} cannot set a reasoning budget")
 
     # generate() calls in flight, all sharing one client and limiter: 16 x 32 keeps 512 calls
     # queued like 8 x 64 did, but each finished batch's scoring and writes come in smaller
@@ -185,6 +192,9 @@ class ChatAPIAdapter(Adapter):
         if self.options.get("max_new_tokens") is not None:  # an explicit -o cap wins
             max_tokens = int(self.options["max_new_tokens"])
         extra = {k: g[k] for k in g if k in (_COMMON - {"temperature"}) | self.passthrough}
+        if g.get("reasoning_budget") is not None:  # thinking counts in the output's tokens
+            extra.update(self.budget_fields(int(g["reasoning_budget"])))
+            max_tokens += int(g["reasoning_budget"])
         return temperature, max_tokens, extra
 
     async def _one(self, request: Request) -> Completion:

@@ -110,22 +110,48 @@ class LlamaCppAdapter(Adapter):
     def generate(self, requests: list[Request]) -> list[Completion]:
         return [self._generate_one(r) for r in requests]
 
+    #: generation "reasoning_budget" N (cafe.robustness.budgets): s1-style budget forcing
+    budget_method = "budget forcing (reasoning cut at N tokens, then the answer forced)"
+    #: what follows the cut reasoning, so the model answers next; the forced answer ends at the
+    #: first blank line (what a model writes after it is no longer its answer)
+    FORCE_ANSWER = "\n\nFinal answer:"
+
+    def _complete(
+        self, prompt: str, max_tokens: int, gen: dict[str, Any], stop: list[str] | None = None
+    ) -> dict[str, Any]:
+        return self.llm.create_completion(
+            prompt,
+            max_tokens=max_tokens,
+            temperature=0.0 if is_greedy(gen) else float(gen.get("temperature", 1.0)),
+            top_p=float(gen.get("top_p", 1.0)),
+            stop=stop,
+        )
+
     def _generate_one(self, request: Request) -> Completion:
         gen = request.generation
         start = time.perf_counter()
+        budget = gen.get("reasoning_budget")
+        prompt = self.chat_prompt(request.messages)
         with self._lock:
             self.llm.set_seed(int(request.seed))
-            out = self.llm.create_completion(
-                self.chat_prompt(request.messages),
-                max_tokens=int(gen.get("max_new_tokens", 256)),
-                temperature=0.0 if is_greedy(gen) else float(gen.get("temperature", 1.0)),
-                top_p=float(gen.get("top_p", 1.0)),
-            )
+            if budget is None:
+                out = self._complete(prompt, int(gen.get("max_new_tokens", 256)), gen)
+                text, tokens = out["choices"][0]["text"], out["usage"]["completion_tokens"]
+            else:  # the reasoning stops at the budget whatever it says; the answer is forced
+                reasoning, tokens = "", 0
+                if int(budget) > 0:
+                    out = self._complete(prompt, int(budget), gen)
+                    reasoning = out["choices"][0]["text"]
+                    tokens = out["usage"]["completion_tokens"]
+                answer_tokens = int(gen.get("max_new_tokens", 256))
+                out = self._complete(prompt + reasoning + self.FORCE_ANSWER, answer_tokens, gen,
+                                     stop=["\n\n"])  # fmt: skip
+                tokens += out["usage"]["completion_tokens"]
+                text = f"<think>{reasoning}</think>{self.FORCE_ANSWER}{out['choices'][0]['text']}"
         choice = out["choices"][0]
-        text = choice["text"]
         return Completion(
             request.sample_id, request.run_index, text,
-            output_tokens=out["usage"]["completion_tokens"],
+            output_tokens=tokens,
             latency_s=time.perf_counter() - start,
             backend={"engine": "llama-cpp", "model": self.weights or self.checkpoint,
                      "finish_reason": choice.get("finish_reason")},

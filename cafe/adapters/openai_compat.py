@@ -7,6 +7,8 @@ without that route falls back to words, said at load and labelled so."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from cafe.adapters.base import ADAPTERS
 from cafe.adapters.chat_api import ChatAPIAdapter
 from cafe.adapters.token_counts import TokenCounter, remembered
@@ -18,6 +20,12 @@ class OpenAICompatAdapter(ChatAPIAdapter):
     engine = "openai-compatible"
     passthrough = frozenset({"repetition_penalty", "top_k", "min_p", "min_tokens"})
     client_defaults = {"concurrency": 64}  # per endpoint; a vLLM server batches them
+    budget_method = "provider reasoning effort (OpenAI reasoning_effort, from the budget)"
+
+    def budget_fields(self, budget: int) -> dict[str, Any]:
+        from cafe.robustness.budgets import reasoning_effort
+
+        return {"reasoning_effort": reasoning_effort(budget)}
 
     def default_counter(self) -> TokenCounter:
         """Decided once per run by one probe: a tokenizer's answer, or the word fallback (said

@@ -391,10 +391,25 @@ def answer(question: str, choices: list[str], events: list[Detected]) -> str:
     )
 
 
+def budget_events(events: list[Detected], budget: int) -> list[Detected]:
+    """Budget forcing, the reference's way: the events whose perception lines fit in ``budget``
+    words (in onset order), so a smaller budget perceives fewer events and answers from them."""
+    kept: list[Detected] = []
+    used = 0
+    for i, e in enumerate(events, 1):
+        used += len(f"{i}. {_span(e)}: {e.describe()}".split())
+        if used > budget:
+            break
+        kept.append(e)
+    return kept
+
+
 class ReferenceAdapter(Adapter):
     """Signal-processing listener for the synth benchmark (engine "cpu", style "mpar2")."""
 
     default_batch_size = 32
+    #: generation "reasoning_budget" N (cafe.robustness.budgets): perception cut at N words
+    budget_method = "budget forcing (reference: perception cut at N words, answer forced)"
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         from cafe.audio import load_audio
@@ -406,6 +421,8 @@ class ReferenceAdapter(Adapter):
                 path = audio_path(req)
                 # no audio (the text-only listening control): it hears nothing, as under silence
                 events = [] if path is None else listen(load_audio(path, sample_id=req.sample_id))
+                if req.generation.get("reasoning_budget") is not None:
+                    events = budget_events(events, int(req.generation["reasoning_budget"]))
                 question, choices = request_choices(req)
                 text = answer(question, choices, events)
                 out.append(

@@ -552,9 +552,11 @@ def failed_html(manifest: dict[str, Any]) -> str:
 def sections_html(metrics: dict[str, Any]) -> str:
     """Each metrics.json section: its headline (for the sections we know) and every key it holds
     (collapsed), so new sections and keys show up as they are."""
+    from cafe.robustness.report import HEADLINES as ROBUSTNESS_HEADLINES  # choices, necessity
+
     out = []
     for name, sec in metrics.items():
-        head = HEADLINES.get(name)
+        head = HEADLINES.get(name) or ROBUSTNESS_HEADLINES.get(name)
         body = head(sec) if head and isinstance(sec, dict) else ""
         out.append(
             f'<section class="metric" id="sec-{_e(name)}"><h3>{_e(label(name))}</h3>{body}'
@@ -671,6 +673,9 @@ def figures_svg(s: Source) -> tuple[list[tuple[str, str]], list[str]]:
                 lambda: figures.draw_figure6([(s.model, s.attention)]),
             )
         )
+    from cafe.robustness.report import figures as robustness_figures
+
+    steps += [(caption, draw) for caption, _, draw in robustness_figures(s.metrics)]
     out, notes = [], []
     for i, (caption, draw) in enumerate(steps):
         try:

@@ -327,6 +327,10 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         "cafe_mode": caf.get("mode"),
         "identical_runs": True if acc.get("identical_runs") else None,
         "coverage": run_coverage(manifest, store.path(MANIFEST)),
+        # a sweep point's budget (cafe sweep): rows of one model at several budgets told apart
+        "reasoning_budget": ((manifest.get("spec") or {}).get("generation") or {}).get(
+            "reasoning_budget"
+        ),
     }
     source.update({k: v for k, v in extras.items() if v is not None})
     source.update(extra_source)

@@ -256,6 +256,9 @@ def summary_md(
     lines += _judged_md(run.metrics.get("judged_accuracy") or {})
     lines += _cafe_md(run.metrics.get("cafe") or {})
     lines += _decay_md(run.metrics.get("decay") or {})
+    from cafe.robustness.report import robustness_md
+
+    lines += robustness_md(run.metrics)  # choice order, audio necessity (docs/robustness.md)
     lines += _registered_md(run.metrics)
     if signals:
         lines += ["", "## Is it listening? Accuracy, perception, rubric, cues, controls", ""]
@@ -347,6 +350,11 @@ def _draw_figures(run: RunData, fdir: Path, made: dict[str, list[Path]], notes: 
         ),
         ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
     ]
+    from cafe.reports.figures import _save
+    from cafe.robustness.report import figures as robustness_figures
+
+    steps += [(cap, lambda d=draw, st=stem: _save(d(), fdir, st))
+              for cap, stem, draw in robustness_figures(run.metrics)]  # fmt: skip
     for what, make in steps:
         try:
             made[what] = make()

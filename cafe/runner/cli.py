@@ -84,6 +84,29 @@ from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunRequest
     "separated, or all); each its own folder RUN_DIR-ctl-NAME, the gap in metrics.json.",
 )
 @option("--control-seed", default=0, show_default=True, type=SEED, help="Seed of noise, shuffling.")
+@option(
+    "--permute-choices",
+    type=click.IntRange(min=2),
+    help="Choice-order robustness after the run: K orderings of every multiple-choice item "
+    "(the original is ordering 0; each other its own folder RUN_DIR-perm-MODEKofK); circular "
+    'accuracy, consistency and positional bias in metrics.json "choices" (docs/robustness.md).',
+)
+@option(
+    "--permute-mode",
+    type=click.Choice(["rotate", "shuffle"]),
+    default="rotate",
+    show_default=True,
+    help="rotate: cyclic rotations of the options; shuffle: seeded permutations per item.",
+)
+@option(
+    "--ids",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Run only the items listed in FILE, one id a line (`cafe necessity --export`); the "
+    "list is part of the run's identity.",
+)
+@option(
+    "--permute-seed", default=0, show_default=True, type=SEED, help="Seed of shuffle orderings."
+)
 @no_progress_option(old=("--quiet",))
 @engine_options
 def run_command(model: ModelChoice, bench: str, **flags: Any) -> None:
@@ -110,6 +133,10 @@ def run_command(model: ModelChoice, bench: str, **flags: Any) -> None:
     except ValueError as e:
         raise click.UsageError(f"--controls: {e}") from None
     control_seed = flags.pop("control_seed")
+    permute = None  # cafe.robustness: the orderings run after the run, like controls
+    k, mode, pseed = (flags.pop(f) for f in ("permute_choices", "permute_mode", "permute_seed"))
+    if k:
+        permute = {"k": k, "mode": mode, "seed": pseed}
     request = run_request(model, flags)
     benches = [b.strip() for b in bench.split(",") if b.strip()]
     if len(benches) > 1 and (request.data or request.version):
@@ -118,7 +145,7 @@ def run_command(model: ModelChoice, bench: str, **flags: Any) -> None:
             "--bench, each uses its own default (run one benchmark at a time to pass them)"
         )
     if len(benches) == 1:
-        _run_one(replace(request, bench=benches[0]), control_names, control_seed)
+        _run_one(replace(request, bench=benches[0]), control_names, control_seed, permute)
         return
     # several benchmarks in one command (the lmms-eval habit): a folder each, one summary
     done: list[tuple[str, Any]] = []
@@ -128,7 +155,7 @@ def run_command(model: ModelChoice, bench: str, **flags: Any) -> None:
         where = str(Path(request.out) / b) if request.out else None
         try:
             done.append((b, _run_one(replace(request, bench=b, out=where), control_names,
-                                     control_seed)))  # fmt: skip
+                                     control_seed, permute)))  # fmt: skip
         except (click.ClickException, CafeError) as e:  # this one failed; the next still runs
             msg = e.format_message() if isinstance(e, click.ClickException) else str(e)
             click.echo(f"error: {b}: {msg}", err=True)
@@ -170,7 +197,10 @@ def several_summary(done: list[tuple[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _run_one(request: RunRequest, control_names: list[str], control_seed: int) -> Any:
+def _run_one(
+    request: RunRequest, control_names: list[str], control_seed: int,
+    permute: dict[str, Any] | None = None,
+) -> Any:  # fmt: skip
     """One benchmark: the run, its summary, its controls; ClickException when it failed."""
     from cafe.clients.ratelimit import format_call_stats
     from cafe.reports.summary import summary_table
@@ -212,6 +242,16 @@ def _run_one(request: RunRequest, control_names: list[str], control_seed: int) -
             **request.pick(RunRequest.EXECUTION),
         )  # fmt: skip
         click.echo(format_listening(section))
+    if permute and "accuracy" in result.metrics:
+        from cafe.robustness.orderings import format_choices
+        from cafe.robustness.steps import run_orderings
+
+        section = run_orderings(
+            result.run_dir, permute["k"], mode=permute["mode"], seed=permute["seed"],
+            run_options=request.pick(RunRequest.SPEC_INPUTS),
+            **request.pick(RunRequest.EXECUTION),
+        )  # fmt: skip
+        click.echo(format_choices(section))
     if result.judge_failed:
         raise click.ClickException(
             "the model run is complete, but its CAFE judge failed (reason above)"

@@ -29,7 +29,15 @@ from cafe.store import RunStore, foreign_entries
 
 MAX_WARNINGS = 20
 #: `-o` keys that set the card's decoding, not an adapter option
-GENERATION_OPTIONS = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+GENERATION_OPTIONS = (
+    "do_sample",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "reasoning_budget",
+)  # fmt: skip (reasoning_budget: cafe.robustness.budgets)
 
 
 def warn(lines: list[str], prefix: str = "warning") -> None:
@@ -107,6 +115,12 @@ def default_folder(spec: RunSpec, label: str, card_defaults: dict[str, Any]) -> 
         parts.append(spec.short_hash(variant))
     if spec.control:  # beside the real run's folder: <real>-ctl-<control>
         parts.append(f"ctl-{spec.control['name']}")
+    if spec.ids:  # an --ids selection: its own folder
+        parts.append(f"ids-{spec.ids['sha256'][:8]}")
+    if spec.permutation:  # beside the original order's folder: <real>-perm-<mode><k>of<K>
+        from cafe.robustness.orderings import folder_suffix
+
+        parts.append(folder_suffix(spec.permutation))
     return Path("runs") / _slug("-".join(parts))
 
 
@@ -275,6 +289,14 @@ def plan_run(request: RunRequest) -> RunPlan:
         raise RunError(str(e)) from None
     card = resolved.card
     selection = select_samples(request)
+    id_filter = None
+    if request.ids is not None:  # --ids FILE: these items only (cafe.robustness.ids), then --limit
+        from cafe.robustness.ids import select_ids
+
+        try:
+            selection.samples, id_filter = select_ids(selection.pool, request.ids, request.limit)
+        except ValueError as e:
+            raise RunError(str(e)) from None
     # the benchmark's own prompt (its official inference's) before the card's; --prompt-style
     # before both
     default_style = selection.bench.default_prompt_style or card.prompt_style
@@ -288,8 +310,12 @@ def plan_run(request: RunRequest) -> RunPlan:
     decoding = {k: adapter_options.pop(k) for k in GENERATION_OPTIONS if k in adapter_options}
     spec = build_spec(resolved, adapter_cls, adapter_options, selection, template, request,
                       decoding)  # fmt: skip
+    if id_filter:
+        spec = replace(spec, ids=id_filter)
     if request.control:
-        spec = _with_control(spec, selection, request.control, request.control_seed)
+        spec = _with_control(spec, selection, request)
+    if request.permutation and request.permutation.get("k"):
+        spec = _with_permutation(spec, selection, dict(request.permutation))
     defaults = {
         "options": without_secrets(dict(card.options)),
         "prompt_style": default_style,
@@ -314,16 +340,34 @@ def plan_run(request: RunRequest) -> RunPlan:
     return read_folder(plan)
 
 
-def _with_control(spec: RunSpec, selection: Selection, control: str, seed: int) -> RunSpec:
-    """A listening control: the same items with the audio replaced (cafe.controls), the
-    control in the spec."""
-    from cafe.controls import control_samples
-
+def _with_control(spec: RunSpec, selection: Selection, request: RunRequest) -> RunSpec:
+    """A control run: the same items with the audio replaced (cafe.controls), or caption-only
+    (cafe.robustness.necessity: no audio, a caption as text), the control in the spec."""
+    control, seed = request.control, request.control_seed
     try:
+        if control == "caption":
+            from cafe.robustness.necessity import caption_samples
+
+            selection.samples, source = caption_samples(selection.samples,
+                                                        request.control_captions)  # fmt: skip
+            return replace(spec, control={"name": control, "seed": seed, "captions": source})
+        from cafe.controls import control_samples
+
         selection.samples = control_samples(selection.samples, control, seed, pool=selection.pool)
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         raise RunError(str(e)) from None
     return replace(spec, control={"name": control, "seed": seed})
+
+
+def _with_permutation(spec: RunSpec, selection: Selection, permutation: dict) -> RunSpec:
+    """A choice ordering (cafe.robustness.orderings): the options reordered, the key remapped."""
+    from cafe.robustness.orderings import permute_samples
+
+    try:
+        selection.samples = permute_samples(selection.samples, permutation)
+    except ValueError as e:
+        raise RunError(str(e)) from None
+    return replace(spec, permutation=permutation)
 
 
 def read_folder(plan: RunPlan) -> RunPlan:

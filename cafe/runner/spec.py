@@ -53,6 +53,13 @@ class RunSpec:
     #: a listening control ({"name": "silence" | "noise" | "shuffled" | "text-only", "seed"}):
     #: the same run with the audio replaced (cafe.controls); None for the real audio
     control: Mapping[str, Any] | None = None
+    #: a choice ordering (cafe.robustness.orderings: {"k", "of", "mode", "seed"}): the same
+    #: run with each item's options reordered; None (and left out of the dict, so a run without
+    #: --permute-choices keeps its identity) for the benchmark's own order
+    permutation: Mapping[str, Any] | None = None
+    #: an --ids selection ({"sha256", "n"} of the sorted ids; cafe.robustness.ids); None (and
+    #: left out of the dict) for every item
+    ids: Mapping[str, Any] | None = None
 
     #: fields that select which (item, run) pairs the folder holds; the rest is its identity
     SELECTION = ("limit", "runs")
@@ -91,6 +98,11 @@ class RunSpec:
         d["adapter_options"] = dict(self.adapter_options)
         d["generation"] = dict(self.generation)
         d["control"] = None if self.control is None else dict(self.control)
+        for name in ("permutation", "ids"):  # absent unless set: older identities unchanged
+            if d[name] is None:
+                del d[name]
+            else:
+                d[name] = dict(d[name])
         return d
 
     @classmethod
@@ -183,6 +195,11 @@ class RunRequest:
     #: a listening control (cafe.controls: silence, noise, shuffled, text-only) and its seed
     control: str | None = None
     control_seed: int = 0
+    #: a caption-only control's captions file (None: the benchmark's reference captions)
+    control_captions: str | Path | None = None
+    #: a choice ordering ({"k", "mode", "seed", "index"}: cafe.robustness.orderings)
+    permutation: Mapping[str, Any] | None = None
+    ids: str | Path | None = None  # --ids FILE: only the items it lists (cafe.robustness.ids)
     # where, and what links to it
     out: str | Path | None = None
     control_of: str | Path | None = None  # the real run's folder, linked from the manifest
@@ -200,7 +217,7 @@ class RunRequest:
     #: the fields that rebuild a run's spec (cafe.listen's run options); the rest is per call
     SPEC_INPUTS = (
         "model", "bench", "checkpoint", "data", "version", "runs", "limit", "seed",
-        "prompt_style", "prompt_template", "max_new_tokens", "options",
+        "prompt_style", "prompt_template", "max_new_tokens", "options", "ids",
     )  # fmt: skip
     #: per-call knobs a listening control run takes over from its real run
     EXECUTION = ("batch_size", "concurrency", "strict", "progress", "cache", "cards")

@@ -1,0 +1,151 @@
+"""Reasoning-budget sweeps: one run per budget, the budget part of the run's identity (the
+generation setting ``reasoning_budget``: it is in the model-call cache key and names the
+folder), then accuracy and CAFE perception against the budget.
+
+How a model takes a budget is its adapter's to say (``Adapter.budget_method``): local models by
+budget forcing (the reasoning cut at N tokens and the answer forced after it, s1-style), API
+models by the provider's thinking budget. An adapter that names none cannot be swept: its runs
+would differ only in their labels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: the generation key a budget travels in (Request.generation, RunSpec.generation)
+KEY = "reasoning_budget"
+
+
+def parse_budgets(text: str) -> list[int]:
+    """``"0,256,1024"`` -> [0, 256, 1024]: non-negative integers, no repeats, in order."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            n = int(part)
+        except ValueError:
+            raise ValueError(f"budget {part!r} is not a whole number of tokens") from None
+        if n < 0:
+            raise ValueError(f"budget {n} is negative")
+        if n not in out:
+            out.append(n)
+    if not out:
+        raise ValueError("no budget given (e.g. --budgets 0,256,1024,4096)")
+    return out
+
+
+def budget_method(adapter_cls: type, model: str) -> str:
+    """How ``adapter_cls`` spends a reasoning budget (its ``budget_method``), or ValueError."""
+    method = getattr(adapter_cls, "budget_method", None)
+    if not method:
+        raise ValueError(
+            f"model {model!r} (adapter {getattr(adapter_cls, '__name__', adapter_cls)}) has no "
+            "way to set a reasoning budget (no budget forcing, no thinking budget): it cannot "
+            "be swept"
+        )
+    return str(method)
+
+
+#: OpenAI's reasoning_effort levels by the token budget they stand for (upper bounds)
+EFFORTS = ((0, "minimal"), (1024, "low"), (8192, "medium"))
+
+
+def reasoning_effort(budget: int) -> str:
+    """The reasoning_effort a token budget maps to, for protocols with levels, not tokens."""
+    return next((name for bound, name in EFFORTS if budget <= bound), "high")
+
+
+def budget_identity(budget: int, method: str) -> dict[str, Any]:
+    """What a sweep point adds to a run: the generation setting (identity) and its name."""
+    return {"generation": {KEY: int(budget)}, "budget": int(budget), "method": method}
+
+
+def budget_folder(root: str | Path, budget: int) -> Path:
+    return Path(root) / f"budget-{int(budget)}"
+
+
+def _cell(section: Mapping[str, Any] | None, key: str) -> Any:
+    return None if not section else section.get(key)
+
+
+def sweep_section(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The sweep's table: per budget (ascending), accuracy with its interval, CAFE Acc_per /
+    Err_per with theirs, the decay correlation, and the mean reasoning length actually spent.
+    ``points``: {"budget", "method", "run_dir", "metrics": that run's metrics.json}."""
+    rows = []
+    for p in sorted(points, key=lambda p: p["budget"]):
+        m = p["metrics"]
+        total = (m.get("accuracy") or {}).get("total") or {}
+        caf = m.get("cafe") or {}
+        ci = caf.get("ci95") or {}
+        dec = m.get("decay") or {}
+        rows.append({
+            "budget": p["budget"],
+            "method": p["method"],
+            "run_dir": p.get("run_dir"),
+            "n": total.get("total"),
+            "acc": total.get("acc"),
+            "acc_ci95": p.get("acc_ci95"),
+            "acc_per": caf.get("acc_per"),
+            "acc_per_ci95": ci.get("acc_per"),
+            "err_per": caf.get("err_per"),
+            "err_per_ci95": ci.get("err_per"),
+            "decay_rho": _cell(dec.get("spearman"), "rho"),
+            "reasoning_tokens": p.get("reasoning_tokens"),
+        })  # fmt: skip
+    return {
+        "budgets": [r["budget"] for r in rows],
+        "rows": rows,
+        "labels": {
+            "acc": "accuracy (percent, the benchmark's headline rule; every item)",
+            "acc_per": "CAFE Acc_per (percent; the run's CAFE headline)",
+            "err_per": "CAFE Err_per (percent)",
+            "decay_rho": "Spearman rho of Acc_per against reasoning length within the run",
+            "reasoning_tokens": "mean reasoning tokens per answered item (as counted by the run)",
+        },
+    }
+
+
+def format_sweep(section: Mapping[str, Any]) -> str:
+    def f(v: Any) -> str:
+        return "–" if v is None else f"{v:.2f}"
+
+    def ci(c: Any) -> str:
+        return f" [{f(c[0])}, {f(c[1])}]" if c else ""
+
+    rows = section["rows"]
+    method = rows[0]["method"] if rows else "?"
+    lines = [f"reasoning-budget sweep ({method}); percent, 95% bootstrap intervals over items"]
+    lines.append("budget  items  accuracy              Acc_per               Err_per"
+                 "               decay rho  reasoning tokens")  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"{r['budget']:>6}  {r['n']!s:>5}  {(f(r['acc']) + ci(r['acc_ci95'])):<20}  "
+            f"{(f(r['acc_per']) + ci(r['acc_per_ci95'])):<20}  "
+            f"{(f(r['err_per']) + ci(r['err_per_ci95'])):<20}  {f(r['decay_rho']):>9}  "
+            f"{f(r['reasoning_tokens']):>16}"
+        )
+    return "\n".join(lines)
+
+
+def accuracy_ci(item_acc: Sequence[float], resamples: int = 1000, seed: int = 0) -> list | None:
+    """95% percentile bootstrap interval of mean item accuracy (percent) over items."""
+    import numpy as np
+
+    from cafe.metrics.stats import bootstrap_ci
+
+    arr = np.asarray(item_acc, dtype=float)
+    ci = bootstrap_ci(len(arr), lambda idx: arr[idx].mean(axis=1), resamples=resamples, seed=seed)
+    return None if ci is None else [round(ci[0], 2), round(ci[1], 2)]
+
+
+def mean_reasoning_tokens(predictions: Sequence[Any]) -> float | None:
+    xs = [
+        p.reasoning_tokens
+        for p in predictions
+        if p.error is None and p.reasoning_tokens is not None
+    ]
+    return round(sum(xs) / len(xs), 2) if xs else None

@@ -1,0 +1,373 @@
+"""Robustness protocols (issue 37): choice orderings (remapping, the official rules on reordered
+items, circular accuracy / consistency / positional bias), audio-necessity labels, --ids, and
+reasoning-budget identities. Statistics from hand-built records with hand-computed values; the
+end-to-end runs use the reference listener on synth and check plumbing (folders, identities,
+which run each figure came from), never what a model happens to answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cafe.adapters.listening import Detected
+from cafe.adapters.reference import budget_events
+from cafe.benchmarks.base import BENCHMARKS
+from cafe.records import Prediction, Sample
+from cafe.robustness import budgets as B
+from cafe.robustness import orderings as O
+from cafe.robustness.necessity import item_list, necessity_section, verdict
+
+
+def _sample(sid: str, choices: list[str], answer: str) -> Sample:
+    return Sample(sid, "synth", "v", f"Which {sid}?", choices, answer, ["/x.wav"])
+
+
+def _pred(sid: str, answer: str | None, correct: bool, run: int = 0) -> Prediction:
+    return Prediction(sid, run, "m", "s", "h", raw_output=answer, answer=answer, correct=correct)
+
+
+# ------------------------------------------------------------------------------- orderings
+
+
+def test_rotation_moves_option_i_to_position_i_plus_k():
+    assert O.order(4, 0, "rotate", 0, "a") == [0, 1, 2, 3]
+    assert O.order(4, 1, "rotate", 0, "a") == [3, 0, 1, 2]  # option 0 now at B
+    assert O.order(4, 3, "rotate", 0, "a") == [1, 2, 3, 0]
+    s = O.permute_sample(_sample("a", ["w", "x", "y", "z"], "x"), 1, "rotate", 0)
+    assert s.choices == ["z", "w", "x", "y"] and s.answer == "x"
+    assert s.meta[O.ORDER_KEY] == [3, 0, 1, 2]
+
+
+def test_shuffle_is_a_seeded_permutation_and_ordering_zero_the_original():
+    a = O.order(5, 2, "shuffle", 7, "item")
+    assert sorted(a) == [0, 1, 2, 3, 4] and a == O.order(5, 2, "shuffle", 7, "item")
+    assert O.order(5, 0, "shuffle", 7, "item") == list(range(5))
+    assert {tuple(O.order(5, 2, "shuffle", s, "item")) for s in range(6)} != {tuple(a)}
+    with pytest.raises(ValueError, match="mode"):
+        O.identity(1, 2, "reverse", 0)
+
+
+def test_official_letter_rule_scores_the_reordered_item():
+    # MMSU's official rule reads a letter and compares that option's TEXT with answer_gt: under
+    # rotation 1 the answer "dog" moves from B to C
+    mmsu = BENCHMARKS.get("mmsu")()
+    s = O.permute_sample(_sample("a", ["cat", "dog", "cow", "pig"], "dog"), 1, "rotate", 0)
+    assert s.choices == ["pig", "cat", "dog", "cow"]
+    assert mmsu.is_correct("C", s.answer, s.choices)
+    assert not mmsu.is_correct("B", s.answer, s.choices)  # B was right in the original order
+    # MMAU / MMAR's official rule matches the option text: unaffected by the order
+    mmau = BENCHMARKS.get("mmau")()
+    assert mmau.is_correct("dog", s.answer, s.choices)
+    assert not mmau.is_correct("cat", s.answer, s.choices)
+
+
+def test_choices_section_hand_computed():
+    base = [_sample("a", ["p", "q"], "p"), _sample("b", ["p", "q"], "q")]
+    rot = [O.permute_sample(s, 1, "rotate", 0) for s in base]  # ["q", "p"] for both
+    # a: right under both orderings (option p each time) -> circular, consistent
+    # b: "p" in the original (wrong), "q" under rotation (right) -> neither
+    orig = [_pred("a", "p", True), _pred("b", "p", False)]
+    turned = [_pred("a", "p", True), _pred("b", "q", True)]
+    ident = O.identity(1, 2, "rotate", 0)
+    sec = O.choices_section(base, [
+        {"spec": {**ident, "k": 0}, "samples": base, "predictions": orig},
+        {"spec": ident, "samples": rot, "predictions": turned},
+    ])  # fmt: skip
+    assert [o["acc"] for o in sec["by_ordering"]] == [50.0, 100.0]
+    assert sec["by_ordering"][1]["vs_original"]["diff"] == 50.0
+    assert sec["circular"]["acc"] == 50.0 and sec["circular"]["vs_original"]["diff"] == 0.0
+    assert sec["consistency"]["acc"] == 50.0
+    # positions chosen: original A, A; rotated: a chose "p" at B, b chose "q" at A
+    bias = sec["positional_bias"]
+    assert bias["observed"] == {"A": 3, "B": 1} and bias["expected"] == {"A": 2.0, "B": 2.0}
+    assert bias["chi2"] == 1.0 and bias["df"] == 1  # (3-2)^2/2 + (1-2)^2/2
+    assert bias["p"] == pytest.approx(0.3173, abs=1e-4)
+
+
+def test_an_unanswered_item_is_neither_consistent_nor_right():
+    base = [_sample("a", ["p", "q"], "p")]
+    ident = O.identity(1, 2, "rotate", 0)
+    sec = O.choices_section(base, [
+        {"spec": {**ident, "k": 0}, "samples": base, "predictions": [_pred("a", "p", True)]},
+        {"spec": ident, "samples": base, "predictions": []},
+    ])  # fmt: skip
+    assert sec["circular"]["acc"] == 0.0 and sec["consistency"]["acc"] == 0.0
+
+
+# ------------------------------------------------------------------------------- necessity
+
+
+def test_verdict_precedence():
+    assert verdict(True, True, True, False) == "answerable from text"
+    assert verdict(True, False, False, True) == "answerable from text"
+    assert verdict(False, True, False, False) == "recoverable from a caption"
+    assert verdict(True, False, False, False) == "needs the audio"
+    assert verdict(True, None, False, False) == "needs the audio"
+    assert verdict(False, None, False, False) == "never right"
+
+
+def test_necessity_section_accuracy_on_needed_items():
+    samples = [_sample(i, ["p", "q"], "p") for i in "abcd"]
+    acc = {
+        "real": {"a": 100.0, "b": 100.0, "c": 0.0, "d": 100.0},
+        "caption": {"a": 0.0, "b": 100.0, "c": 0.0, "d": 0.0},
+        "text-only": {"a": 0.0, "b": 0.0, "c": 0.0, "d": 100.0},
+        "silence": {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0},
+    }
+    sec = necessity_section(samples, acc, {"a", "b", "c", "d"}, {})
+    assert sec["labels"] == {"a": "needs the audio", "b": "recoverable from a caption",
+                             "c": "never right", "d": "answerable from text"}  # fmt: skip
+    # needed: a (right) and c (wrong) -> 50
+    assert sec["audio_needed"]["n"] == 2 and sec["audio_needed"]["acc"] == 50.0
+    assert sec["accuracy"]["real"] == 75.0
+    assert item_list(sec) == "a\n"
+    assert item_list(sec, ["never right", "needs the audio"]) == "a\nc\n"
+
+
+# --------------------------------------------------------------------------------- budgets
+
+
+def test_budgets_parse_and_identity():
+    assert B.parse_budgets("0, 256,1024,256") == [0, 256, 1024]
+    for bad in ("-1", "x", ""):
+        with pytest.raises(ValueError):
+            B.parse_budgets(bad)
+    ident = B.budget_identity(256, "forcing")
+    assert ident["generation"] == {"reasoning_budget": 256}
+    with pytest.raises(ValueError, match="cannot be swept"):
+        B.budget_method(object, "m")
+
+
+def test_reference_budget_keeps_the_events_that_fit():
+    events = [Detected(0.0, 0.5, "tone", f0=440.0), Detected(1.0, 1.5, "tone", f0=880.0)]
+    one = len(f"1. [0.00, 0.50]: {events[0].describe()}".split())
+    assert budget_events(events, 0) == []
+    assert budget_events(events, one) == events[:1]
+    assert budget_events(events, 10_000) == events
+
+
+def test_sweep_section_orders_by_budget():
+    pts = [{"budget": b, "method": "f", "metrics": {"accuracy": {"total": {"acc": a, "total": 4}},
+            "cafe": {"acc_per": a / 2}}} for b, a in ((64, 75.0), (0, 25.0))]  # fmt: skip
+    sec = B.sweep_section(pts)
+    assert sec["budgets"] == [0, 64]
+    assert [r["acc"] for r in sec["rows"]] == [25.0, 75.0]
+    assert [r["acc_per"] for r in sec["rows"]] == [12.5, 37.5]
+
+
+# --------------------------------------------------------------------- end to end on synth
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+
+
+def _json(path):
+    return json.loads(path.read_text())
+
+
+def test_permute_choices_end_to_end(tmp_path, cache):
+    from cafe.runner.cli import run_command
+
+    out = tmp_path / "r"
+    base = ["--version", "n20-seed0", "--limit", "6", "--no-progress", "--judge", "none"]
+    res = CliRunner().invoke(run_command, [*base, "--out", str(out), "--permute-choices", "3"])
+    assert res.exit_code == 0, res.output
+    spec = _json(out / "manifest.json")["spec"]
+    assert "permutation" not in spec and "ids" not in spec  # the original run's identity as before
+    for k in (1, 2):
+        d = tmp_path / f"r-perm-rotate{k}of3"
+        assert _json(d / "manifest.json")["spec"]["permutation"] == {
+            "k": k, "of": 3, "mode": "rotate", "seed": 0}  # fmt: skip
+        orig = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+        shown = [json.loads(x) for x in (d / "samples.jsonl").read_text().splitlines()]
+        for a, b in zip(orig, shown, strict=True):
+            n = len(a["choices"])
+            assert b["choices"] == [a["choices"][(j - k) % n] for j in range(n)]
+            assert b["answer"] == a["answer"]
+    sec = _json(out / "metrics.json")["choices"]
+    assert [o["k"] for o in sec["by_ordering"]] == [0, 1, 2] and sec["units"] == 6
+    assert sec["by_ordering"][1]["run_dir"] == str((tmp_path / "r-perm-rotate1of3").resolve())
+    assert "circular accuracy" in res.output and "chi-square" in res.output
+
+
+def test_necessity_export_and_ids(tmp_path, cache):
+    from cafe.robustness.cli import necessity_command
+    from cafe.runner.cli import run_command
+
+    out = tmp_path / "r"
+    base = ["--version", "n20-seed0", "--limit", "6", "--no-progress", "--judge", "none"]
+    assert CliRunner().invoke(run_command, [*base, "--out", str(out)]).exit_code == 0
+    ids = tmp_path / "ids.txt"
+    res = CliRunner().invoke(necessity_command, [str(out), "--export", str(ids), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    sec = _json(out / "metrics.json")["necessity"]
+    assert sec["items"] == 6 and sum(sec["counts"].values()) == 6
+    cap = _json(tmp_path / "r-ctl-caption" / "manifest.json")["spec"]["control"]
+    assert cap == {"name": "caption", "seed": 0, "captions": "benchmark reference captions"}
+    listed = ids.read_text().split()
+    assert listed == [i for i, lab in sec["labels"].items() if lab == "needs the audio"]
+    # the list filters a benchmark: only those items run, the list in the identity
+    ids.write_text("synth-00003\nsynth-00001\n")
+    res = CliRunner().invoke(
+        run_command,
+        [
+            *base[:2],
+            "--no-progress",
+            "--judge",
+            "none",
+            "--ids",
+            str(ids),
+            "--out",
+            str(tmp_path / "f"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    got = [json.loads(x)["id"] for x in (tmp_path / "f" / "samples.jsonl").read_text().split("\n")
+           if x]  # fmt: skip
+    assert got == ["synth-00001", "synth-00003"]  # the benchmark's order
+    assert _json(tmp_path / "f" / "manifest.json")["spec"]["ids"]["n"] == 2
+    from cafe.robustness.steps import run_necessity
+
+    assert run_necessity(tmp_path / "f", progress=False)["items"] == 2  # the --ids items only
+    ctl = tmp_path / "f-ctl-silence" / "samples.jsonl"
+    assert [json.loads(x)["id"] for x in ctl.read_text().split("\n") if x] == got
+    ids.write_text("nope\n")
+    res = CliRunner().invoke(
+        run_command, [*base[:2], "--ids", str(ids), "--out", str(tmp_path / "g")]
+    )
+    assert res.exit_code != 0 and "not in the benchmark: nope" in res.output
+
+
+def test_sweep_one_folder_per_budget(tmp_path, cache):
+    from cafe.robustness.cli import sweep_command
+
+    out = tmp_path / "sw"
+    board = tmp_path / "board.yaml"
+    args = ["--version", "n20-seed0", "--limit", "6", "--budgets", "0,64", "--out", str(out),
+            "--no-progress", "--leaderboard", str(board)]  # fmt: skip
+    res = CliRunner().invoke(sweep_command, args)
+    assert res.exit_code == 0, res.output
+    for b in (0, 64):
+        spec = _json(out / f"budget-{b}" / "manifest.json")["spec"]
+        assert spec["generation"]["reasoning_budget"] == b
+    sec = _json(out / "sweep.json")
+    assert sec["budgets"] == [0, 64]
+    for row, b in zip(sec["rows"], (0, 64), strict=True):
+        acc = _json(out / f"budget-{b}" / "metrics.json")["accuracy"]["total"]["acc"]
+        assert row["acc"] == acc and row["run_dir"].endswith(f"budget-{b}")
+    # budget 0: the reference perceives nothing (its perception is the empty list's line)
+    preds = [json.loads(x) for x in (out / "budget-0" / "predictions.jsonl").read_text().split("\n")
+             if x]  # fmt: skip
+    assert preds and all("no sound event above the background" in p["raw_output"] for p in preds)
+    assert (out / "sweep.png").exists()
+    import yaml
+
+    rows = [r for r in yaml.safe_load(board.read_text())["rows"] if r["source"]["kind"] == "run"]
+    assert [(r["model"], r["source"]["reasoning_budget"]) for r in rows] == [
+        ("reference @ budget 0", 0), ("reference @ budget 64", 64)]  # fmt: skip
+
+
+def test_sections_survive_a_later_step_in_a_fresh_registry(tmp_path, cache, monkeypatch):
+    # a second command (another process: the robustness sections unregistered) keeps both
+    import cafe.folder.sections as S
+    from cafe.robustness.steps import run_necessity
+    from cafe.runner.cli import run_command
+
+    out = tmp_path / "r"
+    base = ["--version", "n20-seed0", "--limit", "4", "--no-progress", "--judge", "none"]
+    res = CliRunner().invoke(run_command, [*base, "--out", str(out), "--permute-choices", "2"])
+    assert res.exit_code == 0, res.output
+    monkeypatch.setattr(S, "_SECTIONS", {k: v for k, v in S._SECTIONS.items()
+                                         if k not in ("choices", "necessity")})  # fmt: skip
+    run_necessity(out, progress=False)
+    assert {"choices", "necessity"} <= set(_json(out / "metrics.json"))
+
+
+def test_api_budgets_reach_the_wire(tmp_path, monkeypatch):
+    # the provider's own fields, on the real protocols (loopback servers), the budget added to
+    # the output tokens (thinking counts in them)
+    import numpy as np
+
+    from cafe.adapters import ADAPTERS, ModelCard
+    from cafe.audio import write_wav
+    from cafe.records import Request
+    from cafe.testing.loopback import GeminiLoopback, OpenAILoopback
+
+    clip = tmp_path / "c.wav"
+    write_wav(clip, np.zeros(1600, dtype=np.float32))
+
+    def req(budget):
+        return Request("s", 0, [{"role": "user", "content": [
+            {"type": "audio", "path": str(clip)}, {"type": "text", "text": "Q?\n(A) x\n(B) y"}]}],
+            [str(clip)], {"max_new_tokens": 64, "temperature": 0.0, "reasoning_budget": budget},
+            1, "lalm", "t")  # fmt: skip
+
+    fast = {"base_delay": 0.01, "max_delay": 0.05, "timeout_s": 60.0}  # a loaded machine
+    monkeypatch.setenv("CAFE_ENDPOINT_API_KEY", "fake-key-abcdef")
+    with GeminiLoopback(reply=lambda b: "A") as srv:
+        card = ModelCard(name="g", adapter="gemini", checkpoint="gemini-2.5-flash", engine="g")
+        ad = ADAPTERS.get("gemini")(card, endpoint=srv.url, **fast)
+        assert ad.generate([req(256)])[0].error is None
+    cfg = srv.requests[0]["generationConfig"]
+    # the SDK (GenerateContentConfig) serialises the nested field by its proto name, which the
+    # API's JSON parser takes as well as the camel-case one
+    assert list(cfg["thinkingConfig"].values()) == [256] and cfg["maxOutputTokens"] == 320
+    with OpenAILoopback(reply=lambda b: "A") as srv:
+        card = ModelCard(name="o", adapter="openai-compatible", checkpoint="m", engine="o")
+        ad = ADAPTERS.get("openai-compatible")(card, endpoint=srv.url, **fast)
+        ad.generate([req(0), req(4096)])
+        ad.close()
+    sent = sorted((b["max_tokens"], b["reasoning_effort"]) for b in srv.requests)  # concurrent
+    assert sent == [(64, "minimal"), (64 + 4096, "medium")]
+    assert B.reasoning_effort(1024) == "low" and B.reasoning_effort(8193) == "high"
+
+
+def test_reports_show_both_sections(tmp_path, cache):
+    from cafe.reports.folder import folder_table
+    from cafe.reports.run_report import write_run_report
+    from cafe.robustness.steps import run_necessity
+    from cafe.runner.cli import run_command
+
+    out = tmp_path / "runs" / "r"
+    base = ["--version", "n20-seed0", "--limit", "4", "--no-progress", "--judge", "none"]
+    res = CliRunner().invoke(run_command, [*base, "--out", str(out), "--permute-choices", "2"])
+    assert res.exit_code == 0, res.output
+    run_necessity(out, progress=False)
+    sec = _json(out / "metrics.json")
+    report = write_run_report(out, html=True)
+    summary = (report / "summary.md").read_text()
+    circ = sec["choices"]["circular"]["acc"]
+    assert "## Choice order (2 orderings, rotate; percent)" in summary
+    assert f"| circular accuracy (right under every ordering) | {circ:.2f} |" in summary
+    need = sec["necessity"]["counts"]["needs the audio"]
+    assert "## Audio necessity (4 items" in summary and f"| needs the audio | {need} |" in summary
+    assert (report / "figures" / "choices.png").exists()
+    assert (report / "figures" / "necessity.png").exists()
+    page = (report / "index.html").read_text()
+    assert 'id="sec-choices"' in page and "circular accuracy (right under every ordering)" in page
+    table = folder_table(tmp_path / "runs")
+    assert f"- r: circular accuracy {circ:.2f}" in table
+
+
+def test_a_sweep_point_of_failures_stops_the_sweep(tmp_path, cache):
+    # every clip unreadable (empty files): the run of budget 0 fails every item, and the sweep
+    # stops naming the budget, with no table made of it
+    from cafe.robustness.cli import sweep_command
+
+    bench = tmp_path / "bench"
+    (bench / "audio").mkdir(parents=True)
+    rows = [{"id": f"x{i}", "audio_path": f"audio/x{i}.wav", "question": "How many?",
+             "choices": ["1", "2"], "answer": "1"} for i in range(2)]  # fmt: skip
+    (bench / "synth.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for r in rows:
+        (bench / r["audio_path"]).write_bytes(b"")
+    out = tmp_path / "sw"
+    args = ["--budgets", "0", "--out", str(out), "--no-progress", "--judge", "none",
+            "--data", str(bench / "synth.jsonl")]  # fmt: skip
+    res = CliRunner().invoke(sweep_command, args)
+    assert res.exit_code == 1 and "budget 0: most items failed in" in res.output, res.output
+    assert (out / "budget-0" / "manifest.json").exists() and not (out / "sweep.json").exists()
