@@ -342,7 +342,7 @@ class _Work:
         ready: list[tuple[Sample, Request]] = []
         for sample, r in items:
             try:
-                for path in sample.audio:
+                for path in sample.audio if self.adapter.reads_audio else ():
                     check_audio(path, sample_id=sample.id)
             except InputError as e:
                 if self.strict:

