@@ -28,6 +28,10 @@ def test_the_chance_baseline_runs_items_whose_clips_are_missing(tmp_path, monkey
     lines = [json.loads(x) for x in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
     assert len(lines) == 6 and all(p["parse_status"] != "failed" for p in lines)
     assert res.manifest["counts"] == {"predictions": 6, "failed": 0}
+    # its output is an answer in tags and nothing else: no reasoning (the tags counted as 8
+    # words of it, and sat in Figure 3's length bins as such)
+    assert {p["raw_output"].startswith("<answer>") for p in lines} == {True}
+    assert {p["reasoning_tokens"] for p in lines} == {0}
     listener = run("tone", "tone", data=str(meta), out=tmp_path / "t", progress=False,
                    judge="none")  # fmt: skip
     assert listener.manifest["counts"]["failed"] == 3
@@ -66,3 +70,19 @@ def test_a_missing_cascade_engine_names_the_install_that_works(monkeypatch) -> N
     with pytest.raises(ModelLoadError) as e:
         check_loadable(resolve_model("llama-cpp", "x.gguf"))
     assert "make cascade-deps" in str(e.value) and "-e " not in str(e.value)
+
+
+def test_reasoning_length_leaves_out_the_answer_and_the_markup() -> None:
+    from cafe.adapters.token_counts import word_counter
+    from cafe.parsing import parse_sections, reasoning_text
+
+    words = word_counter()
+    for text, reasoning in [
+        ("<answer>2</answer>", ""),
+        ("<perception>a dog barks twice</perception>\n<answer>dog</answer>", "a dog barks twice"),
+        ("<think>two barks</think> dog", "two barks"),
+        ("rain", "rain"),  # a plain answer: nothing tells reasoning from answer
+    ]:
+        got = reasoning_text(text, parse_sections(text))
+        assert got == reasoning
+        assert words.count(got) == len(reasoning.split())
