@@ -86,3 +86,32 @@ def test_reasoning_length_leaves_out_the_answer_and_the_markup() -> None:
         got = reasoning_text(text, parse_sections(text))
         assert got == reasoning
         assert words.count(got) == len(reasoning.split())
+
+
+def test_a_resumed_run_says_how_far_it_got_before_it_starts(tmp_path, monkeypatch, capsys):
+    """The same command again on a folder holding 2 of 5 items: one line first says so (a
+    newcomer otherwise watches a bar start at 0 of 3 and wonders whether anything was kept)."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW, HIGH, LOW, HIGH])
+    kw = dict(data=str(meta), out=tmp_path / "r", judge="none")
+    run("tone", "tone", limit=2, progress=False, **kw)
+    capsys.readouterr()
+    run("tone", "tone", progress=True, **kw)
+    err = capsys.readouterr().err
+    first = next(line for line in err.splitlines() if line.strip())
+    assert "resuming" in first and "2 of 5" in first and "3 to run" in first
+    run("tone", "tone", progress=True, **kw)  # finished: nothing to resume
+    assert "resuming" not in capsys.readouterr().err
+
+
+def test_bench_synth_no_progress_draws_no_bar(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from cafe.benchmarks.cli import bench_command
+
+    runner = CliRunner()
+    quiet = runner.invoke(bench_command, ["synth", "--out", str(tmp_path / "q"), "--limit", "2",
+                                          "--no-progress"])  # fmt: skip
+    loud = runner.invoke(bench_command, ["synth", "--out", str(tmp_path / "l"), "--limit", "2"])
+    assert quiet.exit_code == 0 and loud.exit_code == 0, quiet.output + loud.output
+    assert "2/2" in loud.stderr and "2/2" not in quiet.stderr

@@ -167,6 +167,10 @@ def _run_open_folder(
 ) -> RunResult:
     """``fresh``: this call made the folder (a failed load removes it again when empty)."""
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
+    if progress and plan.pending and len(plan.pending) < len(plan.keys):
+        done = len(plan.keys) - len(plan.pending)
+        print(f"resuming {plan.store.root}: {done} of {len(plan.keys)} (item, run) pairs done, "
+              f"{len(plan.pending)} to run", file=sys.stderr)  # fmt: skip
     try:
         with plan.store.writer(PREDICTIONS) as writer:
             bad = [(s, r) for s, r in plan.pending if s.error]
