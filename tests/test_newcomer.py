@@ -115,3 +115,25 @@ def test_bench_synth_no_progress_draws_no_bar(tmp_path) -> None:
     loud = runner.invoke(bench_command, ["synth", "--out", str(tmp_path / "l"), "--limit", "2"])
     assert quiet.exit_code == 0 and loud.exit_code == 0, quiet.output + loud.output
     assert "2/2" in loud.stderr and "2/2" not in quiet.stderr
+
+
+def test_every_make_step_that_installs_says_what_first(tmp_path) -> None:
+    """pip runs quiet (-q): each make target that installs announces what, before its first
+    pip (the first `make run` was minutes of silence)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["make", "-n", "-C", str(root), "test", "run", f"VENV={tmp_path}/v",
+                          f"LLAMA_WHEELS={tmp_path}/w"], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    announced, pips = False, 0
+    for line in out.splitlines():
+        if line.startswith("echo") or line.lstrip().startswith('echo "building'):
+            announced = True
+        elif " -m pip " in line:
+            assert announced, f"pip runs unannounced: {line}"
+            pips += 1
+        elif line.startswith("touch"):
+            announced = False  # the next target announces itself again
+    assert pips >= 4
