@@ -137,3 +137,51 @@ def test_every_make_step_that_installs_says_what_first(tmp_path) -> None:
         elif line.startswith("touch"):
             announced = False  # the next target announces itself again
     assert pips >= 4
+
+
+def test_decay_prints_what_each_r_pairs_and_the_length_r_too() -> None:
+    """The paper's r pairs reasoning accuracy with Acc_per across bins; the r of length against
+    Acc_per (computed, never shown) is printed on its own line, so neither is taken for the
+    other."""
+    from cafe.metrics.decay import format_decay
+
+    section = {
+        "settings": {"bins": 4, "min_count": 5, "sparse": "flagged", "acc_per_mode": "micro"},
+        "bins": [], "n": 0, "excluded_no_length_or_failed": 0,
+        "pearson": {"r": 0.5, "p": 0.5, "n": 4}, "spearman": {"rho": 0.4, "p": 0.6},
+        "pearson_length_acc_per": {"r": -0.9, "p": 0.1, "n": 4},
+        "logistic": {"n": 0},
+    }  # fmt: skip
+    lines = format_decay(section).splitlines()
+    paired = next(line for line in lines if "r=0.500" in line)
+    length = next(line for line in lines if "r=-0.900" in line)
+    assert paired != length and "Acc_per" in paired and "reasoning accuracy" in paired
+    assert "length" in length and "reasoning accuracy" not in length
+
+
+def test_the_cafe_line_gives_the_neutral_share_that_completes_100() -> None:
+    from cafe.reports.summary import summary_table
+
+    accuracy = {
+        "total": {"correct": 8, "total": 8, "acc": 100.0},
+        "parse_rate": 100.0,
+        "parse_status": {"ok": 6, "no_answer": 2},
+        "unanswered": 0,
+        "failed": 0,
+    }
+    cafe = {"acc_per": 74.0, "err_per": 1.5, "err_use": 0.5, "err_omit": 0.0}
+    metrics = {"accuracy": accuracy, "cafe": cafe}
+    text = summary_table(metrics)
+    assert "neutral 24.00" in text  # 100 - 74 - 1.5 - 0.5
+    # "parse rate 100%" beside two outputs with no answer section: the count says which
+    assert "parsed in 6 of 8" in text
+
+
+def test_a_shuffled_control_shows_its_neutral_share() -> None:
+    from cafe.metrics.listening import format_listening
+
+    section = {"chance": 25.0, "controls": {"shuffled": {
+        "real_acc": 90.0, "acc": 30.0, "gap": 60.0, "n": 10,
+        "cafe": {"acc_per": 0.0, "err_per": 20.0, "err_use": 0.0, "judged": 10}}}}  # fmt: skip
+    line = format_listening(section).splitlines()[-1]
+    assert "Acc_per 0.00" in line and "neutral 80.00" in line and "by construction" in line

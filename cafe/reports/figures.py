@@ -144,6 +144,10 @@ def _plot_xy(
         )
 
 
+#: what the panels' r and ρ correlate
+CORR_PAIR = "reasoning acc. vs Acc$_{per}$ across bins"
+
+
 def _corr_text(decay: dict[str, Any]) -> str:
     parts = []
     for name, sym in (("pearson", "r"), ("spearman", "ρ")):
@@ -185,9 +189,10 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
     sp = _sparse(decay)
     _plot_xy(ax, x, per, sp, color=PERCEPTION_COLOR, label="Perception acc. (Acc$_{per}$)")
     _plot_xy(ax, x, rea, sp, color=REASONING_COLOR, label="Reasoning acc.", linestyle="--")
-    # correlations under the title: never on top of the curves
+    # correlations under the title: never on top of the curves; they pair the two accuracies
+    # across bins (the paper's), not either against length, and say so
     text = _corr_text(decay).replace("\n", "; ")
-    ax.set_title(f"{title}\n{text}" if text else title)
+    ax.set_title(f"{title}\n{text}\n({CORR_PAIR})" if text else title)
     _length_axis(ax, decay, sp)
     ax.set_ylabel("Accuracy (%)")
     ax.set_ylim(0, 105)
@@ -232,7 +237,8 @@ def figure3(
 
 def draw_figure3(panels: Sequence[tuple[str, dict[str, Any]]]) -> Any:
     """Perception decay: one panel per (title, decay section), Acc_per and reasoning accuracy
-    against token-length bins with Pearson r and p annotated."""
+    against token-length bins with Pearson r and p (of the two accuracies across the bins)
+    annotated."""
     if not panels:
         raise ValueError("figure 3 needs at least one run with a decay section")
     plt = _plt()
