@@ -417,7 +417,7 @@ def draw_figure7(
             )
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels([n.replace(" ", "\n", 1) for n in names])
-        ax.set_ylabel(f"Mean reasoning {length_unit(counter)}")
+        ax.set_ylabel(f"Mean reasoning length ({length_unit(counter)})")
         ax.set_title(f"{panel} (gap {max(means) - min(means):.0f})")
         ax.set_ylim(0, max(means) * 1.3 if max(means) > 0 else 1)
     fig.suptitle(title, fontsize=7.5)
@@ -450,6 +450,9 @@ def draw_breakdown(title: str, accuracy: dict[str, Any]) -> Any:
         keys = list(values)
         accs = [values[k].get("acc") or 0.0 for k in keys]
         ax.barh(range(len(keys)), accs, color="#55a868", height=0.7)
+        for i, (k, a) in enumerate(zip(keys, accs, strict=True)):  # a 0 bar draws nothing: say it
+            ax.text(a + 1, i, f"{a:.1f}" if values[k].get("acc") is not None else "–",
+                    va="center", fontsize=5.5)  # fmt: skip
         ax.set_yticks(range(len(keys)))
         ax.set_yticklabels([f"{k} (n={values[k].get('total', '?')})" for k in keys])
         ax.invert_yaxis()
@@ -457,7 +460,9 @@ def draw_breakdown(title: str, accuracy: dict[str, Any]) -> Any:
         ax.set_title(name)
         if total is not None:
             ax.axvline(total, color="0.3", linestyle="--", linewidth=0.8)
-    axes[-1, 0].set_xlabel("Accuracy (%)" + (f"; dashed: total {total:.2f}" if total else ""))
+    axes[-1, 0].set_xlabel(
+        "Accuracy (%)" + (f"; dashed: total {total:.2f}" if total is not None else "")
+    )
     fig.suptitle(title, fontsize=7.5)
     fig.tight_layout()
     return fig
