@@ -475,7 +475,8 @@ def accuracy_html(acc: dict[str, Any]) -> str:
     if isinstance(runs, dict) and (runs.get("n") or 1) > 1:
         per = ", ".join(_num(x) for x in runs.get("per_run") or [])
         rows += (
-            f"<tr><th>Per run</th><td>{_num(runs.get('mean'))} ± {_num(runs.get('std'))}</td>"
+            f"<tr><th>Per run (mean ± sample std)</th><td>{_num(runs.get('mean'))} ± "
+            f"{_num(runs.get('std'))}</td>"
             f"<td>{_e(per)}</td></tr>"
         )
     return f'<table class="headline">{rows}</table>'
@@ -493,7 +494,8 @@ def cafe_html(caf: dict[str, Any]) -> str:
         c = ci.get(k)
         per = (runs or {}).get(k) or {}
         spread = (
-            f"{_num(per.get('mean'))} ± {_num(per.get('std'))} (std) over {per.get('n')} runs"
+            f"{_num(per.get('mean'))} ± {_num(per.get('std'))} (sample std) over "
+            f"{per.get('n')} runs"
             if isinstance(per, dict) and (per.get("n") or 1) > 1
             else ""
         )
