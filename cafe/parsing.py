@@ -124,8 +124,13 @@ def parse_sections(text: str | None) -> Sections:
 
 def reasoning_text(text: str | None, sections: Sections) -> str:
     """What reasoning-length counts measure: the thinking part (MPAR² <thinking>, <think>), the
-    text after "Reasoning:", else the whole output."""
-    return sections.think or sections.reasoning or (text or "")
+    text after "Reasoning:", else the whole output less its answer section and its tags (the
+    markup is no reasoning: ``<answer>2</answer>`` has none)."""
+    if sections.think or sections.reasoning:
+        return sections.think or sections.reasoning or ""
+    if not text or not _ANY_TAG.search(text):
+        return text or ""  # a plain answer: nothing tells its reasoning from its answer
+    return _ANY_TAG.sub(" ", _ANSWER.sub(" ", text)).strip()
 
 
 # answer extraction ------------------------------------------------------------------------

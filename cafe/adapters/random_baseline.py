@@ -26,6 +26,7 @@ class RandomAdapter(Adapter):
     """Seeded uniform guess among the choices, written as ``<answer>CHOICE</answer>``."""
 
     default_batch_size = 64
+    reads_audio = False  # a guess on the metadata alone: runs where the clips are missing
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         out = []

@@ -143,11 +143,11 @@ def check_loadable(resolved: ResolvedModel) -> None:
     what = f"cannot load model {card.name!r} (adapter {card.adapter}, checkpoint {ckpt or '-'})"
     need = getattr(cls, "requires", None)
     if need and importlib.util.find_spec(need[0]) is None:
-        raise ModelLoadError(
-            f"{what}: it needs {need[0]}, which is not installed here: "
+        how = getattr(cls, "install", None) or (
             f'pip install -e ".[{need[1]}]" (from a checkout; or pip install '
             f'"cafe-audio-eval[{need[1]}]")'
         )
+        raise ModelLoadError(f"{what}: it needs {need[0]}, which is not installed here: {how}")
     if not getattr(cls, "weights_from_hub", False) or not ckpt or Path(ckpt).expanduser().exists():
         return
     if not _REPO_ID.fullmatch(ckpt):

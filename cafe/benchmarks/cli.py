@@ -17,7 +17,7 @@ from cafe.benchmarks.spoken import DEFAULT_SEED as SPOKEN_SEED
 from cafe.benchmarks.spoken.generator import generate as generate_spoken
 from cafe.benchmarks.synth import DEFAULT_N, DEFAULT_SEED
 from cafe.benchmarks.synth.generator import generate
-from cafe.cli_options import command, data_option, group, option
+from cafe.cli_options import command, data_option, group, no_progress_option, option
 from cafe.errors import CafeError, CafeUsageError
 from cafe.jsontext import strict_dumps
 
@@ -162,13 +162,14 @@ def set_command(
     """`cafe bench <bench> --out DIR --limit N --seed S`: ``make(out, n=, seed=, progress=)``
     writes the set; ``doc`` is the command's help."""
 
-    def write(out: str, n: int, seed: int) -> None:
+    def write(out: str, n: int, seed: int, no_progress: bool) -> None:
         if n < 1:
             raise CafeUsageError("--limit must be at least 1")
-        path = make(out, n=n, seed=seed, progress=True)
+        path = make(out, n=n, seed=seed, progress=not no_progress)
         click.echo(f"wrote {n} items to {path}")
 
     write.__doc__ = doc
+    write = no_progress_option()(write)
     write = click.option(
         "--seed", default=default_seed, show_default=True, help="Generator seed.", type=seed_type
     )(write)

@@ -243,10 +243,19 @@ def format_decay(section: dict[str, Any]) -> str:
             f"{_fmt(b['reasoning_acc']):>7} {_fmt(b['acc_per']):>8}{flag}"
         )
     pe, sp, lg = section["pearson"], section["spearman"], section["logistic"]
+    # the paper's r pairs two accuracies across bins; a reader expects r against length, so
+    # each line says what it pairs (and the length one, computed, is shown too)
     lines.append(
-        f"Pearson r={_fmt(pe['r'], 3)} p={_fmt(pe['p'], 4)} over {pe['n']} bins; "
+        f"reasoning accuracy against Acc_per across {pe['n']} bins (the paper's r): "
+        f"Pearson r={_fmt(pe['r'], 3)} p={_fmt(pe['p'], 4)}; "
         f"Spearman rho={_fmt(sp['rho'], 3)} p={_fmt(sp['p'], 4)}"
     )
+    pl = section.get("pearson_length_acc_per")
+    if isinstance(pl, dict):
+        lines.append(
+            f"length (bin midpoint) against Acc_per across {pl.get('n')} bins: "
+            f"Pearson r={_fmt(pl.get('r'), 3)} p={_fmt(pl.get('p'), 4)}"
+        )
     lines.append(
         f"logistic slope of correctness on length: {_fmt(lg.get('slope_per_100'), 3)} per 100 "
         f"{unit} (se {_fmt(lg.get('se'), 3)}, n={lg['n']})"

@@ -110,13 +110,17 @@ def format_listening(section: dict[str, Any]) -> str:
         if caf and caf.get("judged") == 0:  # no figure from no judgement
             lines.append(f"  {'':<10} CAFE under {name}: nothing judged (no Acc_per, no Err_per)")
         elif caf:
+            from cafe.reports.summary import neutral_share
+
             lines.append(
                 f"  {'':<10} CAFE under {name}: Acc_per {f(caf.get('acc_per'))}, Err_per "
-                f"{f(caf.get('err_per'))}"
+                f"{f(caf.get('err_per'))}, neutral {f(neutral_share(caf))}"
                 + (
                     " (the clip holds no event: every event reported is a hallucination)"
                     if name in SILENT_TRUTH
-                    else " (judged against the clip that was played)"
+                    else " (judged against the clip that was played, none of whose events this "
+                    "question needs: an event heard right is neutral, so Acc_per is 0 by "
+                    "construction; Err_per is what was heard wrong)"
                 )
             )
     return "\n".join(lines)

@@ -144,6 +144,10 @@ def _plot_xy(
         )
 
 
+#: what the panels' r and ρ correlate
+CORR_PAIR = "reasoning acc. vs Acc$_{per}$ across bins"
+
+
 def _corr_text(decay: dict[str, Any]) -> str:
     parts = []
     for name, sym in (("pearson", "r"), ("spearman", "ρ")):
@@ -185,9 +189,10 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
     sp = _sparse(decay)
     _plot_xy(ax, x, per, sp, color=PERCEPTION_COLOR, label="Perception acc. (Acc$_{per}$)")
     _plot_xy(ax, x, rea, sp, color=REASONING_COLOR, label="Reasoning acc.", linestyle="--")
-    # correlations under the title: never on top of the curves
+    # correlations under the title: never on top of the curves; they pair the two accuracies
+    # across bins (the paper's), not either against length, and say so
     text = _corr_text(decay).replace("\n", "; ")
-    ax.set_title(f"{title}\n{text}" if text else title)
+    ax.set_title(f"{title}\n{text}\n({CORR_PAIR})" if text else title)
     _length_axis(ax, decay, sp)
     ax.set_ylabel("Accuracy (%)")
     ax.set_ylim(0, 105)
@@ -232,7 +237,8 @@ def figure3(
 
 def draw_figure3(panels: Sequence[tuple[str, dict[str, Any]]]) -> Any:
     """Perception decay: one panel per (title, decay section), Acc_per and reasoning accuracy
-    against token-length bins with Pearson r and p annotated."""
+    against token-length bins with Pearson r and p (of the two accuracies across the bins)
+    annotated."""
     if not panels:
         raise ValueError("figure 3 needs at least one run with a decay section")
     plt = _plt()
@@ -411,7 +417,7 @@ def draw_figure7(
             )
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels([n.replace(" ", "\n", 1) for n in names])
-        ax.set_ylabel(f"Mean reasoning {length_unit(counter)}")
+        ax.set_ylabel(f"Mean reasoning length ({length_unit(counter)})")
         ax.set_title(f"{panel} (gap {max(means) - min(means):.0f})")
         ax.set_ylim(0, max(means) * 1.3 if max(means) > 0 else 1)
     fig.suptitle(title, fontsize=7.5)
@@ -444,6 +450,9 @@ def draw_breakdown(title: str, accuracy: dict[str, Any]) -> Any:
         keys = list(values)
         accs = [values[k].get("acc") or 0.0 for k in keys]
         ax.barh(range(len(keys)), accs, color="#55a868", height=0.7)
+        for i, (k, a) in enumerate(zip(keys, accs, strict=True)):  # a 0 bar draws nothing: say it
+            ax.text(a + 1, i, f"{a:.1f}" if values[k].get("acc") is not None else "–",
+                    va="center", fontsize=5.5)  # fmt: skip
         ax.set_yticks(range(len(keys)))
         ax.set_yticklabels([f"{k} (n={values[k].get('total', '?')})" for k in keys])
         ax.invert_yaxis()
@@ -451,7 +460,9 @@ def draw_breakdown(title: str, accuracy: dict[str, Any]) -> Any:
         ax.set_title(name)
         if total is not None:
             ax.axvline(total, color="0.3", linestyle="--", linewidth=0.8)
-    axes[-1, 0].set_xlabel("Accuracy (%)" + (f"; dashed: total {total:.2f}" if total else ""))
+    axes[-1, 0].set_xlabel(
+        "Accuracy (%)" + (f"; dashed: total {total:.2f}" if total is not None else "")
+    )
     fig.suptitle(title, fontsize=7.5)
     fig.tight_layout()
     return fig

@@ -480,7 +480,8 @@ def accuracy_html(acc: dict[str, Any]) -> str:
     if isinstance(runs, dict) and (runs.get("n") or 1) > 1:
         per = ", ".join(_num(x) for x in runs.get("per_run") or [])
         rows += (
-            f"<tr><th>Per run</th><td>{_num(runs.get('mean'))} ± {_num(runs.get('std'))}</td>"
+            f"<tr><th>Per run (mean ± sample std)</th><td>{_num(runs.get('mean'))} ± "
+            f"{_num(runs.get('std'))}</td>"
             f"<td>{_e(per)}</td></tr>"
         )
     return f'<table class="headline">{rows}</table>'
@@ -498,7 +499,8 @@ def cafe_html(caf: dict[str, Any]) -> str:
         c = ci.get(k)
         per = (runs or {}).get(k) or {}
         spread = (
-            f"{_num(per.get('mean'))} ± {_num(per.get('std'))} over {per.get('n')} runs"
+            f"{_num(per.get('mean'))} ± {_num(per.get('std'))} (sample std) over "
+            f"{per.get('n')} runs"
             if isinstance(per, dict) and (per.get("n") or 1) > 1
             else ""
         )
@@ -534,10 +536,43 @@ def decay_html(dec: dict[str, Any]) -> str:
     return f"<p>{_e('; '.join(parts))}</p>" if parts else ""
 
 
+def listening_html(sec: dict[str, Any]) -> str:
+    """One labelled row per listening control (accuracy with the real clip and with the
+    control, the gap with its interval, CAFE under the control), like the other sections."""
+    from cafe.reports.summary import neutral_share
+
+    rows = ""
+    for name, c in (sec.get("controls") or {}).items():
+        if not isinstance(c, dict):
+            continue
+        ci = c.get("ci95")
+        caf = c.get("cafe") if isinstance(c.get("cafe"), dict) else None
+        under = "-"
+        if caf and caf.get("judged"):
+            under = (f"Acc_per {_num(caf.get('acc_per'))}, Err_per {_num(caf.get('err_per'))}, "
+                     f"neutral {_num(neutral_share(caf))}")  # fmt: skip
+        rows += (
+            f"<tr><th>{_e(name)}</th><td>{_num(c.get('real_acc'))}</td>"
+            f"<td>{_num(c.get('acc'))}</td><td class=big>{_num(c.get('gap'))}</td>"
+            f"<td>{'[' + _num(ci[0]) + ', ' + _num(ci[1]) + ']' if ci else '-'}</td>"
+            f"<td>{_e(c.get('n'))}</td><td>{_e(under)}</td></tr>"
+        )
+    if not rows:
+        return ""
+    return (
+        '<table class="headline"><tr><th>control</th><th>real clip acc.</th>'
+        "<th>control acc.</th><th>gap</th><th>95% interval</th><th>items</th>"
+        f"<th>CAFE under the control</th></tr>{rows}</table>"
+        f"<p>gap: accuracy with the real clip minus with the control; chance "
+        f"{_num(sec.get('chance'))}</p>"
+    )
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "accuracy": accuracy_html,
     "cafe": cafe_html,
     "decay": decay_html,
+    "listening": listening_html,
 }
 
 
@@ -703,7 +738,9 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
             flips["right_to_wrong"].append(list(k))
         elif pb[k].correct and not pa[k].correct:
             flips["wrong_to_right"].append(list(k))
-    ids = sorted({k[0] for k in common})
+    # deltas pair items, each side over every run it holds of them (a 3-run A against a 1-run
+    # B compares A's mean over its runs, not its run 0); flips pair the (item, run)s both hold
+    ids = sorted({k[0] for k in pa} & {k[0] for k in pb})
     pos = {sid: i for i, sid in enumerate(ids)}
     deltas: list[dict[str, Any]] = []
 
@@ -733,8 +770,9 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
     if ids:
         acc = np.zeros((2, len(ids), 2))  # source, item, (correct, n)
         for src, preds in ((0, pa), (1, pb)):
-            for k in common:
-                acc[src, pos[k[0]]] += (float(preds[k].correct), 1.0)
+            for k, p in preds.items():
+                if k[0] in pos:
+                    acc[src, pos[k[0]]] += (float(p.correct), 1.0)
 
         def acc_stat(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
             s = v[idx].sum(axis=1)
@@ -743,12 +781,13 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
         add("acc", acc[0], acc[1], acc_stat)
         ja = {(j.sample_id, j.run_index): j for j in a.judgements if j.status == "ok"}
         jb = {(j.sample_id, j.run_index): j for j in b.judgements if j.status == "ok"}
-        both = [k for k in common if k in ja and k in jb]
-        if both:
+        ja = {k: j for k, j in ja.items() if k in pa and k[0] in pos}
+        jb = {k: j for k, j in jb.items() if k in pb and k[0] in pos}
+        if ja and jb:
             cnt = np.zeros((2, len(ids), 5))
-            for k in both:
-                cnt[0, pos[k[0]]] += counts_of(ja[k])
-                cnt[1, pos[k[0]]] += counts_of(jb[k])
+            for src, js in ((0, ja), (1, jb)):
+                for k, j in js.items():
+                    cnt[src, pos[k[0]]] += counts_of(j)
             for name in CAFE_KEYS:
 
                 def cafe_stat(v: np.ndarray, idx: np.ndarray, name: str = name) -> np.ndarray:
@@ -760,10 +799,22 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
         "b": b.title,
         "pairs": len(common),
         "items": len(ids),
+        "runs": {"a": len({k[1] for k in pa}), "b": len({k[1] for k in pb})},
         "flips": flips,
         "deltas": deltas,
         "method": f"paired percentile bootstrap over items, {resamples} resamples, seed {seed}",
     }
+
+
+def _runs_note(runs: dict[str, int]) -> str:
+    """What a comparison of folders with different run counts compares (said, never silent)."""
+    a, b = runs.get("a"), runs.get("b")
+    if a == b or a is None or b is None:
+        return ""
+    return (
+        f" A holds {a} run(s), B {b}: each metric is over every run of each side (its mean over "
+        "runs per item), the flips over the runs both hold."
+    )
 
 
 def compare_html(c: dict[str, Any]) -> str:
@@ -792,7 +843,7 @@ def compare_html(c: dict[str, Any]) -> str:
 
     return (
         f"<p>A = {_e(c['a'])}, B = {_e(c['b'])}; {c['pairs']} (item, run) pairs over "
-        f"{c['items']} items in both.</p>"
+        f"{c['items']} items in both.{_runs_note(c.get('runs') or {})}</p>"
         '<table class="headline" id="deltas"><tr><th>metric</th><th>A</th><th>B</th>'
         f"<th>B − A</th><th>95% interval</th></tr>{rows}</table><p class=note>{_e(c['method'])}</p>"
         + flip_list("right → wrong", c["flips"]["right_to_wrong"])
@@ -828,10 +879,10 @@ class HtmlReport:
 
 
 def _run_parts(
-    s: Source, tag: str, draw: bool, into: tuple[list[str], list[str], list[str]]
+    s: Source, tag: str, draw: bool, into: tuple[list[str], dict[str, list[str]], list[str]]
 ) -> None:
-    """One run's summary section, figures and notes, appended to ``into`` (summary, figures,
-    notes); ``tag`` names the run when the page shows two."""
+    """One run's summary section, figures (by caption) and notes, added to ``into`` (summary,
+    figures, notes); ``tag`` names the run when the page shows two."""
     summary, figs, notes = into
     failed = run_failed(s.manifest)  # nothing usable: no figure of it, a line saying why
     shown = failed_html(s.manifest) if failed else sections_html(s.metrics)
@@ -844,10 +895,10 @@ def _run_parts(
     )
     svgs, fig_notes = figures_svg(s) if draw and not failed else ([], [])
     notes += [f"{s.key}: {n}" if tag else n for n in fig_notes]
-    figs += [
-        f'<figure><div class="svg">{svg}</div><figcaption>{_e(cap + tag)}</figcaption></figure>'
-        for cap, svg in svgs
-    ]
+    for cap, svg in svgs:  # by caption: a comparison shows A's and B's side by side
+        figs.setdefault(cap, []).append(
+            f'<figure><div class="svg">{svg}</div><figcaption>{_e(cap + tag)}</figcaption></figure>'
+        )
     if not s.metrics:
         notes.append(f"{s.store.root}: metrics.json holds no section yet (`cafe run`)")
 
@@ -888,7 +939,8 @@ def write_html_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     items, keys = items_blob(sources, out_dir.resolve(), embed_audio_s)
     notes: list[str] = []
-    summary, figs = [], []
+    summary: list[str] = []
+    figs: dict[str, list[str]] = {}  # by caption: a comparison shows A's and B's side by side
     for s in sources:
         _run_parts(s, f" ({s.key})" if len(sources) > 1 else "", draw, (summary, figs, notes))
     grid = ' class="pair"' if len(sources) > 1 else ""  # the two runs side by side
@@ -901,8 +953,12 @@ def write_html_report(
             f'<section id="compare"><h2>Comparison: B − A</h2>{compare_html(comparison)}</section>'
         )
         nav = '<a href="#compare">Comparison</a> '
+    shown_figs = "".join(
+        f'<div class="figpair">{"".join(f)}</div>' if len(sources) > 1 else "".join(f)
+        for f in figs.values()
+    )
     body.append(
-        f'<section id="figures"><h2>Figures</h2>{"".join(figs) or "<p>none</p>"}'
+        f'<section id="figures"><h2>Figures</h2>{shown_figs or "<p>none</p>"}'
         + "".join(f"<p class=note>{_e(n)}</p>" for n in notes)
         + "</section>"
     )

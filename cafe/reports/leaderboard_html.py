@@ -97,7 +97,9 @@ def rows_html(board: Leaderboard) -> str:
     """Every row of the file: model, group, benchmark/version, metrics, provenance."""
     metrics = list(dict.fromkeys(k for r in board.rows for k in r.metrics))
     head = "".join(
-        f'<th class="sortable" data-col="{j + 4}">{_e(m)}</th>' for j, m in enumerate(metrics)
+        # a long metric name (mix_sound_music_speech) breaks at its underscores, not mid-word
+        f'<th class="sortable" data-col="{j + 4}">{_e(m).replace("_", "_<wbr>")}</th>'
+        for j, m in enumerate(metrics)
     )
     order = {g: i for i, g in enumerate(GROUP_ORDER)}
     rows = sorted(board.rows, key=lambda r: (order.get(r.group, len(order)), r.index))

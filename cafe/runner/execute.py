@@ -83,7 +83,7 @@ class CachedAdapter:
     def key(self, request: Request) -> str:
         def part(p: dict[str, Any]) -> dict[str, Any]:
             if p.get("type") == "audio":
-                return {"type": "audio", "sha256": file_sha256(p["path"]) if p.get("path") else ""}
+                return {"type": "audio", "sha256": _clip_hash(p.get("path"), self.adapter)}
             return p
 
         messages = [
@@ -127,6 +127,19 @@ class CachedAdapter:
                     self.cache.put(key, c.to_dict())
                 out[i] = c
         return out  # type: ignore[return-value]
+
+
+def _clip_hash(path: str | None, adapter: Any) -> str:
+    """A clip's content hash for a cache key; "" for none, or for a missing clip where the
+    adapter never reads clips (a chance baseline runs without them)."""
+    if not path:
+        return ""
+    try:
+        return file_sha256(path)
+    except OSError:
+        if getattr(adapter, "reads_audio", True):
+            raise
+        return ""
 
 
 def _well_formed(entry: Any) -> bool:

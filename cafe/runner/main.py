@@ -110,6 +110,10 @@ def _mark_stopped(plan: RunPlan, manifest: dict[str, Any], e: BaseException) -> 
 def _run_open_folder(plan: RunPlan, manifest: dict[str, Any], fresh: bool) -> RunResult:
     """``fresh``: this call made the folder (a failed load removes it again when empty)."""
     result = RunResult(run_dir=plan.store.root, metrics={}, problems=plan.problems)
+    if plan.request.progress and plan.pending and len(plan.pending) < len(plan.keys):
+        done = len(plan.keys) - len(plan.pending)
+        print(f"resuming {plan.store.root}: {done} of {len(plan.keys)} (item, run) pairs done, "
+              f"{len(plan.pending)} to run", file=sys.stderr)  # fmt: skip
     try:
         with plan.store.writer(PREDICTIONS) as writer:
             bad = [(s, r) for s, r in plan.pending if s.error]
@@ -278,7 +282,7 @@ class _Work:
         ready: list[tuple[Sample, Request]] = []
         for sample, r in items:
             try:
-                for path in sample.audio:
+                for path in sample.audio if self.adapter.reads_audio else ():
                     check_audio(path, sample_id=sample.id)
             except InputError as e:
                 if self.strict:

@@ -49,12 +49,13 @@ def warn(lines: list[str], prefix: str = "warning") -> None:
 
 
 def check_samples(
-    loaded: LoadedBenchmark, open_items: bool = False
+    loaded: LoadedBenchmark, open_items: bool = False, reads_audio: bool = True
 ) -> tuple[list[Sample], list[Problem]]:
     """Generic sanity every benchmark shares: unique ids, a question, choices, an answer among
     them. A bad item keeps its place as a failed sample (Sample.error); a duplicate id cannot
     (predictions are keyed by id) and is dropped with a Problem. ``open_items``: the benchmark
-    has open questions (no choices; ``Benchmark.open_items``), which are not bad input."""
+    has open questions (no choices; ``Benchmark.open_items``), which are not bad input;
+    ``reads_audio``: the model hears the clips (a chance baseline does not: no clip is no fault)."""
     seen: set[str] = set()
     samples, problems = [], []
     for s in loaded.samples:
@@ -84,7 +85,7 @@ def check_samples(
                 problem = Problem(
                     loaded.source, f"answer {s.answer!r} is not among the choices", s.id, "answer"
                 )
-            elif not s.audio:
+            elif reads_audio and not s.audio:
                 problem = Problem(loaded.source, "no audio file", s.id, "audio")
         if problem is not None:
             problems.append(problem)
@@ -202,7 +203,7 @@ class Selection:
     pool: list[Sample] = field(default_factory=list)  # every checked item (before the limit)
 
 
-def select_samples(request: RunRequest) -> Selection:
+def select_samples(request: RunRequest, reads_audio: bool = True) -> Selection:
     """Load the benchmark, run the generic checks, take the first ``limit`` items; with
     ``strict`` the first problem stops here. Problems are printed as warnings. ``audio_root``:
     the folder audio paths are relative to and must stay inside (default: the metadata's)."""
@@ -214,7 +215,7 @@ def select_samples(request: RunRequest) -> Selection:
     if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
         bench_obj.audio_root = str(audio_root)
     loaded = bench_obj.load(data=data, version=request.version)
-    samples, own_problems = check_samples(loaded, bench_obj.open_items)
+    samples, own_problems = check_samples(loaded, bench_obj.open_items, reads_audio)
     problems = [*loaded.problems, *own_problems]
     if limit is not None and limit >= len(samples):
         limit = None  # all of them: the same selection as no limit
@@ -288,7 +289,8 @@ def plan_run(request: RunRequest) -> RunPlan:
     except ModelNotFound as e:
         raise RunError(str(e)) from None
     card = resolved.card
-    selection = select_samples(request)
+    adapter_cls = ADAPTERS.get(card.adapter)
+    selection = select_samples(request, adapter_cls.reads_audio)
     id_filter = None
     if request.ids is not None:  # --ids FILE: these items only (cafe.robustness.ids), then --limit
         from cafe.robustness.ids import select_ids
@@ -304,7 +306,6 @@ def plan_run(request: RunRequest) -> RunPlan:
         template = load_template(request.prompt_style or default_style, request.prompt_template)
     except (FileNotFoundError, ValueError, KeyError) as e:
         raise RunError(str(e)) from None
-    adapter_cls = ADAPTERS.get(card.adapter)
     adapter_options = dict(request.options or {})
     # -o temperature=0 etc. set the card's decoding; they are not adapter options
     decoding = {k: adapter_options.pop(k) for k in GENERATION_OPTIONS if k in adapter_options}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -238,11 +239,23 @@ def save_log_history(trainer, out: str | Path) -> Path:
     return path
 
 
-def log_to_file(trainer, out: str | Path, *, quiet: bool = False) -> Path:
+#: the figures a step line shows, where the trainer logged them (SFT: loss; GRPO: reward too)
+STEP_FIGURES = ("loss", "reward", "reward_std", "grad_norm")
+
+
+def step_line(step: int, max_steps: int, logs: dict[str, Any]) -> str:
+    """One line per logged step: ``step 3/40  loss 2.310  reward 0.500``."""
+    shown = [f"{k} {logs[k]:.3f}" for k in STEP_FIGURES if isinstance(logs.get(k), int | float)]
+    return "  ".join([f"step {step}/{max_steps}", *shown])
+
+
+def log_to_file(
+    trainer, out: str | Path, *, quiet: bool = False, echo: Callable[[str], None] | None = None
+) -> Path:
     """Every log dict the trainer emits, appended as a JSON line to `<out>.trainer/log.jsonl`
     as it comes (a killed run keeps its steps). ``quiet`` also takes transformers' console
     printers off (the progress bar and the raw dict per step), for callers that print their
-    own summary (`cafe train smoke`)."""
+    own summary (`cafe train smoke`); ``echo`` gets one short line per logged step instead."""
     from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 
     path = trainer_dir(out) / "log.jsonl"
@@ -253,6 +266,8 @@ def log_to_file(trainer, out: str | Path, *, quiet: bool = False) -> Path:
             if logs and state.is_world_process_zero:
                 with path.open("a", encoding="utf-8") as f:
                     f.write(json.dumps({"step": state.global_step, **logs}, default=float) + "\n")
+                if echo is not None and any(k in logs for k in STEP_FIGURES):
+                    echo(step_line(state.global_step, state.max_steps, logs))
 
     trainer.add_callback(LogFile())
     if quiet:
@@ -312,9 +327,11 @@ def train_grpo(
     judge: RewardJudge,
     max_steps: int | None = None,
     quiet: bool = False,
+    echo: Callable[[str], None] | None = None,
 ) -> Path:
     """Run GRPO from a recipe and save the merged checkpoint to ``out``; returns ``out``.
-    The trainer's per-step logs go to `<out>.trainer/log.jsonl` (``quiet``: only there)."""
+    The trainer's per-step logs go to `<out>.trainer/log.jsonl` (``quiet``: only there;
+    ``echo``: a line per step as well)."""
     from datasets import Dataset
 
     model, processor, rows = load_training_inputs(recipe, model_path, data, "RL")
@@ -331,7 +348,7 @@ def train_grpo(
         peft_config=lora_config(recipe),
         scripted_rollouts=ScriptedRollouts.from_recipe(recipe),
     )
-    log_to_file(trainer, out, quiet=quiet)
+    log_to_file(trainer, out, quiet=quiet, echo=echo)
     trainer.train()
     save_log_history(trainer, out)
     saved = save_checkpoint(trainer.model, processor, out, base=model_path)

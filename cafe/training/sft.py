@@ -11,6 +11,7 @@ the target text), audio (path). Torch/TRL import lazily (train extra)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,13 +107,15 @@ def train_sft(
     out: str | Path,
     max_steps: int | None = None,
     quiet: bool = False,
+    echo: Callable[[str], None] | None = None,
 ) -> Path:
     """SFT from a recipe; saves the merged checkpoint (+ processor) to ``out``. The trainer's
-    per-step logs go to `<out>.trainer/log.jsonl` (``quiet``: only there)."""
+    per-step logs go to `<out>.trainer/log.jsonl` (``quiet``: only there; ``echo``: a line
+    per step as well)."""
     model, processor, rows = load_training_inputs(recipe, model_path, data, "SFT")
     overrides = {"max_steps": max_steps} if max_steps else {}
     trainer = build_sft_trainer(recipe, model, processor, rows, out, **overrides)
-    log_to_file(trainer, out, quiet=quiet)
+    log_to_file(trainer, out, quiet=quiet, echo=echo)
     trainer.train()
     save_log_history(trainer, out)
     saved = save_checkpoint(trainer.model, processor, out, base=model_path)

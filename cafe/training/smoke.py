@@ -120,6 +120,14 @@ def training_signals(sft: Path, grpo: Path) -> dict[str, Any]:
     return {"sft_loss": sft_loss, "grpo_steps": grpo_steps}
 
 
+def _steps_of(recipe: dict[str, Any], block: str) -> str:
+    """What the recipe says of a trainer's length (its max_steps, else its epochs)."""
+    cfg = recipe.get(block) or {}
+    if cfg.get("max_steps"):
+        return f"{cfg['max_steps']} steps"
+    return f"{cfg.get('num_train_epochs', 'the default')} epoch(s)"
+
+
 def _fmt(x: Any, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
@@ -133,7 +141,7 @@ def run_smoke(
 ) -> dict[str, Any]:
     from cafe.testing.tiny_models import build_tiny_qwen2_audio
     from cafe.training.data.pipeline import run_pipeline
-    from cafe.training.grpo import train_grpo
+    from cafe.training.grpo import train_grpo, trainer_dir
     from cafe.training.reward_judge import judge_from_recipe
     from cafe.training.sft import train_sft
 
@@ -161,12 +169,18 @@ def run_smoke(
     max_new = int(recipe.get("eval_max_new_tokens", 256))
     before = _score(base, work / "runs" / "before", limit, eval_version, max_new)
     lap("score before")
-    # TRL's per-step dicts go to <checkpoint>.trainer/log.jsonl; the smoke prints its own lines
-    sft = train_sft(recipe, model_path=base, data=files["sft"], out=work / "sft", quiet=True)
+    # TRL's per-step dicts go to <checkpoint>.trainer/log.jsonl, named before each trainer
+    # starts (minutes on a CPU); the smoke prints a short line per step
+    echo(f"[smoke] SFT: {_steps_of(recipe, 'sft')}; per-step log "
+         f"{trainer_dir(work / 'sft')}/log.jsonl")  # fmt: skip
+    sft = train_sft(recipe, model_path=base, data=files["sft"], out=work / "sft", quiet=True,
+                    echo=lambda s: echo(f"[SFT] {s}"))  # fmt: skip
     lap("SFT")
     n_sft = sum(1 for line in Path(files["sft"]).read_text().splitlines() if line.strip())
     sft_format_ok = format_on_training_items(sft, files["sft"], max_new)
     lap("SFT format check")
+    echo(f"[smoke] GRPO: {_steps_of(recipe, 'grpo')}; per-step log "
+         f"{trainer_dir(work / 'grpo')}/log.jsonl")  # fmt: skip
     final = train_grpo(
         recipe,
         model_path=sft,
@@ -174,6 +188,7 @@ def run_smoke(
         out=work / "grpo",
         judge=judge_from_recipe(recipe),
         quiet=True,
+        echo=lambda s: echo(f"[GRPO] {s}"),
     )
     lap("GRPO")
     after = _score(final, work / "runs" / "after", limit, eval_version, max_new)

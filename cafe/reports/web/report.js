@@ -171,7 +171,7 @@
   var TBODY = null;
   function buildList() {
     var html = ['<table id="rows"><thead><tr><th>item</th><th>run</th><th></th><th>parse</th>' +
-      "<th>answer</th><th>tokens</th><th>judge</th></tr></thead><tbody>"];
+      "<th>answer</th><th>" + esc(lengthHead()) + "</th><th>judge</th></tr></thead><tbody>"];
     rows.forEach(function (r) {
       var p = r.p;
       html.push('<tr data-key="' + esc(r.key) + '" class="' + (p.ok ? "ok" : "bad") + '">' +
@@ -294,14 +294,21 @@
     d.appendChild(t);
     return d;
   }
+  // one name for the reasoning length everywhere (list, item view, figures): "reasoning
+  // length" and its unit, tokens of the model's tokenizer or words where the run had none
+  function lengthHead() {
+    var units = D.sources.map(function (s) { return s.unit || "length"; });
+    var same = units.every(function (u) { return u === units[0]; });
+    return "reasoning length" + (same && units[0] !== "length" ? " (" + units[0] + ")" : "");
+  }
   function predBlock(it, p) {
     var col = el("div", "pred " + (p.ok ? "ok" : "bad"));
     col.dataset.key = keyOf(it.id, p.s, p.r);
     col.appendChild(el("h4", null, runLabel(p) + ": " + (p.ok ? "correct" : "wrong")));
     var facts = el("p", "facts");
     facts.innerHTML = "extracted answer <b>" + esc(p.ans == null ? "(none)" : p.ans) +
-      "</b> · parse status <b class=\"ps\">" + esc(p.ps) + "</b> · reasoning " + esc(D.sources[p.s].unit || "length") + " " +
-      esc(p.len == null ? "?" : p.len) + (p.err ? " · error: " + esc(p.err) : "");
+      "</b> · parse status <b class=\"ps\">" + esc(p.ps) + "</b> · reasoning length " + esc(p.len == null ? "?" : p.len) + " " +
+      esc(D.sources[p.s].unit || "") + (p.err ? " · error: " + esc(p.err) : "");
     col.appendChild(facts);
     if (p.fr) col.appendChild(frontBlock(p.fr));
     if (p.out != null) col.appendChild(highlighted(p.out, p.j && p.j.spans));
