@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import cafe
+from cafe.commands import TABLE as COMMAND_TABLE
 from cafe.folder.sections import record_inputs, section_info
 from cafe.steps import STEPS, TABLE
 
@@ -179,3 +180,26 @@ def test_a_new_judging_protocol_is_one_module_plus_its_registration(tmp_path, mo
         assert replayed["counters"]["this_invocation"] == now
     assert section_info("names_a_sound").direction("rate") == "up"
     assert record_inputs("names_a_sound") == {"predictions"}
+
+
+def _param_row(p) -> tuple:  # noqa: ANN001 - a click parameter
+    import click
+
+    default = p.default if isinstance(p.default, (str, int, float, bool, list, tuple)) else None
+    kind = tuple(p.type.choices) if isinstance(p.type, click.Choice) else p.type.name
+    return (p.name, tuple(sorted(p.opts + p.secondary_opts)), type(p).__name__, p.multiple,
+            getattr(p, "is_flag", False), p.required, kind,
+            tuple(default) if isinstance(default, list) else default,
+            getattr(p, "help", None))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(c.name for c in COMMAND_TABLE if c.step))
+def test_every_step_command_keeps_its_flags_and_their_help(name):
+    """Each built-in step command (hand-written or generated from its row) has exactly the
+    parameters the hand-written one had: flags, kinds, repeatability, choices, defaults, help."""
+    from step_command_flags import FLAGS
+
+    from cafe.cli import main
+
+    cmd = main.get_command(None, name)  # type: ignore[arg-type]
+    assert [_param_row(p) for p in cmd.params] == [tuple(r) for r in FLAGS[name]]
