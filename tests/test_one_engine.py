@@ -203,3 +203,52 @@ def test_every_step_command_keeps_its_flags_and_their_help(name):
 
     cmd = main.get_command(None, name)  # type: ignore[arg-type]
     assert [_param_row(p) for p in cmd.params] == [tuple(r) for r in FLAGS[name]]
+
+
+def test_every_step_and_judge_call_is_cached_through_the_one_cached_call():
+    """cafe.execution.cached_call is the one place a step's or a judge's call meets the cache
+    (keys from the caller's frozen spec plus the call's inputs): no module of cafe/steps or
+    cafe/judge reads or writes a cache itself."""
+    import re
+
+    direct = re.compile(r"\bcache\.(get|put)\(")
+    offenders = [p.relative_to(CAFE).as_posix()
+                 for p in [*(CAFE / "steps").glob("*.py"), *(CAFE / "judge").glob("*.py")]
+                 if direct.search(p.read_text(encoding="utf-8"))]  # fmt: skip
+    assert offenders == []
+
+
+def test_the_cached_call_keys_a_judge_and_a_step_as_cafe_always_has(tmp_path):
+    """The keys cached_call derives are the ones existing caches hold: a judge's (its spec's
+    call fields plus the request's parts) and a step's (its spec and the call's inputs); a hit
+    is not asked again, a failed reply is not stored."""
+    import asyncio
+
+    from cafe.cache import Cache, make_key, text_entry
+    from cafe.execution import cached_call, call_key, reply_entry
+    from cafe.judge.spec import JudgeSpec
+
+    judge = JudgeSpec("answer-extraction", "openai", "m", "abc")
+    assert call_key(judge, {"prompt": "p"}) == make_key(judge=judge.call_fields(), prompt="p")
+    step = {"step": "s", "version": 1}
+    assert call_key(step, {"q": 1}) == make_key(step=step, inputs={"q": 1})
+
+    class Reply:
+        def __init__(self, text, error=None):
+            self.text, self.final, self.error = text, text, error
+
+    cache, asked = Cache(tmp_path / "c.sqlite"), []
+
+    async def ask(reply):
+        asked.append(reply)
+        return reply
+
+    def once(reply):
+        return asyncio.run(cached_call(cache, judge, {"prompt": "p"}, lambda: ask(reply),
+                                       entry=reply_entry, valid=text_entry))  # fmt: skip
+
+    assert once(Reply(None, "500")) == (None, asked[-1])  # failed: not stored
+    got, fresh = once(Reply("B"))
+    assert got == {"text": "B"} and fresh is asked[-1]
+    assert once(Reply("never asked")) == ({"text": "B"}, None) and len(asked) == 2
+    assert cache.get(make_key(judge=judge.call_fields(), prompt="p")) == {"text": "B"}
