@@ -252,3 +252,27 @@ def test_the_cached_call_keys_a_judge_and_a_step_as_cafe_always_has(tmp_path):
     assert got == {"text": "B"} and fresh is asked[-1]
     assert once(Reply("never asked")) == ({"text": "B"}, None) and len(asked) == 2
     assert cache.get(make_key(judge=judge.call_fields(), prompt="p")) == {"text": "B"}
+
+
+def test_the_reward_judge_keys_its_scores_as_it_always_has(tmp_path):
+    """The GRPO reward judge's scores go through the one cached call under the keys it has
+    always written: a score cached under the old key shape is read back, nothing is sent."""
+    import asyncio
+
+    from cafe.cache import Cache, make_key
+    from cafe.training import reward_judge as rj
+
+    class Unreachable:  # a score that missed the cache would be asked here
+        identity = "openai-compatible:judge"
+
+        async def achat(self, *a, **kw):
+            raise AssertionError("a cached score was asked again")
+
+    cache = Cache(tmp_path / "c.sqlite")
+    judge = rj.LLMRewardJudge(Unreachable(), cache=cache)
+    fields = {"question": "q", "step": "s"}
+    prompt = judge.templates["step"].format_map(rj._Blank(fields))
+    cache.put(make_key(judge=judge.identity, template=judge.hashes["step"], kind="step",
+                       prompt=prompt, thinking=judge.thinking, max_tokens=judge.max_tokens,
+                       parse=judge.parse), 0.7)  # fmt: skip
+    assert asyncio.run(judge.score("step", fields)) == 0.7 and judge.calls == 0
