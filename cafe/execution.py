@@ -4,7 +4,9 @@ FLUSH_EVERY (a kill loses at most one batch, which the call cache then replays f
 exception in one item its failed record, a server that stops answering (ServerUnreachable) the
 end of the command with what finished kept; the records a caller's frozen spec may keep from
 earlier invocations (``resume``: the one resume, the engine's and the judges'); the calls' cost
-into the run's manifest (``write_costs``) and what a batch still holds (``pending_calls``)."""
+into the run's manifest (``write_costs``) and what a batch still holds (``pending_calls``); and
+the one cached call (``cached_call``: a key from the caller's frozen spec plus the call's
+inputs, asked once on a miss, only a usable result stored) that the engine and every judge use."""
 
 from __future__ import annotations
 
@@ -117,6 +119,53 @@ async def execute(
     finally:
         if aclose is not None:
             await aclose()
+
+
+def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
+    """One call's cache key from the caller's frozen spec and the call's inputs: a step's spec
+    (a dict) as ``step=spec, inputs=inputs``; a judge's JudgeSpec through its ``call_key`` (its
+    call fields plus the request's parts: prompt, audio hashes, rater, attempt). These are the
+    keys cafe has always written, so existing caches keep hitting."""
+    if isinstance(spec, Mapping):
+        from cafe.cache import make_key
+
+        return make_key(step=dict(spec), inputs=dict(inputs))
+    return str(spec.call_key(**inputs))
+
+
+async def cached_call(
+    cache: Any,
+    spec: Any,
+    inputs: Mapping[str, Any],
+    ask: Callable[[], Awaitable[R]],
+    *,
+    entry: Callable[[R], Any],
+    valid: Callable[[Any], bool] | None = None,
+) -> tuple[Any, R | None]:
+    """The one cached call -> (entry, None) when the cache holds one under ``call_key(spec,
+    inputs)`` that ``valid`` accepts (a damaged one is a miss, asked again and replaced); else
+    ``ask()`` is awaited once (counted in the item's share of the calls) and returns
+    (``entry(result)``, result), the entry stored unless None (a failed or unusable reply, so
+    the next invocation asks again)."""
+    from cafe.counters import count_share
+
+    key = call_key(spec, inputs)
+    hit = cache.get(key, valid)
+    if hit is not None:
+        return hit, None
+    count_share("calls")
+    result = await ask()
+    stored = entry(result)
+    if stored is not None:
+        cache.put(key, stored)
+    return stored, result
+
+
+def reply_entry(reply: Any, final: bool = False) -> dict[str, str] | None:
+    """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer, a thinking
+    model's reasoning left out); None when the call failed or gave no text."""
+    text = reply.final if final else reply.text
+    return None if reply.error or text is None else {"text": text}
 
 
 def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import cafe
+from cafe.commands import TABLE as COMMAND_TABLE
 from cafe.folder.sections import record_inputs, section_info
 from cafe.steps import STEPS, TABLE
 
@@ -179,3 +180,99 @@ def test_a_new_judging_protocol_is_one_module_plus_its_registration(tmp_path, mo
         assert replayed["counters"]["this_invocation"] == now
     assert section_info("names_a_sound").direction("rate") == "up"
     assert record_inputs("names_a_sound") == {"predictions"}
+
+
+def _param_row(p) -> tuple:  # noqa: ANN001 - a click parameter
+    import click
+
+    default = p.default if isinstance(p.default, (str, int, float, bool, list, tuple)) else None
+    kind = tuple(p.type.choices) if isinstance(p.type, click.Choice) else p.type.name
+    return (p.name, tuple(sorted(p.opts + p.secondary_opts)), type(p).__name__, p.multiple,
+            getattr(p, "is_flag", False), p.required, kind,
+            tuple(default) if isinstance(default, list) else default,
+            getattr(p, "help", None))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(c.name for c in COMMAND_TABLE if c.step))
+def test_every_step_command_keeps_its_flags_and_their_help(name):
+    """Each built-in step command (hand-written or generated from its row) has exactly the
+    parameters the hand-written one had: flags, kinds, repeatability, choices, defaults, help."""
+    from step_command_flags import FLAGS
+
+    from cafe.cli import main
+
+    cmd = main.get_command(None, name)  # type: ignore[arg-type]
+    assert [_param_row(p) for p in cmd.params] == [tuple(r) for r in FLAGS[name]]
+
+
+def test_every_step_and_judge_call_is_cached_through_the_one_cached_call():
+    """cafe.execution.cached_call is the one place a step's or a judge's call meets the cache
+    (keys from the caller's frozen spec plus the call's inputs): no module of cafe/steps or
+    cafe/judge reads or writes a cache itself."""
+    import re
+
+    direct = re.compile(r"\bcache\.(get|put)\(")
+    offenders = [p.relative_to(CAFE).as_posix()
+                 for p in [*(CAFE / "steps").glob("*.py"), *(CAFE / "judge").glob("*.py")]
+                 if direct.search(p.read_text(encoding="utf-8"))]  # fmt: skip
+    assert offenders == []
+
+
+def test_the_cached_call_keys_a_judge_and_a_step_as_cafe_always_has(tmp_path):
+    """The keys cached_call derives are the ones existing caches hold: a judge's (its spec's
+    call fields plus the request's parts) and a step's (its spec and the call's inputs); a hit
+    is not asked again, a failed reply is not stored."""
+    import asyncio
+
+    from cafe.cache import Cache, make_key, text_entry
+    from cafe.execution import cached_call, call_key, reply_entry
+    from cafe.judge.spec import JudgeSpec
+
+    judge = JudgeSpec("answer-extraction", "openai", "m", "abc")
+    assert call_key(judge, {"prompt": "p"}) == make_key(judge=judge.call_fields(), prompt="p")
+    step = {"step": "s", "version": 1}
+    assert call_key(step, {"q": 1}) == make_key(step=step, inputs={"q": 1})
+
+    class Reply:
+        def __init__(self, text, error=None):
+            self.text, self.final, self.error = text, text, error
+
+    cache, asked = Cache(tmp_path / "c.sqlite"), []
+
+    async def ask(reply):
+        asked.append(reply)
+        return reply
+
+    def once(reply):
+        return asyncio.run(cached_call(cache, judge, {"prompt": "p"}, lambda: ask(reply),
+                                       entry=reply_entry, valid=text_entry))  # fmt: skip
+
+    assert once(Reply(None, "500")) == (None, asked[-1])  # failed: not stored
+    got, fresh = once(Reply("B"))
+    assert got == {"text": "B"} and fresh is asked[-1]
+    assert once(Reply("never asked")) == ({"text": "B"}, None) and len(asked) == 2
+    assert cache.get(make_key(judge=judge.call_fields(), prompt="p")) == {"text": "B"}
+
+
+def test_the_reward_judge_keys_its_scores_as_it_always_has(tmp_path):
+    """The GRPO reward judge's scores go through the one cached call under the keys it has
+    always written: a score cached under the old key shape is read back, nothing is sent."""
+    import asyncio
+
+    from cafe.cache import Cache, make_key
+    from cafe.training import reward_judge as rj
+
+    class Unreachable:  # a score that missed the cache would be asked here
+        identity = "openai-compatible:judge"
+
+        async def achat(self, *a, **kw):
+            raise AssertionError("a cached score was asked again")
+
+    cache = Cache(tmp_path / "c.sqlite")
+    judge = rj.LLMRewardJudge(Unreachable(), cache=cache)
+    fields = {"question": "q", "step": "s"}
+    prompt = judge.templates["step"].format_map(rj._Blank(fields))
+    cache.put(make_key(judge=judge.identity, template=judge.hashes["step"], kind="step",
+                       prompt=prompt, thinking=judge.thinking, max_tokens=judge.max_tokens,
+                       parse=judge.parse), 0.7)  # fmt: skip
+    assert asyncio.run(judge.score("step", fields)) == 0.7 and judge.calls == 0

@@ -18,7 +18,7 @@ from typing import Any
 
 from cafe.cache import Cache, text_entry
 from cafe.clients.thinking import final_answer, judge_max_tokens
-from cafe.counters import count_share
+from cafe.execution import cached_call, reply_entry
 from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
@@ -103,6 +103,11 @@ class AnswerJudge:
         return Verdict(pred.sample_id, pred.run_index, pred.answer, "ok",
                        "decided by the official rule", source="rule")  # fmt: skip
 
+    async def _ask(self, prompt: str) -> Any:
+        self.calls += 1
+        return await self.client.achat([{"role": "user", "content": prompt}], temperature=0.0,
+                                       max_tokens=self.max_tokens)  # fmt: skip
+
     async def verdict(self, sample: Sample, pred: Prediction) -> Verdict:
         if pred.raw_output is None or pred.error:
             return Verdict(pred.sample_id, pred.run_index, None, "failed", pred.error)
@@ -111,21 +116,13 @@ class AnswerJudge:
         raws: list[str] = []
         for attempt in range(RETRIES + 1):
             text_in = prompt if attempt == 0 else prompt + REMINDER
-            key = self.spec.call_key(prompt=text_in)  # the reminder is in the prompt
-            hit = self.cache.get(key, text_entry)
-            if hit is not None:
-                text = hit["text"]
-            else:
-                self.calls += 1
-                count_share("calls")
-                reply = await self.client.achat(
-                    [{"role": "user", "content": text_in}], temperature=0.0,
-                    max_tokens=self.max_tokens,
-                )  # fmt: skip
-                if reply.error or reply.text is None:
-                    return Verdict(pred.sample_id, pred.run_index, None, "failed", reply.error)
-                text = reply.text
-                self.cache.put(key, {"text": text})
+            # the reminder is in the prompt, so in the key
+            got, reply = await cached_call(self.cache, self.spec, {"prompt": text_in},
+                                           lambda t=text_in: self._ask(t), entry=reply_entry,
+                                           valid=text_entry)  # fmt: skip
+            if got is None:
+                return Verdict(pred.sample_id, pred.run_index, None, "failed", reply.error)
+            text = got["text"]
             raws.append(text)
             choice, status = read_verdict(text, sample.choices)
             if status != "unparseable":

@@ -14,7 +14,7 @@ from typing import Any
 
 from cafe.cache import Cache, cache_file, text_entry
 from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
-from cafe.execution import execute
+from cafe.execution import cached_call, execute, reply_entry
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
@@ -131,25 +131,23 @@ async def caption_samples(
     calls = 0
 
     async def one(item: tuple[Sample, list[str]]) -> dict | None:
-        nonlocal calls
         s, hashes = item
-        key = spec.call_key(audio=hashes)
-        cached = cache.get(key, text_entry)
-        if cached is None:
+
+        async def ask() -> Any:
+            nonlocal calls
             content = [{"type": "audio", "path": p} for p in s.audio]
             content.append({"type": "text", "text": text})
             calls += 1
-            reply = await client.achat(
-                [{"role": "user", "content": content}],
-                temperature=TEMPERATURE,
-                max_tokens=MAX_TOKENS,
-            )
-            caption = reply.final  # a thinking captioner's reasoning is not the caption
-            if reply.error or not caption:
-                why = reply.error or ("only thinking, no caption" if reply.text else "empty")
-                return failed(item, why)
-            cached = {"text": caption}
-            cache.put(key, cached)
+            return await client.achat([{"role": "user", "content": content}],
+                                      temperature=TEMPERATURE, max_tokens=MAX_TOKENS)  # fmt: skip
+
+        # a thinking captioner's reasoning is not the caption: its final answer is
+        cached, reply = await cached_call(cache, spec, {"audio": hashes}, ask,
+                                          entry=lambda r: reply_entry(r, final=True) if r.final
+                                          else None, valid=text_entry)  # fmt: skip
+        if cached is None:
+            why = reply.error or ("only thinking, no caption" if reply.text else "empty")
+            return failed(item, why)
         return {
             "sample_id": s.id,
             "audio_sha256": ",".join(hashes),

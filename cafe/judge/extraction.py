@@ -23,7 +23,7 @@ from typing import Any
 from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
-from cafe.counters import count_share
+from cafe.execution import cached_call, reply_entry
 from cafe.judge.base import Judge, JudgeItem, load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.records import Judgement
@@ -199,6 +199,14 @@ class LLMJudge(Judge):
             "thinking": self.thinking,
         }
 
+    async def _ask(self, prompt: str) -> Any:
+        self.calls += 1
+        return await self._get_client().achat(
+            [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+
     async def ajudge(self, item: JudgeItem) -> Judgement:
         pred = item.prediction
         if pred.raw_output is None or pred.error:
@@ -211,27 +219,18 @@ class LLMJudge(Judge):
         spec = self.spec
         for attempt in range(self.retries + 1):
             prompt = base_prompt if attempt == 0 else base_prompt + reminder(reason)
-            key = spec.call_key(prompt=prompt, attempt=attempt)
-            cached = self.cache.get(key, text_entry)
-            if cached is not None:
-                text = cached["text"]
-            else:
-                self.calls += 1
-                count_share("calls")
-                try:
-                    reply = await self._get_client().achat(
-                        [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
-                        temperature=self.temperature,
-                        max_tokens=self.max_tokens,
-                    )
-                except ServerUnreachable:  # a dead server stops the command, not one item
-                    raise
-                except Exception as e:  # a client bug or transport error: this item only
-                    return self.failed(item, f"judge call failed: {type(e).__name__}: {e}")
-                if reply.error or reply.text is None:
-                    return self.failed(item, f"judge call failed: {reply.error or 'no text'}")
-                text = reply.text
-                self.cache.put(key, {"text": text})
+            try:
+                got, reply = await cached_call(self.cache, spec,
+                                               {"prompt": prompt, "attempt": attempt},
+                                               lambda p=prompt: self._ask(p),
+                                               entry=reply_entry, valid=text_entry)  # fmt: skip
+            except ServerUnreachable:  # a dead server stops the command, not one item
+                raise
+            except Exception as e:  # a client bug or transport error: this item only
+                return self.failed(item, f"judge call failed: {type(e).__name__}: {e}")
+            if got is None:
+                return self.failed(item, f"judge call failed: {reply.error or 'no text'}")
+            text = got["text"]
             raws.append(text)
             lists, reason = parse_reply(text)
             if lists is not None:

@@ -29,7 +29,7 @@ from typing import Any
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
-from cafe.counters import count_share
+from cafe.execution import cached_call, reply_entry
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
@@ -294,34 +294,32 @@ class RubricJudge:
 
     async def _ask(self, prompt: str, rater: int, attempt: int) -> tuple[str | None, str | None]:
         """(reply text, None) or (None, failure reason); replies cached per rater and attempt."""
-        key = self.spec.call_key(prompt=prompt, rater=rater, attempt=attempt)
-        hit = self.cache.get(key, text_entry)
-        if hit is not None:
-            return hit["text"], None
         if self._sem is None:
             self._sem = asyncio.Semaphore(max(1, self.concurrency))
         messages = [
             {"role": "system", "content": self.template.system},
             {"role": "user", "content": [{"type": "text", "text": prompt}]},
         ]
-        async with self._sem:
-            self.calls += 1
-            count_share("calls")
-            try:
-                reply = await self._get_client().achat(
-                    messages,
-                    temperature=self.temperature,
-                    max_tokens=self.max_tokens,
+
+        async def ask() -> Any:
+            async with self._sem:
+                self.calls += 1
+                return await self._get_client().achat(
+                    messages, temperature=self.temperature, max_tokens=self.max_tokens,
                     seed=self.seed,
-                )
-            except ServerUnreachable:  # a dead server stops the command, not one item
-                raise
-            except Exception as e:  # a client bug or transport error: this item only
-                return None, f"judge call failed: {type(e).__name__}: {e}"
-        if reply.error or reply.text is None:
+                )  # fmt: skip
+
+        inputs = {"prompt": prompt, "rater": rater, "attempt": attempt}
+        try:
+            got, reply = await cached_call(self.cache, self.spec, inputs, ask, entry=reply_entry,
+                                           valid=text_entry)  # fmt: skip
+        except ServerUnreachable:  # a dead server stops the command, not one item
+            raise
+        except Exception as e:  # a client bug or transport error: this item only
+            return None, f"judge call failed: {type(e).__name__}: {e}"
+        if got is None:
             return None, f"judge call failed: {reply.error or 'no text'}"
-        self.cache.put(key, {"text": reply.text})
-        return reply.text, None
+        return got["text"], None
 
     async def _rate(
         self, prompt: str, criteria: list[Criterion], rater: int

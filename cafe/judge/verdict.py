@@ -20,6 +20,7 @@ from typing import Any
 
 from cafe.cache import text_entry
 from cafe.clients.thinking import final_answer
+from cafe.execution import cached_call, reply_entry
 from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.base import sha256_text
 from cafe.judge.extraction import build_prompt
@@ -121,23 +122,22 @@ class VerdictJudge(AnswerJudge):
         extra = {"top_p": vs.top_p} if vs.top_p is not None else {}
         if vs.system is not None:  # part of the request, so of its cache key
             extra["system"] = vs.system
+
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
         # for every judge; top_p is this rule's own sampling setting, so it is in the request
-        key = self.spec.call_key(prompt=prompt, **extra)
-        hit = self.cache.get(key, text_entry)
-        if hit is not None:
-            text = hit["text"]
-        else:
+        async def ask() -> Any:
             self.calls += 1
             system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
             sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
-            reply = await self.client.achat([*system, {"role": "user", "content": prompt}],
-                                            temperature=vs.temperature,
-                                            max_tokens=self.max_tokens, **sampling)  # fmt: skip
-            if reply.error or reply.text is None:
-                return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
-            text = reply.text
-            self.cache.put(key, {"text": text})
+            return await self.client.achat([*system, {"role": "user", "content": prompt}],
+                                           temperature=vs.temperature,
+                                           max_tokens=self.max_tokens, **sampling)  # fmt: skip
+
+        got, reply = await cached_call(self.cache, self.spec, {"prompt": prompt, **extra}, ask,
+                                       entry=reply_entry, valid=text_entry)  # fmt: skip
+        if got is None:
+            return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
+        text = got["text"]
         value = self.verdict_spec.reader(text)
         if value is None:
             return Judged(pred.sample_id, pred.run_index, None, "unparseable", text)

@@ -19,17 +19,27 @@ from cafe.store import latest_records
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a step: ``name`` is its API keyword, ``--name-with-dashes`` its flag."""
+    """One option of a step: ``name`` is its API keyword, ``--name-with-dashes`` its flag; the
+    rest says how its generated command spells and checks it (cafe.steps.cli.step_command)."""
 
     name: str
     type: type
     default: Any
     help: str = ""
-    cli: str | None = None  # a hand-written command's parameter that sets it, if named otherwise
+    cli: str | None = None  # the command's parameter that sets it, if named otherwise
+    flags: str | None = None  # its flag(s) if not ``flag``: "--macro", "--merge/--flag-sparse"
+    bounds: tuple[Any, Any] | None = None  # (least, most) a value may be, checked by its flag
+    open_min: bool = False  # the least itself refused (a width must be more than 0)
+    switch: tuple[Any, Any] | None = None  # an on/off flag standing for these values (off, on)
+    show_default: bool = True
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    def value(self, given: Any) -> Any:
+        """The option's value from its flag's."""
+        return self.switch[bool(given)] if self.switch is not None else given
 
 
 @dataclass

@@ -30,90 +30,73 @@ from cafe.cli_options import (
 from cafe.controls import CONTROLS, parse_controls
 from cafe.jsontext import strict_dumps
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM
-from cafe.metrics.decay import DEFAULT_MIN_COUNT, format_decay
 from cafe.steps.base import Step
 
 
-def step_command(step: Step) -> click.Command:
-    def callback(run_dir: str, cache: str | None, concurrency: int, as_json: bool,
-                 no_progress: bool, **options: Any) -> None:  # fmt: skip
+def step_command(step: Step, help: str | None = None) -> click.Command:
+    """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR, a flag per declared option,
+    and, for a step that makes calls, the engine's --cache, --concurrency and --no-progress."""
+    from cafe.steps import TABLE
+
+    # a plugin's command keeps the engine's flags it has always had, calls or not
+    builtin = any(e.command == step.name for e in TABLE)
+    calls = bool(step.records or step.records_in_section) or not builtin
+
+    def callback(run_dir: str, as_json: bool, cache: str | None = None, concurrency: int = 8,
+                 no_progress: bool = True, **given: Any) -> None:  # fmt: skip
         from cafe.steps.engine import run_step
 
+        options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
         res = run_step(step, run_dir, cache=cache, concurrency=concurrency,
                        progress=not no_progress, **options)  # fmt: skip
         click.echo(strict_dumps(res.section, indent=2) if as_json else step.format(res.section))
 
-    own = []
-    for o in step.options:
-        if o.type is bool:
-            own.append(option(f"{o.flag}/--no-{o.flag[2:]}", o.name, default=o.default,
-                              show_default=True, help=o.help))  # fmt: skip
-        else:
-            own.append(option(o.flag, o.name, type=o.type, default=o.default, show_default=True,
-                              help=o.help))  # fmt: skip
-    with_params = compose(
-        click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
-        *own,
+    engine = [
         option(
             "--cache", default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
         ),
         option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
+    ]  # fmt: skip
+    with_params = compose(
+        click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
+        *(_flag(o) for o in step.options),
+        *(engine if calls else []),
         json_option(),
-        no_progress_option(),
+        *([no_progress_option()] if calls else []),
     )
-    help_text = step.help or f"The {step.name} step over RUN_DIR."
+    help_text = help or step.help or f"The {step.name} step over RUN_DIR."
     return command(step.name, help=help_text)(with_params(callback))
 
 
-@command("decay")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--bins", type=click.IntRange(1, 10_000), default=None, help="Equal-width bins (10).")
-@click.option(
-    "--bin-width",
-    type=click.FloatRange(0, 1e9, min_open=True),
-    default=None,
-    help="Bin width in length units (tokens, or words for a run without a tokenizer), instead "
-    "of --bins.",
-)
-@click.option(
-    "--min-count",
-    type=ITEMS,
-    default=DEFAULT_MIN_COUNT,
-    show_default=True,
-    help="Bins with fewer predictions are sparse: flagged and left out of the correlations.",
-)
-@click.option(
-    "--merge-sparse/--flag-sparse",
-    default=False,
-    show_default=True,
-    help="Merge sparse bins into their smaller neighbour (bins then differ in width) instead of "
-    "keeping them flagged, as the paper's equal-width bins do.",
-)
-@click.option("--macro", is_flag=True, help="Per-bin Acc_per as a per-sample mean, not pooled.")
-@json_option()
-def decay_command(
-    run_dir: str,
-    bins: int | None,
-    bin_width: float | None,
-    min_count: int,
-    merge_sparse: bool,
-    macro: bool,
-    as_json: bool,
-) -> None:
-    """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length, reasoning
-    accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
-    `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
-    from cafe.steps.decay import decay
+def _flag(o: Any) -> Any:
+    """A declared option's click flag: its spelling, type, default and help."""
+    name = o.cli or o.name
+    shown = {"show_default": True} if o.show_default else {}
+    if o.switch is not None:
+        return option(o.flags or o.flag, name, is_flag=True, help=o.help, **shown)
+    if o.type is bool:
+        return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default,
+                      help=o.help, **shown)  # fmt: skip
+    kind: Any = o.type
+    if o.bounds is not None:  # refused before anything runs, with the range in click's line
+        ranged = click.FloatRange if o.type is float else click.IntRange
+        kind = ranged(*o.bounds, min_open=o.open_min)
+    return option(o.flags or o.flag, name, type=kind, default=o.default, help=o.help,
+                  **shown)  # fmt: skip
 
-    section = decay(
-        run_dir,
-        bins=bins,
-        bin_width=bin_width,
-        min_count=min_count,
-        merge=merge_sparse,
-        mode="macro" if macro else "micro",
-    )
-    click.echo(strict_dumps(section, indent=2) if as_json else format_decay(section))
+
+DECAY_HELP = """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
+reasoning accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
+`cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
+
+
+def _decay_command() -> click.Command:
+    from cafe.steps.decay import DecayStep
+
+    return step_command(DecayStep(), help=DECAY_HELP)
+
+
+decay_command = _decay_command()  # made from DecayStep's declared options
 
 
 @command("cues")

@@ -20,12 +20,19 @@ class DecayStep(Step):
     help = "Perception decay curves: accuracy and Acc_per by reasoning length."
     section_name = "decay"
     options = (
-        Option("bins", int, None, "Equal-width bins (10)."),
-        Option("bin_width", float, None, "Bin width in length units, instead of --bins."),
-        Option("min_count", int, DEFAULT_MIN_COUNT, "Bins with fewer predictions are sparse."),
-        Option("merge", bool, False, "Merge sparse bins into a neighbour.", cli="merge_sparse"),
-        Option("mode", str, "micro", "Acc_per micro (pooled) or macro.", cli="macro"),
-    )
+        Option("bins", int, None, "Equal-width bins (10).", bounds=(1, 10_000),
+               show_default=False),
+        Option("bin_width", float, None, "Bin width in length units (tokens, or words for a run "
+               "without a tokenizer), instead of --bins.",
+               bounds=(0, 1e9), open_min=True, show_default=False),
+        Option("min_count", int, DEFAULT_MIN_COUNT, "Bins with fewer predictions are sparse: "
+               "flagged and left out of the correlations.", bounds=(1, 10**8)),
+        Option("merge", bool, False, "Merge sparse bins into their smaller neighbour (bins then "
+               "differ in width) instead of keeping them flagged, as the paper's equal-width "
+               "bins do.", cli="merge_sparse", flags="--merge-sparse/--flag-sparse"),
+        Option("mode", str, "micro", "Per-bin Acc_per as a per-sample mean, not pooled.",
+               cli="macro", flags="--macro", switch=("micro", "macro"), show_default=False),
+    )  # fmt: skip
 
     def section(
         self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, make_key
-from cafe.counters import add, by_status, count_share, judge_counters, on_disk_counters, with_share
-from cafe.execution import execute, write_costs
+from cafe.cache import Cache
+from cafe.counters import add, by_status, judge_counters, on_disk_counters, with_share
+from cafe.execution import cached_call, execute, write_costs
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.folder.view import View, read_view
@@ -243,17 +243,19 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
         except RecordError:
             return False
 
+    def entry(rec: Any) -> dict[str, Any] | None:  # only a usable record is kept
+        if rec.status != "ok":
+            return None
+        return {k: v for k, v in rec.to_dict().items() if k != "call"}
+
     async def cached(item: Any) -> Any:
-        key = make_key(step=spec, inputs=step.call_inputs(item, spec))
-        hit = cache.get(key, readable)  # one that is no record: a miss, asked again, replaced
-        if hit is not None:
+        hit, rec = await cached_call(cache, spec, step.call_inputs(item, spec),
+                                     lambda: _call(step, item, spec), entry=entry,
+                                     valid=readable)  # fmt: skip
+        if rec is None:  # one that is no record was a miss, asked again, replaced
             counts["cache_hits"] += 1
             return step.record_cls.from_dict(hit)
         counts["calls"] += 1
-        count_share("calls")
-        rec = await _call(step, item, spec)
-        if rec.status == "ok":
-            cache.put(key, {k: v for k, v in rec.to_dict().items() if k != "call"})
         return rec
 
     return _sharing(step, cached), counts

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, make_key
-from cafe.execution import Limiter
+from cafe.execution import Limiter, cached_call
 from cafe.training.rewards import JudgeScores
 
 KINDS = ("perception", "step", "holistic", "review")
@@ -100,6 +100,21 @@ class RewardItem:
     events: list[dict[str, Any]] = field(default_factory=list)  # synth ground truth (offline)
 
 
+@dataclass(frozen=True)
+class _RewardSpec:
+    """What keys a reward judge's score besides its template and prompt (a value parsed by
+    another rule is another value); its keys are those the reward judge has always written."""
+
+    judge: str
+    thinking: bool
+    max_tokens: int | None
+    parse: str
+
+    def call_key(self, **request: Any) -> str:
+        return make_key(judge=self.judge, thinking=self.thinking, max_tokens=self.max_tokens,
+                        parse=self.parse, **request)  # fmt: skip
+
+
 class RewardJudge(ABC):
     identity: str
     asked = 0  # scores asked for (cache hits included)
@@ -147,29 +162,29 @@ class LLMRewardJudge(RewardJudge):
     async def score(self, kind: str, fields: dict[str, Any]) -> float:
         prompt = self.templates[kind].format_map(_Blank(fields))
         self.asked += 1
-        key = make_key(
-            judge=self.identity, template=self.hashes[kind], kind=kind, prompt=prompt,
-            thinking=self.thinking, max_tokens=self.max_tokens,
-            parse=self.parse,  # a value parsed by another rule is another value
-        )  # fmt: skip
-        cached = self.cache.get(key, _a_number)
-        if cached is not None:
-            return float(cached)
-        for attempt in range(RETRIES[kind]):
-            async with self._limit:
-                self.calls += 1
-                reply = await self.client.achat(
-                    [{"role": "user", "content": prompt if attempt == 0 else prompt + REMINDER}],
-                    temperature=0.0,
-                    max_tokens=self.max_tokens,
-                )
-            value = parse_score(reply.text, self.parse)
-            if value is not None:
-                self.cache.put(key, value)
-                return value
-            self.invalid += 1
-        self.failed += 1
-        return 0.0  # the authors' rule: a judge that never answers with a number scores 0
+
+        async def ask() -> float | None:  # the tries of one score: its value, or None
+            for attempt in range(RETRIES[kind]):
+                async with self._limit:
+                    self.calls += 1
+                    reply = await self.client.achat(
+                        [{"role": "user",
+                          "content": prompt if attempt == 0 else prompt + REMINDER}],
+                        temperature=0.0, max_tokens=self.max_tokens,
+                    )  # fmt: skip
+                value = parse_score(reply.text, self.parse)
+                if value is not None:
+                    return value
+                self.invalid += 1
+            self.failed += 1
+            return None
+
+        spec = _RewardSpec(self.identity, self.thinking, self.max_tokens, self.parse)
+        inputs = {"template": self.hashes[kind], "kind": kind, "prompt": prompt}
+        value, _ = await cached_call(self.cache, spec, inputs, ask, entry=lambda v: v,
+                                     valid=_a_number)  # fmt: skip
+        # the authors' rule: a judge that never answers with a number scores 0
+        return 0.0 if value is None else float(value)
 
     async def aclose(self) -> None:
         await self.client.aclose()
