@@ -12,6 +12,7 @@ FLAGS = {
         ('options', ('--option', '-o'), 'Option', True, False, False, 'text', None, 'Adapter option or generation setting KEY=VALUE (repeat), e.g. -o temperature=0.7 -o top_p=0.95.'),
         ('endpoints', ('--endpoint',), 'Option', True, False, False, 'text', None, 'Model server base URL for served models (repeat to shard the work).'),
         ('api_key_env', ('--api-key-env',), 'Option', False, False, False, 'text', None, "Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY; OpenAI's own URL: OPENAI_API_KEY]."),
+        ('trust_card', ('--trust-card',), 'Option', False, True, False, 'boolean', None, "Accept the cafe-card.yaml of the --model folder as written, even where it names an endpoint, a key variable, a paper group or another model's name (a card that came with downloaded weights may not, unconfirmed)."),
         ('bench', ('--bench',), 'Option', False, False, True, 'text', None, 'Benchmark name.'),
         ('data', ('--data',), 'Option', False, False, False, 'text', None, "Benchmark metadata file or folder (default: the benchmark's own)."),
         ('limit', ('--limit',), 'Option', False, False, False, 'integer range', 20, 'Items to trace (one forward pass with attentions per generated token).'),

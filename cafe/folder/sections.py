@@ -294,3 +294,15 @@ _builtin("judged_accuracy", "cafe judge-accuracy", ("predictions",), up=("acc",)
 _builtin("rubric", "cafe rubric", ("predictions",), up=("score",))
 _builtin("cues", "cafe cues", ("predictions", "judgements"), up=("recall",))
 _builtin("listening", "cafe listen", ("predictions",), up=("gap",))
+
+
+def removed_notes(store: Any, gone: dict[str, str]) -> list[str]:
+    """One line per removed section that no step of this run wrote again: why, and which
+    command computes it."""
+    left = store.read_metrics()
+    return [
+        f"removed the {name} section of metrics.json: {why}; `{section_info(name).owner}` "
+        f"computes it again"
+        for name, why in sorted(gone.items())
+        if name not in left
+    ]

@@ -721,6 +721,17 @@ def figures_svg(s: Source) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 # comparison -------------------------------------------------------------------------------------
+def _flips(pa: dict, pb: dict, common: list) -> dict[str, list[list[Any]]]:
+    """The (item, run)s both runs hold whose correctness flipped, each way."""
+    flips: dict[str, list[list[Any]]] = {"right_to_wrong": [], "wrong_to_right": []}
+    for k in common:
+        if pa[k].correct and not pb[k].correct:
+            flips["right_to_wrong"].append(list(k))
+        elif pb[k].correct and not pa[k].correct:
+            flips["wrong_to_right"].append(list(k))
+    return flips
+
+
 def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Flips per (item, run) and metric deltas B - A over the items both ran, with paired
     bootstrap 95% intervals (the same resampled items for both runs)."""
@@ -732,12 +743,6 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
     pa = {(p.sample_id, p.run_index): p for p in a.predictions}
     pb = {(p.sample_id, p.run_index): p for p in b.predictions}
     common = sorted(set(pa) & set(pb))
-    flips: dict[str, list[list[Any]]] = {"right_to_wrong": [], "wrong_to_right": []}
-    for k in common:
-        if pa[k].correct and not pb[k].correct:
-            flips["right_to_wrong"].append(list(k))
-        elif pb[k].correct and not pa[k].correct:
-            flips["wrong_to_right"].append(list(k))
     # deltas pair items, each side over every run it holds of them (a 3-run A against a 1-run
     # B compares A's mean over its runs, not its run 0); flips pair the (item, run)s both hold
     ids = sorted({k[0] for k in pa} & {k[0] for k in pb})
@@ -800,7 +805,7 @@ def compare_data(a: Source, b: Source, resamples: int = 1000, seed: int = 0) -> 
         "pairs": len(common),
         "items": len(ids),
         "runs": {"a": len({k[1] for k in pa}), "b": len({k[1] for k in pb})},
-        "flips": flips,
+        "flips": _flips(pa, pb, common),
         "deltas": deltas,
         "method": f"paired percentile bootstrap over items, {resamples} resamples, seed {seed}",
     }

@@ -115,6 +115,29 @@ def positional_bias(rows: Sequence[tuple[int, int]]) -> dict[str, Any]:
     return {**out, "chi2": round(float(chi2), 3), "p": float(p)}
 
 
+def _mean_ci(xs: list[bool], resamples: int, seed: int) -> dict[str, Any]:
+    """Percent right over ``xs`` with its percentile-bootstrap 95% interval."""
+    import numpy as np
+
+    from cafe.metrics.stats import bootstrap_ci
+
+    arr = np.array([float(x) for x in xs])
+    ci = bootstrap_ci(len(arr), lambda idx: 100 * arr[idx].mean(axis=1),
+                      resamples=resamples, seed=seed)  # fmt: skip
+    return {"acc": _pct(float(arr.sum()), len(arr)), "n": len(arr),
+            "ci95": [_r2(x) for x in ci] if ci else None}  # fmt: skip
+
+
+def _vs_original(xs: list[bool], original: list[bool], resamples: int, seed: int) -> dict:
+    """The paired difference (``xs`` minus the original order) with its 95% interval."""
+    from cafe.metrics.stats import paired_bootstrap
+
+    boot = paired_bootstrap([100.0 * x for x in xs], [100.0 * x for x in original],
+                            resamples=resamples, seed=seed)  # fmt: skip
+    return {"diff": _r2(boot["diff"]),
+            "ci95": [_r2(x) for x in boot["ci95"]] if boot["ci95"] else None}  # fmt: skip
+
+
 def choices_section(
     samples: Sequence[Sample],
     orderings: Sequence[Mapping[str, Any]],
@@ -126,8 +149,6 @@ def choices_section(
     ``orderings``: per ordering k (0 first: the original), {"spec": identity, "samples": the
     items as shown, "predictions": [...], "run_dir": str}. A unit is an (item, run) pair; an
     item with no prediction in an ordering counts wrong there (as in the accuracy section)."""
-    from cafe.metrics.stats import bootstrap_ci, paired_bootstrap
-
     if not orderings or orderings[0]["spec"]["k"] != 0:
         raise ValueError("the orderings must start with ordering 0 (the original order)")
     mc = [s for s in samples if s.error is None and s.choices]
@@ -152,31 +173,13 @@ def choices_section(
     bias_rows = [
         (pk[i][0], n_choices[units[i][0]]) for pk in picks for i in range(n) if pk[i] is not None
     ]
-
-    def mean_ci(xs: list[bool]) -> dict[str, Any]:
-        v = [float(x) for x in xs]
-        import numpy as np
-
-        arr = np.array(v)
-        ci = bootstrap_ci(len(arr), lambda idx: 100 * arr[idx].mean(axis=1),
-                          resamples=resamples, seed=seed)  # fmt: skip
-        return {"acc": _pct(sum(v), len(v)), "n": len(v),
-                "ci95": [_r2(x) for x in ci] if ci else None}  # fmt: skip
-
+    boot = {"resamples": resamples, "seed": seed}
     by_ordering = []
     for o, c in zip(orderings, correct, strict=True):
-        entry = {**dict(o["spec"]), "run_dir": o.get("run_dir"), **mean_ci(c)}
+        entry = {**dict(o["spec"]), "run_dir": o.get("run_dir"), **_mean_ci(c, **boot)}
         if o["spec"]["k"] != 0:
-            boot = paired_bootstrap([100.0 * x for x in c], [100.0 * x for x in correct[0]],
-                                    resamples=resamples, seed=seed)  # fmt: skip
-            entry["vs_original"] = {
-                "diff": _r2(boot["diff"]),
-                "ci95": [_r2(x) for x in boot["ci95"]] if boot["ci95"] else None,
-            }
+            entry["vs_original"] = _vs_original(c, correct[0], **boot)
         by_ordering.append(entry)
-    circ = mean_ci(circular)
-    boot = paired_bootstrap([100.0 * x for x in circular], [100.0 * x for x in correct[0]],
-                            resamples=resamples, seed=seed)  # fmt: skip
     spec0 = orderings[-1]["spec"]
     return {
         "orderings": len(orderings),
@@ -186,15 +189,12 @@ def choices_section(
         "unit": "(item, run) pair; an item with no prediction counts wrong",
         "by_ordering": by_ordering,
         "circular": {
-            **circ,
+            **_mean_ci(circular, **boot),
             "label": "circular accuracy: right under every ordering",
-            "vs_original": {
-                "diff": _r2(boot["diff"]),
-                "ci95": [_r2(x) for x in boot["ci95"]] if boot["ci95"] else None,
-            },
+            "vs_original": _vs_original(circular, correct[0], **boot),
         },
         "consistency": {
-            **{k: v for k, v in mean_ci(consistent).items()},
+            **_mean_ci(consistent, **boot),
             "label": "consistency: the same underlying option chosen under every ordering "
             "(right or wrong)",
         },

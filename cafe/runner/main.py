@@ -19,6 +19,7 @@ from cafe.adapters.resolve import ModelLoadError, check_loadable, load_adapter
 from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
 from cafe.failures import RunLog, most_failed
+from cafe.folder.sections import removed_notes
 from cafe.folder.status import by_counts
 from cafe.locking import folder_lock
 from cafe.manifest import now, without_secrets
@@ -219,20 +220,6 @@ def _finish(plan: RunPlan, manifest: dict[str, Any], result: RunResult) -> None:
     store.write_manifest(manifest)
     result.manifest = manifest
     result.metrics = store.read_metrics()
-
-
-def removed_notes(store: Any, gone: dict[str, str]) -> list[str]:
-    """One line per removed section that no step of this run wrote again: why, and which
-    command computes it."""
-    from cafe.folder.sections import section_info
-
-    left = store.read_metrics()
-    return [
-        f"removed the {name} section of metrics.json: {why}; `{section_info(name).owner}` "
-        f"computes it again"
-        for name, why in sorted(gone.items())
-        if name not in left
-    ]
 
 
 def _accuracy(plan: RunPlan, predictions: list[Prediction]) -> dict[str, Any]:

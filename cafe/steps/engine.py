@@ -50,9 +50,9 @@ def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None
 
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
-    from cafe.steps import TABLE
+    from cafe.commands import TABLE  # the one table (cafe.steps.TABLE is made from it)
 
-    ours = any((e.command, e.section) == (step.name, step.section_name) for e in TABLE)
+    ours = any((c.name, c.section) == (step.name, step.section_name) for c in TABLE if c.step)
     if not ours:  # a plugin's: refused when the name is one of cafe's own sections
         register_section(
             SectionInfo(step.section_name, f"cafe {step.name}", tuple(step.derives_from),
@@ -110,7 +110,7 @@ def run_step(
         write_sections(store, {step.section_name: section, **step.more_sections(view, records)})
         gone = store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
         if gone:  # said, as `cafe run` says it: another step's section is never lost silently
-            from cafe.runner.main import removed_notes
+            from cafe.folder.sections import removed_notes
 
             for line in removed_notes(store, gone):
                 note(line)
