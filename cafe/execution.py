@@ -161,6 +161,41 @@ async def cached_call(
     return stored, result
 
 
+class CallCache:
+    """The engine's call cache, handed to every step as ``step.call_cache``: the engine opens it,
+    the one place (``cache``: a Cache, its path, or None for ``$CAFE_CACHE/<name>``), on first
+    use, so a step whose calls cache nothing opens no file. Every call a step makes through
+    it is ``cached_call`` on it: keyed by the caller's frozen spec plus the call's inputs, a hit
+    or a miss counted in the item's share."""
+
+    def __init__(self, cache: Any, name: str) -> None:
+        from cafe.cache import Cache
+
+        self._given, self._name = cache, name
+        self._cache: Any = cache if isinstance(cache, Cache) else None
+
+    @property
+    def cache(self) -> Any:
+        if self._cache is None:
+            from cafe.cache import Cache, cache_file
+
+            given = self._given
+            self._cache = Cache(given if given is not None else cache_file(self._name))
+        return self._cache
+
+    @property
+    def hits(self) -> int:
+        """The cache's hits (0 while it was never opened)."""
+        return self._cache.hits if self._cache is not None else 0
+
+    async def ask(
+        self, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,
+        entry: Callable[[R], Any], valid: Callable[[Any], bool] | None = None,
+    ) -> tuple[Any, R | None]:  # fmt: skip
+        """``cached_call`` on the engine's cache."""
+        return await cached_call(self.cache, spec, inputs, ask, entry=entry, valid=valid)
+
+
 def reply_entry(reply: Any, final: bool = False) -> dict[str, str] | None:
     """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer, a thinking
     model's reasoning left out); None when the call failed or gave no text."""

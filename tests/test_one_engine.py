@@ -276,3 +276,109 @@ def test_the_reward_judge_keys_its_scores_as_it_always_has(tmp_path):
                        prompt=prompt, thinking=judge.thinking, max_tokens=judge.max_tokens,
                        parse=judge.parse), 0.7)  # fmt: skip
     assert asyncio.run(judge.score("step", fields)) == 0.7 and judge.calls == 0
+
+
+def test_no_step_turns_off_the_engines_cache_and_only_the_engine_opens_it():
+    """The engine owns every step's call cache (cafe.execution.CallCache, opened in
+    cafe.steps.engine): no switch to turn it off, no step module opening a cache file."""
+    import re
+
+    switch = [p for p in CAFE.rglob("*.py") if "engine_cache" in p.read_text(encoding="utf-8")]
+    assert switch == []
+    opens = re.compile(r"\bopen_cache\(|\bcache_file\(|\bCache\((?!None\))")
+    steps = [p.name for p in (CAFE / "steps").glob("*.py")
+             if opens.search(p.read_text(encoding="utf-8"))]  # fmt: skip
+    assert steps == []
+
+
+class _Records:
+    """A step whose record is cached whole (``caches = "record"``, the default): one
+    loopback judge call per (item, run)."""
+
+    def __new__(cls):  # built here: cafe.steps imports nothing at collection time
+        from cafe.clients import make_client
+        from cafe.steps import Step, StepRecord
+
+        class YesNo(Step):
+            name, section_name, records = "yes-no", "yes_no", "yes_no"
+
+            async def call(self, item, spec):
+                client = make_client("openai-compatible", "j")
+                try:
+                    reply = await client.achat([{"role": "user", "content": item[1].raw_output}])
+                finally:
+                    await client.aclose()
+                p = item[1]
+                return StepRecord(p.sample_id, p.run_index, "ok", value=reply.final)
+
+            def section(self, view, records, spec):
+                return {"values": sorted(str(r.value) for r in records)}
+
+        return YesNo()
+
+
+def _each_kind():
+    """(kind, build a folder, its replies, run it with (root, url, cache) -> its section)."""
+    from cafe.steps.cafe_judge import judge_run
+    from cafe.steps.cues import cues_run
+    from cafe.steps.engine import run_step
+    from cafe.steps.judged import judge_accuracy_run
+    from cafe.steps.rubric import rubric_run
+    from tests import test_cues, test_judge_llm, test_judged_accuracy, test_rubric
+
+    def cue_reply(body):
+        if "[a]" in body["messages"][0]["content"]:
+            return test_cues.lists(["bell rings", "dog barks"], [], ["bell rings", "dog barks"])
+        return test_cues.lists([], ["thunder"], ["thunder"])
+
+    def answer(body):
+        prompt = body["messages"][0]["content"]
+        return next(r for k, (_, r, _) in test_judged_accuracy.CASES.items() if f"[{k}]" in prompt)
+
+    def record(root, url, cache):
+        return run_step(_Records(), root, cache=cache).section
+
+    return [
+        ("record", test_rubric.build_run, lambda: lambda b: "YES", record),
+        ("judge", test_judge_llm.build_run, test_judge_llm.scripted,
+         lambda r, u, c: judge_run(r, "openai-compatible", "judge-m", [u], 4, progress=False,
+                                   cache=c)),
+        ("rubric", test_rubric.build_run, test_rubric.scripted,
+         lambda r, u, c: rubric_run(r, "openai-compatible", "judge-m", [u], 4, cache=c,
+                                    progress=False)),
+        ("cues", test_cues.build_run, lambda: cue_reply,
+         lambda r, u, c: cues_run(r, "openai-compatible", "jm", [u], 2, progress=False,
+                                  cache=c)),
+        ("judge-accuracy", test_judged_accuracy._run, lambda: answer,
+         lambda r, u, c: judge_accuracy_run(r, "openai-compatible", "gpt-5", [u], cache=c)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["record", "judge", "rubric", "cues", "judge-accuracy"])
+def test_a_step_of_each_kind_asks_its_judge_once_through_the_engines_cache(
+    kind, tmp_path, monkeypatch
+):
+    """The same step on a fresh copy of the folder (nothing to resume) with the same cache
+    sends the loopback judge nothing: every call is a hit of the engine's call cache, counted
+    in the section's counters; the figures are the same. Another cache asks again."""
+    from cafe.testing.loopback import OpenAILoopback
+
+    _, build, replies, run = next(k for k in _each_kind() if k[0] == kind)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    cache = tmp_path / "c.sqlite"
+    first_dir, second_dir = build(tmp_path / "one").root, build(tmp_path / "two").root
+    with OpenAILoopback(reply=replies()) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        first = run(first_dir, srv.url, cache)
+        sent = len(srv.requests)
+        assert sent > 0
+        second = run(second_dir, srv.url, cache)
+        assert len(srv.requests) == sent  # asked only the first time
+        run(build(tmp_path / "three").root, srv.url, tmp_path / "other.sqlite")
+        assert len(srv.requests) > sent  # the cache given is the one the calls used
+    for counted in (second["counters"]["this_invocation"], second["counters"]["total"]):
+        assert counted["calls"] == 0 and counted["cache_hits"] > 0, second["counters"]
+    volatile = ("counters", "calls", "spec", "judge", "input", "inputs", "stamp")
+    assert {k: v for k, v in first.items() if k not in volatile} == {
+        k: v for k, v in second.items() if k not in volatile
+    }

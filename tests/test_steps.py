@@ -122,7 +122,7 @@ class Tally(Step):
     length; an output saying NONE is unusable. It reads back what its file kept last time."""
 
     name, section_name = "tally", "tally"
-    records_in_section, reads, engine_cache = True, ("tally.jsonl",), False
+    records_in_section, reads = True, ("tally.jsonl",)
 
     def call(self, item, spec):
         out = item[1].raw_output
@@ -139,17 +139,20 @@ class Tally(Step):
 
 def test_a_step_without_records_file_writes_its_files_with_its_section_only(tmp_path):
     store = _folder(tmp_path / "r", {"a": "NONE", "b": "NONE"})
+    cache = tmp_path / "c.sqlite"
     with pytest.raises(Exception, match="produced nothing usable"):
-        run_step(Tally(), store.root)
+        run_step(Tally(), store.root, cache=cache)
     assert not store.path("tally.jsonl").exists() and not store.path("tally.spec.json").exists()
     assert "tally" not in store.read_metrics()
     store = _folder(tmp_path / "s", {"a": "xx", "b": "NONE"})
-    first = run_step(Tally(), store.root).section
+    first = run_step(Tally(), store.root, cache=cache).section
     assert (first["sum"], first["kept_before"], first["outcome"]["usable"]) == (2, 0, 1)
     rows = [json.loads(x) for x in store.path("tally.jsonl").read_text().splitlines()]
     assert sorted(r["sample_id"] for r in rows) == ["a", "b"]
-    again = run_step(Tally(), store.root).section  # no records file: every item asked again
-    assert (again["sum"], again["kept_before"], again["counters"]["total"]["calls"]) == (2, 2, 4)
+    # no records file: the usable record replays from the call cache, the unusable is asked
+    again = run_step(Tally(), store.root, cache=cache).section
+    assert (again["sum"], again["kept_before"], again["counters"]["total"]["calls"]) == (2, 2, 3)
+    assert again["counters"]["this_invocation"]["cache_hits"] == 1
 
 
 def test_a_damaged_line_in_a_file_a_step_reads_is_one_line_naming_file_and_line(tmp_path):

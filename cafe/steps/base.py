@@ -73,10 +73,13 @@ class Step:
     options: ClassVar[tuple[Option, ...]] = ()
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
-    #: False: the step's judge caches each of its model calls under its JudgeSpec (several per
-    #: item: raters, retries; those keys are pinned, so existing caches keep hitting) instead of
-    #: the engine caching the item's record under the step's spec
-    engine_cache: ClassVar[bool] = True
+    #: what the engine's call cache (``call_cache``) holds for the step: "record", each item's
+    #: record whole under the step's spec (in steps.sqlite); "calls", each model call its
+    #: ``call`` makes through ``self.call_cache`` under its judge's spec (several per item:
+    #: raters, retries; in judge.sqlite, keyed as always, so existing caches keep hitting)
+    caches: ClassVar[str] = "record"
+    #: the engine's call cache (cafe.execution.CallCache), set by the engine before ``bind``
+    call_cache: Any = None
     #: True: calls without a records file; their results live in the section only (the call
     #: cache replays them on the next invocation)
     records_in_section: ClassVar[bool] = False
@@ -98,9 +101,6 @@ class Step:
 
     def bind(self, view: View) -> None:
         """Take what the calls need from the folder (its root: batch state) before the spec."""
-
-    def cache_hits(self, counts: dict[str, Any]) -> int:
-        return int(counts.get("cache_hits", 0))
 
     def files(self, view: View, records: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
         """JSONL files of its own to write with the section (each one transaction), {name: rows}."""
@@ -222,13 +222,3 @@ class Step:
         """What `cafe NAME` prints (default: the status line)."""
         st = section.get("outcome") or {}
         return f"{self.name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"
-
-
-def open_cache(cache: Any, name: str = "judge.sqlite") -> Any:
-    """A step's call cache: ``cache`` if it is one, else a Cache at that path (None:
-    ``$CAFE_CACHE/NAME``)."""
-    from cafe.cache import Cache, cache_file
-
-    if isinstance(cache, Cache):
-        return cache
-    return Cache(cache if cache is not None else cache_file(name))

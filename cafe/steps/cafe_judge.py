@@ -39,7 +39,7 @@ from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
-from cafe.steps.base import Option, Step, View, open_cache
+from cafe.steps.base import Option, Step, View
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import JUDGEMENTS, judge_records_name, rewrite_jsonl
 
@@ -49,7 +49,7 @@ class CafeJudgeStep(Step):
     help = "The CAFE judge: Acc_per, Err_per, Err_use and Err_omit of every (item, run)."
     section_name = "cafe"
     record_cls = Judgement
-    engine_cache = False  # the judge caches each call under its JudgeSpec
+    caches = "calls"  # the judge caches each call under its JudgeSpec
     needs_samples = True
     outcome_in_section = False  # the "cafe" section keeps its shape
     noun = "judge calls"
@@ -62,11 +62,11 @@ class CafeJudgeStep(Step):
         Option("selective", bool, False, "Judge each distinct judge prompt once."),
     )
 
-    def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16, cache: Any = None,
+    def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16,
                  batch: bool = False, dry_run: bool = False, prices: Any = None,
                  batch_options: dict[str, Any] | None = None,
                  judge_options: dict[str, Any] | None = None) -> None:  # fmt: skip
-        self.endpoints, self.concurrency, self.cache = tuple(endpoints), concurrency, cache
+        self.endpoints, self.concurrency = tuple(endpoints), concurrency
         self.batch, self.dry_run, self.prices = batch, dry_run, prices
         self.batch_options, self.judge_options = batch_options, dict(judge_options or {})
 
@@ -88,15 +88,15 @@ class CafeJudgeStep(Step):
         self.caption_of = load_caption_map(view.samples, o["captions"])
         judge_cls = JUDGES.get(judge)
         _check_ground_truth(view.root, judge, judge_cls, view.samples, self.caption_of)
-        use = getattr(judge_cls, "uses_cache", True) or isinstance(self.cache, Cache)
-        self.cache = open_cache(self.cache) if use else Cache(None)
+        # a judge with nothing worth caching (the rule) opens no cache file
+        cache = self.call_cache.cache if getattr(judge_cls, "uses_cache", True) else Cache(None)
         self.call_plan = batching.call_plan(view.root, batch=self.batch, dry_run=self.dry_run,
                                             prices=self.prices,
                                             batch_options=self.batch_options)  # fmt: skip
         try:
             self.judge: Judge = build_judge(
                 judge, model=o["judge_model"], endpoints=self.endpoints,
-                template=str(o["template"]) if o["template"] else None, cache=self.cache,
+                template=str(o["template"]) if o["template"] else None, cache=cache,
                 concurrency=self.concurrency,  # the client may keep this many per endpoint
                 calls=self.call_plan, **self.judge_options,  # an LLM judge's make_client
             )  # fmt: skip
@@ -150,9 +150,6 @@ class CafeJudgeStep(Step):
         self.fresh = [*fresh, *self.sel.decided, *after]  # this invocation's judgements
         return [*self.work.orphans, *self.fresh]
 
-    def cache_hits(self, counts: dict[str, Any]) -> int:
-        return self.cache.hits
-
     def status(self, view: View, records: Sequence[Any]) -> StepStatus:
         """Raises JudgeFailedError (one line per reason) when the judge failed most outputs
         or made nothing usable: judgements.jsonl and the sections are left as they were."""
@@ -192,7 +189,7 @@ class CafeJudgeStep(Step):
     def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
         health, c = self.health, self.costs
         cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
-        return {"calls": getattr(self.judge, "calls", 0), "cache_hits": self.cache.hits,
+        return {"calls": getattr(self.judge, "calls", 0), "cache_hits": self.call_cache.hits,
                 "judged": len(self.fresh),
                 "replies": {k: health[k] for k in ("ok", "empty", "unparseable", "failed")},
                 **cost}  # fmt: skip
@@ -217,7 +214,7 @@ class CafeJudgeStep(Step):
 
         return batching.dry_run_report(
             self.call_plan, items=len(self.sel.todo), already_done=len(self.work.done),
-            cache_hits=self.cache.hits,
+            cache_hits=self.call_cache.hits,
             selection=self.sel.report(len(self.items)) if self.selective else None,
         )  # fmt: skip
 
@@ -247,7 +244,7 @@ def _describe_judging(section: dict[str, Any], step: CafeJudgeStep, view: View) 
         replies=health,
         calls={
             "sent": getattr(judge, "calls", 0),
-            "cache_hits": step.cache.hits,
+            "cache_hits": step.call_cache.hits,
             "judged_now": len(step.fresh),
             "judge_wall_s": round(step.wall, 3),
             "mode": step.call_plan.mode,
@@ -285,10 +282,11 @@ def judge_run(
     cafe.judge.batching); ``prices``: your price table (cafe/clients/prices.yaml's shape)."""
     from cafe.steps.engine import run_step
 
-    step = CafeJudgeStep(endpoints, concurrency, cache, batch=batch, dry_run=dry_run,
+    step = CafeJudgeStep(endpoints, concurrency, batch=batch, dry_run=dry_run,
                          prices=prices, batch_options=batch_options,
                          judge_options=judge_options)  # fmt: skip
-    res = run_step(step, run_dir, concurrency=concurrency, progress=progress, judge=judge,
+    res = run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
+                   judge=judge,
                    judge_model=judge_model, template=str(template) if template else None,
                    mode=mode, captions=str(captions) if captions else None,
                    selective=selective)  # fmt: skip

@@ -1,7 +1,7 @@
 """`cafe cues` on the step engine: cue recall of MMAR v2 runs, offline always and by the cue
 judge (cafe.judge.cues.CueJudge) when one is named; its judgements go to
 ``cues.judgements.<judge>.jsonl`` under the judge's spec, resumed and compacted by the engine
-(the judge's client caches its own calls)."""
+(each judge call cached in the engine's call cache under the judge's spec)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cafe.judge.base import JudgeItem
 from cafe.judge.cues import NO_CAPTION, CueJudge, format_cues
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.records import Judgement
-from cafe.steps.base import Option, Step, View, open_cache
+from cafe.steps.base import Option, Step, View
 from cafe.store import judge_records_name
 
 
@@ -35,7 +35,7 @@ class CuesStep(Step):
     help = "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events."
     section_name = "cues"
     record_cls = Judgement
-    engine_cache = False  # the judge's client caches its calls under its JudgeSpec
+    caches = "calls"  # the cue judge caches each call under its JudgeSpec
     options = (
         Option("judge", str, None, "Also ask this CAFE judge (openai, gemini, openai-compatible)."),
         Option("judge_model", str, None, "Judge model name."),
@@ -43,9 +43,9 @@ class CuesStep(Step):
         Option("captions", str, None, "Captions file (optional)."),
     )
 
-    def __init__(self, cache: Any = None, concurrency: int = 16, endpoints: Sequence[str] = (),
+    def __init__(self, concurrency: int = 16, endpoints: Sequence[str] = (),
                  **client_options: Any) -> None:  # fmt: skip
-        self.cache, self.concurrency = cache, concurrency
+        self.concurrency = concurrency
         self.endpoints, self.client_options = tuple(endpoints), client_options
         self.judge: CueJudge | None = None
 
@@ -55,11 +55,10 @@ class CuesStep(Step):
         self.opts = {o.name: options.get(o.name, o.default) for o in self.options}
         if not self.opts["judge"]:
             return {"step": self.name, "version": self.version}
-        cache = self.cache = open_cache(self.cache)
         template = self.opts["template"]
         self.judge = CueJudge(self.opts["judge"], self.opts["judge_model"],
                               str(template) if template else None, endpoints=self.endpoints,
-                              cache=cache, concurrency=self.concurrency,
+                              cache=self.call_cache.cache, concurrency=self.concurrency,
                               **self.client_options)  # fmt: skip
         return self.judge.spec.to_dict()
 
@@ -145,6 +144,7 @@ def cues_run(
     openai-compatible) the cue judge runs too, resumably and cached."""
     from cafe.steps.engine import run_step
 
-    step = CuesStep(cache, concurrency, endpoints, **client_options)
+    step = CuesStep(concurrency, endpoints, **client_options)
     options = dict(judge=judge, judge_model=judge_model, template=template, captions=captions)
-    return run_step(step, run_dir, concurrency=concurrency, progress=progress, **options).section
+    return run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
+                    **options).section  # fmt: skip

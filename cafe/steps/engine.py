@@ -18,7 +18,7 @@ from typing import Any
 
 from cafe.cache import Cache
 from cafe.counters import add, by_status, judge_counters, on_disk_counters, with_share
-from cafe.execution import cached_call, execute, write_costs
+from cafe.execution import CallCache, execute, write_costs
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.folder.view import View, read_view
@@ -26,7 +26,7 @@ from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
 from cafe.reporting import note
-from cafe.steps.base import Step, StepRecord, open_cache
+from cafe.steps.base import Step, StepRecord
 from cafe.store import (
     RunStore,
     replace_file,
@@ -71,8 +71,10 @@ def run_step(
     **options: Any,
 ) -> StepResult:
     """Run ``step`` on a run folder with ``options`` (its declared ones) -> its section, also
-    written to metrics.json. Raises NothingUsable (nothing written) when it produced nothing
-    usable; re-running resumes (and replays finished calls from the cache)."""
+    written to metrics.json. ``cache``: the call cache every call of the step goes through (a
+    Cache, its path, or None: $CAFE_CACHE/steps.sqlite, judge.sqlite for ``caches = "calls"``).
+    Raises NothingUsable (nothing written) when it produced nothing usable; re-running
+    resumes (and replays finished calls from the cache)."""
     register_step_section(step)
     store = RunStore(run_dir)
     # a dry run writes nothing: it does not take the lock
@@ -82,6 +84,9 @@ def run_step(
         if step.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
         step.check(view)  # what the folder lacks is said first, then what the options lack
+        # the call cache: opened here only, the step's calls (or its judge's) go through it
+        name = "judge.sqlite" if step.caches == "calls" else "steps.sqlite"
+        step.call_cache = CallCache(cache, name)
         step.bind(view)
         spec = step.spec(**options)
         records: list[StepRecord] = []
@@ -89,14 +94,13 @@ def run_step(
         records_file = step.records_file(spec)
         makes_calls = bool(records_file) or step.records_in_section
         if step.dry_run:  # plan and count: nothing sent, nothing written
-            return _plan_only(step, store, view, spec, records_file, cache, concurrency)
+            return _plan_only(step, store, view, spec, records_file, concurrency)
         if makes_calls:
-            records, calls = _execute(
-                step, store, view, spec, records_file, cache, concurrency, progress
-            )
+            records, calls = _execute(step, store, view, spec, records_file, concurrency,
+                                      progress)  # fmt: skip
             step.this_invocation = calls
         if step.call_plan is not None:  # what the calls cost, whatever comes next
-            step.costs = write_costs(store, step.call_plan, step.cache_hits(calls))
+            step.costs = write_costs(store, step.call_plan, step.call_cache.hits)
         pending = step.pending()
         if pending:  # no results yet: the section as it would be, not written
             return _held(step, view, records, spec, calls, pending)
@@ -120,7 +124,7 @@ def run_step(
 
 def _plan_only(
     step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
-    cache: Any, concurrency: int,
+    concurrency: int,
 ) -> StepResult:  # fmt: skip
     """A dry run: what is left under this spec, its calls made through the step's call plan
     (which sends nothing and counts) -> the step's report; no file is written."""
@@ -128,7 +132,7 @@ def _plan_only(
     kept = step.resume(path, spec, write=False) if path else []
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
     todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
-    call, counts = _cached_call(step, spec, cache)
+    call, counts = _cached_call(step, spec)
     if step.call_plan is not None:
         concurrency = step.call_plan.item_concurrency(concurrency)
     asyncio.run(execute(todo, call, step.failed, _Discard(), concurrency=concurrency,
@@ -181,7 +185,7 @@ def _section(
 
 def _execute(
     step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
-    cache: Any, concurrency: int, progress: bool,
+    concurrency: int, progress: bool,
 ) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
     """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
     if not view.samples:
@@ -190,7 +194,7 @@ def _execute(
     kept = step.resume(path, spec) if path else []
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
     todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
-    call, counts = _cached_call(step, spec, cache)
+    call, counts = _cached_call(step, spec)
     if step.call_plan is not None:  # a batch collects every call waiting: the bound lifts
         concurrency = step.call_plan.item_concurrency(concurrency)
     with store.writer(path.name) if path else nullcontext(_Discard()) as writer:
@@ -223,18 +227,23 @@ class _Discard:
         pass
 
 
-def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dict[str, Any]]:
-    """The step's call behind the call cache (key: the frozen spec + the call's inputs; only
-    usable records are kept, so a failed or unusable reply is asked again) and its counts."""
+def _cached_call(step: Step, spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The step's call behind the engine's call cache (``step.call_cache``) and its counts: its
+    record whole (key: the step's frozen spec + the call's inputs; only a usable record is
+    kept, so a failed or unusable reply is asked again), or each model call its judge makes
+    through the same cache under the judge's spec (``caches = "calls"``)."""
     counts = {"calls": 0, "cache_hits": 0}
-    if not step.engine_cache:  # its calls cache themselves (a judge's client)
+    if step.caches == "calls":
+        shared = _sharing(step, lambda item: _call(step, item, spec))
 
-        async def direct(item: Any) -> Any:  # the step's client and cache count its share
-            counts["calls"] += 1
-            return await _call(step, item, spec)
+        async def direct(item: Any) -> Any:  # the counts: what its judge's calls shared
+            rec = await shared(item)
+            share = getattr(rec, "call", None) or {}
+            for k in counts:
+                counts[k] += share.get(k, 0)
+            return rec
 
-        return _sharing(step, direct), counts
-    cache = open_cache(cache, "steps.sqlite")
+        return direct, counts
 
     def readable(entry: Any) -> bool:
         try:
@@ -249,9 +258,9 @@ def _cached_call(step: Step, spec: dict[str, Any], cache: Any) -> tuple[Any, dic
         return {k: v for k, v in rec.to_dict().items() if k != "call"}
 
     async def cached(item: Any) -> Any:
-        hit, rec = await cached_call(cache, spec, step.call_inputs(item, spec),
-                                     lambda: _call(step, item, spec), entry=entry,
-                                     valid=readable)  # fmt: skip
+        hit, rec = await step.call_cache.ask(spec, step.call_inputs(item, spec),
+                                             lambda: _call(step, item, spec), entry=entry,
+                                             valid=readable)  # fmt: skip
         if rec is None:  # one that is no record was a miss, asked again, replaced
             counts["cache_hits"] += 1
             return step.record_cls.from_dict(hit)

@@ -27,7 +27,7 @@ from cafe.judge.verdict import (
 )
 from cafe.records import Prediction
 from cafe.reporting import warn
-from cafe.steps.base import Option, Step, View, open_cache
+from cafe.steps.base import Option, Step, View
 from cafe.steps.cues import bench_breakdowns
 
 
@@ -36,7 +36,7 @@ class JudgedAccuracyStep(Step):
     help = "Judged accuracy: an LLM names the option each output chose; the rule scores it."
     section_name = SECTION
     record_cls = Verdict
-    engine_cache = False  # the answer judge caches each call under its JudgeSpec
+    caches = "calls"  # the answer judge caches each call under its JudgeSpec
     records_in_section = True
     needs_samples = True
     noun = "answer-judge calls"
@@ -49,12 +49,11 @@ class JudgedAccuracyStep(Step):
         Option("selective", bool, False, "Ask only where the official rule cannot decide."),
     )
 
-    def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16, cache: Any = None,
-                 client: Any = None, batch: bool = False, prices: Any = None,
+    def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16, client: Any = None,
+                 batch: bool = False, prices: Any = None,
                  batch_options: dict[str, Any] | None = None, make_judge: Any = None,
                  build_section: Any = None, section_name: str = SECTION) -> None:  # fmt: skip
-        self.endpoints, self.concurrency = endpoints, concurrency
-        self.cache, self.client = cache, client
+        self.endpoints, self.concurrency, self.client = endpoints, concurrency, client
         self.batch, self.prices, self.batch_options = batch, prices, batch_options
         self.make_judge = make_judge or AnswerJudge
         self.build_section = build_section or judged_section
@@ -85,11 +84,10 @@ class JudgedAccuracyStep(Step):
         if unknown:
             raise CafeUsageError(f"cafe {self.name}: unknown option(s) {', '.join(unknown)}")
         o = {**known, **options}
-        self.cache = open_cache(self.cache)
         self.selective = bool(o["selective"])
         self.judge = self.make_judge(
             o["judge"], o["judge_model"], self.endpoints, template=o["template"],
-            cache=self.cache, concurrency=self.concurrency, thinking=o["thinking"],
+            cache=self.call_cache.cache, concurrency=self.concurrency, thinking=o["thinking"],
             thinking_budget=o["thinking_budget"], client=self.client, calls=self.call_plan,
         )  # fmt: skip
         return self.judge.spec.to_dict()
@@ -143,11 +141,8 @@ class JudgedAccuracyStep(Step):
     def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
         c = self.costs
         cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
-        return {"calls": self.judge.calls, "cache_hits": self.cache.hits,
+        return {"calls": self.judge.calls, "cache_hits": self.call_cache.hits,
                 "judged": counts["done"], "replies": counts["records"], **cost}  # fmt: skip
-
-    def cache_hits(self, counts: dict[str, Any]) -> int:
-        return self.cache.hits
 
     def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
         from cafe.benchmarks.scoring import choice_rule_for
@@ -159,7 +154,7 @@ class JudgedAccuracyStep(Step):
                                      choice_rule_for(bench))  # fmt: skip
         aj, c = self.judge, self.costs
         section["calls"] = {
-            "sent": aj.calls, "cache_hits": self.cache.hits, "judged_now": len(records),
+            "sent": aj.calls, "cache_hits": self.call_cache.hits, "judged_now": len(records),
             "mode": self.call_plan.mode, **call_stats_of(aj.client),  # 429s, 5xx, retries
             **({"cost": c} if c is not None else {}),
         }  # fmt: skip
@@ -221,8 +216,10 @@ def judge_accuracy_run(
     AnswerJudge subclass), the section it makes (judged_section's arguments) and its name."""
     from cafe.steps.engine import run_step
 
+    cache = how.pop("cache", None)  # the engine opens it
     step = JudgedAccuracyStep(endpoints, **how)  # an unknown keyword: its TypeError
-    res = run_step(step, run_dir, concurrency=step.concurrency, progress=False, judge=judge,
+    res = run_step(step, run_dir, cache=cache, concurrency=step.concurrency, progress=False,
+                   judge=judge,
                    judge_model=judge_model, template=str(template) if template else None,
                    thinking=thinking, thinking_budget=thinking_budget,
                    selective=selective)  # fmt: skip
@@ -357,7 +354,9 @@ def official_judge_run(
     ``options``: how the calls are made (``HOW``)."""
     from cafe.steps.engine import run_step
 
+    cache = options.pop("cache", None)  # the engine opens it
     step = OfficialStep(endpoints=endpoints, **options)
-    res = run_step(step, run_dir, concurrency=step.concurrency, progress=False, judge=judge,
+    res = run_step(step, run_dir, cache=cache, concurrency=step.concurrency, progress=False,
+                   judge=judge,
                    judge_model=judge_model, embedder=embedder)  # fmt: skip
     return res.section

@@ -1,6 +1,7 @@
 """`cafe rubric` on the step engine: MMAR rubric scores of a run's predictions, to the MMAR
 authors' protocol (cafe.judge.rubric.RubricJudge rates; cafe.metrics.rubric sums up). Its
-records go to ``rubric.<judge>.jsonl`` under the judge's spec; the judge caches its own calls."""
+records go to ``rubric.<judge>.jsonl`` under the judge's spec; each rater's call is cached in the
+engine's call cache under the judge's spec."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
-from cafe.steps.base import Option, Step, View, open_cache
+from cafe.steps.base import Option, Step, View
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import SAMPLES, judge_records_name
 
@@ -29,7 +30,7 @@ class RubricStep(Step):
     help = "Score MMAR predictions against each item's rubric (the MMAR authors' protocol)."
     section_name = "rubric"
     record_cls = RubricScore
-    engine_cache = False  # the rubric judge caches each rater's call under its JudgeSpec
+    caches = "calls"  # the rubric judge caches each rater's call under its JudgeSpec
     options = (
         Option("judge", str, "openai", "Chat protocol of the judge."),
         Option("judge_model", str, PAPER_JUDGE, "Judge model (the authors')."),
@@ -41,9 +42,9 @@ class RubricStep(Step):
         Option("template", str, None, "Your own rubric template."),
     )
 
-    def __init__(self, cache: Any = None, concurrency: int = 16, endpoints: Sequence[str] = (),
+    def __init__(self, concurrency: int = 16, endpoints: Sequence[str] = (),
                  **client_options: Any) -> None:  # fmt: skip
-        self.cache, self.concurrency = cache, concurrency
+        self.concurrency = concurrency
         self.endpoints, self.client_options = tuple(endpoints), client_options
         self.t0 = time.perf_counter()
 
@@ -51,12 +52,11 @@ class RubricStep(Step):
         """The rubric judge's spec (built now: no key or no server fails here, in one line,
         before anything is written)."""
         o = {opt.name: options.get(opt.name, opt.default) for opt in self.options}
-        self.cache = open_cache(self.cache)
         self.scorer = RubricJudge(
             o["judge"], o["judge_model"], self.endpoints,
-            str(o["template"]) if o["template"] else None, self.cache, raters=o["raters"],
-            trim=o["trim"], temperature=o["temperature"], seed=o["seed"], retries=o["retries"],
-            concurrency=self.concurrency, **self.client_options,
+            str(o["template"]) if o["template"] else None, self.call_cache.cache,
+            raters=o["raters"], trim=o["trim"], temperature=o["temperature"], seed=o["seed"],
+            retries=o["retries"], concurrency=self.concurrency, **self.client_options,
         )  # fmt: skip
         return self.scorer.spec.to_dict()
 
@@ -96,7 +96,7 @@ class RubricStep(Step):
         return by_counts(len(records), usable, "items", "got no usable rating")
 
     def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
-        return {"calls": self.scorer.calls, "cache_hits": self.cache.hits,
+        return {"calls": self.scorer.calls, "cache_hits": self.call_cache.hits,
                 "rated": counts["done"], "replies": counts["records"]}  # fmt: skip
 
     def disk_counters(self, records: Sequence[Any]) -> dict[str, Any]:
@@ -115,7 +115,7 @@ class RubricStep(Step):
             "file": self.records_file(spec),
             "calls": {
                 "sent": s.calls,
-                "cache_hits": self.cache.hits,
+                "cache_hits": self.call_cache.hits,
                 "rated_now": self.this_invocation.get("done", 0),
                 "wall_s": round(time.perf_counter() - self.t0, 3),
                 **call_stats_of(s._client),
@@ -158,7 +158,8 @@ def rubric_run(
     ``judge`` is a chat client kind (openai, gemini, openai-compatible)."""
     from cafe.steps.engine import run_step
 
-    step = RubricStep(cache, concurrency, endpoints, **client_options)
+    step = RubricStep(concurrency, endpoints, **client_options)
     options = dict(judge=judge, judge_model=judge_model, raters=raters, trim=trim, seed=seed,
                    temperature=temperature, retries=retries, template=template)  # fmt: skip
-    return run_step(step, run_dir, concurrency=concurrency, progress=progress, **options).section
+    return run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
+                    **options).section  # fmt: skip
