@@ -30,59 +30,142 @@ from cafe.cli_options import (
 from cafe.controls import CONTROLS, parse_controls
 from cafe.jsontext import strict_dumps
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM
-from cafe.steps.base import Step
+from cafe.steps.base import Flags, Step
 
 
 def step_command(step: Step, help: str | None = None) -> click.Command:
-    """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR, a flag per declared option,
-    and, for a step that makes calls, the engine's --cache, --concurrency and --no-progress."""
+    """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR and its ``layout``, a flag per
+    declared option and the shared flag groups (FLAGS) where it places them; without one, its
+    options and, for a step that makes calls, the engine's --cache, --concurrency and
+    --no-progress. It runs the step on the engine and prints its ``format`` (or --json)."""
     from cafe.steps import TABLE
 
     # a plugin's command keeps the engine's flags it has always had, calls or not
     builtin = any(e.command == step.name for e in TABLE)
     calls = bool(step.records or step.records_in_section) or not builtin
+    layout = step.layout or (*(o.name for o in step.options),
+                             *([Flags("engine")] if calls else []), Flags("json"),
+                             *([Flags("progress")] if calls else []))  # fmt: skip
+    by_name = {o.name: o for o in step.options}
+    groups = [g for g in layout if isinstance(g, Flags)]
 
-    def callback(run_dir: str, as_json: bool, cache: str | None = None, concurrency: int = 8,
-                 no_progress: bool = True, **given: Any) -> None:  # fmt: skip
+    def callback(run_dir: str, **given: Any) -> None:
         from cafe.steps.engine import run_step
 
+        client: dict[str, Any] = {}  # the step's constructor's: how its calls are made
+        run: dict[str, Any] = {"progress": False}  # the engine's
+        for g in groups:
+            FLAGS[g.group][1](g, given, client, run)
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
-        res = run_step(step, run_dir, cache=cache, concurrency=concurrency,
-                       progress=not no_progress, **options)  # fmt: skip
+        for o in step.options:
+            if o.needs and options[o.name] and not options[o.needs]:
+                raise click.UsageError(f"{o.flags or o.flag} {options[o.name]} needs "
+                                       f"{by_name[o.needs].flag} NAME")  # fmt: skip
+        as_json = run.pop("as_json", False)
+        try:
+            res = run_step(type(step)(**client) if client else step, run_dir, **run, **options)
+        except (ValueError, FileNotFoundError) as e:
+            raise click.ClickException(str(e)) from None
         click.echo(strict_dumps(res.section, indent=2) if as_json else step.format(res.section))
 
-    engine = [
-        option(
-            "--cache", default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
-        ),
-        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
-    ]  # fmt: skip
-    with_params = compose(
-        click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
-        *(_flag(o) for o in step.options),
-        *(engine if calls else []),
-        json_option(),
-        *([no_progress_option()] if calls else []),
-    )
+    params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
+    with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
+                          *params)  # fmt: skip
     help_text = help or step.help or f"The {step.name} step over RUN_DIR."
-    return command(step.name, help=help_text)(with_params(callback))
+    made = command(step.name, help=help_text)(with_params(callback))
+    made.step = type(step)  # type: ignore[attr-defined]  # generated, not hand-written
+    return made
 
 
 def _flag(o: Any) -> Any:
     """A declared option's click flag: its spelling, type, default and help."""
     name = o.cli or o.name
     shown = {"show_default": True} if o.show_default else {}
+    text = o.help or None
     if o.switch is not None:
-        return option(o.flags or o.flag, name, is_flag=True, help=o.help, **shown)
+        return option(o.flags or o.flag, name, is_flag=True, help=text, **shown)
     if o.type is bool:
         return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default,
-                      help=o.help, **shown)  # fmt: skip
+                      help=text, **shown)  # fmt: skip
     kind: Any = o.type
     if o.bounds is not None:  # refused before anything runs, with the range in click's line
         ranged = click.FloatRange if o.type is float else click.IntRange
         kind = ranged(*o.bounds, min_open=o.open_min)
-    return option(o.flags or o.flag, name, type=kind, default=o.default, help=o.help,
-                  **shown)  # fmt: skip
+    elif isinstance(o.kind, tuple):
+        kind = click.Choice(list(o.kind))
+    elif o.kind is not None:  # a file the user names: it must be there
+        kind = click.Path(exists=True, dir_okay=o.kind != "file")
+    return option(o.flags or o.flag, name, type=kind, default=o.default, help=text,
+                  required=o.required, **shown)  # fmt: skip
+
+
+# the flag groups a step's layout places, declared once: (its click options, what the command
+# takes from their values: the step's constructor's keywords and the engine's)
+def _engine_flags(g: Flags) -> Any:
+    return compose(
+        option("--cache", default=None,
+               help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."),
+        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
+    )  # fmt: skip
+
+
+def _engine_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
+                 run: dict[str, Any]) -> None:  # fmt: skip
+    run.update(cache=given.pop("cache"), concurrency=given.pop("concurrency"))
+
+
+def _server_flags(g: Flags) -> Any:
+    """--judge-endpoint (repeatable), --judge-concurrency, --judge-api-key-env, in the
+    command's order (``kw["order"]``; one left out where it has none)."""
+    n, kw = _server_names(g), g.kw
+    made = {
+        "endpoints": judge_endpoint_option(kw.get("endpoint_help", "Judge server base URL."),
+                                           n["endpoints"], kw.get("endpoint_old", ())),
+        "concurrency": judge_concurrency_option(
+            kw.get("default", 16), kw.get("concurrency_help", "Judge calls in flight at once."),
+            n["concurrency"], kw.get("bound", ITEMS), kw.get("concurrency_old", ())),
+        "api_key_env": judge_api_key_env_option(n["api_key_env"]),
+    }  # fmt: skip
+    return compose(*(made[k] for k in kw.get("order", ("endpoints", "concurrency"))))
+
+
+def _server_names(g: Flags) -> dict[str, str]:
+    names = {"endpoints": "endpoints", "concurrency": "concurrency", "api_key_env": "api_key_env"}
+    return {**names, **g.names}
+
+
+def _server_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
+                 run: dict[str, Any]) -> None:  # fmt: skip
+    n = _server_names(g)
+    client["endpoints"] = tuple(given.pop(n["endpoints"]))
+    client["concurrency"] = run["concurrency"] = given.pop(n["concurrency"])
+    key = given.pop(n["api_key_env"], None)
+    if key:  # not given: the client's own default variable
+        client["api_key_env"] = key
+
+
+def _cache_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
+                run: dict[str, Any]) -> None:  # fmt: skip
+    client["cache"] = run["cache"] = given.pop("cache_path")
+
+
+def _json_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
+               run: dict[str, Any]) -> None:  # fmt: skip
+    run["as_json"] = given.pop("as_json")
+
+
+def _progress_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
+                   run: dict[str, Any]) -> None:  # fmt: skip
+    run["progress"] = not given.pop("no_progress")
+
+
+FLAGS: dict[str, tuple[Any, Any]] = {
+    "engine": (_engine_flags, _engine_take),
+    "judge_server": (_server_flags, _server_take),
+    "cache": (lambda g: cache_option(g.kw.get("default_file")), _cache_take),
+    "json": (lambda g: json_option(**g.kw), _json_take),
+    "progress": (lambda g: no_progress_option(), _progress_take),
+}
 
 
 DECAY_HELP = """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
@@ -99,61 +182,24 @@ def _decay_command() -> click.Command:
 decay_command = _decay_command()  # made from DecayStep's declared options
 
 
-@command("cues")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judge",
-    type=click.Choice(["openai", "gemini", "openai-compatible"]),
-    help="Also ask this CAFE judge (cue list as required events); offline matcher only without.",
-)
-@click.option("--judge-model", help="Judge model name.")
-@judge_endpoint_option("Judge server URL (repeatable).", "endpoints")
-@judge_concurrency_option(16, None, bound=ITEMS)
-@judge_api_key_env_option("api_key_env")
-@click.option(
-    "--captions", type=click.Path(exists=True, dir_okay=False), help="Captions file (optional)."
-)
-@template_option("Own template.")
-@cache_option()
-@json_option()
-@no_progress_option()
-def cues_command(
-    run_dir: str,
-    judge: str | None,
-    judge_model: str | None,
-    endpoints: tuple[str, ...],
-    judge_concurrency: int,
-    api_key_env: str | None,
-    captions: str | None,
-    template: str | None,
-    cache_path: str | None,
-    as_json: bool,
-    no_progress: bool,
-) -> None:
-    """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio cues that the
-    model's reasoning mentions, by a documented offline matcher and optionally by the CAFE judge,
-    plus how the cues agree with the CAFE judge's required events (after `cafe judge`).
+CUES_HELP = """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio
+cues that the model's reasoning mentions, by a documented offline matcher and optionally by the
+CAFE judge, plus how the cues agree with the CAFE judge's required events (after `cafe judge`).
 
-    \b
-    cafe cues runs/x
-    cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-        --judge-endpoint http://localhost:8000/v1
-    """
-    if judge and not judge_model:
-        raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
-    from cafe.steps.cues import cues_run
+\b
+cafe cues runs/x
+cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+    --judge-endpoint http://localhost:8000/v1
+"""
 
-    try:
-        section = cues_run(
-            run_dir, judge, judge_model, endpoints, judge_concurrency, template=template,
-            captions=captions, cache=cache_path, progress=not no_progress,
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )  # fmt: skip
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    from cafe.judge.cues import format_cues
 
-    click.echo(strict_dumps(section, indent=2) if as_json else format_cues(section))
+def _cues_command() -> click.Command:
+    from cafe.steps.cues import CuesStep
+
+    return step_command(CuesStep(), help=CUES_HELP)
+
+
+cues_command = _cues_command()  # made from CuesStep's declared options and layout
 
 
 @command("rubric")
