@@ -69,7 +69,7 @@ TABLE: tuple[Command, ...] = (
     Command("judge-agreement", "cafe.judge.cli:agreement_command",
             "Compare two judges on the same run (Cohen's kappa, metric deltas).",
             {"judge_agreement": "cafe.judge.agreement:judge_agreement"}),
-    Command("judge-accuracy", "cafe.judge.cli:judge_accuracy_command",
+    Command("judge-accuracy", "cafe.steps.cli:judge_accuracy_command",
             "Judged accuracy (the paper's † figures): an LLM names each chosen option.",
             {"judge_accuracy": "cafe.steps.judged:judge_accuracy_run"}, step="judge_accuracy",
             section="judged_accuracy", engine=True,

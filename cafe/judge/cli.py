@@ -167,44 +167,6 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
         )
 
 
-@command("judge-accuracy")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--judge", "judge", required=True,
-              help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
-@click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
-@judge_endpoint_option("Judge server base URL.", "endpoints")
-@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
-@template_option("Your own template ({question} {choices} {output}).")
-@thinking_options("Let a thinking judge think (budget --thinking-budget).")
-@cache_option("judge.sqlite")
-@click.option("--selective", is_flag=True,
-              help="Ask the judge only where the official rule cannot decide (its parse did "
-              "not map the answer to a choice); the rule's choice stands for the rest.",
-              )  # fmt: skip
-@batch_click_options
-def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
-                           thinking, thinking_budget, cache_path, selective,
-                           batch: BatchChoice) -> None:  # fmt: skip
-    """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
-    chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
-    official headline; tables print it in the † rows' place."""
-    from cafe.steps.judged import judge_accuracy_run
-
-    try:
-        sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
-                                 template=template, cache=cache_path, thinking=thinking,
-                                 thinking_budget=thinking_budget, selective=selective,
-                                 **batch.call_kwargs())  # fmt: skip
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        raise click.ClickException(str(e)) from None
-    t = sec["total"]
-    # over no item with an answer there is no figure (acc None), never 0.00
-    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
-    click.echo(f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
-               f"verdicts {sec['verdicts']}")  # fmt: skip
-    echo_costs(sec["calls"], sec.get("selective"))
-
-
 @command("judge-official")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--judge", "judge", default=None,

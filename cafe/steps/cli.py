@@ -64,9 +64,12 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
         as_json = run.pop("as_json", False)
         try:
             res = run_step(type(step)(**client) if client else step, run_dir, **run, **options)
-        except (ValueError, FileNotFoundError) as e:
+        except (ValueError, FileNotFoundError, KeyError) as e:  # KeyError: an unknown name
             raise click.ClickException(str(e)) from None
-        click.echo(strict_dumps(res.section, indent=2) if as_json else step.format(res.section))
+        shown = PRINTS.get(step.name, step.format)
+        click.echo(strict_dumps(res.section, indent=2) if as_json else shown(res.section))
+        for g in groups:
+            FLAGS[g.group][2](g, res.section)
 
     params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
@@ -114,6 +117,10 @@ def _engine_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
     run.update(cache=given.pop("cache"), concurrency=given.pop("concurrency"))
 
 
+def _nothing_after(g: Flags, section: dict[str, Any]) -> None:
+    """What a group prints after the section: nothing."""
+
+
 def _server_flags(g: Flags) -> Any:
     """--judge-endpoint (repeatable), --judge-concurrency, --judge-api-key-env, in the
     command's order (``kw["order"]``; one left out where it has none)."""
@@ -146,7 +153,17 @@ def _server_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
 
 def _cache_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
                 run: dict[str, Any]) -> None:  # fmt: skip
-    client["cache"] = run["cache"] = given.pop("cache_path")
+    client["cache"] = given.pop("cache_path")  # the step's judge caches its own calls
+
+
+def _batch_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
+                run: dict[str, Any]) -> None:  # fmt: skip
+    client.update(given.pop("batch").call_kwargs())
+
+
+def _costs_after(g: Flags, section: dict[str, Any]) -> None:
+    """The batch counts, spend, server trouble and selective saving of the calls."""
+    echo_costs(section.get("calls", {}), section.get("selective"))
 
 
 def _json_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
@@ -159,13 +176,29 @@ def _progress_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
     run["progress"] = not given.pop("no_progress")
 
 
-FLAGS: dict[str, tuple[Any, Any]] = {
-    "engine": (_engine_flags, _engine_take),
-    "judge_server": (_server_flags, _server_take),
-    "cache": (lambda g: cache_option(g.kw.get("default_file")), _cache_take),
-    "json": (lambda g: json_option(**g.kw), _json_take),
-    "progress": (lambda g: no_progress_option(), _progress_take),
+#: each group: (its click options, what the command takes from their values, what it prints
+#: after the section)
+FLAGS: dict[str, tuple[Any, Any, Any]] = {
+    "engine": (_engine_flags, _engine_take, _nothing_after),
+    "judge_server": (_server_flags, _server_take, _nothing_after),
+    "cache": (lambda g: cache_option(g.kw.get("default_file")), _cache_take, _nothing_after),
+    "batch": (lambda g: batch_click_options, _batch_take, _costs_after),
+    "json": (lambda g: json_option(**g.kw), _json_take, _nothing_after),
+    "progress": (lambda g: no_progress_option(), _progress_take, _nothing_after),
 }
+
+
+def _judged_accuracy(sec: dict[str, Any]) -> str:
+    t = sec["total"]
+    # over no item with an answer there is no figure (acc None), never 0.00
+    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
+    return (f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
+            f"verdicts {sec['verdicts']}")  # fmt: skip
+
+
+#: what a generated command prints for a step whose ``format`` hook does not say it yet (move
+#: each into its step's ``format`` once cafe/steps/judged.py is free to edit)
+PRINTS: dict[str, Any] = {"judge-accuracy": _judged_accuracy}
 
 
 DECAY_HELP = """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
@@ -191,6 +224,20 @@ cafe cues runs/x
 cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
     --judge-endpoint http://localhost:8000/v1
 """
+
+
+JUDGE_ACCURACY_HELP = """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option
+each output chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy",
+beside the official headline; tables print it in the † rows' place."""
+
+
+def _judge_accuracy_command() -> click.Command:
+    from cafe.steps.judged import JudgedAccuracyStep
+
+    return step_command(JudgedAccuracyStep(), help=JUDGE_ACCURACY_HELP)
+
+
+judge_accuracy_command = _judge_accuracy_command()  # made from JudgedAccuracyStep's options
 
 
 def _cues_command() -> click.Command:
