@@ -78,7 +78,7 @@ TABLE: tuple[Command, ...] = (
                 "judge, judge_model; options: endpoints, concurrency, template, cache, "
                 "thinking, thinking_budget, batch, batch_options, selective (ask the judge "
                 "only where the official rule cannot decide), prices."),
-    Command("judge-official", "cafe.judge.cli:judge_official_command",
+    Command("judge-official", "cafe.steps.cli:judge_official_command",
             "A benchmark's official LLM-judged figure (SAKURA's judge).",
             {"judge_official": "cafe.steps.judged:official_judge_run"}, step="judge_official",
             section="official", engine=True,

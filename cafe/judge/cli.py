@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
-    ITEMS,
     BatchChoice,
     batch_click_options,
     cache_option,
@@ -16,8 +15,6 @@ from cafe.cli_options import (
     concurrency_option,
     echo_costs,
     json_option,
-    judge_concurrency_option,
-    judge_endpoint_option,
     judge_server_options,
     limit_option,
     no_progress_option,
@@ -165,45 +162,6 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
             f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
             f"  B-A {f(res['delta_b_minus_a'][m], 2):>7}"
         )
-
-
-@command("judge-official")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--judge", "judge", default=None,
-              help="Official LLM judge client: openai-compatible, openai, gemini.")  # fmt: skip
-@click.option("--embedder", default=None,
-              help="Embedding model (sentence-transformers name or folder) of an embedding "
-              "path (MMAU-Pro's closed questions; the official one is the benchmark's "
-              "official_embedder).")  # fmt: skip
-@click.option("--judge-model", default=None,
-              help="Judge model (default: the official script's).")  # fmt: skip
-@judge_endpoint_option("Judge server base URL.", "endpoints")
-@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
-@cache_option("judge.sqlite")
-@batch_click_options
-def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, concurrency,
-                           cache_path,
-                           batch: BatchChoice) -> None:  # fmt: skip
-    """The official LLM-judged figure of RUN_DIR, for a benchmark whose official rule is an LLM
-    judge (SAKURA): written to metrics.json "official" as its headline, beside the labelled
-    deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
-    from cafe.benchmarks.embedding_match import EmbedderUnavailable
-    from cafe.steps.judged import official_judge_run
-
-    try:
-        kw = {} if judge is None else {
-            "concurrency": concurrency, "cache": cache_path, **batch.call_kwargs()}  # fmt: skip
-        sec = official_judge_run(run_dir, judge, judge_model, tuple(endpoints),
-                                 embedder=embedder, **kw)  # fmt: skip
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        raise click.ClickException(str(e)) from None
-    except EmbedderUnavailable as e:
-        raise click.ClickException(f"{e}: the embedding path's figure stays absent") from None
-    from cafe.benchmarks.official import format_official
-
-    click.echo(format_official(sec))
-    if "calls" in sec:
-        echo_costs(sec["calls"], None)
 
 
 @command("caption")

@@ -162,8 +162,10 @@ def _batch_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
 
 
 def _costs_after(g: Flags, section: dict[str, Any]) -> None:
-    """The batch counts, spend, server trouble and selective saving of the calls."""
-    echo_costs(section.get("calls", {}), section.get("selective"))
+    """The batch counts, spend, server trouble and (unless ``saving`` is False) the selective
+    saving of the calls."""
+    saving = section.get("selective") if g.kw.get("saving", True) else None
+    echo_costs(section.get("calls", {}), saving)
 
 
 def _json_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
@@ -196,9 +198,18 @@ def _judged_accuracy(sec: dict[str, Any]) -> str:
             f"verdicts {sec['verdicts']}")  # fmt: skip
 
 
+def _official(sec: dict[str, Any]) -> str:
+    from cafe.benchmarks.official import format_official
+
+    return format_official(sec)
+
+
 #: what a generated command prints for a step whose ``format`` hook does not say it yet (move
 #: each into its step's ``format`` once cafe/steps/judged.py is free to edit)
-PRINTS: dict[str, Any] = {"judge-accuracy": _judged_accuracy}
+PRINTS: dict[str, Any] = {
+    "judge-accuracy": _judged_accuracy,
+    "judge-official": _official,
+}
 
 
 DECAY_HELP = """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
@@ -238,6 +249,20 @@ def _judge_accuracy_command() -> click.Command:
 
 
 judge_accuracy_command = _judge_accuracy_command()  # made from JudgedAccuracyStep's options
+
+
+JUDGE_OFFICIAL_HELP = """The official LLM-judged figure of RUN_DIR, for a benchmark whose official
+rule is an LLM judge (SAKURA): written to metrics.json "official" as its headline, beside the
+labelled deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
+
+
+def _judge_official_command() -> click.Command:
+    from cafe.steps.judged import OfficialStep
+
+    return step_command(OfficialStep(), help=JUDGE_OFFICIAL_HELP)
+
+
+judge_official_command = _judge_official_command()  # made from OfficialStep's options
 
 
 def _cues_command() -> click.Command:

@@ -263,11 +263,21 @@ class OfficialStep(JudgedAccuracyStep):
     section_name = "official"
     reads = (VERDICTS_FILE, EMBEDDING_FILE)
     options = (
-        Option("judge", str, None, "Official LLM judge client: openai-compatible, openai..."),
+        Option("judge", str, None, "Official LLM judge client: openai-compatible, openai, gemini."),
         Option("judge_model", str, None, "Judge model (default: the official script's)."),
-        Option("embedder", str, None, "Embedding model of the benchmark's embedding path."),
+        Option(
+            "embedder",
+            str,
+            None,
+            "Embedding model (sentence-transformers name or folder) "
+            "of an embedding path (MMAU-Pro's closed questions; the official one is the "
+            "benchmark's official_embedder).",
+        ),
     )
-    layout = None  # its command is still hand-written (cafe.judge.cli)
+    layout = ("judge", "embedder", "judge_model",
+              Flags("judge_server", kw={"endpoint_help": "Judge server base URL."}),
+              Flags("cache", kw={"default_file": "judge.sqlite"}),
+              Flags("batch", kw={"saving": False}))  # fmt: skip
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(section_name="official", **kw)
