@@ -3,14 +3,14 @@ type and default), and the engine's own (--cache, --concurrency, --json, --no-pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from cafe.cli_options import (
-    COUNT,
     ITEMS,
-    BatchChoice,
     batch_click_options,
     cache_option,
     command,
@@ -25,11 +25,9 @@ from cafe.cli_options import (
     judge_server_options,
     no_progress_option,
     option,
-    template_option,
 )
 from cafe.controls import CONTROLS, parse_controls
 from cafe.jsontext import strict_dumps
-from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM
 from cafe.steps.base import Flags, Step
 
 
@@ -55,7 +53,7 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
         client: dict[str, Any] = {}  # the step's constructor's: how its calls are made
         run: dict[str, Any] = {"progress": False}  # the engine's
         for g in groups:
-            FLAGS[g.group][1](g, given, client, run)
+            FLAGS[g.group][1](g, run_dir, given, client, run)
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
         for o in step.options:
             if o.needs and options[o.name] and not options[o.needs]:
@@ -66,10 +64,13 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
             res = run_step(type(step)(**client) if client else step, run_dir, **run, **options)
         except (ValueError, FileNotFoundError, KeyError) as e:  # KeyError: an unknown name
             raise click.ClickException(str(e)) from None
-        shown = PRINTS.get(step.name, step.format)
+        printer = PRINTS.get(step.name, Printer())
+        shown = printer.text or step.format
         click.echo(strict_dumps(res.section, indent=2) if as_json else shown(res.section))
         for g in groups:
-            FLAGS[g.group][2](g, res.section)
+            FLAGS[g.group][2](g, run_dir, res.section, client)
+        if printer.end is not None:
+            printer.end(res.section)
 
     params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
@@ -112,12 +113,12 @@ def _engine_flags(g: Flags) -> Any:
     )  # fmt: skip
 
 
-def _engine_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
-                 run: dict[str, Any]) -> None:  # fmt: skip
+def _engine_take(g: Flags, run_dir: str, given: dict[str, Any],
+                 client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
     run.update(cache=given.pop("cache"), concurrency=given.pop("concurrency"))
 
 
-def _nothing_after(g: Flags, section: dict[str, Any]) -> None:
+def _nothing_after(g: Flags, run_dir: str, section: dict[str, Any], client: dict[str, Any]) -> None:
     """What a group prints after the section: nothing."""
 
 
@@ -141,8 +142,8 @@ def _server_names(g: Flags) -> dict[str, str]:
     return {**names, **g.names}
 
 
-def _server_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
-                 run: dict[str, Any]) -> None:  # fmt: skip
+def _server_take(g: Flags, run_dir: str, given: dict[str, Any],
+                 client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
     n = _server_names(g)
     client["endpoints"] = tuple(given.pop(n["endpoints"]))
     client["concurrency"] = run["concurrency"] = given.pop(n["concurrency"])
@@ -151,30 +152,43 @@ def _server_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
         client["api_key_env"] = key
 
 
-def _cache_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
-                run: dict[str, Any]) -> None:  # fmt: skip
+def _cache_take(g: Flags, run_dir: str, given: dict[str, Any],
+                client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
     client["cache"] = given.pop("cache_path")  # the step's judge caches its own calls
 
 
-def _batch_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
-                run: dict[str, Any]) -> None:  # fmt: skip
-    client.update(given.pop("batch").call_kwargs())
+def _batch_take(g: Flags, run_dir: str, given: dict[str, Any],
+                client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    batch = given.pop("batch")
+    if not g.kw.get("plan"):  # the step makes its call plan from these (in RUN_DIR/batches/)
+        client.update(batch.call_kwargs())
+        return
+    from cafe.judge.batching import call_plan  # its judge's client takes the plan itself
+
+    plan = client["calls"] = call_plan(run_dir, **batch.call_kwargs())
+    client["concurrency"] = run["concurrency"] = plan.item_concurrency(client["concurrency"])
 
 
-def _costs_after(g: Flags, section: dict[str, Any]) -> None:
+def _costs_after(g: Flags, run_dir: str, section: dict[str, Any], client: dict[str, Any]) -> None:
     """The batch counts, spend, server trouble and (unless ``saving`` is False) the selective
-    saving of the calls."""
-    saving = section.get("selective") if g.kw.get("saving", True) else None
-    echo_costs(section.get("calls", {}), saving)
+    saving of the calls; a step given the call plan (``plan``) has its costs written here."""
+    calls = section.get("calls", {})
+    if "calls" in client:  # the plan of a judge's client: its ledger into the manifest
+        from cafe.execution import write_costs
+        from cafe.store import RunStore
+
+        cost = write_costs(RunStore(run_dir), client["calls"], calls["cache_hits"])
+        calls = {**calls, **({"cost": cost} if cost else {})}
+    echo_costs(calls, section.get("selective") if g.kw.get("saving", True) else None)
 
 
-def _json_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
-               run: dict[str, Any]) -> None:  # fmt: skip
+def _json_take(g: Flags, run_dir: str, given: dict[str, Any],
+               client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
     run["as_json"] = given.pop("as_json")
 
 
-def _progress_take(g: Flags, given: dict[str, Any], client: dict[str, Any],
-                   run: dict[str, Any]) -> None:  # fmt: skip
+def _progress_take(g: Flags, run_dir: str, given: dict[str, Any],
+                   client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
     run["progress"] = not given.pop("no_progress")
 
 
@@ -204,11 +218,31 @@ def _official(sec: dict[str, Any]) -> str:
     return format_official(sec)
 
 
-#: what a generated command prints for a step whose ``format`` hook does not say it yet (move
-#: each into its step's ``format`` once cafe/steps/judged.py is free to edit)
-PRINTS: dict[str, Any] = {
-    "judge-accuracy": _judged_accuracy,
-    "judge-official": _official,
+def _rubric_end(sec: dict[str, Any]) -> None:
+    failed = sec["status"].get("failed", 0)
+    if failed:  # a score left absent must not look like success
+        raise click.ClickException(
+            f"{failed} of {sec['total']} items could not be rated (judge calls failed; "
+            f"reasons in {sec['file']}): the score is absent; run the same command again "
+            "to retry them"
+        )
+
+
+@dataclass(frozen=True)
+class Printer:
+    """What a generated command prints beyond the step's ``format`` hook: ``text`` in its
+    place, ``end`` last (raising for a step that failed)."""
+
+    text: Callable[[dict[str, Any]], str] | None = None
+    end: Callable[[dict[str, Any]], None] | None = None
+
+
+#: the steps whose ``format`` hook does not say it all yet (move each into its step once
+#: cafe/steps/judged.py and rubric.py are free to edit)
+PRINTS: dict[str, Printer] = {
+    "rubric": Printer(end=_rubric_end),
+    "judge-accuracy": Printer(_judged_accuracy),
+    "judge-official": Printer(_official),
 }
 
 
@@ -274,97 +308,24 @@ def _cues_command() -> click.Command:
 cues_command = _cues_command()  # made from CuesStep's declared options and layout
 
 
-@command("rubric")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judge",
-    default="openai",
-    show_default=True,
-    type=click.Choice(["openai", "gemini", "openai-compatible"]),
-    help="Chat protocol of the judge (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
-)
-@click.option(
-    "--judge-model", default=PAPER_JUDGE, show_default=True, help="Judge model (the authors')."
-)
-@judge_endpoint_option("Judge server base URL (repeatable).", "endpoints")
-@judge_concurrency_option(16, "Judge calls in flight at once.", bound=ITEMS)
-@judge_api_key_env_option("api_key_env")
-@click.option("--raters", type=ITEMS, default=RATERS, show_default=True)
-@click.option(
-    "--trim",
-    type=COUNT,
-    default=TRIM,
-    show_default=True,
-    help="Drop this many lowest and highest rater scores before averaging.",
-)
-@click.option("--temperature", type=click.FloatRange(0, 10), default=TEMPERATURE, show_default=True)
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=SEED, show_default=True)
-@click.option(
-    "--retries",
-    type=COUNT,
-    default=RETRIES,
-    show_default=True,
-    help="Extra attempts per rater after an invalid reply.",
-)
-@template_option("Your own rubric template (same '----- part -----' layout as the packaged one).")
-@cache_option()
-@batch_click_options
-@json_option()
-@no_progress_option()
-def rubric_command(
-    run_dir: str,
-    judge: str,
-    judge_model: str,
-    endpoints: tuple[str, ...],
-    judge_concurrency: int,
-    api_key_env: str | None,
-    raters: int,
-    trim: int,
-    temperature: float,
-    seed: int,
-    retries: int,
-    template: str | None,
-    cache_path: str | None,
-    as_json: bool,
-    no_progress: bool,
-    batch: BatchChoice,
-) -> None:
-    """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
-    protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
-    by modality, category and sub-category go into metrics.json "rubric".
+RUBRIC_HELP = """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR
+authors' protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean;
+results by modality, category and sub-category go into metrics.json "rubric".
 
-    \b
-    cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
-    cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-        --judge-endpoint http://localhost:8000/v1
-    """
-    from cafe.execution import write_costs
-    from cafe.judge.batching import call_plan
-    from cafe.metrics.rubric import format_rubric
-    from cafe.steps.rubric import rubric_run
-    from cafe.store import RunStore
+\b
+cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
+cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+    --judge-endpoint http://localhost:8000/v1
+"""
 
-    # the batch transport and cost ledger (cafe.judge.batching): state in RUN_DIR/batches/
-    plan = call_plan(run_dir, **batch.call_kwargs())
-    try:
-        section = rubric_run(
-            run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),
-            raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
-            template=template, cache=cache_path, progress=not no_progress, calls=plan,
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )  # fmt: skip
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
-    click.echo(strict_dumps(section, indent=2) if as_json else format_rubric(section))
-    echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
-    failed = section["status"].get("failed", 0)
-    if failed:  # a score left absent must not look like success
-        raise click.ClickException(
-            f"{failed} of {section['total']} items could not be rated (judge calls failed; "
-            f"reasons in {section['file']}): the score is absent; run the same command again "
-            "to retry them"
-        )
+
+def _rubric_command() -> click.Command:
+    from cafe.steps.rubric import RubricStep
+
+    return step_command(RubricStep(), help=RUBRIC_HELP)
+
+
+rubric_command = _rubric_command()  # made from RubricStep's declared options and layout
 
 
 @command("listen")
