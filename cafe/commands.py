@@ -59,7 +59,7 @@ TABLE: tuple[Command, ...] = (
             doc="Ground-truth captions for a benchmark's clips into ``out`` (resumable) -> counts "
                 "and problems. Options: captioner, model, data, version, endpoints, template, "
                 "concurrency, limit, cache."),
-    Command("judge", "cafe.judge.cli:judge_command",
+    Command("judge", "cafe.steps.cli:judge_command",
             "Run the CAFE judge on a run folder and compute perception metrics.",
             {"judge": "cafe.steps.cafe_judge:judge_run"}, step="judge", section="cafe",
             engine=True,

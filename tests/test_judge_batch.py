@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.cli import judge_command
 from cafe.records import Prediction, Sample
 from cafe.steps.cafe_judge import judge_run
+from cafe.steps.cli import judge_command
 from cafe.testing.batch_loopback import BatchPlan
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_judge_llm import build_run, scripted

@@ -206,7 +206,7 @@ def test_every_step_command_keeps_its_flags_and_their_help(name):
 
 
 #: the built-in step commands made by cafe.steps.cli.step_command from their step's declaration
-GENERATED = {"cues", "decay", "judge-accuracy", "judge-official", "rubric"}
+GENERATED = {"cues", "decay", "judge", "judge-accuracy", "judge-official", "rubric"}
 
 
 def test_the_step_commands_are_generated_from_their_steps():

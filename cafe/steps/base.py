@@ -34,7 +34,8 @@ class Option:
     show_default: bool = True
     kind: str | tuple[str, ...] | None = None  # "file" / "path" (must exist), or the choices
     required: bool = False
-    needs: str | None = None  # the option a value of it needs (a served judge its model)
+    needs: str | None = None  # the option a value other than its default needs (its model)
+    names: str | None = None  # "module:REGISTRY" whose names its value must be, checked first
 
     @property
     def flag(self) -> str:

@@ -25,8 +25,10 @@ from cafe.cli_options import (
     judge_server_options,
     no_progress_option,
     option,
+    thinking_options,
 )
 from cafe.controls import CONTROLS, parse_controls
+from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
 from cafe.steps.base import Flags, Step
 
@@ -55,18 +57,25 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
         for g in groups:
             FLAGS[g.group][1](g, run_dir, given, client, run)
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
-        for o in step.options:
-            if o.needs and options[o.name] and not options[o.needs]:
-                raise click.UsageError(f"{o.flags or o.flag} {options[o.name]} needs "
-                                       f"{by_name[o.needs].flag} NAME")  # fmt: skip
-        as_json = run.pop("as_json", False)
+        _refuse(step, options)
+        as_json, ascii_json = run.pop("as_json", False), run.pop("ascii_json", True)
         try:
             res = run_step(type(step)(**client) if client else step, run_dir, **run, **options)
-        except (ValueError, FileNotFoundError, KeyError) as e:  # KeyError: an unknown name
+        except CafeError:
+            raise  # its own line and exit code
+        except (ValueError, FileNotFoundError, KeyError) as e:
             raise click.ClickException(str(e)) from None
         printer = PRINTS.get(step.name, Printer())
-        shown = printer.text or step.format
-        click.echo(strict_dumps(res.section, indent=2) if as_json else shown(res.section))
+        if as_json:
+            click.echo(strict_dumps(res.section, indent=2, ensure_ascii=ascii_json))
+        elif client.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
+            from cafe.judge.batching import format_dry_run
+
+            click.echo(format_dry_run(res.section))
+        else:
+            click.echo((printer.text or step.format)(res.section))
+        if client.get("dry_run"):
+            return  # nothing was sent: no costs, no failure
         for g in groups:
             FLAGS[g.group][2](g, run_dir, res.section, client)
         if printer.end is not None:
@@ -79,6 +88,23 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
     made = command(step.name, help=help_text)(with_params(callback))
     made.step = type(step)  # type: ignore[attr-defined]  # generated, not hand-written
     return made
+
+
+def _refuse(step: Step, options: dict[str, Any]) -> None:
+    """A value its flag cannot take, in click's usage line (exit 2) before anything runs."""
+    import importlib
+
+    flag = {o.name: o.flags or o.flag for o in step.options}
+    for o in step.options:
+        v = options[o.name]
+        if o.names and v is not None:
+            module, _, attr = o.names.partition(":")
+            registry = getattr(importlib.import_module(module), attr)
+            if v not in registry:
+                raise click.UsageError(f"unknown {registry.kind} {v!r}; choose from "
+                                       f"{', '.join(registry.names())}")  # fmt: skip
+        if o.needs and v != o.default and not options[o.needs]:
+            raise click.UsageError(f"{flag[o.name]} {v} needs {flag[o.needs]} NAME")
 
 
 def _flag(o: Any) -> Any:
@@ -131,7 +157,8 @@ def _server_flags(g: Flags) -> Any:
                                            n["endpoints"], kw.get("endpoint_old", ())),
         "concurrency": judge_concurrency_option(
             kw.get("default", 16), kw.get("concurrency_help", "Judge calls in flight at once."),
-            n["concurrency"], kw.get("bound", ITEMS), kw.get("concurrency_old", ())),
+            n["concurrency"], click.IntRange(1, kw.get("most", 10**8)),
+            kw.get("concurrency_old", ())),
         "api_key_env": judge_api_key_env_option(n["api_key_env"]),
     }  # fmt: skip
     return compose(*(made[k] for k in kw.get("order", ("endpoints", "concurrency"))))
@@ -149,7 +176,7 @@ def _server_take(g: Flags, run_dir: str, given: dict[str, Any],
     client["concurrency"] = run["concurrency"] = given.pop(n["concurrency"])
     key = given.pop(n["api_key_env"], None)
     if key:  # not given: the client's own default variable
-        client["api_key_env"] = key
+        _into(g, client, {"api_key_env": key})
 
 
 def _cache_take(g: Flags, run_dir: str, given: dict[str, Any],
@@ -185,6 +212,28 @@ def _costs_after(g: Flags, run_dir: str, section: dict[str, Any], client: dict[s
 def _json_take(g: Flags, run_dir: str, given: dict[str, Any],
                client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
     run["as_json"] = given.pop("as_json")
+    run["ascii_json"] = g.kw.get("ascii", True)
+
+
+def _thinking_take(g: Flags, run_dir: str, given: dict[str, Any],
+                   client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    thinking, budget = given.pop("thinking"), given.pop("thinking_budget")
+    if thinking:  # the judge's client's (``into``: the constructor's dict of them)
+        _into(g, client, {"thinking": True, "thinking_budget": budget})
+
+
+def _dry_run_take(g: Flags, run_dir: str, given: dict[str, Any],
+                  client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    client["dry_run"] = given.pop("dry_run")
+
+
+def _into(g: Flags, client: dict[str, Any], values: dict[str, Any]) -> None:
+    """Client keywords as the step's constructor takes them: as they are, or gathered in its
+    dict ``kw["into"]`` (the CAFE judge's judge_options)."""
+    if "into" in g.kw:
+        client[g.kw["into"]] = {**client.get(g.kw["into"], {}), **values}
+    else:
+        client.update(values)
 
 
 def _progress_take(g: Flags, run_dir: str, given: dict[str, Any],
@@ -199,7 +248,25 @@ FLAGS: dict[str, tuple[Any, Any, Any]] = {
     "judge_server": (_server_flags, _server_take, _nothing_after),
     "cache": (lambda g: cache_option(g.kw.get("default_file")), _cache_take, _nothing_after),
     "batch": (lambda g: batch_click_options, _batch_take, _costs_after),
-    "json": (lambda g: json_option(**g.kw), _json_take, _nothing_after),
+    "json": (
+        lambda g: json_option(g.kw.get("help", "Print the section as JSON.")),
+        _json_take,
+        _nothing_after,
+    ),
+    "thinking": (
+        lambda g: thinking_options(g.kw["help"], g.kw.get("budget_help")),
+        _thinking_take,
+        _nothing_after,
+    ),
+    "dry_run": (
+        lambda g: option(
+            "--dry-run",
+            is_flag=True,
+            help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
+        ),
+        _dry_run_take,
+        _nothing_after,
+    ),
     "progress": (lambda g: no_progress_option(), _progress_take, _nothing_after),
 }
 
@@ -297,6 +364,27 @@ def _judge_official_command() -> click.Command:
 
 
 judge_official_command = _judge_official_command()  # made from OfficialStep's options
+
+
+JUDGE_HELP = """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit
+(micro by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
+
+Resumable and cached: re-running skips what is judged and replays cached judge replies.
+
+\b
+cafe judge runs/x --judge rule
+cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+    --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
+"""
+
+
+def _judge_command() -> click.Command:
+    from cafe.steps.cafe_judge import CafeJudgeStep
+
+    return step_command(CafeJudgeStep(), help=JUDGE_HELP)
+
+
+judge_command = _judge_command()  # made from CafeJudgeStep's declared options and layout
 
 
 def _cues_command() -> click.Command:
