@@ -59,7 +59,7 @@ TABLE: tuple[Command, ...] = (
             doc="Ground-truth captions for a benchmark's clips into ``out`` (resumable) -> counts "
                 "and problems. Options: captioner, model, data, version, endpoints, template, "
                 "concurrency, limit, cache."),
-    Command("judge", "cafe.judge.cli:judge_command",
+    Command("judge", "cafe.steps.cli:judge_command",
             "Run the CAFE judge on a run folder and compute perception metrics.",
             {"judge": "cafe.steps.cafe_judge:judge_run"}, step="judge", section="cafe",
             engine=True,
@@ -69,7 +69,7 @@ TABLE: tuple[Command, ...] = (
     Command("judge-agreement", "cafe.judge.cli:agreement_command",
             "Compare two judges on the same run (Cohen's kappa, metric deltas).",
             {"judge_agreement": "cafe.judge.agreement:judge_agreement"}),
-    Command("judge-accuracy", "cafe.judge.cli:judge_accuracy_command",
+    Command("judge-accuracy", "cafe.steps.cli:judge_accuracy_command",
             "Judged accuracy (the paper's † figures): an LLM names each chosen option.",
             {"judge_accuracy": "cafe.steps.judged:judge_accuracy_run"}, step="judge_accuracy",
             section="judged_accuracy", engine=True,
@@ -78,7 +78,7 @@ TABLE: tuple[Command, ...] = (
                 "judge, judge_model; options: endpoints, concurrency, template, cache, "
                 "thinking, thinking_budget, batch, batch_options, selective (ask the judge "
                 "only where the official rule cannot decide), prices."),
-    Command("judge-official", "cafe.judge.cli:judge_official_command",
+    Command("judge-official", "cafe.steps.cli:judge_official_command",
             "A benchmark's official LLM-judged figure (SAKURA's judge).",
             {"judge_official": "cafe.steps.judged:official_judge_run"}, step="judge_official",
             section="official", engine=True,

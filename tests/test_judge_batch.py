@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.cli import judge_command
 from cafe.records import Prediction, Sample
 from cafe.steps.cafe_judge import judge_run
+from cafe.steps.cli import judge_command
 from cafe.testing.batch_loopback import BatchPlan
 from cafe.testing.loopback import OpenAILoopback
 from tests.test_judge_llm import build_run, scripted
@@ -518,7 +518,7 @@ def _cache_rows(path: Path) -> dict:
 
 def test_judge_accuracy_batch_equals_direct_and_pays_each_line_once(tmp_path):
     from cafe import api
-    from cafe.judge.cli import judge_accuracy_command
+    from cafe.steps.cli import judge_accuracy_command
     from tests.test_judged_accuracy import CASES
     from tests.test_judged_accuracy import _run as accuracy_run
 
@@ -556,8 +556,8 @@ def test_judge_accuracy_batch_equals_direct_and_pays_each_line_once(tmp_path):
 
 
 def test_judge_accuracy_selective_asks_only_where_the_official_rule_cannot_decide(tmp_path):
-    from cafe.judge.cli import judge_accuracy_command
     from cafe.parsing import extract_answer
+    from cafe.steps.cli import judge_accuracy_command
     from tests.test_judged_accuracy import CASES, CHOICES
     from tests.test_judged_accuracy import _run as accuracy_run
 

@@ -9,8 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.cli import judge_command
 from cafe.records import Prediction, Sample
+from cafe.steps.cli import judge_command
 from cafe.store import RunStore
 from cafe.testing.loopback import Fault, OpenAILoopback
 

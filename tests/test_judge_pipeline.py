@@ -8,8 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.cli import agreement_command, judge_command
+from cafe.judge.cli import agreement_command
 from cafe.records import Event, Prediction, Sample
+from cafe.steps.cli import judge_command
 from cafe.store import RunStore
 
 VOCAB = {"dog_bark": ["dog barks", "bark"], "bell": ["church bell"], "rain": ["rainfall"]}

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.judge.answer import read_verdict
-from cafe.judge.cli import judge_accuracy_command
 from cafe.records import Prediction, Sample
+from cafe.steps.cli import judge_accuracy_command
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 

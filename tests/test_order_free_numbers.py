@@ -66,7 +66,7 @@ def test_cafe_judge_metrics_are_byte_identical_after_shuffling_judgement_lines(
     bytes."""
     from test_judge_pipeline import VOCAB, build_run
 
-    from cafe.judge.cli import judge_command
+    from cafe.steps.cli import judge_command
 
     monkeypatch.setattr("cafe.judge.rule.default_vocabulary", lambda: dict(VOCAB))
     store = build_run(tmp_path / "run", n=30)

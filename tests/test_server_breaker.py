@@ -152,7 +152,7 @@ JUDGE_REPLY = json.dumps({k: [] for k in (*ANALYSIS_KEYS, *PAPER_KEYS)})  # empt
 
 
 def test_cafe_judge_when_the_judge_server_dies_keeps_judgements_and_resumes(tmp_path):
-    from cafe.judge.cli import judge_command
+    from cafe.steps.cli import judge_command
 
     store = _judge_run(tmp_path / "run", 60)
     answered = 40
@@ -179,7 +179,7 @@ def test_cafe_judge_when_the_judge_server_dies_keeps_judgements_and_resumes(tmp_
 
 
 def test_cafe_judge_against_a_refusing_server_names_judge_endpoint(tmp_path):
-    from cafe.judge.cli import judge_command
+    from cafe.steps.cli import judge_command
 
     store = _judge_run(tmp_path / "run", 30)
     url = closed_port_url()

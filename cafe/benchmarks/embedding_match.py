@@ -17,6 +17,9 @@ from cafe.errors import CafeError
 class EmbedderUnavailable(CafeError):
     """The embedding library or model cannot be loaded here."""
 
+    def __str__(self) -> str:  # what it means for the figure, wherever it is printed
+        return f"{super().__str__()}: the embedding path's figure stays absent"
+
 
 @lru_cache(maxsize=2)
 def load_embedder(name: str) -> Any:

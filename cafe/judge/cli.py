@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
-    ITEMS,
     BatchChoice,
     batch_click_options,
     cache_option,
@@ -16,117 +15,10 @@ from cafe.cli_options import (
     concurrency_option,
     echo_costs,
     json_option,
-    judge_concurrency_option,
-    judge_endpoint_option,
-    judge_server_options,
     limit_option,
-    no_progress_option,
     template_option,
-    thinking_options,
 )
 from cafe.jsontext import strict_dumps
-from cafe.judge import JUDGES
-
-
-@command("judge")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judge",
-    "judge",
-    default="rule",
-    show_default=True,
-    help="rule (synth, offline), openai-compatible (e.g. `vllm serve "
-    "Qwen/Qwen3-32B`), openai or gemini (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
-)
-@judge_server_options(16, endpoint_old=("--endpoint",), concurrency_old=("--concurrency",))
-@template_option("Your own extraction template ({question} {answer} {caption} {output}).")
-@click.option(
-    "--captions",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Captions file from `cafe caption` (needed for MMAU/MMAR).",
-)
-@click.option("--macro", is_flag=True, help="Average per-sample ratios instead of pooling counts.")
-@cache_option("judge.sqlite")
-@thinking_options(
-    "Let a thinking judge think (OpenAI-compatible servers are otherwise sent "
-    "chat_template_kwargs enable_thinking=false). Its reasoning is kept, never parsed.",
-    "Tokens a thinking judge may spend before its reply [4096], added to the reply's.",
-)
-@batch_click_options
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
-)
-@click.option(
-    "--selective",
-    is_flag=True,
-    help="Judge each distinct judge prompt once (runs that answered alike share a "
-    "judgement) and skip what the judge decides without a call; saving reported.",
-)
-@json_option("Print the metrics section as JSON.")
-@no_progress_option()
-def judge_command(
-    run_dir: str,
-    judge: str,
-    judge_model: str | None,
-    judge_api_key_env: str | None,
-    judge_endpoints: tuple[str, ...],
-    judge_concurrency: int,
-    template: str | None,
-    captions: str | None,
-    macro: bool,
-    cache_path: str | None,
-    thinking: bool,
-    thinking_budget: int | None,
-    as_json: bool,
-    no_progress: bool,
-    batch: BatchChoice,
-    dry_run: bool = False,
-    selective: bool = False,
-) -> None:
-    """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit (micro
-    by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
-
-    Resumable and cached: re-running skips what is judged and replays cached judge replies.
-
-    \b
-    cafe judge runs/x --judge rule
-    cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-        --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
-    """
-    from cafe.cli_options import echo_costs
-    from cafe.judge.batching import format_dry_run
-    from cafe.judge.pipeline import dumps, format_cafe
-    from cafe.steps.cafe_judge import judge_run
-
-    if judge not in JUDGES:
-        raise click.UsageError(f"unknown judge {judge!r}; choose from {', '.join(JUDGES.names())}")
-    if judge != "rule" and not judge_model:
-        raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
-    section = judge_run(
-        run_dir,
-        judge=judge,
-        judge_model=judge_model,
-        endpoints=judge_endpoints,
-        concurrency=judge_concurrency,
-        template=template,
-        mode="macro" if macro else "micro",
-        progress=not no_progress,
-        captions=captions,
-        cache=cache_path,
-        **({"api_key_env": judge_api_key_env} if judge_api_key_env else {}),
-        dry_run=dry_run,
-        selective=selective,
-        **batch.call_kwargs(),
-        **({"thinking": True, "thinking_budget": thinking_budget} if thinking else {}),
-    )
-    if dry_run:
-        click.echo(dumps(section) if as_json else format_dry_run(section))
-        return
-    click.echo(dumps(section) if as_json else format_cafe(section))
-    echo_costs(section.get("calls", {}), section.get("selective"))
 
 
 @command("judge-agreement")
@@ -165,83 +57,6 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
             f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
             f"  B-A {f(res['delta_b_minus_a'][m], 2):>7}"
         )
-
-
-@command("judge-accuracy")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--judge", "judge", required=True,
-              help="Chat client kind: openai-compatible, openai or gemini.")  # fmt: skip
-@click.option("--judge-model", required=True, help="Model name, e.g. gpt-5.")
-@judge_endpoint_option("Judge server base URL.", "endpoints")
-@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
-@template_option("Your own template ({question} {choices} {output}).")
-@thinking_options("Let a thinking judge think (budget --thinking-budget).")
-@cache_option("judge.sqlite")
-@click.option("--selective", is_flag=True,
-              help="Ask the judge only where the official rule cannot decide (its parse did "
-              "not map the answer to a choice); the rule's choice stands for the rest.",
-              )  # fmt: skip
-@batch_click_options
-def judge_accuracy_command(run_dir, judge, judge_model, endpoints, concurrency, template,
-                           thinking, thinking_budget, cache_path, selective,
-                           batch: BatchChoice) -> None:  # fmt: skip
-    """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option each output
-    chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy", beside the
-    official headline; tables print it in the † rows' place."""
-    from cafe.steps.judged import judge_accuracy_run
-
-    try:
-        sec = judge_accuracy_run(run_dir, judge, judge_model, endpoints, concurrency=concurrency,
-                                 template=template, cache=cache_path, thinking=thinking,
-                                 thinking_budget=thinking_budget, selective=selective,
-                                 **batch.call_kwargs())  # fmt: skip
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        raise click.ClickException(str(e)) from None
-    t = sec["total"]
-    # over no item with an answer there is no figure (acc None), never 0.00
-    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
-    click.echo(f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
-               f"verdicts {sec['verdicts']}")  # fmt: skip
-    echo_costs(sec["calls"], sec.get("selective"))
-
-
-@command("judge-official")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--judge", "judge", default=None,
-              help="Official LLM judge client: openai-compatible, openai, gemini.")  # fmt: skip
-@click.option("--embedder", default=None,
-              help="Embedding model (sentence-transformers name or folder) of an embedding "
-              "path (MMAU-Pro's closed questions; the official one is the benchmark's "
-              "official_embedder).")  # fmt: skip
-@click.option("--judge-model", default=None,
-              help="Judge model (default: the official script's).")  # fmt: skip
-@judge_endpoint_option("Judge server base URL.", "endpoints")
-@judge_concurrency_option(16, "Judge calls in flight at once.", "concurrency", ITEMS)
-@cache_option("judge.sqlite")
-@batch_click_options
-def judge_official_command(run_dir, judge, embedder, judge_model, endpoints, concurrency,
-                           cache_path,
-                           batch: BatchChoice) -> None:  # fmt: skip
-    """The official LLM-judged figure of RUN_DIR, for a benchmark whose official rule is an LLM
-    judge (SAKURA): written to metrics.json "official" as its headline, beside the labelled
-    deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
-    from cafe.benchmarks.embedding_match import EmbedderUnavailable
-    from cafe.steps.judged import official_judge_run
-
-    try:
-        kw = {} if judge is None else {
-            "concurrency": concurrency, "cache": cache_path, **batch.call_kwargs()}  # fmt: skip
-        sec = official_judge_run(run_dir, judge, judge_model, tuple(endpoints),
-                                 embedder=embedder, **kw)  # fmt: skip
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        raise click.ClickException(str(e)) from None
-    except EmbedderUnavailable as e:
-        raise click.ClickException(f"{e}: the embedding path's figure stays absent") from None
-    from cafe.benchmarks.official import format_official
-
-    click.echo(format_official(sec))
-    if "calls" in sec:
-        echo_costs(sec["calls"], None)
 
 
 @command("caption")

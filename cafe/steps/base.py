@@ -32,6 +32,10 @@ class Option:
     open_min: bool = False  # the least itself refused (a width must be more than 0)
     switch: tuple[Any, Any] | None = None  # an on/off flag standing for these values (off, on)
     show_default: bool = True
+    kind: str | tuple[str, ...] | None = None  # "file" / "path" (must exist), or the choices
+    required: bool = False
+    needs: str | None = None  # the option a value other than its default needs (its model)
+    names: str | None = None  # "module:REGISTRY" whose names its value must be, checked first
 
     @property
     def flag(self) -> str:
@@ -40,6 +44,17 @@ class Option:
     def value(self, given: Any) -> Any:
         """The option's value from its flag's."""
         return self.switch[bool(given)] if self.switch is not None else given
+
+
+@dataclass(frozen=True)
+class Flags:
+    """A group of a command's flags declared once in cafe.steps.cli (how the calls are made,
+    not part of the step's spec), placed in a step's ``layout``; ``names`` are its parameters'
+    names and ``kw`` its rewordings, as each command has always spelled them."""
+
+    group: str  # "judge_server", "cache", "batch", "thinking", "json", "progress", "engine"
+    names: dict[str, str] = field(default_factory=dict)
+    kw: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,6 +86,9 @@ class Step:
     higher_is_better: ClassVar[tuple[str, ...]] = ()
     lower_is_better: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
+    #: its command's parameters in --help order: option names and Flags groups (None: the
+    #: options, then the engine's flags)
+    layout: ClassVar[tuple[str | Flags, ...] | None] = None
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
     #: what the engine's call cache (``call_cache``) holds for the step: "record", each item's

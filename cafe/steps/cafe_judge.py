@@ -39,7 +39,7 @@ from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Flags, Option, Step, View
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import JUDGEMENTS, judge_records_name, rewrite_jsonl
 
@@ -54,13 +54,68 @@ class CafeJudgeStep(Step):
     outcome_in_section = False  # the "cafe" section keeps its shape
     noun = "judge calls"
     options = (
-        Option("judge", str, "rule", "The judge: rule, openai-compatible, openai, gemini..."),
-        Option("judge_model", str, None, "The judge's model name."),
-        Option("template", str, None, "Your own judge template."),
-        Option("mode", str, "micro", "micro or macro averaging.", cli="macro"),
-        Option("captions", str, None, "Ground-truth captions (JSONL: id, caption)."),
-        Option("selective", bool, False, "Judge each distinct judge prompt once."),
+        Option(
+            "judge",
+            str,
+            "rule",
+            "rule (synth, offline), openai-compatible (e.g. `vllm serve "
+            "Qwen/Qwen3-32B`), openai or gemini (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
+            names="cafe.judge:JUDGES",
+            needs="judge_model",
+        ),
+        Option("judge_model", str, None, "Model name the judge server knows."),
+        Option(
+            "template",
+            str,
+            None,
+            "Your own extraction template ({question} {answer} {caption} {output}).",
+            kind="file",
+        ),
+        Option(
+            "mode",
+            str,
+            "micro",
+            "Average per-sample ratios instead of pooling counts.",
+            cli="macro",
+            flags="--macro",
+            switch=("micro", "macro"),
+        ),
+        Option(
+            "captions",
+            str,
+            None,
+            "Captions file from `cafe caption` (needed for MMAU/MMAR).",
+            kind="file",
+        ),
+        Option(
+            "selective",
+            bool,
+            False,
+            "Judge each distinct judge prompt once (runs that "
+            "answered alike share a judgement) and skip what the judge decides without a "
+            "call; saving reported.",
+            flags="--selective",
+            switch=(False, True),
+        ),
     )
+    layout = ("judge", "judge_model",
+              Flags("judge_server",
+                    {"endpoints": "judge_endpoints", "concurrency": "judge_concurrency",
+                     "api_key_env": "judge_api_key_env"},
+                    {"order": ("api_key_env", "endpoints", "concurrency"), "most": 100_000,
+                     "endpoint_help": "Judge server base URL; repeat to share the load over "
+                     "several servers.", "concurrency_help": "Judge calls in flight.",
+                     "endpoint_old": ("--endpoint",), "concurrency_old": ("--concurrency",),
+                     "into": "judge_options"}),
+              "template", "captions", "mode", Flags("cache", kw={"default_file": "judge.sqlite"}),
+              Flags("thinking", kw={"into": "judge_options", "help": "Let a thinking judge think "
+                    "(OpenAI-compatible servers are otherwise sent chat_template_kwargs "
+                    "enable_thinking=false). Its reasoning is kept, never parsed.",
+                    "budget_help": "Tokens a thinking judge may spend before its reply [4096], "
+                    "added to the reply's."}),
+              Flags("batch"), Flags("dry_run"), "selective",
+              Flags("json", kw={"help": "Print the metrics section as JSON.", "ascii": False}),
+              Flags("progress"))  # fmt: skip
 
     def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16,
                  batch: bool = False, dry_run: bool = False, prices: Any = None,

@@ -3,14 +3,14 @@ type and default), and the engine's own (--cache, --concurrency, --json, --no-pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from cafe.cli_options import (
-    COUNT,
     ITEMS,
-    BatchChoice,
     batch_click_options,
     cache_option,
     command,
@@ -25,64 +25,292 @@ from cafe.cli_options import (
     judge_server_options,
     no_progress_option,
     option,
-    template_option,
+    thinking_options,
 )
 from cafe.controls import CONTROLS, parse_controls
+from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
-from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM
-from cafe.steps.base import Step
+from cafe.steps.base import Flags, Step
 
 
 def step_command(step: Step, help: str | None = None) -> click.Command:
-    """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR, a flag per declared option,
-    and, for a step that makes calls, the engine's --cache, --concurrency and --no-progress."""
+    """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR and its ``layout``, a flag per
+    declared option and the shared flag groups (FLAGS) where it places them; without one, its
+    options and, for a step that makes calls, the engine's --cache, --concurrency and
+    --no-progress. It runs the step on the engine and prints its ``format`` (or --json)."""
     from cafe.steps import TABLE
 
     # a plugin's command keeps the engine's flags it has always had, calls or not
     builtin = any(e.command == step.name for e in TABLE)
     calls = bool(step.records or step.records_in_section) or not builtin
+    layout = step.layout or (*(o.name for o in step.options),
+                             *([Flags("engine")] if calls else []), Flags("json"),
+                             *([Flags("progress")] if calls else []))  # fmt: skip
+    by_name = {o.name: o for o in step.options}
+    groups = [g for g in layout if isinstance(g, Flags)]
 
-    def callback(run_dir: str, as_json: bool, cache: str | None = None, concurrency: int = 8,
-                 no_progress: bool = True, **given: Any) -> None:  # fmt: skip
+    def callback(run_dir: str, **given: Any) -> None:
         from cafe.steps.engine import run_step
 
+        client: dict[str, Any] = {}  # the step's constructor's: how its calls are made
+        run: dict[str, Any] = {"progress": False}  # the engine's
+        for g in groups:
+            FLAGS[g.group][1](g, run_dir, given, client, run)
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
-        res = run_step(step, run_dir, cache=cache, concurrency=concurrency,
-                       progress=not no_progress, **options)  # fmt: skip
-        click.echo(strict_dumps(res.section, indent=2) if as_json else step.format(res.section))
+        _refuse(step, options)
+        as_json, ascii_json = run.pop("as_json", False), run.pop("ascii_json", True)
+        try:
+            res = run_step(type(step)(**client) if client else step, run_dir, **run, **options)
+        except CafeError:
+            raise  # its own line and exit code
+        except (ValueError, FileNotFoundError, KeyError) as e:
+            raise click.ClickException(str(e)) from None
+        printer = PRINTS.get(step.name, Printer())
+        if as_json:
+            click.echo(strict_dumps(res.section, indent=2, ensure_ascii=ascii_json))
+        elif client.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
+            from cafe.judge.batching import format_dry_run
 
-    engine = [
-        option(
-            "--cache", default=None, help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."
-        ),
-        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
-    ]  # fmt: skip
-    with_params = compose(
-        click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
-        *(_flag(o) for o in step.options),
-        *(engine if calls else []),
-        json_option(),
-        *([no_progress_option()] if calls else []),
-    )
+            click.echo(format_dry_run(res.section))
+        else:
+            click.echo((printer.text or step.format)(res.section))
+        if client.get("dry_run"):
+            return  # nothing was sent: no costs, no failure
+        for g in groups:
+            FLAGS[g.group][2](g, run_dir, res.section, client)
+        if printer.end is not None:
+            printer.end(res.section)
+
+    params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
+    with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
+                          *params)  # fmt: skip
     help_text = help or step.help or f"The {step.name} step over RUN_DIR."
-    return command(step.name, help=help_text)(with_params(callback))
+    made = command(step.name, help=help_text)(with_params(callback))
+    made.step = type(step)  # type: ignore[attr-defined]  # generated, not hand-written
+    return made
+
+
+def _refuse(step: Step, options: dict[str, Any]) -> None:
+    """A value its flag cannot take, in click's usage line (exit 2) before anything runs."""
+    import importlib
+
+    flag = {o.name: o.flags or o.flag for o in step.options}
+    for o in step.options:
+        v = options[o.name]
+        if o.names and v is not None:
+            module, _, attr = o.names.partition(":")
+            registry = getattr(importlib.import_module(module), attr)
+            if v not in registry:
+                raise click.UsageError(f"unknown {registry.kind} {v!r}; choose from "
+                                       f"{', '.join(registry.names())}")  # fmt: skip
+        if o.needs and v != o.default and not options[o.needs]:
+            raise click.UsageError(f"{flag[o.name]} {v} needs {flag[o.needs]} NAME")
 
 
 def _flag(o: Any) -> Any:
     """A declared option's click flag: its spelling, type, default and help."""
     name = o.cli or o.name
     shown = {"show_default": True} if o.show_default else {}
+    text = o.help or None
     if o.switch is not None:
-        return option(o.flags or o.flag, name, is_flag=True, help=o.help, **shown)
+        return option(o.flags or o.flag, name, is_flag=True, help=text, **shown)
     if o.type is bool:
         return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default,
-                      help=o.help, **shown)  # fmt: skip
+                      help=text, **shown)  # fmt: skip
     kind: Any = o.type
     if o.bounds is not None:  # refused before anything runs, with the range in click's line
         ranged = click.FloatRange if o.type is float else click.IntRange
         kind = ranged(*o.bounds, min_open=o.open_min)
-    return option(o.flags or o.flag, name, type=kind, default=o.default, help=o.help,
-                  **shown)  # fmt: skip
+    elif isinstance(o.kind, tuple):
+        kind = click.Choice(list(o.kind))
+    elif o.kind is not None:  # a file the user names: it must be there
+        kind = click.Path(exists=True, dir_okay=o.kind != "file")
+    return option(o.flags or o.flag, name, type=kind, default=o.default, help=text,
+                  required=o.required, **shown)  # fmt: skip
+
+
+# the flag groups a step's layout places, declared once: (its click options, what the command
+# takes from their values: the step's constructor's keywords and the engine's)
+def _engine_flags(g: Flags) -> Any:
+    return compose(
+        option("--cache", default=None,
+               help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."),
+        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
+    )  # fmt: skip
+
+
+def _engine_take(g: Flags, run_dir: str, given: dict[str, Any],
+                 client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    run.update(cache=given.pop("cache"), concurrency=given.pop("concurrency"))
+
+
+def _nothing_after(g: Flags, run_dir: str, section: dict[str, Any], client: dict[str, Any]) -> None:
+    """What a group prints after the section: nothing."""
+
+
+def _server_flags(g: Flags) -> Any:
+    """--judge-endpoint (repeatable), --judge-concurrency, --judge-api-key-env, in the
+    command's order (``kw["order"]``; one left out where it has none)."""
+    n, kw = _server_names(g), g.kw
+    made = {
+        "endpoints": judge_endpoint_option(kw.get("endpoint_help", "Judge server base URL."),
+                                           n["endpoints"], kw.get("endpoint_old", ())),
+        "concurrency": judge_concurrency_option(
+            kw.get("default", 16), kw.get("concurrency_help", "Judge calls in flight at once."),
+            n["concurrency"], click.IntRange(1, kw.get("most", 10**8)),
+            kw.get("concurrency_old", ())),
+        "api_key_env": judge_api_key_env_option(n["api_key_env"]),
+    }  # fmt: skip
+    return compose(*(made[k] for k in kw.get("order", ("endpoints", "concurrency"))))
+
+
+def _server_names(g: Flags) -> dict[str, str]:
+    names = {"endpoints": "endpoints", "concurrency": "concurrency", "api_key_env": "api_key_env"}
+    return {**names, **g.names}
+
+
+def _server_take(g: Flags, run_dir: str, given: dict[str, Any],
+                 client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    n = _server_names(g)
+    client["endpoints"] = tuple(given.pop(n["endpoints"]))
+    client["concurrency"] = run["concurrency"] = given.pop(n["concurrency"])
+    key = given.pop(n["api_key_env"], None)
+    if key:  # not given: the client's own default variable
+        _into(g, client, {"api_key_env": key})
+
+
+def _cache_take(g: Flags, run_dir: str, given: dict[str, Any],
+                client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    run["cache"] = given.pop("cache_path")  # the engine opens it; the judge caches its calls there
+
+
+def _batch_take(g: Flags, run_dir: str, given: dict[str, Any],
+                client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    batch = given.pop("batch")
+    if not g.kw.get("plan"):  # the step makes its call plan from these (in RUN_DIR/batches/)
+        client.update(batch.call_kwargs())
+        return
+    from cafe.judge.batching import call_plan  # its judge's client takes the plan itself
+
+    plan = client["calls"] = call_plan(run_dir, **batch.call_kwargs())
+    client["concurrency"] = run["concurrency"] = plan.item_concurrency(client["concurrency"])
+
+
+def _costs_after(g: Flags, run_dir: str, section: dict[str, Any], client: dict[str, Any]) -> None:
+    """The batch counts, spend, server trouble and (unless ``saving`` is False) the selective
+    saving of the calls; a step given the call plan (``plan``) has its costs written here."""
+    calls = section.get("calls", {})
+    if "calls" in client:  # the plan of a judge's client: its ledger into the manifest
+        from cafe.execution import write_costs
+        from cafe.store import RunStore
+
+        cost = write_costs(RunStore(run_dir), client["calls"], calls["cache_hits"])
+        calls = {**calls, **({"cost": cost} if cost else {})}
+    echo_costs(calls, section.get("selective") if g.kw.get("saving", True) else None)
+
+
+def _json_take(g: Flags, run_dir: str, given: dict[str, Any],
+               client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    run["as_json"] = given.pop("as_json")
+    run["ascii_json"] = g.kw.get("ascii", True)
+
+
+def _thinking_take(g: Flags, run_dir: str, given: dict[str, Any],
+                   client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    thinking, budget = given.pop("thinking"), given.pop("thinking_budget")
+    if thinking:  # the judge's client's (``into``: the constructor's dict of them)
+        _into(g, client, {"thinking": True, "thinking_budget": budget})
+
+
+def _dry_run_take(g: Flags, run_dir: str, given: dict[str, Any],
+                  client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    client["dry_run"] = given.pop("dry_run")
+
+
+def _into(g: Flags, client: dict[str, Any], values: dict[str, Any]) -> None:
+    """Client keywords as the step's constructor takes them: as they are, or gathered in its
+    dict ``kw["into"]`` (the CAFE judge's judge_options)."""
+    if "into" in g.kw:
+        client[g.kw["into"]] = {**client.get(g.kw["into"], {}), **values}
+    else:
+        client.update(values)
+
+
+def _progress_take(g: Flags, run_dir: str, given: dict[str, Any],
+                   client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+    run["progress"] = not given.pop("no_progress")
+
+
+#: each group: (its click options, what the command takes from their values, what it prints
+#: after the section)
+FLAGS: dict[str, tuple[Any, Any, Any]] = {
+    "engine": (_engine_flags, _engine_take, _nothing_after),
+    "judge_server": (_server_flags, _server_take, _nothing_after),
+    "cache": (lambda g: cache_option(g.kw.get("default_file")), _cache_take, _nothing_after),
+    "batch": (lambda g: batch_click_options, _batch_take, _costs_after),
+    "json": (
+        lambda g: json_option(g.kw.get("help", "Print the section as JSON.")),
+        _json_take,
+        _nothing_after,
+    ),
+    "thinking": (
+        lambda g: thinking_options(g.kw["help"], g.kw.get("budget_help")),
+        _thinking_take,
+        _nothing_after,
+    ),
+    "dry_run": (
+        lambda g: option(
+            "--dry-run",
+            is_flag=True,
+            help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
+        ),
+        _dry_run_take,
+        _nothing_after,
+    ),
+    "progress": (lambda g: no_progress_option(), _progress_take, _nothing_after),
+}
+
+
+def _judged_accuracy(sec: dict[str, Any]) -> str:
+    t = sec["total"]
+    # over no item with an answer there is no figure (acc None), never 0.00
+    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
+    return (f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
+            f"verdicts {sec['verdicts']}")  # fmt: skip
+
+
+def _official(sec: dict[str, Any]) -> str:
+    from cafe.benchmarks.official import format_official
+
+    return format_official(sec)
+
+
+def _rubric_end(sec: dict[str, Any]) -> None:
+    failed = sec["status"].get("failed", 0)
+    if failed:  # a score left absent must not look like success
+        raise click.ClickException(
+            f"{failed} of {sec['total']} items could not be rated (judge calls failed; "
+            f"reasons in {sec['file']}): the score is absent; run the same command again "
+            "to retry them"
+        )
+
+
+@dataclass(frozen=True)
+class Printer:
+    """What a generated command prints beyond the step's ``format`` hook: ``text`` in its
+    place, ``end`` last (raising for a step that failed)."""
+
+    text: Callable[[dict[str, Any]], str] | None = None
+    end: Callable[[dict[str, Any]], None] | None = None
+
+
+#: the steps whose ``format`` hook does not say it all yet (move each into its step once
+#: cafe/steps/judged.py and rubric.py are free to edit)
+PRINTS: dict[str, Printer] = {
+    "rubric": Printer(end=_rubric_end),
+    "judge-accuracy": Printer(_judged_accuracy),
+    "judge-official": Printer(_official),
+}
 
 
 DECAY_HELP = """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
@@ -99,154 +327,93 @@ def _decay_command() -> click.Command:
 decay_command = _decay_command()  # made from DecayStep's declared options
 
 
-@command("cues")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judge",
-    type=click.Choice(["openai", "gemini", "openai-compatible"]),
-    help="Also ask this CAFE judge (cue list as required events); offline matcher only without.",
-)
-@click.option("--judge-model", help="Judge model name.")
-@judge_endpoint_option("Judge server URL (repeatable).", "endpoints")
-@judge_concurrency_option(16, None, bound=ITEMS)
-@judge_api_key_env_option("api_key_env")
-@click.option(
-    "--captions", type=click.Path(exists=True, dir_okay=False), help="Captions file (optional)."
-)
-@template_option("Own template.")
-@cache_option()
-@json_option()
-@no_progress_option()
-def cues_command(
-    run_dir: str,
-    judge: str | None,
-    judge_model: str | None,
-    endpoints: tuple[str, ...],
-    judge_concurrency: int,
-    api_key_env: str | None,
-    captions: str | None,
-    template: str | None,
-    cache_path: str | None,
-    as_json: bool,
-    no_progress: bool,
-) -> None:
-    """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio cues that the
-    model's reasoning mentions, by a documented offline matcher and optionally by the CAFE judge,
-    plus how the cues agree with the CAFE judge's required events (after `cafe judge`).
+CUES_HELP = """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio
+cues that the model's reasoning mentions, by a documented offline matcher and optionally by the
+CAFE judge, plus how the cues agree with the CAFE judge's required events (after `cafe judge`).
 
-    \b
-    cafe cues runs/x
-    cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-        --judge-endpoint http://localhost:8000/v1
-    """
-    if judge and not judge_model:
-        raise click.UsageError(f"--judge {judge} needs --judge-model NAME")
-    from cafe.steps.cues import cues_run
-
-    try:
-        section = cues_run(
-            run_dir, judge, judge_model, endpoints, judge_concurrency, template=template,
-            captions=captions, cache=cache_path, progress=not no_progress,
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )  # fmt: skip
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    from cafe.judge.cues import format_cues
-
-    click.echo(strict_dumps(section, indent=2) if as_json else format_cues(section))
+\b
+cafe cues runs/x
+cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+    --judge-endpoint http://localhost:8000/v1
+"""
 
 
-@command("rubric")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judge",
-    default="openai",
-    show_default=True,
-    type=click.Choice(["openai", "gemini", "openai-compatible"]),
-    help="Chat protocol of the judge (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
-)
-@click.option(
-    "--judge-model", default=PAPER_JUDGE, show_default=True, help="Judge model (the authors')."
-)
-@judge_endpoint_option("Judge server base URL (repeatable).", "endpoints")
-@judge_concurrency_option(16, "Judge calls in flight at once.", bound=ITEMS)
-@judge_api_key_env_option("api_key_env")
-@click.option("--raters", type=ITEMS, default=RATERS, show_default=True)
-@click.option(
-    "--trim",
-    type=COUNT,
-    default=TRIM,
-    show_default=True,
-    help="Drop this many lowest and highest rater scores before averaging.",
-)
-@click.option("--temperature", type=click.FloatRange(0, 10), default=TEMPERATURE, show_default=True)
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=SEED, show_default=True)
-@click.option(
-    "--retries",
-    type=COUNT,
-    default=RETRIES,
-    show_default=True,
-    help="Extra attempts per rater after an invalid reply.",
-)
-@template_option("Your own rubric template (same '----- part -----' layout as the packaged one).")
-@cache_option()
-@batch_click_options
-@json_option()
-@no_progress_option()
-def rubric_command(
-    run_dir: str,
-    judge: str,
-    judge_model: str,
-    endpoints: tuple[str, ...],
-    judge_concurrency: int,
-    api_key_env: str | None,
-    raters: int,
-    trim: int,
-    temperature: float,
-    seed: int,
-    retries: int,
-    template: str | None,
-    cache_path: str | None,
-    as_json: bool,
-    no_progress: bool,
-    batch: BatchChoice,
-) -> None:
-    """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR authors'
-    protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean; results
-    by modality, category and sub-category go into metrics.json "rubric".
+JUDGE_ACCURACY_HELP = """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option
+each output chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy",
+beside the official headline; tables print it in the † rows' place."""
 
-    \b
-    cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
-    cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-        --judge-endpoint http://localhost:8000/v1
-    """
-    from cafe.execution import write_costs
-    from cafe.judge.batching import call_plan
-    from cafe.metrics.rubric import format_rubric
-    from cafe.steps.rubric import rubric_run
-    from cafe.store import RunStore
 
-    # the batch transport and cost ledger (cafe.judge.batching): state in RUN_DIR/batches/
-    plan = call_plan(run_dir, **batch.call_kwargs())
-    try:
-        section = rubric_run(
-            run_dir, judge, judge_model, endpoints, plan.item_concurrency(judge_concurrency),
-            raters=raters, trim=trim, temperature=temperature, seed=seed, retries=retries,
-            template=template, cache=cache_path, progress=not no_progress, calls=plan,
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )  # fmt: skip
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    cost = write_costs(RunStore(run_dir), plan, section["calls"]["cache_hits"])
-    click.echo(strict_dumps(section, indent=2) if as_json else format_rubric(section))
-    echo_costs({**section["calls"], **({"cost": cost} if cost else {})})
-    failed = section["status"].get("failed", 0)
-    if failed:  # a score left absent must not look like success
-        raise click.ClickException(
-            f"{failed} of {section['total']} items could not be rated (judge calls failed; "
-            f"reasons in {section['file']}): the score is absent; run the same command again "
-            "to retry them"
-        )
+def _judge_accuracy_command() -> click.Command:
+    from cafe.steps.judged import JudgedAccuracyStep
+
+    return step_command(JudgedAccuracyStep(), help=JUDGE_ACCURACY_HELP)
+
+
+judge_accuracy_command = _judge_accuracy_command()  # made from JudgedAccuracyStep's options
+
+
+JUDGE_OFFICIAL_HELP = """The official LLM-judged figure of RUN_DIR, for a benchmark whose official
+rule is an LLM judge (SAKURA): written to metrics.json "official" as its headline, beside the
+labelled deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
+
+
+def _judge_official_command() -> click.Command:
+    from cafe.steps.judged import OfficialStep
+
+    return step_command(OfficialStep(), help=JUDGE_OFFICIAL_HELP)
+
+
+judge_official_command = _judge_official_command()  # made from OfficialStep's options
+
+
+JUDGE_HELP = """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit
+(micro by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
+
+Resumable and cached: re-running skips what is judged and replays cached judge replies.
+
+\b
+cafe judge runs/x --judge rule
+cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+    --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
+"""
+
+
+def _judge_command() -> click.Command:
+    from cafe.steps.cafe_judge import CafeJudgeStep
+
+    return step_command(CafeJudgeStep(), help=JUDGE_HELP)
+
+
+judge_command = _judge_command()  # made from CafeJudgeStep's declared options and layout
+
+
+def _cues_command() -> click.Command:
+    from cafe.steps.cues import CuesStep
+
+    return step_command(CuesStep(), help=CUES_HELP)
+
+
+cues_command = _cues_command()  # made from CuesStep's declared options and layout
+
+
+RUBRIC_HELP = """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR
+authors' protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean;
+results by modality, category and sub-category go into metrics.json "rubric".
+
+\b
+cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
+cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+    --judge-endpoint http://localhost:8000/v1
+"""
+
+
+def _rubric_command() -> click.Command:
+    from cafe.steps.rubric import RubricStep
+
+    return step_command(RubricStep(), help=RUBRIC_HELP)
+
+
+rubric_command = _rubric_command()  # made from RubricStep's declared options and layout
 
 
 @command("listen")

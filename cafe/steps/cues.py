@@ -15,7 +15,7 @@ from cafe.judge.base import JudgeItem
 from cafe.judge.cues import NO_CAPTION, CueJudge, format_cues
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.records import Judgement
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Flags, Option, Step, View
 from cafe.store import judge_records_name
 
 
@@ -37,11 +37,23 @@ class CuesStep(Step):
     record_cls = Judgement
     caches = "calls"  # the cue judge caches each call under its JudgeSpec
     options = (
-        Option("judge", str, None, "Also ask this CAFE judge (openai, gemini, openai-compatible)."),
+        Option(
+            "judge",
+            str,
+            None,
+            "Also ask this CAFE judge (cue list as required events); offline matcher only without.",
+            kind=("openai", "gemini", "openai-compatible"),
+            needs="judge_model",
+        ),
         Option("judge_model", str, None, "Judge model name."),
-        Option("template", str, None, "Own template."),
-        Option("captions", str, None, "Captions file (optional)."),
+        Option("template", str, None, "Own template.", kind="file"),
+        Option("captions", str, None, "Captions file (optional).", kind="file"),
     )
+    layout = ("judge", "judge_model",
+              Flags("judge_server", {"concurrency": "judge_concurrency"},
+                    {"endpoint_help": "Judge server URL (repeatable).", "concurrency_help": None,
+                     "order": ("endpoints", "concurrency", "api_key_env")}),
+              "captions", "template", Flags("cache"), Flags("json"), Flags("progress"))  # fmt: skip
 
     def __init__(self, concurrency: int = 16, endpoints: Sequence[str] = (),
                  **client_options: Any) -> None:  # fmt: skip

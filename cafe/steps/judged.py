@@ -27,7 +27,7 @@ from cafe.judge.verdict import (
 )
 from cafe.records import Prediction
 from cafe.reporting import warn
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Flags, Option, Step, View
 from cafe.steps.cues import bench_breakdowns
 
 
@@ -41,13 +41,35 @@ class JudgedAccuracyStep(Step):
     needs_samples = True
     noun = "answer-judge calls"
     options = (
-        Option("judge", str, None, "Chat client kind: openai-compatible, openai or gemini."),
-        Option("judge_model", str, None, "Model name, e.g. gpt-5."),
-        Option("template", str, None, "Your own template ({question} {choices} {output})."),
-        Option("thinking", bool, False, "Let a thinking judge think."),
-        Option("thinking_budget", int, None, "The thinking judge's budget."),
-        Option("selective", bool, False, "Ask only where the official rule cannot decide."),
+        Option(
+            "judge",
+            str,
+            None,
+            "Chat client kind: openai-compatible, openai or gemini.",
+            required=True,
+        ),
+        Option("judge_model", str, None, "Model name, e.g. gpt-5.", required=True),
+        Option(
+            "template", str, None, "Your own template ({question} {choices} {output}).", kind="file"
+        ),
+        Option("thinking", bool, False, "Let a thinking judge think (budget --thinking-budget)."),
+        Option("thinking_budget", int, None, bounds=(0, 10**8)),  # tokens before its reply
+        Option(
+            "selective",
+            bool,
+            False,
+            "Ask the judge only where the official rule cannot "
+            "decide (its parse did not map the answer to a choice); the rule's choice stands "
+            "for the rest.",
+            flags="--selective",
+            switch=(False, True),
+        ),
     )
+    layout = ("judge", "judge_model",
+              Flags("judge_server", kw={"endpoint_help": "Judge server base URL."}),
+              "template", "thinking", "thinking_budget",
+              Flags("cache", kw={"default_file": "judge.sqlite"}), "selective",
+              Flags("batch"))  # fmt: skip
 
     def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16, client: Any = None,
                  batch: bool = False, prices: Any = None,
@@ -238,10 +260,21 @@ class OfficialStep(JudgedAccuracyStep):
     section_name = "official"
     reads = (VERDICTS_FILE, EMBEDDING_FILE)
     options = (
-        Option("judge", str, None, "Official LLM judge client: openai-compatible, openai..."),
+        Option("judge", str, None, "Official LLM judge client: openai-compatible, openai, gemini."),
         Option("judge_model", str, None, "Judge model (default: the official script's)."),
-        Option("embedder", str, None, "Embedding model of the benchmark's embedding path."),
+        Option(
+            "embedder",
+            str,
+            None,
+            "Embedding model (sentence-transformers name or folder) "
+            "of an embedding path (MMAU-Pro's closed questions; the official one is the "
+            "benchmark's official_embedder).",
+        ),
     )
+    layout = ("judge", "embedder", "judge_model",
+              Flags("judge_server", kw={"endpoint_help": "Judge server base URL."}),
+              Flags("cache", kw={"default_file": "judge.sqlite"}),
+              Flags("batch", kw={"saving": False}))  # fmt: skip
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(section_name="official", **kw)

@@ -17,7 +17,7 @@ from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
-from cafe.steps.base import Option, Step, View
+from cafe.steps.base import Flags, Option, Step, View
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import SAMPLES, judge_records_name
 
@@ -32,15 +32,45 @@ class RubricStep(Step):
     record_cls = RubricScore
     caches = "calls"  # the rubric judge caches each rater's call under its JudgeSpec
     options = (
-        Option("judge", str, "openai", "Chat protocol of the judge."),
+        Option(
+            "judge",
+            str,
+            "openai",
+            "Chat protocol of the judge (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
+            kind=("openai", "gemini", "openai-compatible"),
+        ),
         Option("judge_model", str, PAPER_JUDGE, "Judge model (the authors')."),
-        Option("raters", int, RATERS, "Judge calls per item."),
-        Option("trim", int, TRIM, "Lowest and highest rater scores dropped."),
-        Option("temperature", float, TEMPERATURE, "Sampling temperature."),
-        Option("seed", int, SEED, "Sampling seed."),
-        Option("retries", int, RETRIES, "Extra attempts per rater after an invalid reply."),
-        Option("template", str, None, "Your own rubric template."),
+        Option("raters", int, RATERS, bounds=(1, 10**8)),  # judge calls per item
+        Option(
+            "trim",
+            int,
+            TRIM,
+            "Drop this many lowest and highest rater scores before averaging.",
+            bounds=(0, 10**8),
+        ),
+        Option("temperature", float, TEMPERATURE, bounds=(0, 10)),
+        Option("seed", int, SEED, bounds=(0, 2**32 - 1)),
+        Option(
+            "retries",
+            int,
+            RETRIES,
+            "Extra attempts per rater after an invalid reply.",
+            bounds=(0, 10**8),
+        ),
+        Option(
+            "template",
+            str,
+            None,
+            "Your own rubric template (same '----- part -----' layout as the packaged one).",
+            kind="file",
+        ),
     )
+    layout = ("judge", "judge_model",
+              Flags("judge_server", {"concurrency": "judge_concurrency"},
+                    {"endpoint_help": "Judge server base URL (repeatable).",
+                     "order": ("endpoints", "concurrency", "api_key_env")}),
+              "raters", "trim", "temperature", "seed", "retries", "template", Flags("cache"),
+              Flags("batch", kw={"plan": True}), Flags("json"), Flags("progress"))  # fmt: skip
 
     def __init__(self, concurrency: int = 16, endpoints: Sequence[str] = (),
                  **client_options: Any) -> None:  # fmt: skip
