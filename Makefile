@@ -39,7 +39,7 @@ espeak:
 # pip runs quiet (-q), so each step says first what it installs and how long it takes (the
 # figures of README's "Two commands": a 2-core machine)
 $(VENV)/.installed: pyproject.toml $(LOCK)
-	@echo "creating $(VENV): CPU torch, then cafe with its [$(EXTRAS)] extras (2.4 GB; about 2 min from a local wheel cache, 10 min or more downloading)"
+	@echo "creating $(VENV): CPU torch, then cafe with its [$(EXTRAS)] extras (about 2.6 GB; about 2 min from a local wheel cache, 10 min or more downloading)"
 	python3 -m venv $(VENV)
 	@echo "[1/2] installing $(TORCH) (750 MB installed)"
 	$(PY) -m pip install -q $(LOCKED) $(TORCH)
