@@ -48,6 +48,20 @@ def test_an_unusable_endpoint_file_is_one_line_naming_it(tmp_path, content, said
     assert str(path) in str(e.value) and said in str(e.value)
 
 
+def test_an_endpoint_file_that_is_a_fifo_or_lists_a_string_is_refused_not_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "eps.fifo"
+    os.mkfifo(fifo)  # read by path it would block until a writer came
+    with pytest.raises(ConfigError, match="not a regular file") as e:
+        endpoints.expand([f"@{fifo}"])
+    assert str(fifo) in str(e.value)
+    text = tmp_path / "eps.json"  # a string, not a list: not one replica per character
+    text.write_text(json.dumps({"served_model": "m", "endpoints": "http://127.0.0.1:9/v1"}))
+    with pytest.raises(ConfigError, match="field endpoints"):
+        endpoints.expand([f"@{text}"])
+
+
 def _run(tmp_path, eps, name: str):
     return CliRunner().invoke(main, [
         "run", "--model", "openai-compatible", "-o", "model=m", "--endpoint", f"@{eps}",

@@ -69,8 +69,10 @@ def write(path: Path, listing: EndpointList) -> None:
 
 def read(path: Path) -> EndpointList:
     """An endpoint file: `cafe serve`'s JSON, or plain text with one URL a line (# comments)."""
+    from cafe.store import read_regular  # a FIFO or device there: one line, not a hang
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8", errors="replace")
     except OSError as e:
         raise ConfigError(
             f"{path}: cannot read the endpoint file ({e.strerror or e}); start "
@@ -85,7 +87,8 @@ def read(path: Path) -> EndpointList:
     else:
         urls = [s.strip() for s in text.splitlines() if s.strip() and not s.startswith("#")]
         listing = EndpointList(served_model="", endpoints=urls)
-    if not listing.endpoints or not all(isinstance(u, str) for u in listing.endpoints):
+    ok = isinstance(listing.endpoints, list) and all(isinstance(u, str) for u in listing.endpoints)
+    if not ok or not listing.endpoints:
         raise ConfigError(f"{path}: field endpoints: no replica is listed (all stopped?)")
     return listing
 

@@ -5,7 +5,8 @@ section is a Step over the original run's folder whose maths is in the pure modu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +25,25 @@ def _answered(view: View) -> StepStatus:
     return by_counts(len(view.predictions), answered, "items", "failed")
 
 
-def rerun(real: Path, run_options: dict[str, Any] | None) -> dict[str, Any]:
+@contextmanager
+def rerun(real: Path, run_options: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
     """run() arguments that rebuild ``real``'s spec (cafe.listen.rerun_options), its --ids
-    selection included: the ids it ran, written to a file of their own (the same set, so the
-    same identity hash)."""
+    selection included: the ids it ran, in a file of their own for as long as the reruns take
+    (the same set, so the same identity hash), removed afterwards."""
     from cafe.listen import rerun_options
 
     store = RunStore(real)
     manifest = store.read_manifest()
     opts = dict(run_options or rerun_options(manifest))
-    if (manifest.get("spec") or {}).get("ids") and not opts.get("ids"):
-        import tempfile
+    if not (manifest.get("spec") or {}).get("ids") or opts.get("ids"):
+        yield opts
+        return
+    import tempfile
 
-        fd, path = tempfile.mkstemp(prefix="cafe-ids-", suffix=".txt")
-        with open(fd, "w", encoding="utf-8") as f:
-            f.write("".join(f"{s.id}\n" for s in store.samples()))
-        opts["ids"] = path
-    return opts
+    with tempfile.TemporaryDirectory(prefix="cafe-ids-") as tmp:
+        path = Path(tmp) / "ids.txt"
+        path.write_text("".join(f"{s.id}\n" for s in store.samples()), encoding="utf-8")
+        yield {**opts, "ids": str(path)}
 
 
 def sibling(real_dir: str | Path, suffix: str) -> Path:
@@ -97,15 +100,15 @@ def run_orderings(
     if k < 2:
         raise ValueError("--permute-choices needs at least 2 orderings (the original is one)")
     real = Path(real_dir)
-    opts = rerun(real, run_options)
-    model, bench = opts.pop("model"), opts.pop("bench")
-    opts.pop("out", None)
     done = []
-    for i in range(1, k):
-        ident = identity(i, k, mode, seed)
-        out = sibling(real, folder_suffix(ident))
-        run_with(model, bench, **opts, out=out, permutation=ident, judge="none", **execution)
-        done.append((ident, out))
+    with rerun(real, run_options) as opts:
+        model, bench = opts.pop("model"), opts.pop("bench")
+        opts.pop("out", None)
+        for i in range(1, k):
+            ident = identity(i, k, mode, seed)
+            out = sibling(real, folder_suffix(ident))
+            run_with(model, bench, **opts, out=out, permutation=ident, judge="none", **execution)
+            done.append((ident, out))
     return run_step(ChoicesStep(done), real).section
 
 
@@ -206,17 +209,17 @@ def run_necessity(
     from cafe.steps.engine import run_step
 
     real = Path(real_dir)
-    opts = rerun(real, run_options)
-    model, bench = opts.pop("model"), opts.pop("bench")
-    opts.pop("out", None)
     folders: dict[str, Path] = {}
     source = ""
-    for name in ("caption", "text-only", "silence"):
-        out = control_dir(real, name)
-        res = run_with(model, bench, **opts, out=out, control=name, control_of=str(real),
-                  control_captions=captions if name == "caption" else None, judge="none",
-                  **execution)  # fmt: skip
-        folders[name] = res.run_dir
-        if name == "caption":
-            source = str((res.manifest.get("spec", {}).get("control") or {}).get("captions"))
+    with rerun(real, run_options) as opts:
+        model, bench = opts.pop("model"), opts.pop("bench")
+        opts.pop("out", None)
+        for name in ("caption", "text-only", "silence"):
+            out = control_dir(real, name)
+            res = run_with(model, bench, **opts, out=out, control=name, control_of=str(real),
+                           control_captions=captions if name == "caption" else None,
+                           judge="none", **execution)  # fmt: skip
+            folders[name] = res.run_dir
+            if name == "caption":
+                source = str((res.manifest.get("spec", {}).get("control") or {}).get("captions"))
     return run_step(NecessityStep(folders, source), real).section
