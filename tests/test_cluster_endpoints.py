@@ -62,6 +62,14 @@ def test_an_endpoint_file_that_is_a_fifo_or_lists_a_string_is_refused_not_waited
         endpoints.expand([f"@{text}"])
 
 
+def test_a_replica_log_named_by_the_model_stays_in_the_log_folder(tmp_path):
+    from cafe.cluster.replicas import log_path
+
+    for name in ("Qwen/Qwen3-32B", "../../etc/passwd", "a/../../b"):
+        p = log_path(tmp_path, name, "t", 0)
+        assert p.parent == tmp_path and "/" not in p.name, p
+
+
 def _run(tmp_path, eps, name: str):
     return CliRunner().invoke(main, [
         "run", "--model", "openai-compatible", "-o", "model=m", "--endpoint", f"@{eps}",

@@ -5,6 +5,7 @@ death signal), so a killed actor, a removed node or a killed `cafe serve` leaves
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from typing import Any
 from cafe.cluster.endpoints import ACTOR_PREFIX, EndpointList
 from cafe.cluster.servers import ServerCommand
 from cafe.cluster.session import NAMESPACE, ClusterError, connect
+from cafe.store import judge_slug
 
 #: how often a waiting driver asks a starting server for its model list
 POLL_S = 0.5
@@ -28,6 +30,12 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def log_path(log_dir: Path, served_model: str, tag: str, index: int) -> Path:
+    """Replica ``index``'s server log: the model's name as a file name ("org/model", or one
+    holding "..", stays inside ``log_dir``)."""
+    return log_dir / f"{judge_slug(served_model)}-{tag}-{index}.log"
 
 
 def free_port(host: str) -> int:
@@ -50,7 +58,10 @@ class ServerReplica:
         host = self.host or ray.util.get_node_ip_address()
         port = free_port(host)
         Path(self.log).parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "wb") as f:
+        from cafe.safe_files import open_no_follow  # a link planted in the log folder: refused
+
+        fd = open_no_follow(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "wb") as f:
             self.proc = subprocess.Popen(
                 self.command.for_address(host, port), stdout=f, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
@@ -67,8 +78,10 @@ class ServerReplica:
         return None if self.proc is None else self.proc.poll()
 
     def log_tail(self, chars: int = 2000) -> str:
-        try:
-            return Path(self.log).read_text(errors="replace")[-chars:]
+        try:  # the end of the file only: a server's log may be large
+            with open(self.log, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 4 * chars))
+                return f.read().decode("utf-8", errors="replace")[-chars:]
         except OSError:
             return ""
 
@@ -122,7 +135,7 @@ class Replicas:
         actors = []
         for i in range(self.count):
             name = f"{ACTOR_PREFIX}{cmd.served_model}:{self.tag}:{i}"
-            log = str(self.log_dir / f"{cmd.served_model}-{self.tag}-{i}.log")
+            log = str(log_path(self.log_dir, cmd.served_model, self.tag, i))
             actors.append(cls.options(
                 name=name, namespace=NAMESPACE, num_cpus=cmd.cpus, num_gpus=cmd.gpus,
                 scheduling_strategy="SPREAD", max_concurrency=4,
