@@ -75,13 +75,18 @@ class PromptTemplate:
         the same way, "(a) x (b) y")."""
         text = dict(self.forms).get(form or "", self.text)
         if instruction is None:
-            inline = " ".join(f"({chr(ord('a') + i)}) {c.strip()}" for i, c in enumerate(choices))
-            instruction = f"{question.strip()} {inline}" if inline else question
+            instruction = inline_instruction(question, choices)
         # str.replace, not str.format: user templates may hold literal braces (JSON examples)
         body = text.rstrip("\n")
         body = body.replace("{instruction}", instruction.strip())
         body = body.replace("{question}", question.strip())
         return body.replace("{choices}", "\n".join(self.choice_lines(choices)))
+
+
+def inline_instruction(question: str, choices: list[str]) -> str:
+    """The question with its options written inline, "(a) x (b) y", as SAKURA writes them."""
+    inline = " ".join(f"({chr(ord('a') + i)}) {c.strip()}" for i, c in enumerate(choices))
+    return f"{question.strip()} {inline}" if inline else question
 
 
 PROMPT_STYLES: Registry[PromptStyle] = Registry("prompt style", base=PromptStyle)

@@ -371,3 +371,30 @@ def test_a_sweep_point_of_failures_stops_the_sweep(tmp_path, cache):
     res = CliRunner().invoke(sweep_command, args)
     assert res.exit_code == 1 and "budget 0: most items failed in" in res.output, res.output
     assert (out / "budget-0" / "manifest.json").exists() and not (out / "sweep.json").exists()
+
+
+def test_a_reordered_sakura_item_shows_and_is_judged_in_its_new_order(tmp_path):
+    # SAKURA writes its options inside the instruction, and its prompt and official judge read
+    # that text: under rotation 1 the prompt must list the options rotated, and the judge's
+    # label must carry the letter the answer now has ("(a) dog" -> "(b) dog")
+    from cafe.benchmarks import sakura
+    from cafe.prompts import build_messages, load_template
+    from tests.sakura_helpers import write_folder
+
+    bench = BENCHMARKS.get("sakura")()
+    samples = bench.load(str(write_folder(tmp_path))).samples
+    original = next(s for s in samples if s.id == "Animal-a1-single")
+    s = O.permute_sample(original, 1, "rotate", 0)
+    assert s.choices == ["owl", "dog", "cat", "cow"] and s.answer == "dog"
+    text = build_messages(load_template("sakura"), s)[-1]["content"][-1]["text"]
+    assert "(a) owl (b) dog (c) cat (d) cow" in text and "(a) dog (b) cat" not in text
+    fields = bench.official_judge.fields(s)
+    assert fields["answer"] == "(b) dog" and "(b) dog (c) cat" in fields["question"]
+    assert sakura.official_response(s, "[GROUND_TRUTH_ANSWER]") == "(b) dog"
+    # the original order is untouched: its saved text and label, spaces and all
+    assert O.permute_sample(original, 0, "rotate", 0).meta["instruction"] == (
+        original.meta["instruction"])  # fmt: skip
+    g = next(x for x in samples if x.id == "Gender-g1-single")
+    assert bench.official_judge.fields(g)["answer"] == " (a) Female"
+    assert bench.official_judge.fields(O.permute_sample(g, 1, "rotate", 0))["answer"] == (
+        " (b) Female")  # fmt: skip

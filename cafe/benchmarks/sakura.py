@@ -324,11 +324,26 @@ def official_judgement(reply: str | None) -> str | None:
 LABEL_PLACEHOLDER = "[GROUND_TRUTH_ANSWER]"
 
 
+def label(sample: Sample) -> Any:
+    """The label as saved ("(b) dog", spaces kept), its letter that of the answer among the
+    choices as shown: an item whose options were reordered (--permute-choices) is judged
+    against the letter it showed."""
+    raw = sample.meta.get("answer_raw")
+    m = _ANSWER.fullmatch(raw) if isinstance(raw, str) else None
+    if m is None or sample.answer not in sample.choices:
+        return raw
+    at = ord(m.group(1)) - ord("a")
+    if at < len(sample.choices) and sample.choices[at] == sample.answer:
+        return raw  # the letter still shows the answer (the original order)
+    shown = chr(ord("a") + sample.choices.index(sample.answer))
+    return raw[: m.start(1)] + shown + raw[m.end(1) :]
+
+
 def official_response(sample: Sample, response: str) -> str:
     """The response as llm_judge.py's prompt builder leaves it: it fills the response in first
     and the label after, so a response holding the label's placeholder shows the judge the
     label there."""
-    return response.replace(LABEL_PLACEHOLDER, str(sample.meta.get("answer_raw") or sample.answer))
+    return response.replace(LABEL_PLACEHOLDER, str(label(sample) or sample.answer))
 
 
 def thought_first(reply: str | None) -> bool:
@@ -410,7 +425,7 @@ class SAKURA(Benchmark):
             system=JUDGE_SYSTEM,
             fields=lambda s: {
                 "question": s.meta.get("instruction") or s.question,
-                "answer": s.meta.get("answer_raw") or s.answer or "",
+                "answer": label(s) or s.answer or "",
             },
             reader=official_judgement,
             output_form=official_response,
@@ -570,7 +585,7 @@ def write_results(
         if value is not None:
             doc["results"][s.meta.get("file") or s.id] = {
                 "instruction": s.meta.get("instruction"), "response": value,
-                "label": s.meta.get("answer_raw")}  # fmt: skip
+                "label": label(s)}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for (track, hop), doc in sorted(files.items(), key=lambda kv: str(kv[0])):

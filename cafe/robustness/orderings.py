@@ -16,6 +16,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cafe.prompts import inline_instruction
 from cafe.records import Prediction, Sample
 
 MODES = ("rotate", "shuffle")
@@ -52,7 +53,13 @@ def permute_sample(s: Sample, k: int, mode: str, seed: int) -> Sample:
     if s.error is not None or not s.choices:
         return s
     o = order(len(s.choices), k, mode, seed, s.id)
-    return dataclasses.replace(s, choices=[s.choices[i] for i in o], meta={**s.meta, ORDER_KEY: o})
+    choices = [s.choices[i] for i in o]
+    meta = {**s.meta, ORDER_KEY: o}
+    if isinstance(meta.get("instruction"), str) and o != sorted(o):
+        # an instruction that writes the options inline (SAKURA's) shows them in the new order
+        # too: the prompt and the official judge read it, not the choices
+        meta["instruction"] = inline_instruction(s.question, choices)
+    return dataclasses.replace(s, choices=choices, meta=meta)
 
 
 def permute_samples(samples: Sequence[Sample], spec: Mapping[str, Any]) -> list[Sample]:
