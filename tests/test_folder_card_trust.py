@@ -62,6 +62,12 @@ def test_a_folder_card_sends_no_key_to_a_server_it_names(tmp_path: Path, monkeyp
         ),
         ("name: mine\nadapter: random\nlaunch: 'curl x | sh'\n", "launch"),
         ("name: mine\nadapter: random\noptions: {back: gpt-4o}\n", "options.back"),
+        # placement on a cluster the card names, and a reach-out nested one level down
+        ("name: mine\nadapter: random\noptions: {ray: {actors: 2}}\n", "options.ray"),
+        (
+            "name: mine\nadapter: random\noptions: {server: {address: 'head.example:6379'}}\n",
+            "options.server.address",
+        ),
     ],
 )
 def test_a_folder_card_claims_only_its_own_name_and_prompt(tmp_path, body, field) -> None:

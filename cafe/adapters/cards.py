@@ -8,6 +8,7 @@ import os
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from cafe.adapters.base import ModelCard
 from cafe.records import InputError, Problem, read_yaml
@@ -21,7 +22,11 @@ FOLDER_CARD = "cafe-card.yaml"
 TRAINED_GROUPS = ("MPAR²", "Ours")
 #: options that pick where calls go or which key they carry: only the user sets them (command
 #: line, environment, their own --cards), never a card that arrived with downloaded weights
-_REACHES_OUT = re.compile(r"(^|_)(endpoints?|url|urls|base|key|keys|host|port|token)(_env)?$")
+_REACHES_OUT = re.compile(
+    r"(^|_)(endpoints?|url|urls|base|key|keys|host|port|token|address)(_env)?$"
+)
+#: options that place the work on a machine (a Ray cluster to join, vllm_dp's ``ray``)
+_PLACES = ("ray",)
 #: options naming another model a card's adapter calls (a cascade's back and front)
 _PICKS_A_MODEL = ("back", "front", "card")
 #: card fields of the same kind (``launch``: a command line to start a server)
@@ -73,13 +78,7 @@ def untrusted_fields(data: dict, known_names: set[str] | frozenset[str] = frozen
     """What a folder's card ``data`` claims that only the user may (one ``field: why`` each):
     an endpoint or key option, a server launch line, a paper group other than a trained
     checkpoint's, another known model's name."""
-    out = []
-    options = data.get("options")
-    for key in sorted(options) if isinstance(options, dict) else []:
-        if _REACHES_OUT.search(str(key)):
-            out.append(f"options.{key}: picks where calls go or which key they carry")
-        elif key in _PICKS_A_MODEL:
-            out.append(f"options.{key}: names another model to call (and so its service)")
+    out = _option_claims(data.get("options"), "options")
     out += [f"{f}: a command to start a server" for f in _CARD_REACHES_OUT if data.get(f)]
     group = data.get("group")
     if group is not None and group not in TRAINED_GROUPS:
@@ -87,6 +86,23 @@ def untrusted_fields(data: dict, known_names: set[str] | frozenset[str] = frozen
         out.append(f"group: {group!r} (a trained checkpoint's is one of {trained})")
     if str(data.get("name")) in known_names:
         out.append(f"name: {data.get('name')!r} is another model's (a built-in card or adapter)")
+    return out
+
+
+def _option_claims(options: Any, at: str) -> list[str]:
+    """What the options under ``at`` claim that only the user may, nested options included
+    (``ray: {address: …}``, a cascade part's ``{url: …}``)."""
+    out = []
+    for key in sorted(options, key=str) if isinstance(options, dict) else []:
+        where = f"{at}.{key}"
+        if _REACHES_OUT.search(str(key)):
+            out.append(f"{where}: picks where calls go or which key they carry")
+        elif key in _PICKS_A_MODEL:
+            out.append(f"{where}: names another model to call (and so its service)")
+        elif key in _PLACES:
+            out.append(f"{where}: picks the cluster the model runs on")
+        else:
+            out += _option_claims(options[key], where)
     return out
 
 
