@@ -88,28 +88,30 @@ def package_versions() -> dict[str, str]:
 
 
 def git_commit() -> str | None:
-    """The commit of the cafe checkout in use (None when installed from a wheel)."""
+    """The commit of the cafe checkout in use (None when installed from a wheel, or when git
+    does not answer within its timeout: a run never waits on it)."""
     root = Path(__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return None
+    head = _git(root, "rev-parse", "HEAD")
+    if head is None:
+        return None
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return head + ("-dirty" if dirty else "") if dirty is not None else head
+
+
+#: the longest a git look-up may take before the manifest does without it
+GIT_TIMEOUT_S = 5.0
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """git's stdout for ``args`` in ``root``; None when it fails or takes too long."""
     try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                             timeout=GIT_TIMEOUT_S)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0:
-        return None
-    dirty = subprocess.run(
-        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        timeout=5,
-    ).stdout.strip()
-    return out.stdout.strip() + ("-dirty" if dirty else "")
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def environment() -> dict[str, Any]:

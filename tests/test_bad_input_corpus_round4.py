@@ -218,3 +218,17 @@ def test_sakura_results_nested_past_the_parser_are_one_line(tmp_path: Path) -> N
     r = _score_sakura(root, f)
     assert r.exit_code != 0 and not isinstance(r.exception, RecursionError), r.output
     assert any(str(f) in x and "nested more than" in x for x in r.output.splitlines()), r.output
+
+
+def test_a_git_that_hangs_leaves_the_manifest_without_the_dirty_mark(tmp_path, monkeypatch):
+    # the manifest asks git for the checkout's commit and whether it is dirty; a git that
+    # answers the first and hangs on the second was a TimeoutExpired traceback out of a run
+    from cafe import manifest
+
+    fake = tmp_path / "bin" / "git"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\ncase "$*" in *status*) sleep 30;; *) echo abc123;; esac\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(manifest, "GIT_TIMEOUT_S", 0.3)
+    assert manifest.git_commit() == "abc123"
