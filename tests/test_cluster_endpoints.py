@@ -105,6 +105,19 @@ def test_replicas_from_a_serve_file_leave_their_urls_out_of_the_served_identity(
 def test_placement_flags_go_with_engine_ray():
     res = CliRunner().invoke(main, ["run", "--actors", "2"])
     assert res.exit_code == 2 and "--engine ray" in res.output
+    res = CliRunner().invoke(main, ["run", "--actor-grace", "3"])
+    assert res.exit_code == 2 and "--engine ray" in res.output
+
+
+def test_the_actor_grace_reaches_the_pool_only_when_given():
+    from cafe.cluster.cli import placement
+
+    # a re-run on a cluster that lost a node need not wait the default grace for an actor
+    # that has no room (the pool's grace_s keyword)
+    assert placement("ray", "auto", 2, 0.0, 3.0) == {
+        "ray": {"address": "auto", "actors": 2, "gpus": 0.0, "grace_s": 3.0}}  # fmt: skip
+    assert "grace_s" not in placement("ray", None, 2, 0.0)["ray"]  # the pool's own default
+    assert placement("local", None, 1, 0.0) == {}
 
 
 def test_cafe_help_and_a_plain_run_import_no_ray(tmp_path):

@@ -100,22 +100,29 @@ def serve_command(
         path.unlink(missing_ok=True)
 
 
-def placement(engine: str, address: str | None, actors: int, gpus: float) -> dict:
+def placement(
+    engine: str, address: str | None, actors: int, gpus: float, grace: float | None = None
+) -> dict:
     """The adapter option ``ray`` that --engine ray asks for (none for in-process)."""
     if engine != "ray":
-        if address or actors != 1 or gpus:
-            raise click.UsageError("--ray, --actors and --actor-gpus go with --engine ray")
+        if address or actors != 1 or gpus or grace is not None:
+            raise click.UsageError(
+                "--ray, --actors, --actor-gpus and --actor-grace go with --engine ray"
+            )
         return {}
-    return {"ray": {"address": address, "actors": actors, "gpus": gpus}}
+    wait = {} if grace is None else {"grace_s": grace}
+    return {"ray": {"address": address, "actors": actors, "gpus": gpus, **wait}}
 
 
 def engine_options(f):  # type: ignore[no-untyped-def]
     """--engine, --ray, --actors, --actor-gpus as one ``engine`` argument: adapter options
     that place the model (execution options: no part of the run's identity)."""
     from cafe.cli_options import compose, gathered
+    from cafe.cluster.pool import GRACE_S
 
     return compose(
-        gathered("engine", placement, ("engine", "ray_address", "actors", "actor_gpus")),
+        gathered("engine", placement,
+                 ("engine", "ray_address", "actors", "actor_gpus", "actor_grace")),
         option("--engine", type=click.Choice(["local", "ray"]), default="local",
                show_default=True, help="Where an in-process model runs: here, or as Ray actors "
                "(one per replica, each with --actor-gpus; a lost one is retried by a re-run)."),
@@ -125,4 +132,7 @@ def engine_options(f):  # type: ignore[no-untyped-def]
                help="Model replicas for --engine ray (placed spread over the nodes)."),
         option("--actor-gpus", default=0.0, type=click.FloatRange(min=0),
                help="GPUs each actor of --engine ray asks for [0: CPU]."),
+        option("--actor-grace", type=click.FloatRange(min=0), help="Seconds the other actors "
+               "get to be placed once the first is (a cluster short of room runs on those "
+               f"placed by then) [{GRACE_S:g}]."),
     )(f)  # fmt: skip
