@@ -38,6 +38,11 @@ def strict_dumps(data: Any, **kw: Any) -> str:
     return LONE_SURROGATE.sub("\ufffd", text) if not kw.get("ensure_ascii", True) else text
 
 
+def unreadable_text(s: str) -> bool:
+    """Whether ``s`` holds what strict_dumps writes as U+FFFD (a NUL, a lone surrogate)."""
+    return "\x00" in s or LONE_SURROGATE.search(s) is not None
+
+
 def readable(v: Any) -> Any:
     """``v`` with each NUL and lone surrogate in its strings and keys as U+FFFD: what no file
     cafe reads may hold (bad_text) written as the replacement character instead."""

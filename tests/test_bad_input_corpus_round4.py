@@ -152,8 +152,12 @@ def test_a_reply_holding_nul_is_written_so_cafe_reads_it_back(tmp_path: Path) ->
         code, out, answers = _served_run(tmp_path, srv.url, "a")
         assert code == 0, out
         assert answers["g1"] == reply.replace("\x00", "\ufffd")
+        # what was replaced is said, once a run, naming an item
+        said = [x for x in out.splitlines() if "U+FFFD" in x]
+        assert len(said) == 1 and "NUL" in said[0] and "sample " in said[0], out
         code, out, _ = _served_run(tmp_path, srv.url, "a", "--runs", "2")  # a resume reads it
-        assert code == 0 and "NUL" not in out, out
+        assert code == 0 and "fix or delete" not in out, out  # no line is refused on read
+        assert sum("U+FFFD" in x for x in out.splitlines()) == 1, out  # its new run's outputs
     r = _invoke("report", str(tmp_path / "a"), "--no-figures")
     assert r.exit_code == 0 and "NUL" not in r.output, r.output
 

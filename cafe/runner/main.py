@@ -327,6 +327,18 @@ def _say_failures(preds: list[Prediction], failures: int) -> int:
     return failures
 
 
+def _say_replaced(preds: list[Prediction], replaced: int) -> int:
+    """Say, once a run, that a model's output held characters no file cafe reads may hold (a
+    random-weight model emits NULs): they are written as U+FFFD -> the outputs so far."""
+    from cafe.jsontext import unreadable_text
+
+    odd = [p for p in preds if isinstance(p.raw_output, str) and unreadable_text(p.raw_output)]
+    if odd and not replaced:
+        warn([f"sample {odd[0].sample_id}: the model's output holds NUL or lone-surrogate "
+              "characters; written as U+FFFD in predictions.jsonl (said once a run)"])  # fmt: skip
+    return replaced + len(odd)
+
+
 def _say_served_change(plan: RunPlan, served: dict[str, Any]) -> None:
     """One line when the folder's server now reports another model than it did (other weights
     behind the same name): the folder then holds predictions of both."""
@@ -378,7 +390,7 @@ def _generate(
     store = plan.store
     request = plan.request
     calls = open_cache(request.cache)
-    written = failures = 0
+    written = failures = replaced = 0
     tally = Tally()  # the shares of the predictions this session wrote
     before = {k: manifest.get(k) for k in ("usage", "counters")}  # the earlier sessions' figures
 
@@ -387,7 +399,7 @@ def _generate(
         record(manifest, before, adapter, tally)
 
     def on_done(preds: list[Prediction]) -> None:
-        nonlocal written, failures, tally
+        nonlocal written, failures, replaced, tally
         # calls a dead server's breaker stopped stay pending (the next run makes them); the
         # rest of the batch is kept, then the run stops
         dead = [p for p in preds if p.sections.get("failure") == "unreachable"]
@@ -399,6 +411,7 @@ def _generate(
         if dead:
             raise _ServerGone(dead[0].error or "the model server gave no reply")
         failures = _say_failures(preds, failures)
+        replaced = _say_replaced(preds, replaced)
 
     try:
         identity = _probe(plan, adapter, manifest)
