@@ -84,6 +84,6 @@ def draw_necessity(section: Mapping[str, Any]) -> Any:
     shown = "–" if need["acc"] is None else f"{need['acc']:.2f}%"
     ci = need.get("ci95")
     ax.set_title(f"audio necessity over {section['items']} items\naccuracy on the {need['n']} "
-                 f"items that need the audio: {shown}"
+                 f"items only the audio answers: {shown}"
                  + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""), fontsize=8)  # fmt: skip
     return fig

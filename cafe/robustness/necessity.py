@@ -141,8 +141,8 @@ def format_necessity(section: Mapping[str, Any]) -> str:
     n = section["audio_needed"]
     ci = n["ci95"]
     lines.append(
-        f"  accuracy on the {n['n']} items that need the audio: {f(n['acc'])}"
-        + (f" [{f(ci[0])}, {f(ci[1])}]" if ci else "")
+        f"  accuracy on the {n['n']} items only the audio answers (needs the audio + never "
+        f"right): {f(n['acc'])}" + (f" [{f(ci[0])}, {f(ci[1])}]" if ci else "")
     )
     acc = section["accuracy"]
     lines.append("  accuracy per condition: " + ", ".join(f"{c} {f(acc[c])}" for c in CONDITIONS))

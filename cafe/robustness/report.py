@@ -44,8 +44,8 @@ def choices_rows(sec: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
 def necessity_rows(sec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     rows = [(lab, str(sec["counts"][lab]), f"{_f(sec['share'][lab])}%") for lab in LABELS]
     n = sec["audio_needed"]
-    rows.append((f"accuracy on the {n['n']} items that need the audio", _f(n["acc"]),
-                 _ci(n["ci95"])))  # fmt: skip
+    what = f"accuracy on the {n['n']} items only the audio answers (needs the audio + never right)"
+    rows.append((what, _f(n["acc"]), _ci(n["ci95"])))
     acc = sec["accuracy"]
     rows += [(f"accuracy, {c}", _f(acc[c]), "") for c in CONDITIONS]
     return rows
