@@ -7,6 +7,7 @@ which run each figure came from), never what a model happens to answer."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from click.testing import CliRunner
@@ -155,6 +156,24 @@ def test_sweep_section_orders_by_budget():
     assert sec["budgets"] == [0, 64]
     assert [r["acc"] for r in sec["rows"]] == [25.0, 75.0]
     assert [r["acc_per"] for r in sec["rows"]] == [12.5, 37.5]
+
+
+def test_the_sweeps_decay_is_acc_per_against_length_with_its_interval():
+    # bins (x, Acc_per): 4 usable, one sparse (left out, as the decay section leaves it out)
+    bins = [{"x": x, "acc_per": y, "sparse": s}
+            for x, y, s in ((10, 90.0, False), (20, 80.0, False), (30, 85.0, False),
+                            (40, 60.0, False), (50, 99.0, True))]  # fmt: skip
+    r, ci = B.decay_r({"bins": bins})
+    # by hand: x mean 25, y mean 78.75; sxy = -15*11.25 - 5*1.25 + 5*6.25 + 15*-18.75 = -425;
+    # sxx = 500; syy = 126.5625 + 1.5625 + 39.0625 + 351.5625 = 518.75
+    assert r == pytest.approx(-425 / (500 * 518.75) ** 0.5)
+    z, se = math.atanh(r), 1 / math.sqrt(4 - 3)  # Fisher's z over the 4 bins
+    assert ci == pytest.approx([math.tanh(z - 1.959964 * se), math.tanh(z + 1.959964 * se)],
+                               abs=1e-4)  # fmt: skip
+    assert B.decay_r({"bins": bins[:3]})[1] is None  # three bins: r, but no interval
+    assert B.decay_r({"bins": bins[:2]}) == (None, None) and B.decay_r(None) == (None, None)
+    row = B.sweep_section([{"budget": 0, "method": "f", "metrics": {"decay": {"bins": bins}}}])
+    assert row["rows"][0]["decay_r"] == pytest.approx(r) and "length" in row["labels"]["decay_r"]
 
 
 # --------------------------------------------------------------------- end to end on synth

@@ -67,8 +67,25 @@ def budget_folder(root: str | Path, budget: int) -> Path:
     return Path(root) / f"budget-{int(budget)}"
 
 
-def _cell(section: Mapping[str, Any] | None, key: str) -> Any:
-    return None if not section else section.get(key)
+def decay_r(decay: Mapping[str, Any] | None) -> tuple[float | None, list[float] | None]:
+    """The run's decay as the sweep shows it: Pearson r of Acc_per against reasoning length
+    across the decay section's (non-sparse) bins, with its 95% interval (scipy's, by Fisher's
+    z; none under 4 bins) -> (r, [lo, hi])."""
+    bins = [
+        b
+        for b in (decay or {}).get("bins") or []
+        if not b.get("sparse") and b.get("acc_per") is not None and b.get("x") is not None
+    ]
+    xs, ys = [b["x"] for b in bins], [b["acc_per"] for b in bins]  # fmt: skip
+    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return None, None
+    from scipy import stats
+
+    res = stats.pearsonr(xs, ys)
+    if len(xs) < 4:
+        return float(res.statistic), None
+    ci = res.confidence_interval(0.95)
+    return float(res.statistic), [round(float(ci.low), 4), round(float(ci.high), 4)]
 
 
 def sweep_section(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -81,7 +98,7 @@ def sweep_section(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         total = (m.get("accuracy") or {}).get("total") or {}
         caf = m.get("cafe") or {}
         ci = caf.get("ci95") or {}
-        dec = m.get("decay") or {}
+        r, r_ci = decay_r(m.get("decay"))
         rows.append({
             "budget": p["budget"],
             "method": p["method"],
@@ -93,7 +110,8 @@ def sweep_section(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "acc_per_ci95": ci.get("acc_per"),
             "err_per": caf.get("err_per"),
             "err_per_ci95": ci.get("err_per"),
-            "decay_rho": _cell(dec.get("spearman"), "rho"),
+            "decay_r": r,
+            "decay_r_ci95": r_ci,
             "reasoning_tokens": p.get("reasoning_tokens"),
         })  # fmt: skip
     return {
@@ -103,7 +121,9 @@ def sweep_section(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "acc": "accuracy (percent, the benchmark's headline rule; every item)",
             "acc_per": "CAFE Acc_per (percent; the run's CAFE headline)",
             "err_per": "CAFE Err_per (percent)",
-            "decay_rho": "Spearman rho of Acc_per against reasoning length within the run",
+            "decay_r": "Pearson r of Acc_per against reasoning length across the run's "
+            "decay bins (negative: perception decays as reasoning grows), 95% interval by "
+            "Fisher's z over the bins",
             "reasoning_tokens": "mean reasoning tokens per answered item (as counted by the run)",
         },
     }
@@ -120,13 +140,13 @@ def format_sweep(section: Mapping[str, Any]) -> str:
     method = rows[0]["method"] if rows else "?"
     lines = [f"reasoning-budget sweep ({method}); percent, 95% bootstrap intervals over items"]
     lines.append("budget  items  accuracy              Acc_per               Err_per"
-                 "               decay rho  reasoning tokens")  # fmt: skip
+                 "               decay r (length)      reasoning tokens")  # fmt: skip
     for r in rows:
         lines.append(
             f"{r['budget']:>6}  {r['n']!s:>5}  {(f(r['acc']) + ci(r['acc_ci95'])):<20}  "
             f"{(f(r['acc_per']) + ci(r['acc_per_ci95'])):<20}  "
-            f"{(f(r['err_per']) + ci(r['err_per_ci95'])):<20}  {f(r['decay_rho']):>9}  "
-            f"{f(r['reasoning_tokens']):>16}"
+            f"{(f(r['err_per']) + ci(r['err_per_ci95'])):<20}  "
+            f"{(f(r['decay_r']) + ci(r['decay_r_ci95'])):<20}  {f(r['reasoning_tokens']):>16}"
         )
     return "\n".join(lines)
 
