@@ -226,8 +226,14 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
     import shutil
 
     eps = tmp_path / "eps.json"
+
+    # started as a shell starts a background job (`cafe serve … &`: SIGINT ignored)
+    def background() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     proc = subprocess.Popen(serve_args(eps, cluster.address), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env={**os.environ})  # fmt: skip
+                            stderr=subprocess.STDOUT, env={**os.environ},
+                            preexec_fn=background)  # fmt: skip
     try:
         wait_for(
             "cafe serve wrote its endpoints", 300, lambda: eps.exists() or proc.poll() is not None
@@ -272,13 +278,15 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
         assert [r["raw_reply"] for r in alone] == [r["raw_reply"] for r in replicated]
         assert cascade_outputs(tmp_path / "d", survivor) == spread
     finally:
-        proc.send_signal(signal.SIGINT)  # Ctrl-C: the replicas stop, the file goes
+        proc.send_signal(signal.SIGTERM)  # `kill %1`: the replicas stop, the file goes
         try:
             out, _ = proc.communicate(timeout=90)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
     assert proc.returncode == 0, out.decode()
+    # cafe's own stop, not Ray's SIGTERM handler (a crash dump, the replicas left to Ray)
+    assert "stopping the replicas" in out.decode() and "SIGTERM received" not in out.decode()
     assert not eps.exists()
     wait_for("the replicas exit", 30, lambda: not actor_pids("ray::ServerReplica"))
 

@@ -64,8 +64,7 @@ def serve_command(
     from cafe.cluster.replicas import serve
 
     path = Path(endpoints_file)
-    # a `kill` (SIGTERM) stops the replicas as Ctrl-C does
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    _stop_on_signals()
     where = address or "a local Ray cluster (127.0.0.1)"
     click.echo(f"starting {replicas} replica(s) of {model} on {where}", err=True)
     pool = None
@@ -75,6 +74,7 @@ def serve_command(
             options=adapter_options(pairs), served_name=served_name, address=address,
             host=host, server_args=server_args, ready_timeout_s=ready_timeout,
         )  # fmt: skip
+        _stop_on_signals()  # joining Ray put its own SIGTERM handler in place (a crash dump)
         listing = pool.listing()
         endpoints.write(path, listing)
         for url in listing.endpoints:
@@ -98,6 +98,13 @@ def serve_command(
         if pool is not None:
             pool.stop()
         path.unlink(missing_ok=True)
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and a `kill` (SIGTERM) stop the replicas and remove the endpoint file; SIGINT too
+    when a shell started `cafe serve &` with it ignored, as shells do for background jobs."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def placement(
