@@ -97,7 +97,7 @@ def git_commit() -> str | None:
     if head is None:
         return None
     dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
-    return head + ("-dirty" if dirty else "") if dirty is not None else head
+    return head + "-dirty" if dirty else head  # a status that timed out: no mark
 
 
 #: the longest a git look-up may take before the manifest does without it

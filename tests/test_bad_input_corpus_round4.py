@@ -231,7 +231,7 @@ def test_a_git_that_hangs_leaves_the_manifest_without_the_dirty_mark(tmp_path, m
 
     fake = tmp_path / "bin" / "git"
     fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\ncase "$*" in *status*) sleep 30;; *) echo abc123;; esac\n')
+    fake.write_text('#!/bin/sh\ncase "$*" in *status*) exec sleep 30;; *) echo abc123;; esac\n')
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     monkeypatch.setattr(manifest, "GIT_TIMEOUT_S", 0.3)

@@ -109,7 +109,7 @@ def test_placement_flags_go_with_engine_ray():
     assert res.exit_code == 2 and "--engine ray" in res.output
 
 
-def test_the_actor_grace_reaches_the_pool_only_when_given():
+def test_the_actor_grace_reaches_the_ray_options_only_when_given():
     from cafe.cluster.cli import placement
 
     # a re-run on a cluster that lost a node need not wait the default grace for an actor

@@ -68,6 +68,10 @@ def test_a_folder_card_sends_no_key_to_a_server_it_names(tmp_path: Path, monkeyp
             "name: mine\nadapter: random\noptions: {server: {address: 'head.example:6379'}}\n",
             "options.server.address",
         ),
+        (
+            "name: mine\nadapter: random\noptions: {parts: [{model: m}, {url: 'http://x.example'}]}\n",
+            r"options.parts\[1\].url",
+        ),
     ],
 )
 def test_a_folder_card_claims_only_its_own_name_and_prompt(tmp_path, body, field) -> None:

@@ -417,3 +417,13 @@ def test_a_reordered_sakura_item_shows_and_is_judged_in_its_new_order(tmp_path):
     assert bench.official_judge.fields(g)["answer"] == " (a) Female"
     assert bench.official_judge.fields(O.permute_sample(g, 1, "rotate", 0))["answer"] == (
         " (b) Female")  # fmt: skip
+
+
+def test_a_sweep_written_before_the_decay_r_still_prints():
+    # sweep.json files from before decay_r carry decay_rho: `cafe report` shows their table
+    # with the decay column empty instead of failing on the missing key
+    row = {"budget": 0, "n": 4, "acc": 50.0, "acc_ci95": None, "acc_per": None,
+           "acc_per_ci95": None, "err_per": None, "err_per_ci95": None, "decay_rho": -0.5,
+           "reasoning_tokens": 3.0, "method": "f"}  # fmt: skip
+    line = B.format_sweep({"rows": [row]}).splitlines()[-1]
+    assert line.split()[:3] == ["0", "4", "50.00"] and "-0.5" not in line

@@ -92,6 +92,8 @@ def untrusted_fields(data: dict, known_names: set[str] | frozenset[str] = frozen
 def _option_claims(options: Any, at: str) -> list[str]:
     """What the options under ``at`` claim that only the user may, nested options included
     (``ray: {address: …}``, a cascade part's ``{url: …}``)."""
+    if isinstance(options, list):  # a list of parts: each one's options under its index
+        return [c for i, part in enumerate(options) for c in _option_claims(part, f"{at}[{i}]")]
     out = []
     for key in sorted(options, key=str) if isinstance(options, dict) else []:
         where = f"{at}.{key}"

@@ -146,7 +146,9 @@ def format_sweep(section: Mapping[str, Any]) -> str:
             f"{r['budget']:>6}  {r['n']!s:>5}  {(f(r['acc']) + ci(r['acc_ci95'])):<20}  "
             f"{(f(r['acc_per']) + ci(r['acc_per_ci95'])):<20}  "
             f"{(f(r['err_per']) + ci(r['err_per_ci95'])):<20}  "
-            f"{(f(r['decay_r']) + ci(r['decay_r_ci95'])):<20}  {f(r['reasoning_tokens']):>16}"
+            # .get: a sweep.json from before the decay r has none (shown as –)
+            f"{(f(r.get('decay_r')) + ci(r.get('decay_r_ci95'))):<20}  "
+            f"{f(r['reasoning_tokens']):>16}"
         )
     return "\n".join(lines)
 

@@ -126,7 +126,7 @@ def folder_lines(root: str | Path, runs: list[Path]) -> str:
                         f"consistency {_f(ch['consistency']['acc'])}")  # fmt: skip
         if isinstance(nec, dict) and nec.get("audio_needed"):
             n = nec["audio_needed"]
-            bits.append(f"accuracy on the {n['n']} items needing the audio {_f(n['acc'])} "
+            bits.append(f"accuracy on the {n['n']} items only the audio answers {_f(n['acc'])} "
                         f"{_ci(n['ci95'])}")  # fmt: skip
         if bits:
             lines.append(f"- {run.name}: " + "; ".join(bits))

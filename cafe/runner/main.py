@@ -334,8 +334,11 @@ def _say_replaced(preds: list[Prediction], replaced: int) -> int:
 
     odd = [p for p in preds if isinstance(p.raw_output, str) and unreadable_text(p.raw_output)]
     if odd and not replaced:
-        warn([f"sample {odd[0].sample_id}: the model's output holds NUL or lone-surrogate "
-              "characters; written as U+FFFD in predictions.jsonl (said once a run)"])  # fmt: skip
+        from tqdm import tqdm  # above the progress bar, as the failure lines are
+
+        tqdm.write(f"warning: sample {odd[0].sample_id}: the model's output holds NUL or "
+                   "lone-surrogate characters; written as U+FFFD in predictions.jsonl (said "
+                   "once a run)", file=sys.stderr)  # fmt: skip
     return replaced + len(odd)
 
 
