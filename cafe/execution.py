@@ -11,8 +11,10 @@ inputs, asked once on a miss, only a usable result stored) that the engine and e
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,51 +45,97 @@ class Limiter:
 
 
 async def write_as_completed(
-    coros: Sequence[Awaitable[Any]], writer: Any, desc: str, progress: bool,
-    flush_every: int | None = None,
-) -> list[Any]:  # fmt: skip
-    """Await calls as they finish; append their records in fsynced batches of ``flush_every``
-    (default FLUSH_EVERY; a kill loses at most one batch, which the next run makes again). A
-    server that stops answering (ServerUnreachable) ends it: what finished is written, the
-    error says so."""
+    tasks: Sequence[asyncio.Future[Any]], writer: Any, *, total: int, desc: str, progress: bool,
+    flush_every: int | None = None, batched: bool = False,
+    running: Mapping[asyncio.Future[Any], Future[Any]] | None = None,
+) -> list[tuple[int, Any]]:  # fmt: skip
+    """Await ``tasks`` (each gives its index and its result) as they finish; append their
+    records in fsynced batches of at least ``flush_every`` (default FLUSH_EVERY; a kill loses at
+    most one batch, which the next run makes again) -> the (index, result) pairs as they came.
+    ``batched``: each result is a list of records, written whole. Any exception (a dead server,
+    a --strict stop, a writer that refuses) ends it after the buffer is written: the other calls
+    are cancelled, save those ``running`` on a thread (no cancel stops one: its records are
+    written too, already paid for), as are the calls that had finished.
+    A server that stops answering says how many were kept."""
     from cafe.clients.breaker import ServerUnreachable
 
     flush_every = flush_every or FLUSH_EVERY
-
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(coros), desc=desc, unit="item")
-    done: list[Any] = []
+        bar = tqdm(total=total, desc=desc, unit="item")
+    done: list[tuple[int, Any]] = []
     buffer: list[Any] = []
-    tasks = [asyncio.ensure_future(c) for c in coros]
+    kept = 0
+
+    def flush() -> None:
+        nonlocal buffer
+        ready, buffer = buffer, []  # handed over: a writer that raises owns it
+        if ready:
+            writer.write_many(ready)
+
     try:
         for fut in asyncio.as_completed(tasks):
-            record = await fut
-            done.append(record)
-            buffer.append(record)
+            i, result = await fut
+            records = result if batched else [result]
+            buffer.extend(records)
+            kept += len(records)
+            done.append((i, result))
             if len(buffer) >= flush_every:
-                writer.write_many(buffer)
-                buffer = []
+                flush()
             if bar is not None:
-                bar.update(1)
-        writer.write_many(buffer)
-    except ServerUnreachable as e:
-        writer.write_many(buffer)
-        for t in tasks:  # the others would only fail the same way
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise e.stopped(f"{len(done)} records of this run kept") from None
+                bar.update(len(records))
+        flush()
+    except Exception as stop:
+        flush()
+        taken = {i for i, _ in done}
+        left = [t for i, t in enumerate(tasks) if i not in taken]
+        kept += await _wind_down(left, writer, running or {}, batched)
+        if isinstance(stop, ServerUnreachable):
+            raise stop.stopped(f"{kept} records of this run kept") from None
+        raise
     finally:
         if bar is not None:
             bar.close()
     return done
 
 
+async def _wind_down(
+    left: Sequence[asyncio.Future[Any]], writer: Any,
+    running: Mapping[asyncio.Future[Any], Future[Any]], batched: bool,
+) -> int:  # fmt: skip
+    """After a stop, over the calls not yet written (``left``): cancel those that may be (one
+    queued for a thread too); write what the finished ones and those running on a thread
+    return, their own errors no longer mattering -> records kept."""
+    for t in left:
+        on_thread = running.get(t)
+        if on_thread is None:
+            t.cancel()  # a finished one keeps its result
+        else:
+            on_thread.cancel()  # only if it has not started
+    kept = 0
+    for got in await asyncio.gather(*left, return_exceptions=True):
+        if isinstance(got, BaseException):
+            continue
+        records = got[1] if batched else [got[1]]
+        try:
+            writer.write_many(records)
+            kept += len(records)
+        except Exception:  # noqa: BLE001 - the stop already said what went wrong
+            pass
+    return kept
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """``items`` in lists of ``size`` (at least one)."""
+    size = max(1, size)
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
 async def execute(
     items: Sequence[T],
-    call: Callable[[T], Awaitable[R]],
+    call: Callable[[Any], Any],
     failed: Callable[[T, str], R],
     writer: Any,
     *,
@@ -96,29 +144,76 @@ async def execute(
     progress: bool,
     aclose: Callable[[], Awaitable[None]] | None = None,
     flush_every: int | None = None,
+    batch_size: int | None = None,
+    fatal: tuple[type[BaseException], ...] = (),
+    threads: bool = False,
 ) -> list[R]:
-    """``call`` on every item, at most ``concurrency`` in flight, records written as they come;
-    an exception in one item is its ``failed(item, reason)`` record. ``aclose`` (the judge's
-    client) runs at the end whatever happens."""
-    sem = Limiter(concurrency)
+    """``call`` on every item, at most ``concurrency`` in flight, records written as they come
+    -> the records in the items' order. An exception in one call is its items' ``failed(item,
+    reason)`` records; a server that stops answering (ServerUnreachable) or a ``fatal``
+    exception ends the command with what finished kept.
 
+    ``threads``: ``call`` is synchronous (a model's generate): it runs on one of ``concurrency``
+    threads of its own, with one more call queued per thread (a thread never waits while the
+    records are written), and a stop waits for the running ones and keeps their records.
+    ``batch_size``: ``call`` gets lists of up to that many items and returns their records in
+    order (`cafe run`'s batches, each written whole). ``aclose`` (the judge's client) runs at
+    the end whatever happens."""
     from cafe.clients.breaker import ServerUnreachable
 
-    async def one(item: T) -> R:
+    pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
+    sem = Limiter(2 * concurrency if threads else concurrency)
+    units: Sequence[Any] = chunks(items, batch_size) if batch_size else items
+    running: dict[asyncio.Future[Any], Future[Any]] = {}  # calls handed to a thread
+    stopped: list[BaseException] = []  # a stop seen by a call: no call waiting starts after it
+
+    async def one(n: int, unit: Any) -> tuple[int, Any]:
         async with sem:
+            if stopped:
+                raise _Stopped from None
             try:
-                return await call(item)
-            except ServerUnreachable:  # a dead server stops the command (write_as_completed)
+                if pool is None:
+                    return n, await call(unit)
+                ctx = contextvars.copy_context()  # the item's counter share, as to_thread's
+                on_thread = pool.submit(ctx.run, call, unit)
+                running[asyncio.current_task()] = on_thread  # type: ignore[index]
+                return n, await asyncio.wrap_future(on_thread)
+            except (ServerUnreachable, *fatal) as stop:  # the end of the command
+                stopped.append(stop)
                 raise
             except Exception as e:  # a bug in one item must not lose the rest
-                return failed(item, f"{type(e).__name__}: {e}")
+                why = f"{type(e).__name__}: {e}"
+                return n, [failed(i, why) for i in unit] if batch_size else failed(unit, why)
 
+    tasks = [asyncio.ensure_future(one(n, u)) for n, u in enumerate(units)]
     try:
-        return await write_as_completed([one(i) for i in items], writer, desc, progress,
-                                        flush_every)  # fmt: skip
+        done = await write_as_completed(tasks, writer, total=len(items), desc=desc,
+                                        progress=progress, flush_every=flush_every,
+                                        batched=bool(batch_size), running=running)  # fmt: skip
     finally:
+        for t in tasks:  # Ctrl-C: nothing left behind on the loop
+            t.cancel()
+        if pool is not None:  # the running calls finish (no thread can be stopped)
+            pool.shutdown(wait=True, cancel_futures=True)
         if aclose is not None:
             await aclose()
+    ordered = [r for _, r in sorted(done, key=lambda d: d[0])]
+    return [r for rs in ordered for r in rs] if batch_size else ordered
+
+
+class _Stopped(Exception):
+    """A call that was waiting when another stopped the command: never started."""
+
+
+def run_sync(coro: Coroutine[Any, Any, R]) -> R:
+    """Run ``coro`` from synchronous code on an event loop of its own: ``asyncio.run``, or,
+    where this thread already runs a loop (a notebook), on a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1, "cafe-loop") as helper:
+        return helper.submit(asyncio.run, coro).result()
 
 
 def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
@@ -218,7 +313,7 @@ def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) 
     async def every() -> list[R]:
         return list(await asyncio.gather(*(one(c) for c in calls)))
 
-    return asyncio.run(every())
+    return run_sync(every())
 
 
 def spec_file(records: Path) -> Path:

@@ -7,14 +7,13 @@ Caption file line: {"sample_id", "audio_sha256", "caption", "captioner", "templa
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, cache_file, text_entry
 from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
-from cafe.execution import cached_call, execute, reply_entry
+from cafe.execution import cached_call, execute, reply_entry, run_sync
 from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
@@ -248,7 +247,7 @@ def caption(
 
     out_path = Path(out)  # one writer per captions file, as per run folder (cafe.locking)
     with file_lock(out_path.with_name(f".{out_path.name}.lock"), out_path, "cafe caption"):
-        res = asyncio.run(go())
+        res = run_sync(go())
     res["failed"] = len(res["problems"])
     res["attempted"] = len(samples) - res["skipped_done"]
     res["problems"] = [*loaded.problems, *res["problems"]]

@@ -4,26 +4,20 @@ run`, doctor, the training difficulty filter, the smoke run's format check).
 - ``call_adapter``: one generate() call; an async generate runs on its own event loop, and an
   exception or a wrong count becomes a per-item error instead of losing the batch.
 - ``CachedAdapter``: the call cache as a wrapper with the adapter's own contract.
-- ``run_batches``: batches on C threads, at most two batches per thread in flight (memory stays
-  flat), each finished batch handed to ``on_done`` (the runner makes it durable there).
-- ``generate``: all of the above for a plain list of requests."""
+- ``generate``: both for a plain list of requests, in batches on the one executor
+  (cafe.execution.execute: C threads, at most two batches per thread in flight), as `cafe run`
+  makes its calls."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, TypeVar
+from typing import Any
 
 from cafe import cache as cache_mod
 from cafe.audio import file_sha256
 from cafe.records import Completion, RecordError, Request
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def call_adapter(adapter: Any, requests: list[Request], log: Any = None) -> list[Completion]:
@@ -166,75 +160,6 @@ def _checked(c: Completion) -> Completion:
     )  # fmt: skip
 
 
-def batches(items: list[T], size: int) -> Iterator[list[T]]:
-    size = max(1, size)
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def run_batches(
-    work: Callable[[list[T]], list[R]],
-    items: list[T],
-    *,
-    batch_size: int,
-    concurrency: int,
-    on_done: Callable[[list[R]], None] | None = None,
-    progress: bool = False,
-    desc: str = "",
-) -> list[R]:
-    """``work`` on batches of ``items`` from ``concurrency`` threads; results in finishing order
-    are handed to ``on_done`` and returned in the items' order. An exception from ``work``
-    (a --strict stop), from ``on_done`` (a dead server) or Ctrl-C drops the queued batches and
-    propagates; what ``on_done`` already took is kept, and after an exception (not Ctrl-C) so
-    are the batches that were already running."""
-    from tqdm import tqdm
-
-    concurrency = max(1, concurrency)
-    bar = tqdm(total=len(items), desc=desc, unit="item", disable=not progress, file=sys.stderr)
-    pending = enumerate(batches(items, batch_size))
-    results: dict[int, list[R]] = {}
-    in_flight: dict[Future[list[R]], int] = {}
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        try:
-            while True:
-                while len(in_flight) < 2 * concurrency:
-                    nxt = next(pending, None)
-                    if nxt is None:
-                        break
-                    in_flight[pool.submit(work, nxt[1])] = nxt[0]
-                if not in_flight:
-                    break
-                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    index = in_flight.pop(fut)
-                    done = fut.result()
-                    results[index] = done
-                    if on_done is not None:
-                        on_done(done)
-                    bar.update(len(done))
-        except BaseException as stop:
-            for fut in in_flight:
-                fut.cancel()
-            if on_done is not None and isinstance(stop, Exception):
-                _keep_running(in_flight, on_done)
-            raise
-        finally:
-            bar.close()
-    return [r for i in sorted(results) for r in results[i]]
-
-
-def _keep_running(in_flight: dict[Future[Any], int], on_done: Callable[[Any], None]) -> None:
-    """Hand the batches that were running when the run stopped to ``on_done`` (each one's
-    results are already paid for); their own errors no longer matter."""
-    for fut in in_flight:
-        if fut.cancelled():
-            continue
-        try:
-            on_done(fut.result())
-        except Exception:
-            pass
-
-
 def generate(
     adapter: Any,
     requests: list[Request],
@@ -250,16 +175,30 @@ def generate(
     handling and (optional) call cache as `cafe run`. A cache needs ``identity``: the run's
     ``RunSpec.call_identity()`` (an adapter's own identity leaves its options out, and a cache
     keyed by it answers with another configuration's outputs)."""
+    from cafe.execution import execute, run_sync
+
     target: Any = adapter
     if cache is not None and cache.path is not None:
         if identity is None:
             raise ValueError("generate(cache=...) needs identity=RunSpec.call_identity()")
         target = CachedAdapter(adapter, cache, identity)
-    return run_batches(
-        lambda batch: call_adapter(target, batch) if target is adapter else target.generate(batch),
-        requests,
+
+    def work(batch: list[Request]) -> list[Completion]:
+        return call_adapter(target, batch) if target is adapter else target.generate(batch)
+
+    def failed(r: Request, why: str) -> Completion:
+        return Completion(r.sample_id, r.run_index, None, error=why)
+
+    return run_sync(execute(
+        requests, work, failed, _Discard(), threads=True,
         batch_size=batch_size or getattr(adapter, "default_batch_size", 1),
         concurrency=concurrency or getattr(adapter, "default_concurrency", 1),
-        progress=progress,
-        desc=desc,
-    )
+        progress=progress, desc=desc,
+    ))  # fmt: skip
+
+
+class _Discard:
+    """No records file: the completions are returned."""
+
+    def write_many(self, records: Any) -> None:
+        pass

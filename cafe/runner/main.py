@@ -18,6 +18,7 @@ from cafe.adapters.base import is_greedy
 from cafe.adapters.resolve import ModelLoadError, check_loadable, load_adapter
 from cafe.adapters.token_counts import length_unit
 from cafe.audio import audio_state, check_audio
+from cafe.execution import execute, run_sync
 from cafe.failures import RunLog, most_failed
 from cafe.folder.sections import removed_notes
 from cafe.folder.status import by_counts
@@ -25,7 +26,7 @@ from cafe.locking import folder_lock
 from cafe.manifest import now, without_secrets
 from cafe.prompts import build_request
 from cafe.records import InputError, Prediction, Problem, Request, Sample
-from cafe.runner.execute import CachedAdapter, open_cache, run_batches
+from cafe.runner.execute import CachedAdapter, open_cache
 from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, read_folder, warn
 from cafe.runner.score import failed_prediction, score_completion
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError, RunRequest
@@ -299,6 +300,20 @@ class _Work:
                 out[(sample.id, req.run_index)] = pred
         return [out[(s.id, r)] for s, r in items]
 
+    def failed(self, item: tuple[Sample, int], why: str) -> Prediction:
+        """The prediction of an item whose batch raised in cafe's own code (the adapter's
+        exceptions are its per-item errors already): not retried until --retry-failed."""
+        sample, r = item
+        return failed_prediction(sample.id, r, self.plan.base(r), f"error: {why}", "adapter")
+
+
+class _Commit:
+    """The predictions file as the executor writes it: each finished batch handed whole to
+    the run's commit (``_write_batch``, under the manifest's counters)."""
+
+    def __init__(self, commit: Any) -> None:
+        self.write_many = commit
+
 
 def _load(plan: RunPlan, manifest: dict[str, Any]) -> Any:
     """The adapter; one that cannot load marks the manifest failed (never left "running")."""
@@ -423,16 +438,14 @@ def _generate(
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
         target = CachedAdapter(adapter, calls, identity, log)
         work = _Work(plan, adapter, target)
-        try:
-            run_batches(
-                work,
-                todo,
+        try:  # the one executor: each batch committed whole as it finishes (_Commit)
+            run_sync(execute(
+                todo, work, work.failed, _Commit(on_done), fatal=(InputError,), threads=True,
+                flush_every=1,
                 batch_size=request.batch_size or adapter.default_batch_size,
                 concurrency=request.concurrency or adapter.default_concurrency,
-                on_done=on_done,
-                progress=request.progress,
-                desc=f"{plan.resolved.label} on {plan.spec.bench}",
-            )
+                progress=request.progress, desc=f"{plan.resolved.label} on {plan.spec.bench}",
+            ))  # fmt: skip
         except InputError as e:  # --strict: what is written stays
             raise RunError(f"--strict: {e}") from None
         except _ServerGone as e:  # what is written stays; the same command resumes

@@ -1,0 +1,131 @@
+"""`cafe run`'s batches go through the one executor (cafe.execution.execute with ``threads``):
+each batch written whole as it finishes, the records returned in the items' order, a batch
+that raises its items' failed records, a stop that keeps what the running threads return and
+never starts a queued batch, and a run started where an event loop already runs (a notebook).
+Every ordering here is forced with events, never with the clock."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from runner_helpers import HIGH, LOW, register, write_tone_bench
+
+from cafe.execution import execute, run_sync
+
+register()
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.writes: list[list[str]] = []
+
+    def write_many(self, records: list[str]) -> None:
+        self.writes.append(list(records))
+
+
+def _run(items, work, writer, **kw):
+    return run_sync(execute(items, work, lambda i, why: f"failed {i}: {why}", writer,
+                            threads=True, desc="t", progress=False, **kw))  # fmt: skip
+
+
+def test_batches_are_written_whole_and_returned_in_the_items_order() -> None:
+    """Batch 0 is held until batch 1 has been written: the writes come in finishing order,
+    each a whole batch; the result is in the items' order. A batch whose call raises is its
+    items' failed records."""
+    first_may_end = threading.Event()
+    writer = _Writer()
+
+    def work(batch: list[int]) -> list[str]:
+        if batch[0] == 0:
+            assert first_may_end.wait(30)
+        if batch[0] == 4:
+            raise ValueError("bad batch")
+        return [f"r{i}" for i in batch]
+
+    class Releasing(_Writer):
+        def write_many(self, records):
+            super().write_many(records)
+            if records == ["r2", "r3"]:
+                first_may_end.set()
+
+    writer = Releasing()
+    out = _run(list(range(5)), work, writer, batch_size=2, concurrency=2, flush_every=1)
+    assert out == ["r0", "r1", "r2", "r3", "failed 4: ValueError: bad batch"]
+    assert writer.writes[0] == ["r2", "r3"]  # the batch that finished first, whole
+    assert sorted(map(tuple, writer.writes)) == [("failed 4: ValueError: bad batch",),
+                                                 ("r0", "r1"), ("r2", "r3")]  # fmt: skip
+
+
+def test_a_stop_starts_nothing_beyond_the_queue_and_keeps_what_ran() -> None:
+    """One thread, one batch queued behind the running one: the running batch stops the
+    command (a --strict stop). No later batch ever starts; the queued one may have begun on
+    the freed thread before the stop was seen, and then its records are written (paid for)."""
+
+    class Stop(Exception):
+        pass
+
+    ran: list[int] = []
+    writer = _Writer()
+
+    def work(batch: list[int]) -> list[str]:
+        ran.append(batch[0])
+        if batch[0] == 0:
+            raise Stop("strict")
+        return [f"r{i}" for i in batch]
+
+    with pytest.raises(Stop):
+        _run(list(range(8)), work, writer, batch_size=1, concurrency=1, fatal=(Stop,))
+    assert ran[0] == 0 and set(ran) <= {0, 1}
+    assert writer.writes == ([["r1"]] if 1 in ran else [])
+
+
+def test_a_writer_that_stops_the_run_still_gets_the_running_batches(tmp_path: Path) -> None:
+    """The runner's commit raises (a dead server's batch) while another batch runs: that
+    batch's records are handed to the writer too, the stop propagates."""
+
+    class Gone(Exception):
+        pass
+
+    other_running, stop_written = threading.Event(), threading.Event()
+
+    def work(batch: list[int]) -> list[str]:
+        if batch[0] == 1:
+            other_running.set()
+            assert stop_written.wait(30)
+        elif batch[0] == 0:
+            assert other_running.wait(30)
+        return [f"r{i}" for i in batch]
+
+    class Committing(_Writer):
+        def write_many(self, records):
+            super().write_many(records)
+            if records == ["r0"]:
+                stop_written.set()
+                raise Gone("the server went away")
+
+    writer = Committing()
+    with pytest.raises(Gone):
+        _run([0, 1, 2, 3], work, writer, batch_size=1, concurrency=2, flush_every=1)
+    assert writer.writes[:2] == [["r0"], ["r1"]]
+
+
+def test_cafe_run_works_where_an_event_loop_already_runs(tmp_path: Path) -> None:
+    """A notebook runs an event loop in its thread: asyncio.run there raises; the executor
+    then runs on a helper thread, and the run completes with its metrics."""
+    from cafe.runner.main import run_with
+
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW, HIGH, LOW])
+
+    async def notebook_cell():
+        return run_with("tone", "tone", data=str(meta), out=tmp_path / "r", progress=False,
+                        judge="none", cache=False, batch_size=1)  # fmt: skip
+
+    res = asyncio.run(notebook_cell())
+    assert res.new_predictions == 4 and res.metrics["accuracy"]["total"] == {
+        "correct": 4,
+        "total": 4,
+        "acc": 100.0,
+    }
