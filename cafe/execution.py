@@ -1,12 +1,15 @@
-"""The one executor of calls (cafe.steps.engine runs every step through it): at most
-``concurrency`` calls in flight, each record appended as it finishes in fsynced batches of
-FLUSH_EVERY (a kill loses at most one batch, which the call cache then replays for free), an
-exception in one item its failed record, a server that stops answering (ServerUnreachable) the
-end of the command with what finished kept; the records a caller's frozen spec may keep from
-earlier invocations (``resume``: the one resume, the engine's and the judges'); the calls' cost
-into the run's manifest (``write_costs``) and what a batch still holds (``pending_calls``); and
-the one cached call (``cached_call``: a key from the caller's frozen spec plus the call's
-inputs, asked once on a miss, only a usable result stored) that the engine and every judge use."""
+"""The one executor of calls (`cafe run`'s batches of model calls on threads, every step of
+cafe.steps.engine, captions): at most ``concurrency`` calls in flight (``Limiter``), each record
+appended as it finishes in fsynced batches of FLUSH_EVERY (a kill loses at most one batch, which
+the call cache then replays for free), an exception in one item its failed record, a server that
+stops answering (ServerUnreachable) or a caller's fatal error the end of the command with what
+finished kept (``execute``; ``run_sync`` from synchronous code, a notebook's running loop too);
+the records a caller's frozen spec may keep from earlier invocations (``resume``: the one resume,
+the engine's and the judges'); the calls' cost into the run's manifest (``write_costs``) and what
+a batch still holds (``pending_calls``); and the one cached call (``cached_call``: a key from the
+caller's frozen spec plus the call's inputs, asked once on a miss, only a usable result stored)
+that the engine and every judge use (`cafe run`'s CachedAdapter keys by its frozen RunSpec alike,
+a batch's misses sent in one generate)."""
 
 from __future__ import annotations
 
