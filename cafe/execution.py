@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -217,6 +219,49 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
         return asyncio.run(coro)
     with ThreadPoolExecutor(1, "cafe-loop") as helper:
         return helper.submit(asyncio.run, coro).result()
+
+
+@dataclass
+class Selection:
+    """Which of the items left to do are called (``todo``); the others need no call of their
+    own: ``decided``, records made without one (written before the calls), and ``copies``,
+    (item, run) -> the (item, run) whose record it shares (the same call: selective judging,
+    cafe.judge.batching), copied after the calls (``share_records``)."""
+
+    todo: list[Any]
+    decided: list[Any] = field(default_factory=list)
+    copies: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+
+    def report(self, n_items: int | None = None) -> dict[str, Any]:
+        """What selective judging did; ``n_items`` (default: those it was made from)."""
+        made_from = len(self.todo) + len(self.decided) + len(self.copies)
+        return {
+            "items": made_from if n_items is None else n_items,
+            "judged": len(self.todo),
+            "shared_same_prompt": len(self.copies),
+            "decided_without_call": len(self.decided),
+        }
+
+
+def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
+    """A copy of the representative's record for every (item, run) that shared its call."""
+    by_key = {(r.sample_id, r.run_index): r for r in called}
+    out = []
+    for (sid, run), src in sel.copies.items():
+        r = by_key.get(src)
+        if r is None:
+            continue
+        note = f"shared: same judge prompt as {src[0]} run {src[1]}"
+        out.append(
+            dataclasses.replace(
+                r,
+                sample_id=sid,
+                run_index=run,
+                reason=f"{r.reason}; {note}" if r.reason else note,
+                call={},  # made without a call: the representative's record counts it
+            )
+        )
+    return out
 
 
 def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:

@@ -84,3 +84,69 @@ def test_the_dry_run_sends_nothing_and_writes_nothing(tmp_path):
     assert sorted(p.name for p in store.root.iterdir()) == before  # no lock, no spec, no file
     # 4 outputs and the failed run planned; 4 first calls counted (the failed run makes none)
     assert (rep["items_to_judge"], rep["already_judged"], rep["calls"]) == (5, 0, 4)
+
+
+OWN = "judgements.openai-compatible-judge-m.jsonl"
+
+
+def _judge(store, srv, cache, **kw):
+    return judge_run(store.root, "openai-compatible", "judge-m", [srv.url], 4, progress=False,
+                     cache=cache, **kw)  # fmt: skip
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_prediction_whose_sample_is_gone_is_a_failed_judgement_made_without_a_call(tmp_path):
+    """The step's plan settles it with the judge's failed record (no call), written with the
+    rest and named in the section's reasons; the next invocation makes it again, no call."""
+    from cafe.records import Prediction
+
+    store = build_run(tmp_path / "run")
+    with store.writer("predictions.jsonl") as w:
+        w.write_many([Prediction("q-gone", 0, "m", "lalm", "h", "yes. Reasoning: q-gone")])
+    why = "samples.jsonl: sample q-gone not found"
+    with OpenAILoopback(reply=scripted()) as srv:
+        sec = _judge(store, srv, tmp_path / "c.sqlite")
+        assert len(srv.requests) == 7  # the four outputs' calls only
+        gone = [r for r in _rows(store.path(OWN)) if r["sample_id"] == "q-gone"]
+        assert [(r["status"], r["reason"], r["call"]) for r in gone] == [("failed", why, {})]
+        assert f"{OWN}: sample q-gone: {why}" in "\n".join(sec["failed_reasons"])
+        assert sec["judgements"]["failed"] == 2 and sec["calls"]["judged_now"] == 5
+        again = _judge(store, srv, tmp_path / "c.sqlite")
+        assert len(srv.requests) == 7  # made again (a failed record is retried), no call
+        assert f"{OWN}: sample q-gone: {why}" in "\n".join(again["failed_reasons"])
+        assert again["calls"]["judged_now"] == 1  # the failed prediction's; q-gone's is planned
+    mirror = {r["sample_id"] for r in _rows(store.path("judgements.jsonl"))}
+    assert "q-gone" in mirror
+
+
+def test_a_folder_from_before_judge_specs_keeps_the_same_judges_judgements(tmp_path, capsys):
+    """No spec beside the judgements (written before judge specs): those of this judge's
+    identity and template are kept, another template's are judged again; a stored spec is
+    read as a JudgeSpec (a field left at its default keeps everything); another spec's
+    judgements are all judged again, with a note."""
+    store, cache = build_run(tmp_path / "run"), tmp_path / "c.sqlite"
+    spec = store.path(OWN.removesuffix(".jsonl") + ".spec.json")
+    with OpenAILoopback(reply=scripted()) as srv:
+        first = _judge(store, srv, cache)
+        spec.unlink()
+        rows = _rows(store.path(OWN))
+        rows[[r["sample_id"] for r in rows].index("q-b")]["template_hash"] = "another"
+        store.path(OWN).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        legacy = _judge(store, srv, cache)
+        assert len(srv.requests) == 7  # q-b replayed from the cache
+        # judged now: q-b (another template) and the failed prediction (retried)
+        assert (legacy["calls"]["judged_now"], legacy["calls"]["cache_hits"]) == (2, 1)
+        assert legacy["judgements"] == first["judgements"] and spec.exists()
+        hashes = {r["template_hash"] for r in _rows(store.path(OWN))}
+        assert hashes == {first["template_hash"]}
+        stored = json.loads(spec.read_text())
+        spec.write_text(json.dumps({k: v for k, v in stored.items() if k != "trim"}))
+        assert _judge(store, srv, cache)["calls"]["judged_now"] == 1  # the failed one only
+        capsys.readouterr()
+        _judge(store, srv, cache, template=None, thinking=True)
+        assert "was made under another judge spec (thinking: False then, True now" in (
+            capsys.readouterr().err
+        )

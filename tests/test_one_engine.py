@@ -9,6 +9,7 @@ import ast
 import importlib.util
 import inspect
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def test_the_judge_layer_and_metrics_have_no_second_names(path):
 
 
 def test_the_dead_and_the_duplicate_modules_are_gone():
-    for gone in ("cafe.judge.rubric_run", "cafe.metrics.sections"):
+    for gone in ("cafe.judge.rubric_run", "cafe.metrics.sections", "cafe.judge.stages"):
         assert importlib.util.find_spec(gone) is None, gone
     import cafe.judge.cues as cues
     import cafe.judge.pipeline as pipeline
@@ -303,6 +304,60 @@ def test_no_step_turns_off_the_engines_cache_and_only_the_engine_opens_it():
     steps = [p.name for p in (CAFE / "steps").glob("*.py")
              if opens.search(p.read_text(encoding="utf-8"))]  # fmt: skip
     assert steps == []
+
+
+def _step_classes() -> list[type]:
+    from cafe.steps.base import Step
+
+    for path in [*(CAFE / "steps").glob("*.py"), CAFE / "robustness" / "steps.py"]:
+        importlib.import_module(module_name(path))
+    found, todo = [], [Step]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo += cls.__subclasses__()
+    return [c for c in found if c.__module__.startswith("cafe.")]
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(CAFE.parent).with_suffix("").parts)
+
+
+def test_the_engine_owns_every_steps_resume_and_no_step_replaces_it():
+    """The engine runs the one resume (cafe.execution.resume) with the step's declarations
+    (spec_name, redone, legacy_ok, normalize_spec): no step has a resume of its own, nor the
+    hooks that threaded one invocation's state (before_calls, after_calls, made)."""
+    from cafe.steps.base import Step
+
+    for hook in ("resume", "before_calls", "after_calls", "made"):
+        assert not hasattr(Step, hook), hook
+    classes = _step_classes()
+    assert {"CafeJudgeStep", "CuesStep", "RubricStep", "ChoicesStep"} <= {
+        c.__name__ for c in classes
+    }
+    for cls in classes:
+        assert "resume" not in vars(cls), cls.__name__
+    callers = [p.name for p in (CAFE / "steps").glob("*.py")
+               if re.search(r"\bresume\(", p.read_text(encoding="utf-8"))]  # fmt: skip
+    assert callers == ["engine.py"]
+
+
+def test_the_cafe_judge_keeps_no_state_of_one_invocation(tmp_path):
+    """What an invocation made comes from the engine (``this_invocation``), not from
+    attributes one hook leaves for the next."""
+    from cafe.steps.cafe_judge import CafeJudgeStep
+    from cafe.steps.engine import run_step
+    from cafe.testing.loopback import OpenAILoopback
+    from tests.test_judge_llm import build_run, scripted
+
+    store = build_run(tmp_path / "run")
+    with OpenAILoopback(reply=scripted()) as srv:
+        step = CafeJudgeStep([srv.url], 4)
+        res = run_step(step, store.root, cache=tmp_path / "c.sqlite", judge="openai-compatible",
+                       judge_model="judge-m", selective=True)  # fmt: skip
+    assert res.section["calls"]["judged_now"] == 5 == len(step.this_invocation.fresh)
+    left = {"work", "items", "sel", "t0", "wall", "fresh", "reasons", "health"} & set(vars(step))
+    assert left == set()
 
 
 class _Records:

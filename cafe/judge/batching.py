@@ -5,18 +5,19 @@ client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer e
   with a cost ledger priced from cafe/clients/prices.yaml (or the user's ``--prices`` file);
 - ``select_items``: selective judging. An (item, run) whose judge prompt equals another's (the
   same output judged against the same caption: runs that decoded alike) is judged once and the
-  judgement shared; a judge may also declare items it can decide without a call
-  (``needs_call(item) -> False`` plus ``decide(item)``, e.g. answer extraction where the official
-  rule already decides). The saving is reported with its estimated price;
+  judgement shared (a cafe.execution.Selection: the engine copies it after the calls); a judge
+  may also declare items it can decide without a call (``needs_call(item) -> False`` plus
+  ``decide(item)``, e.g. answer extraction where the official rule already decides). The
+  saving is reported with its estimated price;
 - ``dry_run_report`` / ``format_dry_run``: calls, cache hits and estimated cost, nothing sent."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cafe.execution import Selection
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement
 from cafe.store import BATCH_DIR
@@ -53,21 +54,6 @@ def call_plan(
 
 
 # -- selective judging -----------------------------------------------------------------------
-@dataclasses.dataclass
-class Selection:
-    todo: list[JudgeItem]  # items that need a call
-    decided: list[Judgement]  # decided by the judge without a call
-    copies: dict[tuple[str, int], tuple[str, int]]  # (item, run) -> the one judged for it
-
-    def report(self, n_items: int) -> dict[str, Any]:
-        return {
-            "items": n_items,
-            "judged": len(self.todo),
-            "shared_same_prompt": len(self.copies),
-            "decided_without_call": len(self.decided),
-        }
-
-
 def select_items(judge: Judge, items: Sequence[JudgeItem], selective: bool) -> Selection:
     if not selective:
         return Selection(list(items), [], {})
@@ -91,27 +77,6 @@ def select_items(judge: Judge, items: Sequence[JudgeItem], selective: bool) -> S
             first[prompt] = key
         todo.append(it)
     return Selection(todo, decided, copies)
-
-
-def share_judgements(sel: Selection, judged: Sequence[Judgement]) -> list[Judgement]:
-    """A copy of the representative's judgement for every (item, run) that shared its prompt."""
-    by_key = {(j.sample_id, j.run_index): j for j in judged}
-    out = []
-    for (sid, run), src in sel.copies.items():
-        j = by_key.get(src)
-        if j is None:
-            continue
-        note = f"shared: same judge prompt as {src[0]} run {src[1]}"
-        out.append(
-            dataclasses.replace(
-                j,
-                sample_id=sid,
-                run_index=run,
-                reason=f"{j.reason}; {note}" if j.reason else note,
-                call={},  # made without a call: the representative's record counts it
-            )
-        )
-    return out
 
 
 def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The CAFE judge's pieces that compute from records (its step, cafe.steps.cafe_judge, runs
-on the step engine): the judge's spec resume, the caption map and ground-truth check, refusing
-a failed judge, reply health, and the "cafe" section's text. Invalid judgements are kept
-(re-judging replays them from the cache); failed ones are tried again on the next run."""
+on the step engine): the caption map and ground-truth check, refusing a failed judge, reply
+health, and the "cafe" section's text. Invalid judgements are kept (re-judging replays them
+from the cache); failed ones are tried again on the next run."""
 
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from cafe.folder.status import NothingUsable
 from cafe.jsontext import strict_dumps
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import (
-    latest_records,
-)
+from cafe.store import judge_records_name, latest_records
 
 
 class JudgeFailedError(CafeError):
@@ -32,12 +30,6 @@ class JudgeUnusable(JudgeFailedError, NothingUsable):
 
 def read_judgements(path: Path) -> list[Judgement]:
     return latest_records(path, Judgement)
-
-
-def same_judge(judge: Any) -> Any:
-    """For a file from before judge specs: a judgement this judge may keep (same identity and
-    template)."""
-    return lambda j: (j.judge, j.template_hash) == (judge.identity, judge.template_hash)
 
 
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
@@ -72,14 +64,10 @@ def _item_without_sample(p: Prediction) -> JudgeItem:
     return JudgeItem(Sample(p.sample_id, "", "", "", [], None, []), p, None)
 
 
-def _refuse_a_failed_judge(
-    run_dir: str | Path, judge: Judge, work: Any, fresh: list[Judgement],
-    preds: list[Prediction], judgements: list[Judgement], plan: Any,
-) -> list[str]:  # fmt: skip
-    """The reasons of this invocation's failed and unusable judgements (one line each, naming
-    the file and item); raises JudgeFailedError when the judge failed most of the outputs."""
-    attempted = [*work.orphans, *fresh]
-    name = work.path.name
+def judging_reasons(judge: Judge, attempted: Sequence[Judgement]) -> list[str]:
+    """The reasons of this invocation's failed and unusable judgements (``attempted``), one line
+    each naming the judge's records file and the item."""
+    name = judge_records_name("cafe", judge.identity)
 
     def said(j: Judgement) -> tuple[str, str]:  # one line naming the file and the item
         return f"{name}: sample {j.sample_id}: {j.reason or j.status}", j.sample_id
@@ -87,7 +75,17 @@ def _refuse_a_failed_judge(
     failed = [said(j) for j in attempted if j.status == "failed"]
     reasons = summary_lines("judgements", failed, len(attempted))
     invalid = [said(j) for j in attempted if j.status == "invalid"]
-    reasons += summary_lines("judge replies", invalid, len(attempted), verb="were unusable")
+    return reasons + summary_lines("judge replies", invalid, len(attempted), verb="were unusable")
+
+
+def _refuse_a_failed_judge(
+    run_dir: str | Path, judge: Judge, attempted: Sequence[Judgement],
+    preds: Sequence[Prediction], judgements: Sequence[Judgement], plan: Any,
+) -> None:  # fmt: skip
+    """Raises JudgeFailedError (with ``judging_reasons`` of this invocation's ``attempted``
+    judgements) when the judge failed most of the outputs, JudgeUnusable when none of its
+    ``judgements`` is usable."""
+    reasons = judging_reasons(judge, attempted)
     # the judge's own record: of the predictions that have an output to judge, how many did it
     # fail on (a failed prediction's judgement fails whatever the judge)
     outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
@@ -109,7 +107,6 @@ def _refuse_a_failed_judge(
                         "and its CAFE metrics were left as they were; fix the cause and run the "
                         "same command again (failed judgements are retried)"])
         )  # fmt: skip
-    return reasons
 
 
 def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:

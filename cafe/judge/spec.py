@@ -74,7 +74,11 @@ class JudgeSpec:
         return make_key(judge=self.call_fields(), **request)
 
 
-def _normalized(data: Any) -> dict[str, Any] | None:
+#: how resume's notes name a judge spec, and what becomes of another spec's judgements
+SPEC_NAME, REDONE = "judge spec", "judged again"
+
+
+def normalized(data: Any) -> dict[str, Any] | None:
     """A stored spec as this cafe's JudgeSpec reads it (its defaults filled); None: damaged or
     foreign (treated as another spec: the records are redone)."""
     try:
@@ -97,5 +101,4 @@ def resume_records(
     from cafe.execution import resume
 
     return resume(records, spec.to_dict(), read, write=write, legacy_ok=legacy_ok,
-                  normalize=_normalized, spec_name="judge spec",
-                  redone="judged again")  # fmt: skip
+                  normalize=normalized, spec_name=SPEC_NAME, redone=REDONE)  # fmt: skip

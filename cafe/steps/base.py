@@ -5,16 +5,15 @@ plan / call / section; cafe.steps.engine runs every step the same way."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 from cafe.errors import CafeUsageError
+from cafe.execution import Selection
 from cafe.folder.status import StepStatus, by_counts
 from cafe.folder.view import View
 from cafe.records import Prediction, Record, Sample
-from cafe.store import latest_records
 
 
 @dataclass(frozen=True)
@@ -73,6 +72,21 @@ class StepRecord(Record):
 Item = tuple[Sample, Prediction]
 
 
+@dataclass
+class Invocation:
+    """One invocation of a step as the engine ran it (``Step.this_invocation``): its counts
+    (calls, cache hits, done, records by status), the records its plan made without a call,
+    its selection, the records of the selection (called, decided, shared), the (item, run)s
+    done before it and the calls' wall time."""
+
+    counts: dict[str, Any] = field(default_factory=dict)
+    planned: list[Any] = field(default_factory=list)
+    selection: Selection = field(default_factory=lambda: Selection([]))
+    fresh: list[Any] = field(default_factory=list)
+    done_before: int = 0
+    wall_s: float = 0.0
+
+
 class Step:
     """Subclass, set the class attributes, give ``section`` (and ``call`` when ``records``)."""
 
@@ -112,6 +126,13 @@ class Step:
     #: nothing and counts), takes no lock, writes nothing and returns ``dry_report``
     dry_run: bool = False
     outcome_in_section: ClassVar[bool] = True  # False: a section whose shape predates outcomes
+    #: resume (cafe.execution.resume, which the engine runs on its records file): what its
+    #: note calls the spec and what becomes of another spec's records
+    spec_name: ClassVar[str] = "spec"
+    redone: ClassVar[str] = "made again"
+    #: a records file from before specs (none stored beside it): the records it may keep
+    #: (a method ``legacy_ok(record) -> bool``); None: none, each is made again
+    legacy_ok: Callable[[Any], bool] | None = None
 
     def who(self) -> str:
         """The step as its one-line errors name it."""
@@ -124,28 +145,20 @@ class Step:
         """JSONL files of its own to write with the section (each one transaction), {name: rows}."""
         return {}
 
+    def normalize_spec(self, stored: Any) -> Any:
+        """A stored spec as this step compares it with its own (None: damaged or foreign,
+        another spec's)."""
+        return stored
+
     def pending(self) -> int:
         """Calls left in a batch (or cancelled there): no results, so the section is returned
         and not written (the same command again collects them)."""
         return 0
 
-    def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
-        """The records ``path`` keeps under this spec (another spec's are redone)."""
-        from cafe.execution import resume
-
-        return resume(path, spec, lambda p: latest_records(p, self.record_cls), write=write)
-
-    def before_calls(self) -> list[Any]:
-        """Records the plan made without a call (written before the calls)."""
-        return []
-
-    def after_calls(self, fresh: list[Any]) -> list[Any]:
-        """Records derived from this invocation's replies (written after the calls)."""
-        return []
-
-    def made(self, before: list[Any], fresh: list[Any], after: list[Any]) -> list[Any]:
-        """This invocation's records in the order they are compacted."""
-        return [*before, *fresh, *after]
+    def select(self, todo: list[Any]) -> Selection:
+        """Which of the items left to do are called (default: every one); the others are
+        decided without a call or share another's call (cafe.execution.Selection)."""
+        return Selection(todo)
 
     def commit(self, store: Any, records: Sequence[Any]) -> None:
         """What the step writes once it is usable, before its section (under the lock)."""
@@ -173,8 +186,8 @@ class Step:
         sid, run = self.key(item)
         return StepRecord(sid, run, "failed", reason=why)
 
-    #: this invocation's counts (calls, cache hits, done, records by status), set by the engine
-    this_invocation: dict[str, Any] = {}  # noqa: RUF012 - replaced per instance, never mutated
+    #: what this invocation made and counted (``Invocation``), set by the engine after the calls
+    this_invocation: Invocation = Invocation()
 
     async def aclose(self) -> None:
         """Release what the calls used (a client), whatever happened."""
@@ -214,8 +227,10 @@ class Step:
     def check(self, view: View) -> None:
         """Raise (one line) before any call when the folder cannot give this step its inputs."""
 
-    def plan(self, view: View, spec: dict[str, Any]) -> list[Item]:
-        """The (item, run)s the step makes a call for (the engine drops those already done)."""
+    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
+        """The (item, run)s the step makes a call for (the engine drops those already done);
+        an (item, run) it settles without a call is its record here (a ``record_cls``: a
+        missing sample's failed record), written before the calls."""
         return view.items()
 
     def call_inputs(self, item: Item, spec: dict[str, Any]) -> dict[str, Any]:

@@ -1,18 +1,20 @@
 """`cafe judge` on the step engine (the CAFE judge of cafe.judge): judge every (item, run) of a
 run folder, resumably, and write the CAFE metrics. The judge modules (cafe.judge.pipeline:
-resume, refusal, reply health; cafe.judge.stages: plan) compute from records and open no folder.
+refusal, reply health; cafe.judge.spec: the spec a resume compares) compute from records and
+open no folder.
 
-The engine judges what is not yet judged (at most ``concurrency`` calls in flight, or a batch
-through the call plan), appends judgements to ``judgements.<judge>.jsonl`` in small fsynced
-batches (a kill loses at most one batch, which the judge's call cache then replays for free)
-and compacts the file; the step then mirrors it to ``judgements.jsonl`` (the run's current
-judge) only when the judge did its job, and writes the "cafe" and "decay" sections. Its own
-pieces: the judge's spec resume (cafe.judge.spec, folders from before judge specs too),
-selective sharing (cafe.judge.batching) and the dry run's report."""
+The engine resumes under the judge's spec (the step declares how: a stored spec read as a
+JudgeSpec, folders from before judge specs keeping the same judge's judgements), judges what is
+not yet judged (at most ``concurrency`` calls in flight, or a batch through the call plan),
+appends judgements to ``judgements.<judge>.jsonl`` in small fsynced batches (a kill loses at
+most one batch, which the judge's call cache then replays for free) and compacts the file; the
+step then mirrors it to ``judgements.jsonl`` (the run's current judge) only when the judge did
+its job, and writes the "cafe" and "decay" sections. Its own pieces: a missing sample's failed
+judgement (planned, no call), selective sharing (cafe.judge.batching) and the dry run's
+report; what one invocation made, the engine hands it (``this_invocation``)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,19 +31,18 @@ from cafe.judge.pipeline import (
     _item_without_sample,
     _refuse_a_failed_judge,
     format_cafe,
+    judging_reasons,
     load_caption_map,
-    read_judgements,
     reply_health,
-    same_judge,
 )
-from cafe.judge.stages import plan_judging
+from cafe.judge.spec import REDONE, SPEC_NAME, normalized
 from cafe.metrics.cafe import cafe_section
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
 from cafe.steps.base import Flags, Option, Step, View
 from cafe.steps.cues import bench_breakdowns
-from cafe.store import JUDGEMENTS, judge_records_name, rewrite_jsonl
+from cafe.store import JUDGEMENTS, SAMPLES, judge_records_name, rewrite_jsonl
 
 
 class CafeJudgeStep(Step):
@@ -53,6 +54,7 @@ class CafeJudgeStep(Step):
     needs_samples = True
     outcome_in_section = False  # the "cafe" section keeps its shape
     noun = "judge calls"
+    spec_name, redone = SPEC_NAME, REDONE  # its resume's notes: "judged again"
     options = (
         Option(
             "judge",
@@ -162,23 +164,32 @@ class CafeJudgeStep(Step):
     def records_file(self, spec: dict[str, Any]) -> str:
         return judge_records_name("cafe", self.judge.identity)
 
-    def resume(self, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
-        """The judge spec's resume (cafe.judge.spec); a prediction whose sample is gone is a
-        failed judgement (``before_calls``)."""
-        judge, v = self.judge, self.view
-        self.work = plan_judging(path, judge.spec, v.predictions, v.samples, read_judgements,
-                                 same_judge(judge),
-                                 lambda p, why: judge.failed(_item_without_sample(p), why),
-                                 write=write)  # fmt: skip
-        return self.work.existing
+    def legacy_ok(self, j: Judgement) -> bool:  # type: ignore[override]
+        """A judgement from before judge specs is kept when this judge made it (its identity
+        and template)."""
+        return (j.judge, j.template_hash) == (self.judge.identity, self.judge.template_hash)
+
+    def normalize_spec(self, stored: Any) -> Any:
+        return normalized(stored)  # read as this cafe's JudgeSpec (its defaults filled)
 
     def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
+        """Every (item, run) with its caption; a prediction whose sample is gone: its failed
+        judgement, made without a call."""
+        by_id = {s.id: s for s in view.samples}
+        out: list[Any] = []
+        for p in view.predictions:
+            s = by_id.get(p.sample_id)
+            if s is None:
+                why = f"{SAMPLES}: sample {p.sample_id} not found"
+                out.append(self.judge.failed(_item_without_sample(p), why))
+            else:
+                out.append(JudgeItem(s, p, self.caption_of.get(s.id)))
+        return out
+
+    def select(self, todo: list[Any]) -> Any:
         from cafe.judge import batching
 
-        self.items = [JudgeItem(s, p, self.caption_of.get(s.id)) for s, p in self.work.todo]
-        self.sel = batching.select_items(self.judge, self.items, self.selective)
-        self.t0 = time.perf_counter()
-        return self.sel.todo
+        return batching.select_items(self.judge, todo, self.selective)
 
     def key(self, item: Any) -> tuple[str, int]:
         return item.prediction.sample_id, item.prediction.run_index
@@ -192,25 +203,12 @@ class CafeJudgeStep(Step):
     async def aclose(self) -> None:
         await self.judge.aclose()
 
-    def before_calls(self) -> list[Any]:
-        return [*self.work.orphans, *self.sel.decided]
-
-    def after_calls(self, fresh: list[Any]) -> list[Any]:
-        from cafe.judge import batching
-
-        return batching.share_judgements(self.sel, fresh)
-
-    def made(self, before: list[Any], fresh: list[Any], after: list[Any]) -> list[Any]:
-        self.wall = time.perf_counter() - self.t0
-        self.fresh = [*fresh, *self.sel.decided, *after]  # this invocation's judgements
-        return [*self.work.orphans, *self.fresh]
-
     def status(self, view: View, records: Sequence[Any]) -> StepStatus:
         """Raises JudgeFailedError (one line per reason) when the judge failed most outputs
         or made nothing usable: judgements.jsonl and the sections are left as they were."""
-        plan, preds = self.call_plan, view.predictions
-        self.reasons = _refuse_a_failed_judge(view.root, self.judge, self.work, self.fresh,
-                                              preds, list(records), plan)  # fmt: skip
+        preds, made = view.predictions, self.this_invocation
+        _refuse_a_failed_judge(view.root, self.judge, [*made.planned, *made.fresh], preds,
+                               records, self.call_plan)  # fmt: skip
         outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
         judged = [j for j in records if (j.sample_id, j.run_index) in outputs]
         status = by_counts(len(judged), sum(j.status == "ok" for j in judged), "judgements",
@@ -231,21 +229,25 @@ class CafeJudgeStep(Step):
                                breakdowns=bench_breakdowns(view.manifest))  # fmt: skip
         _describe_judging(section, self, view)
         section["counters"] = None  # the engine's, over every invocation under this spec
-        if self.reasons:
-            section["failed_reasons"] = self.reasons
+        made = self.this_invocation
+        reasons = judging_reasons(self.judge, [*made.planned, *made.fresh])
+        if reasons:
+            section["failed_reasons"] = reasons
         if self.selective:
+            sel = made.selection
             section["selective"] = {
-                **self.sel.report(len(self.items)),
-                **batching.saving(self.sel, self.call_plan, getattr(self.judge, "calls", 0),
-                                  len(self.sel.todo)),
+                **sel.report(),
+                **batching.saving(sel, self.call_plan, getattr(self.judge, "calls", 0),
+                                  len(sel.todo)),
             }  # fmt: skip
         return section
 
     def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
-        health, c = self.health, self.costs
+        fresh, c = self.this_invocation.fresh, self.costs
+        health = reply_health(fresh)
         cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
         return {"calls": getattr(self.judge, "calls", 0), "cache_hits": self.call_cache.hits,
-                "judged": len(self.fresh),
+                "judged": len(fresh),
                 "replies": {k: health[k] for k in ("ok", "empty", "unparseable", "failed")},
                 **cost}  # fmt: skip
 
@@ -267,10 +269,11 @@ class CafeJudgeStep(Step):
     def dry_report(self, counts: dict[str, Any]) -> dict[str, Any]:
         from cafe.judge import batching
 
+        sel = self.this_invocation.selection
         return batching.dry_run_report(
-            self.call_plan, items=len(self.sel.todo), already_done=len(self.work.done),
+            self.call_plan, items=counts["planned"], already_done=counts["done_before"],
             cache_hits=self.call_cache.hits,
-            selection=self.sel.report(len(self.items)) if self.selective else None,
+            selection=sel.report() if self.selective else None,
         )  # fmt: skip
 
     def format(self, section: dict[str, Any]) -> str:
@@ -281,7 +284,8 @@ def _describe_judging(section: dict[str, Any], step: CafeJudgeStep, view: View) 
     """What the "cafe" section says about the judge and this invocation: its spec, reasoning
     accuracy, reply health and calls (the counters: the engine's)."""
     judge, preds, costs = step.judge, view.predictions, step.costs
-    step.health = health = reply_health(step.fresh)
+    fresh = step.this_invocation.fresh  # this invocation's judgements (called, decided, shared)
+    health = reply_health(fresh)
     if health["warning"]:
         warn(health["warning"])
     n_correct = sum(p.correct for p in preds)
@@ -300,8 +304,8 @@ def _describe_judging(section: dict[str, Any], step: CafeJudgeStep, view: View) 
         calls={
             "sent": getattr(judge, "calls", 0),
             "cache_hits": step.call_cache.hits,
-            "judged_now": len(step.fresh),
-            "judge_wall_s": round(step.wall, 3),
+            "judged_now": len(fresh),
+            "judge_wall_s": round(step.this_invocation.wall_s, 3),
             "mode": step.call_plan.mode,
             **call_stats_of(getattr(judge, "_client", None)),  # 429s, 5xx, retries, waits
             **({"cost": costs} if costs is not None else {}),

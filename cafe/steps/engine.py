@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,7 +19,15 @@ from typing import Any
 
 from cafe.cache import Cache
 from cafe.counters import add, by_status, judge_counters, on_disk_counters, with_share
-from cafe.execution import CallCache, execute, write_costs
+from cafe.execution import (
+    CallCache,
+    Selection,
+    execute,
+    resume,
+    run_sync,
+    share_records,
+    write_costs,
+)
 from cafe.folder.sections import SectionInfo, register_section
 from cafe.folder.status import StepStatus, require_usable
 from cafe.folder.view import View, read_view
@@ -26,12 +35,8 @@ from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
 from cafe.reporting import note
-from cafe.steps.base import Step, StepRecord
-from cafe.store import (
-    RunStore,
-    replace_file,
-    rewrite_jsonl,
-)
+from cafe.steps.base import Invocation, Step, StepRecord
+from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl
 
 
 @dataclass
@@ -98,7 +103,6 @@ def run_step(
         if makes_calls:
             records, calls = _execute(step, store, view, spec, records_file, concurrency,
                                       progress)  # fmt: skip
-            step.this_invocation = calls
         if step.call_plan is not None:  # what the calls cost, whatever comes next
             step.costs = write_costs(store, step.call_plan, step.call_cache.hits)
         pending = step.pending()
@@ -129,16 +133,16 @@ def _plan_only(
     """A dry run: what is left under this spec, its calls made through the step's call plan
     (which sends nothing and counts) -> the step's report; no file is written."""
     path = store.path(records_file) if records_file else None
-    kept = step.resume(path, spec, write=False) if path else []
-    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
-    todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
+    kept = _resume(step, path, spec, write=False) if path else []
+    planned, sel, done = _planned(step, view, spec, kept)
     call, counts = _cached_call(step, spec)
     if step.call_plan is not None:
         concurrency = step.call_plan.item_concurrency(concurrency)
-    asyncio.run(execute(todo, call, step.failed, _Discard(), concurrency=concurrency,
+    run_sync(execute(sel.todo, call, step.failed, _Discard(), concurrency=concurrency,
                         desc=f"cafe {step.name}", progress=False, aclose=step.aclose))  # fmt: skip
-    counts.update(planned=len(todo), done_before=len(done))
-    status = StepStatus("partial", len(todo), 0, "dry run: nothing sent")
+    counts.update(planned=len(sel.todo), done_before=done)
+    step.this_invocation = Invocation(counts, planned, sel, [], done)
+    status = StepStatus("partial", len(sel.todo), 0, "dry run: nothing sent")
     return StepResult(step.dry_report(counts), status, [])
 
 
@@ -191,24 +195,24 @@ def _execute(
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
     path = store.path(records_file) if records_file else None
-    kept = step.resume(path, spec) if path else []
-    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
-    todo = [it for it in step.plan(view, spec) if step.key(it) not in done]
+    kept = _resume(step, path, spec) if path else []
+    planned, sel, done = _planned(step, view, spec, kept)
     call, counts = _cached_call(step, spec)
     if step.call_plan is not None:  # a batch collects every call waiting: the bound lifts
         concurrency = step.call_plan.item_concurrency(concurrency)
+    t0 = time.perf_counter()
     with store.writer(path.name) if path else nullcontext(_Discard()) as writer:
-        before = step.before_calls()  # records made without a call, written first
-        writer.write_many(before)
-        fresh = asyncio.run(execute(todo, call, step.failed, writer, concurrency=concurrency,
-                                    desc=f"cafe {step.name}", progress=progress,
-                                    aclose=step.aclose))  # fmt: skip
-        after = step.after_calls(fresh)  # records derived from this invocation's replies
-        writer.write_many(after)
-    fresh = step.made(before, fresh, after)
+        writer.write_many([*planned, *sel.decided])  # records made without a call, first
+        called = run_sync(execute(sel.todo, call, step.failed, writer,
+                                     concurrency=concurrency, desc=f"cafe {step.name}",
+                                     progress=progress, aclose=step.aclose))  # fmt: skip
+        shared = share_records(sel, called)  # the (item, run)s that shared a call: copies
+        writer.write_many(shared)
+    fresh = [*called, *sel.decided, *shared]
+    made = [*planned, *fresh]  # this invocation's records, in the order they are compacted
     keys = {(p.sample_id, p.run_index) for p in view.predictions}
     merged: dict[tuple[str, int], Any] = {}
-    for r in [*kept, *fresh]:  # a redone record carries the share of the one it replaces
+    for r in [*kept, *made]:  # a redone record carries the share of the one it replaces
         old = merged.get((r.sample_id, r.run_index))
         if getattr(old, "call", None) and isinstance(getattr(r, "call", None), dict):
             r.call = add(old.call, r.call)
@@ -216,8 +220,37 @@ def _execute(
     records = [r for k, r in merged.items() if k in keys]
     if path:
         rewrite_jsonl(path, records)  # compacted: one record per (item, run)
-    counts.update(done=len(fresh), records=by_status([r.status for r in fresh]))
+    counts.update(done=len(made), records=by_status([r.status for r in made]))
+    step.this_invocation = Invocation(counts, planned, sel, fresh, done,
+                                      time.perf_counter() - t0)  # fmt: skip
     return records, counts
+
+
+def _resume(step: Step, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
+    """The records ``path`` keeps under this spec: cafe.execution.resume, the one resume, with
+    the step's declarations (another spec's records are redone; a file from before specs
+    keeps those its ``legacy_ok`` accepts; a stored spec is read by its ``normalize_spec``)."""
+    return resume(path, spec, lambda p: latest_records(p, step.record_cls), write=write,
+                  legacy_ok=step.legacy_ok, normalize=step.normalize_spec,
+                  spec_name=step.spec_name, redone=step.redone)  # fmt: skip
+
+
+def _planned(
+    step: Step, view: View, spec: dict[str, Any], kept: list[Any]
+) -> tuple[list[Any], Selection, int]:
+    """What is left under this spec (a failed record is made again) -> (the records the plan
+    made without a call, the step's selection of the items to call, how many were done)."""
+    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
+    left = [x for x in step.plan(view, spec) if _key(step, x) not in done]
+    planned = [x for x in left if isinstance(x, step.record_cls)]
+    items = [x for x in left if not isinstance(x, step.record_cls)]
+    return planned, step.select(items), len(done)
+
+
+def _key(step: Step, x: Any) -> tuple[str, int]:
+    if isinstance(x, step.record_cls):  # a record the plan made
+        return x.sample_id, x.run_index
+    return step.key(x)
 
 
 class _Discard:

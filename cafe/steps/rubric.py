@@ -5,7 +5,6 @@ engine's call cache under the judge's spec."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,6 @@ class RubricStep(Step):
                  **client_options: Any) -> None:  # fmt: skip
         self.concurrency = concurrency
         self.endpoints, self.client_options = tuple(endpoints), client_options
-        self.t0 = time.perf_counter()
 
     def spec(self, **options: Any) -> dict[str, Any]:
         """The rubric judge's spec (built now: no key or no server fails here, in one line,
@@ -105,7 +103,6 @@ class RubricStep(Step):
     def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
         """Every prediction (the judge decides what is rated); one whose sample is gone gets a
         failed record."""
-        self.t0 = time.perf_counter()
         by_id = {s.id: s for s in view.samples}
         return [(by_id.get(p.sample_id), p) for p in view.predictions]
 
@@ -146,8 +143,8 @@ class RubricStep(Step):
             "calls": {
                 "sent": s.calls,
                 "cache_hits": self.call_cache.hits,
-                "rated_now": self.this_invocation.get("done", 0),
-                "wall_s": round(time.perf_counter() - self.t0, 3),
+                "rated_now": self.this_invocation.counts.get("done", 0),
+                "wall_s": round(self.this_invocation.wall_s, 3),
                 **call_stats_of(s._client),
             },  # fmt: skip
         }
