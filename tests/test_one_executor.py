@@ -129,3 +129,40 @@ def test_cafe_run_works_where_an_event_loop_already_runs(tmp_path: Path) -> None
         "total": 4,
         "acc": 100.0,
     }
+
+
+def test_a_real_ctrl_c_stops_the_run_on_the_executors_loop(tmp_path: Path) -> None:
+    """SIGINT to a `cafe run` process: asyncio's handler cancels the executor, the running
+    batches end, the run says what was saved (exit 130), the manifest says interrupted and its
+    counters cover exactly the lines on disk; the same command then finishes the rest."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    from runner_helpers import CLI, subprocess_env, write_dist
+
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW] * 10)
+    env = subprocess_env(write_dist(tmp_path / "site"), tmp_path / "cache")
+    out = tmp_path / "r"
+    cmd = [*CLI, "run", "--model", "tone", "--bench", "tone", "--data", str(meta), "--out",
+           str(out), "--batch-size", "2", "--concurrency", "2", "--no-cache", "--judge", "none",
+           "--no-progress"]  # fmt: skip
+    proc = subprocess.Popen([*cmd, "-o", "delay=0.5"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    preds = out / "predictions.jsonl"
+    deadline = time.monotonic() + 120  # a safety net only: nothing is asserted on time
+    while not (preds.exists() and len(preds.read_text().splitlines()) >= 4):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = preds.read_text().splitlines()
+    assert proc.returncode == 130 and 4 <= len(lines) < 20
+    assert f"interrupted: {len(lines)} of 20 predictions saved in {out}" in err.decode()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert sum(manifest["counters"]["total"]["replies"].values()) == len(lines)
+    again = subprocess.run([*cmd, "-o", "delay=0.5"], env=env, capture_output=True)
+    assert again.returncode == 0, again.stderr.decode()
+    assert len(preds.read_text().splitlines()) == 20
