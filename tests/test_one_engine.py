@@ -451,3 +451,32 @@ def test_a_step_of_each_kind_asks_its_judge_once_through_the_engines_cache(
     assert {k: v for k, v in first.items() if k not in volatile} == {
         k: v for k, v in second.items() if k not in volatile
     }
+
+
+def test_the_answer_judge_keeps_no_state_of_one_invocation(tmp_path):
+    """judge-accuracy --selective: the rule's decided verdicts come from ``select`` through
+    the engine (``this_invocation.selection``), the samples with the items; no attribute is
+    left for a later hook. The counters count the judge's calls only, as before."""
+    from cafe.records import Prediction
+    from cafe.steps.engine import run_step
+    from cafe.steps.judged import JudgedAccuracyStep
+    from cafe.testing.loopback import OpenAILoopback
+    from tests.test_judge_batch import _answer_reply
+    from tests.test_judged_accuracy import CASES, _run
+
+    store = _run(tmp_path / "run")
+    with store.writer("predictions.jsonl") as w:  # one the official rule decides: (A)
+        w.write_many([Prediction("s1", 1, "Tiny", "lalm", "h", "(A)", answer="dog barking",
+                                 parse_status="ok", answer_text="(A)")])  # fmt: skip
+    replies = {k: reply for k, (_, reply, _) in CASES.items()}
+    with OpenAILoopback(reply=_answer_reply(replies)) as srv:
+        step = JudgedAccuracyStep([srv.url], 4)
+        res = run_step(step, store.root, cache=tmp_path / "c.sqlite", judge="openai-compatible",
+                       judge_model="j", selective=True)  # fmt: skip
+    assert {"decided", "todo", "by_id"} & set(vars(step)) == set()
+    sec = res.section
+    assert sec["selective"]["decided_without_call"] == 1 and sec["selective"]["judged"] == 5
+    assert sec["calls"]["judged_now"] == 5  # the five asked; s1 run 1 decided by the rule
+    assert sec["counters"]["this_invocation"]["judged"] == 5
+    assert sum(sec["counters"]["this_invocation"]["replies"].values()) == 5
+    assert sum(sec["verdicts"].values()) == 6  # every prediction has its verdict

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from cafe.clients.base import call_stats_of
+from cafe.counters import by_status
 from cafe.errors import CafeError, CafeUsageError
-from cafe.execution import pending_calls
+from cafe.execution import Selection, pending_calls
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
 from cafe.judge.verdict import (
@@ -84,7 +85,6 @@ class JudgedAccuracyStep(Step):
         # another section (the official rule's): the step is the command that owns it
         self.section_name = section_name
         self.name = next((e.command for e in TABLE if e.section == section_name), self.name)
-        self.decided: list[Verdict] = []
 
     def who(self) -> str:
         return f"the {self.section_name} judge"
@@ -115,31 +115,40 @@ class JudgedAccuracyStep(Step):
         return self.judge.spec.to_dict()
 
     def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
-        """The predictions the judge is asked about; with ``selective``, those the official
-        rule decides get their verdict without a call."""
+        """Every prediction with its sample (None where the sample is gone)."""
         by_id = {s.id: s for s in view.samples}
-        self.by_id, self.decided, todo = by_id, [], []
-        for p in view.predictions:
-            s = by_id.get(p.sample_id)
+        return [(by_id.get(p.sample_id), p) for p in view.predictions]
+
+    def select(self, todo: list[Any]) -> Selection:
+        """With ``selective``, the predictions the official rule decides get its verdict
+        without a call; the judge is asked about the rest."""
+        asked, decided = [], []
+        for s, p in todo:
             v = self.judge.decide(s, p) if self.selective and s is not None else None
             if v is None:
-                todo.append(p)
+                asked.append((s, p))
             else:
-                self.decided.append(v)
-        self.todo = todo
-        return todo
+                decided.append(v)
+        return Selection(asked, decided)
 
     def key(self, item: Any) -> tuple[str, int]:
-        return item.sample_id, item.run_index
+        return item[1].sample_id, item[1].run_index
 
     def failed(self, item: Any, why: str) -> Verdict:  # a bug on one item: that item only
-        return Verdict(item.sample_id, item.run_index, None, "failed", why)
+        return Verdict(item[1].sample_id, item[1].run_index, None, "failed", why)
 
     async def call(self, item: Any, spec: dict[str, Any]) -> Verdict:
-        s = self.by_id.get(item.sample_id)
+        s, p = item
         if s is None:
-            return Verdict(item.sample_id, item.run_index, None, "failed", "sample not found")
-        return await self.judge.verdict(s, item)
+            return Verdict(p.sample_id, p.run_index, None, "failed", "sample not found")
+        return await self.judge.verdict(s, p)
+
+    def asked(self) -> list[Verdict]:
+        """This invocation's verdicts from the judge's calls (the rule's decided ones left
+        out)."""
+        made = self.this_invocation
+        decided = {id(v) for v in made.selection.decided}
+        return [v for v in made.fresh if id(v) not in decided]
 
     async def aclose(self) -> None:
         await self.judge.client.aclose()
@@ -150,8 +159,8 @@ class JudgedAccuracyStep(Step):
     def status(self, view: View, records: Sequence[Any]) -> StepStatus:
         """A failed call is no verdict (a figure counting it wrong would be a 0 the judge never
         gave): raised, nothing written. Otherwise by counts; most unusable warns."""
-        _refuse_lost_calls(view.predictions, list(records))
-        verdicts = [*self.decided, *records]
+        _refuse_lost_calls(view.predictions, self.asked())
+        verdicts = list(records)  # the rule's decided ones too
         n = len(verdicts)
         bad = sum(v.status in ("unparseable", "failed") for v in verdicts)
         status = by_counts(n, n - bad, "answer-judge replies", "unusable")
@@ -163,31 +172,34 @@ class JudgedAccuracyStep(Step):
     def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
         c = self.costs
         cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
+        asked = self.asked()
         return {"calls": self.judge.calls, "cache_hits": self.call_cache.hits,
-                "judged": counts["done"], "replies": counts["records"], **cost}  # fmt: skip
+                "judged": len(asked), "replies": by_status([v.status for v in asked]),
+                **cost}  # fmt: skip
 
     def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
         from cafe.benchmarks.scoring import choice_rule_for
 
-        verdicts = [*self.decided, *records]
+        verdicts = list(records)  # the rule's decided ones too
+        asked = self.asked()
         bench = (view.manifest.get("bench") or {}).get("name")
         section = self.build_section(view.samples, view.predictions, verdicts, self.judge,
                                      bench_breakdowns(view.manifest), view.manifest.get("runs"),
                                      choice_rule_for(bench))  # fmt: skip
         aj, c = self.judge, self.costs
         section["calls"] = {
-            "sent": aj.calls, "cache_hits": self.call_cache.hits, "judged_now": len(records),
+            "sent": aj.calls, "cache_hits": self.call_cache.hits, "judged_now": len(asked),
             "mode": self.call_plan.mode, **call_stats_of(aj.client),  # 429s, 5xx, retries
             **({"cost": c} if c is not None else {}),
         }  # fmt: skip
         section["counters"] = None  # the engine's, over every invocation under this spec
-        if self.selective:  # the shared report shape (cafe.judge.batching.Selection)
+        if self.selective:  # the shared report shape (cafe.execution.Selection)
             from cafe.judge import batching
 
-            sel = batching.Selection(todo=self.todo, decided=self.decided, copies={})  # type: ignore[arg-type]
+            sel = self.this_invocation.selection
             section["selective"] = {
                 **sel.report(len(view.predictions)),
-                **batching.saving(sel, self.call_plan, aj.calls, len(records)),
+                **batching.saving(sel, self.call_plan, aj.calls, len(asked)),
             }
         return section
 
@@ -368,7 +380,7 @@ class OfficialStep(JudgedAccuracyStep):
                  "value": getattr(v, "value", None), "raw_reply": v.raw,
                  "judge": self.judge.identity,
                  "output": output_hash(by_pred[(v.sample_id, v.run_index)])}
-                for v in [*self.decided, *records] if (v.sample_id, v.run_index) in by_pred
+                for v in records if (v.sample_id, v.run_index) in by_pred
             ]  # fmt: skip
         return out
 
