@@ -131,6 +131,22 @@ def test_cafe_run_works_where_an_event_loop_already_runs(tmp_path: Path) -> None
     }
 
 
+def test_a_step_on_the_engine_works_where_an_event_loop_already_runs(tmp_path, monkeypatch):
+    """The same for the engine: synth's default judge (the CAFE rule judge, a step making its
+    calls through the executor) runs after the run, inside a notebook's loop."""
+    from cafe.runner.main import run_with
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+
+    async def notebook_cell():
+        return run_with("reference", "synth", version="n10-seed0", out=tmp_path / "r",
+                        progress=False, cache=False)  # fmt: skip
+
+    res = asyncio.run(notebook_cell())
+    assert not res.judge_failed and res.notes == []
+    assert res.metrics["cafe"]["calls"]["judged_now"] == 10
+
+
 def test_a_real_ctrl_c_stops_the_run_on_the_executors_loop(tmp_path: Path) -> None:
     """SIGINT to a `cafe run` process: asyncio's handler cancels the executor, the running
     batches end, the run says what was saved (exit 130), the manifest says interrupted and its
