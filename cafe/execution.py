@@ -18,7 +18,7 @@ import contextvars
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -212,13 +212,28 @@ class _Stopped(Exception):
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
     """Run ``coro`` from synchronous code on an event loop of its own: ``asyncio.run``, or,
-    where this thread already runs a loop (a notebook), on a helper thread."""
+    where this thread already runs a loop (a notebook), on a helper thread. An interrupt while
+    it runs there (the notebook's stop button) cancels it, as Ctrl-C cancels ``asyncio.run``,
+    and is raised once it has wound down."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
+    started: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+
+    async def main() -> R:
+        started.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+        return await coro
+
     with ThreadPoolExecutor(1, "cafe-loop") as helper:
-        return helper.submit(asyncio.run, coro).result()
+        done = helper.submit(asyncio.run, main())
+        try:
+            return done.result()
+        except KeyboardInterrupt:
+            for loop, task in started:
+                loop.call_soon_threadsafe(task.cancel)
+            wait([done])  # the calls wind down (what a writer took stays written)
+            raise
 
 
 @dataclass

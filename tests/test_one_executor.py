@@ -182,3 +182,70 @@ def test_a_real_ctrl_c_stops_the_run_on_the_executors_loop(tmp_path: Path) -> No
     again = subprocess.run([*cmd, "-o", "delay=0.5"], env=env, capture_output=True)
     assert again.returncode == 0, again.stderr.decode()
     assert len(preds.read_text().splitlines()) == 20
+
+
+def test_an_interrupt_in_a_notebook_cancels_the_work_on_the_helper_loop() -> None:
+    """A notebook's stop button raises KeyboardInterrupt in its thread while run_sync waits on
+    the helper's loop: the work there is cancelled (not left running to its end), then the
+    interrupt is raised. The notebook's loop is a plain one (no asyncio SIGINT handler), as
+    Jupyter's is."""
+    import signal
+
+    began, cancelled = threading.Event(), threading.Event()
+
+    async def work() -> str:
+        began.set()
+        try:
+            await asyncio.sleep(120)  # a bound only: the cancel ends it at once
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "ran to its end"
+
+    def stop_button() -> None:
+        assert began.wait(30)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    async def notebook_cell() -> str:
+        return run_sync(work())
+
+    threading.Thread(target=stop_button, daemon=True).start()
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_until_complete(notebook_cell())
+    finally:
+        loop.close()
+    assert cancelled.is_set()
+
+
+def test_a_fault_in_cafes_own_code_fails_that_batch_named_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Scoring raises on one item's batch (a cafe bug, injected): that batch's items are
+    failed predictions naming the exception and the run's log, its traceback is in run.log
+    once, and the other batches are scored."""
+    import json
+
+    import cafe.runner.main as runner_main
+    from cafe.runner.main import run_with
+
+    real = runner_main.score_completion
+
+    def score(sample, *args, **kw):
+        if sample.id == "t1":
+            raise RuntimeError("scoring bug")
+        return real(sample, *args, **kw)
+
+    monkeypatch.setattr(runner_main, "score_completion", score)
+    meta = write_tone_bench(tmp_path / "b", [HIGH, LOW, HIGH, LOW])
+    res = run_with("tone", "tone", data=str(meta), out=tmp_path / "r", progress=False,
+                   judge="none", cache=False, batch_size=1)  # fmt: skip
+    preds = {json.loads(x)["sample_id"]: json.loads(x)
+             for x in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()}  # fmt: skip
+    log = tmp_path / "r" / "run.log"
+    assert len(preds) == 4 and res.status == "partial"
+    assert preds["t1"]["parse_status"] == "failed"
+    assert preds["t1"]["error"] == f"internal error: RuntimeError: scoring bug (traceback in {log})"
+    assert [k for k, p in preds.items() if p["parse_status"] == "failed"] == ["t1"]
+    assert log.read_text().count("RuntimeError: scoring bug") == 1

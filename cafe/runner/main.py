@@ -265,6 +265,16 @@ class _Work:
         self.strict = plan.request.strict
 
     def __call__(self, items: list[tuple[Sample, int]]) -> list[Prediction]:
+        try:
+            return self._predict(items)
+        except InputError:  # --strict: the executor's fatal stop
+            raise
+        except Exception as e:  # cafe's own fault on this batch (``failed``): its traceback
+            if self.target.log is not None:
+                self.target.log.exception("a batch of `cafe run` raised", e)
+            raise
+
+    def _predict(self, items: list[tuple[Sample, int]]) -> list[Prediction]:
         plan = self.plan
         out: dict[tuple[str, int], Prediction] = {}
         ready: list[tuple[Sample, Request]] = []
@@ -304,7 +314,10 @@ class _Work:
         """The prediction of an item whose batch raised in cafe's own code (the adapter's
         exceptions are its per-item errors already): not retried until --retry-failed."""
         sample, r = item
-        return failed_prediction(sample.id, r, self.plan.base(r), f"error: {why}", "adapter")
+        log = self.target.log
+        where = f" (traceback in {log.path})" if log is not None else ""
+        return failed_prediction(sample.id, r, self.plan.base(r), f"internal error: {why}{where}",
+                                 "adapter")  # fmt: skip
 
 
 class _Commit:
