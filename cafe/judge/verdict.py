@@ -39,7 +39,7 @@ class VerdictSpec:
 
     name: str  # cache task name
     template: Path  # {question} (with its options), {answer}, {output}
-    model: str  # the judge model the official script uses (the default)
+    model: str  # the judge model the official script uses (the default; "": none, yours)
     temperature: float = 0.0
     top_p: float | None = None
     #: the reply budget sent (None: none sent, the server's default, as SAKURA's script)
@@ -57,6 +57,10 @@ class VerdictSpec:
     applies: Callable[[Sample], bool] = field(default=lambda s: True)
     #: (sample, the model's output) -> the output as the official prompt builder puts it in
     output_form: Callable[[Sample, str], str] = field(default=lambda s, out: out)
+    #: asks again after a reply the reader cannot read, each time with ``reminder`` appended
+    #: (each attempt its own cache key); still unread after them: the verdict is unparseable
+    retries: int = 0
+    reminder: str = ""
 
 
 def read_judgement(text: str | None) -> bool | None:
@@ -73,6 +77,7 @@ class Judged(Verdict):
     """A verdict with the value the benchmark's reader gave the reply."""
 
     value: Any = None
+    attempts: int = 1  # replies asked for (VerdictSpec.retries)
 
 
 def output_hash(p: Prediction) -> str:
@@ -88,6 +93,11 @@ class VerdictJudge(AnswerJudge):
 
     def __init__(self, *args: Any, **kwargs: Any):
         kwargs.pop("template", None)
+        if not (args[1] if len(args) > 1 else kwargs.get("model")):  # no official one: yours
+            from cafe.errors import CafeUsageError
+
+            raise CafeUsageError(f"{self.verdict_spec.name}: the benchmark names no judge model "
+                                 "of its own: pass --judge-model NAME")  # fmt: skip
         super().__init__(*args, **kwargs)
         vs = self.verdict_spec
         self.template = vs.template.read_text(encoding="utf-8")
@@ -125,23 +135,31 @@ class VerdictJudge(AnswerJudge):
 
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
         # for every judge; top_p is this rule's own sampling setting, so it is in the request
-        async def ask() -> Any:
+        async def ask(text_in: str) -> Any:
             self.calls += 1
             system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
             sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
-            return await self.client.achat([*system, {"role": "user", "content": prompt}],
+            return await self.client.achat([*system, {"role": "user", "content": text_in}],
                                            temperature=vs.temperature,
                                            max_tokens=self.max_tokens, **sampling)  # fmt: skip
 
-        got, reply = await cached_call(self.cache, self.spec, {"prompt": prompt, **extra}, ask,
-                                       entry=reply_entry, valid=text_entry)  # fmt: skip
-        if got is None:
-            return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
-        text = got["text"]
-        value = self.verdict_spec.reader(text)
-        if value is None:
-            return Judged(pred.sample_id, pred.run_index, None, "unparseable", text)
-        return Judged(pred.sample_id, pred.run_index, None, "ok", text, value=value)
+        raws: list[str] = []
+        for attempt in range(vs.retries + 1):
+            text_in = prompt if attempt == 0 else prompt + vs.reminder
+            again = {"attempt": attempt} if attempt > 1 else {}  # each retry its own key
+            got, reply = await cached_call(self.cache, self.spec,
+                                           {"prompt": text_in, **extra, **again},
+                                           lambda t=text_in: ask(t), entry=reply_entry,
+                                           valid=text_entry)  # fmt: skip
+            if got is None:
+                return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
+            raws.append(got["text"])
+            value = vs.reader(got["text"])
+            if value is not None:  # the raw reply is the one read (earlier attempts: counted)
+                return Judged(pred.sample_id, pred.run_index, None, "ok", got["text"],
+                              value=value, attempts=attempt + 1)  # fmt: skip
+        return Judged(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws),
+                      attempts=len(raws))  # fmt: skip
 
 
 def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple[str, int], Any]:

@@ -1,0 +1,197 @@
+"""Big Bench Audio: the loader (the dataset's audiofolder, a JSONL file, bad rows named), the
+release post's evaluator rule as our own prompt through `cafe judge-official` with a loopback
+evaluator whose replies are scripted (hostile ones retried, then counted as failed and named),
+the mean of three runs and the per-category figures by hand, `cafe score` and `cafe export` of
+the results file, and a real CPU run: espeak-ng speaks made-up questions, the cascade (Whisper
+tiny.en, SmolLM2) answers them, a loopback evaluator judges, `cafe report` reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from click.testing import CliRunner
+
+from cafe.benchmarks import BENCHMARKS
+from cafe.benchmarks.bigbenchaudio import (
+    CATEGORY_TASKS,
+    EVALUATOR_RETRIES,
+    REMINDER,
+    BigBenchAudio,
+    read_label,
+)
+from cafe.cli import main
+from cafe.testing.loopback import OpenAILoopback
+
+#: made-up items, one per (category, answer), so the evaluator's prompt tells them apart
+ITEMS = [
+    (0, "formal_fallacies", "valid"),
+    (1, "formal_fallacies", "invalid"),
+    (2, "navigate", "Yes"),
+    (3, "navigate", "No"),
+    (4, "object_counting", 7),  # a number, as the dataset may store it
+    (5, "object_counting", "12"),
+    (6, "web_of_lies", "Yes"),
+    (7, "web_of_lies", "No"),
+]
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+
+
+def cafe(*args: str, ok: bool = True) -> str:
+    res = CliRunner().invoke(main, list(args))
+    if ok:
+        assert res.exit_code == 0, res.output
+    return res.output
+
+
+def metrics(run: Path) -> dict:
+    return json.loads((run / "metrics.json").read_text())
+
+
+def write_folder(root: Path, items=ITEMS) -> Path:
+    """The dataset's layout: data/question_<id>.wav and metadata.jsonl with file_name."""
+    (root / "data").mkdir(parents=True)
+    rows = []
+    for i, (sid, cat, ans) in enumerate(items):
+        tone = np.sin(2 * np.pi * (300 + 40 * i) * np.arange(1600) / 16000).astype(np.float32)
+        sf.write(root / "data" / f"question_{sid}.wav", 0.2 * tone, 16000)
+        rows.append({"id": sid, "category": cat, "official_answer": ans,
+                     "file_name": f"data/question_{sid}.wav"})  # fmt: skip
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+# (item id, run) -> the evaluator's replies, one per attempt (a retry's prompt ends with the
+# reminder); each item's figure is worked out by hand below
+SCRIPT = {
+    (0, 0): ["CORRECT"], (1, 0): ["incorrect"], (2, 0): ["**CORRECT**."],
+    (3, 0): ["The candidate is CORRECT because it says no.", "CORRECT"],  # prose: asked again
+    (4, 0): ["INCORRECT"], (5, 0): ["", "", ""],  # empty three times: failed, named
+    (6, 0): ["CORRECT"], (7, 0): ["CORRECT"],
+    (0, 1): ["INCORRECT"], (1, 1): ["CORRECT"], (2, 1): ["CORRECT"], (3, 1): ["CORRECT"],
+    (4, 1): ["CORRECT INCORRECT", "Correct"], (5, 1): ["CORRECT"], (6, 1): ["INCORRECT"],
+    (7, 1): ["CORRECT"],
+    (0, 2): ["CORRECT"], (1, 2): ["CORRECT"], (2, 2): ["INCORRECT"], (3, 2): ["INCORRECT"],
+    (4, 2): ["CORRECT"], (5, 2): ["INCORRECT"],
+    (6, 2): ["Yes.", "The answer is right.", "maybe"],  # never a label: failed, named
+    (7, 2): ["INCORRECT"],
+}  # fmt: skip
+
+
+def item_of(prompt: str) -> int:
+    """Which made-up item an evaluator prompt is about: its task line and official answer."""
+    return next(sid for sid, cat, ans in ITEMS
+                if CATEGORY_TASKS[cat] in prompt
+                and f"OFFICIAL ANSWER: {ans}\n" in prompt)  # fmt: skip
+
+
+class Evaluator:
+    """The scripted evaluator: a pair's attempts come one after another, so a count per pair
+    says which attempt a request is."""
+
+    def __init__(self) -> None:
+        self.asked: dict[tuple[int, int], int] = {}
+
+    def __call__(self, body: dict) -> str:
+        (msg,) = body["messages"]
+        prompt = msg["content"]
+        assert body["temperature"] == 0 and body["max_tokens"] == 16
+        run = int(prompt.split("=== candidate starts ===\nMy answer, run ")[1][0])
+        key = (item_of(prompt), run)
+        attempt = self.asked[key] = self.asked.get(key, -1) + 1
+        assert attempt <= EVALUATOR_RETRIES
+        assert prompt.endswith(REMINDER) == (attempt > 0)  # a retry carries the reminder once
+        assert prompt.count(REMINDER) == (attempt > 0)
+        return SCRIPT[key][attempt]
+
+
+def answering(body: dict) -> str:
+    """The model: the same words for every item, the run (its seed) named."""
+    return f"My answer, run {body['seed']}."
+
+
+def model_run(tmp_path: Path, monkeypatch, root: Path, runs: int = 3) -> Path:
+    srv = OpenAILoopback(reply=answering)
+    srv.start()
+    cards = tmp_path / "cards.yaml"
+    cards.write_text(f"m:\n  adapter: openai-compatible\n  checkpoint: m\n"
+                     f"  options: {{endpoint: '{srv.url}', base_delay: 0.01}}\n")  # fmt: skip
+    monkeypatch.setenv("CAFE_CARDS", str(cards))
+    run = tmp_path / "run"
+    try:
+        cafe("run", "--model", "m", "--bench", "bigbenchaudio", "--data", str(root),
+             "--runs", str(runs), "--out", str(run), "--no-progress")  # fmt: skip
+    finally:
+        srv.stop()
+    return run
+
+
+def test_registered_with_its_facts():
+    assert BENCHMARKS.get("bigbenchaudio") is BigBenchAudio
+    info = BigBenchAudio.info()
+    assert info["versions"] == {"test": 1000} and info["licence"].startswith("MIT")
+    assert "LLM evaluator" in info["rule"] and "mean of 3 runs" in info["rule"]
+    out = cafe("bench", "list")
+    line = next(x for x in out.splitlines() if x.startswith("bigbenchaudio "))
+    assert "MIT" in line and "LLM evaluator" in line
+
+
+@pytest.mark.parametrize(
+    ("reply", "label"),
+    [("CORRECT", True), ("INCORRECT", False), ("correct", True), (" Incorrect.\n", False),
+     ("**CORRECT**", True), ("`INCORRECT`", False), ("", None), (None, None),
+     ("CORRECT INCORRECT", None), ("The candidate is CORRECT.", None), ("INCORRECT: no", None),
+     ("Yes", None), ("<think>it says CORRECT</think>INCORRECT", False)],
+)  # fmt: skip
+def test_the_evaluator_reply_is_one_label_or_none(reply, label):
+    assert read_label(reply) is label
+
+
+def test_evaluator_rule_three_runs_and_categories_by_hand(tmp_path, monkeypatch):
+    root = write_folder(tmp_path / "bba")
+    run = model_run(tmp_path, monkeypatch, root)
+    head = metrics(run)["official"]["headline"]
+    assert head["total"] is None and "not run" in head["label"]
+    args = ["judge-official", str(run), "--judge", "openai-compatible",
+            "--judge-model", "my-evaluator", "--judge-endpoint", "URL",
+            "--cache", str(tmp_path / "j.sqlite")]  # fmt: skip
+    with OpenAILoopback(reply=Evaluator()) as srv:
+        args[args.index("URL")] = srv.url
+        cafe(*args)
+        # 24 pairs; retries: (3,0) 1, (5,0) 2, (4,1) 1, (6,2) 2
+        assert len(srv.requests) == 24 + 6
+        assert {r["model"] for r in srv.requests} == {"my-evaluator"}
+        official = metrics(run)["official"]
+    head = official["headline"]
+    # by hand, failed pairs out of the denominator: run 0: 5 of 7 (item 5 failed); run 1: 6 of
+    # 8; run 2: 3 of 7 (item 6 failed) -> (71.43 + 75 + 42.86) / 3
+    assert head["runs"] == 3 and head["total"]["runs"] == [71.43, 75.0, 42.86]
+    assert head["total"]["acc"] == round((500 / 7 + 75 + 300 / 7) / 3, 2) == 63.1
+    assert head["judge_failed"] == ["5#run0", "6#run2"]
+    cats = head["breakdowns"]["category"]
+    assert {k: (c["runs"], c["acc"]) for k, c in cats.items()} == {
+        "formal_fallacies": ([50.0, 50.0, 100.0], 66.67),
+        "navigate": ([100.0, 100.0, 0.0], 66.67),
+        "object_counting": ([0.0, 100.0, 50.0], 50.0),  # run 0: item 5 failed, item 4 wrong
+        "web_of_lies": ([100.0, 50.0, 0.0], 50.0),  # run 2: item 6 failed, item 7 wrong
+    }
+    assert "openai-compatible:my-evaluator" in head["label"] and head["evaluator"] == (
+        "openai-compatible:my-evaluator"
+    )
+    assert "not the question's words" in head["label"]
+    # beside it, labelled: the failures counted wrong -> (5/8 + 6/8 + 3/8) / 3
+    wrong = official["variants"]["failed_counted_wrong"]
+    assert wrong["total"]["runs"] == [62.5, 75.0, 37.5] and wrong["total"]["acc"] == 58.33
+    assert "NOT the official figure" in wrong["label"]
+    assert official["verdicts"] == {"ok": 22, "none": 0, "unparseable": 2, "failed": 0}
+    rows = [json.loads(x) for x in (run / "official_judgements.jsonl").read_text().splitlines()]
+    bad = {(r["sample_id"], r["run_index"]): r["raw_reply"] for r in rows
+           if r["status"] == "unparseable"}  # fmt: skip
+    assert bad[("6", 2)] == "Yes.\n---\nThe answer is right.\n---\nmaybe"  # every attempt kept
