@@ -159,6 +159,10 @@ def test_evaluator_rule_three_runs_and_categories_by_hand(tmp_path, monkeypatch)
     run = model_run(tmp_path, monkeypatch, root)
     head = metrics(run)["official"]["headline"]
     assert head["total"] is None and "not run" in head["label"]
+    # the post names no evaluator model: yours, asked for before any call
+    out = cafe("judge-official", str(run), "--judge", "openai-compatible", "--judge-endpoint",
+               "http://127.0.0.1:9/v1", ok=False)  # fmt: skip
+    assert "pass --judge-model NAME" in out
     args = ["judge-official", str(run), "--judge", "openai-compatible",
             "--judge-model", "my-evaluator", "--judge-endpoint", "URL",
             "--cache", str(tmp_path / "j.sqlite")]  # fmt: skip
@@ -169,14 +173,21 @@ def test_evaluator_rule_three_runs_and_categories_by_hand(tmp_path, monkeypatch)
         assert len(srv.requests) == 24 + 6
         assert {r["model"] for r in srv.requests} == {"my-evaluator"}
         official = metrics(run)["official"]
+        again = Evaluator()
+        srv.reply = again
+        cafe(*args)  # from the call cache: the figure again
+        # an empty reply is never stored, so only that pair is asked again (three times)
+        assert len(srv.requests) == 33 and again.asked == {(5, 0): 2}
+        assert metrics(run)["official"]["headline"] == official["headline"]
     head = official["headline"]
     # by hand, failed pairs out of the denominator: run 0: 5 of 7 (item 5 failed); run 1: 6 of
     # 8; run 2: 3 of 7 (item 6 failed) -> (71.43 + 75 + 42.86) / 3
     assert head["runs"] == 3 and head["total"]["runs"] == [71.43, 75.0, 42.86]
     assert head["total"]["acc"] == round((500 / 7 + 75 + 300 / 7) / 3, 2) == 63.1
     assert head["judge_failed"] == ["5#run0", "6#run2"]
-    cats = head["breakdowns"]["category"]
-    assert {k: (c["runs"], c["acc"]) for k, c in cats.items()} == {
+    assert head["total"]["items"] == 22  # the pairs with a verdict
+    cats = head["categories"]
+    assert {k: (c["runs"], c["score"]) for k, c in cats.items()} == {
         "formal_fallacies": ([50.0, 50.0, 100.0], 66.67),
         "navigate": ([100.0, 100.0, 0.0], 66.67),
         "object_counting": ([0.0, 100.0, 50.0], 50.0),  # run 0: item 5 failed, item 4 wrong
@@ -195,3 +206,8 @@ def test_evaluator_rule_three_runs_and_categories_by_hand(tmp_path, monkeypatch)
     bad = {(r["sample_id"], r["run_index"]): r["raw_reply"] for r in rows
            if r["status"] == "unparseable"}  # fmt: skip
     assert bad[("6", 2)] == "Yes.\n---\nThe answer is right.\n---\nmaybe"  # every attempt kept
+    # the run report carries the official figure, the evaluator named
+    cafe("report", str(run), "--no-figures")
+    summary = (run / "report" / "summary.md").read_text()
+    assert "| official | **63.10** |" in summary and "my-evaluator" in summary
+    assert "| object_counting | mean of 3 runs | 5 | 50.00 |" in summary
