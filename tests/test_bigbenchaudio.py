@@ -46,9 +46,11 @@ def cache(tmp_path, monkeypatch):
 
 def cafe(*args: str, ok: bool = True) -> str:
     res = CliRunner().invoke(main, list(args))
-    if ok:
-        assert res.exit_code == 0, res.output
-    return res.output
+    if not ok:
+        assert res.exit_code != 0, res.output
+        return res.output
+    assert res.exit_code == 0, res.output
+    return res.stdout
 
 
 def metrics(run: Path) -> dict:
@@ -211,3 +213,101 @@ def test_evaluator_rule_three_runs_and_categories_by_hand(tmp_path, monkeypatch)
     summary = (run / "report" / "summary.md").read_text()
     assert "| official | **63.10** |" in summary and "my-evaluator" in summary
     assert "| object_counting | mean of 3 runs | 5 | 50.00 |" in summary
+
+
+# the results file by hand: (id, run) -> (candidate answer, evaluator reply); None: no key
+RESULTS = {
+    (0, 0): ("valid", "CORRECT"), (1, 0): ("valid", "INCORRECT"), (2, 0): ("yes", "correct"),
+    (3, 0): (None, None),  # no candidate: unanswered, counted wrong
+    (4, 0): ("seven", "CORRECT"), (5, 0): ("12", "CORRECT"), (6, 0): ("yes", "CORRECT"),
+    (7, 0): ("no", "CORRECT"),
+    (0, 1): ("valid", "CORRECT"), (1, 1): ("invalid", "CORRECT"), (2, 1): ("no", "INCORRECT"),
+    (3, 1): ("yes", "INCORRECT"), (4, 1): ("7", "CORRECT"),
+    (5, 1): ("twelve", "maybe"),  # neither label: failed, left out, named
+    (6, 1): ("yes", "CORRECT"), (7, 1): ("no", "CORRECT"),
+    (0, 2): ("invalid", "INCORRECT"), (1, 2): ("valid", "INCORRECT"), (2, 2): ("yes", "CORRECT"),
+    (3, 2): ("no", "CORRECT"), (4, 2): ("7", "CORRECT"), (5, 2): ("12", "CORRECT"),
+    (6, 2): ("no", "INCORRECT"),  # (7, 2) has no row: unanswered
+}  # fmt: skip
+
+
+def results_rows(with_replies: bool = True) -> list[dict]:
+    cats = {sid: (cat, ans) for sid, cat, ans in ITEMS}
+    rows = []
+    for (sid, run), (cand, reply) in RESULTS.items():
+        row = {"id": sid, "category": cats[sid][0], "official_answer": cats[sid][1], "run": run,
+               "candidate_answer": cand}  # fmt: skip
+        if with_replies:
+            row |= {"evaluator_reply": reply, "evaluator": "openai:gpt-4o-mini"}
+        rows.append(row)
+    return rows
+
+
+def test_score_a_results_file_by_hand(tmp_path):
+    root = write_folder(tmp_path / "bba")
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in results_rows()))
+    out = json.loads(cafe("score", "--bench", "bigbenchaudio", "--data", str(root),
+                          "--predictions", str(results), "--json"))  # fmt: skip
+    head = out["official"]["headline"]
+    # by hand: run 0: 6 of 8 (item 3 unanswered, item 1 wrong); run 1: 5 of 7 (item 5 failed);
+    # run 2: 4 of 8 (items 0, 1, 6 wrong, item 7 absent)
+    assert head["total"]["runs"] == [75.0, 71.43, 50.0]
+    assert head["total"]["acc"] == round((75 + 500 / 7 + 50) / 3, 2) == 65.48
+    assert head["judge_failed"] == ["5#run1"] and head["unanswered"] == 2
+    assert head["evaluator"] == "openai:gpt-4o-mini" and "openai:gpt-4o-mini" in head["label"]
+    cats = {k: (c["runs"], c["score"]) for k, c in head["categories"].items()}
+    assert cats == {
+        "formal_fallacies": ([50.0, 100.0, 0.0], 50.0),
+        "navigate": ([50.0, 0.0, 100.0], 50.0),
+        "object_counting": ([100.0, 100.0, 100.0], 100.0),  # run 1: item 5 left out
+        "web_of_lies": ([100.0, 100.0, 0.0], 66.67),
+    }
+    assert out["official"]["variants"]["failed_counted_wrong"]["total"]["runs"] == [
+        75.0, 62.5, 50.0]  # fmt: skip
+    table = cafe("score", "--bench", "bigbenchaudio", "--data", str(root),
+                 "--predictions", str(results))  # fmt: skip
+    assert "headline: 65.48 (23 (item, run) pairs)" in table  # 24 less the failed one
+    # without the evaluator's replies the file has no official figure, and says how to get one
+    results.write_text("".join(json.dumps(r) + "\n" for r in results_rows(False)))
+    out = json.loads(cafe("score", "--bench", "bigbenchaudio", "--data", str(root),
+                          "--predictions", str(results), "--json"))  # fmt: skip
+    head = out["official"]["headline"]
+    assert head["total"] is None and "22 answered (item, run) pairs without" in head["label"]
+
+
+def test_export_writes_the_results_file(tmp_path, monkeypatch):
+    root = write_folder(tmp_path / "bba")
+    run = model_run(tmp_path, monkeypatch, root, runs=2)
+    out = tmp_path / "results.jsonl"
+    cafe("export", str(run), "--out", str(out), "--run-index", "1")
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 8 and list(rows[0]) == ["id", "category", "official_answer", "file_name",
+                                                "candidate_answer"]  # fmt: skip
+    assert rows[4] == {"id": 4, "category": "object_counting", "official_answer": 7,
+                       "file_name": "data/question_4.wav",
+                       "candidate_answer": "My answer, run 1."}  # fmt: skip
+    # scored as it is: the evaluator has not seen it
+    got = json.loads(cafe("score", "--bench", "bigbenchaudio", "--data", str(root),
+                          "--predictions", str(out), "--json"))  # fmt: skip
+    assert got["official"]["headline"]["total"] is None
+    assert got["total"]["total"] == 8 and got["unanswered"] == 0
+
+
+def test_bad_rows_are_named_and_the_rest_load(tmp_path):
+    root = write_folder(tmp_path / "bba")
+    rows = [json.loads(x) for x in (root / "metadata.jsonl").read_text().splitlines()]
+    del rows[1]["official_answer"]
+    rows[2]["file_name"] = "../outside.wav"
+    rows[3]["category"] = None
+    rows.append(dict(rows[0]))  # a duplicate id
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = BigBenchAudio().load(str(root))
+    assert len(loaded.samples) == 9
+    bad = {(p.sample_id, p.field) for p in loaded.problems if p.sample_id}
+    assert bad == {("1", "official_answer"), ("2", "file_name"), ("3", "category"),
+                   ("0#dup9", "id")}  # fmt: skip
+    good = [s for s in loaded.samples if s.error is None]
+    assert [s.id for s in good] == ["0", "4", "5", "6", "7"]
+    assert good[1].answer == "7" and good[1].question == "Answer the question asked in the audio."
+    assert good[1].audio == [str(root / "data" / "question_4.wav")]
