@@ -158,16 +158,19 @@ def test_rubric_scores_equal_hand_counts_and_rescoring_is_free(tmp_path):
         sec = json.loads(store.path("metrics.json").read_text())["rubric"]
         assert sec["judge"]["judge"] == "openai-compatible:judge-m"
         assert (sec["judge"]["raters"], sec["judge"]["trim"], sec["judge"]["seed"]) == (5, 1, 42)
-        # a 0.5, b 0.75, c 0 (wrong), d 0 (invalid, counted) over 4 items
-        assert sec["score"] == pytest.approx(100 * (0.5 + 0.75) / 4)
-        assert sec["acc"] == 75.0 and sec["total"] == 4
+        # a 0.5, b 0.75, c 0 (wrong); d's raters stayed invalid after their retries: left out
+        # of every denominator and listed, as the authors' scorer leaves it out -> over 3 items
+        assert sec["score"] == pytest.approx(round(100 * (0.5 + 0.75) / 3, 2))
+        assert sec["acc"] == pytest.approx(round(100 * 2 / 3, 2)) and sec["total"] == 3
+        assert sec["not_evaluated"] == ["d#run0"]
         assert sec["score_rated_only"] == pytest.approx(100 * (0.5 + 0.75) / 2)
         assert sec["status"]["ok"] == 2 and sec["status"]["wrong"] == 1
         assert sec["status"]["invalid"] == 1
         assert sec["invalid_replies"] == 2 + 20
         assert sec["breakdowns"]["modality"]["sound"] == {"score": 62.5, "acc": 100.0, "total": 2}
-        assert sec["breakdowns"]["modality"]["speech"] == {"score": 0.0, "acc": 50.0, "total": 2}
-        assert sec["breakdowns"]["sub-category"]["Order"]["total"] == 4
+        assert sec["breakdowns"]["modality"]["speech"] == {"score": 0.0, "acc": 0.0, "total": 1}
+        assert sec["breakdowns"]["sub-category"]["Order"]["total"] == 3
+        assert "not evaluated (in no denominator): d#run0" in res.output
         rows = {r["sample_id"]: r for r in map(json.loads, store.path(sec["file"]).open()) if r}
         assert sorted(rows["a"]["rater_scores"]) == [0.0, 0.25, 0.5, 0.75, 1.0]
         assert sorted(rows["b"]["rater_scores"]) == [0.5, 0.5, 0.75, 1.0, 1.0]

@@ -13,9 +13,10 @@
   ``temperature`` 0 with a fixed ``seed`` (42); sort, drop the ``trim`` lowest and highest, average
   the rest.
 
-Where theirs drops an item whose rater never gives a valid reply (to be re-run), ours retries
-the rater ``retries`` times, then keeps the item as ``invalid`` with every raw reply, counted in
-every denominator. Calls are cached per (rater, attempt), so a re-score costs nothing."""
+A rater that never gives a valid reply is retried ``retries`` times; then the item is
+``invalid`` with every raw reply kept, and, as theirs, left out of every denominator and listed
+as not evaluated (cafe.metrics.rubric). Calls are cached per (rater, attempt), so a re-score
+costs nothing."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The metrics.json "rubric" section from RubricScore records (cafe.judge.rubric).
 
 As the MMAR authors report it: mean score and accuracy in percent, overall and by modality,
-category and sub-category, over every (item, run). A wrong answer scores 0 (it is never rated);
-an item the judge could not rate (invalid replies after retries, no rubric, no prediction) also
-counts 0 in the headline and is counted by status, never left out. A failed judge call is no
+category and sub-category, over every (item, run). A wrong answer scores 0 (it is never rated).
+An item a rater could not rate (invalid replies after its retries) or without a rubric is left
+out of every denominator and listed as not evaluated, as their scorer leaves it out; one
+without a prediction counts 0 (cafe's own rule, counted by status). A failed judge call is no
 rating at all: while any is left (a re-run retries them) the score of every figure it belongs
 to is absent (None), never a 0 the judge did not give. The mean over rated items only is given
 beside it, labelled."""
@@ -20,6 +21,8 @@ from cafe.metrics.stats import bootstrap_ci, canonical, mean_std
 from cafe.records import RubricScore, Sample
 
 STATUSES = ("ok", "wrong", "invalid", "failed", "no_rubric", "no_prediction")
+#: what the authors' scorer leaves out of every denominator (listed as not evaluated)
+NOT_EVALUATED = ("invalid", "no_rubric")
 
 
 def _pct(x: float) -> float:
@@ -53,17 +56,22 @@ def rubric_section(
     seed: int = 0,
 ) -> dict[str, Any]:
     records = canonical(records)  # the same section whatever the order of the file's lines
-    section: dict[str, Any] = dict(_cell(records))
     status = {s: 0 for s in STATUSES}
     for r in records:
         status[r.status] = status.get(r.status, 0) + 1
+    left_out = [r for r in records if r.status in NOT_EVALUATED]
+    invalid_replies = sum(r.invalid_replies for r in records)
+    records = [r for r in records if r.status not in NOT_EVALUATED]
+    section: dict[str, Any] = dict(_cell(records))
     section["status"] = status
+    section["not_evaluated"] = sorted(f"{r.sample_id}#run{r.run_index}" for r in left_out)
     rated = [r for r in records if r.status == "ok"]
     section["score_rated_only"] = _pct(np.mean([r.score for r in rated])) if rated else None
-    section["invalid_replies"] = sum(r.invalid_replies for r in records)
+    section["invalid_replies"] = invalid_replies
     section["note"] = (
-        "score: mean over every (item, run) of the trimmed-mean rubric score (0 for a wrong "
-        "answer, and for an item the judge could not rate: see status); score_rated_only: the "
+        "score: mean over every evaluated (item, run) of the trimmed-mean rubric score (0 for a "
+        "wrong answer or no prediction); not_evaluated: left out of every denominator (a rater "
+        "invalid after its retries, no rubric), as the authors' scorer; score_rated_only: the "
         "mean over rated items only"
     )
     per_run: dict[int, list[RubricScore]] = defaultdict(list)
@@ -124,4 +132,8 @@ def format_rubric(section: dict[str, Any]) -> str:
         "  status: " + ", ".join(f"{k} {v}" for k, v in st.items() if v)
         + f"; invalid replies retried: {section.get('invalid_replies', 0)}"
     )  # fmt: skip
+    gone = section.get("not_evaluated") or []
+    if gone:
+        shown = ", ".join(gone[:20]) + (f" and {len(gone) - 20} more" if len(gone) > 20 else "")
+        lines.append(f"  not evaluated (in no denominator): {shown}")
     return "\n".join(lines)
