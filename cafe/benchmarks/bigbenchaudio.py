@@ -17,6 +17,7 @@ failed: named, and left out of the denominator, never scored."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import statistics
 from pathlib import Path
@@ -391,3 +392,103 @@ class BigBenchAudio(Benchmark):
             outcomes = outcomes_of_run(samples, predictions, runs, verdicts)
             evaluator = judged.get("judge") if verdicts is not None else None
         return official_figures(samples, outcomes, evaluator, self.official_rule)
+
+
+# ---- a results file made elsewhere: spoken replies transcribed, then the evaluator -----------
+
+#: the Whisper that transcribes spoken replies by default: the CPU cascade's front
+WHISPER_CARD = "whisper-tiny-smollm2"
+
+
+def whisper_front(options: dict[str, Any] | None = None) -> Any:
+    """The cascade's speech recognizer (cafe.adapters.fronts) behind the front cache
+    (``fronts.sqlite``): ``options`` a front's options, or the WHISPER_CARD cascade's front."""
+    from cafe.adapters.fronts import FRONTS, CachedFront
+    from cafe.cache import Cache, cache_file
+
+    if options is None:
+        from cafe.adapters.resolve import resolve_model
+
+        options = dict(resolve_model(WHISPER_CARD).card.options["front"])
+    kind = options.get("kind", "faster-whisper")
+    return CachedFront(FRONTS[kind](options), Cache(cache_file("fronts.sqlite")))
+
+
+def evaluate_results(
+    data: str | Path,
+    results: str | Path,
+    out: str | Path,
+    judge: str,
+    judge_model: str,
+    endpoints: tuple[str, ...] = (),
+    *,
+    front: dict[str, Any] | None = None,
+    concurrency: int = 8,
+    client: Any = None,
+) -> dict[str, Any]:
+    """A results file judged as `cafe judge-official` judges a run, written to ``out`` for
+    `cafe score`: a spoken reply (``candidate_audio``, a path inside the results file's
+    folder, where a row has no ``candidate_answer``) is transcribed first (whisper_front; the
+    transcript becomes the candidate, ``transcribed_by`` names the front); then each row without
+    an ``evaluator_reply`` gets the evaluator's (the same evaluator_spec, its retries and the
+    judge call cache ``judge.sqlite``). A row whose call failed keeps no reply: run it again.
+    -> counts and problems (one line each, naming file, item and field)."""
+    from cafe.audio import contained_audio
+    from cafe.benchmarks.scoring import read_records
+    from cafe.cache import Cache, cache_file
+    from cafe.execution import run_sync
+    from cafe.jsontext import strict_dumps
+    from cafe.judge.verdict import VerdictJudge
+    from cafe.store import replace_file
+
+    results = Path(results)
+    samples = {s.id: s for s in BigBenchAudio().load(str(data)).samples if s.error is None}
+    rows, problems = read_records(results)
+    spoken = [r for r in rows if not isinstance(r.get(PREDICTION_KEY), str)
+              and isinstance(r.get("candidate_audio"), str)]  # fmt: skip
+    if spoken:
+        whisper = whisper_front(front)
+        for r in spoken:
+            path, bad = contained_audio(r["candidate_audio"], [results.parent],
+                                        file=str(results), sample_id=str(r.get("id")),
+                                        field="candidate_audio")  # fmt: skip
+            if bad is not None:
+                problems.append(bad)
+                continue
+            got = whisper.describe([str(path)])
+            r[PREDICTION_KEY], r["transcribed_by"] = got.text, got.front
+    todo = [(samples[str(r.get("id"))], r) for r in rows
+            if str(r.get("id")) in samples and isinstance(r.get(PREDICTION_KEY), str)
+            and not isinstance(r.get("evaluator_reply"), str)]  # fmt: skip
+    bound = type("BoundVerdictJudge", (VerdictJudge,), {"verdict_spec": evaluator_spec()})
+    evaluator = bound(judge, judge_model, list(endpoints), cache=Cache(cache_file("judge.sqlite")),
+                      concurrency=concurrency, client=client)  # fmt: skip
+
+    async def every() -> list[Any]:
+        try:
+            return list(
+                await asyncio.gather(
+                    *(
+                        evaluator.verdict(
+                            s, Prediction(s.id, r.get("run", 0), "file", "", "", r[PREDICTION_KEY])
+                        )
+                        for s, r in todo
+                    )
+                )
+            )
+        finally:
+            await evaluator.client.aclose()
+
+    failed = 0
+    for (s, r), v in zip(todo, run_sync(every()), strict=True):
+        if v.status == "failed":  # no reply to keep: asked again next time
+            failed += 1
+            problems.append(Problem(str(results), f"evaluator call failed: {v.raw}", s.id,
+                                    "evaluator_reply"))  # fmt: skip
+            continue
+        r["evaluator_reply"], r["evaluator"] = v.raw, evaluator.identity
+    text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    replace_file(out, lambda f: f.write(text))
+    return {"rows": len(rows), "transcribed": sum("transcribed_by" in r for r in spoken),
+            "judged": len(todo) - failed, "failed_calls": failed, "calls": evaluator.calls,
+            "problems": problems}  # fmt: skip
