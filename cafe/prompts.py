@@ -121,8 +121,9 @@ for _style in (
     PromptStyle("airbench-letter", "airbench-letter.txt", None,
                 "lettered options, reply with the letter only (AIR-Bench's inference)",
                 benchmark="airbench", lettered=True),
-    PromptStyle("bigbenchaudio", "bigbenchaudio.txt", None, "the spoken question alone, "
-                "with one line asking for its answer", benchmark="bigbenchaudio"),
+    PromptStyle("bigbenchaudio", "bigbenchaudio.txt", None, "the spoken question, one line "
+                "asking for its answer (options inline, where an item has any)",
+                benchmark="bigbenchaudio"),
 ):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
 
