@@ -317,7 +317,7 @@ def test_bad_rows_are_named_and_the_rest_load(tmp_path):
     assert len(loaded.samples) == 9
     bad = {(p.sample_id, p.field) for p in loaded.problems if p.sample_id}
     assert bad == {("1", "official_answer"), ("2", "file_name"), ("3", "category"),
-                   ("0#dup9", "id")}  # fmt: skip
+                   ("0#dup2", "id")}  # fmt: skip
     good = [s for s in loaded.samples if s.error is None]
     assert [s.id for s in good] == ["0", "4", "5", "6", "7"]
     assert good[1].answer == "7" and good[1].question == "Answer the question asked in the audio."

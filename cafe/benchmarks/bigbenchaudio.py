@@ -123,7 +123,12 @@ def _rows(data: Path) -> tuple[list[tuple[int, Any]], Path, str | None, list[Pro
 
 def load(data: str | Path, version: str | None, audio_root: str | None) -> LoadedBenchmark:
     from cafe.audio import contained_audio
-    from cafe.benchmarks.metadata import check_signature, fingerprint_version, unknown_release
+    from cafe.benchmarks.metadata import (
+        _unique_id,
+        check_signature,
+        fingerprint_version,
+        unknown_release,
+    )
 
     source = Path(data).expanduser()
     rows, base, sha, problems, extra = _rows(source)
@@ -134,16 +139,14 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
         version = fingerprint_version([r for _, r in rows], ("audio", "file_name"))
         problems.append(unknown_release(str(source), version))
     samples: list[Sample] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
+    taken = {str(r["id"]) for _, r in rows if isinstance(r, dict) and r.get("id") is not None}
     for pos, row in rows:
         if not isinstance(row, dict) or row.get("id") in (None, ""):
             problems.append(Problem(str(source), f"item {pos} has no id", field="id"))
             continue
-        sid, errors = str(row["id"]), []
-        if sid in seen:
-            sid = f"{sid}#dup{pos}"
-            errors.append(("id", f"duplicate id (item {pos}); recorded as {sid}"))
-        seen.add(sid)
+        errors: list[tuple[str, str]] = []
+        sid = _unique_id(str(row["id"]), pos, seen, taken, errors)
         audio: list[str] = []
         field = "audio" if row.get("audio") not in (None, "") else "file_name"
         path, outside = contained_audio(
