@@ -276,9 +276,17 @@ def test_score_a_results_file_by_hand(tmp_path):
     }
     assert out["official"]["variants"]["failed_counted_wrong"]["total"]["runs"] == [
         75.0, 62.5, 50.0]  # fmt: skip
-    table = cafe("score", "--bench", "bigbenchaudio", "--data", str(root),
-                 "--predictions", str(results))  # fmt: skip
-    assert "headline: 65.48 (23 (item, run) pairs)" in table  # 24 less the failed one
+    res = CliRunner().invoke(main, ["score", "--bench", "bigbenchaudio", "--data", str(root),
+                                    "--predictions", str(results)])  # fmt: skip
+    assert "headline: 65.48 (23 (item, run) pairs)" in res.stdout  # 24 less the failed one
+    # a repeated (item, run) row is named; the last one is used
+    again = results_rows() + [{**results_rows()[8], "evaluator_reply": "INCORRECT"}]
+    results.write_text("".join(json.dumps(r) + "\n" for r in again))
+    res = CliRunner().invoke(main, ["score", "--bench", "bigbenchaudio", "--data", str(root),
+                                    "--predictions", str(results), "--json"])  # fmt: skip
+    assert "sample 0: field run: run 1 repeated; the last row is used" in res.stderr
+    runs = json.loads(res.stdout)["official"]["headline"]["total"]["runs"]
+    assert runs[1] == round(400 / 7, 2)  # item 0 now wrong in run 1: 4 of 7
     # without the evaluator's replies the file has no official figure, and says how to get one
     results.write_text("".join(json.dumps(r) + "\n" for r in results_rows(False)))
     out = json.loads(cafe("score", "--bench", "bigbenchaudio", "--data", str(root),

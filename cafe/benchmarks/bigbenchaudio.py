@@ -381,6 +381,13 @@ class BigBenchAudio(Benchmark):
         problems += [Problem(str(path), "run is not a whole number; row ignored", sid, "run")
                      for sid in bad]  # fmt: skip
         first = min((r for r in runs if isinstance(r, int)), default=0)
+        seen: set[tuple[str, Any]] = set()
+        for r in rows:  # the first run's repeats are named by the common reading
+            key = (str(r.get("id")), r.get("run", 0))
+            if key in seen and key[1] != first:
+                problems.append(Problem(str(path), f"run {key[1]} repeated; the last row is "
+                                        "used", key[0], "run"))  # fmt: skip
+            seen.add(key)
         return OfficialFile([r for r in rows if r.get("run", 0) == first],
                             judged={"all_rows": rows}, problems=problems)  # fmt: skip
 
