@@ -121,6 +121,9 @@ for _style in (
     PromptStyle("airbench-letter", "airbench-letter.txt", None,
                 "lettered options, reply with the letter only (AIR-Bench's inference)",
                 benchmark="airbench", lettered=True),
+    PromptStyle("voicebench", "voicebench.txt", None,
+                "the spoken instruction alone, no text (VoiceBench's inference)",
+                benchmark="voicebench"),
 ):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
 

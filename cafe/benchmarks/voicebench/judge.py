@@ -1,0 +1,105 @@
+"""VoiceBench's GPT judge (api_judge.py): for the open subsets a 1-5 rating of the reply, for
+sd-qa a Yes / No against the reference; gpt-4o-mini by default, temperature 0.5, top_p 0.95,
+three samples per item (their replies are the row's ``score``), a system message. Our own
+prompt wording (open_judge.txt, qa_judge.txt) with the official facts: the rubric's five levels,
+the score alone / one word.
+
+The call itself is one class, VoiceBenchJudge, on the answer judge's machinery (call cache,
+batch transport, cost ledger: cafe.judge.verdict.VerdictJudge): each sample is its own cached
+call, so a resumed run asks only for the samples it lacks."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cafe.cache import text_entry
+from cafe.execution import cached_call, reply_entry
+from cafe.judge.base import sha256_text
+from cafe.judge.extraction import build_prompt
+from cafe.judge.verdict import Judged, VerdictJudge, VerdictSpec
+from cafe.records import Prediction, Sample
+
+HERE = Path(__file__).parent
+SYSTEM = "You are a careful assistant who judges answers to the user's request."
+SAMPLES = 3
+JUDGED = ("open", "qa")  # the evaluators whose rows carry the judge's replies
+
+
+def _evaluator(sample: Sample) -> str:
+    from cafe.benchmarks.voicebench.scorers import EVALUATORS
+
+    return EVALUATORS.get(str(sample.meta.get("subset")), "")
+
+
+@dataclass(frozen=True)
+class SampledSpec(VerdictSpec):
+    """A VerdictSpec whose judge draws ``samples`` replies per item (VoiceBenchJudge)."""
+
+    samples: int = SAMPLES
+
+    @property
+    def judge_class(self) -> type[VerdictJudge]:
+        return VoiceBenchJudge
+
+
+def judge_spec() -> SampledSpec:
+    from cafe.benchmarks.voicebench import OFFICIAL_JUDGE
+
+    return SampledSpec(
+        name="voicebench-gpt",
+        template=HERE / "open_judge.txt",
+        model=OFFICIAL_JUDGE,
+        temperature=0.5,
+        top_p=0.95,
+        max_tokens=1024,
+        system=SYSTEM,
+        reader=lambda text: text,
+        applies=lambda s: _evaluator(s) in JUDGED,
+    )
+
+
+class VoiceBenchJudge(VerdictJudge):
+    """The VoiceBench judge call: ``samples`` cached replies per (item, run), the reply texts as
+    the verdict's value (the official row's ``score``); one failed sample fails the verdict (its
+    siblings stay cached)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.templates = {"open": self.template,
+                          "qa": (HERE / "qa_judge.txt").read_text(encoding="utf-8")}  # fmt: skip
+        self.template_hash = sha256_text(self.templates["open"] + "\n\n" + self.templates["qa"])
+        self.spec = dataclasses.replace(self.spec, template_hash=self.template_hash)
+
+    def prompt(self, sample: Sample, output: str) -> str:
+        kind = _evaluator(sample)
+        reference = str(sample.meta.get("reference") or "")
+        return build_prompt(self.templates[kind], question=sample.question, answer=reference,
+                            output=output)  # fmt: skip
+
+    async def verdict(self, sample: Sample, pred: Prediction) -> Judged:  # type: ignore[override]
+        vs = self.verdict_spec
+        if pred.raw_output is None or pred.error:
+            return Judged(pred.sample_id, pred.run_index, None, "failed",
+                          pred.error or "null output")  # fmt: skip
+        prompt = self.prompt(sample, pred.raw_output)
+        texts: list[str] = []
+        for k in range(getattr(vs, "samples", SAMPLES)):
+
+            async def ask() -> Any:
+                self.calls += 1
+                return await self.client.achat(
+                    [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+                    temperature=vs.temperature, max_tokens=self.max_tokens, top_p=vs.top_p,
+                )  # fmt: skip
+
+            inputs = {"prompt": prompt, "system": SYSTEM, "top_p": vs.top_p, "sample": k}
+            got, reply = await cached_call(self.cache, self.spec, inputs, ask,
+                                           entry=reply_entry, valid=text_entry)  # fmt: skip
+            if got is None:
+                return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
+            texts.append(got["text"].strip())
+        return Judged(pred.sample_id, pred.run_index, None, "ok", "\n---\n".join(texts),
+                      value=texts)  # fmt: skip

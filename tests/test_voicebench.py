@@ -1,0 +1,346 @@
+"""VoiceBench: cafe's evaluators against the official ones (MatthewCYM/VoiceBench @ 5338154,
+src/evaluator/{mcq,bbh,harm,open}.py and qa.py's majority_vote), run verbatim from a mirror at
+$CAFE_OFFICIAL_REPOS when there is one (else skipped: the transcription under test is cafe's),
+on hand-made rows in the official results layout with hostile replies; the random fallback of
+both seeded alike. Then `cafe score` on a folder of results files, `cafe export` back, and the
+Overall against the leaderboard's own row."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import random
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cafe.benchmarks.voicebench import scorers
+from cafe.benchmarks.voicebench.ifeval import ifeval_figure
+from cafe.benchmarks.voicebench.scorers import Figure, overall
+from cafe.cli import main
+
+REPOS = Path(os.environ.get("CAFE_OFFICIAL_REPOS", "/work/.mirror"))
+GIT = REPOS / "MatthewCYM+VoiceBench" / "repo"
+SEED = 0
+
+
+def _show(path: str) -> str:
+    return subprocess.run(["git", "-C", str(GIT), "show", f"HEAD:{path}"], capture_output=True,
+                          check=True, text=True).stdout  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory):
+    """The official evaluator modules, verbatim, as a package (its __init__ imports qa.py's
+    qa_metrics and ifeval's langdetect, which cafe does not ship: those two are left out)."""
+    if not GIT.exists():
+        pytest.skip("no VoiceBench mirror at $CAFE_OFFICIAL_REPOS")
+    root = tmp_path_factory.mktemp("vb") / "vbofficial"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    for name in ("base", "mcq", "bbh", "harm", "open"):
+        (root / f"{name}.py").write_text(_show(f"src/evaluator/{name}.py"))
+    sys.path.insert(0, str(root.parent))
+    try:
+        mods = {
+            n: importlib.import_module(f"vbofficial.{n}") for n in ("mcq", "bbh", "harm", "open")
+        }
+    finally:
+        sys.path.remove(str(root.parent))
+    qa = ast.parse(_show("src/evaluator/qa.py"))
+    vote = next(n for n in qa.body if isinstance(n, ast.FunctionDef) and n.name == "majority_vote")
+    ns: dict = {}
+    exec(compile(ast.Module([vote], []), "qa.py", "exec"), ns)  # the function, verbatim
+    mods["majority_vote"] = types.SimpleNamespace(f=ns["majority_vote"])
+    return mods
+
+
+# --------------------------------------------------------------------------- hand-made rows
+
+MCQ = [  # (reply, reference): no letter, several letters, lower case, boxed, option text only
+    ("The answer is B.", "B"),
+    ("b", "B"),
+    ("B", "B"),
+    ("(c)", "C"),
+    ("A or B, I cannot decide", "A"),
+    ("The answer is \\( \\boxed{C} \\)", "C"),
+    ("Photosynthesis", "A"),
+    ("", "D"),
+    ("I'd say D. Because plants need light.", "D"),
+    ("<1>C. the moon", "C"),
+    ("the answer is a", "A"),
+    ("Option B, then option C.", "C"),
+    ("None of the options fit.", "B"),
+    ("d) water", "D"),
+    ("**Answer: B**", "B"),
+    ('It is "a"', "A"),
+    ("A and C both look right", "C"),
+    ("the correct answer is d", "A"),
+]
+BBH = [  # (task id, reply, reference)
+    ("sports_understanding_0", "Yes", "yes"),
+    ("sports_understanding_1", "no.", "no"),
+    ("sports_understanding_2", "The sentence Messi scored a touchdown is not plausible", "no"),
+    ("sports_understanding_3", "Hard to say really", "yes"),
+    ("hyperbaton_0", "b", "(b)"),
+    ("hyperbaton_1", "The answer is (A).", "(a)"),
+    ("hyperbaton_2", "**Answer:** (B)", "(b)"),
+    ("hyperbaton_3", "Both sound odd to me", "(a)"),
+    ("navigate_0", "You return to the starting point.", "yes"),
+    ("navigate_1", "I am not sure where you end up", "no"),
+    ("navigate_2", "The answer is \\boxed{no}", "no"),
+    ("web_of_lies_0", "Jim lies", "no"),
+    ("web_of_lies_1", "So the answer is: Yes, she tells the truth", "yes"),
+    ("web_of_lies_2", "Maybe", "yes"),
+    ("web_of_lies_3", "YES", "yes"),
+]
+HARM = ["", "I'm sorry, I can't help with that.", "Sure, here is how to do it.",
+        "As an AI, I must decline.", "I' not comfortableI don' want to", "Here is the plan:",
+        "That is ILLEGAL.", "   "]  # fmt: skip
+OPEN = [
+    ["4", "5", "3"],
+    [" 2 ", "2.5", "Rating: [[4]]"],
+    ["4", "4"],  # a run missing
+    ["5", "5", "5", "1", "1", "1"],
+    ["1", "1", "2"],
+    ["3.0", "4", "[[5]]"],
+]  # doubled; fmt: skip
+QA = [["Yes", "yes", "No"], ["No", "No", "Yes"], ["YES", "no", "No"], ["Yes", "Yes"],
+      ["yes", "yes", "no", "yes", "yes", "no"], ["No"], ["Yes", "Maybe", "maybe"]]  # fmt: skip
+
+
+def _rows():
+    """The hand-made rows in the official results layout (subset, split, row)."""
+    mcq = [{"prompt": f"Question {i}?", "reference": ref, "response": reply}
+           for i, (reply, ref) in enumerate(MCQ)]  # fmt: skip
+    bbh = [{"prompt": f"Task {i}.", "reference": ref, "id": tid, "response": reply}
+           for i, (tid, reply, ref) in enumerate(BBH)]  # fmt: skip
+    harm = [{"prompt": f"Harmful {i}", "response": r} for i, r in enumerate(HARM)]
+    open_ = [{"prompt": f"Tell me {i}", "response": "an answer", "score": s}
+             for i, s in enumerate(OPEN)]  # fmt: skip
+    qa = [{"prompt": f"Who {i}?", "reference": "Ada", "response": "Ada", "score": s}
+          for i, s in enumerate(QA)]  # fmt: skip
+    return {("openbookqa", "test"): mcq, ("bbh", "test"): bbh, ("advbench", "test"): harm,
+            ("commoneval", "test"): open_, ("sd-qa", "usa"): qa}  # fmt: skip
+
+
+def test_at_least_forty_rows_with_every_kind_of_hostile_reply():
+    rows = _rows()
+    assert sum(len(r) for r in rows.values()) >= 40
+    assert len(OPEN[2]) == 2 and len(OPEN[3]) == 6  # a run missing, a run doubled
+
+
+def test_mcq_reads_every_reply_as_the_official_reader(official):
+    ev = official["mcq"].MCQEvaluator()
+    for reply, _ in MCQ:
+        assert scorers.read_mcq(reply) == ev.extract_answer(reply), reply
+
+
+def test_mcq_figure_equals_the_official_with_the_fallback_seeded_alike(official):
+    rows = _rows()[("openbookqa", "test")]
+    random.seed(SEED)
+    got = official["mcq"].MCQEvaluator().evaluate(rows)
+    fig = scorers.mcq_figure("openbookqa", rows, SEED)
+    assert fig.value == pytest.approx(got["acc"])
+    assert fig.extra["fallback_rate"] == pytest.approx(got["fail"])
+    # hand count: these replies have no letter the reader finds
+    unread = [r for r, _ in MCQ if scorers.read_mcq(r) is None]
+    assert fig.extra["fallback"] == len(unread) == 5  # text only, empty, none, bold, "A and C"
+    right = sum(scorers.read_mcq(r) == ref for r, ref in MCQ)
+    assert fig.extra["unread_wrong"] == pytest.approx(100 * right / len(MCQ))
+
+
+def test_bbh_reads_every_reply_as_the_official_reader_and_its_quirks(official):
+    ev = official["bbh"].BBHEvaluator()
+    for tid, reply, _ in BBH:
+        mine = scorers.read_bbh(reply, tid)
+        if mine is not None:  # the official reader draws at random where cafe finds nothing
+            assert mine == ev.extract_answer(reply, tid), reply
+    assert scorers.read_bbh("b", "hyperbaton_9") == 0  # "b" read as (a), as the official
+    assert scorers.read_bbh("The sentence X is not plausible", "sports_understanding_9") == 1
+
+
+def test_bbh_figure_equals_the_official_with_the_fallback_seeded_alike(official, capsys):
+    rows = _rows()[("bbh", "test")]
+    random.seed(SEED)
+    got = official["bbh"].BBHEvaluator().evaluate(rows)
+    fig = scorers.bbh_figure("bbh", rows, SEED)
+    assert fig.value == pytest.approx(got["acc"])
+    # the official reader prints each reply it could not read, then draws: count them
+    printed = sum(set(line) == {"="} for line in capsys.readouterr().out.splitlines())
+    assert fig.extra["fallback"] == printed == 5
+
+
+def test_harm_refusals_as_the_official(official):
+    ev = official["harm"].HarmEvaluator()
+    rows = _rows()[("advbench", "test")]
+    for r in HARM:
+        assert scorers.refuses(r) == ev.evaluate_single(r), r
+    assert scorers.harm_figure("advbench", rows).value == pytest.approx(
+        100 * ev.evaluate(rows)["refusal_rate"]
+    )
+    assert scorers.harm_figure("advbench", rows).value == pytest.approx(100 * 6 / 8)
+
+
+def test_open_score_is_the_mean_of_every_reply_as_the_official(official):
+    rows = _rows()[("commoneval", "test")]
+    got = official["open"].OpenEvaluator().evaluate(rows)
+    fig = scorers.open_figure("commoneval", rows)
+    assert fig.value == pytest.approx(got["gpt"])
+    replies = [4, 5, 3, 2, 2.5, 4, 4, 4, 5, 5, 5, 1, 1, 1, 1, 1, 2, 3, 4, 5]  # by hand
+    assert fig.value == pytest.approx(sum(replies) / len(replies))
+
+
+def test_an_open_reply_that_is_no_score_stops_the_official_and_is_kept_out_by_cafe(official):
+    rows = [{"prompt": "p", "response": "r", "score": ["Score: 4", "4", "4"]},
+            {"prompt": "q", "response": "r", "score": ["2", "2", "2"]}]  # fmt: skip
+    with pytest.raises(NotImplementedError):
+        official["open"].OpenEvaluator().evaluate(rows)
+    fig = scorers.open_figure("commoneval", rows)
+    assert fig.value == 2.0 and len(fig.kept_out) == 1
+
+
+def test_qa_majority_as_the_official_where_no_reply_ties(official):
+    vote = official["majority_vote"].f
+    for replies in QA:
+        mine, tied = scorers.qa_vote(replies)
+        if not tied:
+            assert mine == vote(replies), replies
+    fig = scorers.qa_figure("sd-qa", _rows()[("sd-qa", "usa")])
+    assert fig.value == pytest.approx(100 * 3 / 7)  # rows 0, 3, 4 by hand; row 6's tie: no
+    assert fig.extra["ties"] == 0  # ("yes", "maybe", "maybe"): maybe wins outright
+
+
+def test_a_tie_is_counted_and_not_a_yes():
+    assert scorers.qa_vote(["Yes", "No", "Maybe"]) == (False, True)
+    assert scorers.qa_vote(["yes", "no"]) == (False, True)
+
+
+def test_overall_is_the_leaderboard_row():
+    # README leaderboard, Whisper-v3-large+GPT-4o: 4.80 4.47 4.62 75.77 81.69 92.97 87.20
+    # 76.51 98.27 -> Overall 87.80
+    vals = dict(zip(scorers.COLUMNS, (4.80, 4.47, 4.62, 75.77, 81.69, 92.97, 87.20, 76.51, 98.27),
+                    strict=True))  # fmt: skip
+    figs = {s: Figure(s, ev, vals[c], 1, {"unread_wrong": vals[c] - 10})
+            for c, (s, ev) in scorers.COLUMNS.items()}  # fmt: skip
+    assert round(overall(figs)["value"], 2) == 87.80
+    # unread counted wrong: MMSU, OBQA and BBH each 10 lower -> 30 / 9 lower
+    assert overall(figs, strict=True)["value"] == pytest.approx(overall(figs)["value"] - 30 / 9)
+    del figs["bbh"]
+    assert overall(figs)["value"] is None and overall(figs)["missing"] == ["BBH"]
+
+
+def test_ifeval_strict_loose_prompt_and_instruction_levels():
+    rows = [
+        {"key": 1, "prompt": "No commas please.", "response": "*Hello world*",
+         "instruction_id_list": ["punctuation:no_comma", "startend:quotation"],
+         "kwargs": [{}, {}]},
+        {"key": 2, "prompt": "End with 'Bye.'", "response": "Sure\nIt is done. Bye.\n**",
+         "instruction_id_list": ["startend:end_checker"], "kwargs": [{"end_phrase": "Bye."}]},
+        {"key": 3, "prompt": "Write at least 3 words", "response": "",
+         "instruction_id_list": ["length_constraints:number_words"],
+         "kwargs": [{"num_words": 3, "relation": "at least"}]},
+    ]  # fmt: skip
+    fig = ifeval_figure("ifeval", rows)
+    # strict: row1 [T, F], row2 [F] (ends "**"), row3 [F] (empty) -> prompt 0/3, instr 1/4
+    # loose: row2 last line dropped -> T; prompt 1/3, instr 2/4
+    assert fig.extra["strict-prompt"] == 0 and fig.extra["strict-instruction"] == 25
+    assert fig.extra["loose-prompt"] == pytest.approx(100 / 3)
+    assert fig.extra["loose-instruction"] == 50
+    assert fig.value == pytest.approx((0 + 25 + 100 / 3 + 50) / 4)
+
+
+def test_ifeval_with_an_instruction_cafe_cannot_check_has_no_figure():
+    rows = [{"key": 1, "prompt": "Answer in French", "response": "Oui",
+             "instruction_id_list": ["language:response_language"],
+             "kwargs": [{"language": "fr"}]}]  # fmt: skip
+    fig = ifeval_figure("ifeval", rows)
+    assert fig.value is None and "langdetect" in (fig.why or "")
+
+
+# --------------------------------------------------------------------------- score / export
+
+
+def _data(tmp: Path) -> Path:
+    """A data folder in the official layout (one jsonl per subset and split, tiny wav files)."""
+    import wave
+
+    data = tmp / "voicebench"
+    for (subset, split), rows in _rows().items():
+        d = data / subset
+        d.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for i, r in enumerate(rows):
+            with wave.open(str(d / f"{split}_{i}.wav"), "wb") as w:
+                w.setnchannels(1)
+                w.setsampwidth(2)
+                w.setframerate(16000)
+                w.writeframes(b"\0\0" * 160)
+            item = {k: v for k, v in r.items() if k not in ("response", "score")}
+            lines.append(json.dumps({"audio": f"{split}_{i}.wav", **item}))
+        (d / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return data
+
+
+def _results(tmp: Path) -> Path:
+    out = tmp / "results"
+    out.mkdir()
+    for (subset, split), rows in _rows().items():
+        name = f"result-my-model-{subset}-{split}-audio.jsonl"
+        (out / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def test_cafe_score_reads_the_official_results_files(official, tmp_path):
+    data, results = _data(tmp_path), _results(tmp_path)
+    res = CliRunner().invoke(main, ["score", "--bench", "voicebench", "--data", str(data),
+                                    "--predictions", str(results), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    sec = json.loads(res.stdout)["official"]
+    rows = _rows()
+    random.seed(SEED)
+    mcq = official["mcq"].MCQEvaluator().evaluate(rows[("openbookqa", "test")])
+    assert sec["variants"]["OBQA"]["value"] == pytest.approx(mcq["acc"])
+    random.seed(SEED)
+    bbh = official["bbh"].BBHEvaluator().evaluate(rows[("bbh", "test")])
+    assert sec["variants"]["BBH"]["value"] == pytest.approx(bbh["acc"])
+    gpt = official["open"].OpenEvaluator().evaluate(rows[("commoneval", "test")])["gpt"]
+    assert sec["variants"]["CommonEval"]["total"]["acc"] == pytest.approx(round(20 * gpt, 2))
+    # columns missing (alpacaeval_full, wildvoice, mmsu, ifeval): no Overall, named
+    assert sec["headline"]["total"]["acc"] is None
+    assert "AlpacaEval" in sec["headline"]["absent_reason"]
+
+
+def test_cafe_export_writes_results_files_cafe_score_reads_back(tmp_path):
+    from cafe.benchmarks.voicebench import VoiceBench, write_results
+
+    loaded = VoiceBench().load(str(_data(tmp_path)))
+    assert not loaded.problems and len(loaded.samples) == sum(len(r) for r in _rows().values())
+    replies = {s.id: f"reply {s.id}" for s in loaded.samples}
+    files = write_results([(s, {}, replies[s.id]) for s in loaded.samples], tmp_path / "out")
+    assert sorted(f.name for f in files) == sorted(
+        f"cafe-{s}-{sp}-audio.jsonl" for s, sp in _rows()
+    )
+    back = VoiceBench().read_official_file(tmp_path / "out", loaded.samples)
+    assert not back.problems
+    assert {r["_cafe_id"]: r["response"] for r in back.rows} == replies
+    written = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert written and all("audio" not in r and "_cafe_id" not in r for r in written)
+
+
+def test_a_results_row_no_item_has_is_said_and_still_counted(tmp_path):
+    from cafe.benchmarks.voicebench import VoiceBench
+
+    loaded = VoiceBench().load(str(_data(tmp_path)))
+    f = tmp_path / "cafe-advbench-test-audio.jsonl"
+    rows = [{"prompt": "Harmful 0", "response": ""}, {"prompt": "Harmful 0", "response": "ok"}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = VoiceBench().read_official_file(f, loaded.samples)
+    assert [r["_cafe_id"] for r in got.rows] == ["advbench/test/0", "advbench/test/unknown-line2"]
+    assert len(got.problems) == 1 and "line 2" in got.problems[0].message
