@@ -344,3 +344,68 @@ def test_a_results_row_no_item_has_is_said_and_still_counted(tmp_path):
     got = VoiceBench().read_official_file(f, loaded.samples)
     assert [r["_cafe_id"] for r in got.rows] == ["advbench/test/0", "advbench/test/unknown-line2"]
     assert len(got.problems) == 1 and "line 2" in got.problems[0].message
+
+
+# --------------------------------------------------------------------------- the GPT judge
+
+
+def _hand_run(root: Path, data: Path) -> Path:
+    """A run folder whose outputs are the hand-made rows' responses (not a model's)."""
+    from cafe.benchmarks.voicebench import VoiceBench
+    from cafe.records import Prediction
+    from cafe.store import RunStore
+
+    loaded = VoiceBench().load(str(data))
+    replies = {(s, sp, r["prompt"]): r["response"] for (s, sp), rows in _rows().items()
+               for r in rows}  # fmt: skip
+    store = RunStore(root).create()
+    store.write_manifest({"model": {"name": "m"}, "runs": 1,
+                          "bench": {"name": "voicebench", "version": loaded.version}})  # fmt: skip
+    store.write_samples(loaded.samples)
+    outs = {s.id: replies[(s.meta["subset"], s.meta["split"], s.question)] for s in loaded.samples}
+    with store.writer("predictions.jsonl") as w:
+        w.write_many(Prediction(k, 0, "m", "voicebench", "h", out, answer_text=out)
+                     for k, out in outs.items())  # fmt: skip
+    return root
+
+
+#: what the scripted judge says, per item prompt: three samples each
+JUDGE = {**{f"Tell me {i}": [str(1 + i % 5), "[[5]]", "3"] for i in range(len(OPEN))},
+         **{f"Who {i}?": ["Yes", "No", "Yes"] if i % 2 else ["No", "no", "Yes"]
+            for i in range(len(QA))}}  # fmt: skip
+
+
+def test_judge_official_asks_three_samples_per_judged_item_and_scores_them(tmp_path, monkeypatch):
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    run = _hand_run(tmp_path / "run", _data(tmp_path))
+    asked: dict[str, int] = {}
+
+    def reply(body):
+        user = body["messages"][-1]["content"]
+        assert body["messages"][0]["role"] == "system"
+        assert body["temperature"] == 0.5 and body["top_p"] == 0.95
+        key = next(k for k in JUDGE if f"{k}\n" in user)
+        assert ("Ada" in user) == key.startswith("Who")  # the reference, for sd-qa only
+        n = asked[key] = asked.get(key, 0) + 1
+        return JUDGE[key][n - 1]
+
+    args = ["judge-official", str(run), "--judge", "openai-compatible", "--cache",
+            str(tmp_path / "j.sqlite")]  # fmt: skip
+    with OpenAILoopback(reply=reply) as srv:
+        res = CliRunner().invoke(main, [*args, "--judge-endpoint", srv.url])
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 3 * (len(OPEN) + len(QA))  # open and QA items only
+        assert {r["model"] for r in srv.requests} == {"gpt-4o-mini"}
+    sec = json.loads((run / "metrics.json").read_text())["official"]
+    # by hand: commoneval replies 1..5 cycling, 5 and 3 per item
+    scores = [x for i in range(len(OPEN)) for x in (1 + i % 5, 5, 3)]
+    assert sec["variants"]["CommonEval"]["value"] == pytest.approx(sum(scores) / len(scores))
+    # sd-qa: odd items "Yes" by majority (3 of 7), even items "no"
+    assert sec["variants"]["SD-QA"]["value"] == pytest.approx(100 * 3 / 7)
+    # a second call asks nothing: every sample is cached
+    with OpenAILoopback(reply=lambda body: "1") as srv:
+        res = CliRunner().invoke(main, [*args, "--judge-endpoint", srv.url])
+        assert res.exit_code == 0, res.output
+        assert srv.requests == []

@@ -192,7 +192,7 @@ class VoiceBench(Benchmark):
         "of the nine leaderboard columns, GPT scores x20"
     )
     licence = "Apache-2.0 (code); data per subset's sources (Hugging Face hlt-lab/voicebench)"
-    version_items = {"leaderboard": None}
+    version_items = {"content-<hash>": None}  # no release hash: a content fingerprint
     accuracy_label = "no accuracy rule of its own: see the 'official' section"
 
     @property
