@@ -88,7 +88,7 @@ def section(
     by_col = {c: columns.get(s) for c, (s, _) in COLUMNS.items()}
     head = overall(columns)
     strict = overall(columns, strict=True)
-    judged_by = judge or "no judge named"
+    judged_by = judge or ("the file's own" if source == "file" else "not run yet")
     why = f"columns without a figure: {', '.join(head['missing'])}" if head["missing"] else None
     headline = {
         "label": (f"official Overall: mean of the nine leaderboard columns (GPT scores x20), "
