@@ -468,8 +468,9 @@ def official_ifeval(tmp_path_factory):
 
 
 def _if(key, prompt, response, *checks):
-    return {"key": key, "prompt": prompt, "response": response,
-            "instruction_id_list": [c for c, _ in checks], "kwargs": [k for _, k in checks]}  # fmt: skip
+    ids, kwargs = [c for c, _ in checks], [k for _, k in checks]
+    return {"key": key, "prompt": prompt, "response": response, "instruction_id_list": ids,
+            "kwargs": kwargs}  # fmt: skip
 
 
 IFEVAL = [
