@@ -44,6 +44,7 @@ GPT_SCALE = 20  # the leaderboard puts the 1-5 GPT scores on 0-100 this way
 BBH_TASKS = ("sports_understanding", "hyperbaton", "navigate", "web_of_lies")
 BBH_GOLD = {"yes": 1, "no": 0, "(a)": 0, "(b)": 1}
 MCQ_LETTERS = ("a", "b", "c", "d")
+NOT_JUDGED = "rows without the GPT judge's replies: run `cafe judge-official RUN --judge KIND`"
 
 
 class RowError(ValueError):
@@ -208,6 +209,9 @@ def open_figure(subset: str, rows: Sequence[dict[str, Any]]) -> Figure:
     """Mean of every judge reply's score (1-5), over all rows."""
     scores: list[float] = []
     kept: list[str] = []
+    unjudged = sum("score" not in row for row in rows)
+    if unjudged:  # not judged yet: no figure until every row is
+        return Figure(subset, "open", None, len(rows), {"unjudged": unjudged}, NOT_JUDGED)
     for i, row in enumerate(rows):
         replies = row.get("score")
         read = [read_gpt_score(r) for r in replies] if isinstance(replies, list) else [None]
@@ -226,6 +230,9 @@ def qa_figure(subset: str, rows: Sequence[dict[str, Any]]) -> Figure:
     right: list[bool] = []
     ties = 0
     kept: list[str] = []
+    unjudged = sum("score" not in row for row in rows)
+    if unjudged:
+        return Figure(subset, "qa", None, len(rows), {"unjudged": unjudged}, NOT_JUDGED)
     for i, row in enumerate(rows):
         replies = row.get("score")
         if (
