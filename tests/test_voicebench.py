@@ -630,8 +630,9 @@ def test_cafe_export_of_a_run_is_scored_by_cafe_score_as_the_run(tmp_path, monke
     assert res.exit_code == 0, res.output
     files = sorted(p.name for p in (tmp_path / "results").iterdir())
     assert files == sorted(f"cafe-{s}-{sp}-audio.jsonl" for s, sp in _rows())
+    results = tmp_path / "results"
     res = CliRunner().invoke(main, ["score", "--bench", "voicebench", "--data", str(data),
-                                    "--predictions", str(tmp_path / "results"), "--json"])  # fmt: skip
+                                    "--predictions", str(results), "--json"])  # fmt: skip
     assert res.exit_code == 0, res.output
     scored = json.loads(res.stdout)["official"]["variants"]
     from cafe.benchmarks.voicebench import VoiceBench
