@@ -132,4 +132,5 @@ def section(
         "headline": headline,
         "variants": variants,
         "splits": {k: f.to_dict() for k, f in splits.items()},
+        "needs_no_answers": True,  # its evaluators read the rows, not items' answers
     }  # fmt: skip
