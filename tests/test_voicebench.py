@@ -644,3 +644,30 @@ def test_cafe_export_of_a_run_is_scored_by_cafe_score_as_the_run(tmp_path, monke
         assert scored[col]["total"] == own[col]["total"], col
     # and the hand-made rows' own figures: 6 of 8 advbench replies refuse
     assert scored["AdvBench"]["total"]["acc"] == 75.0
+
+
+def test_a_results_file_with_a_row_missing_and_a_row_doubled_is_counted_as_the_script(
+    official, tmp_path
+):
+    data, results = _data(tmp_path), _results(tmp_path)
+    rows = _rows()[("openbookqa", "test")]
+    hostile = [*rows[1:4], rows[3], *rows[4:]]  # row 0 missing, row 3 twice
+    f = results / "result-my-model-openbookqa-test-audio.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in hostile))
+    res = CliRunner().invoke(main, ["score", "--bench", "voicebench", "--data", str(data),
+                                    "--predictions", str(results), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "line 4" in res.stderr  # the doubled row, said
+    sec = json.loads(res.stdout)["official"]
+    random.seed(SEED)
+    got = official["mcq"].MCQEvaluator().evaluate(hostile)
+    assert sec["variants"]["OBQA"]["value"] == pytest.approx(got["acc"])
+    assert sec["variants"]["OBQA"]["total"]["items"] == len(rows) == len(hostile)
+
+
+def test_bench_list_shows_voicebench_with_its_licence_and_rule():
+    res = CliRunner().invoke(main, ["bench", "list"])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("voicebench"))
+    assert "Apache-2.0" in line and "Overall = mean of the nine leaderboard columns" in line
+    assert "seeded 0" in line
