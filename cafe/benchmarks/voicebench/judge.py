@@ -4,9 +4,10 @@ three samples per item (their replies are the row's ``score``), a system message
 prompt wording (open_judge.txt, qa_judge.txt) with the official facts: the rubric's five levels,
 the score alone / one word.
 
-The call itself is one class, VoiceBenchJudge, on the answer judge's machinery (call cache,
-batch transport, cost ledger: cafe.judge.verdict.VerdictJudge): each sample is its own cached
-call, so a resumed run asks only for the samples it lacks."""
+The call itself is one method, VoiceBenchJudge.ask, on the answer judge's machinery (call
+cache, batch transport, cost ledger: cafe.judge.verdict.VerdictJudge; the engine's caller
+where the judge has one): each sample is its own cached call, so a resumed run asks only for
+the samples it lacks."""
 
 from __future__ import annotations
 
@@ -72,6 +73,8 @@ class VoiceBenchJudge(VerdictJudge):
                           "qa": (HERE / "qa_judge.txt").read_text(encoding="utf-8")}  # fmt: skip
         self.template_hash = sha256_text(self.templates["open"] + "\n\n" + self.templates["qa"])
         self.spec = dataclasses.replace(self.spec, template_hash=self.template_hash)
+        if getattr(self, "caller", None) is not None:  # the engine's caller keys on it too
+            self.caller.identity = self.spec
 
     def prompt(self, sample: Sample, output: str) -> str:
         kind = _evaluator(sample)
@@ -79,27 +82,40 @@ class VoiceBenchJudge(VerdictJudge):
         return build_prompt(self.templates[kind], question=sample.question, answer=reference,
                             output=output)  # fmt: skip
 
-    async def verdict(self, sample: Sample, pred: Prediction) -> Judged:  # type: ignore[override]
+    async def ask(self, messages: list[dict[str, Any]], inputs: dict[str, Any]) -> tuple[Any, Any]:
+        """One sample: (reply text, None) or (None, error). The one place this judge calls: on
+        the engine's caller (cafe.caller, issue 42) where the judge has one, else through the
+        call cache directly; both key the call on (spec, inputs), so their caches agree. Any
+        text is usable: the evaluators read it (a reply that is no score is named there)."""
         vs = self.verdict_spec
+        sampling = {"temperature": vs.temperature, "max_tokens": self.max_tokens,
+                    "top_p": vs.top_p}  # fmt: skip
+        caller = getattr(self, "caller", None)
+        if caller is not None:
+            got = await caller.ask(messages, inputs, lambda text: (text, None), **sampling)
+            return (got.text, None) if got.error is None else (None, got.error)
+
+        async def call() -> Any:
+            self.calls += 1
+            return await self.client.achat(messages, **sampling)
+
+        got, reply = await cached_call(self.cache, self.spec, inputs, call, entry=reply_entry,
+                                       valid=text_entry)  # fmt: skip
+        return (got["text"], None) if got is not None else (None, reply.error)
+
+    async def verdict(self, sample: Sample, pred: Prediction) -> Judged:  # type: ignore[override]
         if pred.raw_output is None or pred.error:
             return Judged(pred.sample_id, pred.run_index, None, "failed",
                           pred.error or "null output")  # fmt: skip
         prompt = self.prompt(sample, pred.raw_output)
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
         texts: list[str] = []
-        for k in range(getattr(vs, "samples", SAMPLES)):
-
-            async def ask() -> Any:
-                self.calls += 1
-                return await self.client.achat(
-                    [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
-                    temperature=vs.temperature, max_tokens=self.max_tokens, top_p=vs.top_p,
-                )  # fmt: skip
-
-            inputs = {"prompt": prompt, "system": SYSTEM, "top_p": vs.top_p, "sample": k}
-            got, reply = await cached_call(self.cache, self.spec, inputs, ask,
-                                           entry=reply_entry, valid=text_entry)  # fmt: skip
-            if got is None:
-                return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
-            texts.append(got["text"].strip())
+        for k in range(getattr(self.verdict_spec, "samples", SAMPLES)):
+            inputs = {"prompt": prompt, "system": SYSTEM, "top_p": self.verdict_spec.top_p,
+                      "sample": k}  # fmt: skip
+            text, error = await self.ask(messages, inputs)
+            if text is None:
+                return Judged(pred.sample_id, pred.run_index, None, "failed", error)
+            texts.append(text.strip())
         return Judged(pred.sample_id, pred.run_index, None, "ok", "\n---\n".join(texts),
                       value=texts)  # fmt: skip
