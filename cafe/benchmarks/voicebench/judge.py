@@ -12,13 +12,13 @@ the samples it lacks."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cafe.cache import text_entry
 from cafe.execution import cached_call, reply_entry
-from cafe.judge.base import sha256_text
 from cafe.judge.extraction import build_prompt
 from cafe.judge.verdict import Judged, VerdictJudge, VerdictSpec
 from cafe.records import Prediction, Sample
@@ -71,7 +71,8 @@ class VoiceBenchJudge(VerdictJudge):
         super().__init__(*args, **kwargs)
         self.templates = {"open": self.template,
                           "qa": (HERE / "qa_judge.txt").read_text(encoding="utf-8")}  # fmt: skip
-        self.template_hash = sha256_text(self.templates["open"] + "\n\n" + self.templates["qa"])
+        both = self.templates["open"] + "\n\n" + self.templates["qa"]
+        self.template_hash = hashlib.sha256(both.encode("utf-8")).hexdigest()
         self.spec = dataclasses.replace(self.spec, template_hash=self.template_hash)
         if getattr(self, "caller", None) is not None:  # the engine's caller keys on it too
             self.caller.identity = self.spec
