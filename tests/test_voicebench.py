@@ -671,3 +671,18 @@ def test_bench_list_shows_voicebench_with_its_licence_and_rule():
     line = next(x for x in res.output.splitlines() if x.startswith("voicebench"))
     assert "Apache-2.0" in line and "Overall = mean of the nine leaderboard columns" in line
     assert "seeded 0" in line
+
+
+def test_every_row_picks_as_the_official_with_the_fallback_seeded_alike(official):
+    """Row by row, fallback draws included: the official reader after random.seed(SEED)."""
+    rows = _rows()[("openbookqa", "test")]
+    ev = official["mcq"].MCQEvaluator()
+    random.seed(SEED)
+    theirs = [ev.extract_answer(r["response"]) for r in rows]
+    theirs = [random.choice(["A", "B", "C", "D"]) if t is None else t for t in theirs]
+    assert [p.pred for p in scorers.mcq_picks(rows, SEED)] == theirs
+    rows = _rows()[("bbh", "test")]
+    ev = official["bbh"].BBHEvaluator()
+    random.seed(SEED)
+    theirs = [ev.extract_answer(r["response"], r["id"]) for r in rows]
+    assert [p.pred for p in scorers.bbh_picks(rows, SEED)] == theirs

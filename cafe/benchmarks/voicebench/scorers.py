@@ -44,6 +44,7 @@ GPT_SCALE = 20  # the leaderboard puts the 1-5 GPT scores on 0-100 this way
 BBH_TASKS = ("sports_understanding", "hyperbaton", "navigate", "web_of_lies")
 BBH_GOLD = {"yes": 1, "no": 0, "(a)": 0, "(b)": 1}
 MCQ_LETTERS = ("a", "b", "c", "d")
+MCQ_OPTIONS = ("A", "B", "C", "D")  # the official fallback's draw
 NOT_JUDGED = "rows without the GPT judge's replies: run `cafe judge-official RUN --judge KIND`"
 
 
@@ -250,6 +251,38 @@ def qa_figure(subset: str, rows: Sequence[dict[str, Any]]) -> Figure:
                   None if right else "no judged row", kept)  # fmt: skip
 
 
+@dataclass
+class Pick:
+    """One row's answer as a multiple-choice / BBH evaluator takes it."""
+
+    name: str
+    pred: Any  # what the reader found, else the seeded random option
+    truth: Any
+    fell_back: bool
+
+
+def seeded_picks(
+    rows: Sequence[dict[str, Any]], seed: int, read: Any, gold: Any, options: Sequence[Any]
+) -> tuple[list[Pick], list[str]]:
+    """Each row's pick in row order, an unread reply replaced by ``random.Random(seed)``'s
+    choice of ``options`` (the draws the official evaluator makes after ``random.seed(seed)``);
+    and the rows kept out (the official script stops on them)."""
+    rng = random.Random(seed)
+    picks: list[Pick] = []
+    kept: list[str] = []
+    for i, row in enumerate(rows):
+        try:
+            pred, truth = read(row), gold(row)
+        except RowError as e:
+            kept.append(f"{_name(row, i)}: {e}")
+            continue
+        fell_back = pred is None
+        if fell_back:
+            pred = rng.choice(list(options))
+        picks.append(Pick(_name(row, i), pred, truth, fell_back))
+    return picks, kept
+
+
 def _choice_figure(
     subset: str,
     evaluator: str,
@@ -259,24 +292,13 @@ def _choice_figure(
     gold: Any,
     options: Sequence[Any],
 ) -> Figure:
-    """Shared by mcq and bbh: read each reply, replace an unread one by a seeded random option
-    in row order, score against the gold; and the figure with unread replies wrong."""
-    rng = random.Random(seed)
-    n = right = right_strict = fallback = 0
-    kept: list[str] = []
-    for i, row in enumerate(rows):
-        try:
-            pred, truth = read(row), gold(row)
-        except RowError as e:
-            kept.append(f"{_name(row, i)}: {e}")
-            continue
-        n += 1
-        if pred is None:
-            fallback += 1
-            pred = rng.choice(list(options))
-        else:
-            right_strict += pred == truth
-        right += pred == truth
+    """Shared by mcq and bbh: the seeded picks scored against the gold; and the figure with
+    unread replies wrong."""
+    picks, kept = seeded_picks(rows, seed, read, gold, options)
+    n = len(picks)
+    right = sum(p.pred == p.truth for p in picks)
+    right_strict = sum(p.pred == p.truth and not p.fell_back for p in picks)
+    fallback = sum(p.fell_back for p in picks)
     extra = {
         "seed": seed,
         "fallback": fallback,
@@ -287,6 +309,14 @@ def _choice_figure(
                   None if n else "no scorable row", kept)  # fmt: skip
 
 
+def mcq_picks(rows: Sequence[dict[str, Any]], seed: int) -> list[Pick]:
+    return seeded_picks(rows, seed, lambda r: read_mcq(_response(r)), _mcq_gold, MCQ_OPTIONS)[0]
+
+
+def bbh_picks(rows: Sequence[dict[str, Any]], seed: int) -> list[Pick]:
+    return seeded_picks(rows, seed, _bbh_read, _bbh_gold, (0, 1))[0]
+
+
 def _mcq_gold(row: dict[str, Any]) -> Any:
     if "reference" not in row:
         raise RowError("no reference")
@@ -295,7 +325,7 @@ def _mcq_gold(row: dict[str, Any]) -> Any:
 
 def mcq_figure(subset: str, rows: Sequence[dict[str, Any]], seed: int) -> Figure:
     return _choice_figure(subset, "mcq", rows, seed, lambda r: read_mcq(_response(r)),
-                          _mcq_gold, ("A", "B", "C", "D"))  # fmt: skip
+                          _mcq_gold, MCQ_OPTIONS)  # fmt: skip
 
 
 def _bbh_gold(row: dict[str, Any]) -> int:
@@ -305,10 +335,12 @@ def _bbh_gold(row: dict[str, Any]) -> int:
     return BBH_GOLD[ref.lower()]
 
 
+def _bbh_read(row: dict[str, Any]) -> int | None:
+    return read_bbh(_response(row), str(row.get("id", "")))
+
+
 def bbh_figure(subset: str, rows: Sequence[dict[str, Any]], seed: int) -> Figure:
-    fig = _choice_figure(subset, "bbh", rows, seed,
-                         lambda r: read_bbh(_response(r), str(r.get("id", ""))),
-                         _bbh_gold, (0, 1))  # fmt: skip
+    fig = _choice_figure(subset, "bbh", rows, seed, _bbh_read, _bbh_gold, (0, 1))
     tasks: dict[str, list[int]] = {}
     for row in rows:  # rows per task (the official figure is over all four)
         t = next((t for t in BBH_TASKS if t in str(row.get("id", ""))), "unknown")
