@@ -686,3 +686,23 @@ def test_every_row_picks_as_the_official_with_the_fallback_seeded_alike(official
     random.seed(SEED)
     theirs = [ev.extract_answer(r["response"], r["id"]) for r in rows]
     assert [p.pred for p in scorers.bbh_picks(rows, SEED)] == theirs
+
+
+def test_bad_rows_are_named_and_the_rest_loads(tmp_path):
+    from cafe.benchmarks.voicebench import VoiceBench
+
+    d = tmp_path / "vb" / "advbench"
+    d.mkdir(parents=True)
+    (d / "ok.wav").write_bytes(b"")
+    rows = [{"audio": "ok.wav", "prompt": "fine"}, {"audio": "ok.wav"},
+            {"audio": "../../escape.wav", "prompt": "outside"}, "not an object"]  # fmt: skip
+    (d / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = VoiceBench().load(str(tmp_path / "vb"))
+    errors = {s.id: s.error for s in loaded.samples}
+    assert errors["advbench/test/0"] is None
+    assert "prompt: missing field" in errors["advbench/test/1"]
+    assert "audio" in errors["advbench/test/2"]
+    said = {(p.sample_id, p.field) for p in loaded.problems}
+    assert {("advbench/test/1", "prompt"), ("advbench/test/2", "audio")} <= said
+    assert any(p.sample_id == "advbench/test/3" and str(d / "test.jsonl") in p.file
+               for p in loaded.problems)  # fmt: skip

@@ -53,7 +53,7 @@ def _pooled(subset: str, figs: list[Figure]) -> Figure:
     return Figure(subset, figs[0].evaluator, value, n, extra, None if n else "no row", kept)
 
 
-def _label(col: str, fig: Figure) -> str:
+def _label(fig: Figure) -> str:
     if fig.value is None:
         return f"absent: {fig.why}"
     text = {"open": "GPT score 1-5, mean of every judge reply; x20 in the Overall",
@@ -117,7 +117,7 @@ def section(
         if fig is None:
             continue
         v = column_value(fig)
-        variants[col] = {"label": _label(col, fig), "value": fig.value,
+        variants[col] = {"label": _label(fig), "value": fig.value,
                          "total": {"acc": None if v is None else round(v, 2), "items": fig.rows},
                          "kept_out": {"rows the script stops on": len(fig.kept_out)}}  # fmt: skip
         if fig.evaluator in ("mcq", "bbh") and fig.value is not None:
