@@ -537,6 +537,18 @@ IFEVAL = [
         ("startend:quotation", {}),
     ),
 ]
+IFEVAL += [
+    _if(14, "p14", "One\n***\nTwo\n***\n",
+        ("length_constraints:number_paragraphs", {"num_paragraphs": 2})),
+    _if(15, "p15", "Intro\n\n\"Summer, they said.\n\nEnd",
+        ("length_constraints:nth_paragraph_first_word",
+         {"num_paragraphs": 3, "nth_paragraph": 2, "first_word": "summer"})),
+    _if(16, "p16", "SECTION 1 a\nSECTION 2 b",
+        ("detectable_format:multiple_sections", {"section_spliter": "SECTION", "num_sections": 2})),
+    _if(17, "p17", "Cats.\n******\nCats.", ("combination:two_responses", {})),
+    _if(18, "p18", "**Say hi twice.** hi hi",
+        ("combination:repeat_prompt", {"prompt_to_repeat": "Say hi twice."})),
+]  # fmt: skip
 
 
 def test_ifeval_equals_the_official_on_hostile_rows(official_ifeval):
@@ -546,10 +558,12 @@ def test_ifeval_equals_the_official_on_hostile_rows(official_ifeval):
         assert fig.extra[k] == pytest.approx(100 * got[k]), k
     assert fig.value == pytest.approx(100 * got["final"])
     # by hand: strict, rows 1 (row 12's response: p1's last), 4 (turn mark dropped), 6, 8, 9,
-    # 12 follow all theirs (5 lacks "violets", 7 has 2 placeholders, 10 has 4 t's, 11 no
-    # yes/no/maybe line); loose adds 2 (first line dropped); 13 is never quoted
-    assert fig.extra["strict-prompt"] == pytest.approx(100 * 6 / 13)
-    assert fig.extra["loose-prompt"] == pytest.approx(100 * 7 / 13)
+    # 12, 14 (an empty last paragraph is not counted), 15 ('"summer,' read as summer), 16
+    # follow all theirs (5 lacks "violets", 7 has 2 placeholders, 10 has 4 t's, 11 no
+    # yes/no/maybe line, 17 twice the same, 18 starts with "**"); loose adds 2 (first line
+    # dropped) and 18 ("*" removed); 13 is never quoted
+    assert fig.extra["strict-prompt"] == pytest.approx(100 * 9 / 18)
+    assert fig.extra["loose-prompt"] == pytest.approx(100 * 11 / 18)
 
 
 # --------------------------------------------------------------------------- the CPU cascade

@@ -9,8 +9,8 @@ response follows nothing.
 Checks here are ours, written from the official ones. Five official checks need packages cafe
 does not ship (langdetect: language:response_language, change_case:english_capital,
 change_case:english_lowercase; nltk: length_constraints:number_sentences,
-change_case:capital_word_frequency), and a few are not written yet (UNCHECKED): a file using
-any of them gets no IFEval figure, the instructions named, never a figure over fewer checks."""
+change_case:capital_word_frequency), a file using any of them gets no IFEval figure, the
+instructions named (UNCHECKED), never a figure over fewer checks."""
 
 from __future__ import annotations
 
@@ -32,11 +32,6 @@ UNCHECKED = {
     "change_case:english_lowercase": "needs langdetect",
     "length_constraints:number_sentences": "needs nltk punkt",
     "change_case:capital_word_frequency": "needs nltk word_tokenize",
-    "length_constraints:number_paragraphs": "not written in cafe yet",
-    "length_constraints:nth_paragraph_first_word": "not written in cafe yet",
-    "detectable_format:multiple_sections": "not written in cafe yet",
-    "combination:two_responses": "not written in cafe yet",
-    "combination:repeat_prompt": "not written in cafe yet",
 }
 
 Check = Callable[[str, dict[str, Any]], bool]
@@ -136,6 +131,48 @@ def _words(text: str, kw: dict[str, Any]) -> bool:
     return _compare(len(re.findall(r"\w+", text)), kw, "num_words", "relation")
 
 
+def _paragraphs(text: str, kw: dict[str, Any]) -> bool:
+    """Paragraphs split by a *** divider; an empty one only at either end is not counted."""
+    parts = re.split(r"\s?\*\*\*\s?", text)
+    inner = parts[1:-1]
+    if any(not p.strip() for p in inner):
+        return False
+    n = len(parts) - (not parts[0].strip()) - (len(parts) > 1 and not parts[-1].strip())
+    return n == _need(kw, "num_paragraphs")["num_paragraphs"]
+
+
+def _nth_first_word(text: str, kw: dict[str, Any]) -> bool:
+    _need(kw, "num_paragraphs", "nth_paragraph", "first_word")
+    want, nth = kw["num_paragraphs"], kw["nth_paragraph"]
+    if not 0 < nth <= want:
+        raise RowError(f"nth_paragraph {nth} outside 1..{want} (the official check draws one)")
+    parts = re.split(r"\n\n", text)
+    n = sum(bool(p.strip()) for p in parts)
+    if nth > n or not parts[nth - 1].strip():
+        return False
+    word = parts[nth - 1].strip().split()[0].strip().lstrip("'").lstrip('"')
+    first = re.split(r"[.,?!'\"]", word)[0].lower()
+    return n == want and first == str(kw["first_word"]).lower()
+
+
+def _sections(text: str, kw: dict[str, Any]) -> bool:
+    splitter = str(_need(kw, "section_spliter", "num_sections")["section_spliter"]).strip()
+    return len(re.split(r"\s?" + splitter + r"\s?\d+\s?", text)) - 1 >= kw["num_sections"]
+
+
+def _two_responses(text: str, kw: dict[str, Any]) -> bool:
+    parts = text.split("******")
+    if any(not p.strip() for p in parts[1:-1]):
+        return False
+    valid = [p for p in parts if p.strip()]
+    return len(valid) == 2 and valid[0].strip() != valid[1].strip()
+
+
+def _repeat_prompt(text: str, kw: dict[str, Any]) -> bool:
+    repeat = str(_need(kw, "prompt_to_repeat")["prompt_to_repeat"])
+    return text.strip().lower().startswith(repeat.strip().lower())
+
+
 CHECKS: dict[str, Check] = {
     "punctuation:no_comma": lambda t, kw: "," not in t,
     "startend:quotation": _quoted,
@@ -156,6 +193,11 @@ CHECKS: dict[str, Check] = {
     "keywords:frequency": _keyword_frequency,
     "keywords:letter_frequency": _letter_frequency,
     "length_constraints:number_words": _words,
+    "length_constraints:number_paragraphs": _paragraphs,
+    "length_constraints:nth_paragraph_first_word": _nth_first_word,
+    "detectable_format:multiple_sections": _sections,
+    "combination:two_responses": _two_responses,
+    "combination:repeat_prompt": _repeat_prompt,
 }
 
 
