@@ -1,9 +1,10 @@
 """VoiceBench: cafe's evaluators against the official ones (MatthewCYM/VoiceBench @ 5338154,
 src/evaluator/{mcq,bbh,harm,open}.py and qa.py's majority_vote), run verbatim from a mirror at
-$CAFE_OFFICIAL_REPOS when there is one (else skipped: the transcription under test is cafe's),
-on hand-made rows in the official results layout with hostile replies; the random fallback of
-both seeded alike. Then `cafe score` on a folder of results files, `cafe export` back, and the
-Overall against the leaderboard's own row."""
+$CAFE_OFFICIAL_REPOS when there is one, on hand-made rows in the official results layout with
+hostile replies, the random fallback of both seeded alike; without a mirror, each row's reading
+by hand (the official rules applied on paper) and the hand-counted figures stand in. Then
+`cafe score` on a folder of results files, `cafe export` back, the GPT judge through a loopback
+server, the CPU cascade on espeak-ng items, and the Overall against the leaderboard's own row."""
 
 from __future__ import annotations
 
@@ -134,6 +135,19 @@ def test_at_least_forty_rows_with_every_kind_of_hostile_reply():
     rows = _rows()
     assert sum(len(r) for r in rows.values()) >= 40
     assert len(OPEN[2]) == 2 and len(OPEN[3]) == 6  # a run missing, a run doubled
+
+
+#: each MCQ / BBH row's reading by hand, from the official readers' rules (None: unread)
+MCQ_BY_HAND = ["B", "B", "B", "C", "B", "C", None, None, "D", "C", "A", "C", None, "D", None,
+               "A", None, "D"]  # fmt: skip
+BBH_BY_HAND = [1, 0, 1, None, 0, 0, None, None, 1, None, 0, 0, 1, None, 1]
+
+
+def test_every_mcq_and_bbh_row_reads_as_by_hand():
+    assert [scorers.read_mcq(r) for r, _ in MCQ] == MCQ_BY_HAND
+    # "the answer is (a)" -> (a); "b" alone -> (a) (the official quirk); the sentence "is not
+    # plausible" -> yes (the official pattern's quirk); "\boxed{no}" -> no; "jim lies" -> no
+    assert [scorers.read_bbh(reply, tid) for tid, reply, _ in BBH] == BBH_BY_HAND
 
 
 def test_mcq_reads_every_reply_as_the_official_reader(official):
