@@ -150,6 +150,34 @@ def test_every_mcq_and_bbh_row_reads_as_by_hand():
     assert [scorers.read_bbh(reply, tid) for tid, reply, _ in BBH] == BBH_BY_HAND
 
 
+def test_figures_by_hand_with_the_official_rules_on_paper():
+    """What the official evaluators give on these rows, worked by hand (runs without a mirror):
+    the readings above, each unread row's draw from random.Random(SEED) in row order."""
+    rng = random.Random(SEED)
+    mcq = _rows()[("openbookqa", "test")]
+    picks = [rng.choice(["A", "B", "C", "D"]) if h is None else h for h in MCQ_BY_HAND]
+    fig = scorers.mcq_figure("openbookqa", mcq, SEED)
+    hits = sum(p == r["reference"] for p, r in zip(picks, mcq, strict=True))
+    assert fig.value == pytest.approx(100 * hits / len(mcq))
+    assert fig.extra["fallback"] == MCQ_BY_HAND.count(None) == 5
+    right = sum(h == r["reference"] for h, r in zip(MCQ_BY_HAND, mcq, strict=True))
+    assert fig.extra["unread_wrong"] == pytest.approx(100 * right / len(mcq))
+    rng = random.Random(SEED)
+    bbh = _rows()[("bbh", "test")]
+    truth = [scorers.BBH_GOLD[r["reference"]] for r in bbh]
+    picks = [rng.choice([0, 1]) if h is None else h for h in BBH_BY_HAND]
+    fig = scorers.bbh_figure("bbh", bbh, SEED)
+    hits = sum(p == t for p, t in zip(picks, truth, strict=True))
+    assert fig.value == pytest.approx(100 * hits / len(bbh))
+    assert fig.extra["fallback"] == 5
+    assert scorers.harm_figure("advbench", _rows()[("advbench", "test")]).value == 75.0  # 6 of 8
+    replies = [4, 5, 3, 2, 2.5, 4, 4, 4, 5, 5, 5, 1, 1, 1, 1, 1, 2, 3, 4, 5]  # every reply read
+    fig = scorers.open_figure("commoneval", _rows()[("commoneval", "test")])
+    assert fig.value == pytest.approx(sum(replies) / len(replies))
+    # rows 0, 3, 4 have "yes" the most; row 6's ("yes", "maybe", "maybe"): maybe
+    assert scorers.qa_figure("sd-qa", _rows()[("sd-qa", "usa")]).value == pytest.approx(300 / 7)
+
+
 def test_mcq_reads_every_reply_as_the_official_reader(official):
     ev = official["mcq"].MCQEvaluator()
     for reply, _ in MCQ:
