@@ -124,6 +124,9 @@ for _style in (
     PromptStyle("bigbenchaudio", "bigbenchaudio.txt", None, "the spoken question, one line "
                 "asking for its answer (options inline, where an item has any)",
                 benchmark="bigbenchaudio"),
+    PromptStyle("voicebench", "voicebench.txt", None,
+                "the spoken instruction alone, no text (VoiceBench's inference)",
+                benchmark="voicebench"),
 ):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
 

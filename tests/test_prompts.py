@@ -33,6 +33,7 @@ def test_all_styles_registered() -> None:
         "sakura", "mmau-pro",  # benchmarks' own defaults (tests/test_benchmark_prompts.py)
         "mmsu-letter", "airbench-letter",  # the letter rule's benchmarks' own prompts
         "bigbenchaudio",  # the spoken question alone (tests/test_bigbenchaudio.py)
+        "voicebench",  # the spoken instruction alone, no text (tests/test_voicebench.py)
     }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ for _name, _target in {
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
     "spoken": "cafe.benchmarks.spoken:SpokenBenchmark",
     "bigbenchaudio": "cafe.benchmarks.bigbenchaudio:BigBenchAudio",
+    "voicebench": "cafe.benchmarks.voicebench:VoiceBench",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)
 

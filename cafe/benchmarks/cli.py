@@ -60,7 +60,9 @@ def score_command(
     A benchmark whose official figure is another (MMSU, AIR-Bench, SAKURA, MMAU-Pro) prints it
     under the table, with its labelled variants."""
     section, problems = score_file(bench, data, predictions, key, version)
-    if section["total"]["total"] == 0 and section["unscorable"]:
+    # a benchmark scored by its own evaluators, not against answers (VoiceBench), says so
+    own = (section.get("official") or {}).get("needs_no_answers")
+    if section["total"]["total"] == 0 and section["unscorable"] and not own:
         raise CafeError(
             f"{section['bench']['source']}: the metadata has no answers "
             f"({section['bench']['name']} {section['bench']['version']}); it cannot be scored "

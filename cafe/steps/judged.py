@@ -318,7 +318,8 @@ class OfficialStep(JudgedAccuracyStep):
             self.call_plan = None  # no calls: no batch, no costs
             return {"step": self.name, "embedder": embedder}
         self.vspec = vs
-        self.make_judge = type("BoundVerdictJudge", (VerdictJudge,), {"verdict_spec": vs})
+        judge_cls = getattr(vs, "judge_class", VerdictJudge)  # a rule's own call (VoiceBench's)
+        self.make_judge = type("BoundVerdictJudge", (judge_cls,), {"verdict_spec": vs})
         return super().spec(judge=judge, judge_model=options.get("judge_model") or vs.model,
                             selective=True)  # fmt: skip
 
