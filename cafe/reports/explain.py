@@ -202,20 +202,21 @@ def explain(
         values.append(float(other.figure))
     if any(np.isnan(v) for v in values):
         raise ExplainError(f"{ours.root}: a figure on the path counts no item (nothing to divide)")
-    steps: dict[str, dict[str, Any]] = {}
-    items_part = 0.0
+    # a step's pairs of figures (before, after): the items step is both ends of the path
+    pairs: dict[str, list[tuple[int, int]]] = {}
     for k in range(1, len(values)):
         name = path[k][0] if k < len(path) else "remainder"
-        delta = values[k - 1] - values[k]
+        pairs.setdefault("items" if name == "end" else name, []).append((k - 1, k))
+    steps: dict[str, dict[str, Any]] = {}
+    for name, ks in pairs.items():
+        delta = sum(values[i] - values[j] for i, j in ks)
         ci = None
-        if k < len(path):
-            a, b = path[k - 1][1], path[k][1]
-            ci = bootstrap_ci(n, lambda idx, a=a, b=b: a.value(idx) - b.value(idx),
-                              resamples=resamples, seed=seed)  # fmt: skip
-        if name in ("items", "end"):  # both ends of the path are the items step
-            items_part += delta
-            steps["items"] = {"contribution": items_part, "ci95": None}
-            continue
+        if name != "remainder":  # a row's figure has no items to resample
+
+            def stat(idx: np.ndarray, ks: list[tuple[int, int]] = ks) -> np.ndarray:
+                return sum(path[i][1].value(idx) - path[j][1].value(idx) for i, j in ks)
+
+            ci = bootstrap_ci(n, stat, resamples=resamples, seed=seed)
         steps[name] = {"contribution": delta, "ci95": list(ci) if ci else None}
     return _result(ours, other, p_ours, steps, values, resamples, seed)
 
