@@ -3,7 +3,9 @@ tested alone on folders that differ in that one setting, and all together summin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -162,3 +164,58 @@ def test_command_writes_table_json_and_waterfall(tmp_path):
     names = {p.name for p in out.iterdir()}
     assert {"explain.json", "explain.md", "explain_waterfall.png", "explain_waterfall.pdf"} <= names
     assert (out / "explain_waterfall.png").stat().st_size > 1000
+
+
+def _scripted_reply(samples: list) -> Any:
+    """A served model's replies, by item (found by its question and choices in the prompt):
+    right option text, the right letter (right only for the lenient rule), a wrong option, or
+    nothing usable; the larm prompt gets every other item wrong where lalm's was right."""
+    import string
+
+    def reply(body: dict) -> str:
+        text = json.dumps(body["messages"])
+        k, s = next((k, s) for k, s in enumerate(samples)
+                    if s["question"] in text and all(c in text for c in s["choices"]))  # fmt: skip
+        right = s["choices"].index(s["answer"])
+        wrong = s["choices"][(right + 1) % len(s["choices"])]
+        larm = "Reasoning:" not in text
+        kind = k % 4 if not (larm and k % 4 == 0 and k % 8) else 2
+        return [f"{s['answer']}\nReasoning: heard it.", f"{string.ascii_uppercase[right]}",
+                f"{wrong}\nReasoning: heard it.", ""][kind]  # fmt: skip
+
+    return reply
+
+
+def test_a_real_case_two_cafe_runs(tmp_path, monkeypatch):
+    """Two `cafe run`s of one served model (the real client, over the OpenAI wire protocol)
+    that differ in prompt style, runs and items; B read answered-only with the lenient rule.
+    The replay gives each folder's own recorded figure, and the steps add up to the gap."""
+    from cafe import api
+    from cafe.cli import main
+    from cafe.testing.loopback import OpenAILoopback
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    data = api.bench(tmp_path / "synth", limit=8, seed=0)
+    samples = [json.loads(x) for x in data.read_text(encoding="utf-8").splitlines()]
+    common = ["--model", "openai-compatible", "-o", "model=served", "--bench", "synth",
+              "--data", str(data), "--judge", "none", "--quiet"]  # fmt: skip
+    with OpenAILoopback(reply=_scripted_reply(samples)) as srv:
+        for out, extra in (("a", ["--runs", "2", "--prompt-style", "lalm"]),
+                           ("b", ["--limit", "6", "--prompt-style", "larm"])):  # fmt: skip
+            res = CliRunner().invoke(main, ["run", *common, "--endpoint", srv.url,
+                                            "--out", str(tmp_path / out), *extra])  # fmt: skip
+            assert res.exit_code == 0, res.output
+    acc = {n: json.loads((tmp_path / n / "metrics.json").read_text())["accuracy"] for n in "ab"}
+    plain = explain(tmp_path / "a", tmp_path / "b")
+    assert plain["ours_figure"] == pytest.approx(acc["a"]["total"]["acc"], abs=0.005)
+    assert plain["against_figure"] == pytest.approx(acc["b"]["total"]["acc"], abs=0.005)
+    assert sum_of_steps(plain) == pytest.approx(plain["total"])
+    read = explain(tmp_path / "a", tmp_path / "b",
+                   against_protocol="denominator=answered,rule=lenient")  # fmt: skip
+    b = acc["b"]
+    answered = b["total"]["total"] - b["unanswered"]
+    lenient = b["lenient"]["total"]["correct"]
+    assert read["against_figure"] == pytest.approx(100 * lenient / answered)
+    assert sum_of_steps(read) == pytest.approx(read["total"])
+    steps = _steps(read)
+    assert steps["items"] != 0 and steps["denominator"] != 0 and steps["rule"] != 0
