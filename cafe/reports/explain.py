@@ -285,6 +285,9 @@ def resolve_against(
 
     if Path(against).is_dir() and RunStore(against).has_manifest():
         run = RunOutcomes.load(against)
+        if run.bench[0] != ours.bench[0]:
+            raise ExplainError(f"{ours.root} is {ours.bench[0]}, {run.root} is {run.bench[0]}: "
+                               "explain a gap between runs of one benchmark")  # fmt: skip
         return Against(run.title, proto(Protocol()), run=run, version=run.bench[1])
     row = _row(ours, str(against), leaderboard)
     folder = row.source.get("run_dir")

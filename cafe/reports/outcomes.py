@@ -56,10 +56,9 @@ class RunOutcomes:
 
     @property
     def bench(self) -> tuple[str, str]:
-        b = self.manifest.get("bench") or {}
-        if isinstance(b, str):
-            return b, "unspecified"
-        return str(b.get("name", "unknown")), str(b.get("version") or "unspecified")
+        from cafe.reports.leaderboard import _bench_of
+
+        return _bench_of(self.manifest)
 
     @property
     def title(self) -> str:
