@@ -145,3 +145,44 @@ def test_the_comparison_page_shows_the_tests(tmp_path):
     a, b, _ = _one_run_pair(tmp_path)
     page = write_html_report(a, compare_with=b, draw=False).path.read_text(encoding="utf-8")
     assert 'id="tests"' in page and "McNemar p=" in page and "Holm" in page
+
+
+def test_listening_gap_and_decay_r_are_compared(tmp_path):
+    from report_runs import DECAY
+
+    from cafe.store import RunStore
+
+    real = {"i1": "R", "i2": "R", "i3": "R", "i4": "R"}
+    runs = {}
+    # A's silence control keeps i3, i4 right (gaps 100, 100, 0, 0: 50); B's keeps none (100)
+    for name, control in (("a", {"i1": "W", "i2": "W", "i3": "R", "i4": "R"}),
+                          ("b", {k: "W" for k in real})):  # fmt: skip
+        root = make_outcome_run(tmp_path / name, real)
+        ctl = make_outcome_run(tmp_path / f"{name}-silence", control)
+        store = RunStore(root)
+        gap = 50.0 if name == "a" else 100.0
+        store.update_metrics("listening", {"controls": {"silence": {"run_dir": str(ctl),
+                                                                    "gap": gap}}})  # fmt: skip
+        store.update_metrics("decay", {**DECAY, "pearson": {"r": 0.5 if name == "a" else -0.25}})
+        runs[name] = root
+    c = compare(runs["a"], runs["b"], seed=1)["comparisons"][0]
+    gap = c["listening"][0]
+    assert gap["control"] == "silence" and (gap["a"], gap["b"]) == pytest.approx((50.0, 100.0))
+    assert gap["diff"] == pytest.approx(50.0)
+    d = np.array([0.0, 0.0, 100.0, 100.0])  # B's per-item gap minus A's
+    want = stats.bootstrap((d,), np.mean, method="percentile", n_resamples=2000,
+                           rng=np.random.default_rng(1)).confidence_interval  # fmt: skip
+    assert gap["ci95"] == pytest.approx([want.low, want.high])
+    assert c["decay"] == [{"metric": "decay_r", "a": 0.5, "b": -0.25, "diff": -0.75,
+                           "ci95": None}]  # fmt: skip
+
+
+def test_runs_that_cannot_be_compared_say_why(tmp_path):
+    from cafe.reports.compare import CompareError
+
+    a = make_outcome_run(tmp_path / "a", {"i1": "R"})
+    b = make_outcome_run(tmp_path / "b", {"i2": "R"})
+    with pytest.raises(CompareError, match="hold no \\(item, run\\) in common"):
+        compare(a, b)
+    res = CliRunner().invoke(compare_command, [str(a), str(tmp_path)])
+    assert res.exit_code != 0 and "not a run folder" in res.output
