@@ -258,7 +258,8 @@ def compare_pair(a: RunOutcomes, b: RunOutcomes, settings: Settings) -> dict[str
     cells: dict[str, dict[str, Any]] = {}
     for name, values in a.breakdown_values().items():
         for value, members in values.items():
-            keep = [k for k in units if k[0] in set(members)]
+            inside = set(members)
+            keep = [k for k in units if k[0] in inside]
             if keep:
                 _, xa, xb, xn = _per_item(keep, a, b)
                 cells.setdefault(name, {})[value] = _cell(xa, xb, xn, settings)
