@@ -219,3 +219,21 @@ def test_a_real_case_two_cafe_runs(tmp_path, monkeypatch):
     assert sum_of_steps(read) == pytest.approx(read["total"])
     steps = _steps(read)
     assert steps["items"] != 0 and steps["denominator"] != 0 and steps["rule"] != 0
+
+
+def test_against_a_row_whose_folder_is_here_replays_the_folder(tmp_path):
+    from cafe.reports.leaderboard import add_run
+
+    a = make_outcome_run(tmp_path / "a", {"i1": "R", "i2": "R", "i3": "R", "i4": "W"})
+    b = make_outcome_run(tmp_path / "b", {"i1": "R", "i2": "W", "i3": "W", "i4": "W"})
+    board = tmp_path / "mine.yaml"
+    row, _ = add_run(b, path=board, name="Other")
+    result = explain(a, "Other", leaderboard=board)
+    _only(result, "outputs", 50.0)  # 75 vs the folder's 25, every step replayed
+    assert result["notes"] == []
+    doc = yaml.safe_load(board.read_text(encoding="utf-8"))
+    doc["rows"][-1]["metrics"]["acc"] = 30.0  # a row edited by hand
+    board.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    edited = explain(a, "Other", leaderboard=board)
+    assert edited["total"] == pytest.approx(50.0)
+    assert "the row holds 30.00, its folder replays to 25.00" in edited["notes"][0]

@@ -202,6 +202,12 @@ def explain(
         values.append(float(other.figure))
     if any(np.isnan(v) for v in values):
         raise ExplainError(f"{ours.root}: a figure on the path counts no item (nothing to divide)")
+    recorded = other.figure if other.run is not None else None
+    if recorded is not None and abs(recorded - values[-1]) > 0.005:  # said, never silent
+        other.notes += (
+            f"the row holds {recorded:.2f}, its folder replays to {values[-1]:.2f} (`cafe "
+            "leaderboard verify` says why); the gap is to the folder's figure",
+        )
     # a step's pairs of figures (before, after): the items step is both ends of the path
     pairs: dict[str, list[tuple[int, int]]] = {}
     for k in range(1, len(values)):
@@ -295,7 +301,8 @@ def resolve_against(
     label = f"leaderboard row {row.index} ({row.display}, {row.benchmark}/{row.version})"
     if folder and not judged and RunStore(folder).has_manifest():
         run = RunOutcomes.load(folder)
-        return Against(label, proto(Protocol()), run=run, version=row.version)
+        return Against(label, proto(Protocol()), run=run, figure=row.metrics.get("acc"),
+                       version=row.version)  # fmt: skip
     notes = [] if not folder else [f"the row's folder {folder} is not here: the row only"]
     return Against(label, proto(_row_protocol(row)), figure=row.metrics.get("acc"),
                    version=row.version, notes=tuple(notes))  # fmt: skip
