@@ -22,12 +22,13 @@ def _seed_options(f):  # type: ignore[no-untyped-def]
 @command("compare")
 @click.argument("run_a", type=RUN_DIR)
 @click.argument("run_b", type=RUN_DIR)
-@click.argument("more", nargs=-1, type=RUN_DIR)
+@click.argument("more", nargs=-1, type=RUN_DIR, metavar="[RUN_C]...")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--fail-if-worse",
     "points",
     type=click.FloatRange(0),
+    metavar="POINTS",
     help="Exit 1 when a later run's accuracy is below RUN_A's by more than POINTS with its "
     "95% interval entirely below zero (a CI gate).",
 )
