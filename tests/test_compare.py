@@ -186,3 +186,14 @@ def test_runs_that_cannot_be_compared_say_why(tmp_path):
         compare(a, b)
     res = CliRunner().invoke(compare_command, [str(a), str(tmp_path)])
     assert res.exit_code != 0 and "not a run folder" in res.output
+
+
+def test_three_runs_against_one_pairs_the_run_both_hold(tmp_path):
+    a = make_outcome_run(tmp_path / "a", {"i1": "RWW", "i2": "WRR"})
+    b = make_outcome_run(tmp_path / "b", {"i1": "W", "i2": "R"})
+    c = compare(a, b)["comparisons"][0]
+    assert c["units"] == 2 and c["runs"] == [0]
+    assert c["only_a"] == {"count": 4, "first": ["i1#1", "i1#2", "i2#1", "i2#2"]}
+    h = c["headline"]  # run 0: A right on i1 only, B on i2 only: one discordant item each way
+    assert h["test"] == "mcnemar_exact" and (h["a_only"], h["b_only"]) == (1, 1)
+    assert h["diff"] == 0.0 and h["p"] == pytest.approx(1.0)
