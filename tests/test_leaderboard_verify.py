@@ -102,3 +102,23 @@ def test_html_marks_verified_rows_with_the_check_time(added, tmp_path):
     assert "published figure, not verifiable" in page
     record = json.loads((tmp_path / "mine.yaml.verified.json").read_text(encoding="utf-8"))
     assert record["rows"]["59"]["status"] == "verified"
+
+
+def test_an_edited_benchmark_file_fails(tmp_path):
+    """The metadata file the run read (manifest bench.source), hashed again."""
+    import hashlib
+
+    from cafe.store import RunStore
+
+    run = make_outcome_run(tmp_path / "run", OUTCOMES)
+    data = tmp_path / "meta.jsonl"
+    data.write_text('{"id": "i1"}\n', encoding="utf-8")
+    sha = hashlib.sha256(data.read_bytes()).hexdigest()
+    RunStore(run).update_manifest(lambda m: m["bench"].update(source=str(data), sha256=sha))
+    board = tmp_path / "mine.yaml"
+    add_run(run, path=board)
+    assert _verify(board).exit_code == 0
+    data.write_text('{"id": "i1", "answer": "car horn"}\n', encoding="utf-8")
+    res = _verify(board)
+    assert res.exit_code == 1
+    assert f"rows[59] Tiny-LALM: changed: benchmark data {data} differs" in res.output

@@ -121,9 +121,22 @@ def verify_row(row: Any) -> Verdict:
     for name in (*RECORDS, "spec", "bench_data"):
         if name in recorded and recorded[name] != current.get(name):
             out.changes.append(f"{name} differ from those the row was computed from")
+    out.changes += _benchmark_file(store.read_manifest(), recorded.get("bench_data"))
     if out.changes:
         out.status = "changed"
     return out
+
+
+def _benchmark_file(manifest: dict[str, Any], recorded: str | None) -> list[str]:
+    """The benchmark's metadata file, where it is still at the path the run read it from,
+    hashed again against the sha256 the row was computed with."""
+    bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
+    source = Path(str((bench or {}).get("source") or ""))
+    if not recorded or not source.name or not source.is_file():
+        return []
+    if _sha256(source.read_bytes()) == recorded:
+        return []
+    return [f"benchmark data {source} differs from the sha256 the row was computed with"]
 
 
 def record_path(board_path: Path) -> Path:
