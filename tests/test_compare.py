@@ -147,9 +147,7 @@ def test_the_comparison_page_shows_the_tests(tmp_path):
     assert 'id="tests"' in page and "McNemar p=" in page and "Holm" in page
 
 
-def test_listening_gap_and_decay_r_are_compared(tmp_path):
-    from report_runs import DECAY
-
+def test_listening_gap_is_compared(tmp_path):
     from cafe.store import RunStore
 
     real = {"i1": "R", "i2": "R", "i3": "R", "i4": "R"}
@@ -163,7 +161,6 @@ def test_listening_gap_and_decay_r_are_compared(tmp_path):
         gap = 50.0 if name == "a" else 100.0
         store.update_metrics("listening", {"controls": {"silence": {"run_dir": str(ctl),
                                                                     "gap": gap}}})  # fmt: skip
-        store.update_metrics("decay", {**DECAY, "pearson": {"r": 0.5 if name == "a" else -0.25}})
         runs[name] = root
     c = compare(runs["a"], runs["b"], seed=1)["comparisons"][0]
     gap = c["listening"][0]
@@ -173,8 +170,49 @@ def test_listening_gap_and_decay_r_are_compared(tmp_path):
     want = stats.bootstrap((d,), np.mean, method="percentile", n_resamples=2000,
                            rng=np.random.default_rng(1)).confidence_interval  # fmt: skip
     assert gap["ci95"] == pytest.approx([want.low, want.high])
-    assert c["decay"] == [{"metric": "decay_r", "a": 0.5, "b": -0.25, "diff": -0.75,
-                           "ci95": None}]  # fmt: skip
+    assert c["decay"] == []  # neither has a decay section
+
+
+def _decay_run(root, per_bin: list[tuple[int, int]]):
+    """12 items, one run, lengths 50..600 in three bins of four: reasoning accuracy 100, 50,
+    0 by bin; each bin's judgements hold (matched, hallucinated) events as given; the decay
+    section computed by cafe's own step code (3 bins, min count 2)."""
+    from cafe.metrics.decay import decay_section
+    from cafe.records import Judgement
+    from cafe.store import JUDGEMENTS, PREDICTIONS, RunStore
+
+    codes = {f"i{k:02d}": "R" if k < 4 or k in (4, 5) else "W" for k in range(12)}
+    make_outcome_run(root, codes)
+    store = RunStore(root)
+    preds = sorted(store.predictions(), key=lambda p: p.sample_id)
+    for k, p in enumerate(preds):
+        p.reasoning_tokens = 50 * (k + 1)
+    with store.writer(PREDICTIONS) as w:
+        w.write_many(preds)
+    judged = []
+    for k, p in enumerate(preds):
+        m, h = per_bin[k // 4]
+        judged.append(Judgement(sample_id=p.sample_id, run_index=0, judge="rule",
+                                template_hash="t", raw_reply="{}",
+                                matched_events=[f"m{x}" for x in range(m)],
+                                error_matched=[f"h{x}" for x in range(h)]))  # fmt: skip
+    with store.writer(JUDGEMENTS) as w:
+        w.write_many(judged)
+    section = decay_section(preds, judged, bins=3, min_count=2)
+    store.update_metrics("decay", section)
+    return root, section["pearson"]["r"]
+
+
+def test_decay_r_is_fitted_again_and_resampled_over_items(tmp_path):
+    # A's Acc_per falls with its accuracy (75, 50, 25: r = 1); B's rises (25, 50, 75: r = -1)
+    a, ra = _decay_run(tmp_path / "a", [(3, 1), (2, 2), (1, 3)])
+    b, rb = _decay_run(tmp_path / "b", [(1, 3), (2, 2), (3, 1)])
+    assert (ra, rb) == pytest.approx((1.0, -1.0))
+    d = compare(a, b, seed=2)["comparisons"][0]["decay"][0]
+    assert (d["a"], d["b"], d["diff"]) == pytest.approx((ra, rb, rb - ra))
+    lo, hi = d["ci95"]
+    assert lo <= d["diff"] <= hi and hi <= 0  # B's r is below A's on every resample
+    assert compare(a, b, seed=2)["comparisons"][0]["decay"][0]["ci95"] == d["ci95"]
 
 
 def test_runs_that_cannot_be_compared_say_why(tmp_path):

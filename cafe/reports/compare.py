@@ -10,7 +10,8 @@ first, over the (item, run) units both hold (the rest counted and named):
 - Holm's correction of the breakdown cells' p-values (many cells tested: a few small p-values
   come by chance), the headline test left as it is;
 - Acc_per / Err_per / Err_use / Err_omit (from the judgements both hold), the listening gap per
-  control (from the control folders) with the same item bootstrap, and the decay r as recorded.
+  control (from the control folders) with the same item bootstrap, and the decay r fitted again
+  on the items both hold (fewer resamples: each one re-bins and re-fits).
 
 ``gate`` turns the result into a CI check: B worse than A by more than POINTS with the interval
 below zero. The method, seed and resample count are part of the result."""
@@ -55,8 +56,8 @@ class Settings:
             "(scipy.stats.wilcoxon; items with no difference dropped)",
             "correction": "Holm over the breakdown cells of each comparison",
             "cafe": "difference of the pooled ratios, item bootstrap (numpy, same seed)",
-            "decay": "difference of the recorded Pearson r (a fit over length bins: no item "
-            "interval)",
+            "decay": f"Pearson r of the decay section fitted again on the items both hold, "
+            f"B - A, items resampled {DECAY_RESAMPLES} times (each resample re-binned)",
             "seed": self.seed,
             "resamples": self.resamples,
             "level": self.level,
@@ -234,12 +235,56 @@ def _listening(
     return out
 
 
-def _decay(a: RunOutcomes, b: RunOutcomes) -> list[dict[str, Any]]:
-    ra = ((a.metrics.get("decay") or {}).get("pearson") or {}).get("r")
-    rb = ((b.metrics.get("decay") or {}).get("pearson") or {}).get("r")
-    if ra is None or rb is None:
+DECAY_RESAMPLES = 200  # each resample re-bins and re-fits both runs: kept small
+
+
+def _decay_r(run: RunOutcomes, ids: Sequence[str]) -> float | None:
+    """The decay section's Pearson r (reasoning accuracy against Acc_per over length bins),
+    fitted again on the items ``ids`` (a resample: an item drawn twice counts twice) with the
+    settings the run's own section was computed with."""
+    from dataclasses import replace
+
+    from cafe.metrics.decay import decay_section
+
+    kept = (run.metrics.get("decay") or {}).get("settings") or {}
+    preds, judged = [], []
+    for n, sid in enumerate(ids):
+        for r in run.runs:
+            if (p := run.predictions.get((sid, r))) is not None:
+                preds.append(replace(p, sample_id=f"{sid}~{n}"))
+            if (j := run.judgements.get((sid, r))) is not None:
+                judged.append(replace(j, sample_id=f"{sid}~{n}"))
+    section = decay_section(
+        preds, judged, bins=kept.get("bins"), bin_width=kept.get("bin_width"),
+        min_count=kept.get("min_count", 3), merge=str(kept.get("sparse", "")).startswith("merged"),
+        mode=kept.get("acc_per_mode", "micro"), counter=run.manifest.get("token_counter"),
+    )  # fmt: skip
+    r = (section.get("pearson") or {}).get("r")
+    return None if r is None or not np.isfinite(r) else float(r)
+
+
+def _decay(
+    ids: list[str], a: RunOutcomes, b: RunOutcomes, settings: Settings
+) -> list[dict[str, Any]]:
+    """Decay r of both runs where both have a decay section, fitted again on the items both
+    hold; the interval resamples those items (DECAY_RESAMPLES, the same seed)."""
+    if not (a.metrics.get("decay") and b.metrics.get("decay")) or not ids:
         return []
-    return [{"metric": "decay_r", "a": ra, "b": rb, "diff": rb - ra, "ci95": None}]
+    ra, rb = _decay_r(a, ids), _decay_r(b, ids)
+    row: dict[str, Any] = {"metric": "decay_r", "a": ra, "b": rb, "ci95": None,
+                           "diff": None if ra is None or rb is None else rb - ra}  # fmt: skip
+    if row["diff"] is not None:
+        rng = np.random.default_rng(settings.seed)
+        diffs = []
+        for _ in range(DECAY_RESAMPLES):
+            drawn = [ids[i] for i in rng.integers(0, len(ids), len(ids))]
+            x, y = _decay_r(a, drawn), _decay_r(b, drawn)
+            if x is not None and y is not None:
+                diffs.append(y - x)
+        if diffs:
+            alpha = (1 - settings.level) / 2
+            row["ci95"] = [float(v) for v in np.quantile(diffs, [alpha, 1 - alpha])]
+    return [row]
 
 
 def compare_pair(a: RunOutcomes, b: RunOutcomes, settings: Settings) -> dict[str, Any]:
@@ -281,7 +326,7 @@ def compare_pair(a: RunOutcomes, b: RunOutcomes, settings: Settings) -> dict[str
         "breakdowns": cells,
         "cafe": _cafe(units, a, b, settings),
         "listening": _listening(ids, a, b, settings),
-        "decay": _decay(a, b),
+        "decay": _decay(ids, a, b, settings),
     }
 
 
