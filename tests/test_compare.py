@@ -137,6 +137,11 @@ def test_cafe_metrics_are_paired_too(tmp_path):
     assert cafe["acc_per"]["a"] == pytest.approx(50.0) and cafe["acc_per"]["b"] == 75.0
     assert cafe["acc_per"]["diff"] == pytest.approx(25.0)
     assert cafe["err_per"]["diff"] == pytest.approx(-25.0)
+    from cafe.reports.compare import compare_html
+
+    assert "<th>acc_per</th><td>50.00</td><td>75.00</td><td>+25.00</td>" in compare_html(
+        compare(*runs)
+    )  # the page's tests section shows them too
 
 
 def test_the_comparison_page_shows_the_tests(tmp_path):

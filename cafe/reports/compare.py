@@ -422,10 +422,13 @@ def compare_html(result: dict[str, Any]) -> str:
         cells = [("accuracy", c["headline"], None)]
         cells += [(f"{n}={v}", x, x["p_holm"]) for n, by in c["breakdowns"].items()
                   for v, x in by.items()]  # fmt: skip
+        cells += [(x["metric"], x, None) for x in c["cafe"] + c["decay"]]
+        cells += [(f"gap {x['control']}", x, None) for x in c["listening"]]
         for name, x, adj in cells:
+            test = e(_p(x)) if "test" in x else "–"  # CAFE, gap, decay: interval only
             rows.append(
                 f"<tr><th>{e(name)}</th><td>{_f(x['a'])}</td><td>{_f(x['b'])}</td>"
-                f"<td>{_f(x['diff'], True)}</td><td>{e(_ci(x['ci95']))}</td><td>{e(_p(x))}</td>"
+                f"<td>{_f(x['diff'], True)}</td><td>{e(_ci(x['ci95']))}</td><td>{test}</td>"
                 f"<td>{'–' if adj is None else f'{adj:.3g}'}</td></tr>"
             )
     m = result["method"]
