@@ -35,8 +35,10 @@ command line               function
 ``cafe sweep``             sweep
 ``cafe STEP`` (a plugin)   run_step
 ``cafe attention``         attention
-``cafe report``            report, table, figure, compare
-``cafe leaderboard``       leaderboard, leaderboard_add, leaderboard_html
+``cafe report``            report, table, figure, compare_row
+``cafe compare``           compare
+``cafe explain``           explain
+``cafe leaderboard``       leaderboard, leaderboard_add, leaderboard_html, leaderboard_verify
 ``cafe train``             train_data, train_sft, train_grpo, train_smoke, train_recipes
 ``cafe serve``             serve
 """
@@ -212,13 +214,28 @@ def figure(number: int | str, run_dirs: Any, out: str | Path, **options: Any) ->
     return _target("figure")(number, run_dirs, out, **options)
 
 
-def compare(
+def compare_row(
     run_dir: str | Path, against: str | None = None, leaderboard: str | Path | None = None
 ) -> Any:
     """A run's numbers against a leaderboard row (default: the paper's row for the run's
     model): Markdown text with deltas and the protocol settings of both."""
     board = _target("leaderboard")(leaderboard)
-    return _target("compare")(run_dir, against, board)
+    return _target("compare_row")(run_dir, against, board)
+
+
+def compare(run_a: str | Path, run_b: str | Path, *more: str | Path, **options: Any) -> Any:
+    """Each later run folder against ``run_a``, paired over the (item, run)s both hold -> dict:
+    accuracy difference with its item bootstrap interval, McNemar's exact test or Wilcoxon
+    over items, breakdown cells (Holm), CAFE, listening gap, decay r; the method and seed.
+    Options: resamples, seed, level."""
+    return _target("compare")(run_a, run_b, *more, **options)
+
+
+def explain(run_dir: str | Path, against: str | Path, **options: Any) -> Any:
+    """The accuracy gap of a run against a run folder or a leaderboard row, taken apart into
+    the protocol steps cafe can replay (each with its paired interval; they add up to the
+    gap) -> dict. Options: protocol, against_protocol, leaderboard, resamples, seed."""
+    return _target("explain")(run_dir, against, **options)
 
 
 def leaderboard(path: str | Path | None = None) -> Any:
@@ -237,6 +254,12 @@ def leaderboard_html(out: str | Path = "leaderboard.html", path: str | Path | No
     """Write the leaderboard as one self-contained page (Tables 1-5 and every row, sortable,
     with provenance) -> the page's path."""
     return _target("leaderboard_html")(_target("leaderboard")(path), out)
+
+
+def leaderboard_verify(path: str | Path | None = None, **options: Any) -> Any:
+    """Recompute every run row of the leaderboard from its folder -> one verdict per row
+    (published, verified, changed with the figures that moved, missing). Options: record."""
+    return _target("leaderboard_verify")(path, **options)
 
 
 # training ----------------------------------------------------------------------------------
@@ -300,10 +323,13 @@ FUNCTIONS = (
     "report",
     "table",
     "figure",
+    "compare_row",
     "compare",
+    "explain",
     "leaderboard",
     "leaderboard_add",
     "leaderboard_html",
+    "leaderboard_verify",
     "train_data",
     "train_sft",
     "train_grpo",

@@ -53,6 +53,7 @@ def test_readme_cafe_lines_run_as_written(tmp_path, monkeypatch) -> None:
         res = runner.invoke(main, argv, catch_exceptions=False)
         assert res.exit_code == 0, f"README: `{line}` exited {res.exit_code}:\n{res.output}"
     assert (tmp_path / "mine.yaml").exists() and (tmp_path / "leaderboard.html").exists()
+    assert (tmp_path / "mine.yaml.verified.json").exists()  # `leaderboard verify` kept its check
 
 
 @pytest.mark.parametrize("line", tour("make "))

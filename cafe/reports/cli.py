@@ -258,3 +258,21 @@ def html_command(out: str, path: str | None) -> None:
     from cafe.reports.leaderboard_html import write_leaderboard_html
 
     click.echo(f"wrote {write_leaderboard_html(load_leaderboard(path), out)}")
+
+
+@leaderboard_command.command("verify")
+@leaderboard_option("path")
+def verify_command(path: str | None) -> None:
+    """Recompute every row added from a run from its folder: verified, changed (which figure,
+    by how much, or which input) or folder missing; exits 1 when a row changed. Paper rows are
+    published figures. The outcome is kept in FILE.verified.json for `leaderboard html`."""
+    from cafe.reports.verify import verify
+
+    verdicts = verify(path)
+    for v in verdicts:
+        if v.status != "published":
+            click.echo(v.line)
+    paper = sum(v.status == "published" for v in verdicts)
+    click.echo(f"{paper} paper row(s): published figures, not recomputable")
+    if any(v.status == "changed" for v in verdicts):
+        raise SystemExit(1)

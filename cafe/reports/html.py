@@ -957,6 +957,9 @@ def write_html_report(
         body.append(
             f'<section id="compare"><h2>Comparison: B − A</h2>{compare_html(comparison)}</section>'
         )
+        from cafe.reports.compare import tests_section  # `cafe compare`'s paired tests
+
+        body.append(tests_section(sources[0].store.root, sources[1].store.root))
         nav = '<a href="#compare">Comparison</a> '
     shown_figs = "".join(
         f'<div class="figpair">{"".join(f)}</div>' if len(sources) > 1 else "".join(f)

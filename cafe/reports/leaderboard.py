@@ -319,6 +319,9 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         "run_dir": str(Path(run_dir).resolve()),
         "manifest_sha256": hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
     }
+    from cafe.reports.verify import run_digests  # what `leaderboard verify` checks again
+
+    source["digests"] = run_digests(store, manifest)
     prompt = manifest.get("prompt") or {}
     extras = {
         "prompt_style": prompt.get("style") if isinstance(prompt, dict) else prompt,

@@ -19,11 +19,13 @@ def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def provenance(r: Row) -> str:
-    """The row's provenance as HTML; every value from the file or a run folder is escaped."""
+def provenance(r: Row, checked: dict[int, dict[str, Any]] | None = None) -> str:
+    """The row's provenance as HTML; every value from the file or a run folder is escaped.
+    ``checked``: `leaderboard verify`'s outcomes by row index (cafe.reports.verify.checked)."""
     s = r.source
     if r.is_paper:
-        return _e(f"{s.get('ref', 'paper')} Table {s.get('table', '?')} ({r.date})")
+        return _e(f"{s.get('ref', 'paper')} Table {s.get('table', '?')} ({r.date}); "
+                  "published figure, not verifiable")  # fmt: skip
     sha = str(s.get("manifest_sha256", ""))
     parts = [
         _e(f"run folder {s.get('run_dir')}"),
@@ -34,6 +36,10 @@ def provenance(r: Row) -> str:
     if s.get("cafe_mode"):
         parts.append(f"CAFE {_e(s['cafe_mode'])}")
     parts.append(_e(r.date))
+    got = (checked or {}).get(r.index)
+    if got:  # `leaderboard verify`'s last word on this row, with when it was said
+        mark = "✓ verified" if got.get("status") == "verified" else f"✗ {got.get('status')}"
+        parts.append(f'<span class="verify">{_e(mark)} {_e(got.get("checked"))}</span>')
     return "; ".join(parts)
 
 
@@ -52,6 +58,9 @@ def _markers(syms: list[str], board: Leaderboard) -> str:
 
 
 def table_html(table: Table, board: Leaderboard) -> str:
+    from cafe.reports.verify import checked
+
+    verified = checked(board)
     spec = table.spec
     marks = table.marks()
     head = "".join(
@@ -70,7 +79,7 @@ def table_html(table: Table, board: Leaderboard) -> str:
             run = any(not r.is_paper for r in tr.rows)
             cells = "".join(_value_cell(v, marks.get((i, j))) for j, v in enumerate(tr.values))
             prov = "<br>".join(
-                f"{_e(r.benchmark)}/{_e(r.version)}: {provenance(r)}" for r in tr.rows
+                f"{_e(r.benchmark)}/{_e(r.version)}: {provenance(r, verified)}" for r in tr.rows
             )
             body.append(
                 f'<tr class="{"run" if run else "paper"}" data-order="{i}">'
@@ -95,6 +104,9 @@ def table_html(table: Table, board: Leaderboard) -> str:
 
 def rows_html(board: Leaderboard) -> str:
     """Every row of the file: model, group, benchmark/version, metrics, provenance."""
+    from cafe.reports.verify import checked
+
+    verified = checked(board)
     metrics = list(dict.fromkeys(k for r in board.rows for k in r.metrics))
     head = "".join(
         # a long metric name (mix_sound_music_speech) breaks at its underscores, not mid-word
@@ -110,7 +122,7 @@ def rows_html(board: Leaderboard) -> str:
             f'<tr class="{"paper" if r.is_paper else "run"}" data-order="{r.index}">'
             f"<td>{r.index}</td><td>{_e(r.display)}{_markers(r.markers, board)}</td>"
             f"<td>{_e(r.group)}</td><td>{_e(r.benchmark)}/{_e(r.version)}</td>{cells}"
-            f'<td class="prov">{provenance(r)}</td></tr>'
+            f'<td class="prov">{provenance(r, verified)}</td></tr>'
         )
     return (
         '<section class="table" id="rows-all"><h2>All rows of the leaderboard file</h2>'
