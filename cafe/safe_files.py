@@ -56,3 +56,55 @@ def refuse_links_out(root: Path, folder: Path) -> None:
                 f"{p}: a link leading outside the run folder (to {p.resolve()}); cafe writes "
                 "nothing through it: remove the link, or give --out DIR"
             )
+
+
+def _refuse_link_or_special(path: Path) -> None:
+    if path.is_symlink():
+        raise RunFolderError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); cafe never writes through a "
+            "link: remove it and run the same command again"
+        )
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise RunFolderError(
+            f"{path} is not a regular file (a pipe, device or socket stands there); cafe writes "
+            "only regular files: remove it, or give another path"
+        )
+
+
+def safe_dir(path: str | Path) -> Path:
+    """``path`` as a folder to write into, made if absent: a link standing there (to a folder
+    elsewhere) is refused in one line, never written through."""
+    path = Path(path)
+    _refuse_link_or_special(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_file(path: str | Path, data: str | bytes) -> Path:
+    """The one writer of an output folder's files (reports, figures, tables, exports, sweeps):
+    ``data`` (text as utf-8) written whole to a fresh temporary file beside ``path`` and renamed
+    over it, so a link or a FIFO planted at ``path`` is never written through (refused in one
+    line naming it), a reader never sees half a file, and a failure leaves the old one."""
+    import tempfile
+
+    path = Path(path)
+    _refuse_link_or_special(path)
+    if path.is_dir():
+        raise RunFolderError(f"{path} is a folder; cafe writes a file there: give another path")
+    safe_dir(path.parent)
+    body = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; an output folder's files are not
+        os.replace(tmp, path)  # replaces a link that appeared meanwhile; never follows it
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path

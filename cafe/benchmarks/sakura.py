@@ -586,7 +586,9 @@ def write_results(
             doc["results"][s.meta.get("file") or s.id] = {
                 "instruction": s.meta.get("instruction"), "response": value,
                 "label": label(s)}  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
+    from cafe.safe_files import safe_dir
+
+    safe_dir(out)
     written = []
     for (track, hop), doc in sorted(files.items(), key=lambda kv: str(kv[0])):
         written.append(out / f"{track}_{hop}.json")

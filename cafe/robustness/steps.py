@@ -156,8 +156,10 @@ def run_sweep(
     section = B.sweep_section(points)
     section.update(model=card.name, bench=bench)
     root = Path(out)
+    from cafe.safe_files import write_file
+
     write_json_atomic(root / "sweep.json", section)
-    (root / "sweep.md").write_text(B.format_sweep(section) + "\n", encoding="utf-8")
+    write_file(root / "sweep.md", B.format_sweep(section) + "\n")
     from cafe.robustness.figures import sweep_figure
 
     section["figure"] = [str(p) for p in sweep_figure(section, root)]
