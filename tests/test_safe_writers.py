@@ -62,8 +62,9 @@ def run_dir(tmp_path, victims):
 def test_sweep_writes_nothing_through_a_link_in_its_folder(tmp_path, victims, name, to_dir):
     out = tmp_path / "sw"
     _plant(out / name, victims, to_dir)
+    board = str(tmp_path / "b.yaml")
     res = _cafe(["sweep", "--version", "n20-seed0", "--limit", "2", "--budgets", "0",
-                 "--out", str(out), "--no-progress", "--leaderboard", str(tmp_path / "b.yaml")])  # fmt: skip
+                 "--out", str(out), "--no-progress", "--leaderboard", board])  # fmt: skip
     _untouched(victims)
     assert res.exit_code != 0 and f"{out / name} is a symbolic link" in res.output, res.output
     assert "Traceback" not in res.output
