@@ -156,7 +156,11 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
                 audio.append(str(path))
         if not clips:
             errors.append(("audio_path", "no clip"))
-        choices = [str(c) for c in (row.get("choices") or [])]
+        given = row.get("choices")
+        if given is not None and not isinstance(given, list):  # an int where a list belongs
+            errors.append(("choices", f"not a list ({type(given).__name__})"))
+            given = None
+        choices = [str(c) for c in (given or [])]
         question = row.get("question")
         if not isinstance(question, str) or not question.strip():
             errors.append(("question", "missing field"))
