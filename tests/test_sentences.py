@@ -4,7 +4,7 @@ package is installed, else with its approximation of Punkt (cafe.benchmarks.sent
 expected counts below are Punkt's: each was read off nltk 3.10.3's PunktSentenceTokenizer with
 the English punkt_tab parameters, and is explained by Punkt's rules in the comment beside the
 hard ones. Where nltk and those parameters are importable, Punkt itself is checked too. The
-splitter before issue 45 (a sentence ends at . ! or ? then a space) got 18 of these wrong."""
+splitter before issue 45 (a sentence ends at . ! or ? then a space) got 20 of these wrong."""
 
 from __future__ import annotations
 
@@ -68,12 +68,20 @@ PUNKT = [
     ("Vitamin C. Then more.", 1),
     ("Grade D. The end.", 1),
     ("Option B. The end.", 2),
+    ("A. B. C.", 2),
+    ("One. Two. Three.", 3),
+    ("A. B.", 2),
+    ("A. C. D.", 1),
+    ("Option A. Option B.", 2),
+    ("Choose A. B is wrong.", 2),
 ]  # fmt: skip
 # why, for the hard ones: "Dr." "St." "Inc." "Jan." "U.S." "p.m." are abbreviations of the model
 # (no break before a name or a lowercase word; a break before a sentence starter: "5 p.m. The
-# show"); "e.g." "etc." "approx." "sec." are not, so they end a sentence; an initial ("J.",
-# "B.") ends one only before a common capitalised word ("Plan B. Then"), a letter the model
-# knows ("C.", "D.") never; a number ("1.", "3.") ends one unless a lowercase word follows.
+# show"); "e.g." "etc." "approx." "sec." are not, so they end a sentence; an initial ("A.",
+# "B.") ends one before a capitalised word Punkt has seen in lowercase ("Plan B. Then",
+# "A. B."), a letter the model knows ("C.", "R.") never; a number ("1.", "3.") ends one unless
+# a lowercase word follows. Known difference (not listed): a name after an initial Punkt does
+# not know ("Ask A. Smith today.": Punkt 1, cafe's approximation 2).
 
 
 @pytest.mark.parametrize("text, n", PUNKT)

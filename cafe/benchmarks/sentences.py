@@ -8,9 +8,10 @@ Punkt, as the approximation follows it: a token ending in "!" or "?" ends a sent
 in "." ends a sentence unless it is an abbreviation Punkt's English model knows, an ellipsis, an
 initial (one letter) or a number, where the next word decides: lowercase, no break; capitalised,
 a break after a number, and after the others only when the word is one that starts sentences
-(Punkt's orthographic evidence, approximated by its English sentence starters, and after an
-initial by common words it has seen in lowercase). An "e.g." or "etc." Punkt's model does
-not know ends a sentence, as in Punkt."""
+(Punkt's orthographic evidence, approximated by its English sentence starters; after an
+initial, by any capitalised word but "I" and most single letters: a name after an initial
+Punkt does not know, as in "Ask A. Smith", counts a sentence more than Punkt). An "e.g." or
+"etc." Punkt's model does not know ends a sentence, as in Punkt."""
 
 from __future__ import annotations
 
@@ -32,13 +33,9 @@ STARTERS = frozenset(
     "meanwhile moreover most nevertheless nonetheless nor sales separately similarly since so "
     "some the there these they this though thus under when while yet".split()
 )
-#: after an initial ("Plan B. Then"), Punkt breaks before a capitalised word it has also seen in
-#: lowercase: common words (a name like "Tolkien" it has not: no break); "I" it has not
-COMMON = (STARTERS - {"i"}) | frozenset(
-    "then we she you a an and or our my his her their its what who how why where after before "
-    "now here that those with for on at to of by from as not no all each every one two three "
-    "first next finally also everyone".split()
-)
+#: letters Punkt's model has seen in lowercase: after an initial, one of them capitalised
+#: starts a sentence ("A. B."), another does not ("J. R. R.")
+LOWERCASE_LETTERS = frozenset("abcdsz")
 _NUMBER = re.compile(r"^-?[.,]?\d[\d,.-]*\.?$")
 _CLOSE = "\"')]}\u2019\u201d"
 _OPEN = "\"'([{\u2018\u201c"
@@ -91,9 +88,16 @@ def _ends_sentence(word: str, after: str) -> bool:
         return not lower_next
     known = stem.lower() in ABBREVIATIONS or stem.lower().rsplit("-", 1)[-1] in ABBREVIATIONS
     initial = len(stem) == 1 and stem.isalpha()
-    word = nxt.rstrip(".,;:!?" + _CLOSE).lower()
-    if initial:  # a letter the model knows never ends one; another, before a common word
-        return not known and nxt[:1].isupper() and word in COMMON
+    word = nxt.rstrip(_CLOSE)
+    if word.endswith(".") and word[:-1].lower() in ABBREVIATIONS:
+        word = word.lower()  # Punkt types a known abbreviation with its period: no evidence
+    else:
+        word = word.rstrip(".,;:!?").lower()
+    if initial:  # a letter the model knows never ends one; another, before a capitalised word
+        # Punkt has seen in lowercase (nearly every word but names, "I", and most letters)
+        if known or not nxt[:1].isupper() or word.endswith(".") or word == "i":
+            return False
+        return len(word) > 1 or word in LOWERCASE_LETTERS
     if core.endswith("..") or known:
         return nxt[:1].isupper() and word in STARTERS
     return True
