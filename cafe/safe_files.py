@@ -85,7 +85,7 @@ def write_file(path: str | Path, data: str | bytes) -> Path:
     ``data`` (text as utf-8) written whole to a fresh temporary file beside ``path`` and renamed
     over it, so a link or a FIFO planted at ``path`` is never written through (refused in one
     line naming it), a reader never sees half a file, and a failure leaves the old one."""
-    import tempfile
+    from cafe.store import replace_file
 
     path = Path(path)
     _refuse_link_or_special(path)
@@ -93,18 +93,6 @@ def write_file(path: str | Path, data: str | bytes) -> Path:
         raise RunFolderError(f"{path} is a folder; cafe writes a file there: give another path")
     safe_dir(path.parent)
     body = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; an output folder's files are not
-        os.replace(tmp, path)  # replaces a link that appeared meanwhile; never follows it
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    # a fresh temporary file renamed over it: a link that appeared meanwhile is replaced
+    replace_file(path, lambda f: f.buffer.write(body))
     return path

@@ -234,6 +234,17 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _mmsu_agrees(meta: Path, preds: Path, tmp: Path, right: int, total: int, acc: float) -> dict:
+    """mmsu_evaluation.py (verbatim where its mirror is) and cafe's official headline both count
+    ``right`` of ``total`` on ``preds``; -> the headline."""
+    out = _run_script("dingdongwang/MMSU", "mmsu_evaluation.py", [str(preds)], tmp)
+    assert out is None or (f"Overall Accuracy: {right / total:.4f}" in out
+                           and f"Total count: {total}" in out), out  # fmt: skip
+    head = _score("mmsu", meta, preds)["official"]["headline"]
+    assert head["total"] == {"correct": right, "total": total, "acc": acc}
+    return head
+
+
 def test_mmsu_rows_use_their_own_answer_gt_and_count_unknown_ids(tmp_path, monkeypatch):
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
     (tmp_path / "audio").mkdir()
@@ -246,10 +257,7 @@ def test_mmsu_rows_use_their_own_answer_gt_and_count_unknown_ids(tmp_path, monke
         _mmsu_row("m2", "dog", "A"),  # right
         _mmsu_row("m9", "owl", "D"),  # an id the metadata lacks: scored from the row, right
     ])  # fmt: skip
-    out = _run_script("dingdongwang/MMSU", "mmsu_evaluation.py", [str(preds)], tmp_path)
-    assert out is None or "Overall Accuracy: 1.0000" in out and "Total count: 3" in out, out
-    head = _score("mmsu", meta, preds)["official"]["headline"]
-    assert head["total"] == {"correct": 3, "total": 3, "acc": 100.0}
+    head = _mmsu_agrees(meta, preds, tmp_path, 3, 3, 100.0)
     assert head["row_cases"] == {
         "rows whose answer_gt differs from the metadata's (the row's is used)": 1,
         "rows for ids absent from the metadata (scored from the row)": 1,
@@ -352,6 +360,20 @@ def test_a_sakura_response_that_is_the_label_placeholder_shows_the_judge_the_lab
     assert g1s.count(" (a) Female") >= 2  # the label as saved, leading space kept, twice
 
 
+def _calculate_acc_agrees(doc: dict, f: Path, root: Path, right: int, total: int) -> dict:
+    """``doc`` written to ``f``: calculate_acc.py (transcribed, and verbatim where its mirror is)
+    and cafe's official headline both count ``right`` of ``total``; -> the headline."""
+    f.write_text(json.dumps(doc))
+    assert sakura_calculate_acc(doc) == (right, total)
+    out = _run_script("ckyang1124/SAKURA", "evaluation/calculate_acc.py", ["-i", str(f)],
+                      f.parent)  # fmt: skip
+    assert out is None or (f"Correct count: {right}\n" in out
+                           and f"Total count: {total}\n" in out), out  # fmt: skip
+    head = _score("sakura", root, f)["official"]["headline"]
+    assert head["total"]["correct"] == right and head["total"]["total"] == total, head
+    return head
+
+
 def test_a_judgements_entry_for_a_clip_the_data_lacks_counts_as_calculate_acc_counts_it(tmp_path):
     root = write_folder(tmp_path / "s")
     doc = {"type": "single", "results": {
@@ -359,13 +381,7 @@ def test_a_judgements_entry_for_a_clip_the_data_lacks_counts_as_calculate_acc_co
         "data/Animal/audio/zebra9.wav": _entry("a zebra", "correct"),  # not in the data
         "data/Gender/audio/g1.wav": _entry("no", "incorrect"),
     }}  # fmt: skip
-    f = tmp_path / "x_single_judgements.json"
-    f.write_text(json.dumps(doc))
-    assert sakura_calculate_acc(doc) == (2, 3)
-    out = _run_script("ckyang1124/SAKURA", "evaluation/calculate_acc.py", ["-i", str(f)], tmp_path)
-    assert out is None or "Correct count: 2\n" in out and "Total count: 3\n" in out, out
-    head = _score("sakura", root, f)["official"]["headline"]
-    assert head["total"]["correct"] == 2 and head["total"]["total"] == 3, head
+    head = _calculate_acc_agrees(doc, tmp_path / "x_single_judgements.json", root, 2, 3)
     cell = head["breakdowns"]["track_hop"]["Animal/single"]
     assert (cell["correct"], cell["total"]) == (2, 2)
     assert list(head["row_cases"].values()) == [1]
@@ -530,10 +546,7 @@ def test_class_c_mmsu_rows_without_an_id_are_counted(tmp_path, monkeypatch):
         _no_id(_mmsu_row("m2", "dog", "A")),  # no id: the script counts it, right
         _no_id(_mmsu_row("m3", "dog", "C")),  # no id: counted, wrong
     ])  # fmt: skip
-    out = _run_script("dingdongwang/MMSU", "mmsu_evaluation.py", [str(preds)], tmp_path)
-    assert out is None or "Overall Accuracy: 0.6667" in out and "Total count: 3" in out, out
-    head = _score("mmsu", meta, preds)["official"]["headline"]
-    assert head["total"] == {"correct": 2, "total": 3, "acc": 66.67}
+    head = _mmsu_agrees(meta, preds, tmp_path, 2, 3, 66.67)
     assert head["row_cases"] == {"rows without an id (counted by the script)": 2}
 
 
@@ -566,10 +579,7 @@ def test_class_d_mmsu_rows_without_or_with_an_int_answer_gt_score_wrong(tmp_path
         missing,  # wrong
         _mmsu_row("m3", 0, "A"),  # answer_gt 0: wrong
     ])  # fmt: skip
-    out = _run_script("dingdongwang/MMSU", "mmsu_evaluation.py", [str(preds)], tmp_path)
-    assert out is None or "Overall Accuracy: 0.3333" in out and "Total count: 3" in out, out
-    head = _score("mmsu", meta, preds)["official"]["headline"]
-    assert head["total"] == {"correct": 1, "total": 3, "acc": 33.33}
+    head = _mmsu_agrees(meta, preds, tmp_path, 1, 3, 33.33)
     assert head["row_cases"] == {
         "rows whose answer_gt is missing or not text (compared as the script compares it)": 2
     }
@@ -581,10 +591,7 @@ def test_class_e_a_bom_at_the_start_of_an_mmsu_file_drops_line_1(tmp_path, monke
     preds = tmp_path / "preds.jsonl"
     rows = [_mmsu_row("m1", "dog", "A"), _mmsu_row("m2", "dog", "B")]  # right, wrong
     preds.write_text("\ufeff" + "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    out = _run_script("dingdongwang/MMSU", "mmsu_evaluation.py", [str(preds)], tmp_path)
-    assert out is None or "Overall Accuracy: 0.0000" in out and "Total count: 1" in out, out
-    head = _score("mmsu", meta, preds)["official"]["headline"]
-    assert head["total"] == {"correct": 0, "total": 1, "acc": 0.0}
+    head = _mmsu_agrees(meta, preds, tmp_path, 0, 1, 0.0)
     assert head["row_cases"] == {
         "line 1 begins with a byte-order mark (the script cannot parse it: skipped)": 1
     }
@@ -663,13 +670,7 @@ def test_class_g_sakura_judgements_in_llm_judges_layout_count_every_entry(tmp_pa
         "data/Animal/audio/zebra9.wav": _entry("a zebra", "correct"),  # a clip the data lacks
         "data/Gender/audio/g1.wav": no_response,  # correct
     })  # fmt: skip
-    f = tmp_path / "Animal_single_judgements.json"
-    f.write_text(json.dumps(doc))
-    assert sakura_calculate_acc(doc) == (3, 4)
-    out = _run_script("ckyang1124/SAKURA", "evaluation/calculate_acc.py", ["-i", str(f)], tmp_path)
-    assert out is None or "Correct count: 3\n" in out and "Total count: 4\n" in out, out
-    head = _score("sakura", root, f)["official"]["headline"]
-    assert head["total"]["correct"] == 3 and head["total"]["total"] == 4, head
+    head = _calculate_acc_agrees(doc, tmp_path / "Animal_single_judgements.json", root, 3, 4)
     cells = head["breakdowns"]["track_hop"]
     assert (cells["Animal/single"]["correct"], cells["Animal/single"]["total"]) == (2, 3)
     assert (cells["Gender/single"]["correct"], cells["Gender/single"]["total"]) == (1, 1)
