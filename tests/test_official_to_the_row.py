@@ -696,3 +696,17 @@ def test_class_g_an_entry_without_a_judgement_stops_calculate_acc_and_leaves_no_
     assert head["stopped"]["items"] == [where]
     lenient = official["variants"]["script_stops_left_out"]["total"]
     assert (lenient["correct"], lenient["total"]) == (1, 2)  # a2 without a verdict: wrong
+
+
+def test_an_mmsu_file_of_ids_and_replies_only_is_counted_as_the_script_counts_it(
+    tmp_path, monkeypatch
+):
+    """Rows of only id and response: mmsu_evaluation.py reads answer_gt and every option as "",
+    so any letter is right (2/2 here); cafe gives that figure as the script's and says why."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    meta = _mmsu_meta(tmp_path)
+    preds = _jsonl(tmp_path / "preds.jsonl", [{"id": "m1", "response": "A"},
+                                              {"id": "m2", "response": "C"}])  # fmt: skip
+    head = _mmsu_agrees(meta, preds, tmp_path, 2, 2, 100.0)
+    assert list(head["row_cases"].values()) == [2]
+    assert "any letter A-D is right" in next(iter(head["row_cases"]))

@@ -30,6 +30,11 @@ BOM = "\ufeff"
 #: the named cases where the script's reading of a file differs from cafe's by item
 NO_ID = "rows without an id (counted by the script)"
 NO_ANSWER = "rows whose answer_gt is missing or not text (compared as the script compares it)"
+#: MMSU's defaults make such a row right for any letter A-D: '' equals ''
+NO_LAYOUT = (
+    "rows without answer_gt or any option (not the official layout: the script "
+    "compares '' with '', so any letter A-D is right)"
+)
 UNKNOWN_ID = "rows for ids absent from the metadata (scored from the row)"
 OTHER_ANSWER = "rows whose answer_gt differs from the metadata's (the row's is used)"
 BOM_SKIPPED = "line 1 begins with a byte-order mark (the script cannot parse it: skipped)"
@@ -99,6 +104,8 @@ def read_file(
             got.cases[NO_ID] += 1
         elif known is None:
             got.cases[UNKNOWN_ID] += 1
+        elif not any(f in row for f in ("answer_gt", *CHOICE_FIELDS)):
+            got.cases[NO_LAYOUT] += 1
         elif not isinstance(row.get("answer_gt"), str):
             got.cases[NO_ANSWER] += 1
         elif known.answer is not None and row["answer_gt"] != known.answer:
