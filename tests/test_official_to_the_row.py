@@ -710,3 +710,15 @@ def test_an_mmsu_file_of_ids_and_replies_only_is_counted_as_the_script_counts_it
     head = _mmsu_agrees(meta, preds, tmp_path, 2, 2, 100.0)
     assert list(head["row_cases"].values()) == [2]
     assert "any letter A-D is right" in next(iter(head["row_cases"]))
+
+
+def test_choices_the_script_never_iterates_are_read_as_it_reads_them(shared_data, tmp_path):
+    """An output with no word is wrong before the script reads the choices: choices 5 there is
+    no stop (MMAU evaluation.py: 0/1, no traceback)."""
+    meta, (a, *_) = _meta_items(shared_data, "mmau")
+    f = tmp_path / "preds.json"
+    f.write_text(json.dumps([{**a, "choices": 5, "model_output": "..."}]))
+    line = _script_total("mmau", f, tmp_path)
+    assert line is None or line == "Total Accuracy: 0.00% over 1 samples", line
+    head = _score("mmau", meta, f)["official"]["headline"]
+    assert head["total"] == {"correct": 0, "total": 1, "acc": 0.0} and "stopped" not in head

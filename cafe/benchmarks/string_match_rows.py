@@ -148,7 +148,7 @@ def _differences(script: RowScript, row: dict[str, Any], s: Any) -> list[str]:
     out = []
     if s.answer is not None and row["answer"].strip() != s.answer.strip():
         out.append("rows whose answer differs from the metadata's (the row's is used)")
-    if isinstance(row["choices"], str) or list(row["choices"]) != list(s.choices):
+    if not isinstance(row["choices"], list) or row["choices"] != list(s.choices):
         out.append("rows whose choices differ from the metadata's (the row's are used)")
     for g, values in script.groups.items():
         if g not in row and values is None:
