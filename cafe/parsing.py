@@ -156,6 +156,18 @@ def _named_choices(text: str, norms: Iterable[str]) -> list[str]:
     return [n for n in found if not any(n != o and _has_words(o, n) for o in found)]
 
 
+def reply_letter(text: str | None) -> int | None:
+    """The option position a reply names by its letter ("A", "(b)", "C.", "Answer: D", "B. dog"),
+    counted from 0; None when it names none. What a position is read from where option texts
+    cannot tell positions apart (choice-order figures)."""
+    if text is None or not text.strip():
+        return None
+    raw = text.strip()
+    m = _LETTER.match(raw) or _LETTER.match(_norm(_ANSWER_PREFIX.sub("", _norm(text))).upper())
+    m = m or _LETTER_THEN_TEXT.match(raw)
+    return ord(m.group(1).upper()) - ord("A") if m else None
+
+
 def extract_answer(text: str | None, choices: list[str]) -> tuple[str | None, str]:
     """Map an answer to a choice: (choice, "ok"), or (None, "no_answer" | "unmapped").
 

@@ -56,3 +56,43 @@ def refuse_links_out(root: Path, folder: Path) -> None:
                 f"{p}: a link leading outside the run folder (to {p.resolve()}); cafe writes "
                 "nothing through it: remove the link, or give --out DIR"
             )
+
+
+def _refuse_link_or_special(path: Path) -> None:
+    if path.is_symlink():
+        raise RunFolderError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); cafe never writes through a "
+            "link: remove it and run the same command again"
+        )
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise RunFolderError(
+            f"{path} is not a regular file (a pipe, device or socket stands there); cafe writes "
+            "only regular files: remove it, or give another path"
+        )
+
+
+def safe_dir(path: str | Path) -> Path:
+    """``path`` as a folder to write into, made if absent: a link standing there (to a folder
+    elsewhere) is refused in one line, never written through."""
+    path = Path(path)
+    _refuse_link_or_special(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_file(path: str | Path, data: str | bytes) -> Path:
+    """The one writer of an output folder's files (reports, figures, tables, exports, sweeps):
+    ``data`` (text as utf-8) written whole to a fresh temporary file beside ``path`` and renamed
+    over it, so a link or a FIFO planted at ``path`` is never written through (refused in one
+    line naming it), a reader never sees half a file, and a failure leaves the old one."""
+    from cafe.store import replace_file
+
+    path = Path(path)
+    _refuse_link_or_special(path)
+    if path.is_dir():
+        raise RunFolderError(f"{path} is a folder; cafe writes a file there: give another path")
+    safe_dir(path.parent)
+    body = data.encode("utf-8") if isinstance(data, str) else data
+    # a fresh temporary file renamed over it: a link that appeared meanwhile is replaced
+    replace_file(path, lambda f: f.buffer.write(body))
+    return path

@@ -69,8 +69,11 @@ def air_rows(root: Path, items: list[tuple[str, int, str, str]]) -> Path:
     return path
 
 
-def predictions(path: Path, responses: dict[str, str]) -> Path:
-    path.write_text("".join(json.dumps({"id": k, "response": v}) + "\n"
+def predictions(path: Path, responses: dict[str, str], meta: Path) -> Path:
+    """The official scripts' input: each metadata row with its ``response`` (as their inference
+    scripts write it; the scripts read every field from the row)."""
+    rows = {str(r.get("id", r.get("uniq_id"))): r for r in json.loads(meta.read_text())}
+    path.write_text("".join(json.dumps({**rows[k], "id": k, "response": v}) + "\n"
                             for k, v in responses.items()))  # fmt: skip
     return path
 
@@ -107,7 +110,7 @@ MMSU_RESPONSES = {
 
 def test_mmsu_official_rule_hand_computed(tmp_path):
     meta = mmsu_rows(tmp_path / "mmsu", MMSU_ITEMS)
-    preds = predictions(tmp_path / "p.jsonl", MMSU_RESPONSES)
+    preds = predictions(tmp_path / "p.jsonl", MMSU_RESPONSES, meta)
     out = json.loads(cafe("score", "--bench", "mmsu", "--data", str(meta),
                           "--predictions", str(preds), "--json"))  # fmt: skip
     head = out["official"]["headline"]
@@ -148,7 +151,7 @@ def test_airbench_official_rule_hand_computed(tmp_path):
     meta = air_rows(tmp_path / "air", AIR_ITEMS)
     loaded = BENCHMARKS.get("airbench")().load(str(meta.parent))
     assert loaded.samples[0].audio == [str(meta.parent / "Speaker_Gender_CommonVoice" / "a1.wav")]
-    preds = predictions(tmp_path / "p.jsonl", AIR_RESPONSES)
+    preds = predictions(tmp_path / "p.jsonl", AIR_RESPONSES, meta)
     out = json.loads(cafe("score", "--bench", "airbench", "--data", str(meta),
                           "--predictions", str(preds), "--json"))  # fmt: skip
     head = out["official"]["headline"]

@@ -211,12 +211,18 @@ def test_airbench_official_results_file_hand_computed(tmp_path):
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     head = out["official"]["headline"]
+    # the script stops on a7, a8, a9 (and on T2/D2's summary row): it prints no figure, so the
+    # headline has none (issue 45); the figure without them stands beside it, labelled
+    assert head["total"] is None and "the official script stops on 3 row(s)" in (
+        head["absent_reason"])  # fmt: skip
+    lenient = out["official"]["variants"]["script_stops_left_out"]
+    assert "NOT the official figure" in lenient["label"]
     # by hand: right a1, a12; wrong a2, a6; left out a3, a4, a10 (empty), a5 (format)
-    assert head["total"] == {"correct": 2, "total": 4, "acc": 50.0}
-    assert head["left_out"] == {"format_failure": 1, "empty": 3} and head["dropped"] == 4
-    assert {k: v["acc"] for k, v in head["breakdowns"]["task_dataset"].items()} == {
+    assert lenient["total"] == {"correct": 2, "total": 4, "acc": 50.0}
+    assert lenient["left_out"] == {"format_failure": 1, "empty": 3} and lenient["dropped"] == 4
+    assert {k: v["acc"] for k, v in lenient["breakdowns"]["task_dataset"].items()} == {
         "T1/D1": 33.33, "T1/D3": 100.0}  # fmt: skip
-    assert head["average"] == {"tasks": 50.0}  # T1 only: 2 of 4
+    assert lenient["average"] == {"tasks": 50.0}  # T1 only: 2 of 4
     stopped = head["stopped"]
     assert stopped["count"] == 3 and sorted(stopped["items"]) == ["a7", "a8", "a9"]
     assert head["empty_cells"] == ["T2/D2"]  # every reply left out: its summary row crashes
@@ -226,7 +232,8 @@ def test_airbench_official_results_file_hand_computed(tmp_path):
     # the table names the stops beside the figure
     text = invoke("score", "--bench", "airbench", "--data", str(meta), "--predictions",
                   str(results)).stdout  # fmt: skip
-    assert "headline: 50.00 (2/4)" in text and "a7, a8, a9" in text
+    assert "headline: absent (the official script stops" in text and "a7, a8, a9" in text
+    assert "script_stops_left_out: 50.00 (2/4)" in text
 
 
 def test_a_file_whose_ids_match_no_item_is_an_error(tmp_path):

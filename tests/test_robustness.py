@@ -427,3 +427,52 @@ def test_a_sweep_written_before_the_decay_r_still_prints():
            "reasoning_tokens": 3.0, "method": "f"}  # fmt: skip
     line = B.format_sweep({"rows": [row]}).splitlines()[-1]
     assert line.split()[:3] == ["0", "4", "50.00"] and "-0.5" not in line
+
+
+@pytest.mark.parametrize("options", [["A", "B", "C", "D"], ["yes", "no", "yes", "no"]])
+def test_a_model_that_always_answers_c_is_position_biased_whatever_the_option_texts(options):
+    """Issue 45: choice-order figures mapped an answer by its option TEXT, so options that are
+    letters or repeat gave a model that always answers "C" consistency 100 (letters) or all its
+    answers at A (repeats: the first "yes"). By position: under 4 rotations it chose position C
+    8 times (2 items), 4 different underlying options per item."""
+    base = [_sample(sid, options, options[1]) for sid in ("a", "b")]
+    orderings = []
+    for k in range(4):
+        shown = [O.permute_sample(s, k, "rotate", 0) for s in base]
+        # the parser maps the reply "C" to the option TEXT "C" wherever it is shown (or to
+        # position C's text, "yes" or "no"); the reply itself named position C
+        preds = [Prediction(s.id, 0, "m", "s", "h", raw_output="C", answer_text="C",
+                            answer=s.choices[2] if options[0] != "A" else "C")
+                 for s in shown]  # fmt: skip
+        ident = O.identity(k, 4, "rotate", 0) if k else {**O.identity(1, 4, "rotate", 0), "k": 0}
+        orderings.append({"spec": ident, "samples": shown, "predictions": preds})
+    sec = O.choices_section(base, orderings, resamples=50)
+    assert sec["consistency"]["acc"] == 0.0  # options 2, 1, 0, 3 under rotations 0..3
+    bias = sec["positional_bias"]
+    assert bias["observed"] == {"A": 0, "B": 0, "C": 8, "D": 0}
+    # expected 2 per position; chi-square = (8-2)^2/2 + 3 * (0-2)^2/2 = 18 + 6 = 24
+    assert bias["chi2"] == 24.0
+
+
+def test_a_reply_without_a_letter_on_options_that_read_as_letters_is_unmapped():
+    s = _sample("a", ["A", "B"], "A")
+    assert O.chosen_option(_pred("a", "A", True), s) == (0, 0)  # raw_output "A": position A
+    shown = O.permute_sample(s, 1, "rotate", 0)  # ["B", "A"]
+    assert O.chosen_option(_pred("a", "A", False), shown) == (0, 1)  # position A shows "B"
+    p = Prediction("a", 0, "m", "s", "h", raw_output="the first one", answer="A")
+    assert O.chosen_option(p, shown) is None
+
+
+def test_permute_choices_beyond_the_distinct_orderings_is_capped_and_said(tmp_path, cache):
+    """Issue 45: --permute-choices 100000 planned 99,999 folders for items of 4 options; rotate
+    shows 4 different orderings: asked for 9, 3 folders are run and the cap is said."""
+    from cafe.runner.cli import run_command
+
+    out = tmp_path / "r"
+    base = ["--version", "n20-seed0", "--limit", "2", "--no-progress", "--judge", "none"]
+    res = CliRunner().invoke(run_command, [*base, "--out", str(out), "--permute-choices", "9"])
+    assert res.exit_code == 0, res.output
+    made = sorted(p.name for p in tmp_path.iterdir() if "-perm-" in p.name)
+    assert made == [f"r-perm-rotate{k}of4" for k in (1, 2, 3)]  # synth items: 4 options
+    assert "at most 4 options" in res.output and "running 4" in res.output
+    assert _json(out / "metrics.json")["choices"]["orderings"] == 4

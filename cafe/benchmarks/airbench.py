@@ -49,7 +49,7 @@ class AIRBench(LetterRuleBenchmark):
     # to answer_gt (none: exit 1); a task_id row with no scored reply stops its summary (KeyError)
     letter_rule = LetterRule(
         empty_excluded=True, non_string_stops=True, missing_stops=True, first_gold=True,
-        empty_cell_stops="task_dataset", skips_null="task_name",
+        empty_cell_stops="task_dataset", strict_lines=True,
     )  # fmt: skip
     averages = _averages
     default_prompt_style = "airbench-letter"  # its official inference asks for the letter only

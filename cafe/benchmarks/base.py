@@ -94,6 +94,8 @@ class Benchmark(ABC):
     #: folder the metadata's audio paths are relative to and must stay inside (--audio-root);
     #: None: the metadata file's own folder
     audio_root: str | None = None
+    #: a benchmark that builds its set on first use draws its bar (`--no-progress`: none)
+    progress: bool = True
     #: the benchmark's own scoring rule in one line (`cafe bench list`, tables,
     #: docs/benchmarks.md); each benchmark whose rule is another declares its own
     official_rule: str = "the official string match (MMAU / MMAR evaluation scripts)"

@@ -5,7 +5,6 @@ evaluation.py: `model_output`; MMAR code/evaluation.py: `answer_prediction`), as
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ from cafe.benchmarks.string_match import official_text
 from cafe.errors import CafeUsageError
 from cafe.jsontext import strict_dumps
 from cafe.records import Sample
-from cafe.store import RunStore, replace_file, write_json_atomic
+from cafe.safe_files import safe_dir, write_file
+from cafe.store import RunStore
 
 
 def official_item(sample: Sample, fmt: ExportFormat) -> dict[str, Any]:
@@ -97,16 +97,18 @@ def export_run(
         items.append(item)
         triples.append((s, item, value))
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    safe_dir(out.parent)
     if export.writer is not None:
         export.writer(triples, out)
     elif out.suffix == ".parquet":
         write_parquet(out, items)
     elif out.suffix == ".jsonl":
         text = "".join(strict_dumps(i, ensure_ascii=False) + "\n" for i in items)
-        replace_file(out, lambda f: f.write(text))
+        write_file(out, text)
     else:
-        write_json_atomic(out, items)
+        from cafe.redaction import scrub_text
+
+        write_file(out, scrub_text(strict_dumps(items, indent=2, ensure_ascii=False) + "\n"))
     return {"items": len(items), "answered": answered, "unanswered": len(samples) - answered}
 
 
@@ -125,9 +127,7 @@ def write_parquet(out: Path, items: list[dict[str, Any]]) -> None:
         raise CafeUsageError(f"{out}: the items do not fit one parquet table ({e})") from None
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    tmp = out.with_name(f".{out.name}.tmp")  # whole or not at all
-    tmp.write_bytes(sink.getvalue().to_pybytes())
-    os.replace(tmp, out)
+    write_file(out, sink.getvalue().to_pybytes())  # whole or not at all
 
 
 def _with_formats() -> str:

@@ -229,5 +229,5 @@ class GeneratedBenchmark(Benchmark):
             from cafe.benchmarks.set_version import parse_version
 
             n, seed = parse_version(self.name, version, self.default_n, self.default_seed)
-            data = str(self.ensure_generated(n, seed, progress=True))
+            data = str(self.ensure_generated(n, seed, progress=self.progress))
         return self.load_folder(data, audio_root=self.audio_root)

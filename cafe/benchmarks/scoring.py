@@ -483,6 +483,8 @@ def score_loaded(
         preds,
         file_rows=response_rows(rows, bench.prediction_keys, key, id_keys),
         file_records=rows,  # whole rows, for a script that scores each from its own fields
+        file_path=predictions,  # for a script that reads the file itself, line by line
+        file_keys=(key,) if key else tuple(bench.prediction_keys),
         **judged,
     )
     if official is not None:  # the benchmark's official figure, where the headline is not it

@@ -26,23 +26,42 @@ class RowScript:
     name: str  # the script, for the labels
 
     def row_verdict(self, row: dict[str, Any]) -> tuple[bool | None, str | None]:
-        """(right, None) as the script scores the row; (None, why) where it would stop."""
-        from cafe.benchmarks.string_match import is_correct
+        """(right, None) as the script scores the row; (None, why) where it would stop. In the
+        script's order: answer, its fixed groups and choices read with [] (KeyError); a
+        sub-category of any hashable value is a cell of its own; the prediction and the answer
+        lowercased (not text: it stops); the choices iterated only when the prediction has a
+        word (a string is its characters, a dict its keys; anything else, or an item that is
+        not text, stops it); a fixed group's value outside its table stops it."""
+        from cafe.benchmarks.string_match import _WORD, is_correct
 
-        answer, choices, said = row.get("answer"), row.get("choices"), row[self.key]
-        if not isinstance(said, str):
-            return None, f"{self.key} is not a string"
-        if not isinstance(answer, str):
-            return None, "answer is not a string"
-        if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-            return None, "choices is not a list of strings"
+        for f in ("answer", *[g for g, v in self.groups.items() if v is not None], "choices"):
+            if f not in row:
+                return None, f"no {f} (KeyError)"
+        free = [g for g, v in self.groups.items() if v is None]
+        for g in free:
+            try:
+                hash(row.get(g))
+            except TypeError:
+                return None, f"{g} of type {type(row[g]).__name__} (TypeError)"
+        answer, choices, said = row["answer"], row["choices"], row[self.key]
+        for name, v in ((self.key, said), ("answer", answer)):
+            if not isinstance(v, str):
+                return None, f"{name} is not text ({type(v).__name__}: AttributeError)"
+        if not _WORD.findall(said.lower()):  # no word: wrong before the choices are read
+            right = False
+        else:
+            try:
+                items = list(choices)
+            except TypeError:
+                return None, f"choices of type {type(choices).__name__} (TypeError)"
+            if not all(isinstance(c, str) for c in items):
+                return None, "a choice that is not text (AttributeError)"
+            right = is_correct(said, answer, items)
         for field, values in self.groups.items():
             v = row.get(field)
-            if values is not None and v not in values:
-                return None, f"{field} {v!r} is not in the script's table"
-            if values is None and v is not None and not isinstance(v, str):
-                return None, f"{field} is not a string"
-        return is_correct(said, answer, choices), None
+            if values is not None and (not isinstance(v, str) or v not in values):
+                return None, f"{field} {v!r} is not in the script's table (KeyError)"
+        return right, None
 
 
 def official_rows(
@@ -59,7 +78,7 @@ def official_rows(
     stopped_items: list[str] = []
     correct = total = 0
     cells: dict[str, dict[str, list[int]]] = {g: defaultdict(lambda: [0, 0]) for g in script.groups}
-    for row in records:
+    for i, row in enumerate(records, 1):
         if not isinstance(row, dict):  # named by read_records already
             continue
         sid = str(row.get("id"))
@@ -71,7 +90,7 @@ def official_rows(
         right, why = script.row_verdict(row)
         if why is not None:
             stopped[why] += 1
-            stopped_items.append(sid)
+            stopped_items.append(f"{sid} (row {i})")
             continue
         if sid in seen:
             cases["duplicate rows (each counted)"] += 1
@@ -79,8 +98,9 @@ def official_rows(
         s = by_id.get(sid)
         if s is None:
             cases["rows for ids absent from the metadata (scored from the row)"] += 1
-        elif s.answer is not None and row["answer"].strip() != s.answer.strip():
-            cases["rows whose answer differs from the metadata's (the row's is used)"] += 1
+        else:
+            for case in _differences(script, row, s):
+                cases[case] += 1
         correct += bool(right)
         total += 1
         for g in script.groups:
@@ -99,9 +119,13 @@ def official_rows(
         "breakdowns": {g: {k: cell(*c[k]) for k in sorted(c)} for g, c in cells.items()},
         "row_cases": dict(cases),
     }
-    if stopped:
+    variants: dict[str, Any] = {}
+    if stopped:  # the script stops on the first of them: it prints no figure
+        from cafe.benchmarks.official import without_stops
+
         headline["stopped"] = {"count": sum(stopped.values()), "items": stopped_items,
                                "reasons": dict(stopped)}  # fmt: skip
+        variants.update(without_stops(headline))
 
     def by_item(s: Any, p: Any) -> bool:
         return p is not None and bool(p.correct)
@@ -115,4 +139,20 @@ def official_rows(
     }
 
     return {"rule": label, "reading": ROWS_READING, "headline": headline,
-            "variants": {"by_item": variant}}  # fmt: skip
+            "variants": {**variants, "by_item": variant}}  # fmt: skip
+
+
+def _differences(script: RowScript, row: dict[str, Any], s: Any) -> list[str]:
+    """The named cases where a row the script scores from its own fields is not the metadata's
+    item: another answer, other choices, another group value, no sub-category (no cell)."""
+    out = []
+    if s.answer is not None and row["answer"].strip() != s.answer.strip():
+        out.append("rows whose answer differs from the metadata's (the row's is used)")
+    if not isinstance(row["choices"], list) or row["choices"] != list(s.choices):
+        out.append("rows whose choices differ from the metadata's (the row's are used)")
+    for g, values in script.groups.items():
+        if g not in row and values is None:
+            out.append(f"rows without {g} (in no {g} cell, as the script counts them)")
+        elif row.get(g) != s.meta.get(g):
+            out.append(f"rows whose {g} differs from the metadata's (the row's is used)")
+    return out

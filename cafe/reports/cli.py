@@ -164,10 +164,10 @@ def _paper_table(
         click.echo(text, nl=False)
         return
     path = Path(out) / f"table{table}.{fmt}"
-    path.parent.mkdir(parents=True, exist_ok=True)
     from cafe.redaction import scrub_text
+    from cafe.safe_files import write_file
 
-    path.write_text(scrub_text(text), encoding="utf-8")
+    write_file(path, scrub_text(text))
     click.echo(f"wrote {path}")
 
 

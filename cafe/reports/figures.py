@@ -46,11 +46,17 @@ def _plt() -> Any:
 
 
 def _save(fig: Any, out_dir: str | Path, stem: str) -> list[Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    import io
+
+    from cafe.safe_files import safe_dir, write_file
+
+    out = safe_dir(out_dir)
     paths = [out / f"{stem}.png", out / f"{stem}.pdf"]
-    fig.savefig(paths[0], dpi=DPI)
-    fig.savefig(paths[1])
+    for path, options in zip(paths, ({"dpi": DPI, "format": "png"}, {"format": "pdf"}),
+                             strict=True):  # fmt: skip
+        buf = io.BytesIO()  # rendered, then written by the writer that never follows a link
+        fig.savefig(buf, **options)
+        write_file(path, buf.getvalue())
     import matplotlib.pyplot as plt
 
     plt.close(fig)

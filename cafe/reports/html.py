@@ -941,7 +941,9 @@ def write_html_report(
         from cafe.safe_files import refuse_links_out
 
         refuse_links_out(sources[0].store.root, out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from cafe.safe_files import safe_dir, write_file
+
+    safe_dir(out_dir)
     items, keys = items_blob(sources, out_dir.resolve(), embed_audio_s)
     notes: list[str] = []
     summary: list[str] = []
@@ -990,5 +992,5 @@ def write_html_report(
     js = (WEB / "report.js").read_text(encoding="utf-8")
     path = out_dir / INDEX
     text = page(title, _e(subtitle), "\n".join(body), data, js, nav)
-    path.write_text(text, encoding="utf-8")
+    write_file(path, text)
     return HtmlReport(path, notes)

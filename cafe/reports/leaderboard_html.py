@@ -154,6 +154,7 @@ def leaderboard_page(board: Leaderboard) -> str:
 
 def write_leaderboard_html(board: Leaderboard, out: str | Path) -> Path:
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(leaderboard_page(board), encoding="utf-8")
+    from cafe.safe_files import write_file
+
+    write_file(path, leaderboard_page(board))
     return path

@@ -22,6 +22,7 @@ from cafe.reports.leaderboard import (
     load_leaderboard,
     row_from_run,
 )
+from cafe.safe_files import safe_dir, write_file
 from cafe.store import RunStore
 
 ATTENTION = "attention.json"
@@ -229,8 +230,10 @@ def summary_md(
     notes: list[str],
     row: Row | None,
     signals: str | None = None,
+    report: Path | None = None,
 ) -> str:
     bench, version = run.bench
+    report = report or run.root / "report"  # files are named from where the summary is
     from cafe.prompts import style_label
 
     m = run.manifest
@@ -266,7 +269,7 @@ def summary_md(
     lines += ["", "## Files", ""]
     for what, paths in made.items():
         lines.append(
-            f"- {what}: " + ", ".join(f"`{p.relative_to(run.root / 'report')}`" for p in paths)
+            f"- {what}: " + ", ".join(f"`{p.relative_to(report)}`" for p in paths)
         )
     if notes:
         lines += ["", "## Not produced", ""] + [f"- {n}" for n in notes]
@@ -323,7 +326,7 @@ def _write_tables(
         paths = []
         for fmt in tables.FORMATS:
             p = tdir / f"table{n}.{fmt}"
-            p.write_text(tables.render_table(n, board, fmt, extra=[row]), encoding="utf-8")
+            write_file(p, tables.render_table(n, board, fmt, extra=[row]))
             paths.append(p)
         made[f"Table {n} with this run"] = paths
     if not joins:
@@ -391,7 +394,8 @@ def write_run_report(
 
         refuse_links_out(run.root, report)
     tdir, fdir = report / "tables", report / "figures"
-    tdir.mkdir(parents=True, exist_ok=True)
+    safe_dir(report)
+    safe_dir(tdir)
     made: dict[str, list[Path]] = {}
     notes: list[str] = []
     row = None
@@ -414,7 +418,7 @@ def write_run_report(
     if any(run.metrics.get(p) for p in LISTENING_PARTS):
         signals = format_signals(run_signals(run.root, board))
         path = tdir / "signals.md"
-        path.write_text(signals, encoding="utf-8")
+        write_file(path, signals)
         made["signals (accuracy, Acc_per, rubric, cue recall, listening gap)"] = [path]
     if html:
         from cafe.reports.html import write_html_report
@@ -424,8 +428,8 @@ def write_run_report(
         notes += [f"index.html: {n}" for n in page.notes]
     from cafe.redaction import scrub_text
 
-    text = scrub_text(summary_md(run, made, notes, row, signals))
-    (report / "summary.md").write_text(text, encoding="utf-8")
+    text = scrub_text(summary_md(run, made, notes, row, signals, report))
+    write_file(report / "summary.md", text)
     return report
 
 

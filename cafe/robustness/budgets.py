@@ -64,7 +64,10 @@ def budget_identity(budget: int, method: str) -> dict[str, Any]:
 
 
 def budget_folder(root: str | Path, budget: int) -> Path:
-    return Path(root) / f"budget-{int(budget)}"
+    """``root``/budget-N, made here; a link planted there is refused, never run into."""
+    from cafe.safe_files import safe_dir
+
+    return safe_dir(Path(root) / f"budget-{int(budget)}")
 
 
 def decay_r(decay: Mapping[str, Any] | None) -> tuple[float | None, list[float] | None]:

@@ -68,7 +68,12 @@ def necessity_command(
         raise click.ClickException(str(e)) from None
     click.echo(format_necessity(section))
     if export:
-        Path(export).write_text(text or "", encoding="utf-8")
+        from cafe.safe_files import write_file
+
+        try:
+            write_file(export, text or "")
+        except CafeError as e:
+            raise click.ClickException(str(e)) from None
         n = len((text or "").splitlines())
         click.echo(f"wrote {export}: {n} ids ({', '.join(labels)})")
 

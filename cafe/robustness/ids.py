@@ -13,9 +13,12 @@ from cafe.records import Sample
 
 
 def read_ids(path: str | Path) -> list[str]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+    from cafe.errors import CafeError
+    from cafe.store import read_regular
+
+    try:  # a FIFO or device there: one line, not a read that waits forever for a writer
+        text = read_regular(path).decode("utf-8")
+    except (CafeError, OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: cannot read the id list ({e})") from None
     ids = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     if not ids:

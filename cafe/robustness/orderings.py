@@ -70,13 +70,25 @@ def permute_samples(samples: Sequence[Sample], spec: Mapping[str, Any]) -> list[
 
 def chosen_option(p: Prediction | None, shown: Sample) -> tuple[int, int] | None:
     """(displayed position, original option index) of the option a prediction chose, or None
-    (unanswered, unmapped, failed). Duplicate option texts map to the first, as parsing does."""
+    (unanswered, unmapped, failed). Mapped by POSITION: the option text names its position only
+    where the texts are distinct and none reads as a letter; otherwise (options "A".."D", or a
+    text shown twice) the reply's letter says the position, and a reply without one is
+    unmapped (a text would credit a model that always answers "A" with one option throughout)."""
     if p is None or p.error is not None or p.answer is None:
         return None
+    from cafe.parsing import reply_letter
+
     texts = [c.strip() for c in shown.choices]
-    if p.answer.strip() not in texts:
+    folded = [t.casefold() for t in texts]
+    as_letters = [reply_letter(t) for t in texts]  # an option "B" reads as position B
+    if len(set(folded)) == len(folded) and not any(i is not None and i < len(texts)
+                                                   for i in as_letters):  # fmt: skip
+        pos = texts.index(p.answer.strip()) if p.answer.strip() in texts else None
+    else:
+        pos = reply_letter(p.answer_text if p.answer_text is not None else p.raw_output)
+        pos = pos if pos is not None and pos < len(texts) else None
+    if pos is None:
         return None
-    pos = texts.index(p.answer.strip())
     o = shown.meta.get(ORDER_KEY) or list(range(len(texts)))
     return pos, o[pos]
 
@@ -246,6 +258,23 @@ def format_choices(section: Mapping[str, Any]) -> str:
     else:
         lines.append("  positional bias: no answered item (no test)")
     return "\n".join(lines)
+
+
+def capped_orderings(samples: Sequence[Sample], k: int, mode: str) -> int:
+    """K, or the number of different orderings the items can show when K asks for more (rotate:
+    the most options of an item; shuffle: its factorial), said on stderr: K = 100000 on items
+    of 4 options would plan 99,999 folders where 3 orderings show all there is."""
+    import math
+    import sys
+
+    n = max((len(s.choices) for s in samples if s.error is None and s.choices), default=0)
+    distinct = n if mode == "rotate" else math.factorial(n)
+    if 2 <= distinct < k:
+        print(f"--permute-choices {k}: the items have at most {n} options, so {mode} shows "
+              f"{distinct} different orderings; running {distinct} (the original and "
+              f"{distinct - 1} more)", file=sys.stderr)  # fmt: skip
+        return distinct
+    return k
 
 
 def folder_suffix(spec: Mapping[str, Any]) -> str:

@@ -51,6 +51,29 @@ def necessity_rows(sec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+#: what rewrites a section, for the line that names a damaged one
+REWRITE = {"choices": "cafe run --permute-choices K", "necessity": "cafe necessity RUN_DIR"}
+_DAMAGE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def damaged(name: str, e: BaseException) -> str:
+    """One line naming the metrics.json section and the field a hand-edited or foreign section
+    got wrong (the report goes on without it)."""
+    what = (f"field {e.args[0]!r} missing" if isinstance(e, KeyError)
+            else f"a field of the wrong type or value ({e})")  # fmt: skip
+    return (
+        f'metrics.json "{name}" section is unreadable: {what}; rerun '
+        f"`{REWRITE.get(name, 'its step')}` to write it again"
+    )
+
+
+def _rows_or_note(name: str, sec: Any, rows: Callable[[Any], list]) -> tuple[list, str | None]:
+    try:
+        return rows(sec), None
+    except _DAMAGE as e:
+        return [], damaged(name, e)
+
+
 def _html_table(rows: list[tuple[str, ...]]) -> str:
     body = "".join(
         f"<tr><th>{escape(r[0])}</th>" + "".join(f"<td>{escape(x)}</td>" for x in r[1:]) + "</tr>"
@@ -59,12 +82,16 @@ def _html_table(rows: list[tuple[str, ...]]) -> str:
     return f'<table class="headline">{body}</table>'
 
 
-def choices_html(sec: dict[str, Any]) -> str:
-    return _html_table(choices_rows(sec))
+def _headline(name: str, rows: Callable[[Any], list]) -> Callable[[dict[str, Any]], str]:
+    def html(sec: dict[str, Any]) -> str:
+        got, note = _rows_or_note(name, sec, rows)
+        return f'<p class="note">{escape(note)}</p>' if note else _html_table(got)
+
+    return html
 
 
-def necessity_html(sec: dict[str, Any]) -> str:
-    return _html_table(necessity_rows(sec))
+choices_html = _headline("choices", choices_rows)
+necessity_html = _headline("necessity", necessity_rows)
 
 
 #: metrics.json section -> its HTML headline (cafe.reports.html.HEADLINES)
@@ -79,20 +106,34 @@ def robustness_md(metrics: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     sec = metrics.get("choices")
     if isinstance(sec, dict) and sec.get("by_ordering"):
-        lines += ["", f"## Choice order ({sec['orderings']} orderings, {sec['mode']}; percent)",
-                  "", "| figure | value | 95% interval | vs original order (paired) |",
-                  "|---|---:|---|---|"]  # fmt: skip
-        lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in choices_rows(sec)]
+        rows, note = _rows_or_note("choices", sec, choices_rows)
+        lines += ["", f"## Choice order ({sec.get('orderings')} orderings, {sec.get('mode')}; "
+                  "percent)", ""]  # fmt: skip
+        lines += [note] if note else ["| figure | value | 95% interval | vs original order "
+                                      "(paired) |", "|---|---:|---|---|"]  # fmt: skip
+        lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     sec = metrics.get("necessity")
     if isinstance(sec, dict) and sec.get("counts"):
-        lines += ["", f"## Audio necessity ({sec['items']} items; right = most runs right)", "",
-                  "| label / figure | items or percent | share or 95% interval |",
-                  "|---|---:|---|"]  # fmt: skip
-        lines += [f"| {a} | {b} | {c} |" for a, b, c in necessity_rows(sec)]
-        src = (sec.get("conditions", {}).get("caption") or {}).get("source")
+        rows, note = _rows_or_note("necessity", sec, necessity_rows)
+        lines += ["", f"## Audio necessity ({sec.get('items')} items; right = most runs right)",
+                  ""]  # fmt: skip
+        lines += [note] if note else ["| label / figure | items or percent | share or 95% "
+                                      "interval |", "|---|---:|---|"]  # fmt: skip
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+        src = (sec.get("conditions") or {}).get("caption") if not note else None
+        src = src.get("source") if isinstance(src, dict) else None
         if src:
             lines.append(f"\nCaption-only used: {src}.")
     return lines
+
+
+def _guarded(name: str, draw: Callable[[Any], Any], sec: Any) -> Any:
+    """A figure of a section; a damaged one is a ValueError in one line (the reports note it
+    and go on)."""
+    try:
+        return draw(sec)
+    except _DAMAGE as e:
+        raise ValueError(damaged(name, e)) from None
 
 
 def figures(metrics: Mapping[str, Any]) -> list[tuple[str, str, Callable[[], Any]]]:
@@ -102,11 +143,12 @@ def figures(metrics: Mapping[str, Any]) -> list[tuple[str, str, Callable[[], Any
     out = []
     if isinstance(metrics.get("choices"), dict):
         sec = metrics["choices"]
-        out.append(("Choice order: accuracy per ordering, circular, consistency; positional "
-                    "bias", "choices", lambda: F.draw_choices(sec)))  # fmt: skip
+        caption = "Choice order: accuracy per ordering, circular, consistency; positional bias"
+        out.append((caption, "choices", lambda: _guarded("choices", F.draw_choices, sec)))
     if isinstance(metrics.get("necessity"), dict):
         nec = metrics["necessity"]
-        out.append(("Audio necessity per item", "necessity", lambda: F.draw_necessity(nec)))
+        out.append(("Audio necessity per item", "necessity",
+                    lambda: _guarded("necessity", F.draw_necessity, nec)))  # fmt: skip
     return out
 
 
@@ -120,14 +162,10 @@ def folder_lines(root: str | Path, runs: list[Path]) -> str:
         m = _fresh_metrics(run)
         ch, nec = m.get("choices"), m.get("necessity")
         bits = []
-        if isinstance(ch, dict) and ch.get("circular"):
-            bits.append(f"circular accuracy {_f(ch['circular']['acc'])} "
-                        f"{_ci(ch['circular']['ci95'])} over {ch['orderings']} orderings, "
-                        f"consistency {_f(ch['consistency']['acc'])}")  # fmt: skip
-        if isinstance(nec, dict) and nec.get("audio_needed"):
-            n = nec["audio_needed"]
-            bits.append(f"accuracy on the {n['n']} items only the audio answers {_f(n['acc'])} "
-                        f"{_ci(n['ci95'])}")  # fmt: skip
+        try:
+            bits += _folder_bits(ch, nec)
+        except _DAMAGE as e:
+            bits.append(damaged("choices or necessity", e))
         if bits:
             lines.append(f"- {run.name}: " + "; ".join(bits))
     root = Path(root)
@@ -139,6 +177,19 @@ def folder_lines(root: str | Path, runs: list[Path]) -> str:
     if not lines:
         return ""
     return "\nrobustness (docs/robustness.md):\n" + "\n".join(lines) + "\n"
+
+
+def _folder_bits(ch: Any, nec: Any) -> list[str]:
+    bits = []
+    if isinstance(ch, dict) and ch.get("circular"):
+        bits.append(f"circular accuracy {_f(ch['circular']['acc'])} "
+                    f"{_ci(ch['circular']['ci95'])} over {ch['orderings']} orderings, "
+                    f"consistency {_f(ch['consistency']['acc'])}")  # fmt: skip
+    if isinstance(nec, dict) and nec.get("audio_needed"):
+        n = nec["audio_needed"]
+        bits.append(f"accuracy on the {n['n']} items only the audio answers {_f(n['acc'])} "
+                    f"{_ci(n['ci95'])}")  # fmt: skip
+    return bits
 
 
 def _fresh_metrics(run: Path) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def run_orderings(
 ) -> dict[str, Any]:
     """Orderings 1..k-1 of the run in ``real_dir`` (ordering 0 is that run), each its own run
     folder ``<real>-perm-<mode><k>of<K>``, then the real run's "choices" section; returns it."""
-    from cafe.robustness.orderings import folder_suffix, identity
+    from cafe.robustness.orderings import capped_orderings, folder_suffix, identity
     from cafe.runner.main import run_with
     from cafe.steps.engine import run_step
 
@@ -101,6 +101,7 @@ def run_orderings(
         raise ValueError("--permute-choices needs at least 2 orderings (the original is one)")
     real = Path(real_dir)
     done = []
+    k = capped_orderings(RunStore(real).samples(), k, mode)
     with rerun(real, run_options) as opts:
         model, bench = opts.pop("model"), opts.pop("bench")
         opts.pop("out", None)
@@ -155,8 +156,10 @@ def run_sweep(
     section = B.sweep_section(points)
     section.update(model=card.name, bench=bench)
     root = Path(out)
+    from cafe.safe_files import write_file
+
     write_json_atomic(root / "sweep.json", section)
-    (root / "sweep.md").write_text(B.format_sweep(section) + "\n", encoding="utf-8")
+    write_file(root / "sweep.md", B.format_sweep(section) + "\n")
     from cafe.robustness.figures import sweep_figure
 
     section["figure"] = [str(p) for p in sweep_figure(section, root)]

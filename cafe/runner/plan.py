@@ -214,6 +214,7 @@ def select_samples(request: RunRequest, reads_audio: bool = True) -> Selection:
         raise RunError(str(e)) from None
     if audio_root is not None:  # audio kept outside the metadata's folder, by the user's choice
         bench_obj.audio_root = str(audio_root)
+    bench_obj.progress = request.progress  # a set built on first use: its bar too
     loaded = bench_obj.load(data=data, version=request.version)
     samples, own_problems = check_samples(loaded, bench_obj.open_items, reads_audio)
     problems = [*loaded.problems, *own_problems]
