@@ -32,6 +32,7 @@ def test_all_styles_registered() -> None:
         "lalm-verbatim", "rl-implicit-verbatim", "rl-explicit-verbatim",
         "sakura", "mmau-pro",  # benchmarks' own defaults (tests/test_benchmark_prompts.py)
         "mmsu-letter", "airbench-letter",  # the letter rule's benchmarks' own prompts
+        "starbench",  # STAR-Bench's own input (tests/test_starbench.py)
     }  # fmt: skip
 
 

@@ -12,6 +12,7 @@ for _name, _target in {
     "mmau-pro": "cafe.benchmarks.mmau_pro:MMAUPro",
     "synth": "cafe.benchmarks.synth:SynthBenchmark",
     "spoken": "cafe.benchmarks.spoken:SpokenBenchmark",
+    "starbench": "cafe.benchmarks.starbench:StarBench",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)
 
