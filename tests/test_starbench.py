@@ -473,7 +473,8 @@ def test_run_judge_report_export_and_permuted_choices_on_spoken_items(tmp_path, 
     run = tmp_path / "run"
     base = ["run", "--model", "random", "-o", "letters=true", "--bench", "starbench", "--data",
             str(root), "--version", "v1.0", "--no-progress", "--judge", "none"]  # fmt: skip
-    res = cafe(*base, "--out", str(run), "--permute-choices", "2")
+    res = cafe(*base, "--out", str(run), "--permute-choices", "2", "--controls",
+               "silence,text-only")  # fmt: skip
     samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 4 + 3 + 3 + 3 + 3 + 3
     # the temporal request: text first, then each clip after its label
@@ -508,6 +509,12 @@ def test_run_judge_report_export_and_permuted_choices_on_spoken_items(tmp_path, 
     assert sum("A scene tr_OSM_0" in t for t in sent) == 3  # a temporal item's own caption
     after = json.loads((run / "metrics.json").read_text())
     assert after["cafe"] and after["official"]["headline"]["tasks"] == head["tasks"]
+    # listening controls ran beside; necessity labels every (item, run)
+    gaps = json.loads((run / "metrics.json").read_text())["listening"]["controls"]
+    assert set(gaps) == {"silence", "text-only"} and gaps["silence"]["n"] == len(samples)
+    res = cafe("necessity", str(run), "--captions", str(caps), "--no-progress")
+    labels = json.loads((run / "metrics.json").read_text())["necessity"]["labels"]
+    assert sorted(labels) == sorted(s["id"] for s in samples)
     cafe("report", str(run))
     md = (run / "report" / "summary.md").read_text()
     assert "STAR-Bench summary" in md and "| temporal (tr) |" in md and "acc_per" in md

@@ -16,15 +16,21 @@ from cafe.benchmarks.starbench.runs import TASK_SETS, letter
 from cafe.records import Prediction, Sample
 
 AA_LABEL = (
-    "STAR-Bench: AA = right runs / runs, ACR = items right in every run (percent); perception's "
-    "total is the unweighted mean of its sub-categories"
+    "STAR-Bench: AA = right runs / runs (the value), ACR = items right in every run (beside, "
+    "as 'average ACR'), percent; "
 )
+#: how each task's total is made, for its label
+HOW = {
+    "pc": "the unweighted mean of its sub-categories' figures",
+    "sr": "over every run",
+    "tr": "over every run",
+}
 SUMMARY_LABEL = "STAR-Bench summary: the mean of the three tasks' totals (AA; ACR beside)"
 ORDER_LABEL = (
-    "cafe's choice-order figures (not STAR-Bench's) over the benchmark's own option rotations "
-    "(perception, spatial): consistency = the same option chosen in every run of an item; "
-    "circular accuracy = right in every rotation, which is ACR here; positional bias = answers "
-    "per shown position against a uniform pick (chi-square)"
+    "consistency, a cafe choice-order figure (not STAR-Bench's) over the benchmark's own option "
+    "rotations (perception, spatial): items whose runs all chose the same option; circular "
+    "accuracy over those rotations is ACR itself; positional_bias: answers per shown position "
+    "against a uniform pick (chi-square)"
 )
 
 
@@ -102,7 +108,7 @@ class StarBench(Benchmark):
                 tasks[alias] = {"title": task.title, **figs, **incomplete}
         totals = {a: t["total"] for a, t in tasks.items() if not t.get("absent_reason")}
         summ = rule.summary(totals)
-        variants = {f"{t['title']} ({a})": _figure(t, AA_LABEL) for a, t in tasks.items()}
+        variants = {f"{t['title']} ({a})": _figure(t, AA_LABEL + HOW[a]) for a, t in tasks.items()}
         variants["choice order (cafe)"] = {"label": ORDER_LABEL, **choice_order(scored, replies)}
         headline = {"label": SUMMARY_LABEL, "total": None, "tasks": tasks,
                     "summary": summ}  # fmt: skip
