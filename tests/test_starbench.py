@@ -453,6 +453,38 @@ def test_one_task_file_is_scored_alone_and_the_summary_is_absent(tmp_path):
     assert "all three tasks" in out["headline"]["absent_reason"]
 
 
+def test_a_stale_stored_reading_is_counted_and_the_reply_re_read(tmp_path):
+    root = write_data(tmp_path / "d")
+    work = write_results(root, tmp_path / "w")
+    f = work / "sr" / "infer_results.jsonl"
+    rows = [json.loads(x) for x in f.read_text().splitlines()]
+    rows[0]["prediction"], rows[1]["prediction"] = "<Q>", "<Q>"  # as if read by another rule
+    f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    assert json.loads(score(root, work).stdout)["official"]["stored_readings_differ"] == 2
+
+
+def test_bench_list_names_its_licence_and_rule():
+    out = cafe("bench", "list").output
+    line = next(ln for ln in out.splitlines() if ln.startswith("starbench"))
+    assert "CC BY-NC 4.0" in line and "AA over runs, ACR over items" in line
+
+
+def test_the_cascade_and_baselines_read_the_options_of_both_layouts(tmp_path):
+    """request_choices (the cascade's log-likelihood path, the random and reference models):
+    the option texts back from '<A>: text' lines, in either layout."""
+    from cafe.adapters.reference import request_choices
+    from cafe.prompts import build_request
+
+    loaded = StarBench().load(str(write_data(tmp_path)), version="v1.0")
+    for sid in ("pc_1@1", "sr_2@2", "tr_DSS_2@1"):
+        s = next(x for x in loaded.samples if x.id == sid)
+        req = build_request(s, "starbench", 0, 0, {})
+        assert request_choices(req) == (s.question, s.choices)
+        kinds = [p["type"] for p in req.messages[-1]["content"]]
+        first = ["text", "audio", "text", "audio", "text", "audio"] if "tr_" in sid else ["audio"]
+        assert kinds[: len(first)] == first
+
+
 # --------------------------------------------------------------------------- the paper protocol
 def _speak(root: Path) -> None:
     from cafe.benchmarks.spoken.generator import speak

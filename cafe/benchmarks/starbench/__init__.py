@@ -119,8 +119,16 @@ class StarBench(Benchmark):
                 t["total"]["runs"] for t in tasks.values() if "runs" in t["total"])}  # fmt: skip
             headline["average"] = {"ACR": round(summ["ACR"], 2)}
         odd = sum(not isinstance(v, str) for v in replies.values())  # counted wrong
-        return {"rule": self.official_rule, "headline": headline, "variants": variants,
-                "non_string_replies": odd}  # fmt: skip
+        out = {"rule": self.official_rule, "headline": headline, "variants": variants,
+               "non_string_replies": odd}  # fmt: skip
+        if records is not None:  # the script scores the stored reading unless asked to re-read
+            by_id = {s.id: s for s in ok}
+            out["stored_readings_differ"] = sum(
+                r.get("prediction") != rule.read_letter(r["model_response"], by_id[u].choices)
+                for r in records
+                if (u := r["unique_id"]) in by_id and isinstance(r.get("model_response"), str)
+            )
+        return out
 
 
 def _reply(p: Prediction | None) -> str:
