@@ -550,3 +550,32 @@ def test_run_judge_report_export_and_permuted_choices_on_spoken_items(tmp_path, 
     cafe("report", str(run))
     md = (run / "report" / "summary.md").read_text()
     assert "STAR-Bench summary" in md and "| temporal (tr) |" in md and "acc_per" in md
+
+
+@pytest.mark.slow
+def test_the_cpu_cascade_answers_spoken_items_in_both_layouts(tmp_path, monkeypatch):
+    """whisper-tiny-smollm2 (`make cascade-deps`: missing, this fails, never skips) on one
+    spatial and one temporal item: each run answered from the transcript of its clips in the
+    order shown; its export scores as the run does (the official scorer on an export: the
+    random model's run above)."""
+    import faster_whisper  # noqa: F401
+    import llama_cpp  # noqa: F401
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    root = write_data(tmp_path / "d", items={"pc": PC[:0], "sr": SR[1:2], "tr": TR[:1]})
+    _speak(root)
+    run = tmp_path / "run"
+    cafe("run", "--model", "whisper-tiny-smollm2", "--bench", "starbench", "--data", str(root),
+         "--version", "v1.0", "--no-progress", "--judge", "none", "--out", str(run))  # fmt: skip
+    preds = {p["sample_id"]: p for p in map(json.loads, (run / "predictions.jsonl").open())}
+    assert sorted(preds) == ["sr_2@0", "sr_2@1", "sr_2@2", "tr_OSM_0@0", "tr_OSM_0@1",
+                             "tr_OSM_0@2"]  # fmt: skip
+    for p in preds.values():  # the answer is one of the options, scored by its log-likelihood
+        assert p["raw_output"].startswith("<answer>") and p["option_scores"]["choices"]
+        assert p["front"]["text"]
+    # run 2 of tr_OSM_0 shows the clips in order (2, 1, 3): the transcript follows that order
+    assert preds["tr_OSM_0@2"]["front"]["text"] != preds["tr_OSM_0@0"]["front"]["text"]
+    head = json.loads((run / "metrics.json").read_text())["official"]["headline"]
+    assert set(head["tasks"]) == {"sr", "tr"}
+    cafe("export", str(run), "--out", str(tmp_path / "export"))  # the scorer's input, read back
+    assert json.loads(score(root, tmp_path / "export").stdout)["official"]["headline"] == head
