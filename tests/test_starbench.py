@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from cafe.benchmarks.starbench import StarBench
 from cafe.benchmarks.starbench.rule import read_letter
-from cafe.benchmarks.starbench.runs import clip_order, order_answer, rotated
+from cafe.benchmarks.starbench.runs import clip_order, gold_letter, order_answer, rotated
 from cafe.cli import main
 from cafe.prompts import build_messages, load_template
 
@@ -324,10 +324,10 @@ def test_runs_rotate_options_and_shuffle_clips_as_the_benchmark_defines_them(tmp
     s = next(x for x in loaded.samples if x.id == "tr_ISSE_4@0")
     assert [Path(a).name for a in s.audio] == ["tr_ISSE_4_3.wav", "tr_ISSE_4_2.wav",
                                                 "tr_ISSE_4_1.wav"]  # fmt: skip
-    assert s.answer == "clip 3 -> clip 2 -> clip 1" and s.meta["answer_letter"] == "<F>"
+    assert s.answer == "clip 3 -> clip 2 -> clip 1" and gold_letter(s) == "<F>"
     assert s.meta["shuffled_seg_order"] == "3-2-1" and s.caption.startswith("A scene")
     p = next(x for x in loaded.samples if x.id == "pc_1@1")
-    assert p.choices == ["rain", "dog bark", "cat", "bird"] and p.meta["answer_letter"] == "<C>"
+    assert p.choices == ["rain", "dog bark", "cat", "bird"] and gold_letter(p) == "<C>"
     assert Path(p.audio[0]) == (tmp_path / "starbench_audios/pc/1.wav")
 
 
@@ -419,7 +419,7 @@ def test_the_prompt_and_runs_equal_the_official_build_prompt(tmp_path):
                 for p in build_messages(template, s)[0]["content"]]  # fmt: skip
         official_parts = [(p["type"], p["value"]) for p in theirs[s.id]["prompts"]]
         assert merged(ours) == merged(official_parts), s.id
-        assert s.meta["answer_letter"] == theirs[s.id]["letter"]
+        assert gold_letter(s) == theirs[s.id]["letter"]
 
 
 def test_a_run_missing_or_doubled_is_refused_naming_the_row(tmp_path):
@@ -524,6 +524,13 @@ def test_run_judge_report_export_and_permuted_choices_on_spoken_items(tmp_path, 
         same_figures(head["tasks"][alias], theirs["tasks"][alias])
     again = json.loads(score(root, out).stdout)["official"]["headline"]
     assert again["tasks"] == head["tasks"]
+    # the reordered run (cafe's ordering 1 on top of the benchmark's runs) scores as its export
+    perm = tmp_path / "run-perm-rotate1of2"
+    cafe("export", str(perm), "--out", str(tmp_path / "perm-export"))
+    theirs = official(root, tmp_path / "perm-export", tmp_path)
+    shown = json.loads((perm / "metrics.json").read_text())["official"]["headline"]["tasks"]
+    for alias in ("pc", "sr", "tr"):
+        same_figures(shown[alias], theirs["tasks"][alias])
     # CAFE judge over a loopback judge: the temporal items have captions (global_caption); the
     # others get theirs from a captions file, as `cafe caption` writes one
     caps = tmp_path / "captions.json"

@@ -12,7 +12,7 @@ from typing import Any
 
 from cafe.benchmarks.base import Benchmark, ExportFormat, LoadedBenchmark, OfficialFile, by_meta
 from cafe.benchmarks.starbench import files, rule
-from cafe.benchmarks.starbench.runs import TASK_SETS, letter
+from cafe.benchmarks.starbench.runs import TASK_SETS, gold_letter, letter, raw_option
 from cafe.records import Prediction, Sample
 
 AA_LABEL = (
@@ -138,7 +138,7 @@ def _reply(p: Prediction | None) -> str:
 
 def _right(s: Sample, reply: Any) -> bool:
     """The script's verdict on one row (a reply that is no string: wrong)."""
-    return isinstance(reply, str) and rule.read_letter(reply, s.choices) == s.meta["answer_letter"]
+    return isinstance(reply, str) and rule.read_letter(reply, s.choices) == gold_letter(s)
 
 
 def _incomplete(ok: list[Sample], samples: list[Sample], alias: str) -> dict[str, Any]:
@@ -175,9 +175,7 @@ def choice_order(scored: list[tuple[Sample, bool]], replies: dict[str, Any]) -> 
         said = rule.read_letter(reply, s.choices) if isinstance(reply, str) else rule.NO_LETTER
         pos = said[1:-1] if said != rule.NO_LETTER else ""
         idx = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".find(pos) if pos else -1
-        picks.setdefault(s.meta["item_id"], []).append(
-            s.meta["option_order"][idx] if idx >= 0 else None
-        )
+        picks.setdefault(s.meta["item_id"], []).append(raw_option(s, idx) if idx >= 0 else None)
         if idx >= 0:
             bias.append((idx, len(s.choices)))
     if not picks:

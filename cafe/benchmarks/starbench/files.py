@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.benchmarks.starbench.rule import read_letter
-from cafe.benchmarks.starbench.runs import TASK_SETS
+from cafe.benchmarks.starbench.runs import TASK_SETS, gold_letter
 from cafe.records import InputError, Problem, Sample
 
 RESULTS = "infer_results.jsonl"
@@ -23,11 +23,12 @@ ITEM_KEYS = ("id", "task", "category", "sub-category", "options", "answer", "ans
 def result_row(s: Sample, reply: str) -> dict[str, Any]:
     """The line run.py writes for one run."""
     meta = s.meta
-    own = {"id": meta.get("item_id"), "options": list(s.choices), "answer": s.answer}
+    own = {"id": meta.get("item_id"), "options": list(s.choices), "answer": s.answer,
+           "answer_letter": gold_letter(s)}  # fmt: skip
     row = {k: own[k] if k in own else meta.get(k) for k in ITEM_KEYS
            if k != "shuffled_seg_order" or k in meta}  # fmt: skip
     said = read_letter(reply, s.choices)
-    return {**row, "prediction": said, "is_correct": said == meta.get("answer_letter"),
+    return {**row, "prediction": said, "is_correct": said == own["answer_letter"],
             "model_response": reply, "unique_id": s.id}  # fmt: skip
 
 

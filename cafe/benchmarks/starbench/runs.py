@@ -82,6 +82,20 @@ def letter(i: int) -> str:
     return f"<{LETTERS[i]}>"
 
 
+def gold_letter(s: Sample) -> str:
+    """The run's answer letter as shown (its choices as shown: cafe's --permute-choices
+    reorders them again, keeping the answer's text)."""
+    return letter(s.choices.index(s.answer)) if s.answer in s.choices else "<?>"
+
+
+def raw_option(s: Sample, shown: int) -> int:
+    """The item's own option (its index in the metadata row) shown at position ``shown``."""
+    from cafe.robustness.orderings import ORDER_KEY
+
+    again = s.meta.get(ORDER_KEY) or list(range(len(s.choices)))
+    return int(s.meta["option_order"][again[shown]])
+
+
 def task_files(data: Path) -> list[tuple[TaskSet, Path]]:
     """The task files under a data root (or the one file given)."""
     if data.is_file():
@@ -214,7 +228,6 @@ def _item_runs(task: TaskSet, path: Path, pos: int, row: Any, root: Path, ver: s
         out.append(Sample(
             id=f"{iid}@{r}", bench=BENCH, version=ver, question=question, choices=shown,
             answer=answer, audio=clip_list, caption=caption,
-            meta={**meta, "rotate_id": r, "answer_letter": letter(shown.index(answer)),
-                  "option_order": order, **extra},
+            meta={**meta, "rotate_id": r, "option_order": order, **extra},
         ))  # fmt: skip
     return out
