@@ -443,6 +443,18 @@ def test_a_run_missing_or_doubled_is_refused_naming_the_row(tmp_path):
     assert "refused" not in official(root, swapped, tmp_path)["tasks"]["tr"]
 
 
+def test_a_run_cut_inside_an_items_runs_gets_no_task_figure(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    root = write_data(tmp_path / "d", ("pc",))
+    cafe("run", "--model", "random", "--bench", "starbench", "--data", str(root), "--version",
+         "v1.0", "--no-progress", "--judge", "none", "--limit", "6", "--out",
+         str(tmp_path / "r"))  # fmt: skip
+    pc = json.loads((tmp_path / "r" / "metrics.json").read_text())["official"]["variants"]
+    # pc_1 has 4 runs, pc_2 3: the first 6 leave pc_2@2 out
+    assert pc["perception (pc)"]["total"] is None
+    assert "first pc_2@2" in pc["perception (pc)"]["absent_reason"]
+
+
 def test_one_task_file_is_scored_alone_and_the_summary_is_absent(tmp_path):
     root = write_data(tmp_path / "d")
     work = write_results(root, tmp_path / "w")

@@ -142,13 +142,16 @@ def _right(s: Sample, reply: Any) -> bool:
 
 
 def _incomplete(ok: list[Sample], samples: list[Sample], alias: str) -> dict[str, Any]:
-    """A task with an item not run in full (a --limit cut, a bad row) gets no figure, as the
-    script gives none: the reason, naming the first item."""
+    """A task with an item not run in full (a bad row, a --limit cut inside an item's runs)
+    gets no figure, as the script gives none: the reason, naming the first run missing."""
     have = {s.id for s in ok}
-    short = [s for s in samples if s.meta.get("alias") == alias and s.id not in have]
+    items = {str(s.meta.get("item_id")): s for s in samples if s.meta.get("alias") == alias}
+    short = [f"{i}@{r}" for i, s in items.items()
+             for r in range(TASK_SETS[alias].runs({"options": s.choices}))
+             if f"{i}@{r}" not in have]  # fmt: skip
     if not short:
         return {}
-    return {"absent_reason": f"{len(short)} run(s) not scored, first {short[0].id} "
+    return {"absent_reason": f"{len(short)} run(s) not scored, first {short[0]} "
             "(the script refuses a task with a run missing)"}  # fmt: skip
 
 
