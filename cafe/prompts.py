@@ -16,6 +16,8 @@ from cafe.registry import Registry
 
 TEMPLATES_DIR = Path(__file__).parent / "templates" / "prompts"
 AUTHORS_SYSTEM = "You are a helpful assistant."
+#: where a template places a clip (one per clip, in order; without them the clips come first)
+AUDIO_MARK = "{audio}"
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,9 @@ class PromptStyle:
     #: the benchmark whose own default this style is (its official inference's input, in our
     #: words; labelled so in reports)
     benchmark: str | None = None
-    #: choices rendered "A. text", one per line (the letter rule's prompts)
-    lettered: bool = False
+    #: choices rendered "A. text", one per line (the letter rule's prompts); a string is the
+    #: line's own form, with {letter} and {text} ("<{letter}>: {text}", STAR-Bench's)
+    lettered: bool | str = False
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class PromptTemplate:
     source: str  # file the text came from
     #: form -> its own text (PromptStyle.forms, loaded)
     forms: tuple[tuple[str, str], ...] = ()
-    lettered: bool = False  # choices rendered "A. text"
+    lettered: bool | str = False  # choices rendered "A. text" (a string: that form)
 
     @property
     def hash(self) -> str:
@@ -55,14 +58,27 @@ class PromptTemplate:
         payload = self.text if self.system is None else f"{self.system}\n\n{self.text}"
         for form, text in self.forms:  # so is each form's text (none: the hash is unchanged)
             payload += f"\n\n[{form}]\n{text}"
-        payload += "\n[choices lettered A. B. C.]" if self.lettered else ""
+        payload += "\n[choices lettered A. B. C.]" if self.lettered is True else ""
+        payload += f"\n[choices lettered {self.lettered}]" if isinstance(self.lettered, str) else ""
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def choice_lines(self, choices: list[str]) -> list[str]:
         """The choices as rendered, one per line."""
         if self.lettered:
-            return [f"{chr(ord('A') + i)}. {c.strip()}" for i, c in enumerate(choices)]
+            form = self.lettered if isinstance(self.lettered, str) else "{letter}. {text}"
+            return [form.format(letter=chr(ord("A") + i), text=c.strip())
+                    for i, c in enumerate(choices)]  # fmt: skip
         return [c.strip() for c in choices]
+
+    def unlettered(self, lines: list[str]) -> list[str]:
+        """The choices' texts back from their rendered lines (choice_lines inverted)."""
+        if not self.lettered:
+            return lines
+        form = self.lettered if isinstance(self.lettered, str) else "{letter}. {text}"
+        heads = [form.split("{text}")[0].format(letter=chr(ord("A") + i))
+                 for i in range(len(lines))]  # fmt: skip
+        pairs = zip(heads, lines, strict=True)
+        return [ln[len(h) :] if ln.startswith(h) else ln for h, ln in pairs]
 
     def render(
         self, question: str, choices: list[str], instruction: str | None = None,
@@ -127,6 +143,10 @@ for _style in (
     PromptStyle("voicebench", "voicebench.txt", None,
                 "the spoken instruction alone, no text (VoiceBench's inference)",
                 benchmark="voicebench"),
+    PromptStyle("starbench", "starbench.txt", None, "the question, then '<A>: option' lines; "
+                "temporal items: the text, then each clip after 'clip N:' (STAR-Bench's input)",
+                benchmark="starbench", forms=(("temporal", "starbench-temporal.txt"),),
+                lettered="<{letter}>: {text}"),
 ):  # fmt: skip
     PROMPT_STYLES.add(_style.name, _style)
 
@@ -162,14 +182,21 @@ def load_template(style_name: str, template_file: str | Path | None = None) -> P
 
 
 def build_messages(template: PromptTemplate, sample: Sample) -> list[dict[str, Any]]:
-    """Optional system message, then one user message: audio part(s) first, then the text."""
+    """Optional system message, then one user message: audio part(s) first, then the text; a
+    text with one ``{audio}`` mark per clip puts each clip at its mark instead."""
     messages: list[dict[str, Any]] = []
     if template.system is not None:
         messages.append({"role": "system", "content": template.system})
     parts: list[dict[str, Any]] = [{"type": "audio", "path": p} for p in sample.audio]
     text = template.render(sample.question, sample.choices, sample.meta.get("instruction"),
                            sample.meta.get("prompt_form"))  # fmt: skip
-    parts.append({"type": "text", "text": text})
+    pieces = text.split(AUDIO_MARK)
+    if len(pieces) > 1 and len(pieces) == len(parts) + 1:  # the template places each clip
+        clips, parts = parts, [{"type": "text", "text": pieces[0]}]
+        for clip, piece in zip(clips, pieces[1:], strict=True):
+            parts += [clip, *([{"type": "text", "text": piece}] if piece else [])]
+    else:
+        parts.append({"type": "text", "text": text})
     messages.append({"role": "user", "content": parts})
     return messages
 

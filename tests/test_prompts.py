@@ -34,6 +34,7 @@ def test_all_styles_registered() -> None:
         "mmsu-letter", "airbench-letter",  # the letter rule's benchmarks' own prompts
         "bigbenchaudio",  # the spoken question alone (tests/test_bigbenchaudio.py)
         "voicebench",  # the spoken instruction alone, no text (tests/test_voicebench.py)
+        "starbench",  # STAR-Bench's own input (tests/test_starbench.py)
     }  # fmt: skip
 
 

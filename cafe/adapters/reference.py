@@ -136,12 +136,10 @@ def request_choices(request: Request) -> tuple[str, list[str]]:
     text = prompt_text(request)
     template = _packaged(request.prompt_style)
     if template is not None and template.hash == request.template_hash:
-        parsed = split_rendered(template.text, text)
-        if parsed is not None:
-            question, lines = parsed
-            if template.lettered:  # "A. dog" -> "dog"
-                lines = [ln.split(". ", 1)[1] if ". " in ln else ln for ln in lines]
-            return question, lines
+        for body in (*(t for _, t in template.forms), template.text):  # a clip mark: a join
+            parsed = split_rendered(body.rstrip("\n").replace("{audio}", "\n").rstrip("\n"), text)
+            if parsed is not None:  # "A. dog" -> "dog"
+                return parsed[0], template.unlettered(parsed[1])
     question, choices = read_question_and_choices(text)
     if not choices:  # options written inline, "... (a) dog (b) cat" (SAKURA's instruction)
         from cafe.benchmarks.sakura import split_options

@@ -14,6 +14,7 @@ for _name, _target in {
     "spoken": "cafe.benchmarks.spoken:SpokenBenchmark",
     "bigbenchaudio": "cafe.benchmarks.bigbenchaudio:BigBenchAudio",
     "voicebench": "cafe.benchmarks.voicebench:VoiceBench",
+    "starbench": "cafe.benchmarks.starbench:StarBench",
 }.items():
     BENCHMARKS.add_lazy(_name, _target)
 
