@@ -6,8 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build from this machine's wheel cache; on a GPU machine set TORCH to your CUDA build
 TORCH ?= torch==2.13.0
-# ray: the two-node cluster tests (tests/test_cluster.py) run in `make test` too
-EXTRAS ?= hf,api,train,dev,ray
+# ray: the two-node cluster tests (tests/test_cluster.py) run in `make test` too; official: the
+# official scripts' Punkt and langdetect checks (MMAU-Pro, VoiceBench IFEval)
+EXTRAS ?= hf,api,train,dev,ray,official
 # the test environment's pins (uv pip compile, Python 3.11); LOCKED= installs without them
 LOCK := requirements/test.lock
 LOCKED ?= -c $(LOCK)

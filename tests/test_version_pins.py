@@ -57,7 +57,7 @@ def test_transformers_5_everywhere_it_is_required():
 LOCK = PYPROJECT.parent / "requirements" / "test.lock"
 #: the extras `make test` installs (Makefile EXTRAS, `llama` by make server-deps, `cascade` by
 #: make cascade-deps)
-TEST_EXTRAS = ("hf", "api", "train", "dev", "llama", "cascade")
+TEST_EXTRAS = ("hf", "api", "train", "dev", "official", "llama", "cascade")
 
 
 def _lock_pins() -> dict[str, Version]:

@@ -298,12 +298,70 @@ def test_ifeval_strict_loose_prompt_and_instruction_levels():
     assert fig.value == pytest.approx((0 + 25 + 100 / 3 + 50) / 4)
 
 
-def test_ifeval_with_an_instruction_cafe_cannot_check_has_no_figure():
-    rows = [{"key": 1, "prompt": "Answer in French", "response": "Oui",
-             "instruction_id_list": ["language:response_language"],
-             "kwargs": [{"language": "fr"}]}]  # fmt: skip
+def test_ifeval_with_an_instruction_that_is_not_ifevals_has_no_figure():
+    rows = [{"key": 1, "prompt": "Answer in rhyme", "response": "Oui",
+             "instruction_id_list": ["style:rhyme"], "kwargs": [{}]}]  # fmt: skip
     fig = ifeval_figure("ifeval", rows)
-    assert fig.value is None and "langdetect" in (fig.why or "")
+    assert fig.value is None and "style:rhyme (not an IFEval instruction)" in (fig.why or "")
+
+
+EXTRA_ROWS = [
+    {"key": 1, "prompt": "Answer in French", "instruction_id_list": ["language:response_language"],
+     "response": "Bonjour, je suis très content de vous voir aujourd'hui.",
+     "kwargs": [{"language": "fr"}]},
+    {"key": 2, "prompt": "Shout it in English", "instruction_id_list":
+     ["change_case:english_capital", "change_case:capital_word_frequency"],
+     "response": "HELLO, HOW ARE YOU TODAY? I AM FINE.",
+     "kwargs": [{}, {"capital_frequency": 9, "capital_relation": "less than"}]},
+    {"key": 3, "prompt": "Whisper it, in two sentences at least", "instruction_id_list":
+     ["change_case:english_lowercase", "length_constraints:number_sentences"],
+     "response": "mr. and mrs. brown live on elm st. near the park.",
+     "kwargs": [{}, {"num_sentences": 2, "relation": "at least"}]},
+]  # fmt: skip
+
+
+def test_ifeval_the_extras_five_checks_give_a_figure():
+    """With the official extra: row 1 is French (langdetect), row 2 all capitals and English,
+    with 8 all-capital words ("HELLO" "HOW" "ARE" "YOU" "TODAY" "I" "AM" "FINE": word_tokenize
+    splits off "," "?" "." ) < 9; row 3 all lowercase and English, but Punkt reads one sentence
+    ("mr." "mrs." "st." are its abbreviations), not at least 2: strict and loose alike (the
+    response is one line), prompts 2/3, instructions 4/5."""
+    pytest.importorskip("langdetect")
+    pytest.importorskip("punkt.data.english")
+    fig = ifeval_figure("ifeval", EXTRA_ROWS)
+    assert fig.why is None and fig.kept_out == []
+    for level in ("strict", "loose"):
+        assert fig.extra[f"{level}-prompt"] == pytest.approx(100 * 2 / 3)
+        assert fig.extra[f"{level}-instruction"] == pytest.approx(100 * 4 / 5)
+    bad = [{**EXTRA_ROWS[2], "kwargs": [{}, {"num_sentences": -1, "relation": "at least"}]}]
+    assert "num_sentences is negative" in ifeval_figure("ifeval", bad).kept_out[0]
+
+
+def test_ifeval_without_the_extra_names_its_five_instructions(monkeypatch):
+    """An install without the official extra (its packages made unimportable): no figure, each
+    instruction named with the package it needs and how to install it."""
+    from cafe.benchmarks import sentences
+    from cafe.benchmarks.voicebench import ifeval
+
+    for name in ("langdetect", "nltk"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import name` raises ImportError
+    for cached in (ifeval._langdetect, sentences.punkt_nltk):
+        cached.cache_clear()
+    try:
+        fig = ifeval_figure("ifeval", EXTRA_ROWS)
+        splitter = sentences.sentence_splitter()
+    finally:
+        monkeypatch.undo()
+        for cached in (ifeval._langdetect, sentences.punkt_nltk):
+            cached.cache_clear()
+    assert fig.value is None
+    for ident, need in [("language:response_language", "langdetect"),
+                        ("change_case:english_capital", "langdetect"),
+                        ("change_case:english_lowercase", "langdetect"),
+                        ("length_constraints:number_sentences", "nltk"),
+                        ("change_case:capital_word_frequency", "nltk")]:  # fmt: skip
+        assert f"{ident} (needs {need}: pip install 'cafe-audio-eval[official]')" in fig.why
+    assert splitter.startswith("cafe's approximation")
 
 
 # --------------------------------------------------------------------------- score / export
@@ -460,9 +518,8 @@ STUBBED: list[str] = []
 
 
 def _stub_missing(name: str, **attrs) -> None:
-    """A stand-in for a package the official IFEval imports and cafe does not ship; only the
-    names the checks under test touch (none of langdetect's or punkt's). Removed from
-    sys.modules once the official modules are imported (they keep their reference)."""
+    """A stand-in for loguru, which the official ifeval.py imports and never calls, where it is
+    not installed. Removed from sys.modules once the official modules are imported."""
     try:
         importlib.import_module(name)
     except ImportError:
@@ -475,22 +532,20 @@ def _stub_missing(name: str, **attrs) -> None:
 
 @pytest.fixture(scope="module")
 def official_ifeval(tmp_path_factory):
+    """The official IFEval on the real packages it imports: absl-py and immutabledict (the dev
+    extra), langdetect, nltk and the punkt_tab English model (the official extra); nltk's
+    legacy "tokenizers/punkt/english.pickle", which the official count_sentences loads, resolves
+    to that model in nltk 3.9+."""
     if not GIT.exists():
         pytest.skip("no VoiceBench mirror at $CAFE_OFFICIAL_REPOS")
-    import re as _re
+    for package in ("absl", "immutabledict", "langdetect", "nltk", "punkt.data.english"):
+        pytest.importorskip(package, reason="the official and dev extras bring it")
+    import langdetect
 
-    class RegexpTokenizer:  # nltk's, for a pattern of tokens (gaps=False): re.findall
-        def __init__(self, pattern):
-            self.pattern = pattern
+    from cafe.benchmarks.sentences import punkt_nltk
 
-        def tokenize(self, text):
-            return _re.findall(self.pattern, text)
-
-    absl = types.SimpleNamespace(logging=types.SimpleNamespace(error=print, info=print))
-    _stub_missing("absl", logging=absl.logging)
-    _stub_missing("langdetect", LangDetectException=Exception)
-    _stub_missing("immutabledict", immutabledict=dict)
-    _stub_missing("nltk", tokenize=types.SimpleNamespace(RegexpTokenizer=RegexpTokenizer))
+    assert punkt_nltk() is not None  # the model on nltk's data path, as the extra puts it
+    langdetect.DetectorFactory.seed = 0  # as cafe seeds it (the official code leaves it unseeded)
     _stub_missing("loguru", logger=types.SimpleNamespace(info=print))
     root = tmp_path_factory.mktemp("vbif") / "vbifeval"
     (root / "instruction_following_eval").mkdir(parents=True)
@@ -591,6 +646,28 @@ IFEVAL += [
     _if(18, "p18", "**Say hi twice.** hi hi",
         ("combination:repeat_prompt", {"prompt_to_repeat": "Say hi twice."})),
 ]  # fmt: skip
+IFEVAL += [  # the official extra's five checks
+    _if(19, "p19", "Bonjour, je suis très content de vous voir aujourd'hui.",
+        ("language:response_language", {"language": "fr"})),
+    _if(20, "p20", "I am very happy to see you today, my friend.",
+        ("language:response_language", {"language": "fr"})),
+    _if(21, "p21", "12345 678", ("language:response_language", {"language": "de"})),
+    _if(22, "p22", "THE WEATHER IS NICE AND THE CHILDREN ARE PLAYING OUTSIDE WITH THEIR FRIENDS.",
+        ("change_case:english_capital", {})),
+    _if(23, "p23", "THE DOG IS BARKING LOUDLY IN THE GARDEN", ("change_case:english_capital", {})),
+    _if(24, "p24", "the dog is barking loudly in the garden",
+        ("change_case:english_lowercase", {})),
+    _if(25, "p25", "Sure\nthe dog is barking loudly in the garden",
+        ("change_case:english_lowercase", {})),
+    _if(26, "p26", "Mr. and Mrs. Brown live on Elm St. near the park. It is nice.",
+        ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "less than"})),
+    _if(27, "p27", "The NASA team met the ESA team at 5 P.M. WELL-KNOWN results!",
+        ("change_case:capital_word_frequency",
+         {"capital_frequency": 4, "capital_relation": "at least"})),
+    _if(28, "p28", "I AM HERE",
+        ("change_case:capital_word_frequency",
+         {"capital_frequency": 3, "capital_relation": "less than"})),
+]  # fmt: skip
 
 
 def test_ifeval_equals_the_official_on_hostile_rows(official_ifeval):
@@ -603,9 +680,14 @@ def test_ifeval_equals_the_official_on_hostile_rows(official_ifeval):
     # 12, 14 (an empty last paragraph is not counted), 15 ('"summer,' read as summer), 16
     # follow all theirs (5 lacks "violets", 7 has 2 placeholders, 10 has 4 t's, 11 no
     # yes/no/maybe line, 17 twice the same, 18 starts with "**"); loose adds 2 (first line
-    # dropped) and 18 ("*" removed); 13 is never quoted
-    assert fig.extra["strict-prompt"] == pytest.approx(100 * 9 / 18)
-    assert fig.extra["loose-prompt"] == pytest.approx(100 * 11 / 18)
+    # dropped) and 18 ("*" removed); 13 is never quoted. The extra's: strict, 19 (French), 21
+    # (no letters: langdetect finds nothing, counted followed), 22, 24, 26 (Punkt: 2 sentences,
+    # "Mr." "Mrs." "St." its abbreviations; a split at each ". " makes 5), 27 ("NASA" "ESA"
+    # "P.M" "WELL-KNOWN": a hyphenated word is one token) follow (20 is English; 23: langdetect,
+    # seeded 0, reads this all-capital English as German; 25 has "Sure"; 28 has 3 capital
+    # words); loose adds 25 (first line dropped)
+    assert fig.extra["strict-prompt"] == pytest.approx(100 * 15 / 28)
+    assert fig.extra["loose-prompt"] == pytest.approx(100 * 18 / 28)
 
 
 # --------------------------------------------------------------------------- the CPU cascade

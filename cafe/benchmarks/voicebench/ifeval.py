@@ -6,33 +6,33 @@ figure is the mean of the four. A row's response is looked up by its prompt, so 
 occurs twice the last row's response serves both, as the official reader keeps it; an empty
 response follows nothing.
 
-Checks here are ours, written from the official ones. Five official checks need packages cafe
-does not ship (langdetect: language:response_language, change_case:english_capital,
-change_case:english_lowercase; nltk: length_constraints:number_sentences,
-change_case:capital_word_frequency), a file using any of them gets no IFEval figure, the
-instructions named (UNCHECKED), never a figure over fewer checks."""
+Checks here are ours, written from the official ones. Five official checks need the
+``official`` extra (langdetect: language:response_language, change_case:english_capital,
+change_case:english_lowercase; nltk's Punkt: length_constraints:number_sentences,
+change_case:capital_word_frequency through nltk's word_tokenize). Without it, a file using any
+of them gets no IFEval figure, the instructions named, never a figure over fewer checks.
+langdetect draws random samples and the official code leaves it unseeded (a borderline text may
+read differently from run to run); cafe seeds it with 0 (``DetectorFactory.seed``), so a figure
+is recomputable from the run folder; on a text of clear language the seed changes nothing."""
 
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import re
 import statistics
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
+from cafe.benchmarks.sentences import count_sentences, punkt_nltk, word_tokens
 from cafe.benchmarks.voicebench.scorers import Figure, RowError
 
 LESS, AT_LEAST = "less than", "at least"
 YES_NO_MAYBE = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
-#: official instructions cafe does not check, and why
-UNCHECKED = {
-    "language:response_language": "needs langdetect",
-    "change_case:english_capital": "needs langdetect",
-    "change_case:english_lowercase": "needs langdetect",
-    "length_constraints:number_sentences": "needs nltk punkt",
-    "change_case:capital_word_frequency": "needs nltk word_tokenize",
-}
+#: what brings the checks of NEEDS_EXTRA (below)
+EXTRA = "pip install 'cafe-audio-eval[official]'"
 
 Check = Callable[[str, dict[str, Any]], bool]
 
@@ -201,6 +201,63 @@ CHECKS: dict[str, Check] = {
 }
 
 
+@functools.lru_cache(maxsize=1)
+def _langdetect() -> ModuleType | None:
+    try:
+        import langdetect
+    except ImportError:
+        return None
+    langdetect.DetectorFactory.seed = 0  # the module's note: recomputable figures
+    return langdetect
+
+
+def _detected_is(text: str, language: str) -> bool:
+    """langdetect reads ``language``; a text it finds no feature in counts as followed (the
+    official check's choice)."""
+    langdetect = _langdetect()
+    try:
+        return langdetect.detect(text) == language
+    except langdetect.LangDetectException:
+        return True
+
+
+def _number_sentences(text: str, kw: dict[str, Any]) -> bool:
+    if _need(kw, "num_sentences", "relation")["num_sentences"] < 0:
+        raise RowError("num_sentences is negative (the official check draws one)")
+    return _compare(count_sentences(text), kw, "num_sentences", "relation")
+
+
+def _capital_words(text: str, kw: dict[str, Any]) -> bool:
+    _need(kw, "capital_frequency", "capital_relation")
+    n = sum(w.isupper() for w in word_tokens(text))
+    return _compare(n, kw, "capital_frequency", "capital_relation")
+
+
+#: checks that need the official extra: the check and the package it needs
+NEEDS_EXTRA: dict[str, tuple[Check, str]] = {
+    "language:response_language": (
+        lambda t, kw: _detected_is(t, _need(kw, "language")["language"]),
+        "langdetect",
+    ),
+    "change_case:english_capital": (
+        lambda t, kw: t.isupper() and _detected_is(t, "en"),
+        "langdetect",
+    ),
+    "change_case:english_lowercase": (
+        lambda t, kw: t.islower() and _detected_is(t, "en"),
+        "langdetect",
+    ),
+    "length_constraints:number_sentences": (_number_sentences, "nltk"),
+    "change_case:capital_word_frequency": (_capital_words, "nltk"),
+}
+
+
+def checks() -> dict[str, Check]:
+    """The checks this install runs: CHECKS, and the extra's where its packages import."""
+    have = {"langdetect": _langdetect() is not None, "nltk": punkt_nltk() is not None}
+    return {**CHECKS, **{i: c for i, (c, need) in NEEDS_EXTRA.items() if have[need]}}
+
+
 def _clean(response: str) -> str:
     if response.startswith(("<1>", "<2>", "<3>")):
         response = response[3:].strip()
@@ -217,12 +274,14 @@ def loose_variants(response: str) -> list[str]:
     return [response, response.replace("*", ""), *cut, *(c.replace("*", "") for c in cut)]
 
 
-def follows(text: str, ident: str, kw: dict[str, Any]) -> bool:
-    return bool(text.strip()) and CHECKS[ident](text, kw)
+def follows(text: str, ident: str, kw: dict[str, Any], run: dict[str, Check]) -> bool:
+    return bool(text.strip()) and run[ident](text, kw)
 
 
-def row_results(row: dict[str, Any], response: str) -> tuple[list[bool], list[bool]]:
-    """(strict, loose) per instruction of a row."""
+def row_results(
+    row: dict[str, Any], response: str, run: dict[str, Check]
+) -> tuple[list[bool], list[bool]]:
+    """(strict, loose) per instruction of a row, by the checks in ``run``."""
     idents, kwargs = row.get("instruction_id_list"), row.get("kwargs")
     if not isinstance(idents, list) or not isinstance(kwargs, list) or len(kwargs) < len(idents):
         raise RowError("instruction_id_list / kwargs missing or of different lengths")
@@ -230,17 +289,21 @@ def row_results(row: dict[str, Any], response: str) -> tuple[list[bool], list[bo
     variants = loose_variants(response)
     for ident, kw in zip(idents, kwargs, strict=False):
         kw = {k: v for k, v in (kw or {}).items() if v}  # the official reader drops empty ones
-        strict.append(follows(response, ident, kw))
-        loose.append(any(follows(v, ident, kw) for v in variants))
+        strict.append(follows(response, ident, kw, run))
+        loose.append(any(follows(v, ident, kw, run) for v in variants))
     return strict, loose
 
 
 def ifeval_figure(subset: str, rows: Sequence[dict[str, Any]]) -> Figure:
     """The official 'final' (mean of strict / loose, prompt / instruction level) in percent."""
+    run = checks()
     unknown = sorted({str(i) for r in rows for i in (r.get("instruction_id_list") or [])
-                      if str(i) not in CHECKS})  # fmt: skip
+                      if str(i) not in run})  # fmt: skip
     if unknown:
-        why = "; ".join(f"{i} ({UNCHECKED.get(i, 'not an IFEval instruction')})" for i in unknown)
+        why = "; ".join(
+            f"{i} (needs {NEEDS_EXTRA[i][1]}: {EXTRA})" if i in NEEDS_EXTRA
+            else f"{i} (not an IFEval instruction)" for i in unknown
+        )  # fmt: skip
         return Figure(
             subset, "ifeval", None, len(rows), {}, f"instructions cafe cannot check: {why}"
         )
@@ -254,7 +317,7 @@ def ifeval_figure(subset: str, rows: Sequence[dict[str, Any]]) -> Figure:
         try:
             if row.get("prompt") not in by_prompt:
                 raise RowError("no response")
-            strict, loose = row_results(row, by_prompt[row["prompt"]])
+            strict, loose = row_results(row, by_prompt[row["prompt"]], run)
         except RowError as e:
             kept.append(f"{row.get('key', f'row {i + 1}')}: {e}")
             continue
