@@ -99,7 +99,7 @@ def _bundled_model_root() -> Path | None:
         )
     if dest.is_dir() and all(_text(dest / n) == t for n, t in files.items()):
         return root
-    # nltk reads data only from folders no other account can write to: 0o700 (mkdtemp's)
+    # nltk reads data only from folders no other account can write to: 0o700, as mkdtemp's
     root.parent.mkdir(parents=True, exist_ok=True)
     for folder in chain[:-1]:
         folder.mkdir(mode=0o700, exist_ok=True)
@@ -125,7 +125,7 @@ def _text(path: Path) -> str | None:
 def sentence_splitter() -> str:
     """Which splitter counts sentences here, for the section's label."""
     if punkt_nltk() is not None:
-        return "nltk Punkt, English punkt_tab model (the official extra), as the official script"
+        return "nltk Punkt (sent_tokenize), English punkt_tab model, as the official script"
     return ("cafe's approximation of nltk Punkt (English), which the official script uses; "
             "install the official extra (cafe-audio-eval[official]) for Punkt itself")  # fmt: skip
 
