@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from sakura_helpers import placeholder_copy, write_folder
 
 from cafe.benchmarks import BENCHMARKS
-from cafe.benchmarks.sakura import SAKURA, split_options
+from cafe.benchmarks.sakura import SAKURA
 from cafe.cli import main
+from cafe.parsing import split_options
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 

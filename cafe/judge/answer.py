@@ -19,10 +19,10 @@ from typing import Any
 from cafe.cache import Cache, text_entry
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.execution import cached_call, reply_entry
-from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
 from cafe.parsing import extract_answer
+from cafe.prompts import text_template
 from cafe.records import Prediction, Sample
 
 SECTION = "judged_accuracy"
@@ -75,7 +75,7 @@ class AnswerJudge:
         make_client."""
         self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
-        self.template, self.template_hash = load_template("answer", template)
+        self.template, self.template_hash = text_template("answer", template)
         self.cache = cache or Cache(None)
         self.thinking = thinking
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)

@@ -14,9 +14,9 @@ from typing import Any
 from cafe.cache import Cache, cache_file, text_entry
 from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
 from cafe.execution import cached_call, execute, reply_entry, run_sync
-from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
+from cafe.prompts import text_template
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl, numbered_jsonl
 
@@ -120,7 +120,7 @@ async def caption_samples(
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
     counts. Failed items are reported and left out of the file, so a re-run retries them.
     ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
-    text, template_hash = load_template("caption", template)
+    text, template_hash = text_template("caption", template)
     identity = captioner_identity(client)
     spec = captioner_spec(client, template_hash, endpoint)
     cache = cache or Cache(None)

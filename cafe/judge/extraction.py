@@ -24,8 +24,9 @@ from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.execution import cached_call, reply_entry
-from cafe.judge.base import Judge, JudgeItem, load_template
+from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.spec import JudgeSpec
+from cafe.prompts import text_template
 from cafe.records import Judgement
 
 #: the paper's printed output format (A.2): every reply must hold these
@@ -147,7 +148,7 @@ class LLMJudge(Judge):
         self.kind = kind
         self.model = model
         self.identity = f"{kind}:{model}"
-        self.template, self.template_hash = load_template("extraction", template)
+        self.template, self.template_hash = text_template("extraction", template)
         self.temperature = TEMPERATURE
         self.cache = cache or Cache(None)
         self.retries = retries

@@ -30,9 +30,9 @@ from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.execution import cached_call, reply_entry
-from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
+from cafe.prompts import text_template
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
 from cafe.store import SAMPLES
 
@@ -94,7 +94,7 @@ class RubricTemplate:
 
     @classmethod
     def load(cls, path: str | None = None) -> RubricTemplate:
-        text, digest = load_template("rubric", path)
+        text, digest = text_template("rubric", path)
         bits = _PART.split(text)
         parts = {bits[i]: bits[i + 1].strip("\n") for i in range(1, len(bits) - 1, 2)}
         missing = [p for p in ("system", "user", "criterion", "reply item") if p not in parts]
