@@ -94,9 +94,9 @@ class JudgedAccuracyStep(Step):
             raise ValueError(f"{view.root}: no predictions.jsonl records to judge")
 
     def bind(self, view: View) -> None:
-        from cafe.judge import batching
+        from cafe.caller import call_plan
 
-        self.call_plan = batching.call_plan(view.root, batch=self.batch, prices=self.prices,
+        self.call_plan = call_plan(view.root, batch=self.batch, prices=self.prices,
                                             batch_options=self.batch_options)  # fmt: skip
 
     def spec(self, **options: Any) -> dict[str, Any]:
@@ -245,15 +245,16 @@ def judge_accuracy_run(
 
     ``selective``: ask the judge only where the official rule cannot decide. ``how``: how the
     calls are made (``HOW``): ``batch`` delivers through the service's batch endpoints (state
-    in RUN/batches/), ``prices`` is your price table (the cost goes into the manifest).
+    in RUN/batches/), ``prices`` is your price table (the cost goes into the manifest),
+    ``limit`` judges the first N (item, run)s only.
     ``make_judge`` / ``build_section`` / ``section_name``: another judge of the same shape (an
     AnswerJudge subclass), the section it makes (judged_section's arguments) and its name."""
     from cafe.steps.engine import run_step
 
-    cache = how.pop("cache", None)  # the engine opens it
+    cache, limit = how.pop("cache", None), how.pop("limit", None)  # the engine's
     step = JudgedAccuracyStep(endpoints, **how)  # an unknown keyword: its TypeError
     res = run_step(step, run_dir, cache=cache, concurrency=step.concurrency, progress=False,
-                   judge=judge,
+                   limit=limit, judge=judge,
                    judge_model=judge_model, template=str(template) if template else None,
                    thinking=thinking, thinking_budget=thinking_budget,
                    selective=selective)  # fmt: skip
@@ -399,9 +400,9 @@ def official_judge_run(
     ``options``: how the calls are made (``HOW``)."""
     from cafe.steps.engine import run_step
 
-    cache = options.pop("cache", None)  # the engine opens it
+    cache, limit = options.pop("cache", None), options.pop("limit", None)  # the engine's
     step = OfficialStep(endpoints=endpoints, **options)
     res = run_step(step, run_dir, cache=cache, concurrency=step.concurrency, progress=False,
-                   judge=judge,
+                   limit=limit, judge=judge,
                    judge_model=judge_model, embedder=embedder)  # fmt: skip
     return res.section
