@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("testing", "testing"),  # loopback servers and tiny models: they import no cafe code
     ("folder", "store folder manifest failures"),
     ("clients", "clients"),
-    ("execution", "execution"),
+    ("execution", "execution caller"),
     ("models", "adapters cluster"),
     ("benchmarks", "benchmarks"),
     ("judging", "judge metrics controls"),

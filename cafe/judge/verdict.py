@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe.benchmarks.official_judge import VerdictSpec
-from cafe.cache import text_entry
-from cafe.execution import cached_call, reply_entry
 from cafe.judge.answer import AnswerJudge, Verdict
 from cafe.judge.extraction import build_prompt
 from cafe.prompts import sha256_text
@@ -58,7 +56,7 @@ class VerdictJudge(AnswerJudge):
         else:
             self.max_tokens = budget if not self.thinking else self.max_tokens + budget
         # the judge's identity as stored with its verdicts: this rule's task, template, budget
-        self.spec = dataclasses.replace(
+        self.spec = self.caller.identity = dataclasses.replace(
             self.spec, task=vs.name, template_hash=self.template_hash,
             max_tokens=self.max_tokens, temperature=vs.temperature,
         )  # fmt: skip
@@ -85,23 +83,22 @@ class VerdictJudge(AnswerJudge):
 
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
         # for every judge; top_p is this rule's own sampling setting, so it is in the request
-        async def ask() -> Any:
-            self.calls += 1
-            system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
-            sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
-            return await self.client.achat([*system, {"role": "user", "content": prompt}],
-                                           temperature=vs.temperature,
-                                           max_tokens=self.max_tokens, **sampling)  # fmt: skip
+        system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
+        sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
 
-        got, reply = await cached_call(self.cache, self.spec, {"prompt": prompt, **extra}, ask,
-                                       entry=reply_entry, valid=text_entry)  # fmt: skip
-        if got is None:
-            return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
-        text = got["text"]
-        value = self.verdict_spec.reader(text)
-        if value is None:
-            return Judged(pred.sample_id, pred.run_index, None, "unparseable", text)
-        return Judged(pred.sample_id, pred.run_index, None, "ok", text, value=value)
+        def parse(text: str | None) -> tuple[Any, str | None]:
+            value = vs.reader(text)
+            return (value, None) if value is not None else (None, "unparseable")
+
+        got = await self.caller.ask([*system, {"role": "user", "content": prompt}],
+                                    {"prompt": prompt, **extra}, parse,
+                                    temperature=vs.temperature, max_tokens=self.max_tokens,
+                                    **sampling)  # fmt: skip
+        if got.error is not None:
+            return Judged(pred.sample_id, pred.run_index, None, "failed", got.error)
+        if not got.ok:
+            return Judged(pred.sample_id, pred.run_index, None, "unparseable", got.text)
+        return Judged(pred.sample_id, pred.run_index, None, "ok", got.text, value=got.value)
 
 
 def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple[str, int], Any]:
