@@ -145,7 +145,7 @@ class RubricStep(Step):
                 "cache_hits": self.call_cache.hits,
                 "rated_now": self.this_invocation.counts.get("done", 0),
                 "wall_s": round(self.this_invocation.wall_s, 3),
-                **call_stats_of(s._client),
+                **call_stats_of(s.caller.client),
             },  # fmt: skip
         }
 
