@@ -57,6 +57,7 @@ class CallerSpec:
     batch_options: Mapping[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     server_option: str = "--judge-endpoint"  # the flag that names its servers, for errors
+    role: str = "judge"  # how its one-line errors name it (judge, captioner, reward judge…)
 
 
 @dataclass
@@ -155,15 +156,7 @@ class Caller:
         return f"{self.spec.kind}:{self.spec.model}"
 
     def _build(self) -> Any:
-        from cafe.clients import make_client
-
-        s = self.spec
-        options: dict[str, Any] = {"concurrency": s.concurrency, "thinking": s.thinking,
-                                   "server_option": s.server_option, **dict(s.options)}  # fmt: skip
-        if s.key_env:
-            options["api_key_env"] = s.key_env
-        return make_client(s.kind, s.model, endpoints=list(s.endpoints) or None,
-                           calls=self.plan, **options)  # fmt: skip
+        return client_for(self.spec, self.plan)
 
     @property
     def client(self) -> Any:
@@ -172,7 +165,8 @@ class Caller:
     async def ask(
         self, messages: Sequence[Mapping[str, Any]], depends_on: Mapping[str, Any],
         parse: Parser, *, temperature: float | None = 0.0, max_tokens: int | None = None,
-        keep: str = "text", valid: Callable[[Any], bool] | None = None, **extra: Any,
+        keep: str = "text", valid: Callable[[Any], bool] | None = None, final: bool = False,
+        **extra: Any,
     ) -> Answer:  # fmt: skip
         """The answer to ``messages``: from the cache (``identity`` + ``depends_on``), from the
         same ask already in flight, or asked now. ``parse`` reads the reply (a thinking
@@ -193,14 +187,14 @@ class Caller:
             if shared.error is None:  # a failed call is no answer: this ask makes its own
                 return shared
         task = asyncio.ensure_future(self._call(key, messages, parse, temperature, max_tokens,
-                                                keep, extra))  # fmt: skip
+                                                keep, final, extra))  # fmt: skip
         self._asking[key] = task
         task.add_done_callback(lambda _: self._asking.pop(key, None))
         return await asyncio.shield(task)  # one waiter cancelled never cancels the others'
 
     async def _call(
         self, key: str, messages: Any, parse: Parser, temperature: float | None,
-        max_tokens: int | None, keep: str, extra: dict[str, Any],
+        max_tokens: int | None, keep: str, final: bool, extra: dict[str, Any],
     ) -> Answer:  # fmt: skip
         from cafe.counters import count_share
 
@@ -213,11 +207,12 @@ class Caller:
             self.health["failed"] += 1
             self._watch(context_too_small(reply.error))
             return Answer(error=reply.error or "no text")
-        value, reason = parse(reply.text)
+        text = reply.final if final else reply.text
+        value, reason = parse(text)
         if reason is not None:
             self.health["unusable"] += 1
-            if keep == "text":  # kept only once the judge is seen to work (below)
-                self._held.append((key, {"text": reply.text}))
+            if keep == "text" and text:  # kept only once the judge is seen to work (below)
+                self._held.append((key, {"text": text}))
                 if self.health["usable"]:
                     self._release()
             self._watch(f"format not followed: {reason}")
@@ -225,9 +220,9 @@ class Caller:
         self.health["usable"] += 1
         self.first = []
         self.watch = False  # one usable reply: the judge works
-        self.cache.put(key, {"text": reply.text} if keep == "text" else value)
+        self.cache.put(key, {"text": text} if keep == "text" else value)
         self._release()
-        return Answer(value=value, text=reply.text)
+        return Answer(value=value, text=text)
 
     def _watch(self, cause: str | None) -> None:
         """Stop the command when the first batch of replies is all unusable (a failure that
@@ -241,7 +236,7 @@ class Caller:
             self.watch = False
             cause = max(set(self.first), key=self.first.count)
             raise UnusableReplies(
-                f"judge {self.who}",
+                f"{self.spec.role} {self.who}",
                 f"its first {len(self.first)} replies are all unusable: {cause}",
             )
 
@@ -263,6 +258,19 @@ class Caller:
     async def aclose(self) -> None:
         if self._client is not None and hasattr(self._client, "aclose"):
             await self._client.aclose()
+
+
+def client_for(spec: CallerSpec, plan: Any = None) -> Any:
+    """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
+    from cafe.clients import make_client
+
+    options: dict[str, Any] = {"concurrency": spec.concurrency, "thinking": spec.thinking,
+                               "server_option": spec.server_option}  # fmt: skip
+    options.update(spec.options)
+    if spec.key_env:
+        options["api_key_env"] = spec.key_env
+    return make_client(spec.kind, spec.model, endpoints=list(spec.endpoints) or None,
+                       calls=plan, **options)  # fmt: skip
 
 
 def _usable(entry: Any, keep: str, valid: Callable[[Any], bool] | None) -> bool:
