@@ -49,14 +49,14 @@ class CallerSpec:
     endpoints: tuple[str, ...] = ()
     concurrency: int = 16
     key_env: str | None = None  # the environment variable holding the key (None: the kind's)
-    thinking: bool = False
+    thinking: bool | None = False  # None: the client's own default (the data stages')
     thinking_budget: int | None = None
     batch: bool = False
     prices: str | None = None
     dry_run: bool = False
     batch_options: Mapping[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
-    server_option: str = "--judge-endpoint"  # the flag that names its servers, for errors
+    server_option: str | None = "--judge-endpoint"  # the flag naming its servers, for errors
     role: str = "judge"  # how its one-line errors name it (judge, captioner, reward judge…)
 
 
@@ -75,6 +75,20 @@ class Answer:
     @property
     def ok(self) -> bool:
         return self.reason is None and self.error is None
+
+
+class PlainKey:
+    """An identity that adds nothing: the key is ``make_key(**depends_on)`` (the data stages'
+    keys, which name their model inside what the answer depends on)."""
+
+    @staticmethod
+    def call_key(**depends_on: Any) -> str:
+        from cafe.cache import make_key
+
+        return make_key(**depends_on)
+
+
+PLAIN_KEY = PlainKey()
 
 
 class UnusableReplies(ServerUnreachable):
@@ -166,7 +180,7 @@ class Caller:
         self, messages: Sequence[Mapping[str, Any]], depends_on: Mapping[str, Any],
         parse: Parser, *, temperature: float | None = 0.0, max_tokens: int | None = None,
         keep: str = "text", valid: Callable[[Any], bool] | None = None, final: bool = False,
-        **extra: Any,
+        tries: int = 1, **extra: Any,
     ) -> Answer:  # fmt: skip
         """The answer to ``messages``: from the cache (``identity`` + ``depends_on``), from the
         same ask already in flight, or asked now. ``parse`` reads the reply (a thinking
@@ -186,11 +200,19 @@ class Caller:
             shared = await asyncio.shield(running)
             if shared.error is None:  # a failed call is no answer: this ask makes its own
                 return shared
-        task = asyncio.ensure_future(self._call(key, messages, parse, temperature, max_tokens,
-                                                keep, final, extra))  # fmt: skip
+        args = (key, messages, parse, temperature, max_tokens, keep, final, extra)
+        task = asyncio.ensure_future(self._tries(args, tries))
         self._asking[key] = task
         task.add_done_callback(lambda _: self._asking.pop(key, None))
         return await asyncio.shield(task)  # one waiter cancelled never cancels the others'
+
+    async def _tries(self, args: tuple[Any, ...], tries: int) -> Answer:
+        got = Answer(error="not asked")
+        for _ in range(max(1, tries)):
+            got = await self._call(*args)
+            if got.ok:
+                break
+        return got
 
     async def _call(
         self, key: str, messages: Any, parse: Parser, temperature: float | None,
@@ -264,8 +286,11 @@ def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
     from cafe.clients import make_client
 
-    options: dict[str, Any] = {"concurrency": spec.concurrency, "thinking": spec.thinking,
-                               "server_option": spec.server_option}  # fmt: skip
+    options: dict[str, Any] = {"concurrency": spec.concurrency}
+    if spec.thinking is not None:
+        options["thinking"] = spec.thinking
+    if spec.server_option is not None:
+        options["server_option"] = spec.server_option
     options.update(spec.options)
     if spec.key_env:
         options["api_key_env"] = spec.key_env
