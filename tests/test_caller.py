@@ -188,3 +188,22 @@ def test_every_judging_step_takes_limit():
             judging.append(name)
             assert "--limit" in flags, name
     assert {"judge", "judge-accuracy", "judge-official", "rubric", "cues"} < set(judging)
+
+
+def test_a_judging_step_has_one_concurrency_default_and_its_api_function_takes_limit():
+    """Issue 42: judge concurrency was 16 in `cafe judge` and 8 in `api.step("judge")`."""
+    import inspect
+
+    import click
+
+    from cafe import api
+    from cafe.cli import main
+
+    for name in ("judge", "rubric", "judge-accuracy", "judge-official", "cues"):
+        cmd = main.get_command(click.Context(main), name)
+        flags = {p.name: p.default for p in cmd.params}
+        cli = flags.get("judge_concurrency", flags.get("concurrency"))
+        params = inspect.signature(api.step(name)).parameters
+        assert params["concurrency"].default == cli, name
+        assert "limit" in params
+    assert inspect.signature(api.step("judge")).parameters["concurrency"].default == 16

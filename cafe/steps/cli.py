@@ -30,7 +30,7 @@ from cafe.cli_options import (
 from cafe.controls import CONTROLS, parse_controls
 from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
-from cafe.steps.base import Flags, Step
+from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step
 
 
 def step_command(step: Step, help: str | None = None) -> click.Command:
@@ -135,7 +135,8 @@ def _engine_flags(g: Flags) -> Any:
     return compose(
         option("--cache", default=None,
                help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."),
-        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
+        option("--concurrency", type=ITEMS, default=ENGINE_CONCURRENCY, show_default=True,
+               help="Calls in flight."),
     )  # fmt: skip
 
 
@@ -156,7 +157,8 @@ def _server_flags(g: Flags) -> Any:
         "endpoints": judge_endpoint_option(kw.get("endpoint_help", "Judge server base URL."),
                                            n["endpoints"], kw.get("endpoint_old", ())),
         "concurrency": judge_concurrency_option(
-            kw.get("default", 16), kw.get("concurrency_help", "Judge calls in flight at once."),
+            kw.get("default", JUDGE_CONCURRENCY),
+            kw.get("concurrency_help", "Judge calls in flight at once."),
             n["concurrency"], click.IntRange(1, kw.get("most", 10**8)),
             kw.get("concurrency_old", ())),
         "api_key_env": judge_api_key_env_option(n["api_key_env"]),
