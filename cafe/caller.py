@@ -282,6 +282,29 @@ class Caller:
             await self._client.aclose()
 
 
+class Asks:
+    """What a judge (or stage) that asks through ``self.caller`` shows of it: its client (call
+    statistics), its cache, the calls it sent; and its ``aclose``."""
+
+    caller: Caller
+
+    @property
+    def client(self) -> Any:
+        return self.caller.client
+
+    @property
+    def cache(self) -> Any:
+        return self.caller.cache
+
+    @property
+    def calls(self) -> int:
+        """Requests sent (cache misses)."""
+        return self.caller.calls
+
+    async def aclose(self) -> None:
+        await self.caller.aclose()
+
+
 def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
     from cafe.clients import make_client

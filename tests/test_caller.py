@@ -15,10 +15,9 @@ from cafe.cache import Cache
 from cafe.caller import FIRST_BATCH_MIN, Caller, CallerSpec, context_too_small
 from cafe.judge.extraction import parse_reply
 from cafe.judge.spec import JudgeSpec
-from cafe.records import Prediction, Sample
 from cafe.steps.cli import judge_command
-from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
+from tests.test_server_breaker import _judge_run as _run  # a run folder of n items
 
 SPEC = JudgeSpec(task="t", kind="openai-compatible", model="m", template_hash="h",
                  endpoint="named", max_tokens=32)  # fmt: skip
@@ -56,18 +55,6 @@ def test_the_key_is_the_judge_specs_and_identical_prompts_in_flight_share_one_ca
     assert a.value == b.value == "ok p" and len(srv.requests) == 1 and caller.calls == 1
     key = SPEC.call_key(prompt="p", attempt=0)  # the key judges have always written
     assert cache.get(key) == {"text": "ok p"}
-
-
-def _run(root, n: int) -> RunStore:
-    store = RunStore(root).create()
-    store.write_manifest({"model": {"name": "m"}})
-    samples = [Sample(f"q{i}", "mmar", "1", f"Question [q{i}]?", ["yes", "no"], "yes", [],
-                      caption=f"Cap {i}.") for i in range(n)]  # fmt: skip
-    store.write_samples(samples)
-    with store.writer("predictions.jsonl") as w:
-        w.write_many([Prediction(s.id, 0, "m", "lalm", "h", f"yes. Reasoning {s.id}",
-                                 correct=True, reasoning_tokens=3) for s in samples])  # fmt: skip
-    return store
 
 
 def _judge(store, url, cache, *more):

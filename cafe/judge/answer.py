@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.caller import Caller, CallerSpec
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
@@ -56,7 +56,7 @@ def read_verdict(text: str | None, choices: Sequence[str]) -> tuple[str | None, 
     return (choice, "ok") if choice is not None else (None, "unparseable")
 
 
-class AnswerJudge:
+class AnswerJudge(Asks):
     def __init__(
         self,
         kind: str,
@@ -87,19 +87,6 @@ class AnswerJudge:
         how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
                          thinking=bool(thinking))  # fmt: skip
         self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=calls)
-
-    @property
-    def client(self) -> Any:
-        return self.caller.client
-
-    @property
-    def cache(self) -> Cache:
-        return self.caller.cache
-
-    @property
-    def calls(self) -> int:
-        """Requests sent (cache misses)."""
-        return self.caller.calls
 
     @staticmethod
     def decide(sample: Sample, pred: Prediction) -> Verdict | None:

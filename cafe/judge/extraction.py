@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.caller import Caller, CallerSpec
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Judge, JudgeItem
@@ -125,7 +125,7 @@ def reminder(reason: str | None) -> str:
     )
 
 
-class LLMJudge(Judge):
+class LLMJudge(Asks, Judge):
     """One judge for every chat protocol: ``kind`` is the client kind (openai-compatible, openai,
     gemini), asked through the one caller (cafe.caller)."""
 
@@ -163,15 +163,6 @@ class LLMJudge(Judge):
                        thinking=self.thinking, options=client_options),
             identity=self.spec, cache=cache, client=client, plan=plan,
         )  # fmt: skip
-
-    @property
-    def cache(self) -> Cache:
-        return self.caller.cache
-
-    @property
-    def calls(self) -> int:
-        """Requests actually sent (cache misses)."""
-        return self.caller.calls
 
     @property
     def spec(self) -> JudgeSpec:
@@ -246,6 +237,3 @@ class LLMJudge(Judge):
             status="invalid",
             reason=f"invalid after {len(raws)} attempts: {reason}",
         )
-
-    async def aclose(self) -> None:
-        await self.caller.aclose()

@@ -28,7 +28,7 @@ from typing import Any
 
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
-from cafe.caller import Caller, CallerSpec
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.breaker import ServerUnreachable
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
@@ -204,7 +204,7 @@ def reasoning_of(p: Prediction) -> str:
     return sec.get("think") or sec.get("reasoning") or p.raw_output or ""
 
 
-class RubricJudge:
+class RubricJudge(Asks):
     """Rates (item, run)s against their rubric through one of the shared chat clients (``kind``:
     openai, gemini, openai-compatible). ``concurrency`` bounds calls in flight."""
 
@@ -243,15 +243,6 @@ class RubricJudge:
         how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
                          options=client_options)  # fmt: skip
         self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=plan)
-
-    @property
-    def cache(self) -> Cache:
-        return self.caller.cache
-
-    @property
-    def calls(self) -> int:
-        """Requests sent (cache misses)."""
-        return self.caller.calls
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -354,6 +345,3 @@ class RubricJudge:
             )
         score = trimmed_mean([r[0] for r in rated], self.trim)  # type: ignore[misc]
         return self.record(p, "ok", score=score, **kw)
-
-    async def aclose(self) -> None:
-        await self.caller.aclose()

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, make_key
-from cafe.caller import Caller, CallerSpec
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.training.rewards import JudgeScores
 
 KINDS = ("perception", "step", "holistic", "review")
@@ -128,7 +128,7 @@ class RewardJudge(ABC):
         pass
 
 
-class LLMRewardJudge(RewardJudge):
+class LLMRewardJudge(Asks, RewardJudge):
     def __init__(
         self,
         client: Any,
@@ -161,19 +161,6 @@ class LLMRewardJudge(RewardJudge):
         spec = _RewardSpec(self.identity, self.thinking, self.max_tokens, self.parse)
         self.caller = Caller(how, identity=spec, cache=cache, client=client, watch=False)
 
-    @property
-    def client(self) -> Any:
-        return self.caller.client
-
-    @property
-    def cache(self) -> Cache:
-        return self.caller.cache
-
-    @property
-    def calls(self) -> int:
-        """Chat calls actually sent (cache hits excluded)."""
-        return self.caller.calls
-
     async def score(self, kind: str, fields: dict[str, Any]) -> float:
         prompt = self.templates[kind].format_map(_Blank(fields))
         self.asked += 1
@@ -194,9 +181,6 @@ class LLMRewardJudge(RewardJudge):
             self.invalid += 1  # no valid score in the reply (or no reply): tried again
         self.failed += 1
         return 0.0
-
-    async def aclose(self) -> None:
-        await self.caller.aclose()
 
 
 class _Blank(dict):

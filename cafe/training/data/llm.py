@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.caller import PLAIN_KEY, Caller, CallerSpec
+from cafe.caller import PLAIN_KEY, Asks, Caller, CallerSpec
 from cafe.training.data.rules import DIMENSIONS
 from cafe.training.reward_judge import TEMPLATE_DIR, template_hash
 
@@ -67,7 +67,7 @@ def _choices_text(choices: list[str]) -> str:
     return "\n".join(f"{'ABCDEFGH'[i]}. {c}" for i, c in enumerate(choices))
 
 
-class LLMStages:
+class LLMStages(Asks):
     """The five LLM stages over one chat client."""
 
     def __init__(
@@ -89,14 +89,6 @@ class LLMStages:
         kind, _, model = str(client.identity).partition(":")
         how = CallerSpec(kind, model, concurrency=concurrency, role="data LLM")
         self.caller = Caller(how, identity=PLAIN_KEY, cache=cache, client=client, watch=False)
-
-    @property
-    def client(self) -> Any:
-        return self.caller.client
-
-    @property
-    def cache(self) -> Cache:
-        return self.caller.cache
 
     async def _ask(self, stage: str, parts: list[dict[str, Any]], parse, **shape: str) -> Any:
         """The parsed reply for one prompt (the final answer: a thinking server's reasoning is
