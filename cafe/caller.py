@@ -126,9 +126,10 @@ def context_too_small(error: str | None) -> str | None:
         return None
     ctx = next((m.group(1) for p in _CTX if (m := p.search(error))), None)
     asked = next((m.group(1) for p in _ASKED if (m := p.search(error))), None)
+    need = f"at least {asked} tokens" if asked else "a larger context"
     return (f"context too small: the server's context is {ctx or 'smaller than asked'} tokens, "
             f"the request needs {asked or 'more'} (prompt plus the reply's budget): serve the "
-            "judge with a larger context (-o n_ctx=N) or a shorter --judge-max-tokens")  # fmt: skip
+            f"judge with {need} (`cafe serve ... -o n_ctx=N`, llama.cpp's --ctx-size)")  # fmt: skip
 
 
 class Caller:
