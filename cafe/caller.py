@@ -201,11 +201,19 @@ class Caller:
             shared = await asyncio.shield(running)
             if shared.error is None:  # a failed call is no answer: this ask makes its own
                 return shared
-        args = (key, messages, parse, temperature, max_tokens, keep, final, extra)
-        task = asyncio.ensure_future(self._tries(args, tries))
-        self._asking[key] = task
-        task.add_done_callback(lambda _: self._asking.pop(key, None))
-        return await asyncio.shield(task)  # one waiter cancelled never cancels the others'
+        # asked here, on this ask's own task; the others asking the same wait on ``shared``
+        # (a cancelled or failed ask leaves them an error: each then makes its own call)
+        shared = asyncio.get_running_loop().create_future()
+        self._asking[key] = shared
+        got = Answer(error="the shared ask did not finish")
+        try:
+            got = await self._tries((key, messages, parse, temperature, max_tokens, keep, final,
+                                     extra), tries)  # fmt: skip
+        finally:
+            if self._asking.get(key) is shared:
+                del self._asking[key]
+            shared.set_result(got)
+        return got
 
     async def _tries(self, args: tuple[Any, ...], tries: int) -> Answer:
         got = Answer(error="not asked")
