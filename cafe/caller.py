@@ -177,6 +177,13 @@ class Caller:
     def client(self) -> Any:
         return self._client
 
+    def max_tokens(self, answer_tokens: int) -> int:
+        """A reply's token budget: the answer's, plus the thinking budget when it may think."""
+        from cafe.clients.thinking import judge_max_tokens
+
+        s = self.spec
+        return judge_max_tokens(answer_tokens, bool(s.thinking), s.thinking_budget)
+
     async def ask(
         self, messages: Sequence[Mapping[str, Any]], depends_on: Mapping[str, Any],
         parse: Parser, *, temperature: float | None = 0.0, max_tokens: int | None = None,

@@ -194,3 +194,11 @@ def test_a_judging_step_has_one_concurrency_default_and_its_api_function_takes_l
         assert params["concurrency"].default == cli, name
         assert "limit" in params
     assert inspect.signature(api.step("judge")).parameters["concurrency"].default == 16
+
+
+def test_a_thinking_callers_budget_is_the_answers_plus_its_thinking():
+    client = object()  # built lazily by nobody: the caller is given it
+    plain = Caller(CallerSpec("openai", "m"), identity=SPEC, client=client)
+    thinks = Caller(CallerSpec("openai", "m", thinking=True, thinking_budget=100),
+                    identity=SPEC, client=client)  # fmt: skip
+    assert (plain.max_tokens(16), thinks.max_tokens(16)) == (16, 116)
