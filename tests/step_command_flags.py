@@ -6,7 +6,9 @@ choices or type, default, help."""
 
 #: parameters added since the capture (every old one stays as it was): --limit on every judging
 #: step (issue 46)
-ADDED = {name: ("limit",) for name in ("cues", "judge", "judge-accuracy", "judge-official", "rubric")}
+ADDED = {
+    name: ("limit",) for name in ("cues", "judge", "judge-accuracy", "judge-official", "rubric")
+}
 
 FLAGS = {
     'attention': [
