@@ -202,3 +202,31 @@ def test_a_thinking_callers_budget_is_the_answers_plus_its_thinking():
     thinks = Caller(CallerSpec("openai", "m", thinking=True, thinking_budget=100),
                     identity=SPEC, client=client)  # fmt: skip
     assert (plain.max_tokens(16), thinks.max_tokens(16)) == (16, 116)
+
+
+def test_clients_are_built_only_by_clients_adapters_and_the_caller_and_one_run_sync():
+    """Issue 42: no judge, step or stage builds its own chat client; ``asyncio.run`` appears
+    only inside cafe.execution.run_sync."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "cafe"
+    builders, runs = [], []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root.parent).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name == "make_client" and not rel.startswith(
+                ("cafe/clients/", "cafe/adapters/", "cafe/caller.py")
+            ):
+                builders.append(rel)
+            if (
+                name == "run"
+                and getattr(f, "value", None) is not None
+                and getattr(f.value, "id", "") == "asyncio"
+            ):
+                runs.append(rel)
+    assert builders == [] and runs == ["cafe/execution.py"]
