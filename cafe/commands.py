@@ -52,7 +52,7 @@ TABLE: tuple[Command, ...] = (
             {"list_models": "cafe.adapters:list_models", "show_model": "cafe.adapters:show_model"}),
     Command("doctor", "cafe.adapters.cli:doctor_command",
             "Check that a model really hears its audio (real vs silent clips).",
-            {"doctor": "cafe.adapters.doctor:doctor"}),
+            {"doctor": "cafe.runner.doctor:doctor"}),
     Command("caption", "cafe.judge.cli:caption_command",
             "Write ground-truth captions for a benchmark's clips.",
             {"caption": "cafe.judge.captions:caption"}, step="caption",

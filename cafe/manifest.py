@@ -15,8 +15,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from cafe.adapters.base import ModelCard
-
 PACKAGES = (
     "cafe-audio-eval",
     "numpy",
@@ -44,7 +42,8 @@ def without_secrets(options: dict[str, Any]) -> dict[str, Any]:
     return scrub(dict(options))
 
 
-def card_dict(card: ModelCard) -> dict[str, Any]:
+def card_dict(card: Any) -> dict[str, Any]:
+    """A model card (cafe.adapters.base.ModelCard, a dataclass) as manifest.json keeps it."""
     d = dataclasses.asdict(card)
     d["options"] = without_secrets(d.get("options") or {})
     return d

@@ -206,3 +206,23 @@ def extract_answer(text: str | None, choices: list[str]) -> tuple[str | None, st
     if len(maximal) == 1:
         return by_norm[maximal[0]], "ok"
     return None, "unmapped"
+
+
+def split_options(instruction: str) -> tuple[str, list[str]] | None:
+    """(question, options) of an instruction with inline "(a) ... (b) ..." options, or None.
+    The markers must run (a), (b), ... in order, so a parenthesis inside an option's text is
+    kept as text."""
+    parts: list[int] = []
+    start = 0
+    for i in range(26):
+        marker = f"({chr(ord('a') + i)})"
+        at = instruction.find(marker, start)
+        if at < 0:
+            break
+        parts.append(at)
+        start = at + len(marker)
+    if len(parts) < 2:
+        return None
+    ends = [*parts[1:], len(instruction)]
+    options = [instruction[a + 3 : b].strip() for a, b in zip(parts, ends, strict=True)]
+    return instruction[: parts[0]].strip(), options

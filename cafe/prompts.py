@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +224,18 @@ def build_request(
         prompt_style=template.style,
         template_hash=template.hash,
     )
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def text_template(name: str, path: str | Path | None = None) -> tuple[str, str]:
+    """(text, sha256) of a user template file, or of the judges' packaged
+    ``cafe/judge/templates/<name>.txt`` (judge, caption and captioner prompts)."""
+    if path is not None:
+        text = Path(path).read_text(encoding="utf-8")
+    else:
+        folder = resources.files("cafe.judge").joinpath("templates")
+        text = folder.joinpath(f"{name}.txt").read_text("utf-8")
+    return text, sha256_text(text)

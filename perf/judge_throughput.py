@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
+from cafe.prompts import text_template
 from cafe.records import Prediction, Sample
 from cafe.steps.cafe_judge import judge_run
 from cafe.store import RunStore
 
-TEMPLATE = load_template("extraction")[0]
+TEMPLATE = text_template("extraction")[0]
 REPLY = json.dumps(
     {
         "required_events": ["dog barks"],

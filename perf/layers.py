@@ -2,7 +2,8 @@
 command line layer, judge/metric modules that open run folders, the places that write
 metrics.json sections, modules that spell a run-folder file name, the functions over
 MAX_LINES lines, the module-level ``__getattr__`` (second names for an import path, unless a
-lazy import of a heavy dependency), and the import cycles.
+lazy import of a heavy dependency), the import cycles, the imports that point upward against the
+layer order declared once here (``LAYERS``, issue 42), and the Step protocol's size.
 
 Import cycles are the strongly connected components (of more than one module) of the module
 import graph: every ``import`` / ``from … import`` anywhere in a module (inside functions too),
@@ -30,6 +31,28 @@ FILE_NAMES = ("predictions.jsonl", "judgements.jsonl", "metrics.json", "manifest
 
 #: the longest a function may be (issue 34)
 MAX_LINES = 80
+
+#: the package's layers, lowest first (issue 42): a module may import its own layer and those
+#: below it; an import of a higher layer points upward. Names are cafe's top-level modules and
+#: subpackages; every ``cli.py`` (and cli_options, commands, api) is the command layer, on top.
+LAYERS: tuple[tuple[str, str], ...] = (
+    ("core", "errors jsontext redaction safe_files registry records locking counters reporting "
+             "audio cache parsing prompts"),
+    ("testing", "testing"),  # loopback servers and tiny models: they import no cafe code
+    ("folder", "store folder manifest failures"),
+    ("clients", "clients"),
+    ("execution", "execution caller"),
+    ("models", "adapters cluster"),
+    ("benchmarks", "benchmarks"),
+    ("judging", "judge metrics controls"),
+    ("runner", "runner"),
+    ("steps", "steps robustness listen"),
+    ("reports", "reports"),
+    ("training", "training"),
+    ("commands", "cli_options commands api cli"),
+)  # fmt: skip
+#: the Step protocol (issue 42): the class, the judging step whose hooks are counted, the hooks
+STEP, JUDGE_STEP = ("cafe/steps/base.py", "Step"), ("cafe/steps/cafe_judge.py", "CafeJudgeStep")
 
 
 def modules(root: Path) -> list[tuple[str, ast.Module, str]]:
@@ -140,6 +163,93 @@ def import_graph(mods: list[tuple[str, ast.Module, str]]) -> dict[str, set[str]]
     return {n: imported(n, m.endswith("__init__.py"), t, known) for n, (m, t) in names.items()}
 
 
+def layer_of(module: str) -> int:
+    """The index in LAYERS of a module (cafe.x.y -> x's layer; every cli module: the top)."""
+    parts = module.split(".")
+    if len(parts) == 1:  # cafe/__init__.py: the version, importing nothing
+        return 0
+    if parts[-1] in ("cli", "cli_options"):
+        return len(LAYERS) - 1
+    for i, (_, names) in enumerate(LAYERS):
+        if parts[1] in names.split():
+            return i
+    raise SystemExit(f"perf/layers.py: {module} is in no layer of LAYERS: declare it there")
+
+
+def upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports (module -> module) from a lower layer to a higher one."""
+    return sorted((a, b) for a, bs in graph.items() for b in bs if layer_of(a) < layer_of(b))
+
+
+def _classes(mods: list[tuple[str, ast.Module, str]]) -> dict[str, tuple[str, ast.ClassDef]]:
+    out = {}
+    for m, t, _ in mods:
+        for node in t.body:
+            if isinstance(node, ast.ClassDef):
+                out.setdefault(node.name, (m, node))
+    return out
+
+
+def lineage(classes: dict[str, tuple[str, ast.ClassDef]], name: str, stop: str | None = None
+            ) -> list[ast.ClassDef]:  # fmt: skip
+    """The class and its bases defined in the package, depth first (up to ``stop`` included)."""
+    out: list[ast.ClassDef] = []
+    todo = [name]
+    while todo:
+        n = todo.pop(0)
+        if n not in classes or any(c.name == n for c in out):
+            continue
+        cls = classes[n][1]
+        out.append(cls)
+        if n != stop:
+            todo += [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
+                     for b in cls.bases]  # fmt: skip
+    return out
+
+
+def members(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
+    """(methods, class attributes) a class body defines."""
+    methods, attrs = set(), set()
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            methods.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            attrs.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            attrs |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return methods, attrs
+
+
+def self_assignments(cls: ast.ClassDef) -> int:
+    """Assignments to ``self.x`` inside a class's methods other than ``__init__``."""
+    n = 0
+    for f in cls.body:
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.name != "__init__":
+            for node in ast.walk(f):
+                targets = (node.targets if isinstance(node, ast.Assign)
+                           else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                           else [])  # fmt: skip
+                n += sum(isinstance(t, ast.Attribute) and getattr(t.value, "id", "") == "self"
+                         for t in targets)  # fmt: skip
+    return n
+
+
+def step_size(mods: list[tuple[str, ast.Module, str]]) -> dict[str, int]:
+    """The Step protocol's size: Step's methods and class attributes with everything it
+    inherits, the hooks CafeJudgeStep defines with its bases up to Step, and the assignments
+    to ``self`` inside the hooks of every class deriving from Step."""
+    classes = _classes(mods)
+    step = lineage(classes, STEP[1])
+    methods = set().union(*(members(c)[0] for c in step)) if step else set()
+    attrs = set().union(*(members(c)[1] for c in step)) if step else set()
+    judge = [c for c in lineage(classes, JUDGE_STEP[1], STEP[1]) if c.name != STEP[1]]
+    hooks = set().union(*(members(c)[0] - {"__init__"} for c in judge)) if judge else set()
+    derived = [c for n, (_, c) in classes.items() if STEP[1] in
+               {x.name for x in lineage(classes, n)} and n != STEP[1]]  # fmt: skip
+    return {"methods": len(methods), "attributes": len(attrs), "judge_hooks": len(hooks),
+            "self_assignments": sum(self_assignments(c) for c in derived)}  # fmt: skip
+
+
 def _module_getattr(tree: ast.Module) -> bool:
     return any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
 
@@ -162,7 +272,10 @@ def main() -> None:
     funcs.sort(reverse=True)
     long = [(n, w) for n, w in funcs if n > MAX_LINES]
     getattrs = [m for m, t, _ in mods if _module_getattr(t)]
-    found = cycles(import_graph(mods))
+    graph = import_graph(mods)
+    found = cycles(graph)
+    up = upward(graph)
+    size = step_size(mods)
     print(f"modules importing click outside the CLI layer: {len(click_mods)}")
     print("  " + " ".join(click_mods))
     print(f"judge/metric modules that open run folders: {len(opens)}")
@@ -182,6 +295,12 @@ def main() -> None:
           f"{len(found)}")  # fmt: skip
     for comp in found:
         print(f"  {len(comp)} modules: " + " ".join(comp))
+    print(f"imports pointing upward (against LAYERS): {len(up)}")
+    for a, b in up:
+        print(f"  {a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})")
+    print(f"Step protocol: {size['methods']} methods, {size['attributes']} class attributes "
+          f"(with what it inherits); {JUDGE_STEP[1]} defines {size['judge_hooks']} hooks up to "
+          f"Step; {size['self_assignments']} assignments to self in steps' hooks")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import argparse
 import asyncio
 import time
 
-from cafe.clients import make_client, run_sync
+from cafe.clients import make_client
+from cafe.execution import run_sync
 from cafe.testing.loopback import Fault, OpenAILoopback
 
 

@@ -4,6 +4,12 @@ commands against it). One row per parameter: name, its flags, kind, multiple, is
 choices or type, default, help."""
 # ruff: noqa: E501 - one row per parameter reads as the command declares it
 
+#: parameters added since the capture (every old one stays as it was): --limit on every judging
+#: step (issue 46)
+ADDED = {
+    name: ("limit",) for name in ("cues", "judge", "judge-accuracy", "judge-official", "rubric")
+}
+
 FLAGS = {
     'attention': [
         ('model', ('--model',), 'Option', False, False, True, 'text', None, 'Model card name, registered adapter name, or a checkpoint folder.'),

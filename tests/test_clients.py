@@ -14,8 +14,9 @@ import soundfile as sf
 from manual_clock import ManualClock
 
 from cafe.audio import load_audio, write_wav
-from cafe.clients import make_client, run_sync
+from cafe.clients import make_client
 from cafe.clients.ratelimit import AdaptiveLimiter
+from cafe.execution import run_sync
 from cafe.testing.loopback import Fault, GeminiLoopback, OpenAILoopback
 
 FAST = {"base_delay": 0.01, "max_delay": 0.05, "timeout_s": 5.0}

@@ -12,9 +12,9 @@ pytest.register_assert_rewrite("hf_tiny_fixtures")
 from hf_tiny_fixtures import make_request  # noqa: E402
 
 from cafe.adapters.base import ModelCard  # noqa: E402
-from cafe.adapters.doctor import check_audio, silent_copy  # noqa: E402
 from cafe.adapters.hf.qwen2_audio import Qwen2AudioAdapter  # noqa: E402
 from cafe.audio import load_audio  # noqa: E402
+from cafe.runner.doctor import check_audio, silent_copy  # noqa: E402
 
 pytest_plugins = ["hf_tiny_fixtures"]
 CLIPS = ["tone", "noise44k"]

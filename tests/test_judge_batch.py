@@ -427,8 +427,8 @@ def test_gemini_caption_batch_sends_the_audio_inline(tmp_path, monkeypatch):
 
     from cafe.audio import write_wav
     from cafe.cache import Cache
+    from cafe.caller import call_plan
     from cafe.clients import make_client
-    from cafe.judge.batching import call_plan
     from cafe.judge.captions import caption_samples, load_captions
     from cafe.records import Sample
     from cafe.testing.loopback import GeminiLoopback

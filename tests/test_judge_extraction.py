@@ -7,8 +7,8 @@ import json
 import pytest
 
 from cafe.judge import JUDGES
-from cafe.judge.base import load_template
 from cafe.judge.extraction import KEYS, build_prompt, parse_reply
+from cafe.prompts import text_template
 
 FULL = {k: [] for k in KEYS} | {"matched_events": ["dog barks"], "missed_events": ["bell"]}
 
@@ -46,7 +46,7 @@ def test_bad_replies_give_a_reason(text, fragment):
 
 
 def test_template_names_every_key_and_placeholder():
-    text, digest = load_template("extraction")
+    text, digest = text_template("extraction")
     for key in KEYS:
         assert key in text
     for ph in ("{question}", "{answer}", "{caption}", "{output}"):
@@ -60,8 +60,8 @@ def test_template_names_every_key_and_placeholder():
 def test_user_template_changes_the_hash(tmp_path):
     p = tmp_path / "mine.txt"
     p.write_text("Judge {output} against {caption}. JSON only.")
-    text, digest = load_template("extraction", p)
-    assert text.startswith("Judge") and digest != load_template("extraction")[1]
+    text, digest = text_template("extraction", p)
+    assert text.startswith("Judge") and digest != text_template("extraction")[1]
 
 
 def test_registry_names_and_llm_judge_needs_a_model():

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.cli import main
-from cafe.clients import make_client, run_sync
+from cafe.clients import make_client
+from cafe.execution import run_sync
 from cafe.testing.loopback import GeminiLoopback, OpenAILoopback
 
 FAST = {"base_delay": 0.01, "max_delay": 0.05, "timeout_s": 5.0, "max_attempts": 3}

@@ -182,7 +182,7 @@ def test_only_a_large_clip_is_encoded_in_a_worker_thread(tmp_path, monkeypatch):
 def test_a_body_that_lost_its_clip_is_never_sent(tmp_path):
     """extra_body replacing the messages drops the clip's placeholder: the call fails before
     anything is sent, saying why, instead of posting a question without its audio."""
-    from cafe.clients import run_sync
+    from cafe.execution import run_sync
     from cafe.testing.loopback import OpenAILoopback
 
     a = tmp_path / "a.wav"

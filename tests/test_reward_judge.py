@@ -166,9 +166,11 @@ def test_group_all_calls_in_flight_and_gating():
     with OpenAILoopback(reply=script) as server:
         scores = asyncio.run(score_group(_judge(server), items))
         prompts = _prompts(server)
-    # item 0: perception + 2 steps + holistic + review = 5; item 1: no review (wrong) = 4; item 2: 0
-    assert len(prompts) == 9
-    assert script.peak == 9  # all in flight together
+    # item 0: perception + 2 steps + holistic + review = 5; item 1: no review (wrong) = 4, the
+    # same prompts as item 0's (same sections, question, caption): one call each, shared while
+    # in flight (cafe.caller); item 2: 0
+    assert len(prompts) == 5 and len(set(prompts)) == 5
+    assert script.peak == 5  # all in flight together
     assert scores[0].review == 0.5 and scores[1].review is None
     assert scores[0].steps == [0.5, 0.5] and scores[2].steps == [] and scores[2].perception is None
     step_prompts = [p for p in prompts if "Step to grade" in p]
@@ -391,9 +393,10 @@ def test_rewards_from_appendix_f_scores_and_an_empty_step_through_loopback_judge
         judge = _judge(server)
         rewards = _trl_rewards(judge, [text, wrong], caption="A dog barks, then a car horn.")
         prompts = _prompts(server)
-    # right answer: perception, 2 non-empty steps, holistic, review = 5 calls; wrong: 4 (no review)
-    assert len(prompts) == 9 and judge.invalid == 0
-    assert sum("Step to grade" in p for p in prompts) == 4
+    # right answer: perception, 2 non-empty steps, holistic, review = 5 calls; wrong: 4 (no
+    # review), the same prompts as the right one's (only the answer differs): shared, no call
+    assert len(prompts) == 5 and judge.invalid == 0
+    assert sum("Step to grade" in p for p in prompts) == 2
     # steps [0.9, 0.0 -> 0.01, 0.9]: geomean = (0.9 * 0.01 * 0.9) ** (1/3) = 0.0081 ** (1/3)
     geo = 0.0081 ** (1 / 3)
     assert geo == pytest.approx(0.2008299, abs=1e-6)

@@ -342,7 +342,9 @@ def test_api_budgets_reach_the_wire(tmp_path, monkeypatch):
         ad.close()
     sent = sorted((b["max_tokens"], b["reasoning_effort"]) for b in srv.requests)  # concurrent
     assert sent == [(64, "minimal"), (64 + 4096, "medium")]
-    assert B.reasoning_effort(1024) == "low" and B.reasoning_effort(8193) == "high"
+    from cafe.clients.thinking import reasoning_effort
+
+    assert reasoning_effort(1024) == "low" and reasoning_effort(8193) == "high"
 
 
 def test_reports_show_both_sections(tmp_path, cache):

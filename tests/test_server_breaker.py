@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.cli import main
-from cafe.clients import make_client, run_sync
+from cafe.clients import make_client
 from cafe.clients.breaker import BREAK_AFTER, Breaker, ServerUnreachable
 from cafe.clients.ratelimit import AdaptiveLimiter, CallError, RetryPolicy, call_with_retries
+from cafe.execution import run_sync
 from cafe.judge.extraction import ANALYSIS_KEYS, PAPER_KEYS
 from cafe.testing.loopback import OpenAILoopback
 

@@ -3,6 +3,7 @@ defaults a model uses; an adapter turns a batch of Requests into Completions, in
 
 from __future__ import annotations
 
+import inspect
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -142,3 +143,30 @@ class Adapter(ABC):
 ADAPTERS: Registry[type[Adapter]] = Registry(
     "adapter", entry_point_group="cafe.adapters", base=Adapter
 )
+
+
+def call_adapter(adapter: Any, requests: list[Request], log: Any = None) -> list[Completion]:
+    """One generate() call. The contract says per-item errors; an exception raised by adapter
+    code (a bug, not the weather) becomes a one-line error per item marked as an adapter
+    failure (not retried by re-runs), its traceback once in ``log`` (cafe.failures.RunLog)."""
+    try:
+        completions = adapter.generate(requests)
+        if inspect.isawaitable(completions):  # an async generate: one loop per batch
+            from cafe.execution import run_sync
+
+            completions = run_sync(completions)  # type: ignore[arg-type]
+        if len(completions) != len(requests):
+            raise RuntimeError(
+                f"adapter returned {len(completions)} completions for {len(requests)}"
+            )
+        return list(completions)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        reason = f"adapter error: {type(e).__name__}: {first}"
+        if log is not None:
+            log.exception("generate() raised", e)
+            reason += f" (traceback in {log.path})"
+        return [
+            Completion(r.sample_id, r.run_index, None, error=reason, backend={"failure": "adapter"})
+            for r in requests
+        ]

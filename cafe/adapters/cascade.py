@@ -168,7 +168,7 @@ class CascadeAdapter(Adapter):
             why = f"back {type(self.back).__name__} cannot take a reasoning budget"
             return [Completion(r.sample_id, r.run_index, None, error=why) for r, _ in items]
 
-        from cafe.runner.execute import call_adapter
+        from cafe.adapters.base import call_adapter
 
         label = self.front.label
         # the back hears nothing: its request names no clip

@@ -104,10 +104,10 @@ class ChatAPIAdapter(Adapter):
         return self.counter().count(text)
 
     def _fallback(self, why: str) -> TokenCounter:
-        from cafe.runner.plan import warn
+        from cafe.reporting import warn
 
-        warn([f"model {self.card.name!r}: {why}; reasoning lengths are counted in words "
-              "(set -o tokenizer=hf:<the model's tokenizer> to count tokens)"])  # fmt: skip
+        warn(f"model {self.card.name!r}: {why}; reasoning lengths are counted in words "
+              "(set -o tokenizer=hf:<the model's tokenizer> to count tokens)")  # fmt: skip
         return word_counter()
 
     # -- contract ----------------------------------------------------------------------------
@@ -155,13 +155,13 @@ class ChatAPIAdapter(Adapter):
     def _say_no_identity(self, urls: list[str]) -> None:
         """Once per run: a server whose GET /models names no model gives its cache entries
         nothing to tell its weights apart by."""
-        from cafe.runner.plan import warn
+        from cafe.reporting import warn
 
         where = ", ".join(urls) or "the server"
-        warn([f"model {self.card.name!r}: {where} reports no model on GET /models: no identity "
+        warn(f"model {self.card.name!r}: {where} reports no model on GET /models: no identity "
               "to key on, so its cached answers are keyed by endpoint and model name only; a "
               "server restarted there with other weights would replay them: give the new "
-              "weights their own -o model=NAME, or run with --no-cache"])  # fmt: skip
+              "weights their own -o model=NAME, or run with --no-cache")  # fmt: skip
 
     @property
     def usage(self) -> dict[str, Any]:

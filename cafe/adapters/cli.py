@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from cafe.adapters import list_models, show_model
-from cafe.adapters.doctor import doctor
 from cafe.cli_options import (
     ModelChoice,
     command,
@@ -16,6 +15,7 @@ from cafe.cli_options import (
     max_new_tokens_option,
     model_options,
 )
+from cafe.runner.doctor import doctor
 
 
 @group("adapters")

@@ -91,12 +91,12 @@ class CaptionerFront:
 
     def __init__(self, options: dict[str, Any]):
         from cafe.adapters.resolve import load_adapter, resolve_model
-        from cafe.judge.base import load_template
+        from cafe.prompts import text_template
 
         resolved = resolve_model(str(options["card"]))
         self.adapter = load_adapter(resolved, dict(options.get("options") or {}))
         self.card = resolved.card
-        self.prompt, self.template_hash = load_template("caption", options.get("template"))
+        self.prompt, self.template_hash = text_template("caption", options.get("template"))
         self.name = f"captioner:{self.card.name}"
 
     def identity(self) -> dict[str, Any]:
@@ -109,8 +109,8 @@ class CaptionerFront:
         }
 
     def describe(self, paths: list[str]) -> str:
+        from cafe.adapters.base import call_adapter
         from cafe.records import Request
-        from cafe.runner.execute import call_adapter
 
         parts: list[dict[str, Any]] = [{"type": "audio", "path": p} for p in paths]
         parts.append({"type": "text", "text": self.prompt})

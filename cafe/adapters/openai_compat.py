@@ -23,7 +23,7 @@ class OpenAICompatAdapter(ChatAPIAdapter):
     budget_method = "provider reasoning effort (OpenAI reasoning_effort, from the budget)"
 
     def budget_fields(self, budget: int) -> dict[str, Any]:
-        from cafe.robustness.budgets import reasoning_effort
+        from cafe.clients.thinking import reasoning_effort
 
         return {"reasoning_effort": reasoning_effort(budget)}
 

@@ -142,7 +142,7 @@ def request_choices(request: Request) -> tuple[str, list[str]]:
                 return parsed[0], template.unlettered(parsed[1])
     question, choices = read_question_and_choices(text)
     if not choices:  # options written inline, "... (a) dog (b) cat" (SAKURA's instruction)
-        from cafe.benchmarks.sakura import split_options
+        from cafe.parsing import split_options
 
         inline = split_options(text.strip())
         if inline is not None:

@@ -106,8 +106,8 @@ class Benchmark(ABC):
     #: what the accuracy section's headline is, where it is not the official figure (then
     #: ``official_section`` gives that figure); None: the default rule's label
     accuracy_label: str | None = None
-    #: the LLM judge of an official rule that is one (cafe.judge.verdict.VerdictSpec), run by
-    #: `cafe judge-official`; None: the official rule needs no LLM
+    #: the LLM judge of an official rule that is one (cafe.benchmarks.official_judge's
+    #: VerdictSpec), run by `cafe judge-official`; None: the official rule needs no LLM
     official_judge: Any = None
     #: the embedding model an official rule matches outputs to choices with (`cafe
     #: judge-official --embedder`); None: no embedding path

@@ -21,6 +21,7 @@ from typing import Any
 #: (response, kwargs, question) -> whether the response follows the instruction
 Check = Callable[[str, dict[str, Any], str], bool]
 
+
 class CheckCrash(Exception):
     """The official script crashes on this item (a null kwarg it compares or splits)."""
 

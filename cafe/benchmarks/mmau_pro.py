@@ -222,7 +222,7 @@ class MMAUPro(Benchmark):
 
     @property
     def official_judge(self) -> Any:
-        from cafe.judge.verdict import VerdictSpec
+        from cafe.benchmarks.official_judge import VerdictSpec
 
         # the official request: sampled at temperature 0.1, up to 512 new tokens; a missing
         # output is judged as "" (the script fills nulls with "")

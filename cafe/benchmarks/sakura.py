@@ -32,6 +32,7 @@ from cafe.benchmarks.base import (
     by_meta,
 )
 from cafe.jsontext import bad_text, loads_line
+from cafe.parsing import split_options
 from cafe.records import InputError, Prediction, Problem, Sample
 
 TRACKS = ("Animal", "Emotion", "Gender", "Language")
@@ -53,26 +54,6 @@ KNOWN_CONTENT = {
 }
 FIELDS = ("single_instruction", "single_answer", "multi_instruction", "multi_answer")
 _ANSWER = re.compile(r"\s*\(([a-z])\)\s*(.*?)\s*", re.DOTALL)
-
-
-def split_options(instruction: str) -> tuple[str, list[str]] | None:
-    """(question, options) of an instruction with inline "(a) ... (b) ..." options, or None.
-    The markers must run (a), (b), ... in order, so a parenthesis inside an option's text is
-    kept as text."""
-    parts: list[int] = []
-    start = 0
-    for i in range(26):
-        marker = f"({chr(ord('a') + i)})"
-        at = instruction.find(marker, start)
-        if at < 0:
-            break
-        parts.append(at)
-        start = at + len(marker)
-    if len(parts) < 2:
-        return None
-    ends = [*parts[1:], len(instruction)]
-    options = [instruction[a + 3 : b].strip() for a, b in zip(parts, ends, strict=True)]
-    return instruction[: parts[0]].strip(), options
 
 
 def track_of(text: str) -> str | None:
@@ -412,7 +393,7 @@ class SAKURA(Benchmark):
 
     @property
     def official_judge(self) -> Any:
-        from cafe.judge.verdict import VerdictSpec
+        from cafe.benchmarks.official_judge import VerdictSpec
 
         # the official request: temperature 0, top_p 0.9, no max_tokens sent; the instruction
         # with its inline options and the label exactly as saved (leading space kept)
@@ -491,7 +472,7 @@ class SAKURA(Benchmark):
             return judged_correct(official_judgement(v.raw))
 
         def lenient(v: Any) -> bool:
-            from cafe.judge.verdict import read_judgement
+            from cafe.benchmarks.official_judge import read_judgement
 
             return read_judgement(v.raw) is True
 

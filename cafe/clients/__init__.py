@@ -2,19 +2,16 @@
 
     client = make_client("openai-compatible", "Qwen/Qwen3-32B", endpoints=["http://h:8000/v1"])
     reply = await client.achat(messages, temperature=0.0, max_tokens=512)
-    reply = run_sync(client.achat(messages))  # from synchronous code
+    reply = run_sync(client.achat(messages))  # from synchronous code: cafe.execution.run_sync
 
 Kinds: "openai-compatible" (vLLM serve, SGLang…), "openai" (OPENAI_API_KEY), "gemini"
 (GEMINI_API_KEY or GOOGLE_API_KEY). Keys come from the environment only."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from cafe.clients.base import CLIENTS, ChatClient, ChatReply
-
-T = TypeVar("T")
 
 # name -> "module:Class"; the SDKs import only when their client is asked for
 for _name, _target in {
@@ -44,12 +41,4 @@ def make_client(
     return calls.build(kind, model, lambda: cls(model, endpoints, **options))
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a client coroutine from synchronous code on the shared background event loop (so
-    every caller shares the client's limiter and connections)."""
-    from cafe.clients.common import shared_loop
-
-    return shared_loop().run(coro)
-
-
-__all__ = ["CLIENTS", "ChatClient", "ChatReply", "make_client", "run_sync"]
+__all__ = ["CLIENTS", "ChatClient", "ChatReply", "make_client"]

@@ -46,3 +46,12 @@ def judge_max_tokens(answer_tokens: int, thinking: bool, budget: int | None = No
     if not thinking:
         return answer_tokens
     return answer_tokens + (DEFAULT_THINKING_BUDGET if budget is None else int(budget))
+
+
+#: OpenAI's reasoning_effort levels by the token budget they stand for (upper bounds)
+EFFORTS = ((0, "minimal"), (1024, "low"), (8192, "medium"))
+
+
+def reasoning_effort(budget: int) -> str:
+    """The reasoning_effort a token budget maps to, for protocols with levels, not tokens."""
+    return next((name for bound, name in EFFORTS if budget <= bound), "high")

@@ -12,7 +12,6 @@ Where the actors run and how many there are is no part of the run's identity."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import itertools
 import threading
@@ -58,8 +57,10 @@ class AdapterActor:
         }  # fmt: skip
 
     def generate(self, requests: list[Request]) -> list[Completion]:
+        from cafe.execution import run_sync  # the one way to run a coroutine from sync code
+
         out = self.adapter.generate(requests)
-        return asyncio.run(out) if inspect.isawaitable(out) else out
+        return run_sync(out) if inspect.isawaitable(out) else out
 
     def count_tokens(self, text: str) -> int | None:
         return self.adapter.count_tokens(text)

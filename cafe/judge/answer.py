@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, text_entry
+from cafe.cache import Cache
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.thinking import final_answer, judge_max_tokens
-from cafe.execution import cached_call, reply_entry
-from cafe.judge.base import load_template
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
 from cafe.parsing import extract_answer
+from cafe.prompts import text_template
 from cafe.records import Prediction, Sample
 
 SECTION = "judged_accuracy"
@@ -56,7 +56,7 @@ def read_verdict(text: str | None, choices: Sequence[str]) -> tuple[str | None, 
     return (choice, "ok") if choice is not None else (None, "unparseable")
 
 
-class AnswerJudge:
+class AnswerJudge(Asks):
     def __init__(
         self,
         kind: str,
@@ -71,28 +71,22 @@ class AnswerJudge:
         client: Any = None,
         calls: Any = None,
     ):
-        """``calls``: a cafe.clients.calls.CallPlan (batch transport, cost ledger), handed to
-        make_client."""
+        """``calls``: a cafe.clients.calls.CallPlan (batch transport, cost ledger), which the
+        caller (cafe.caller) builds its client with."""
         self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
-        self.template, self.template_hash = load_template("answer", template)
-        self.cache = cache or Cache(None)
+        self.template, self.template_hash = text_template("answer", template)
         self.thinking = thinking
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
-        self.calls = 0
         self.spec = JudgeSpec(
             task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
             endpoint=JudgeSpec.endpoint_of(list(endpoints)),
             thinking=bool(thinking), max_tokens=self.max_tokens, temperature=0.0,
             retries=RETRIES,
         )  # fmt: skip
-        if client is None:
-            from cafe.clients import make_client
-
-            client = make_client(kind, model, endpoints=list(endpoints) or None,
-                                 concurrency=concurrency, thinking=thinking, calls=calls,
-                                 server_option="--judge-endpoint")  # fmt: skip
-        self.client = client
+        how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
+                         thinking=bool(thinking))  # fmt: skip
+        self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=calls)
 
     @staticmethod
     def decide(sample: Sample, pred: Prediction) -> Verdict | None:
@@ -103,29 +97,28 @@ class AnswerJudge:
         return Verdict(pred.sample_id, pred.run_index, pred.answer, "ok",
                        "decided by the official rule", source="rule")  # fmt: skip
 
-    async def _ask(self, prompt: str) -> Any:
-        self.calls += 1
-        return await self.client.achat([{"role": "user", "content": prompt}], temperature=0.0,
-                                       max_tokens=self.max_tokens)  # fmt: skip
-
     async def verdict(self, sample: Sample, pred: Prediction) -> Verdict:
         if pred.raw_output is None or pred.error:
             return Verdict(pred.sample_id, pred.run_index, None, "failed", pred.error)
         prompt = build_prompt(self.template, question=sample.question, output=pred.raw_output,
                               choices=lettered(sample.choices))  # fmt: skip
+
+        def parse(text: str | None) -> tuple[Any, str | None]:
+            choice, status = read_verdict(text, sample.choices)
+            return ((choice, status), None) if status != "unparseable" else (None, status)
+
         raws: list[str] = []
         for attempt in range(RETRIES + 1):
             text_in = prompt if attempt == 0 else prompt + REMINDER
             # the reminder is in the prompt, so in the key
-            got, reply = await cached_call(self.cache, self.spec, {"prompt": text_in},
-                                           lambda t=text_in: self._ask(t), entry=reply_entry,
-                                           valid=text_entry)  # fmt: skip
-            if got is None:
-                return Verdict(pred.sample_id, pred.run_index, None, "failed", reply.error)
-            text = got["text"]
-            raws.append(text)
-            choice, status = read_verdict(text, sample.choices)
-            if status != "unparseable":
+            got = await self.caller.ask([{"role": "user", "content": text_in}],
+                                        {"prompt": text_in}, parse, temperature=0.0,
+                                        max_tokens=self.max_tokens)  # fmt: skip
+            if got.error is not None:
+                return Verdict(pred.sample_id, pred.run_index, None, "failed", got.error)
+            raws.append(got.text or "")
+            if got.ok:
+                choice, status = got.value
                 return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
         return Verdict(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws))
 

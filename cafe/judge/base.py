@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 
 from cafe.judge.spec import JudgeSpec
 from cafe.records import Judgement, Prediction, Sample
@@ -60,16 +57,3 @@ class Judge(ABC):
             status="failed",
             reason=reason,
         )
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def load_template(name: str, path: str | Path | None = None) -> tuple[str, str]:
-    """(text, sha256) of a user template file, or of the packaged ``templates/<name>.txt``."""
-    if path is not None:
-        text = Path(path).read_text(encoding="utf-8")
-    else:
-        text = resources.files("cafe.judge").joinpath("templates", f"{name}.txt").read_text("utf-8")
-    return text, sha256_text(text)

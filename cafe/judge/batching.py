@@ -1,8 +1,8 @@
 """How a judging command delivers its calls and what they cost, for any judge that builds its
 client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer extraction…):
 
-- ``call_plan``: direct, ``--batch`` (state under the run folder's ``batches/``) or ``--dry-run``,
-  with a cost ledger priced from cafe/clients/prices.yaml (or the user's ``--prices`` file);
+- the call plan (direct, --batch, --dry-run, the cost ledger) is the caller's
+  (cafe.caller.call_plan);
 - ``select_items``: selective judging. An (item, run) whose judge prompt equals another's (the
   same output judged against the same caption: runs that decoded alike) is judged once and the
   judgement shared (a cafe.execution.Selection: the engine copies it after the calls); a judge
@@ -14,43 +14,11 @@ client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from cafe.execution import Selection
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement
-from cafe.store import BATCH_DIR
-
-
-def call_plan(
-    state_root: str | Path,
-    *,
-    batch: bool = False,
-    dry_run: bool = False,
-    prices: str | Path | None = None,
-    batch_options: dict[str, Any] | None = None,
-    expected_output_tokens: int = 300,
-) -> Any:
-    """The CallPlan for a judging command whose batch state lives in ``state_root/batches``."""
-    from cafe.clients.batch import BatchSpec
-    from cafe.clients.calls import CallPlan
-    from cafe.clients.costs import Ledger, PriceTable
-
-    if batch and dry_run:
-        mode = "dry-run"  # a dry run of a batch: priced both ways, nothing sent
-    else:
-        mode = "batch" if batch else "dry-run" if dry_run else "direct"
-    # a folder gets batches/ inside it; a path ending in "." (a file's stem) gets "<stem>.batches"
-    root = str(state_root)
-    folder = Path(root + BATCH_DIR) if root.endswith(".") else Path(root) / BATCH_DIR
-    spec = BatchSpec(folder, **(batch_options or {})) if batch else None
-    return CallPlan(
-        mode=mode,
-        ledger=Ledger(PriceTable.load(prices)),
-        batch=spec,
-        expected_output_tokens=expected_output_tokens,
-    )
 
 
 # -- selective judging -----------------------------------------------------------------------

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, cache_file, text_entry
+from cafe.cache import Cache, cache_file
+from cafe.caller import Caller, CallerSpec, client_for
 from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
-from cafe.execution import cached_call, execute, reply_entry, run_sync
-from cafe.judge.base import load_template
+from cafe.execution import execute, run_sync
 from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
+from cafe.prompts import text_template
 from cafe.records import InputError, Problem, Sample
 from cafe.store import JsonlWriter, iter_jsonl, numbered_jsonl
 
@@ -120,37 +121,34 @@ async def caption_samples(
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
     counts. Failed items are reported and left out of the file, so a re-run retries them.
     ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
-    text, template_hash = load_template("caption", template)
+    text, template_hash = text_template("caption", template)
     identity = captioner_identity(client)
+    kind, _, model = identity.partition(":")
     spec = captioner_spec(client, template_hash, endpoint)
-    cache = cache or Cache(None)
+    caller = Caller(CallerSpec(kind, model, concurrency=concurrency, role="captioner"),
+                    identity=spec, cache=cache, client=client)  # fmt: skip
     out = Path(out)
     todo, problems = _todo(samples, out, _done(out, identity, template_hash))
     skipped = len(samples) - len(todo) - len(problems)
-    calls = 0
+
+    def parse(final: str | None) -> tuple[Any, str | None]:
+        return (final, None) if final else (None, "no caption")
 
     async def one(item: tuple[Sample, list[str]]) -> dict | None:
         s, hashes = item
-
-        async def ask() -> Any:
-            nonlocal calls
-            content = [{"type": "audio", "path": p} for p in s.audio]
-            content.append({"type": "text", "text": text})
-            calls += 1
-            return await client.achat([{"role": "user", "content": content}],
-                                      temperature=TEMPERATURE, max_tokens=MAX_TOKENS)  # fmt: skip
-
+        content = [{"type": "audio", "path": p} for p in s.audio]
+        content.append({"type": "text", "text": text})
         # a thinking captioner's reasoning is not the caption: its final answer is
-        cached, reply = await cached_call(cache, spec, {"audio": hashes}, ask,
-                                          entry=lambda r: reply_entry(r, final=True) if r.final
-                                          else None, valid=text_entry)  # fmt: skip
-        if cached is None:
-            why = reply.error or ("only thinking, no caption" if reply.text else "empty")
+        got = await caller.ask([{"role": "user", "content": content}], {"audio": hashes}, parse,
+                               temperature=TEMPERATURE, max_tokens=MAX_TOKENS,
+                               final=True)  # fmt: skip
+        if not got.ok:
+            why = got.error or ("only thinking, no caption" if got.text else "empty")
             return failed(item, why)
         return {
             "sample_id": s.id,
             "audio_sha256": ",".join(hashes),
-            "caption": cached["text"],
+            "caption": got.value,
             "captioner": identity,
             "template_hash": template_hash,
         }
@@ -168,7 +166,7 @@ async def caption_samples(
         "written": written,
         "skipped_done": skipped,
         "problems": problems,
-        "calls": calls,
+        "calls": caller.calls,
         "template_hash": template_hash,
     }
 
@@ -204,21 +202,18 @@ def caption(
     openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
     and "problems" (the benchmark's and the failed calls'; "failed": how many clips failed).
     ``audio_root``: the folder audio paths must stay inside; ``api_key_env``: the variable
-    holding a named server's key; ``calls``: a CallPlan (cafe.judge.batching.call_plan: batch
+    holding a named server's key; ``calls``: a CallPlan (cafe.caller.call_plan: batch
     transport, cost ledger)."""
     from cafe.benchmarks import BENCHMARKS
-    from cafe.clients import make_client
 
     if not model:
         raise CafeUsageError("--model is required: the captioner's model name")
     # the client first: a missing key or server is said in one line before any other work
+    how = CallerSpec(captioner, model, tuple(endpoints), concurrency=concurrency,
+                     key_env=api_key_env, thinking=False,  # a captioner is a judge: no thinking
+                     server_option="--endpoint", role="captioner")  # fmt: skip
     try:
-        client = make_client(
-            captioner, model, endpoints=list(endpoints) or None, concurrency=concurrency,
-            calls=calls, thinking=False,  # a captioner is a judge: asked not to think
-            server_option="--endpoint",
-            **({"api_key_env": api_key_env} if api_key_env else {}),
-        )  # fmt: skip
+        client = client_for(how, calls)
     except KeyError as e:  # unknown kind
         raise CafeUsageError(str(e)) from None
     except ValueError as e:  # missing API key, no server named

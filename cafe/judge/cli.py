@@ -114,8 +114,8 @@ def caption_command(
     template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
     OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
     --api-key-env NAME) for a server named with --endpoint."""
+    from cafe.caller import call_plan
     from cafe.failures import most_failed, summary_lines
-    from cafe.judge.batching import call_plan
     from cafe.judge.captions import caption
 
     # batch state beside the captions file: <out>.batches/

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.judge.base import JudgeItem, load_template
+from cafe.judge.base import JudgeItem
 from cafe.judge.extraction import LLMJudge, build_prompt
 from cafe.metrics.cues import cues_of
+from cafe.prompts import text_template
 
 SECTION = "cues"
 NO_CAPTION = "(no caption: the cues above are all that is known about the clip)"
@@ -24,7 +25,7 @@ class CueJudge(LLMJudge):
 
     def __init__(self, kind: str, model: str | None = None, template: str | None = None, **kw: Any):
         super().__init__(kind, model, template=None, **kw)
-        self.template, self.template_hash = load_template("cue_extraction", template)
+        self.template, self.template_hash = text_template("cue_extraction", template)
 
     def prompt_for(self, item: JudgeItem) -> str:
         s = item.sample

@@ -20,12 +20,13 @@ import json
 import re
 from typing import Any
 
-from cafe.cache import Cache, text_entry
+from cafe.cache import Cache
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
-from cafe.execution import cached_call, reply_entry
-from cafe.judge.base import Judge, JudgeItem, load_template
+from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.spec import JudgeSpec
+from cafe.prompts import text_template
 from cafe.records import Judgement
 
 #: the paper's printed output format (A.2): every reply must hold these
@@ -124,9 +125,9 @@ def reminder(reason: str | None) -> str:
     )
 
 
-class LLMJudge(Judge):
+class LLMJudge(Asks, Judge):
     """One judge for every chat protocol: ``kind`` is the client kind (openai-compatible, openai,
-    gemini) handed to ``cafe.clients.make_client``."""
+    gemini), asked through the one caller (cafe.caller)."""
 
     def __init__(
         self,
@@ -147,29 +148,21 @@ class LLMJudge(Judge):
         self.kind = kind
         self.model = model
         self.identity = f"{kind}:{model}"
-        self.template, self.template_hash = load_template("extraction", template)
+        self.template, self.template_hash = text_template("extraction", template)
         self.temperature = TEMPERATURE
-        self.cache = cache or Cache(None)
         self.retries = retries
         self.thinking = bool(thinking)
         self.max_tokens = judge_max_tokens(max_tokens, self.thinking, thinking_budget)
-        self.calls = 0  # requests actually sent (cache misses)
         self._endpoints = list(endpoints) or None
-        self._client_options = {"thinking": self.thinking, **client_options}
-        self._client = client
-        # built now: a judge with no server named or no key fails once, before any item is
-        # marked failed, with the one line that says what to set
-        self._get_client()
-
-    def _get_client(self) -> Any:
-        if self._client is None:
-            from cafe.clients import make_client
-
-            self._client = make_client(
-                self.kind, self.model, endpoints=self._endpoints,
-                **{"server_option": "--judge-endpoint", **self._client_options},
-            )  # fmt: skip
-        return self._client
+        plan = client_options.pop("calls", None)
+        concurrency = int(client_options.pop("concurrency", 16))
+        # the one caller: client, cache key, counts, reply health (built now: a judge with no
+        # server named or no key fails once, before any item is marked failed)
+        self.caller = Caller(
+            CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
+                       thinking=self.thinking, options=client_options),
+            identity=self.spec, cache=cache, client=client, plan=plan,
+        )  # fmt: skip
 
     @property
     def spec(self) -> JudgeSpec:
@@ -199,14 +192,6 @@ class LLMJudge(Judge):
             "thinking": self.thinking,
         }
 
-    async def _ask(self, prompt: str) -> Any:
-        self.calls += 1
-        return await self._get_client().achat(
-            [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-        )
-
     async def ajudge(self, item: JudgeItem) -> Judgement:
         pred = item.prediction
         if pred.raw_output is None or pred.error:
@@ -216,24 +201,23 @@ class LLMJudge(Judge):
         base_prompt = self.prompt_for(item)
         raws: list[str] = []
         reason = None
-        spec = self.spec
         for attempt in range(self.retries + 1):
             prompt = base_prompt if attempt == 0 else base_prompt + reminder(reason)
             try:
-                got, reply = await cached_call(self.cache, spec,
-                                               {"prompt": prompt, "attempt": attempt},
-                                               lambda p=prompt: self._ask(p),
-                                               entry=reply_entry, valid=text_entry)  # fmt: skip
+                got = await self.caller.ask(
+                    [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+                    {"prompt": prompt, "attempt": attempt}, parse_reply,
+                    temperature=self.temperature, max_tokens=self.max_tokens,
+                )  # fmt: skip
             except ServerUnreachable:  # a dead server stops the command, not one item
                 raise
             except Exception as e:  # a client bug or transport error: this item only
                 return self.failed(item, f"judge call failed: {type(e).__name__}: {e}")
-            if got is None:
-                return self.failed(item, f"judge call failed: {reply.error or 'no text'}")
-            text = got["text"]
-            raws.append(text)
-            lists, reason = parse_reply(text)
-            if lists is not None:
+            if got.error is not None:
+                return self.failed(item, f"judge call failed: {got.error}")
+            raws.append(got.text or "")
+            reason = got.reason
+            if got.ok:
                 return Judgement(
                     sample_id=pred.sample_id,
                     run_index=pred.run_index,
@@ -242,7 +226,7 @@ class LLMJudge(Judge):
                     raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
                     status="ok",
                     reason=None if attempt == 0 else f"valid on attempt {attempt + 1}",
-                    **lists,
+                    **got.value,
                 )
         return Judgement(
             sample_id=pred.sample_id,
@@ -253,7 +237,3 @@ class LLMJudge(Judge):
             status="invalid",
             reason=f"invalid after {len(raws)} attempts: {reason}",
         )
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()

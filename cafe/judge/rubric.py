@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe.benchmarks.string_match import is_correct
-from cafe.cache import Cache, text_entry
+from cafe.cache import Cache
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.breaker import ServerUnreachable
-from cafe.execution import cached_call, reply_entry
-from cafe.judge.base import load_template
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
+from cafe.prompts import text_template
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
 from cafe.store import SAMPLES
 
@@ -95,7 +95,7 @@ class RubricTemplate:
 
     @classmethod
     def load(cls, path: str | None = None) -> RubricTemplate:
-        text, digest = load_template("rubric", path)
+        text, digest = text_template("rubric", path)
         bits = _PART.split(text)
         parts = {bits[i]: bits[i + 1].strip("\n") for i in range(1, len(bits) - 1, 2)}
         missing = [p for p in ("system", "user", "criterion", "reply item") if p not in parts]
@@ -205,7 +205,7 @@ def reasoning_of(p: Prediction) -> str:
     return sec.get("think") or sec.get("reasoning") or p.raw_output or ""
 
 
-class RubricJudge:
+class RubricJudge(Asks):
     """Rates (item, run)s against their rubric through one of the shared chat clients (``kind``:
     openai, gemini, openai-compatible). ``concurrency`` bounds calls in flight."""
 
@@ -234,18 +234,16 @@ class RubricJudge:
         self.identity = f"{kind}:{model}"
         self.template = RubricTemplate.load(template)
         self.template_hash = self.template.hash
-        self.cache = cache or Cache(None)
         self.raters, self.trim, self.temperature, self.seed = raters, trim, temperature, seed
         self.retries, self.max_tokens = retries, max_tokens
-        self.calls = 0
         self.concurrency = concurrency
-        self._sem: asyncio.Semaphore | None = None
         self._endpoints = list(endpoints) or None
-        self._client_options = {"concurrency": concurrency, **client_options}
-        self._client = client
-        # built now: no server named or no key fails once, in one line naming what to set,
-        # before any item is marked failed (and scored 0)
-        self._get_client()
+        # the one caller (built now: no server named or no key fails once, in one line naming
+        # what to set, before any item is marked failed and scored 0)
+        plan = client_options.pop("calls", None)  # the command's call plan (batch, ledger)
+        how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
+                         options=client_options)  # fmt: skip
+        self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=plan)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -271,16 +269,6 @@ class RubricJudge:
             retries=self.retries,
         )  # fmt: skip
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            from cafe.clients import make_client
-
-            self._client = make_client(
-                self.kind, self.model, endpoints=self._endpoints,
-                **{"server_option": "--judge-endpoint", **self._client_options},
-            )  # fmt: skip
-        return self._client
-
     @property
     def protocol(self) -> dict[str, Any]:
         """The settings a record was made under (a record under others is rated again)."""
@@ -293,48 +281,38 @@ class RubricJudge:
             protocol=self.protocol, **kw,
         )  # fmt: skip
 
-    async def _ask(self, prompt: str, rater: int, attempt: int) -> tuple[str | None, str | None]:
-        """(reply text, None) or (None, failure reason); replies cached per rater and attempt."""
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(max(1, self.concurrency))
+    async def _rate(
+        self, prompt: str, criteria: list[Criterion], rater: int
+    ) -> tuple[float | None, list[str], int, list[str], str | None]:
+        """One rater: (score or None, raw replies, invalid count, notes, failure reason);
+        replies cached per rater and attempt."""
         messages = [
             {"role": "system", "content": self.template.system},
             {"role": "user", "content": [{"type": "text", "text": prompt}]},
         ]
 
-        async def ask() -> Any:
-            async with self._sem:
-                self.calls += 1
-                return await self._get_client().achat(
-                    messages, temperature=self.temperature, max_tokens=self.max_tokens,
-                    seed=self.seed,
-                )  # fmt: skip
+        def parse(text: str | None) -> tuple[Any, str | None]:
+            score, why, notes = score_reply(text, criteria)
+            return ((score, notes), None) if score is not None else (None, why)
 
-        inputs = {"prompt": prompt, "rater": rater, "attempt": attempt}
-        try:
-            got, reply = await cached_call(self.cache, self.spec, inputs, ask, entry=reply_entry,
-                                           valid=text_entry)  # fmt: skip
-        except ServerUnreachable:  # a dead server stops the command, not one item
-            raise
-        except Exception as e:  # a client bug or transport error: this item only
-            return None, f"judge call failed: {type(e).__name__}: {e}"
-        if got is None:
-            return None, f"judge call failed: {reply.error or 'no text'}"
-        return got["text"], None
-
-    async def _rate(
-        self, prompt: str, criteria: list[Criterion], rater: int
-    ) -> tuple[float | None, list[str], int, list[str], str | None]:
-        """One rater: (score or None, raw replies, invalid count, notes, failure reason)."""
         raws: list[str] = []
         reason = None
         for attempt in range(self.retries + 1):
-            text, failure = await self._ask(prompt, rater, attempt)
-            if failure is not None:
-                return None, raws, len(raws), [], failure
-            raws.append(text or "")
-            score, reason, notes = score_reply(text, criteria)
-            if score is not None:
+            try:
+                got = await self.caller.ask(
+                    messages, {"prompt": prompt, "rater": rater, "attempt": attempt}, parse,
+                    temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed,
+                )  # fmt: skip
+            except ServerUnreachable:  # a dead server stops the command, not one item
+                raise
+            except Exception as e:  # a client bug or transport error: this item only
+                return None, raws, len(raws), [], f"judge call failed: {type(e).__name__}: {e}"
+            if got.error is not None:
+                return None, raws, len(raws), [], f"judge call failed: {got.error}"
+            raws.append(got.text or "")
+            reason = got.reason
+            if got.ok:
+                score, notes = got.value
                 return score, raws, len(raws) - 1, notes, None
         return None, raws, len(raws), [f"rater {rater}: invalid after {len(raws)}: {reason}"], None
 
@@ -368,7 +346,3 @@ class RubricJudge:
             )
         score = trimmed_mean([r[0] for r in rated], self.trim)  # type: ignore[misc]
         return self.record(p, "ok", score=score, **kw)
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cafe.judge.base import Judge, JudgeItem, sha256_text
+from cafe.judge.base import Judge, JudgeItem
+from cafe.prompts import sha256_text
 from cafe.records import Event, Judgement
 
 RULE_VERSION = "rule-v2"  # v2: the answer section alone is never a perception statement

@@ -12,64 +12,18 @@ and counts as wrong, as the official scripts count it."""
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from cafe.cache import text_entry
-from cafe.clients.thinking import final_answer
-from cafe.execution import cached_call, reply_entry
+from cafe.benchmarks.official_judge import VerdictSpec
 from cafe.judge.answer import AnswerJudge, Verdict
-from cafe.judge.base import sha256_text
 from cafe.judge.extraction import build_prompt
+from cafe.prompts import sha256_text
 from cafe.records import Prediction, Sample
 
 SECTION = "official"
 VERDICTS_FILE = "official_judgements.jsonl"
 EMBEDDING_FILE = "official_embedding.jsonl"
-MAX_TOKENS = 512  # an explanation, then the judgement line
-_JUDGEMENT = re.compile(r"judge?ment\s*[:：]\s*\**\s*(correct|incorrect|wrong|right)\b", re.I)
-
-
-@dataclass(frozen=True)
-class VerdictSpec:
-    """What a benchmark says about its official LLM judge."""
-
-    name: str  # cache task name
-    template: Path  # {question} (with its options), {answer}, {output}
-    model: str  # the judge model the official script uses (the default; "": none, yours)
-    temperature: float = 0.0
-    top_p: float | None = None
-    #: the reply budget sent (None: none sent, the server's default, as SAKURA's script)
-    max_tokens: int | None = MAX_TOKENS
-    #: a system message sent before the prompt (None: the prompt alone)
-    system: str | None = None
-    #: the text judged in place of a null or failed output (None: no call, the item's verdict
-    #: fails; MMAU-Pro's script judges "" where the output is missing)
-    null_output: str | None = None
-    #: a sample -> the template's question / answer text (the benchmark's own form)
-    fields: Callable[[Sample], dict[str, str]] = field(default=lambda s: {})
-    #: a reply -> its value (SAKURA: True / False), None when it does not parse
-    reader: Callable[[str | None], Any] = field(default=lambda text: read_judgement(text))
-    #: which items the judge sees (the others get no call)
-    applies: Callable[[Sample], bool] = field(default=lambda s: True)
-    #: (sample, the model's output) -> the output as the official prompt builder puts it in
-    output_form: Callable[[Sample, str], str] = field(default=lambda s, out: out)
-    #: asks again after a reply the reader cannot read, each time with ``reminder`` appended
-    #: (each attempt its own cache key); still unread after them: the verdict is unparseable
-    retries: int = 0
-    reminder: str = ""
-
-
-def read_judgement(text: str | None) -> bool | None:
-    """True / False from a reply's last "Judgement: ..." line; None when none parses."""
-    reply = final_answer(text)
-    found = _JUDGEMENT.findall(reply or "")
-    if not found:
-        return None
-    return found[-1].lower() in ("correct", "right")
 
 
 @dataclass
@@ -108,7 +62,7 @@ class VerdictJudge(AnswerJudge):
         else:
             self.max_tokens = budget if not self.thinking else self.max_tokens + budget
         # the judge's identity as stored with its verdicts: this rule's task, template, budget
-        self.spec = dataclasses.replace(
+        self.spec = self.caller.identity = dataclasses.replace(
             self.spec, task=vs.name, template_hash=self.template_hash,
             max_tokens=self.max_tokens, temperature=vs.temperature,
         )  # fmt: skip
@@ -135,29 +89,27 @@ class VerdictJudge(AnswerJudge):
 
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
         # for every judge; top_p is this rule's own sampling setting, so it is in the request
-        async def ask(text_in: str) -> Any:
-            self.calls += 1
-            system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
-            sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
-            return await self.client.achat([*system, {"role": "user", "content": text_in}],
-                                           temperature=vs.temperature,
-                                           max_tokens=self.max_tokens, **sampling)  # fmt: skip
+        system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
+        sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
+
+        def parse(text: str | None) -> tuple[Any, str | None]:
+            value = vs.reader(text)
+            return (value, None) if value is not None else (None, "unparseable")
 
         raws: list[str] = []
         for attempt in range(vs.retries + 1):
             text_in = prompt if attempt == 0 else prompt + vs.reminder
             again = {"attempt": attempt} if attempt > 1 else {}  # each retry its own key
-            got, reply = await cached_call(self.cache, self.spec,
-                                           {"prompt": text_in, **extra, **again},
-                                           lambda t=text_in: ask(t), entry=reply_entry,
-                                           valid=text_entry)  # fmt: skip
-            if got is None:
-                return Judged(pred.sample_id, pred.run_index, None, "failed", reply.error)
-            raws.append(got["text"])
-            value = vs.reader(got["text"])
-            if value is not None:  # the raw reply is the one read (earlier attempts: counted)
-                return Judged(pred.sample_id, pred.run_index, None, "ok", got["text"],
-                              value=value, attempts=attempt + 1)  # fmt: skip
+            got = await self.caller.ask([*system, {"role": "user", "content": text_in}],
+                                        {"prompt": text_in, **extra, **again}, parse,
+                                        temperature=vs.temperature, max_tokens=self.max_tokens,
+                                        **sampling)  # fmt: skip
+            if got.error is not None:
+                return Judged(pred.sample_id, pred.run_index, None, "failed", got.error)
+            if got.ok:  # the raw reply is the one read (earlier attempts: counted)
+                return Judged(pred.sample_id, pred.run_index, None, "ok", got.text,
+                              value=got.value, attempts=attempt + 1)  # fmt: skip
+            raws.append(got.text or "")
         return Judged(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws),
                       attempts=len(raws))  # fmt: skip
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from cafe.controls import SILENT_TRUTH
 from cafe.metrics.cafe import METRICS as CAFE_METRICS
+from cafe.metrics.cafe import neutral_share
 from cafe.metrics.stats import paired_bootstrap
 from cafe.records import Prediction, Sample
 
@@ -110,8 +111,6 @@ def format_listening(section: dict[str, Any]) -> str:
         if caf and caf.get("judged") == 0:  # no figure from no judgement
             lines.append(f"  {'':<10} CAFE under {name}: nothing judged (no Acc_per, no Err_per)")
         elif caf:
-            from cafe.reports.summary import neutral_share
-
             lines.append(
                 f"  {'':<10} CAFE under {name}: Acc_per {f(caf.get('acc_per'))}, Err_per "
                 f"{f(caf.get('err_per'))}, neutral {f(neutral_share(caf))}"

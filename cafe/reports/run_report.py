@@ -268,9 +268,7 @@ def summary_md(
         lines.append(signals.rstrip("\n"))
     lines += ["", "## Files", ""]
     for what, paths in made.items():
-        lines.append(
-            f"- {what}: " + ", ".join(f"`{p.relative_to(report)}`" for p in paths)
-        )
+        lines.append(f"- {what}: " + ", ".join(f"`{p.relative_to(report)}`" for p in paths))
     if notes:
         lines += ["", "## Not produced", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"

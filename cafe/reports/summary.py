@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cafe.metrics.cafe import neutral_share  # CAFE's own arithmetic (issue 42)
+
 
 def _num(v: Any) -> str:
     """A figure as printed; a missing one (None: nothing to divide by) as "–", never "None"."""
@@ -89,12 +91,3 @@ def summary_table(metrics: dict[str, Any]) -> str:
             )
         )
     return "\n".join(lines)
-
-
-def neutral_share(cafe: dict[str, Any]) -> float | None:
-    """The share of reported events that are neutral (true but not needed): what Acc_per, Err_per
-    and Err_use leave of 100, so Acc_per 74 of a listener right 96% of the time reads right."""
-    parts = [cafe.get(k) for k in ("acc_per", "err_per", "err_use")]
-    if any(not isinstance(v, int | float) for v in parts):
-        return None
-    return round(max(0.0, 100.0 - sum(parts)), 2)

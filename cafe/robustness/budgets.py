@@ -49,15 +49,6 @@ def budget_method(adapter_cls: type, model: str) -> str:
     return str(method)
 
 
-#: OpenAI's reasoning_effort levels by the token budget they stand for (upper bounds)
-EFFORTS = ((0, "minimal"), (1024, "low"), (8192, "medium"))
-
-
-def reasoning_effort(budget: int) -> str:
-    """The reasoning_effort a token budget maps to, for protocols with levels, not tokens."""
-    return next((name for bound, name in EFFORTS if budget <= bound), "high")
-
-
 def budget_identity(budget: int, method: str) -> dict[str, Any]:
     """What a sweep point adds to a run: the generation setting (identity) and its name."""
     return {"generation": {KEY: int(budget)}, "budget": int(budget), "method": method}

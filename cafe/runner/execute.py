@@ -1,8 +1,9 @@
 """Execute: requests -> completions through an adapter, the same way for every caller (`cafe
 run`, doctor, the training difficulty filter, the smoke run's format check).
 
-- ``call_adapter``: one generate() call; an async generate runs on its own event loop, and an
-  exception or a wrong count becomes a per-item error instead of losing the batch.
+- ``call_adapter`` (cafe.adapters.base, beside the contract it calls): one generate() call; an
+  async generate runs on its own event loop, and an exception or a wrong count becomes a
+  per-item error instead of losing the batch.
 - ``CachedAdapter``: the call cache as a wrapper with the adapter's own contract.
 - ``generate``: both for a plain list of requests, in batches on the one executor
   (cafe.execution.execute: C threads, at most two batches per thread in flight), as `cafe run`
@@ -10,39 +11,13 @@ run`, doctor, the training difficulty filter, the smoke run's format check).
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import threading
 from typing import Any
 
 from cafe import cache as cache_mod
+from cafe.adapters.base import call_adapter
 from cafe.audio import file_sha256
 from cafe.records import Completion, RecordError, Request
-
-
-def call_adapter(adapter: Any, requests: list[Request], log: Any = None) -> list[Completion]:
-    """One generate() call. The contract says per-item errors; an exception raised by adapter
-    code (a bug, not the weather) becomes a one-line error per item marked as an adapter
-    failure (not retried by re-runs), its traceback once in ``log`` (cafe.failures.RunLog)."""
-    try:
-        completions = adapter.generate(requests)
-        if inspect.isawaitable(completions):  # an async generate: one loop per batch
-            completions = asyncio.run(completions)  # type: ignore[arg-type]
-        if len(completions) != len(requests):
-            raise RuntimeError(
-                f"adapter returned {len(completions)} completions for {len(requests)}"
-            )
-        return list(completions)
-    except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0]
-        reason = f"adapter error: {type(e).__name__}: {first}"
-        if log is not None:
-            log.exception("generate() raised", e)
-            reason += f" (traceback in {log.path})"
-        return [
-            Completion(r.sample_id, r.run_index, None, error=reason, backend={"failure": "adapter"})
-            for r in requests
-        ]
 
 
 def open_cache(enabled: bool) -> cache_mod.Cache:

@@ -62,8 +62,11 @@ def run_step(name: str, run_dir: Any, **options: Any) -> Any:
 
 def api_function(name: str) -> Any:
     """The cafe.api function of the registered step ``name``, made from its declaration:
-    ``(run_dir, *, <its options>, cache, concurrency, progress) -> its section``."""
+    ``(run_dir, *, <its options>, cache, concurrency, progress, limit) -> its section``, its
+    concurrency default its command's (one default per option)."""
     import inspect
+
+    from cafe.steps.base import concurrency_default
 
     step = STEPS.step(name)
     kw = inspect.Parameter.KEYWORD_ONLY
@@ -71,15 +74,20 @@ def api_function(name: str) -> Any:
     params += [inspect.Parameter(o.name, kw, default=o.default, annotation=o.type)
                for o in step.options]  # fmt: skip
     params += [inspect.Parameter("cache", kw, default=None),
-               inspect.Parameter("concurrency", kw, default=8, annotation=int),
-               inspect.Parameter("progress", kw, default=False, annotation=bool)]  # fmt: skip
+               inspect.Parameter("concurrency", kw, default=concurrency_default(step),
+                                 annotation=int),
+               inspect.Parameter("progress", kw, default=False, annotation=bool),
+               inspect.Parameter("limit", kw, default=None, annotation=int | None)]  # fmt: skip
+    signature = inspect.Signature(params)
 
     def function(run_dir: Any, **options: Any) -> dict[str, Any]:
-        return run_step(name, run_dir, **options).section
+        given = signature.bind(run_dir, **options)  # an unknown keyword: its TypeError
+        given.apply_defaults()
+        return run_step(name, **given.arguments).section
 
     function.__name__ = function.__qualname__ = name.replace("-", "_")
     function.__doc__ = step.help or f"The {name} step over a run folder -> its section."
-    function.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    function.__signature__ = signature  # type: ignore[attr-defined]
     return function
 
 

@@ -45,6 +45,12 @@ class Option:
         return self.switch[bool(given)] if self.switch is not None else given
 
 
+#: calls in flight, declared once: the engine's (--concurrency) and a judge server's
+#: (--judge-concurrency, unless its Flags say ``kw["default"]``); the command and the API
+#: function of a step take the same (``concurrency_default``)
+ENGINE_CONCURRENCY, JUDGE_CONCURRENCY = 8, 16
+
+
 @dataclass(frozen=True)
 class Flags:
     """A group of a command's flags declared once in cafe.steps.cli (how the calls are made,
@@ -54,6 +60,14 @@ class Flags:
     group: str  # "judge_server", "cache", "batch", "thinking", "json", "progress", "engine"
     names: dict[str, str] = field(default_factory=dict)
     kw: dict[str, Any] = field(default_factory=dict)
+
+
+def concurrency_default(step: Any) -> int:
+    """The calls in flight a step's command and API function default to."""
+    for g in step.layout or ():
+        if isinstance(g, Flags) and g.group == "judge_server":
+            return int(g.kw.get("default", JUDGE_CONCURRENCY))
+    return ENGINE_CONCURRENCY
 
 
 @dataclass

@@ -137,7 +137,7 @@ class CafeJudgeStep(Step):
     def spec(self, **options: Any) -> dict[str, Any]:
         """The judge's spec: ground truth checked, the judge built (no server named, no key:
         one line before any item is judged)."""
-        from cafe.judge import batching
+        from cafe.caller import call_plan
 
         o = {k: v for k, v in Step.spec(self, **options).items() if k not in ("step", "version")}
         self.mode, self.selective = o["mode"], bool(o["selective"])
@@ -147,7 +147,7 @@ class CafeJudgeStep(Step):
         _check_ground_truth(view.root, judge, judge_cls, view.samples, self.caption_of)
         # a judge with nothing worth caching (the rule) opens no cache file
         cache = self.call_cache.cache if getattr(judge_cls, "uses_cache", True) else Cache(None)
-        self.call_plan = batching.call_plan(view.root, batch=self.batch, dry_run=self.dry_run,
+        self.call_plan = call_plan(view.root, batch=self.batch, dry_run=self.dry_run,
                                             prices=self.prices,
                                             batch_options=self.batch_options)  # fmt: skip
         try:
@@ -307,7 +307,7 @@ def _describe_judging(section: dict[str, Any], step: CafeJudgeStep, view: View) 
             "judged_now": len(fresh),
             "judge_wall_s": round(step.this_invocation.wall_s, 3),
             "mode": step.call_plan.mode,
-            **call_stats_of(getattr(judge, "_client", None)),  # 429s, 5xx, retries, waits
+            **call_stats_of(getattr(getattr(judge, "caller", None), "client", None)),  # 429s, 5xx…
             **({"cost": costs} if costs is not None else {}),
         },
     )
@@ -330,6 +330,7 @@ def judge_run(
     selective: bool = False,
     prices: str | Path | None = None,
     batch_options: dict[str, Any] | None = None,
+    limit: int | None = None,
     **judge_options: Any,
 ) -> dict[str, Any]:
     """Judge a run folder and return the metrics.json "cafe" section (also written there).
@@ -338,14 +339,15 @@ def judge_run(
     ``batch``: deliver through the service's batch endpoints (state in RUN/batches/);
     ``dry_run``: count calls, cache hits and estimated cost, send and write nothing (returns
     that report); ``selective``: judge each distinct judge prompt once (see
-    cafe.judge.batching); ``prices``: your price table (cafe/clients/prices.yaml's shape)."""
+    cafe.judge.batching); ``prices``: your price table (cafe/clients/prices.yaml's shape);
+    ``limit``: only the first N (item, run)s (the section says it is partial)."""
     from cafe.steps.engine import run_step
 
     step = CafeJudgeStep(endpoints, concurrency, batch=batch, dry_run=dry_run,
                          prices=prices, batch_options=batch_options,
                          judge_options=judge_options)  # fmt: skip
     res = run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
-                   judge=judge,
+                   limit=limit, judge=judge,
                    judge_model=judge_model, template=str(template) if template else None,
                    mode=mode, captions=str(captions) if captions else None,
                    selective=selective)  # fmt: skip

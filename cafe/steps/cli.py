@@ -30,7 +30,7 @@ from cafe.cli_options import (
 from cafe.controls import CONTROLS, parse_controls
 from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
-from cafe.steps.base import Flags, Step
+from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step
 
 
 def step_command(step: Step, help: str | None = None) -> click.Command:
@@ -135,7 +135,8 @@ def _engine_flags(g: Flags) -> Any:
     return compose(
         option("--cache", default=None,
                help="Call cache file (default: $CAFE_CACHE/steps.sqlite)."),
-        option("--concurrency", type=ITEMS, default=8, show_default=True, help="Calls in flight."),
+        option("--concurrency", type=ITEMS, default=ENGINE_CONCURRENCY, show_default=True,
+               help="Calls in flight."),
     )  # fmt: skip
 
 
@@ -156,12 +157,18 @@ def _server_flags(g: Flags) -> Any:
         "endpoints": judge_endpoint_option(kw.get("endpoint_help", "Judge server base URL."),
                                            n["endpoints"], kw.get("endpoint_old", ())),
         "concurrency": judge_concurrency_option(
-            kw.get("default", 16), kw.get("concurrency_help", "Judge calls in flight at once."),
+            kw.get("default", JUDGE_CONCURRENCY),
+            kw.get("concurrency_help", "Judge calls in flight at once."),
             n["concurrency"], click.IntRange(1, kw.get("most", 10**8)),
             kw.get("concurrency_old", ())),
         "api_key_env": judge_api_key_env_option(n["api_key_env"]),
     }  # fmt: skip
-    return compose(*(made[k] for k in kw.get("order", ("endpoints", "concurrency"))))
+    limit = option(
+        "--limit", type=click.IntRange(1), default=None,
+        help="Judge only the first N (item, run)s: try the judge on a few first (the section "
+        "says it is partial; the same command without it goes on).",
+    )  # fmt: skip
+    return compose(*(made[k] for k in kw.get("order", ("endpoints", "concurrency"))), limit)
 
 
 def _server_names(g: Flags) -> dict[str, str]:
@@ -174,6 +181,7 @@ def _server_take(g: Flags, run_dir: str, given: dict[str, Any],
     n = _server_names(g)
     client["endpoints"] = tuple(given.pop(n["endpoints"]))
     client["concurrency"] = run["concurrency"] = given.pop(n["concurrency"])
+    run["limit"] = given.pop("limit")
     key = given.pop(n["api_key_env"], None)
     if key:  # not given: the client's own default variable
         _into(g, client, {"api_key_env": key})
@@ -190,7 +198,7 @@ def _batch_take(g: Flags, run_dir: str, given: dict[str, Any],
     if not g.kw.get("plan"):  # the step makes its call plan from these (in RUN_DIR/batches/)
         client.update(batch.call_kwargs())
         return
-    from cafe.judge.batching import call_plan  # its judge's client takes the plan itself
+    from cafe.caller import call_plan  # its judge's client takes the plan itself
 
     plan = client["calls"] = call_plan(run_dir, **batch.call_kwargs())
     client["concurrency"] = run["concurrency"] = plan.item_concurrency(client["concurrency"])

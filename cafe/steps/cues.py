@@ -150,13 +150,15 @@ def cues_run(
     captions: str | Path | None = None,
     cache: Cache | str | Path | None = None,
     progress: bool = True,
+    limit: int | None = None,
     **client_options: Any,
 ) -> dict[str, Any]:
     """Write (and return) the "cues" section; with ``judge`` (openai, gemini,
-    openai-compatible) the cue judge runs too, resumably and cached."""
+    openai-compatible) the cue judge runs too, resumably and cached (``limit``: on the first
+    N (item, run)s only)."""
     from cafe.steps.engine import run_step
 
     step = CuesStep(concurrency, endpoints, **client_options)
     options = dict(judge=judge, judge_model=judge_model, template=template, captions=captions)
     return run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
-                    **options).section  # fmt: skip
+                    limit=limit, **options).section  # fmt: skip

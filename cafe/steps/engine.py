@@ -73,13 +73,15 @@ def run_step(
     cache: Cache | str | Path | None = None,
     concurrency: int = 8,
     progress: bool = False,
+    limit: int | None = None,
     **options: Any,
 ) -> StepResult:
     """Run ``step`` on a run folder with ``options`` (its declared ones) -> its section, also
     written to metrics.json. ``cache``: the call cache every call of the step goes through (a
     Cache, its path, or None: $CAFE_CACHE/steps.sqlite, judge.sqlite for ``caches = "calls"``).
     Raises NothingUsable (nothing written) when it produced nothing usable; re-running
-    resumes (and replays finished calls from the cache)."""
+    resumes (and replays finished calls from the cache). ``limit``: only the first N (item,
+    run)s of its plan (try a judge on a few first); the section says it is partial."""
     register_step_section(step)
     store = RunStore(run_dir)
     # a dry run writes nothing: it does not take the lock
@@ -96,23 +98,27 @@ def run_step(
         spec = step.spec(**options)
         records: list[StepRecord] = []
         calls: dict[str, Any] = {}
+        planned_all = 0
         records_file = step.records_file(spec)
         makes_calls = bool(records_file) or step.records_in_section
         if step.dry_run:  # plan and count: nothing sent, nothing written
-            return _plan_only(step, store, view, spec, records_file, concurrency)
+            return _plan_only(step, store, view, spec, records_file, concurrency, limit)
         if makes_calls:
-            records, calls = _execute(step, store, view, spec, records_file, concurrency,
-                                      progress)  # fmt: skip
+            records, calls, planned_all = _execute(step, store, view, spec, records_file,
+                                                   concurrency, progress, limit)  # fmt: skip
         if step.call_plan is not None:  # what the calls cost, whatever comes next
             step.costs = write_costs(store, step.call_plan, step.call_cache.hits)
         pending = step.pending()
         if pending:  # no results yet: the section as it would be, not written
             return _held(step, view, records, spec, calls, pending)
-        status = step.status(view, records)
+        whole = step.status(view, records)
+        status = _limited(whole, planned_all, limit)
         require_usable(step.who(), status, str(store.root))  # nothing written then
         step.commit(store, records)
         view = replace(view, metrics=store.read_metrics())  # as its commit left them
         section = _section(step, view, records, spec, calls if makes_calls else None, status)
+        if status is not whole:  # cut by --limit: said in every section, whatever its shape
+            section["outcome"] = status.to_dict()
         for name, rows in step.files(view, records).items():
             _write_rows(store, name, rows)
         write_sections(store, {step.section_name: section, **step.more_sections(view, records)})
@@ -126,15 +132,24 @@ def run_step(
     return StepResult(section, status, records)
 
 
+def _limited(status: StepStatus, planned: int, limit: int | None) -> StepStatus:
+    """A step run with --limit over fewer (item, run)s than its plan: partial, saying so."""
+    if limit is None or status.status == "failed" or planned <= limit:
+        return status
+    why = f"--limit {limit}: {limit} of {planned} (item, run)s"
+    return StepStatus("partial", status.total, status.usable,
+                      f"{status.reason}; {why}" if status.reason else why)  # fmt: skip
+
+
 def _plan_only(
     step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
-    concurrency: int,
+    concurrency: int, limit: int | None = None,
 ) -> StepResult:  # fmt: skip
     """A dry run: what is left under this spec, its calls made through the step's call plan
     (which sends nothing and counts) -> the step's report; no file is written."""
     path = store.path(records_file) if records_file else None
     kept = _resume(step, path, spec, write=False) if path else []
-    planned, sel, done = _planned(step, view, spec, kept)
+    planned, sel, done, _ = _planned(step, view, spec, kept, limit)
     call, counts = _cached_call(step, spec)
     if step.call_plan is not None:
         concurrency = step.call_plan.item_concurrency(concurrency)
@@ -189,14 +204,15 @@ def _section(
 
 def _execute(
     step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
-    concurrency: int, progress: bool,
-) -> tuple[list[Any], dict[str, Any]]:  # fmt: skip
-    """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts)."""
+    concurrency: int, progress: bool, limit: int | None = None,
+) -> tuple[list[Any], dict[str, Any], int]:  # fmt: skip
+    """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts,
+    the (item, run)s its plan holds)."""
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
     path = store.path(records_file) if records_file else None
     kept = _resume(step, path, spec) if path else []
-    planned, sel, done = _planned(step, view, spec, kept)
+    planned, sel, done, planned_all = _planned(step, view, spec, kept, limit)
     call, counts = _cached_call(step, spec)
     if step.call_plan is not None:  # a batch collects every call waiting: the bound lifts
         concurrency = step.call_plan.item_concurrency(concurrency)
@@ -223,7 +239,7 @@ def _execute(
     counts.update(done=len(made), records=by_status([r.status for r in made]))
     step.this_invocation = Invocation(counts, planned, sel, fresh, done,
                                       time.perf_counter() - t0)  # fmt: skip
-    return records, counts
+    return records, counts, planned_all
 
 
 def _resume(step: Step, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
@@ -236,15 +252,17 @@ def _resume(step: Step, path: Path, spec: dict[str, Any], write: bool = True) ->
 
 
 def _planned(
-    step: Step, view: View, spec: dict[str, Any], kept: list[Any]
-) -> tuple[list[Any], Selection, int]:
-    """What is left under this spec (a failed record is made again) -> (the records the plan
-    made without a call, the step's selection of the items to call, how many were done)."""
+    step: Step, view: View, spec: dict[str, Any], kept: list[Any], limit: int | None = None
+) -> tuple[list[Any], Selection, int, int]:
+    """What is left under this spec (a failed record is made again) of the first ``limit``
+    (item, run)s of the plan (None: all) -> (the records the plan made without a call, the
+    step's selection of the items to call, how many were done, how many the plan holds)."""
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
-    left = [x for x in step.plan(view, spec) if _key(step, x) not in done]
+    plan = step.plan(view, spec)
+    left = [x for x in plan[:limit] if _key(step, x) not in done]
     planned = [x for x in left if isinstance(x, step.record_cls)]
     items = [x for x in left if not isinstance(x, step.record_cls)]
-    return planned, step.select(items), len(done)
+    return planned, step.select(items), len(done), len(plan)
 
 
 def _key(step: Step, x: Any) -> tuple[str, int]:

@@ -75,16 +75,11 @@ class JudgedAccuracyStep(Step):
     def __init__(self, endpoints: Sequence[str] = (), concurrency: int = 16, client: Any = None,
                  batch: bool = False, prices: Any = None,
                  batch_options: dict[str, Any] | None = None, make_judge: Any = None,
-                 build_section: Any = None, section_name: str = SECTION) -> None:  # fmt: skip
+                 build_section: Any = None) -> None:  # fmt: skip
         self.endpoints, self.concurrency, self.client = endpoints, concurrency, client
         self.batch, self.prices, self.batch_options = batch, prices, batch_options
         self.make_judge = make_judge or AnswerJudge
         self.build_section = build_section or judged_section
-        from cafe.steps import TABLE
-
-        # another section (the official rule's): the step is the command that owns it
-        self.section_name = section_name
-        self.name = next((e.command for e in TABLE if e.section == section_name), self.name)
 
     def who(self) -> str:
         return f"the {self.section_name} judge"
@@ -94,9 +89,9 @@ class JudgedAccuracyStep(Step):
             raise ValueError(f"{view.root}: no predictions.jsonl records to judge")
 
     def bind(self, view: View) -> None:
-        from cafe.judge import batching
+        from cafe.caller import call_plan
 
-        self.call_plan = batching.call_plan(view.root, batch=self.batch, prices=self.prices,
+        self.call_plan = call_plan(view.root, batch=self.batch, prices=self.prices,
                                             batch_options=self.batch_options)  # fmt: skip
 
     def spec(self, **options: Any) -> dict[str, Any]:
@@ -226,7 +221,7 @@ def _refuse_lost_calls(preds: Sequence[Prediction], asked: list[Verdict]) -> Non
 
 #: what a judged step is built with (how its calls are made), the rest are its options
 HOW = ("concurrency", "cache", "client", "batch", "prices", "batch_options", "make_judge",
-       "build_section", "section_name")  # fmt: skip
+       "build_section", "limit")  # fmt: skip
 
 
 def judge_accuracy_run(
@@ -245,15 +240,17 @@ def judge_accuracy_run(
 
     ``selective``: ask the judge only where the official rule cannot decide. ``how``: how the
     calls are made (``HOW``): ``batch`` delivers through the service's batch endpoints (state
-    in RUN/batches/), ``prices`` is your price table (the cost goes into the manifest).
-    ``make_judge`` / ``build_section`` / ``section_name``: another judge of the same shape (an
-    AnswerJudge subclass), the section it makes (judged_section's arguments) and its name."""
+    in RUN/batches/), ``prices`` is your price table (the cost goes into the manifest),
+    ``limit`` judges the first N (item, run)s only.
+    ``make_judge`` / ``build_section``: another judge of the same shape (an AnswerJudge
+    subclass) and the section it makes (judged_section's arguments); another section is a
+    subclass declaring its ``name`` and ``section_name`` (as OfficialStep)."""
     from cafe.steps.engine import run_step
 
-    cache = how.pop("cache", None)  # the engine opens it
+    cache, limit = how.pop("cache", None), how.pop("limit", None)  # the engine's
     step = JudgedAccuracyStep(endpoints, **how)  # an unknown keyword: its TypeError
     res = run_step(step, run_dir, cache=cache, concurrency=step.concurrency, progress=False,
-                   judge=judge,
+                   limit=limit, judge=judge,
                    judge_model=judge_model, template=str(template) if template else None,
                    thinking=thinking, thinking_budget=thinking_budget,
                    selective=selective)  # fmt: skip
@@ -289,7 +286,7 @@ class OfficialStep(JudgedAccuracyStep):
               Flags("batch", kw={"saving": False}))  # fmt: skip
 
     def __init__(self, **kw: Any) -> None:
-        super().__init__(section_name="official", **kw)
+        super().__init__(**kw)  # its name and section: its own declarations
         self.build_section = self._judged_section
         self.embedded: list[dict[str, Any]] | None = None  # rows of the embedding run now
 
@@ -400,9 +397,9 @@ def official_judge_run(
     ``options``: how the calls are made (``HOW``)."""
     from cafe.steps.engine import run_step
 
-    cache = options.pop("cache", None)  # the engine opens it
+    cache, limit = options.pop("cache", None), options.pop("limit", None)  # the engine's
     step = OfficialStep(endpoints=endpoints, **options)
     res = run_step(step, run_dir, cache=cache, concurrency=step.concurrency, progress=False,
-                   judge=judge,
+                   limit=limit, judge=judge,
                    judge_model=judge_model, embedder=embedder)  # fmt: skip
     return res.section

@@ -145,7 +145,7 @@ class RubricStep(Step):
                 "cache_hits": self.call_cache.hits,
                 "rated_now": self.this_invocation.counts.get("done", 0),
                 "wall_s": round(self.this_invocation.wall_s, 3),
-                **call_stats_of(s._client),
+                **call_stats_of(s.caller.client),
             },  # fmt: skip
         }
 
@@ -179,14 +179,16 @@ def rubric_run(
     template: str | Path | None = None,
     cache: Cache | str | Path | None = None,
     progress: bool = True,
+    limit: int | None = None,
     **client_options: Any,
 ) -> dict[str, Any]:
     """Rate a run folder against its MMAR rubrics; returns (and writes) the "rubric" section.
-    ``judge`` is a chat client kind (openai, gemini, openai-compatible)."""
+    ``judge`` is a chat client kind (openai, gemini, openai-compatible); ``limit``: the first
+    N (item, run)s only."""
     from cafe.steps.engine import run_step
 
     step = RubricStep(concurrency, endpoints, **client_options)
     options = dict(judge=judge, judge_model=judge_model, raters=raters, trim=trim, seed=seed,
                    temperature=temperature, retries=retries, template=template)  # fmt: skip
     return run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
-                    **options).section  # fmt: skip
+                    limit=limit, **options).section  # fmt: skip

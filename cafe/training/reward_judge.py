@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache, make_key
-from cafe.execution import Limiter, cached_call
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.training.rewards import JudgeScores
 
 KINDS = ("perception", "step", "holistic", "review")
@@ -128,7 +128,7 @@ class RewardJudge(ABC):
         pass
 
 
-class LLMRewardJudge(RewardJudge):
+class LLMRewardJudge(Asks, RewardJudge):
     def __init__(
         self,
         client: Any,
@@ -146,48 +146,41 @@ class LLMRewardJudge(RewardJudge):
         if parse not in PARSE_RULES:
             raise ValueError(f"reward judge parse rule {parse!r}: one of {', '.join(PARSE_RULES)}")
         self.parse = parse
-        self.client = client
         self.identity = client.identity
         self.templates = templates or load_templates()
         self.hashes = {k: template_hash(v) for k, v in self.templates.items()}
-        self.cache = cache or Cache(None)
         self.thinking = thinking
         # a thinking judge gets its thinking budget on top: 16 tokens of thinking is no answer
         self.max_tokens = judge_max_tokens(max_tokens, thinking, thinking_budget)
         self.asked = self.failed = self.invalid = 0
         self.concurrency = concurrency
-        self._limit = Limiter(concurrency)  # the one executor's bound, on TRL's event loop
-        self.calls = 0  # chat calls actually sent (cache hits excluded)
+        # the one caller, on TRL's event loop (its bound is per loop); no early stop: the
+        # authors' rule scores a judge that never answers with a number 0
+        kind, _, model = str(client.identity).partition(":")
+        how = CallerSpec(kind, model, concurrency=concurrency, role="reward judge")
+        spec = _RewardSpec(self.identity, self.thinking, self.max_tokens, self.parse)
+        self.caller = Caller(how, identity=spec, cache=cache, client=client, watch=False)
 
     async def score(self, kind: str, fields: dict[str, Any]) -> float:
         prompt = self.templates[kind].format_map(_Blank(fields))
         self.asked += 1
 
-        async def ask() -> float | None:  # the tries of one score: its value, or None
-            for attempt in range(RETRIES[kind]):
-                async with self._limit:
-                    self.calls += 1
-                    reply = await self.client.achat(
-                        [{"role": "user",
-                          "content": prompt if attempt == 0 else prompt + REMINDER}],
-                        temperature=0.0, max_tokens=self.max_tokens,
-                    )  # fmt: skip
-                value = parse_score(reply.text, self.parse)
-                if value is not None:
-                    return value
-                self.invalid += 1
-            self.failed += 1
-            return None
+        def parse(text: str | None) -> tuple[Any, str | None]:
+            value = parse_score(text, self.parse)
+            return (value, None) if value is not None else (None, "no score")
 
-        spec = _RewardSpec(self.identity, self.thinking, self.max_tokens, self.parse)
         inputs = {"template": self.hashes[kind], "kind": kind, "prompt": prompt}
-        value, _ = await cached_call(self.cache, spec, inputs, ask, entry=lambda v: v,
-                                     valid=_a_number)  # fmt: skip
-        # the authors' rule: a judge that never answers with a number scores 0
-        return 0.0 if value is None else float(value)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
+        # the tries of one score share its key: the value of the one that gave a number
+        for attempt in range(RETRIES[kind]):
+            content = prompt if attempt == 0 else prompt + REMINDER
+            got = await self.caller.ask([{"role": "user", "content": content}], inputs, parse,
+                                        temperature=0.0, max_tokens=self.max_tokens,
+                                        keep="value", valid=_a_number)  # fmt: skip
+            if got.ok:  # the authors' rule: a judge that never answers with a number scores 0
+                return float(got.value)
+            self.invalid += 1  # no valid score in the reply (or no reply): tried again
+        self.failed += 1
+        return 0.0
 
 
 class _Blank(dict):
@@ -387,20 +380,13 @@ def make_reward_judge(
     GRPO step waits for its rewards)."""
     if kind == "offline":
         return OfflineRewardJudge()
-    from cafe.clients import make_client
+    from cafe.caller import CallerSpec, client_for
 
     if not model:
         raise ValueError(f"reward judge {kind!r} needs a judge model name")
-    extra = {"api_key_env": api_key_env} if api_key_env else {}
-    client = make_client(
-        kind,
-        model,
-        endpoints=list(endpoints) or None,
-        concurrency=concurrency,
-        calls=calls,
-        thinking=thinking,
-        **extra,
-    )
+    how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency, thinking=thinking,
+                     key_env=api_key_env, role="reward judge")  # fmt: skip
+    client = client_for(how, calls)
     return LLMRewardJudge(
         client,
         templates=load_templates(templates),

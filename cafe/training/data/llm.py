@@ -6,13 +6,13 @@ reason (it is counted, never silently dropped)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache, make_key
+from cafe.cache import Cache
+from cafe.caller import PLAIN_KEY, Asks, Caller, CallerSpec
 from cafe.training.data.rules import DIMENSIONS
 from cafe.training.reward_judge import TEMPLATE_DIR, template_hash
 
@@ -67,7 +67,7 @@ def _choices_text(choices: list[str]) -> str:
     return "\n".join(f"{'ABCDEFGH'[i]}. {c}" for i, c in enumerate(choices))
 
 
-class LLMStages:
+class LLMStages(Asks):
     """The five LLM stages over one chat client."""
 
     def __init__(
@@ -79,45 +79,32 @@ class LLMStages:
         retries: int = 3,
         concurrency: int = 32,
     ):
-        self.client = client
-        self.cache = cache or Cache(None)
         self.templates = templates or load_data_templates()
         self.hashes = {k: template_hash(v) for k, v in self.templates.items()}
         self.retries = retries
-        self.limit = asyncio.Semaphore(concurrency)
         self.identity = client.identity
-        # key -> the ask in progress: items with the same prompt (two questions on clips the
-        # captioner described alike) share one call, however the replies interleave
-        self._asking: dict[str, asyncio.Future[Any]] = {}
+        # the one caller: items with the same prompt (two questions on clips the captioner
+        # described alike) share one ask, however the replies interleave; a stage that never
+        # parses fails its item (counted), it does not stop the pipeline
+        kind, _, model = str(client.identity).partition(":")
+        how = CallerSpec(kind, model, concurrency=concurrency, role="data LLM")
+        self.caller = Caller(how, identity=PLAIN_KEY, cache=cache, client=client, watch=False)
 
     async def _ask(self, stage: str, parts: list[dict[str, Any]], parse, **shape: str) -> Any:
-        """The parsed reply for one prompt: from the cache, from the same prompt's ask already
-        in progress, or asked now (once per distinct prompt, retries aside)."""
-        key = make_key(
-            judge=self.identity, template=self.hashes[stage], stage=stage, parts=parts, **shape
-        )
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit
-        running = self._asking.get(key)
-        if running is not None:
-            return await asyncio.shield(running)
-        task = asyncio.ensure_future(self._call(key, parts, parse))
-        self._asking[key] = task
-        task.add_done_callback(lambda _: self._asking.pop(key, None))
-        return await asyncio.shield(task)  # one waiter cancelled never cancels the others' call
+        """The parsed reply for one prompt (the final answer: a thinking server's reasoning is
+        not parsed): from the cache, from the same prompt's ask already in progress, or asked
+        now (once per distinct prompt, up to ``retries`` times until it parses)."""
 
-    async def _call(self, key: str, parts: list[dict[str, Any]], parse) -> Any:
-        for _ in range(self.retries):
-            async with self.limit:
-                reply = await self.client.achat(
-                    [{"role": "user", "content": parts}], temperature=0.0, max_tokens=2048
-                )
-            value = parse(reply.final)  # the final answer: a thinking server's reasoning is not
-            if value is not None:
-                self.cache.put(key, value)
-                return value
-        return None
+        def read(text: str | None) -> tuple[Any, str | None]:
+            value = parse(text)
+            return (value, None) if value is not None else (None, "unparseable")
+
+        key = dict(judge=self.identity, template=self.hashes[stage], stage=stage, parts=parts,
+                   **shape)  # fmt: skip
+        got = await self.caller.ask([{"role": "user", "content": parts}], key, read,
+                                    temperature=0.0, max_tokens=2048, keep="value", final=True,
+                                    tries=self.retries)  # fmt: skip
+        return got.value if got.ok else None
 
     async def caption(self, clip: dict[str, Any]) -> dict[str, Any] | None:
         """{"caption": the events' text, "events": their annotations (caption_events)}."""

@@ -203,11 +203,12 @@ class Pipeline:
     # helpers -----------------------------------------------------------------------------
     def _stages(self, backend: str, model: str | None, endpoints: list[str], key_env: str | None):
         from cafe.cache import Cache
-        from cafe.clients import make_client
+        from cafe.caller import CallerSpec, client_for
         from cafe.training.data.llm import LLMStages, load_data_templates
 
-        extra = {"api_key_env": key_env} if key_env else {}
-        client = make_client(backend, model, endpoints=endpoints or None, **extra)
+        how = CallerSpec(backend, model, tuple(endpoints), key_env=key_env, thinking=None,
+                         role="data LLM", server_option=None)  # fmt: skip
+        client = client_for(how)
         return LLMStages(
             client, cache=Cache(self.cfg.cache), templates=load_data_templates(self.cfg.templates)
         )

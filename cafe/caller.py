@@ -1,0 +1,376 @@
+"""The one caller (issue 42): how every model call after the run is made. A judge, the
+captioner, the GRPO reward judge and the data pipeline's LLM stages say *what* to ask (messages,
+what the answer depends on, how to read it); the caller owns *how*: the chat client, the cache
+key, the counts, the reply health, the cost ledger and pending batches (a CallPlan), the dry-run
+report and one call shared by identical prompts in flight.
+
+    spec = CallerSpec(kind="openai-compatible", model="qwen3", endpoints=("http://h:8000/v1",))
+    caller = Caller(spec, identity=judge_spec, cache=Cache(path))
+    answer = await caller.ask(messages, {"prompt": prompt, "attempt": 0}, parse)
+    answer.value    # what ``parse`` made of the reply (None: unusable, ``answer.reason`` says why)
+
+The cache key is ``identity.call_key(**depends_on)`` (a JudgeSpec: the keys judges have always
+written) or, for a step's dict spec, ``make_key(step=spec, inputs=depends_on)``
+(cafe.execution.call_key). A reply is read by ``parse`` as it comes: a judge's unusable reply
+is cached (under the keys and in the entries of earlier releases, replayed as the same invalid
+judgement) only once the caller has had a usable one, so the replies of a judge that never
+worked are never replayed and a healthy judge asked later is called (issue 45). A parsed
+value (``keep="value"``) is cached only when usable. Works without a run folder (no batch state
+needed but for --batch) and on any event loop, a foreign one (TRL's) included: the bound on
+calls in flight is per loop."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.clients.breaker import ServerUnreachable
+from cafe.execution import Limiter, call_key
+
+#: (value, None) for a usable reply, (None, one-line reason) for one that is no answer
+Parser = Callable[[str | None], tuple[Any, str | None]]
+#: replies a new caller watches: all of them unusable (and none usable) stops the command
+FIRST_BATCH_MIN = 16
+
+
+@dataclass(frozen=True)
+class CallerSpec:
+    """How the calls are made (never part of a cache key: the answer's identity is the
+    caller's ``identity``): the client protocol and model, the servers, the bound on calls in
+    flight, the key's environment variable, thinking and its budget, batch delivery, the price
+    table and dry run; ``options``: further client options (timeout_s, max_attempts…)."""
+
+    kind: str  # openai-compatible | openai | gemini (cafe.clients.CLIENTS)
+    model: str
+    endpoints: tuple[str, ...] = ()
+    concurrency: int = 16
+    key_env: str | None = None  # the environment variable holding the key (None: the kind's)
+    thinking: bool | None = False  # None: the client's own default (the data stages')
+    thinking_budget: int | None = None
+    batch: bool = False
+    prices: str | None = None
+    dry_run: bool = False
+    batch_options: Mapping[str, Any] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    server_option: str | None = "--judge-endpoint"  # the flag naming its servers, for errors
+    role: str = "judge"  # how its one-line errors name it (judge, captioner, reward judge…)
+
+
+@dataclass
+class Answer:
+    """One ask's outcome: ``value`` (parsed) and ``text`` (the raw reply) when usable; else
+    ``reason`` (the reply was no answer: ``text`` kept) or ``error`` (the call failed: asked
+    again next time)."""
+
+    value: Any = None
+    text: str | None = None
+    reason: str | None = None
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None and self.error is None
+
+
+class PlainKey:
+    """An identity that adds nothing: the key is ``make_key(**depends_on)`` (the data stages'
+    keys, which name their model inside what the answer depends on)."""
+
+    @staticmethod
+    def call_key(**depends_on: Any) -> str:
+        from cafe.cache import make_key
+
+        return make_key(**depends_on)
+
+
+PLAIN_KEY = PlainKey()
+
+
+class UnusableReplies(ServerUnreachable):
+    """The caller's first batch of replies was all unusable: the command stops (what it
+    finished is kept) with the cause in one line instead of running the whole folder."""
+
+    def __init__(self, who: str, cause: str, note: str | None = None):
+        self.who, self.cause = who, cause
+        Exception.__init__(self, f"{who}: {cause}" + (f"; stopped: {note}" if note else ""))
+        self.url = self.option = self.seconds = None
+        self.reason, self.failures = cause, 0
+
+    def stopped(self, note: str) -> UnusableReplies:
+        return UnusableReplies(self.who, self.cause, note)
+
+
+_CTX = (
+    re.compile(r"exceed context window of (\d+)", re.I),  # llama-cpp-python
+    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
+    re.compile(r"context size \((\d+) tokens\)", re.I),  # llama.cpp server
+    re.compile(r'"n_ctx"\s*:\s*(\d+)'),
+)
+_ASKED = (
+    re.compile(r"requested tokens \((\d+)\)", re.I),
+    re.compile(r"you requested (\d+) tokens", re.I),
+    re.compile(r"request \((\d+) tokens\)", re.I),
+    re.compile(r'"n_prompt_tokens"\s*:\s*(\d+)'),
+)
+
+
+def context_too_small(error: str | None) -> str | None:
+    """The cause named when ``error`` is a server refusing a request longer than its context
+    (HTTP 400 of llama.cpp, llama-cpp-python, vLLM, OpenAI), else None."""
+    if not error or "HTTP 400" not in error or "context" not in error.lower():
+        return None
+    ctx = next((m.group(1) for p in _CTX if (m := p.search(error))), None)
+    asked = next((m.group(1) for p in _ASKED if (m := p.search(error))), None)
+    need = f"at least {asked} tokens" if asked else "a larger context"
+    return (f"context too small: the server's context is {ctx or 'smaller than asked'} tokens, "
+            f"the request needs {asked or 'more'} (prompt plus the reply's budget): serve the "
+            f"judge with {need} (`cafe serve ... -o n_ctx=N`, llama.cpp's --ctx-size)")  # fmt: skip
+
+
+class Caller:
+    """One judge's (or stage's) calls. ``identity``: what keys its answers (a JudgeSpec, an
+    object with ``call_key(**depends_on)``, or a step's dict spec); ``cache``: a
+    cafe.cache.Cache (None: no cache); ``state_root``: where --batch keeps its state (a run
+    folder, or "<file stem>."); ``client``: a ready client (tests, adapters' own); ``plan``: a
+    CallPlan shared with other callers of the same command."""
+
+    def __init__(
+        self, spec: CallerSpec, *, identity: Any, cache: Any = None,
+        state_root: str | Path | None = None, client: Any = None, plan: Any = None,
+        watch: bool = True,
+    ) -> None:  # fmt: skip
+        from cafe.cache import Cache
+
+        self.spec, self.identity = spec, identity
+        self.cache = cache if cache is not None else Cache(None)
+        self.plan = plan
+        if plan is None and (spec.batch or spec.dry_run or spec.prices):
+            plan = self.plan = call_plan(state_root, batch=spec.batch, dry_run=spec.dry_run,
+                                         prices=spec.prices,
+                                         batch_options=dict(spec.batch_options or {}))  # fmt: skip
+        self.calls = 0  # requests sent (cache misses)
+        self.health = {"usable": 0, "unusable": 0, "failed": 0}
+        self.first: list[str] = []  # the first batch's causes, while no reply was usable
+        self.first_batch = max(FIRST_BATCH_MIN, min(spec.concurrency, 32))
+        self.watch = watch and not spec.dry_run
+        in_flight = plan.item_concurrency(spec.concurrency) if plan is not None else None
+        self._limit = Limiter(in_flight or spec.concurrency)
+        self._asking: dict[str, asyncio.Future[Any]] = {}
+        self._held: list[tuple[str, Any]] = []  # unusable replies, while none was usable
+        self._client = client
+        if client is None:  # built now: no server or no key fails once, before any item
+            self._client = self._build()
+
+    @property
+    def who(self) -> str:
+        return f"{self.spec.kind}:{self.spec.model}"
+
+    def _build(self) -> Any:
+        return client_for(self.spec, self.plan)
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def max_tokens(self, answer_tokens: int) -> int:
+        """A reply's token budget: the answer's, plus the thinking budget when it may think."""
+        from cafe.clients.thinking import judge_max_tokens
+
+        s = self.spec
+        return judge_max_tokens(answer_tokens, bool(s.thinking), s.thinking_budget)
+
+    async def ask(
+        self, messages: Sequence[Mapping[str, Any]], depends_on: Mapping[str, Any],
+        parse: Parser, *, temperature: float | None = 0.0, max_tokens: int | None = None,
+        keep: str = "text", valid: Callable[[Any], bool] | None = None, final: bool = False,
+        tries: int = 1, **extra: Any,
+    ) -> Answer:  # fmt: skip
+        """The answer to ``messages``: from the cache (``identity`` + ``depends_on``), from the
+        same ask already in flight, or asked now. ``parse`` reads the reply (a thinking
+        server's reasoning included: read the final answer with cafe.clients.thinking); only
+        a usable reply is replayed: ``keep="text"`` stores ``{"text": reply}`` (the judges'
+        entries), ``keep="value"`` the parsed value (the reward judge's, the data stages'), a
+        stored one read again only when ``valid`` accepts it."""
+        key = call_key(self.identity, depends_on)
+        hit = self.cache.get(key, lambda e: _usable(e, keep, valid))
+        if hit is not None:
+            if keep != "text":
+                return Answer(value=hit, cached=True)
+            value, reason = parse(hit["text"])
+            return Answer(value=value, text=hit["text"], reason=reason, cached=True)
+        running = self._asking.get(key)
+        if running is not None:  # an identical prompt in flight: one call, shared
+            shared = await asyncio.shield(running)
+            if shared.error is None:  # a failed call is no answer: this ask makes its own
+                return shared
+        # asked here, on this ask's own task; the others asking the same wait on ``shared``
+        # (a cancelled or failed ask leaves them an error: each then makes its own call)
+        shared = asyncio.get_running_loop().create_future()
+        self._asking[key] = shared
+        got = Answer(error="the shared ask did not finish")
+        try:
+            got = await self._tries((key, messages, parse, temperature, max_tokens, keep, final,
+                                     extra), tries)  # fmt: skip
+        finally:
+            if self._asking.get(key) is shared:
+                del self._asking[key]
+            shared.set_result(got)
+        return got
+
+    async def _tries(self, args: tuple[Any, ...], tries: int) -> Answer:
+        got = Answer(error="not asked")
+        for _ in range(max(1, tries)):
+            got = await self._call(*args)
+            if got.ok:
+                break
+        return got
+
+    async def _call(
+        self, key: str, messages: Any, parse: Parser, temperature: float | None,
+        max_tokens: int | None, keep: str, final: bool, extra: dict[str, Any],
+    ) -> Answer:  # fmt: skip
+        from cafe.counters import count_share
+
+        count_share("calls")
+        async with self._limit:
+            self.calls += 1
+            reply = await self._client.achat(list(messages), temperature=temperature,
+                                             max_tokens=max_tokens, **extra)  # fmt: skip
+        if reply.error or reply.text is None:
+            self.health["failed"] += 1
+            self._watch(context_too_small(reply.error))
+            return Answer(error=reply.error or "no text")
+        text = reply.final if final else reply.text
+        value, reason = parse(text)
+        if reason is not None:
+            self.health["unusable"] += 1
+            if keep == "text" and text:  # kept only once the judge is seen to work (below)
+                self._held.append((key, {"text": text}))
+                if self.health["usable"]:
+                    self._release()
+            self._watch(f"format not followed: {reason}")
+            return Answer(text=reply.text, reason=reason)
+        self.health["usable"] += 1
+        self.first = []
+        self.watch = False  # one usable reply: the judge works
+        self.cache.put(key, {"text": text} if keep == "text" else value)
+        self._release()
+        return Answer(value=value, text=text)
+
+    def _watch(self, cause: str | None) -> None:
+        """Stop the command when the first batch of replies is all unusable (a failure that
+        is not the context's is the breaker's business, not counted here)."""
+        if not self.watch or self.health["usable"]:
+            return
+        if cause is None:
+            return
+        self.first.append(cause)
+        if len(self.first) >= self.first_batch:
+            self.watch = False
+            cause = max(set(self.first), key=self.first.count)
+            raise UnusableReplies(
+                f"{self.spec.role} {self.who}",
+                f"its first {len(self.first)} replies are all unusable: {cause}",
+            )
+
+    def _release(self) -> None:
+        """The unusable replies of a judge that works: its own answer at temperature 0 (the
+        same prompt gets it again), cached under the keys of earlier releases and replayed as
+        they are (an invalid judgement again). A judge none of whose replies was usable never
+        caches one, so a healthy judge asked later is called (issue 45)."""
+        held, self._held = self._held, []
+        for key, entry in held:
+            self.cache.put(key, entry)
+
+    def pending(self) -> int:
+        """Calls a batch still holds (left running or cancelled): the same command collects."""
+        from cafe.execution import pending_calls
+
+        return pending_calls(self.plan)
+
+    async def aclose(self) -> None:
+        if self._client is not None and hasattr(self._client, "aclose"):
+            await self._client.aclose()
+
+
+class Asks:
+    """What a judge (or stage) that asks through ``self.caller`` shows of it: its client (call
+    statistics), its cache, the calls it sent; and its ``aclose``."""
+
+    caller: Caller
+
+    @property
+    def client(self) -> Any:
+        return self.caller.client
+
+    @property
+    def cache(self) -> Any:
+        return self.caller.cache
+
+    @property
+    def calls(self) -> int:
+        """Requests sent (cache misses)."""
+        return self.caller.calls
+
+    async def aclose(self) -> None:
+        await self.caller.aclose()
+
+
+def client_for(spec: CallerSpec, plan: Any = None) -> Any:
+    """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
+    from cafe.clients import make_client
+
+    options: dict[str, Any] = {"concurrency": spec.concurrency}
+    if spec.thinking is not None:
+        options["thinking"] = spec.thinking
+    if spec.server_option is not None:
+        options["server_option"] = spec.server_option
+    options.update(spec.options)
+    if spec.key_env:
+        options["api_key_env"] = spec.key_env
+    return make_client(spec.kind, spec.model, endpoints=list(spec.endpoints) or None,
+                       calls=plan, **options)  # fmt: skip
+
+
+def _usable(entry: Any, keep: str, valid: Callable[[Any], bool] | None) -> bool:
+    """A cached entry of the right shape (a damaged one is a miss, asked again, replaced)."""
+    if keep != "text":
+        return entry is not None and (valid is None or valid(entry))
+    return isinstance(entry, dict) and isinstance(entry.get("text"), str)
+
+
+def call_plan(
+    state_root: str | Path | None,
+    *,
+    batch: bool = False,
+    dry_run: bool = False,
+    prices: str | Path | None = None,
+    batch_options: dict[str, Any] | None = None,
+    expected_output_tokens: int = 300,
+) -> Any:
+    """The CallPlan (direct, --batch with its state in ``state_root/batches``, or --dry-run)
+    with a cost ledger priced from cafe/clients/prices.yaml (or ``prices``)."""
+    from cafe.clients.batch import BatchSpec
+    from cafe.clients.calls import CallPlan
+    from cafe.clients.costs import Ledger, PriceTable
+    from cafe.store import BATCH_DIR
+
+    if batch and dry_run:
+        mode = "dry-run"  # a dry run of a batch: priced both ways, nothing sent
+    else:
+        mode = "batch" if batch else "dry-run" if dry_run else "direct"
+    spec = None
+    if batch:
+        if state_root is None:
+            raise ValueError("--batch keeps its state in a folder: none was given")
+        # a folder gets batches/ inside it; a path ending in "." (a file's stem): "<stem>.batches"
+        root = str(state_root)
+        folder = Path(root + BATCH_DIR) if root.endswith(".") else Path(root) / BATCH_DIR
+        spec = BatchSpec(folder, **(batch_options or {}))
+    return CallPlan(mode=mode, ledger=Ledger(PriceTable.load(prices)), batch=spec,
+                    expected_output_tokens=expected_output_tokens)  # fmt: skip
