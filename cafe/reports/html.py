@@ -27,6 +27,7 @@ from cafe.folder.status import run_failed
 from cafe.jsontext import finite
 from cafe.prompts import style_label
 from cafe.records import Judgement, Prediction, Sample
+from cafe.reports.names import model_name, shared_path
 from cafe.store import MANIFEST, RunStore
 
 WEB = Path(__file__).with_name("web")
@@ -129,8 +130,7 @@ class Source:
 
     @property
     def model(self) -> str:
-        m = self.manifest.get("model") or {}
-        return str((m.get("name") if isinstance(m, dict) else m) or self.store.root.name)
+        return model_name(self.manifest) or self.store.root.name
 
     @property
     def bench(self) -> tuple[str, str]:
@@ -630,7 +630,7 @@ def protocol_html(s: Source) -> str:
         ("seeds", m.get("seeds")),
         ("generation", m.get("generation") or (model or {}).get("generation")),
         ("judge", judge_name(caf.get("judge")) or (m.get("judge") or {}).get("name")),
-        ("run folder", str(s.store.root.resolve())),
+        ("run folder", shared_path(s.store.root)),
         ("manifest sha256", s.manifest_sha256),
         ("git commit", m.get("git_commit")),
         ("created", m.get("created")),
@@ -915,7 +915,7 @@ def _source_data(s: Source) -> dict[str, Any]:
         "title": s.title,
         "model": s.model,
         "bench": list(s.bench),
-        "folder": str(s.store.root.resolve()),
+        "folder": shared_path(s.store.root),
         "manifest_sha256": s.manifest_sha256,
         "runs": s.manifest.get("runs"),
         # reasoning lengths: tokens, or words for a run without a tokenizer

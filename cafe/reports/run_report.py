@@ -22,6 +22,7 @@ from cafe.reports.leaderboard import (
     load_leaderboard,
     row_from_run,
 )
+from cafe.reports.names import model_name, shared_path, without_machine_paths
 from cafe.store import RunStore
 
 ATTENTION = "attention.json"
@@ -75,8 +76,7 @@ class RunData:
 
     @property
     def model(self) -> str:
-        m = self.manifest.get("model") or {}
-        return str(m.get("name") if isinstance(m, dict) else m) or self.root.name
+        return model_name(self.manifest) or self.root.name
 
     @property
     def bench(self) -> tuple[str, str]:
@@ -238,7 +238,7 @@ def summary_md(
     style = prompt.get("style", "?") if isinstance(prompt, dict) else prompt
     lines = [f"# Run report: {run.model} on {bench} ({version})", ""]
     lines += [
-        f"- run folder: `{run.root.resolve()}`",
+        f"- run folder: `{shared_path(run.root)}`",
         f"- prompt style: {style_label(style)}",
         f"- runs per item: {m.get('runs', '?')}",
     ]
@@ -424,7 +424,7 @@ def write_run_report(
         notes += [f"index.html: {n}" for n in page.notes]
     from cafe.redaction import scrub_text
 
-    text = scrub_text(summary_md(run, made, notes, row, signals))
+    text = without_machine_paths(scrub_text(summary_md(run, made, notes, row, signals)), run.root)
     (report / "summary.md").write_text(text, encoding="utf-8")
     return report
 
