@@ -49,3 +49,73 @@ def test_missing_clips_are_said_once_with_where_to_get_them(model, tmp_path, mon
     assert "3 of 6 tone clips are missing" in lines[0] and "t0.wav" in lines[0]
     assert "docs/benchmarks.md" in lines[0]
     assert ("reads no audio" in lines[0]) == (model == "random")
+
+
+def test_cafe_serves_the_tokenize_route_cafe_probes(tmp_path) -> None:
+    """`cafe serve`'s llama.cpp command answers POST /tokenize (llama-cpp-python alone: 404, and
+    the run warned and counted words): the served model's own tokens, no BOS added; and the
+    client's probe reads the count from it."""
+    pytest.importorskip("llama_cpp")
+    import socket
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    from cafe.adapters.cards import load_cards
+    from cafe.clients import make_client, run_sync
+    from cafe.cluster.servers import server_command
+
+    card = load_cards([Path(__file__).parent / "data" / "cluster_cards.yaml"])["smollm2"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = server_command(card, None, None).for_address("127.0.0.1", port)
+    log = tmp_path / "server.log"
+    with log.open("wb") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180  # a safety net for a hung start, not a timing claim
+        while True:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{root}/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+
+        def count(text: str, field: str) -> dict:
+            r = httpx.post(f"{root}/tokenize", json={"model": "smollm2", field: text})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        assert count("", "prompt") == {"count": 0, "tokens": []}  # no BOS counted
+        one = count("a dog barks", "prompt")
+        assert one["count"] == len(one["tokens"]) > 0
+        assert count("a dog barks", "content") == one  # llama.cpp's field name too
+        two = count("a dog barks a dog barks", "prompt")
+        assert two["count"] > one["count"]
+        client = make_client("openai-compatible", "smollm2", endpoints=[f"{root}/v1"])
+        assert run_sync(client.acount_tokens("a dog barks")) == one["count"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_served_judge_card_holds_the_judges_request() -> None:
+    """README section 8 judges on the `smollm2` replicas: the judge asks for up to
+    max_tokens of reply on top of its prompt, so the card's context holds both (1024 did not:
+    every call was an HTTP 400), with as much room again for the prompt."""
+    import inspect
+    from pathlib import Path
+
+    from cafe.adapters.cards import load_cards
+    from cafe.judge.extraction import LLMJudge
+
+    card = load_cards([Path(__file__).parent / "data" / "cluster_cards.yaml"])["smollm2"]
+    asked = inspect.signature(LLMJudge).parameters["max_tokens"].default
+    assert asked == 2048 and card.options["n_ctx"] >= 2 * asked
