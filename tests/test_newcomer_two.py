@@ -119,3 +119,56 @@ def test_the_served_judge_card_holds_the_judges_request() -> None:
     card = load_cards([Path(__file__).parent / "data" / "cluster_cards.yaml"])["smollm2"]
     asked = inspect.signature(LLMJudge).parameters["max_tokens"].default
     assert asked == 2048 and card.options["n_ctx"] >= 2 * asked
+
+
+def test_a_model_with_no_reasoning_gets_a_sentence_not_an_empty_figure(tmp_path, monkeypatch):
+    """The chance baseline writes no reasoning: Figure 3 (one bin at length 0, its integer
+    ticks ran together) and Figure 7 (bars of height 0) are a sentence each in summary.md
+    and index.html; a panel of such a run beside a run with reasoning says it in the panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from cafe.reports import figures
+    from cafe.reports.run_report import write_run_report
+
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    common = dict(version="n20-seed0", progress=False)
+    chance = run_with("random", "synth", out=tmp_path / "chance", **common)
+    listener = run_with("reference", "synth", out=tmp_path / "ref", **common)
+    decay = chance.metrics["decay"]
+    assert figures.wrote_no_reasoning(decay)
+    assert not figures.wrote_no_reasoning(listener.metrics["decay"])
+    report = write_run_report(tmp_path / "chance")
+    summary = (report / "summary.md").read_text(encoding="utf-8")
+    said = figures.NO_REASONING.format(what="")
+    assert summary.count(said) >= 2  # Figure 3 and Figure 7, as sentences
+    assert not list((report / "figures").glob("figure3*")) and not list(
+        (report / "figures").glob("figure7*")
+    )
+    assert "reasoning length is 0" in (report / "index.html").read_text(encoding="utf-8")
+    fig = figures.draw_figure3([("chance", decay), ("listener", listener.metrics["decay"])])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any("wrote no reasoning" in t.replace("\n", " ") for t in texts)
+    assert not fig.axes[0].get_xticks().size and fig.axes[1].get_xticks().size
+
+
+def test_the_leaderboard_page_shows_the_users_rows_first(tmp_path, monkeypatch) -> None:
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CAFE_LEADERBOARD", raising=False)
+    run_with("reference", "synth", version="n20-seed0", out=tmp_path / "runs" / "ref",
+             progress=False)  # fmt: skip
+    for argv in (["leaderboard", "add", "runs/ref", "--leaderboard", "mine.yaml"],
+                 ["leaderboard", "html", "--leaderboard", "mine.yaml"]):  # fmt: skip
+        res = CliRunner().invoke(main, argv, catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    page = (tmp_path / "leaderboard.html").read_text(encoding="utf-8")
+    ours = page.index('id="your-rows"')
+    assert ours < page.index('id="table1"') and ours < page.index('id="rows-all"')
+    section = page[ours : page.index("</section>", ours)]
+    assert "reference" in section
+    links = re.findall(r'href="#((?:t\d+-)?row\d+)"', section)
+    assert links and all(f'id="{a}"' in page for a in links)  # each link lands on its row
+    assert str(tmp_path) not in page

@@ -374,6 +374,56 @@ def items_blob(
     return list(items.values()), keys
 
 
+#: a page with more (item, run) units than this keeps each unit's output, parsed sections,
+#: front, option scores and judge lists gzip-compressed in pages of PAGE_UNITS inside the file,
+#: opened when an item is shown or the outputs are searched: a 30,000-unit page stays a few
+#: MB and draws its list at once (perf/html_report_size.py); a small page keeps them inline
+INLINE_UNITS = 2000
+PAGE_UNITS = 500
+#: the item list shows this many rows that pass the filters, then "list N more" (a table of
+#: 30,000 rows took Chromium seconds to lay out)
+LIST_STEP = 1000
+_DETAIL_KEYS = ("out", "sec", "fr", "os")
+_JUDGE_DETAIL_KEYS = ("lists", "spans", "raw")
+
+
+def paged_details(
+    items: list[dict[str, Any]], inline_units: int = INLINE_UNITS, page_units: int = PAGE_UNITS
+) -> list[str]:
+    """Move each unit's long fields out of ``items`` into gzip+base64 pages (returned); a unit
+    keeps ``d`` = [page, index] and its judge's counts per category (``j.n``). None moved when
+    the page holds ``inline_units`` units or fewer. Each page is scrubbed of secrets before it
+    is compressed (the page's own scrubbing cannot read inside it)."""
+    import base64
+    import gzip
+
+    from cafe.redaction import scrub_text
+
+    preds = [p for it in items for p in it["preds"]]
+    if len(preds) <= inline_units:
+        return []
+    pages: list[str] = []
+    current: list[dict[str, Any]] = []
+
+    def close() -> None:
+        text = json.dumps(finite(current), ensure_ascii=False, separators=(",", ":"))
+        pages.append(base64.b64encode(gzip.compress(scrub_text(text).encode(), mtime=0)).decode())
+        current.clear()
+
+    for p in preds:
+        heavy = {k: p.pop(k) for k in _DETAIL_KEYS if k in p}
+        if p.get("j"):
+            heavy["j"] = {k: p["j"].pop(k) for k in _JUDGE_DETAIL_KEYS if k in p["j"]}
+            p["j"]["n"] = {c: len(v) for c, v in (heavy["j"].get("lists") or {}).items()}
+        p["d"] = [len(pages), len(current)]
+        current.append(heavy)
+        if len(current) == page_units:
+            close()
+    if current:
+        close()
+    return pages
+
+
 def script_json(data: Any) -> str:
     """JSON safe inside <script>: no "<", ">" or "&" survives (so no "</script>" or "<!--"),
     and the result still parses as the same JSON."""
@@ -929,6 +979,8 @@ def write_html_report(
     out: str | Path | None = None,
     embed_audio_s: float | None = None,
     draw: bool = True,
+    inline_units: int = INLINE_UNITS,
+    list_step: int = LIST_STEP,
 ) -> HtmlReport:
     """Write report/index.html for RUN_DIR (with a comparison against ``compare_with`` when
     given); ``out`` is the folder to write into. Clips up to ``embed_audio_s`` seconds are
@@ -943,6 +995,7 @@ def write_html_report(
         refuse_links_out(sources[0].store.root, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     items, keys = items_blob(sources, out_dir.resolve(), embed_audio_s)
+    pages = paged_details(items, inline_units)  # after every count above was taken
     notes: list[str] = []
     summary: list[str] = []
     figs: dict[str, list[str]] = {}  # by caption: a comparison shows A's and B's side by side
@@ -977,6 +1030,8 @@ def write_html_report(
         "breakdowns": keys,
         "categories": list(CATEGORIES),
         "items": items,
+        "pages": pages,
+        "list_step": list_step,
         "comparison": comparison,
     }
     title = " vs ".join(s.title for s in sources)
