@@ -1,9 +1,10 @@
 """Size, write time and Chromium's first render of report/index.html for MMAR-shaped runs of
-1,000, 10,000 and 30,000 (item, run) units (R runs each, default 3), no embedded audio. The run folder is built here through RunStore with MMAR-shaped
-records: a <think>…</think><answer>…</answer> output of about 2,200 characters (~450 tokens, the
-length Qwen2.5-Omni-7B writes on MMAR), parsed sections, an LLM judge's five event lists quoted
-from the text and its raw JSON reply, and the accuracy / cafe / decay sections. First render:
-from navigation to the item list drawn.
+1,000, 10,000 and 30,000 (item, run) units (R runs each, default 3), no embedded audio. The
+run folder is built here through RunStore with MMAR-shaped records: a
+<think>…</think><answer>…</answer> output of about 2,200 characters (~450 tokens, the length
+Qwen2.5-Omni-7B writes on MMAR), parsed sections, an LLM judge's five event lists quoted from
+the text and its raw JSON reply, and the accuracy / cafe / decay sections. First render: from
+navigation to the item list drawn, in Debian's headless Chromium.
 
     PYTHONPATH=. python perf/html_report_size.py [--units 1000,10000,30000] [--runs 3] [--figures]
 """
