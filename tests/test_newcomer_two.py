@@ -172,3 +172,40 @@ def test_the_leaderboard_page_shows_the_users_rows_first(tmp_path, monkeypatch) 
     links = re.findall(r'href="#((?:t\d+-)?row\d+)"', section)
     assert links and all(f'id="{a}"' in page for a in links)  # each link lands on its row
     assert str(tmp_path) not in page
+
+
+def test_the_smoke_summary_says_what_it_shows_and_what_it_does_not() -> None:
+    from cafe.training.smoke import _say_scores
+
+    row = {"acc": 0.0, "parse_rate": 12.5, "format_ok_rate": 12.5, "cafe_acc_per": None,
+           "run_dir": "runs/x"}  # fmt: skip
+    lines: list[str] = []
+    _say_scores(lines.append, {"before": {**row, "acc": 12.5}, "after": row}, "n8-seed0", 8, 64)
+    last = lines[-1]
+    assert "what this shows: the whole MPAR² path runs end to end" in last
+    assert "What it does not show: that training helps" in last and "8 items" in last
+    assert "before -> after is no effect" in last
+
+
+def test_a_likelihood_model_is_said_to_be_order_free(tmp_path) -> None:
+    """Answers picked by option likelihood cannot depend on choice order: one line says so
+    (a perfect consistency is then no finding); a model that wrote its answers gets none."""
+    from cafe.records import Prediction
+    from cafe.robustness.order_free import ORDER_DEMO_CARD, order_free_line
+    from cafe.store import PREDICTIONS, RunStore
+
+    def folder(name: str, scores: dict | None) -> RunStore:
+        store = RunStore(tmp_path / name).create()
+        preds = [Prediction(sample_id=f"s{i}", run_index=0, model="m", prompt_style="lalm",
+                            template_hash="t", raw_output="A", answer="A", option_scores=scores)
+                 for i in range(3)]  # fmt: skip
+        with store.writer(PREDICTIONS) as w:
+            w.write_many(preds)
+        return store
+
+    line = order_free_line(folder("ll", {"how": "acc_norm", "scores": [0.1, 0.2]}).root)
+    assert line and "cannot depend on their order" in line and ORDER_DEMO_CARD in line
+    assert order_free_line(folder("gen", None).root) is None
+    from cafe.adapters.cards import load_cards
+
+    assert load_cards()[ORDER_DEMO_CARD].options["answer_by"] == "generate"
