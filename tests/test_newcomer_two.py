@@ -209,3 +209,17 @@ def test_a_likelihood_model_is_said_to_be_order_free(tmp_path) -> None:
     from cafe.adapters.cards import load_cards
 
     assert load_cards()[ORDER_DEMO_CARD].options["answer_by"] == "generate"
+
+
+def test_the_sweeps_length_column_says_what_it_counts_beside_what_the_budget_bounds() -> None:
+    from cafe.robustness.budgets import format_sweep
+
+    method = "budget forcing (reference: perception cut at N words, answer forced)"
+    row = {"budget": 0, "method": method, "n": 20, "acc": 50.0, "acc_ci95": None,
+           "acc_per": None, "acc_per_ci95": None, "err_per": None, "err_per_ci95": None,
+           "reasoning_tokens": 129.0}  # fmt: skip
+    lines = format_sweep({"rows": [row]}).splitlines()
+    assert "reasoning length*" in lines[1] and "reasoning tokens" not in lines[1]
+    assert lines[2].rstrip().endswith("129.00")
+    assert lines[-1].startswith("* mean reasoning length per answered item, the whole reasoning")
+    assert lines[-1].endswith(f"the budget bounds only what its method names: {method}")
