@@ -9,8 +9,8 @@ from pathlib import Path
 
 from cafe.store import RunStore
 
-#: a card of the same cascade whose back writes its answer to a prompt listing the choices
-ORDER_DEMO_CARD = "whisper-tiny-smollm2-generate"
+#: the same cascade with its back writing the answer to the prompt that lists the choices
+ORDER_DEMO = "--model whisper-tiny-smollm2 -o answer_by=generate"
 
 
 def order_free_line(run_dir: str | Path) -> str | None:
@@ -23,5 +23,5 @@ def order_free_line(run_dir: str | Path) -> str | None:
         "note: every answer here was picked by scoring each option's likelihood after a prompt "
         "that does not list the choices, so it cannot depend on their order: consistency 100 "
         "and no positional bias are by construction, not a finding; to test choice order, run a "
-        f"model that reads the list (e.g. --model {ORDER_DEMO_CARD})"
+        f"model that reads the list (e.g. {ORDER_DEMO})"
     )
