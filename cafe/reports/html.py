@@ -27,7 +27,7 @@ from cafe.folder.status import run_failed
 from cafe.jsontext import finite
 from cafe.prompts import style_label
 from cafe.records import Judgement, Prediction, Sample
-from cafe.reports.names import model_name, shared_path
+from cafe.reports.names import model_name, shared_path, without_machine_paths
 from cafe.store import MANIFEST, RunStore
 
 WEB = Path(__file__).with_name("web")
@@ -1042,5 +1042,7 @@ def write_html_report(
     js = (WEB / "report.js").read_text(encoding="utf-8")
     path = out_dir / INDEX
     text = page(title, _e(subtitle), "\n".join(body), data, js, nav)
+    # a page meant to be shared: the run folders as the working folder names them
+    text = without_machine_paths(text, *(s.store.root for s in sources))
     path.write_text(text, encoding="utf-8")
     return HtmlReport(path, notes)
