@@ -5,6 +5,7 @@ stays fast."""
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -55,7 +56,7 @@ class Command(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         note_deprecated(self, args)
         try:
-            return super().parse_args(ctx, args)
+            return super().parse_args(ctx, list(args))
         except click.NoSuchOption as e:  # suggest only what --help shows (no old spelling)
             hidden = {o for p in self.params for o in getattr(p, "old", ())}
             hidden |= {o for p in self.params if getattr(p, "hidden", False) for o in p.opts}
@@ -63,10 +64,43 @@ class Command(click.Command):
             if kept == list(e.possibilities or []):
                 raise
             raise click.NoSuchOption(e.option_name, possibilities=kept or None, ctx=e.ctx) from None
+        except click.UsageError as e:
+            hint = _one_word_hint(self, args, e.message)
+            if hint is None:
+                raise
+            raise click.UsageError(f"{e.message}: {hint}", ctx=e.ctx) from None
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         with cli_errors():
             return super().invoke(ctx)
+
+
+_EXTRA = re.compile(r"unexpected extra arguments? \((.+)\)")
+_LIST_HELP = re.compile(r"comma-\s*separated", re.I)
+
+
+def _one_word_hint(cmd: click.Command, args: list[str], message: str) -> str | None:
+    """The right form when an option's value was written as two words: ``-o temperature 0.7``
+    (KEY=VALUE is one word) or ``--controls silence text-only`` (a comma-separated list)."""
+    m = _EXTRA.search(message)
+    if not m:
+        return None
+    extra = m.group(1).split()
+    for i in range(2, len(args)):
+        if args[i] != extra[0]:
+            continue
+        opt = next((p for p in cmd.params if isinstance(p, click.Option) and not p.is_flag
+                    and args[i - 2] in (*p.opts, *p.secondary_opts)), None)  # fmt: skip
+        if opt is None:
+            continue
+        name, value, rest = args[i - 2], args[i - 1], args[i : i + len(extra)]
+        helptext = " ".join((opt.help or "").split())
+        if "KEY=VALUE" in helptext and "=" not in value and len(rest) == 1:
+            return f"{name} takes KEY=VALUE as one word: {name} {value}={rest[0]}"
+        if _LIST_HELP.search(helptext):
+            joined = ",".join([value, *rest])
+            return f"{name} takes a comma-separated list as one word: {name} {joined}"
+    return None
 
 
 class Group(click.Group):

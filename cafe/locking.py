@@ -4,7 +4,8 @@ one (item, run) twice nor lose each other's metrics sections.
 
 - ``folder_lock(root, command)``: ``fcntl.flock`` on ``ROOT/.cafe.lock``. The kernel drops the lock
   with its process, so a lock left by a killed command is simply free again (nothing to clean
-  up, nothing stale to trust). Re-entrant within a process (``cafe run`` holds it while its
+  up, nothing stale to trust); a command that ends removes its lock file (no ``.x.lock`` stays
+  in the user's folder). Re-entrant within a process (``cafe run`` holds it while its
   judge takes it again); another thread of the same process waits like another process does.
 - A second writer waits up to ``$CAFE_LOCK_WAIT`` seconds (default 10), then refuses with one
   line naming the holder (command and PID) and what to do (``FolderBusy``).
@@ -13,6 +14,7 @@ one (item, run) twice nor lose each other's metrics sections.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -100,6 +102,16 @@ def _try_flock(fd: int) -> bool:
         return False
 
 
+def _still_there(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file ``fd`` holds (a released lock file is removed)."""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+
+
 @contextmanager
 def file_lock(
     lock_path: str | Path,
@@ -125,11 +137,14 @@ def file_lock(
         if held.depth == 0:
             fd = open_no_follow(lock_path, os.O_RDWR | os.O_CREAT)  # a planted link: refused
             try:
-                while not _try_flock(fd):
+                while not (_try_flock(fd) and _still_there(fd, lock_path)):
                     waited = clock() - start
                     if waited >= wait:
                         raise _busy(Path(target), lock_path, round(waited, 1), same_process=False)
                     sleep(POLL_S)
+                    if not _still_there(fd, lock_path):  # its holder removed it on release
+                        os.close(fd)
+                        fd = open_no_follow(lock_path, os.O_RDWR | os.O_CREAT)
                 me = {"pid": os.getpid(), "command": command or current_command(),
                       "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
                 os.ftruncate(fd, 0)
@@ -144,6 +159,10 @@ def file_lock(
         finally:
             held.depth -= 1
             if held.depth == 0 and held.fd is not None:
+                # removed while still held (a waiter that opened it sees it gone and opens the
+                # new one), so no lock file stays behind in the user's folder
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock_path)
                 os.close(held.fd)  # closing the descriptor releases the flock
                 held.fd = None
     finally:

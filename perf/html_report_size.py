@@ -1,10 +1,12 @@
-"""Size and write time of report/index.html for an MMAR-sized run: N items x R runs (default
-1,000 x 3), no embedded audio. The run folder is built here through RunStore with MMAR-shaped
-records: a <think>…</think><answer>…</answer> output of about 2,200 characters (~450 tokens, the
-length Qwen2.5-Omni-7B writes on MMAR), parsed sections, an LLM judge's five event lists quoted
-from the text and its raw JSON reply, and the accuracy / cafe / decay sections. Target: < 15 MB.
+"""Size, write time and Chromium's first render of report/index.html for MMAR-shaped runs of
+1,000, 10,000 and 30,000 (item, run) units (R runs each, default 3), no embedded audio. The
+run folder is built here through RunStore with MMAR-shaped records: a
+<think>…</think><answer>…</answer> output of about 2,200 characters (~450 tokens, the length
+Qwen2.5-Omni-7B writes on MMAR), parsed sections, an LLM judge's five event lists quoted from
+the text and its raw JSON reply, and the accuracy / cafe / decay sections. First render: from
+navigation to the item list drawn, in Debian's headless Chromium.
 
-    PYTHONPATH=. python perf/html_report_size.py [--items 1000] [--runs 3] [--figures]
+    PYTHONPATH=. python perf/html_report_size.py [--units 1000,10000,30000] [--runs 3] [--figures]
 """
 
 from __future__ import annotations
@@ -148,24 +150,57 @@ def build_run(root: Path, n: int, runs: int, seed: int = 0) -> Path:
     return root
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--items", type=int, default=1000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--figures", action="store_true", help="Also draw the inline SVG figures.")
-    args = ap.parse_args()
+def first_render_s(page_path: Path) -> float:
+    """Seconds from navigation to the item list drawn (its count line filled) in headless
+    Chromium (Debian's, driven by Playwright, as the HTML tests do)."""
+    import os
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    exe = os.environ.get("CAFE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe)
+        try:
+            page = browser.new_page()
+            t0 = time.perf_counter()
+            page.goto(page_path.as_uri(), timeout=600_000)
+            page.wait_for_function(
+                "() => (document.getElementById('f-count') || {}).textContent", timeout=600_000
+            )
+            return time.perf_counter() - t0
+        finally:
+            browser.close()
+
+
+def measure(units: int, runs: int, figures: bool, browser: bool) -> str:
+    items = max(1, units // runs)
     with tempfile.TemporaryDirectory() as tmp:
-        root = build_run(Path(tmp) / "run", args.items, args.runs)
+        root = build_run(Path(tmp) / "run", items, runs)
         t0 = time.perf_counter()
-        page = write_html_report(root, draw=args.figures)
+        page = write_html_report(root, draw=figures)
         dt = time.perf_counter() - t0
         size = page.path.stat().st_size
-        outputs = args.items * args.runs
-        print(
-            f"index.html for {args.items} items x {args.runs} runs ({outputs} outputs): "
-            f"{size / 1e6:.2f} MB ({size / outputs / 1e3:.2f} kB per output), written in "
-            f"{dt:.2f} s{' with figures' if args.figures else ''}"
+        outputs = items * runs
+        line = (
+            f"{outputs:>6} (item, run) units ({items} items x {runs} runs): index.html "
+            f"{size / 1e6:.2f} MB ({size / outputs / 1e3:.2f} kB per unit), written in {dt:.1f} s"
         )
+        if browser:
+            line += f", first render in Chromium {first_render_s(page.path):.1f} s"
+        return line
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--units", default="1000,10000,30000",
+                    help="(item, run) units per page, comma-separated")  # fmt: skip
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--figures", action="store_true", help="Also draw the inline SVG figures.")
+    ap.add_argument("--no-browser", action="store_true", help="Size and write time only.")
+    args = ap.parse_args()
+    for units in (int(u) for u in args.units.split(",")):
+        print(measure(units, args.runs, args.figures, not args.no_browser), flush=True)
 
 
 if __name__ == "__main__":

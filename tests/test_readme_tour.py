@@ -5,9 +5,11 @@ The lines are read out of README.md: the test holds no list of them."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,45 @@ def test_readme_make_lines_name_real_targets(line: str, tmp_path) -> None:
     out = subprocess.run(["make", "-n", "-C", str(ROOT), *argv[1:], f"VENV={tmp_path}/v"],
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert out.returncode == 0, f"README: `{line}`: {out.stderr}"
+
+
+def _block_after(heading: str) -> list[str]:
+    """The commands of the first bash block under README's ``heading``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = BLOCK.search(text, text.index(heading)).group(1)
+    return [ln.strip() for ln in block.replace("\\\n", " ").splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")]  # fmt: skip
+
+
+def _new_shell_env(venv_bin: str) -> dict[str, str]:
+    """A login's environment: no venv on PATH, none activated (PYTHONPATH stays: it picks the
+    checkout under test, as the editable install does)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CAFE_LEADERBOARD")}
+    keep = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p) != Path(venv_bin)]
+    env["PATH"] = os.pathsep.join(keep or ["/usr/bin", "/bin"])
+    return env
+
+
+def test_a_new_shell_reaches_cafe_after_the_readme_setup_lines(tmp_path) -> None:
+    """`make run` makes .venv (here: the venv this suite runs in, linked where README's make
+    puts it); every other set-up line runs verbatim in a new shell, then the first "First
+    steps" line as written. Without the set-up lines the same shell cannot find `cafe`."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("the suite does not run in a venv: nothing stands in for `make run`'s .venv")
+    setup = _block_after("## Two commands")
+    first = _block_after("## First steps")[0]
+    assert setup[0].startswith("make run") and first.startswith("cafe ")
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    env = _new_shell_env(str(Path(sys.prefix) / "bin"))
+    env["CAFE_CACHE"] = str(tmp_path / "cache")
+
+    def shell(lines: list[str]) -> subprocess.CompletedProcess[str]:
+        script = "set -e\n" + "\n".join(lines) + "\n"
+        return subprocess.run(["bash", "--noprofile", "--norc", "-c", script], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, check=False)  # fmt: skip
+
+    bare = shell([first])
+    assert bare.returncode == 127 and "cafe: command not found" in bare.stderr
+    made = shell([*(ln for ln in setup if not ln.startswith("make ")), first])
+    assert made.returncode == 0, f"README set-up, then `{first}`:\n{made.stdout}\n{made.stderr}"
+    assert list((tmp_path / "runs").glob("*/predictions.jsonl")), made.stdout

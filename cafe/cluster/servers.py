@@ -37,8 +37,9 @@ def _llama_cpp(card: ModelCard, checkpoint: str, name: str, o: dict[str, Any]) -
         raise ConfigError(f"model {card.name!r}: checkpoint {checkpoint}: no such GGUF file")
     threads = int(o.get("n_threads") or 1)
     argv = (
-        sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", name,
-        "--host", "{host}", "--port", "{port}", "--n_ctx", str(int(o.get("n_ctx") or 2048)),
+        sys.executable, "-m", "cafe.cluster.llama_server", "--model", str(path),
+        "--model_alias", name, "--host", "{host}", "--port", "{port}",
+        "--n_ctx", str(int(o.get("n_ctx") or 2048)),
         "--n_threads", str(threads), "--seed", "0", "--verbose", "False",
     )  # fmt: skip
     return ServerCommand(argv, gpus=0, cpus=threads, served_model=name, engine="llama-cpp")

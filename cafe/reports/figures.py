@@ -190,7 +190,28 @@ def _length_axis(ax: Any, decay: dict[str, Any], sparse: Sequence[bool] = ()) ->
         ax.plot([], [], "o", color="#7f7f7f", mfc="white", mec="#7f7f7f", label=SPARSE_LABEL)
 
 
+#: said instead of a figure (or in its panel) for a model that wrote no reasoning
+NO_REASONING = "the model wrote no reasoning (every output's reasoning length is 0): {what}"
+
+
+def wrote_no_reasoning(decay: dict[str, Any]) -> bool:
+    """Every item the decay section binned has reasoning length 0 (a chance baseline, a model
+    that answers at once): there is no length axis to draw."""
+    bins = [b for b in decay.get("bins") or [] if b.get("n")]
+    return bool(bins) and all(float(b.get("x_mean", b.get("x", 0)) or 0) == 0 for b in bins)
+
+
 def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True) -> None:
+    if wrote_no_reasoning(decay):  # a sentence in the panel, not one point on a bare axis
+        import textwrap
+
+        what = "no decay curve to draw"
+        ax.text(0.5, 0.5, textwrap.fill(NO_REASONING.format(what=what), 40), ha="center",
+                va="center", transform=ax.transAxes, fontsize=6)  # fmt: skip
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(title)
+        return
     x, per, rea = _series(decay)
     sp = _sparse(decay)
     _plot_xy(ax, x, per, sp, color=PERCEPTION_COLOR, label="Perception acc. (Acc$_{per}$)")
@@ -247,6 +268,8 @@ def draw_figure3(panels: Sequence[tuple[str, dict[str, Any]]]) -> Any:
     annotated."""
     if not panels:
         raise ValueError("figure 3 needs at least one run with a decay section")
+    if all(wrote_no_reasoning(d) for _, d in panels):
+        raise ValueError(NO_REASONING.format(what="no decay curve to draw"))
     plt = _plt()
     fig, axes = _grid(plt, len(panels))
     for i, (ax, (title, decay)) in enumerate(zip(axes, panels, strict=True)):
@@ -407,6 +430,8 @@ def draw_figure7(
             "figure 7 needs predictions with reasoning_tokens and samples with difficulty, "
             "category or modality in their meta"
         )
+    if all(m == 0 for groups in lengths.values() for m, _ in groups.values()):
+        raise ValueError(NO_REASONING.format(what="no length contrast between task groups"))
     plt = _plt()
     fig, axes = _grid(plt, len(lengths))
     for ax, (panel, groups) in zip(axes, lengths.items(), strict=True):

@@ -53,14 +53,14 @@ def run_line(run: Path) -> list[str]:
 
 def _run_line(run: Path) -> list[str]:
     from cafe.reports.leaderboard import run_coverage
+    from cafe.reports.names import model_name
 
     store = RunStore(run)  # read through the store, as every reader of a run folder does
     manifest, metrics = store.read_manifest(), store.read_metrics()
     stale = _stale(store, metrics)  # a section computed on other records shows no figure
     metrics = {k: v for k, v in metrics.items() if k not in stale}
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
-    model = manifest.get("model")
-    model = model.get("name") if isinstance(model, dict) else model
+    model = model_name(manifest)
     cov = run_coverage(manifest, run / MANIFEST)
     n = bench.get("n_samples")
     items = MISSING if n is None else str(n)

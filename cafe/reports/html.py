@@ -27,6 +27,7 @@ from cafe.folder.status import run_failed
 from cafe.jsontext import finite
 from cafe.prompts import style_label
 from cafe.records import Judgement, Prediction, Sample
+from cafe.reports.names import model_name, shared_path, without_machine_paths
 from cafe.store import MANIFEST, RunStore
 
 WEB = Path(__file__).with_name("web")
@@ -129,8 +130,7 @@ class Source:
 
     @property
     def model(self) -> str:
-        m = self.manifest.get("model") or {}
-        return str((m.get("name") if isinstance(m, dict) else m) or self.store.root.name)
+        return model_name(self.manifest) or self.store.root.name
 
     @property
     def bench(self) -> tuple[str, str]:
@@ -372,6 +372,56 @@ def items_blob(
                 }
             item["preds"].append(_prediction(p, si, judged.get((p.sample_id, p.run_index))))
     return list(items.values()), keys
+
+
+#: a page with more (item, run) units than this keeps each unit's output, parsed sections,
+#: front, option scores and judge lists gzip-compressed in pages of PAGE_UNITS inside the file,
+#: opened when an item is shown or the outputs are searched: a 30,000-unit page stays a few
+#: MB and draws its list at once (perf/html_report_size.py); a small page keeps them inline
+INLINE_UNITS = 2000
+PAGE_UNITS = 500
+#: the item list shows this many rows that pass the filters, then "list N more" (a table of
+#: 30,000 rows took Chromium seconds to lay out)
+LIST_STEP = 1000
+_DETAIL_KEYS = ("out", "sec", "fr", "os")
+_JUDGE_DETAIL_KEYS = ("lists", "spans", "raw")
+
+
+def paged_details(
+    items: list[dict[str, Any]], inline_units: int = INLINE_UNITS, page_units: int = PAGE_UNITS
+) -> list[str]:
+    """Move each unit's long fields out of ``items`` into gzip+base64 pages (returned); a unit
+    keeps ``d`` = [page, index] and its judge's counts per category (``j.n``). None moved when
+    the page holds ``inline_units`` units or fewer. Each page is scrubbed of secrets before it
+    is compressed (the page's own scrubbing cannot read inside it)."""
+    import base64
+    import gzip
+
+    from cafe.redaction import scrub_text
+
+    preds = [p for it in items for p in it["preds"]]
+    if len(preds) <= inline_units:
+        return []
+    pages: list[str] = []
+    current: list[dict[str, Any]] = []
+
+    def close() -> None:
+        text = json.dumps(finite(current), ensure_ascii=False, separators=(",", ":"))
+        pages.append(base64.b64encode(gzip.compress(scrub_text(text).encode(), mtime=0)).decode())
+        current.clear()
+
+    for p in preds:
+        heavy = {k: p.pop(k) for k in _DETAIL_KEYS if k in p}
+        if p.get("j"):
+            heavy["j"] = {k: p["j"].pop(k) for k in _JUDGE_DETAIL_KEYS if k in p["j"]}
+            p["j"]["n"] = {c: len(v) for c, v in (heavy["j"].get("lists") or {}).items()}
+        p["d"] = [len(pages), len(current)]
+        current.append(heavy)
+        if len(current) == page_units:
+            close()
+    if current:
+        close()
+    return pages
 
 
 def script_json(data: Any) -> str:
@@ -630,7 +680,7 @@ def protocol_html(s: Source) -> str:
         ("seeds", m.get("seeds")),
         ("generation", m.get("generation") or (model or {}).get("generation")),
         ("judge", judge_name(caf.get("judge")) or (m.get("judge") or {}).get("name")),
-        ("run folder", str(s.store.root.resolve())),
+        ("run folder", shared_path(s.store.root)),
         ("manifest sha256", s.manifest_sha256),
         ("git commit", m.get("git_commit")),
         ("created", m.get("created")),
@@ -915,7 +965,7 @@ def _source_data(s: Source) -> dict[str, Any]:
         "title": s.title,
         "model": s.model,
         "bench": list(s.bench),
-        "folder": str(s.store.root.resolve()),
+        "folder": shared_path(s.store.root),
         "manifest_sha256": s.manifest_sha256,
         "runs": s.manifest.get("runs"),
         # reasoning lengths: tokens, or words for a run without a tokenizer
@@ -929,6 +979,8 @@ def write_html_report(
     out: str | Path | None = None,
     embed_audio_s: float | None = None,
     draw: bool = True,
+    inline_units: int = INLINE_UNITS,
+    list_step: int = LIST_STEP,
 ) -> HtmlReport:
     """Write report/index.html for RUN_DIR (with a comparison against ``compare_with`` when
     given); ``out`` is the folder to write into. Clips up to ``embed_audio_s`` seconds are
@@ -945,6 +997,7 @@ def write_html_report(
 
     safe_dir(out_dir)
     items, keys = items_blob(sources, out_dir.resolve(), embed_audio_s)
+    pages = paged_details(items, inline_units)  # after every count above was taken
     notes: list[str] = []
     summary: list[str] = []
     figs: dict[str, list[str]] = {}  # by caption: a comparison shows A's and B's side by side
@@ -982,6 +1035,8 @@ def write_html_report(
         "breakdowns": keys,
         "categories": list(CATEGORIES),
         "items": items,
+        "pages": pages,
+        "list_step": list_step,
         "comparison": comparison,
     }
     title = " vs ".join(s.title for s in sources)
@@ -992,5 +1047,7 @@ def write_html_report(
     js = (WEB / "report.js").read_text(encoding="utf-8")
     path = out_dir / INDEX
     text = page(title, _e(subtitle), "\n".join(body), data, js, nav)
+    # a page meant to be shared: the run folders as the working folder names them
+    text = without_machine_paths(text, *(s.store.root for s in sources))
     write_file(path, text)
     return HtmlReport(path, notes)

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from cafe.errors import CafeError
+from cafe.reports.names import model_name, served_model, shared_path
 from cafe.store import MANIFEST
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cafe/: package data, never written
@@ -241,14 +242,6 @@ def listening_metrics(metrics_doc: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
-def served_model(manifest: dict[str, Any]) -> str | None:
-    """The model a server-backed adapter asked for (``-o model=NAME``), from the run spec (or
-    the adapter options of an older folder)."""
-    options = (manifest.get("spec") or {}).get("adapter_options") or manifest.get("adapter_options")
-    name = (options or {}).get("model") if isinstance(options, dict) else None
-    return None if name is None else str(name)
-
-
 def served_group(served: str) -> str | None:
     """The table group of the card that names the served model (by card name or checkpoint):
     a vLLM-served Qwen2-Audio is an LALM, whatever adapter talked to it."""
@@ -316,7 +309,7 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         )
     source: dict[str, Any] = {
         "kind": "run",
-        "run_dir": str(Path(run_dir).resolve()),
+        "run_dir": shared_path(run_dir),
         "manifest_sha256": hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
     }
     from cafe.reports.verify import run_digests  # what `leaderboard verify` checks again
@@ -406,7 +399,7 @@ def _model_and_group(
     card = manifest.get("model") or {}
     card = card if isinstance(card, dict) else {"name": str(card)}
     served = served_model(manifest)
-    model = name or served or card.get("name")
+    model = name or model_name(manifest)
     if not model:
         raise LeaderboardError(f"{store.root}: manifest has no model name; pass --name")
     grp = group or (served and served_group(served)) or card.get("group")

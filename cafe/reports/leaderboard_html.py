@@ -57,6 +57,37 @@ def _markers(syms: list[str], board: Leaderboard) -> str:
     )
 
 
+def row_anchor(table: int, row: Row) -> str:
+    return f"t{table}-row{row.index}"
+
+
+def your_rows_html(board: Leaderboard, tables: list[Table]) -> str:
+    """The user's own rows first (a page of the paper's rows puts them thousands of pixels
+    down): each with its figures and a link to its place in every table that holds it."""
+    mine = [r for r in board.rows if not r.is_paper]
+    if not mine:
+        return ""
+    items = []
+    for r in mine:
+        where = [
+            f'<a href="#{row_anchor(t.spec.number, r)}">Table {t.spec.number}</a>'
+            for t in tables
+            if any(x is r for tr in t.rows for x in tr.rows)
+        ]
+        figures = ", ".join(
+            f"{_e(k)} {'-' if v is None else f'{v:.2f}'}" for k, v in r.metrics.items()
+        )
+        items.append(
+            f"<li><b>{_e(r.display)}</b> ({_e(r.group)}, {_e(r.benchmark)}/{_e(r.version)}): "
+            f"{figures}. In: {', '.join(where) or 'no paper table'}; "
+            f'<a href="#row{r.index}">row #{r.index} of all rows</a></li>'
+        )
+    return (
+        '<section class="table" id="your-rows"><h2>Your rows</h2>'
+        f"<ul>{''.join(items)}</ul></section>"
+    )
+
+
 def table_html(table: Table, board: Leaderboard) -> str:
     from cafe.reports.verify import checked
 
@@ -81,8 +112,10 @@ def table_html(table: Table, board: Leaderboard) -> str:
             prov = "<br>".join(
                 f"{_e(r.benchmark)}/{_e(r.version)}: {provenance(r, verified)}" for r in tr.rows
             )
+            mine = next((r for r in tr.rows if not r.is_paper), None)
+            anchor = f' id="{row_anchor(spec.number, mine)}"' if mine is not None else ""
             body.append(
-                f'<tr class="{"run" if run else "paper"}" data-order="{i}">'
+                f'<tr class="{"run" if run else "paper"}"{anchor} data-order="{i}">'
                 f"<td>{_e(tr.model)}{_markers(tr.markers, board)}</td>{cells}"
                 f'<td class="prov">{prov}</td></tr>'
             )
@@ -119,7 +152,8 @@ def rows_html(board: Leaderboard) -> str:
     for r in rows:
         cells = "".join(_value_cell(r.metrics.get(m), None) for m in metrics)
         body.append(
-            f'<tr class="{"paper" if r.is_paper else "run"}" data-order="{r.index}">'
+            f'<tr class="{"paper" if r.is_paper else "run"}" id="row{r.index}" '
+            f'data-order="{r.index}">'
             f"<td>{r.index}</td><td>{_e(r.display)}{_markers(r.markers, board)}</td>"
             f"<td>{_e(r.group)}</td><td>{_e(r.benchmark)}/{_e(r.version)}</td>{cells}"
             f'<td class="prov">{provenance(r, verified)}</td></tr>'
@@ -134,12 +168,18 @@ def rows_html(board: Leaderboard) -> str:
 
 
 def leaderboard_page(board: Leaderboard) -> str:
-    sections = [table_html(build_table(n, board), board) for n in sorted(TABLES)]
+    from cafe.reports.names import shared_path
+
+    tables = [build_table(n, board) for n in sorted(TABLES)]
+    sections = [your_rows_html(board, tables)] + [table_html(t, board) for t in tables]
     sections.append(rows_html(board))
     nav = " ".join(f'<a href="#table{n}">Table {n}</a>' for n in sorted(TABLES))
     runs = sum(1 for r in board.rows if not r.is_paper)
+    if runs:
+        nav = f'<a href="#your-rows">Your rows</a> {nav}'
     sub = (
-        f"{_e(board.path)} · {len(board.rows)} rows ({runs} from run folders) · written "
+        f"{_e(shared_path(board.path) if board.path else board.path)} · {len(board.rows)} rows "
+        f"({runs} from run folders) · written "
         f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
     )
     return render_page(

@@ -22,6 +22,7 @@ from cafe.reports.leaderboard import (
     load_leaderboard,
     row_from_run,
 )
+from cafe.reports.names import model_name, shared_path, without_machine_paths
 from cafe.safe_files import safe_dir, write_file
 from cafe.store import RunStore
 
@@ -76,8 +77,7 @@ class RunData:
 
     @property
     def model(self) -> str:
-        m = self.manifest.get("model") or {}
-        return str(m.get("name") if isinstance(m, dict) else m) or self.root.name
+        return model_name(self.manifest) or self.root.name
 
     @property
     def bench(self) -> tuple[str, str]:
@@ -241,7 +241,7 @@ def summary_md(
     style = prompt.get("style", "?") if isinstance(prompt, dict) else prompt
     lines = [f"# Run report: {run.model} on {bench} ({version})", ""]
     lines += [
-        f"- run folder: `{run.root.resolve()}`",
+        f"- run folder: `{shared_path(run.root)}`",
         f"- prompt style: {style_label(style)}",
         f"- runs per item: {m.get('runs', '?')}",
     ]
@@ -427,6 +427,7 @@ def write_run_report(
     from cafe.redaction import scrub_text
 
     text = scrub_text(summary_md(run, made, notes, row, signals, report))
+    text = without_machine_paths(text, run.root)
     write_file(report / "summary.md", text)
     return report
 

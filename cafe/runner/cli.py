@@ -252,6 +252,10 @@ def _run_one(
             **request.pick(RunRequest.EXECUTION),
         )  # fmt: skip
         click.echo(format_choices(section))
+        from cafe.robustness.order_free import order_free_line
+
+        if line := order_free_line(result.run_dir):  # a perfect score that is no finding
+            click.echo(line)
     if result.judge_failed:
         raise click.ClickException(
             "the model run is complete, but its CAFE judge failed (reason above)"

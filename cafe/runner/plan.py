@@ -237,6 +237,9 @@ def select_samples(request: RunRequest, reads_audio: bool = True) -> Selection:
             + f"; --data takes the {bench} benchmark's metadata file or folder"
         )
     warn([str(p) for p in problems])
+    from cafe.runner.clips import missing_clips_line  # once per run (issue 46)
+
+    warn([line] if (line := missing_clips_line(samples, bench, reads_audio)) else [])
     return Selection(bench_obj, loaded, samples, problems, limit, pool)
 
 

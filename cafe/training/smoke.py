@@ -265,3 +265,14 @@ def _say_scores(
             f"[smoke]   {name:6s} {_fmt(s['acc']):>7s} {_fmt(s['parse_rate']):>8s} "
             f"{_fmt(s['format_ok_rate']):>9s} {_fmt(s['cafe_acc_per']):>13s}  ({s['run_dir']})"
         )
+    echo(SMOKE_SCOPE.format(limit=limit))
+
+
+#: what the before / after table can and cannot say (a toy model, a few steps, a few items)
+SMOKE_SCOPE = (
+    "[smoke] what this shows: the whole MPAR² path runs end to end (data pipeline, SFT, GRPO "
+    "with its rewards, the trained checkpoint scored on the same harness under its own card). "
+    "What it does not show: that training helps. A toy model after a few steps, scored on "
+    "{limit} items, moves either way by chance; before -> after is no effect. The paper's "
+    "recipe: `cafe train grpo --recipe mpar2-7b-grpo` on a GPU (docs/training.md)."
+)

@@ -50,17 +50,48 @@
   function runLabel(p) {
     return (TWO ? D.sources[p.s].key + " " : "") + "run " + p.r;
   }
+  // a big page keeps each unit's output, sections and judge lists gzip-compressed in pages
+  // (D.pages, base64); p.d = [page, index] until they are opened into p
+  var PAGES = D.pages || [];
+  var opened = {};
+  function openPage(i) {
+    if (!opened[i]) {
+      var bin = atob(PAGES[i]);
+      var bytes = new Uint8Array(bin.length);
+      for (var k = 0; k < bin.length; k++) bytes[k] = bin.charCodeAt(k);
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      opened[i] = new Response(stream).text().then(JSON.parse);
+    }
+    return opened[i];
+  }
+  function withDetails(preds) {
+    return Promise.all(preds.filter(function (p) { return p.d; }).map(function (p) {
+      return openPage(p.d[0]).then(function (page) {
+        var h = page[p.d[1]];
+        Object.keys(h).forEach(function (k) {
+          if (k === "j") Object.assign(p.j, h.j); else p[k] = h[k];
+        });
+        delete p.d;
+      });
+    }));
+  }
+  var allOpen = PAGES.length === 0;
+  function nOf(p, c) {
+    if (!p.j) return 0;
+    return p.j.n ? (p.j.n[c] || 0) : (p.j.lists[c] || []).length;
+  }
   function judgeText(p) {
-    if (!p.j) return "";
+    if (!p.j || !p.j.lists) return "";
     var out = [];
     Object.keys(p.j.lists).forEach(function (c) { out = out.concat(p.j.lists[c]); });
     return out.join(" ");
   }
-  rows.forEach(function (r) {
+  function setText(r) {
     var it = r.it, p = r.p;
     r.text = [it.id, it.q, (it.choices || []).join(" "), it.answer, p.out, p.ans, p.err, p.fr ? p.fr.text : null, judgeText(p)]
       .join("\n").toLowerCase();
-  });
+  }
+  rows.forEach(setText);
 
   // filters ---------------------------------------------------------------------------------
   var F = document.getElementById("filters");
@@ -139,7 +170,7 @@
     if (bad) return false;
     var cat = val("f-cat");
     if (cat === "none" && p.j) return false;
-    if (cat && cat !== "none" && !(p.j && p.j.lists[cat] && p.j.lists[cat].length)) return false;
+    if (cat && cat !== "none" && !nOf(p, cat)) return false;
     var q = text.value.trim().toLowerCase();
     if (q && r.text.indexOf(q) < 0) return false;
     return true;
@@ -162,7 +193,7 @@
   function counts(p) {
     if (!p.j) return "";
     return CATS.map(function (c) {
-      var n = (p.j.lists[c] || []).length;
+      var n = nOf(p, c);
       return n ? '<span class="chip ev-' + c + '" title="' + c + '">' + n + "</span>" : "";
     }).join("");
   }
@@ -182,25 +213,47 @@
     html.push("</tbody></table>");
     LIST.innerHTML = html.join("");
     TBODY = LIST.querySelector("tbody");
+    LIST.appendChild(MORE);
     var trs = TBODY.children;
     rows.forEach(function (r, i) { r.tr = trs[i]; });
   }
   var sortedBy = "";
+  var LIST_STEP = D.list_step || 1000;
+  var listed = LIST_STEP;
+  var MORE = el("button", null, "list " + LIST_STEP + " more");
+  MORE.id = "list-more";
+  MORE.hidden = true;
+  MORE.addEventListener("click", function () { listed += LIST_STEP; renderList(); });
   function renderList() {
-    var n = 0;
-    rows.forEach(function (r) {
-      var ok = passes(r);
-      if (r.tr.hidden === ok) r.tr.hidden = !ok;
-      if (ok) n++;
-    });
+    if (!allOpen && text.value.trim()) {  // searching the outputs: open every page first
+      count.textContent = "opening the outputs to search them…";
+      withDetails(rows.map(function (r) { return r.p; })).then(function () {
+        allOpen = true;
+        rows.forEach(setText);
+        renderList();
+      });
+      return;
+    }
     var s = val("f-sort");
+    var order = sorted(rows);
     if (s !== sortedBy) {
       sortedBy = s;
       var frag = document.createDocumentFragment();
-      sorted(rows).forEach(function (r) { frag.appendChild(r.tr); });
+      order.forEach(function (r) { frag.appendChild(r.tr); });
       TBODY.appendChild(frag);
     }
-    count.textContent = n + " of " + rows.length + " (item, run) outputs";
+    // the first `listed` rows that pass are shown: a 30,000-row table laid out whole took
+    // Chromium seconds; the rest come LIST_STEP at a time
+    var n = 0;
+    order.forEach(function (r) {
+      var ok = passes(r);
+      var show = ok && n < listed;
+      if (r.tr.hidden === show) r.tr.hidden = !show;
+      if (ok) n++;
+    });
+    count.textContent = n + " of " + rows.length + " (item, run) outputs" +
+      (n > listed ? " (the first " + listed + " listed)" : "");
+    MORE.hidden = n <= listed;
     markCurrent();
   }
   var typing = null;
@@ -325,6 +378,11 @@
       return;
     }
     var it = r.it, p = r.p;
+    var closed = it.preds.filter(function (q) { return q.d; });
+    if (closed.length) {  // its outputs are still in their compressed page
+      withDetails(closed).then(function () { if (currentKey() === key) showItem(key); });
+      return;
+    }
     DETAIL.innerHTML = "";
     var head = el("h3", null, it.id);
     DETAIL.appendChild(head);
