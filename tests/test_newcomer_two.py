@@ -64,8 +64,9 @@ def test_cafe_serves_the_tokenize_route_cafe_probes(tmp_path) -> None:
     import httpx
 
     from cafe.adapters.cards import load_cards
-    from cafe.clients import make_client, run_sync
+    from cafe.clients import make_client
     from cafe.cluster.servers import server_command
+    from cafe.execution import run_sync
 
     card = load_cards([Path(__file__).parent / "data" / "cluster_cards.yaml"])["smollm2"]
     with socket.socket() as s:

@@ -296,7 +296,7 @@ def resolve_against(
                                "explain a gap between runs of one benchmark")  # fmt: skip
         return Against(run.title, proto(Protocol()), run=run, version=run.bench[1])
     row = _row(ours, str(against), leaderboard)
-    folder = row.source.get("run_dir")
+    folder = row.folder
     judged = "†" in row.markers
     label = f"leaderboard row {row.index} ({row.display}, {row.benchmark}/{row.version})"
     if folder and not judged and RunStore(folder).has_manifest():

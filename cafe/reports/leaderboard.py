@@ -65,6 +65,21 @@ class Row:
     intervals: dict[str, list[float]] = field(default_factory=dict)
     notes: str | None = None
     index: int = -1  # position in the file's rows
+    #: the leaderboard file's folder, which a run row's relative ``run_dir`` is read against
+    base: Path | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def folder(self) -> Path | None:
+        """The run folder a row was added from: ``run_dir`` relative to the leaderboard file's
+        folder (how `leaderboard add` writes it), else as written (older rows: absolute, or
+        relative to the working folder)."""
+        if self.is_paper or not self.source.get("run_dir"):
+            return None
+        d = Path(str(self.source["run_dir"]))
+        if d.is_absolute() or self.base is None:
+            return d
+        near = self.base / d
+        return near if near.exists() or not d.exists() else d
 
     @property
     def display(self) -> str:
@@ -185,7 +200,7 @@ def parse(doc: dict[str, Any], path: Path) -> Leaderboard:
     validate(doc, str(path))
     rows = []
     for i, d in enumerate(doc["rows"]):
-        rows.append(Row(**{k: v for k, v in d.items()}, index=i))
+        rows.append(Row(**{k: v for k, v in d.items()}, index=i, base=path.resolve().parent))
     markers = {
         m["symbol"]: Marker(m["symbol"], m["meaning"], tuple(m.get("tables", ())))
         for m in doc.get("markers", [])
@@ -538,6 +553,10 @@ def add_run(
 ) -> tuple[Row, Path]:
     """Append a run folder's row to the leaderboard file -> (the row, the file written)."""
     row = row_from_run(run_dir, group=group, name=name)
+    # the folder as seen from the leaderboard file: no machine path, and `leaderboard verify`
+    # finds it again wherever the command runs
+    board_dir = user_file(path).resolve().parent
+    row.source["run_dir"] = Path(os.path.relpath(Path(run_dir).resolve(), board_dir)).as_posix()
     return row, append_row(row, path)
 
 

@@ -492,9 +492,7 @@ def compare(
     if ref.is_paper:
         theirs_p = paper_protocol(ref)
     else:
-        other = (
-            RunData.load(ref.source["run_dir"]) if Path(ref.source["run_dir"]).exists() else None
-        )
+        other = RunData.load(ref.folder) if ref.folder and ref.folder.exists() else None
         theirs_p = run_protocol(other.manifest, other.metrics) if other else {}
     if ref.version != version:
         lines.append(f"benchmark version: run {version}, row {ref.version}")

@@ -95,7 +95,7 @@ def verify_row(row: Any) -> Verdict:
 
     if row.is_paper:
         return Verdict(row.index, row.display, "published")
-    folder = str(row.source.get("run_dir"))
+    folder = str(row.folder)
     store = RunStore(folder)
     out = Verdict(row.index, row.display, "verified", run_dir=folder)
     if not store.has_manifest():
