@@ -48,13 +48,18 @@ def _sha256(data: bytes) -> str:
 def run_digests(store: Any, manifest: dict[str, Any]) -> dict[str, Any]:
     """What a row from this folder is computed from, each as a digest."""
     from cafe import __version__
-    from cafe.store import SAMPLES
+    from cafe.errors import ConfigError
+    from cafe.store import _DAMAGED, SAMPLES, read_regular
 
     samples = store.path(SAMPLES)
+    try:  # a damaged folder says so as every reader of it does
+        samples_bytes = read_regular(samples) if samples.exists() else None
+    except OSError as e:
+        raise ConfigError(f"{samples}: cannot read ({e.strerror}); {_DAMAGED}") from None
     bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
     spec = json.dumps(manifest.get("spec"), sort_keys=True, default=str).encode()
     return {
-        "samples": _sha256(samples.read_bytes()) if samples.exists() else None,
+        "samples": None if samples_bytes is None else _sha256(samples_bytes),
         "predictions": store.input_digest("predictions").get("digest"),
         "judgements": store.input_digest("judgements").get("digest"),
         "spec": _sha256(spec),
