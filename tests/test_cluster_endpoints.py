@@ -156,3 +156,15 @@ def test_a_dead_replica_is_dropped_and_its_calls_go_to_the_others():
         live.stop()  # the last one gone too: the command stops, naming the server
         with pytest.raises(ServerUnreachable):
             asyncio.run(calls(2))
+
+
+def test_a_cluster_address_where_nothing_listens_is_one_line_of_cafe(tmp_path):
+    """--ray 127.0.0.1:1: refused at once with cafe's line, not minutes of Ray's retries."""
+    code = "from cafe.cluster.session import connect\nconnect('127.0.0.1:1')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)  # fmt: skip
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("cafe.cluster.session.ClusterError: cannot join the Ray cluster at "
+                           "127.0.0.1:1:"), out.stderr[-2000:]  # fmt: skip
+    assert "ray start --head" in last
