@@ -206,7 +206,7 @@ class Replicas:
         urls = self.alive() if urls is None else urls
         return EndpointList(
             served_model=self.command.served_model, endpoints=urls, engine=self.command.engine,
-            cluster=self.address or "local",
+            cluster=self.address or "local", checkpoint=self.command.checkpoint,
             replicas=[r.info for r in self.replicas if r.url in urls],
         )  # fmt: skip
 
