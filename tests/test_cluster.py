@@ -291,6 +291,36 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
     wait_for("the replicas exit", 30, lambda: not actor_pids("ray::ServerReplica"))
 
 
+def test_a_frozen_actor_is_given_up_and_its_items_retried(cluster, reference, tmp_path, monkeypatch):  # noqa: E501
+    """One actor stops (SIGSTOP) in the middle of its share: the driver gives it up after the
+    placement's call_timeout_s, kills it, and the run ends with its items as transient
+    failures, not for ever; a plain re-run makes them."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    frozen: list[int] = []
+    once = threading.Lock()
+
+    def reply(body: dict) -> str:
+        with once:
+            if not frozen:
+                frozen.append(actor_pids()[0])
+                os.kill(frozen[0], signal.SIGSTOP)
+        return answer(body)
+
+    with OpenAILoopback(reply=reply, latency_s=0.05) as server:
+        folder = tmp_path / "run"
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(
+            ray_run(server, folder, cluster.address, call_timeout_s=5)), daemon=True)  # fmt: skip
+        t.start()
+        t.join(300)  # a bound only: without a timeout the run waits on the frozen actor for ever
+        assert got, "the run still waits on the frozen actor"
+        assert frozen and got[0].status != "complete"
+        again = ray_run(server, folder, cluster.address, grace_s=3)
+        assert again.status == "complete"
+        assert_recovered(got[0], folder, reference, "gave no answer within 5 s")
+    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+
+
 def _driver(code: str, env: dict[str, str]) -> str:
     """What a fresh driver process prints after ``code`` (cafe.cluster.session as ``s``)."""
     head = "from cafe.cluster import session as s\n"
