@@ -253,3 +253,25 @@ def test_hostile_endpoint_files_are_one_line_or_one_endpoint(tmp_path):
     dup = tmp_path / "dup.txt"  # one URL listed 100,000 times: one endpoint, not 100,000
     dup.write_text("http://127.0.0.1:9/v1\n" * 100_000)
     assert endpoints.expand([f"@{dup}", "http://127.0.0.1:9/v1"]) == ["http://127.0.0.1:9/v1"]
+
+
+def test_a_second_serve_neither_takes_over_nor_removes_anothers_endpoint_file(tmp_path):
+    """An endpoint file whose replica answers belongs to a running `cafe serve`: a second one
+    naming it is refused before any cluster starts; a serve removes the file on exit only
+    while it still holds what that serve wrote."""
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)
+    with OpenAILoopback(models=ALIAS_ONLY) as running:
+        eps = tmp_path / "eps.json"
+        theirs = endpoints.EndpointList("m", [running.url], engine="llama-cpp")
+        endpoints.write(eps, theirs)
+        before = eps.read_bytes()
+        res = CliRunner().invoke(main, ["serve", "--model", "llama-cpp", "--checkpoint",
+                                        str(gguf), "--endpoints-file", str(eps)])  # fmt: skip
+        assert res.exit_code == 1 and "another `cafe serve` keeps this endpoint file" in res.output
+        assert running.url in res.output and eps.read_bytes() == before
+    mine = endpoints.EndpointList("m", ["http://127.0.0.1:9/v1"], engine="llama-cpp")
+    endpoints.remove_if_ours(eps, mine)  # the file is theirs: kept
+    assert eps.read_bytes() == before
+    endpoints.remove_if_ours(eps, theirs)
+    assert not eps.exists()

@@ -61,6 +61,36 @@ def expand(values: Sequence[str | None]) -> list[str | None]:
     return list(dict.fromkeys(out))  # one endpoint (its limiter, its breaker) per URL
 
 
+def live_elsewhere(path: Path, timeout_s: float = 3.0) -> list[str]:
+    """The URLs of the endpoint file at ``path`` that answer GET /models now: a `cafe serve`
+    still keeps that file ([] where there is no readable file, or nothing there answers)."""
+    import httpx
+
+    try:
+        urls = read(path).endpoints
+    except ConfigError:
+        return []
+    alive = []
+    for url in urls[:64]:
+        try:
+            if httpx.get(f"{url.rstrip('/')}/models", timeout=timeout_s).status_code < 500:
+                alive.append(url)
+        except (httpx.HTTPError, ValueError):
+            continue
+    return alive
+
+
+def remove_if_ours(path: Path, listing: EndpointList | None) -> None:
+    """Remove the endpoint file only while it holds ``listing`` (what this serve last wrote):
+    one another serve has since written is theirs."""
+    try:
+        ours = listing is not None and json.loads(path.read_text()) == asdict(listing)
+    except (OSError, ValueError, RecursionError):
+        return
+    if ours:
+        path.unlink(missing_ok=True)
+
+
 def recorded(values: Sequence[str | None]) -> dict[str, dict[str, str]]:
     """Per URL, what the endpoint file naming it records about the weights served there (the
     checkpoint's identity): part of the served model's identity, as GET /models is; URLs
