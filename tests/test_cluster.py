@@ -291,7 +291,9 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
     wait_for("the replicas exit", 30, lambda: not actor_pids("ray::ServerReplica"))
 
 
-def test_a_frozen_actor_is_given_up_and_its_items_retried(cluster, reference, tmp_path, monkeypatch):  # noqa: E501
+def test_a_frozen_actor_is_given_up_and_its_items_retried(
+    cluster, reference, tmp_path, monkeypatch
+):  # noqa: E501
     """One actor stops (SIGSTOP) in the middle of its share: the driver gives it up after the
     placement's call_timeout_s, kills it, and the run ends with its items as transient
     failures, not for ever; a plain re-run makes them."""
@@ -317,7 +319,9 @@ def test_a_frozen_actor_is_given_up_and_its_items_retried(cluster, reference, tm
         assert frozen and got[0].status != "complete"
         again = ray_run(server, folder, cluster.address, grace_s=3)
         assert again.status == "complete"
-        assert_recovered(got[0], folder, reference, "gave no answer within 5 s")
+        said = [p["error"] for p in lines_of(folder) if p["parse_status"] == "failed"]
+        assert any("gave no answer within 5 s (frozen?); killed" in e for e in said), said
+        assert_recovered(got[0], folder, reference, "Ray actor")  # its other calls: lost
     wait_for("the pools' actors exit", 30, lambda: not actor_pids())
 
 

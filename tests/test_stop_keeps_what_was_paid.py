@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,53 @@ def test_a_notebook_stop_cancels_the_calls_not_yet_sent(inherited, monkeypatch) 
         gate.set()
     assert sorted(started) == [0, 1]  # nothing else began
     assert sorted(r for w in writes for r in w) == ["done 0", "done 1"]
+
+
+_HOLD = """import os, time
+if os.environ.get("CAFE_TEST_HOLD_WRITES"):
+    from cafe import store
+    _real = store.JsonlWriter.write_many
+    def _held(self, records):
+        records = list(records)
+        if self.path.name == "predictions.jsonl" and records:  # the first batch's lines
+            open(os.environ["CAFE_TEST_HOLD_WRITES"], "w").close()
+            while True:
+                time.sleep(1)
+        _real(self, records)
+    store.JsonlWriter.write_many = _held
+"""
+
+
+def test_a_killed_run_counts_the_calls_it_paid_for_once_the_same_command_finishes(tmp_path):
+    """SIGKILL after the server answered (and the cache kept the replies) but before their
+    records were written: the same command replays them from the cache as this folder's own
+    calls, so its counters (calls, tokens) equal what the server answered, not fewer."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_HOLD)
+    held = tmp_path / "held"
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "CAFE_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(site), root])}  # fmt: skip
+    out = tmp_path / "run"
+    with OpenAILoopback(reply=lambda body: "A") as srv:
+        first = subprocess.run(_cmd(srv.url, out)[:-1] + ["--limit", "2", "--no-progress"],
+                               env=env, capture_output=True, timeout=300)  # fmt: skip
+        assert first.returncode == 0, first.stderr.decode()[-2000:]  # two calls written
+        hold = {**env, "CAFE_TEST_HOLD_WRITES": str(held)}  # its writes of predictions hang
+        proc = subprocess.Popen(_cmd(srv.url, out), env=hold,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        for _ in range(3000):  # a bound only: the writer says when it hangs
+            if held.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert held.exists()
+        proc.kill()
+        proc.wait()
+        paid = srv.count
+        assert paid > 2  # calls answered whose records the kill lost
+        again = subprocess.run(_cmd(srv.url, out), env=env, capture_output=True, timeout=300)
+        assert again.returncode == 0, again.stderr.decode()[-2000:]
+        total = json.loads((out / "manifest.json").read_text())["counters"]["total"]
+        assert total["calls"] == srv.count == N
+        assert total["completion_tokens"] == N and total["cache_hits"] == 0

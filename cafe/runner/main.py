@@ -449,7 +449,8 @@ def _generate(
         count()  # this session counted from its start: lines a kill leaves are its own
         store.write_manifest(manifest)
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
-        target = CachedAdapter(adapter, calls, identity, log)
+        paid_by = f"{store.root.resolve()}@{manifest.get('created')}"  # this folder's calls
+        target = CachedAdapter(adapter, calls, identity, log, folder=paid_by)
         work = _Work(plan, adapter, target)
         try:  # the one executor: each batch committed whole as it finishes (_Commit)
             run_sync(execute(
