@@ -94,7 +94,7 @@ async def write_as_completed(
             if bar is not None:
                 bar.update(len(records))
         flush()
-    except BaseException as stop:  # an error, or Ctrl-C / a notebook's stop (a cancel)
+    except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
         flush()
         taken = {i for i, _ in done}
         left = [t for i, t in enumerate(tasks) if i not in taken]

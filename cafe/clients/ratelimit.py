@@ -390,8 +390,10 @@ async def call_with_retries(
                 f"{last}: the server asks to wait {retry_after:g} s (Retry-After), longer than "
                 f"cafe waits ({policy.max_retry_after:g} s); run the same command again later"
             ), attempts=attempt)  # fmt: skip
-        if attempt == limit and brk is not None and brk.riding_out():
-            limit += 1  # a healthy server's outage: keep on, the breaker bounds it in time
+        # a healthy server's outage (other calls fail too: not this request's own fault):
+        # keep on, the breaker bounds it in time
+        if attempt == limit and brk is not None and brk.riding_out() and brk.failed > attempt:
+            limit += 1
         if not retryable or attempt == limit:
             return Outcome(error=redact(f"{last} (after {attempt} attempt(s))"), attempts=attempt)
         step = min(attempt, policy.max_attempts)  # riding out: the last backoff, no longer
