@@ -260,17 +260,35 @@ def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
                 asyncio.current_task().cancel()  # type: ignore[union-attr]
         return await coro
 
-    with ThreadPoolExecutor(1, "cafe-loop") as helper:
+    box: dict[str, Any] = {}
+    finished = threading.Event()  # not Thread.join: an interrupted join marks it stopped
+
+    def helper() -> None:
         try:
-            done = helper.submit(asyncio.run, main())
-            return done.result()
-        except KeyboardInterrupt:
-            with lock:
-                stop.set()
-                for loop, task in started:
+            box["value"] = asyncio.run(main())
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+            box["error"] = e
+        finally:
+            finished.set()
+
+    thread = threading.Thread(target=helper, name="cafe-loop", daemon=True)
+    try:
+        thread.start()
+        finished.wait()
+    except KeyboardInterrupt:  # may come while the thread is still starting
+        with lock:
+            stop.set()
+            for loop, task in started:
+                try:
                     loop.call_soon_threadsafe(task.cancel)
-            helper.shutdown(wait=True)  # the calls wind down (what a writer took stays written)
-            raise
+                except RuntimeError:  # its loop has closed: the work is over
+                    pass
+        if thread.ident is not None:
+            finished.wait()  # the calls wind down (what a writer took stays written)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 @dataclass

@@ -6,7 +6,6 @@ the stop cancels the work still to do. Orderings are forced with events, never t
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from runner_helpers import stop_a_notebook_cell
 
 from cafe.execution import execute, run_sync
 from cafe.testing.loopback import OpenAILoopback
@@ -102,10 +102,6 @@ def test_a_notebook_stop_cancels_the_calls_not_yet_sent(inherited, monkeypatch) 
             assert gate.wait(120)  # a bound only
         return f"done {i}"
 
-    def stop_button() -> None:
-        assert two_running.wait(120)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
     async def notebook_cell() -> list[str]:
         return run_sync(execute(list(range(40)), call, lambda i, why: f"failed {i}", Writer(),
                                 concurrency=2, threads=True, desc="t", progress=False))  # fmt: skip
@@ -128,15 +124,9 @@ def test_a_notebook_stop_cancels_the_calls_not_yet_sent(inherited, monkeypatch) 
             return fut
 
     monkeypatch.setattr(ex, "ThreadPoolExecutor", Pool)
-    old = signal.signal(signal.SIGINT, inherited)
-    threading.Thread(target=stop_button, daemon=True).start()
-    loop = asyncio.new_event_loop()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            loop.run_until_complete(notebook_cell())
+        stop_a_notebook_cell(notebook_cell(), two_running, inherited)
     finally:
-        loop.close()
-        signal.signal(signal.SIGINT, old)
         gate.set()
     assert sorted(started) == [0, 1]  # nothing else began
     assert sorted(r for w in writes for r in w) == ["done 0", "done 1"]
