@@ -180,3 +180,22 @@ def test_a_killed_run_counts_the_calls_it_paid_for_once_the_same_command_finishe
         total = json.loads((out / "manifest.json").read_text())["counters"]["total"]
         assert total["calls"] == srv.count == N
         assert total["completion_tokens"] == N and total["cache_hits"] == 0
+
+
+def test_the_temporary_files_a_killed_writer_left_are_removed_by_the_next_run(tmp_path):
+    """A SIGKILL between a temporary file and its rename leaves `.NAME.XXXX.tmp` behind: the
+    next run of the folder, as its one writer, removes them."""
+    from click.testing import CliRunner
+
+    from cafe.cli import main
+
+    out = tmp_path / "run"
+    args = ["run", "--limit", "2", "--judge", "none", "--no-progress", "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    left = [out / ".manifest.json.k1a2.tmp", out / ".metrics.json.zz.tmp"]
+    for p in left:
+        p.write_text("{half")
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert not any(p.exists() for p in left)
