@@ -130,7 +130,6 @@ class CachedAdapter:
                 out[i] = c
         return out  # type: ignore[return-value]
 
-
     def _paid(self, r: Request) -> list[Any]:
         return [self.folder, r.sample_id, r.run_index]
 
