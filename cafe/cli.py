@@ -55,6 +55,9 @@ def main() -> None:
 
     Start with `cafe run` (the synthetic benchmark with the reference listener), then
     `cafe run --model NAME --bench mmar --data PATH`."""
+    from cafe.execution import honour_interrupts
+
+    honour_interrupts()  # `kill -INT` stops a backgrounded cafe too (the stop policy)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ import asyncio
 import contextvars
 import dataclasses
 import json
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,15 +53,16 @@ class Limiter:
 async def write_as_completed(
     tasks: Sequence[asyncio.Future[Any]], writer: Any, *, total: int, desc: str, progress: bool,
     flush_every: int | None = None, batched: bool = False,
-    running: Mapping[asyncio.Future[Any], Future[Any]] | None = None,
+    running: Mapping[asyncio.Future[Any], Future[Any] | None] | None = None,
 ) -> list[tuple[int, Any]]:  # fmt: skip
     """Await ``tasks`` (each gives its index and its result) as they finish; append their
     records in fsynced batches of at least ``flush_every`` (default FLUSH_EVERY; a kill loses at
     most one batch, which the next run makes again) -> the (index, result) pairs as they came.
     ``batched``: each result is a list of records, written whole. Any exception (a dead server,
-    a --strict stop, a writer that refuses) ends it after the buffer is written: the other calls
-    are cancelled, save those ``running`` on a thread (no cancel stops one: its records are
-    written too, already paid for), as are the calls that had finished.
+    a --strict stop, a writer that refuses, Ctrl-C) ends it after the buffer is written: the
+    calls not yet sent are cancelled; those ``running`` (sent: on this loop or on a thread) are
+    let finish and their records written too, already paid for, as are the calls that had
+    finished.
     A server that stops answering says how many were kept."""
     from cafe.clients.breaker import ServerUnreachable
 
@@ -92,7 +94,7 @@ async def write_as_completed(
             if bar is not None:
                 bar.update(len(records))
         flush()
-    except Exception as stop:
+    except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
         flush()
         taken = {i for i, _ in done}
         left = [t for i, t in enumerate(tasks) if i not in taken]
@@ -108,16 +110,17 @@ async def write_as_completed(
 
 async def _wind_down(
     left: Sequence[asyncio.Future[Any]], writer: Any,
-    running: Mapping[asyncio.Future[Any], Future[Any]], batched: bool,
+    running: Mapping[asyncio.Future[Any], Future[Any] | None], batched: bool,
 ) -> int:  # fmt: skip
-    """After a stop, over the calls not yet written (``left``): cancel those that may be (one
-    queued for a thread too); write what the finished ones and those running on a thread
-    return, their own errors no longer mattering -> records kept."""
+    """After a stop, over the calls not yet written (``left``): cancel those not yet sent (one
+    waiting for its turn, or queued for a thread); the calls already sent (``running``: on this
+    loop, or on a thread, where no cancel stops one) are let finish and their records written,
+    their own errors no longer mattering: the server answers them, so they are paid for and
+    the folder must count them -> records kept. A second Ctrl-C ends the wait."""
     for t in left:
-        on_thread = running.get(t)
-        if on_thread is None:
+        if t not in running:
             t.cancel()  # a finished one keeps its result
-        else:
+        elif (on_thread := running[t]) is not None:
             on_thread.cancel()  # only if it has not started
     kept = 0
     for got in await asyncio.gather(*left, return_exceptions=True):
@@ -169,7 +172,8 @@ async def execute(
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
     sem = Limiter(2 * concurrency if threads else concurrency)
     units: Sequence[Any] = chunks(items, batch_size) if batch_size else items
-    running: dict[asyncio.Future[Any], Future[Any]] = {}  # calls handed to a thread
+    # calls sent: on a thread (its future), or on this loop (None); a stop lets them finish
+    running: dict[asyncio.Future[Any], Future[Any] | None] = {}
     stopped: list[BaseException] = []  # a stop seen by a call: no call waiting starts after it
 
     async def one(n: int, unit: Any) -> tuple[int, Any]:
@@ -178,6 +182,7 @@ async def execute(
                 raise _Stopped from None
             try:
                 if pool is None:
+                    running[asyncio.current_task()] = None  # type: ignore[index]
                     return n, await call(unit)
                 ctx = contextvars.copy_context()  # the item's counter share, as to_thread's
                 on_thread = pool.submit(ctx.run, call, unit)
@@ -210,30 +215,80 @@ class _Stopped(Exception):
     """A call that was waiting when another stopped the command: never started."""
 
 
+def honour_interrupts() -> Callable[[], None]:
+    """Make SIGINT raise KeyboardInterrupt in this process whatever disposition it inherited (a
+    shell starts background jobs with SIGINT ignored: `kill -INT` must still stop cafe) ->
+    the function that puts the old disposition back. A handler of the program's own (a
+    notebook kernel's) is kept; off the main thread nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = signal.getsignal(signal.SIGINT)
+    if callable(old):
+        return lambda: None
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return lambda: signal.signal(signal.SIGINT, old)
+
+
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
     """Run ``coro`` from synchronous code on an event loop of its own: ``asyncio.run``, or,
     where this thread already runs a loop (a notebook), on a helper thread. An interrupt while
-    it runs there (the notebook's stop button) cancels it, as Ctrl-C cancels ``asyncio.run``,
-    and is raised once it has wound down."""
+    it runs (Ctrl-C, `kill -INT` of a background job, the notebook's stop button) cancels it
+    (``execute`` then cancels the calls not yet sent and writes those that were) and is raised
+    once it has wound down."""
+    restore = honour_interrupts()
+    try:
+        return _run_sync(coro)
+    finally:
+        restore()
+
+
+def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
     started: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+    lock, stop = threading.Lock(), threading.Event()
 
     async def main() -> R:
-        started.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+        with lock:  # an interrupt that came before the work began cancels it at once
+            started.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+            if stop.is_set():
+                asyncio.current_task().cancel()  # type: ignore[union-attr]
         return await coro
 
-    with ThreadPoolExecutor(1, "cafe-loop") as helper:
-        done = helper.submit(asyncio.run, main())
+    box: dict[str, Any] = {}
+    finished = threading.Event()  # not Thread.join: an interrupted join marks it stopped
+
+    def helper() -> None:
         try:
-            return done.result()
-        except KeyboardInterrupt:
+            box["value"] = asyncio.run(main())
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+            box["error"] = e
+        finally:
+            finished.set()
+
+    thread = threading.Thread(target=helper, name="cafe-loop", daemon=True)
+    try:
+        thread.start()
+        finished.wait()
+    except KeyboardInterrupt:  # may come while the thread is still starting
+        with lock:
+            stop.set()
             for loop, task in started:
-                loop.call_soon_threadsafe(task.cancel)
-            wait([done])  # the calls wind down (what a writer took stays written)
-            raise
+                try:
+                    loop.call_soon_threadsafe(task.cancel)
+                except RuntimeError:  # its loop has closed: the work is over
+                    pass
+        if thread.ident is not None:
+            finished.wait()  # the calls wind down (what a writer took stays written)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 @dataclass

@@ -90,6 +90,30 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+#: the temporary files ``replace_file`` writes beside their target
+TEMPORARY = re.compile(r"\..+\.tmp")
+
+
+def remove_stale_temporaries(root: Path, folders: tuple[str, ...] = ("", "report")) -> int:
+    """Remove the temporary files a killed writer left in run folder ``root`` (and its
+    ``folders``) -> how many. Call it holding the folder's writer lock: no other writer can be
+    filling one then. A link is removed as a link, never followed."""
+    removed = 0
+    for sub in folders:
+        try:
+            names = os.listdir(root / sub)
+        except OSError:
+            continue
+        for name in names:
+            if TEMPORARY.fullmatch(name):
+                try:
+                    os.unlink(root / sub / name)
+                    removed += 1
+                except (IsADirectoryError, PermissionError, FileNotFoundError):
+                    continue
+    return removed
+
+
 def replace_file(path: str | Path, write: Callable[[Any], None]) -> None:
     """Replace ``path`` whole: ``write(f)`` fills a unique temporary file in the same folder
     (text, utf-8), which is fsynced and renamed over ``path``, then the folder is fsynced. On

@@ -195,3 +195,29 @@ CLI = [sys.executable, "-m", "cafe.cli"]
 
 # a module-level declaration, the way transformers adapter modules declare theirs
 MODEL_TYPES = {"tone_model": "tone-card", "tone_bare": "tone"}
+
+
+def stop_a_notebook_cell(cell: Any, ready: Any, inherited: Any) -> None:
+    """Run coroutine ``cell`` on a plain event loop, as a notebook does (no asyncio SIGINT
+    handler), in a process whose SIGINT disposition is ``inherited`` (SIG_IGN: a background
+    job's); press the stop button (SIGINT to the main thread) once ``ready`` is set, and
+    expect the KeyboardInterrupt in the cell's thread."""
+    import asyncio
+    import signal
+    import threading
+
+    import pytest
+
+    def stop_button() -> None:
+        assert ready.wait(120)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, inherited)
+    threading.Thread(target=stop_button, daemon=True).start()
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_until_complete(cell)
+    finally:
+        loop.close()
+        signal.signal(signal.SIGINT, old)

@@ -236,15 +236,21 @@ def test_two_servers_with_one_model_name_never_share_entries(tmp_path):
         ]
 
 
-def test_an_endpoint_alone_keeps_entries_apart_unless_replicas_are_declared(tmp_path):
-    """Servers reporting nothing about their weights differ by endpoint; ``-o replicas=true``
-    declares them copies of one model and they share entries."""
+def test_an_endpoint_alone_keeps_entries_apart_unless_replicas_report_their_weights(tmp_path):
+    """Servers reporting nothing about their weights differ by endpoint, declared replicas or
+    not (a declaration is no identity: issue 45); ``-o replicas=true`` over servers that
+    report the same weights makes them copies of one model, sharing entries."""
     with OpenAILoopback(reply=lambda b: "<answer>A</answer>") as one, \
          OpenAILoopback(reply=lambda b: "<answer>B</answer>") as two:  # fmt: skip
         _served_run(tmp_path, one.url, "a")
         assert _served_run(tmp_path, two.url, "b")[2]["g1"] == "<answer>B</answer>"
         _served_run(tmp_path, one.url, "c", "-o", "replicas=true")
         code, out, answers = _served_run(tmp_path, two.url, "d", "-o", "replicas=true")
+        # its own entries of run b (same endpoint, same nothing reported), not one's
+        assert code == 0 and answers["g1"] == "<answer>B</answer>" and two.count == 2, out
+        one.models = two.models = _weights("/w/same")
+        _served_run(tmp_path, one.url, "e", "-o", "replicas=true")
+        code, out, answers = _served_run(tmp_path, two.url, "f", "-o", "replicas=true")
         assert code == 0 and answers["g1"] == "<answer>A</answer>" and two.count == 2, out
 
 

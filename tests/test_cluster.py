@@ -291,6 +291,65 @@ def test_serve_two_llama_replicas_judge_while_one_is_killed(cluster, tmp_path):
     wait_for("the replicas exit", 30, lambda: not actor_pids("ray::ServerReplica"))
 
 
+def test_a_frozen_actor_is_given_up_and_its_items_retried(
+    cluster, reference, tmp_path, monkeypatch
+):  # noqa: E501
+    """One actor stops (SIGSTOP) in the middle of its share: the driver gives it up after the
+    placement's call_timeout_s, kills it, and the run ends with its items as transient
+    failures, not for ever; a plain re-run makes them."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    frozen: list[int] = []
+    once = threading.Lock()
+
+    def reply(body: dict) -> str:
+        with once:
+            if not frozen:
+                frozen.append(actor_pids()[0])
+                os.kill(frozen[0], signal.SIGSTOP)
+        return answer(body)
+
+    with OpenAILoopback(reply=reply, latency_s=0.05) as server:
+        folder = tmp_path / "run"
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(
+            ray_run(server, folder, cluster.address, call_timeout_s=5)), daemon=True)  # fmt: skip
+        t.start()
+        t.join(300)  # a bound only: without a timeout the run waits on the frozen actor for ever
+        assert got, "the run still waits on the frozen actor"
+        assert frozen and got[0].status != "complete"
+        again = ray_run(server, folder, cluster.address, grace_s=3)
+        assert again.status == "complete"
+        said = [p["error"] for p in lines_of(folder) if p["parse_status"] == "failed"]
+        assert any("gave no answer within 5 s (frozen?); killed" in e for e in said), said
+        assert_recovered(got[0], folder, reference, "Ray actor")  # its other calls: lost
+    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+
+
+def _driver(code: str, env: dict[str, str]) -> str:
+    """What a fresh driver process prints after ``code`` (cafe.cluster.session as ``s``)."""
+    head = "from cafe.cluster import session as s\n"
+    out = subprocess.run([sys.executable, "-c", head + code], env=env, capture_output=True,
+                         text=True, timeout=300, cwd=REPO)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_a_local_cluster_never_joins_the_one_this_machine_runs(cluster):
+    """RAY_ADDRESS (or `ray start`'s current-cluster file) names the module's cluster: a run
+    asking for a local cluster starts its own instead of landing in that job."""
+    env = {**os.environ, "RAY_ADDRESS": cluster.address}
+    code = "ray = s.connect(None)\nprint(ray.get_runtime_context().gcs_address)"
+    assert _driver(code, env) != cluster.address
+
+
+def test_a_loopback_cluster_is_joined_from_loopback(cluster):
+    """--ray 127.0.0.1:PORT: the driver's node address is loopback, not the outside
+    interface (where a firewalled machine would wait for ever)."""
+    env = {k: v for k, v in os.environ.items() if k != LOOPBACK_ONLY}
+    code = f"ray = s.connect({cluster.address!r})\nprint(ray.util.get_node_ip_address())"
+    assert _driver(code, env) == "127.0.0.1"
+
+
 def test_a_removed_node_costs_its_items_one_retry(cluster, reference, tmp_path, monkeypatch):
     """Last in the module: the worker node does not come back."""
     monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))

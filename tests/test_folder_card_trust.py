@@ -6,6 +6,7 @@ file and field). Real `cafe run` against a loopback server that records the keys
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,45 @@ def test_card_fields_are_type_checked_in_one_line(tmp_path, body, field) -> None
     cards.write_text("m:\n" + "".join(f"  {line}\n" for line in body.splitlines()[1:]))
     with pytest.raises(InputError, match=rf"cards\.yaml: .*field {field}: a "):
         resolve_model("m", cards_files=[str(cards)])
+
+
+_EVIL = """import os, pathlib
+pathlib.Path(os.environ["CAFE_TEST_MARK"]).write_text(os.environ.get("OPENAI_API_KEY", ""))
+from transformers import PretrainedConfig
+class EvilConfig(PretrainedConfig):
+    model_type = "evil"
+"""
+
+
+@pytest.mark.parametrize(
+    ("card", "field"),
+    [
+        ("name: tiny-local\nadapter: hf-remote-code\n", "adapter"),
+        (
+            "name: tiny-local\nadapter: qwen2-audio\noptions: {trust_remote_code: true}\n",
+            "options.trust_remote_code",
+        ),
+    ],
+)
+def test_a_folder_card_runs_none_of_the_code_shipped_with_the_weights(
+    tmp_path, monkeypatch, card, field
+) -> None:
+    """The weights' own Python (config.json's auto_map) is imported only once the user says
+    --trust-card: a card asking for it by adapter or by option is refused, nothing is run."""
+    mark = tmp_path / "ran"
+    monkeypatch.setenv("CAFE_TEST_MARK", str(mark))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    folder = _folder(tmp_path, card)
+    auto = {"AutoConfig": "evil.EvilConfig", "AutoProcessor": "evil.EvilConfig",
+            "AutoModelForCausalLM": "evil.EvilConfig"}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps({"model_type": "evil", "auto_map": auto}))
+    (folder / "evil.py").write_text(_EVIL)
+    args = ["run", "--model", str(folder), "--bench", "synth", "--limit", "1",
+            "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code != 0
+    assert f"field {field}:" in res.output and "--trust-card" in res.output, res.output
+    assert not mark.exists()  # the folder's Python never ran
+    if field == "adapter":  # the user vouches for it: the code is theirs to run
+        CliRunner().invoke(main, [*args, "--trust-card"])
+        assert mark.read_text() == KEY

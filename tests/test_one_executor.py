@@ -184,12 +184,15 @@ def test_a_real_ctrl_c_stops_the_run_on_the_executors_loop(tmp_path: Path) -> No
     assert len(preds.read_text().splitlines()) == 20
 
 
-def test_an_interrupt_in_a_notebook_cancels_the_work_on_the_helper_loop() -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_an_interrupt_in_a_notebook_cancels_the_work_on_the_helper_loop(inherited) -> None:
     """A notebook's stop button raises KeyboardInterrupt in its thread while run_sync waits on
     the helper's loop: the work there is cancelled (not left running to its end), then the
     interrupt is raised. The notebook's loop is a plain one (no asyncio SIGINT handler), as
-    Jupyter's is."""
+    Jupyter's is; the process may have inherited SIGINT as ignored (a background job)."""
     import signal
+
+    from runner_helpers import stop_a_notebook_cell
 
     began, cancelled = threading.Event(), threading.Event()
 
@@ -202,20 +205,11 @@ def test_an_interrupt_in_a_notebook_cancels_the_work_on_the_helper_loop() -> Non
             raise
         return "ran to its end"
 
-    def stop_button() -> None:
-        assert began.wait(30)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
     async def notebook_cell() -> str:
         return run_sync(work())
 
-    threading.Thread(target=stop_button, daemon=True).start()
-    loop = asyncio.new_event_loop()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            loop.run_until_complete(notebook_cell())
-    finally:
-        loop.close()
+    how = {"default": signal.default_int_handler, "ignored": signal.SIG_IGN}[inherited]
+    stop_a_notebook_cell(notebook_cell(), began, how)
     assert cancelled.is_set()
 
 

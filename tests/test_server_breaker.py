@@ -297,3 +297,58 @@ def test_model_info_reads_a_bounded_models_list():
         server.server_close()
     assert small == {"id": "m", "root": "/w/m", "owned_by": "vllm"}
     assert big is None
+
+
+def test_a_healthy_servers_burst_of_500_is_ridden_out_for_a_bounded_printed_time():
+    """A server that answered, then answers nothing but HTTP 500: ridden out (said once) for
+    ride_out_s, then opened; one that never answered opens within dead_after_s as before."""
+    now, said = [0.0], []
+    b = Breaker("http://x/v1", errors=8, dead_after_s=1.2, ride_out_s=60, clock=lambda: now[0],
+                say=said.append)  # fmt: skip
+    b.on_reply()
+    for _ in range(30):  # 2 s of 500s
+        now[0] += 2 / 30
+        b.on_error("HTTP 500", 500)
+    assert not b.is_open and b.riding_out()
+    assert len(said) == 1 and "retrying for up to 60 s before stopping" in said[0]
+    now[0] += 58.5
+    b.on_error("HTTP 500", 500)
+    assert b.is_open and not b.riding_out() and "31 attempts in a row over 60 s" in str(b.error())
+    fresh = Breaker("http://y/v1", errors=8, dead_after_s=1.2, clock=lambda: now[0])
+    for _ in range(8):
+        now[0] += 0.2
+        fresh.on_error("HTTP 500", 500)
+    assert fresh.is_open and not fresh.riding_out()  # never answered: no ride-out
+
+
+def test_cafe_run_rides_out_a_burst_of_500_from_a_server_that_answered(tmp_path, monkeypatch):
+    """15 HTTP 500 in a row after two good answers (more than one call's retry attempts):
+    every item is answered in the end, the run exits 0, and the ride-out is said."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    faults = lambda i, body: "500" if 2 <= i < 17 else None  # noqa: E731
+    with OpenAILoopback(reply=lambda b: "<answer>x</answer>", faults=faults) as srv:
+        args = [*RUN, "--version", "n50-seed0", "--limit", "6", "--concurrency", "1",
+                "--out", str(tmp_path / "run"), "--endpoint", srv.url]  # fmt: skip
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 0, res.output
+        assert srv.count == 6 + 15
+    lines = [
+        json.loads(x) for x in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()
+    ]
+    assert len(lines) == 6 and all(p["raw_output"] == "<answer>x</answer>" for p in lines)
+    assert "answered before and now fails" in res.output
+
+
+def test_a_retry_after_of_hours_gives_the_call_up_at_once_with_a_clear_line():
+    said: list[str] = []
+    policy = RetryPolicy(base_delay=0.001, say=said.append)
+    attempts = []
+
+    async def limited():
+        attempts.append(1)
+        raise CallError("HTTP 429", status=429, retryable=True, retry_after=7200.0)
+
+    out = asyncio.run(call_with_retries(limited, AdaptiveLimiter(2), policy))
+    assert len(attempts) == 1  # not 6 waits of the cap
+    assert "asks to wait 7200 s (Retry-After), longer than cafe waits (60 s)" in out.error
+    assert len(said) == 1

@@ -31,6 +31,10 @@ _PLACES = ("ray",)
 _PICKS_A_MODEL = ("back", "front", "card")
 #: card fields of the same kind (``launch``: a command line to start a server)
 _CARD_REACHES_OUT = ("launch",)
+#: what makes the engine import Python shipped beside the weights: an adapter that always does
+#: (``hf-remote-code``), or the option that tells transformers or vLLM to
+_RUNS_CODE_ADAPTERS = ("hf-remote-code",)
+_RUNS_CODE_OPTIONS = ("trust_remote_code",)
 
 
 def _read(path: Path) -> dict[str, ModelCard]:
@@ -77,8 +81,11 @@ def trusted_folder(folder: str | Path, cards_files: list[str | Path] | None) -> 
 def untrusted_fields(data: dict, known_names: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """What a folder's card ``data`` claims that only the user may (one ``field: why`` each):
     an endpoint or key option, a server launch line, a paper group other than a trained
-    checkpoint's, another known model's name."""
-    out = _option_claims(data.get("options"), "options")
+    checkpoint's, another known model's name, running the code shipped with the weights."""
+    out = []
+    if str(data.get("adapter")) in _RUNS_CODE_ADAPTERS:
+        out.append(f"adapter: {data.get('adapter')!r} runs the Python shipped with the weights")
+    out += _option_claims(data.get("options"), "options")
     out += [f"{f}: a command to start a server" for f in _CARD_REACHES_OUT if data.get(f)]
     group = data.get("group")
     if group is not None and group not in TRAINED_GROUPS:
@@ -103,6 +110,8 @@ def _option_claims(options: Any, at: str) -> list[str]:
             out.append(f"{where}: names another model to call (and so its service)")
         elif key in _PLACES:
             out.append(f"{where}: picks the cluster the model runs on")
+        elif key in _RUNS_CODE_OPTIONS and options[key] not in (False, None, "false", "no", 0):
+            out.append(f"{where}: runs the Python shipped with the weights")
         else:
             out += _option_claims(options[key], where)
     return out

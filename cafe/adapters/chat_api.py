@@ -124,14 +124,17 @@ class ChatAPIAdapter(Adapter):
 
     def served_identity(self) -> dict[str, Any]:
         """What each endpoint reports about the model it serves (GET /models, where the
-        protocol has it) and the endpoints themselves, without credentials: two servers (or
+        protocol has it, and what the endpoint file naming it records: `cafe serve`'s
+        checkpoint identity) and the endpoints themselves, without credentials: two servers (or
         one restarted with other weights) answering to one name never share cache entries.
-        ``-o replicas=true`` (or endpoints from `cafe serve`: @FILE, ray:ADDRESS) declares the
-        endpoints copies of one model: they are left out, so moving or resharding keeps the
-        cache; what they report still counts, and must agree (ReplicaMismatch). Asked once."""
+        One rule whichever way the servers are named: ``-o replicas=true`` or endpoints from
+        `cafe serve` (@FILE, ray:ADDRESS) declare them copies of one model, and what they report
+        must agree (ReplicaMismatch); their URLs are left out (moving or resharding keeps the
+        cache) only where every one reports its weights (WEIGHTS_FIELDS), not just a name.
+        Asked once."""
         if self._served is None:
             from cafe.clients.common import split_userinfo
-            from cafe.cluster.endpoints import check_same_model, is_replica_spec
+            from cafe.cluster.endpoints import check_same_model, is_replica_spec, recorded
 
             bare = [split_userinfo(e.url)[0] for e in getattr(self.client, "endpoints", [])]
             # endpoints `cafe serve` listed (@FILE, ray:ADDRESS) are declared copies too
@@ -139,15 +142,21 @@ class ChatAPIAdapter(Adapter):
                 is_replica_spec(str(e)) for e in self.endpoints
             )
             info = getattr(self.client, "amodel_info", None)
+            files = recorded([str(e) for e in self.endpoints])
+            reports = self._loop.run(info()) if info is not None else [None] * len(bare)
+            merged = [_merged(r, files.get(url)) for r, url in zip(reports, bare, strict=True)]
+            if replicas:  # copies of one model must say so, or the cache would mix them
+                check_same_model(merged, bare)
             reported = None
-            if info is not None:  # replicas report alike: each distinct report once, in order
-                reports = self._loop.run(info())
-                if replicas:  # copies of one model must say so, or the cache would mix them
-                    check_same_model(reports, bare)
-                seen = {json.dumps(r, sort_keys=True): r for r in reports}
+            if info is not None or files:  # each distinct report once, in order
+                seen = {json.dumps(r, sort_keys=True): r for r in merged}
                 reported = [seen[k] for k in sorted(seen)]
             urls = sorted(set(bare))
-            self._served = {"reported": reported, **({} if replicas else {"endpoints": urls})}
+            weights = bool(merged) and all(
+                r is not None and any(r.get(k) for k in WEIGHTS_FIELDS) for r in merged
+            )
+            keep_urls = not (replicas and weights)
+            self._served = {"reported": reported, **({"endpoints": urls} if keep_urls else {})}
             if reported == [None]:
                 self._say_no_identity(urls)
         return self._served
@@ -159,9 +168,11 @@ class ChatAPIAdapter(Adapter):
 
         where = ", ".join(urls) or "the server"
         warn(f"model {self.card.name!r}: {where} reports no model on GET /models: no identity "
-              "to key on, so its cached answers are keyed by endpoint and model name only; a "
-              "server restarted there with other weights would replay them: give the new "
-              "weights their own -o model=NAME, or run with --no-cache")  # fmt: skip
+             "to key on, so its cached answers are keyed by these endpoint URLs and the model "
+             "name only; a server restarted at one of them with other weights would replay "
+             "them: give the new weights their own -o model=NAME, serve them with "
+             "`cafe serve` (its endpoint file records the checkpoint), or run with "
+             "--no-cache")  # fmt: skip
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -367,3 +378,15 @@ def add_to_totals(tot: dict[str, Any], b: dict[str, Any]) -> None:
     tot["prompt_tokens"] += usage.get("prompt_tokens") or 0
     tot["completion_tokens"] += usage.get("completion_tokens") or 0
     tot["cost_usd"] += b.get("cost_usd") or 0.0
+
+
+#: fields of a served model's report that name its weights, not only the name it answers to
+#: (vLLM's root and parent; the checkpoint identity `cafe serve` records in its endpoint file)
+WEIGHTS_FIELDS = ("root", "parent", "checkpoint")
+
+
+def _merged(report: dict[str, Any] | None, said: dict[str, str] | None) -> dict[str, Any] | None:
+    """What one endpoint reports (GET /models) and what its endpoint file records, as one."""
+    if report is None and not said:
+        return None
+    return {**(report or {}), **(said or {})}

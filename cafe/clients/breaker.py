@@ -27,6 +27,10 @@ BREAK_AFTER = 3
 #: lasted DEAD_AFTER_S without a single good answer
 ERRORS_IN_A_ROW = 8
 DEAD_AFTER_S = 1.2
+#: how long a server that has answered is given to come back from nothing but errors (an
+#: outage of a healthy server is ridden out, said once; one that never answered still fails
+#: within DEAD_AFTER_S)
+RIDE_OUT_S = 60.0
 
 
 class ServerUnreachable(CafeError):
@@ -66,7 +70,8 @@ class Breaker:
     def __init__(
         self, url: str | None, threshold: int = BREAK_AFTER, option: str | None = None, *,
         errors: int = ERRORS_IN_A_ROW, dead_after_s: float = DEAD_AFTER_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, ride_out_s: float = RIDE_OUT_S,
+        say: Callable[[str], None] | None = None,
     ):  # fmt: skip
         self.url = url
         self.threshold = threshold
@@ -78,6 +83,11 @@ class Breaker:
         self.seconds: float | None = None  # set when opened by failures over time
         self.reason = ""
         self.is_open = False
+        self.answered = False  # a good answer came once: an outage is ridden out
+        self.ride_out_s = ride_out_s
+        self.say = say or _say
+        self._said = False  # this outage said once
+        self._http = True  # the failures in a row are all HTTP answers (a 5xx), none a reset
         self._lock = threading.Lock()
         self._sleepers: list[asyncio.Future[None]] = []
 
@@ -98,25 +108,33 @@ class Breaker:
             if not self.is_open:
                 self.failures = self.failed = 0
                 self.failing_since = None
+                self.answered, self._said = True, False
 
     def on_no_reply(self, reason: str) -> None:
         """Refused: nothing listens there (or no route to it, no such name)."""
         self._failed(reason, refused=True)
 
-    def on_error(self, reason: str) -> None:
-        """A failure from a server that is there, maybe busy: a 5xx, a reset, a timeout."""
-        self._failed(reason, refused=False)
+    def on_error(self, reason: str, status: int | None = None) -> None:
+        """A failure from a server that is there, maybe busy: a 5xx (its HTTP ``status``), a
+        reset, a timeout."""
+        self._failed(reason, refused=False, answered=status is not None)
 
-    def _failed(self, reason: str, refused: bool) -> None:
+    def _failed(self, reason: str, refused: bool, answered: bool = False) -> None:
         with self._lock:
             now = self.clock()
             self.failures = self.failures + 1 if refused else 0
             self.failed += 1
             if self.failing_since is None:
                 self.failing_since = now
+                self._http = True
+            self._http = self._http and answered  # the streak is HTTP error answers only
             self.reason = reason
             span = now - self.failing_since
-            by_time = 0 < self.errors <= self.failed and span >= self.dead_after_s
+            outage = self.answered and self._http  # a healthy server answering errors
+            limit = self.ride_out_s if outage else self.dead_after_s
+            by_time = 0 < self.errors <= self.failed and span >= limit
+            tell = outage and not self._said and not self.is_open
+            self._said = self._said or tell
             opened = (
                 not self.is_open
                 and self.threshold > 0
@@ -127,9 +145,23 @@ class Breaker:
                 if self.failures < self.threshold:
                     self.seconds = span
                 sleepers, self._sleepers = self._sleepers, []
+        if tell:
+            self.say(f"{self.url or 'the server'} answered before and now fails ({reason}): "
+                     f"retrying for up to {self.ride_out_s:g} s before stopping")  # fmt: skip
         if opened:  # calls backing off before their next attempt give up now
             for fut in sleepers:
                 fut.get_loop().call_soon_threadsafe(_resolve, fut)
+
+    def riding_out(self) -> bool:
+        """Whether the server is in an outage being ridden out: it answered before, has
+        answered nothing but HTTP errors (a 5xx: no reset, no refusal) since, and RIDE_OUT_S has
+        not run out. A call keeps retrying meanwhile, past the retry policy's attempts."""
+        with self._lock:
+            return (
+                not self.is_open and self.answered and self.failed > 0 and self._http
+                and self.failing_since is not None
+                and self.clock() - self.failing_since < self.ride_out_s
+            )  # fmt: skip
 
     async def sleep(
         self, delay: float, wait: Callable[[float], Awaitable[Any]] = asyncio.sleep
@@ -149,6 +181,12 @@ class Breaker:
             with self._lock:
                 if fut in self._sleepers:
                     self._sleepers.remove(fut)
+
+
+def _say(line: str) -> None:
+    import sys
+
+    print(f"warning: {line}", file=sys.stderr)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -91,8 +91,8 @@ class RetryPolicy:
     ``rate_limited_factor`` times that (the limiter's cut is the main answer to a rate limit).
     The first wait after a 5xx or a reset is short (a busy server's error is mostly one-off) and
     the tail bounded: 6 attempts wait 3.1 s in all, on average. A server's Retry-After is taken
-    as it is (waiting longer only loses time), up to ``max_retry_after``; a longer one is capped and
-    said once (``say``)."""
+    as it is (waiting longer only loses time), up to ``max_retry_after``; a longer one gives the
+    call up at once (call_with_retries), said once (``say``)."""
 
     max_attempts: int = 6
     base_delay: float = 0.1
@@ -110,8 +110,9 @@ class RetryPolicy:
         if retry_after is not None:
             if retry_after > self.max_retry_after and not self._said:
                 self._said = True  # once per client: every call may carry the same header
-                self.say(f"a server asked to wait {retry_after:g} s (Retry-After); waiting "
-                         f"{self.max_retry_after:g} s at most")  # fmt: skip
+                self.say(f"a server asked to wait {retry_after:g} s (Retry-After), longer than "
+                         f"cafe waits ({self.max_retry_after:g} s): the calls it answers so are "
+                         "given up, not retried; run the same command again later")  # fmt: skip
             return min(retry_after, self.max_retry_after)
         base = self.base_delay * (self.rate_limited_factor if rate_limited else 1.0)
         d = min(self.max_delay, base * (2 ** (attempt - 1)))
@@ -332,7 +333,9 @@ async def call_with_retries(
     # and raises ServerUnreachable once every one has opened); one endpoint: raised at once
     pooled = not isinstance(limiter, AdaptiveLimiter)
     last = "no attempt made"
-    for attempt in range(1, policy.max_attempts + 1):
+    attempt, limit = 0, policy.max_attempts  # the limit grows while an outage is ridden out
+    while attempt < limit:
+        attempt += 1
         retry_after = None
         retryable = True
         last_status: int | None = None
@@ -371,7 +374,7 @@ async def call_with_retries(
                 elif e.status == 429 or not e.retryable:  # there, and said so
                     brk.on_reply()
                 else:  # a 5xx, a reset, a malformed body: busy, or dead if it lasts
-                    brk.on_error(redact(last))
+                    brk.on_error(redact(last), e.status)
         else:
             lim.on_success()
             if brk is not None:
@@ -381,10 +384,21 @@ async def call_with_retries(
             lim.release()
         if brk is not None and not pooled:
             brk.check()
-        if not retryable or attempt == policy.max_attempts:
+        if retry_after is not None and retry_after > policy.max_retry_after:
+            policy.delay(attempt, retry_after)  # said once
+            return Outcome(error=redact(
+                f"{last}: the server asks to wait {retry_after:g} s (Retry-After), longer than "
+                f"cafe waits ({policy.max_retry_after:g} s); run the same command again later"
+            ), attempts=attempt)  # fmt: skip
+        # a healthy server's outage (other calls fail too: not this request's own fault):
+        # keep on, the breaker bounds it in time
+        if attempt == limit and brk is not None and brk.riding_out() and brk.failed > attempt:
+            limit += 1
+        if not retryable or attempt == limit:
             return Outcome(error=redact(f"{last} (after {attempt} attempt(s))"), attempts=attempt)
-        pause = policy.delay(attempt, retry_after, rate_limited=last_status == 429)
+        step = min(attempt, policy.max_attempts)  # riding out: the last backoff, no longer
+        pause = policy.delay(step, retry_after, rate_limited=last_status == 429)
         lim.on_backoff(pause)
         # the endpoint's clock waits (the limiter's sleep); a breaker that opens meanwhile ends it
         await (brk.sleep(pause, lim.sleep) if brk is not None else lim.sleep(pause))
-    return Outcome(error=redact(last), attempts=policy.max_attempts)
+    return Outcome(error=redact(last), attempts=limit)

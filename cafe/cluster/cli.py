@@ -64,10 +64,16 @@ def serve_command(
     from cafe.cluster.replicas import serve
 
     path = Path(endpoints_file)
+    taken = endpoints.live_elsewhere(path)
+    if taken:  # another serve keeps it: neither take it over nor remove it on exit
+        raise click.ClickException(
+            f"{path}: another `cafe serve` keeps this endpoint file ({taken[0]} answers); "
+            "give this one its own --endpoints-file, or stop that one first"
+        )
     _stop_on_signals()
     where = address or "a local Ray cluster (127.0.0.1)"
     click.echo(f"starting {replicas} replica(s) of {model} on {where}", err=True)
-    pool = None
+    pool = written = None
     try:
         pool = serve(
             model, replicas=replicas, checkpoint=checkpoint, cards=cards,
@@ -75,7 +81,7 @@ def serve_command(
             host=host, server_args=server_args, ready_timeout_s=ready_timeout,
         )  # fmt: skip
         _stop_on_signals()  # joining Ray put its own SIGTERM handler in place (a crash dump)
-        listing = pool.listing()
+        listing = written = pool.listing()
         endpoints.write(path, listing)
         for url in listing.endpoints:
             click.echo(url)
@@ -90,14 +96,15 @@ def serve_command(
                 click.echo(f"replica(s) gone: {', '.join(gone)}; {len(now)} left", err=True)
                 if not now:
                     raise click.ClickException("every replica has stopped")
-                endpoints.write(path, pool.listing(now))
+                written = pool.listing(now)
+                endpoints.write(path, written)
                 served = now
     except KeyboardInterrupt:
         click.echo("stopping the replicas", err=True)
     finally:
         if pool is not None:
             pool.stop()
-        path.unlink(missing_ok=True)
+        endpoints.remove_if_ours(path, written)
 
 
 def _stop_on_signals() -> None:

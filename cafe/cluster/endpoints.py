@@ -31,6 +31,8 @@ class EndpointList:
     engine: str = ""
     cluster: str | None = None  # the Ray address the replicas live in
     replicas: list[dict[str, Any]] = field(default_factory=list)  # node, pid, log per replica
+    #: the weights the replicas serve (cafe.cluster.servers.weights_identity); "" unknown
+    checkpoint: str = ""
 
 
 class ReplicaMismatch(CafeError, ValueError):
@@ -56,6 +58,49 @@ def expand(values: Sequence[str | None]) -> list[str | None]:
             out.extend(
                 from_cluster(v[len(RAY_PREFIX) :] or os.environ.get("RAY_ADDRESS") or "auto")
             )
+    return list(dict.fromkeys(out))  # one endpoint (its limiter, its breaker) per URL
+
+
+def live_elsewhere(path: Path, timeout_s: float = 3.0) -> list[str]:
+    """The URLs of the endpoint file at ``path`` that answer GET /models now: a `cafe serve`
+    still keeps that file ([] where there is no readable file, or nothing there answers)."""
+    import httpx
+
+    try:
+        urls = read(path).endpoints
+    except ConfigError:
+        return []
+    alive = []
+    for url in urls[:64]:
+        try:
+            if httpx.get(f"{url.rstrip('/')}/models", timeout=timeout_s).status_code < 500:
+                alive.append(url)
+        except (httpx.HTTPError, ValueError):
+            continue
+    return alive
+
+
+def remove_if_ours(path: Path, listing: EndpointList | None) -> None:
+    """Remove the endpoint file only while it holds ``listing`` (what this serve last wrote):
+    one another serve has since written is theirs."""
+    try:
+        ours = listing is not None and json.loads(path.read_text()) == asdict(listing)
+    except (OSError, ValueError, RecursionError):
+        return
+    if ours:
+        path.unlink(missing_ok=True)
+
+
+def recorded(values: Sequence[str | None]) -> dict[str, dict[str, str]]:
+    """Per URL, what the endpoint file naming it records about the weights served there (the
+    checkpoint's identity): part of the served model's identity, as GET /models is; URLs
+    given plainly, or by a file that records none, have none."""
+    out: dict[str, dict[str, str]] = {}
+    for v in values:
+        if isinstance(v, str) and v.startswith(FILE_PREFIX):
+            listing = read(Path(v[len(FILE_PREFIX) :]))
+            if isinstance(listing.checkpoint, str) and listing.checkpoint:
+                out.update(dict.fromkeys(listing.endpoints, {"checkpoint": listing.checkpoint}))
     return out
 
 
@@ -84,12 +129,16 @@ def read(path: Path) -> EndpointList:
             listing = EndpointList(**data)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{path}: not an endpoint file of `cafe serve` ({e})") from None
+        except RecursionError:  # JSON nested deeper than the parser's stack
+            raise ConfigError(f"{path}: not an endpoint file of `cafe serve` (nested too "
+                              "deep)") from None  # fmt: skip
     else:
         urls = [s.strip() for s in text.splitlines() if s.strip() and not s.startswith("#")]
         listing = EndpointList(served_model="", endpoints=urls)
     ok = isinstance(listing.endpoints, list) and all(isinstance(u, str) for u in listing.endpoints)
     if not ok or not listing.endpoints:
         raise ConfigError(f"{path}: field endpoints: no replica is listed (all stopped?)")
+    listing.endpoints = list(dict.fromkeys(listing.endpoints))  # a URL listed twice is one
     return listing
 
 

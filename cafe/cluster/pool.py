@@ -26,6 +26,9 @@ from cafe.records import Completion, Request
 READY_TIMEOUT_S = 900.0
 #: seconds the others then get: the ones still waiting for room (a node lost) are left out
 GRACE_S = 120.0
+#: seconds one actor's share of a call may take before the actor counts as frozen (killed,
+#: its items retried by the next run): a hung actor must not hang the run for good
+CALL_TIMEOUT_S = 3600.0
 
 
 def shard(requests: list[Request], ranks: int) -> list[list[int]]:
@@ -86,12 +89,14 @@ class ActorPool:
         self, adapter: str, card: ModelCard, checkpoint: str | None, options: dict[str, Any],
         *, actors: int, gpus: float = 0, cpus: float = 1, address: str | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S, grace_s: float = GRACE_S,
+        call_timeout_s: float = CALL_TIMEOUT_S,
     ):  # fmt: skip
         if actors < 1:
             raise ClusterError(f"--actors {actors}: run at least one actor")
         self.ray = ray = connect(address)
         self.shard = shard
         self.lost = _lost_errors(ray)
+        self.call_timeout_s = float(call_timeout_s)
         self._lock = threading.Lock()
         cls = ray.remote(AdapterActor)
         self.actors: list[Any] = []
@@ -103,17 +108,11 @@ class ActorPool:
             for _ in range(actors)
         ]
         probes = [a.describe.remote() for a in made]
-        try:
-            one, rest = ray.wait(probes, num_returns=1, timeout=ready_timeout_s)
-            # the others get a grace: a cluster that lost a node runs on what it has
-            later, _ = ray.wait(rest, num_returns=len(rest), timeout=grace_s) if rest else ([], 0)
-            ready = set(one) | set(later)
-            described = [ray.get(p) if p in ready else None for p in probes]
-        except ray.exceptions.RayActorError as e:  # the adapter itself failed to load
-            self._kill(made)
-            cause = getattr(e, "cause", None) or e
-            first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-            raise ValueError(f"in a Ray actor: {first}") from None
+        one, rest = ray.wait(probes, num_returns=1, timeout=ready_timeout_s)
+        # the others get a grace: a cluster that lost a node runs on what it has
+        later, _ = ray.wait(rest, num_returns=len(rest), timeout=grace_s) if rest else ([], 0)
+        ready = set(one) | set(later)
+        described = [self._described(made, p) if p in ready else None for p in probes]
         self.actors = [a for a, d in zip(made, described, strict=True) if d is not None]
         self._kill([a for a, d in zip(made, described, strict=True) if d is None])
         if not self.actors:
@@ -129,6 +128,21 @@ class ActorPool:
         )  # fmt: skip
         self.description = next(d for d in described if d is not None)
         self._rr = itertools.count()
+
+    def _described(self, made: list[Any], probe: Any) -> dict[str, Any] | None:
+        """What a placed actor says of its adapter; None where it died meanwhile (its node
+        removed: the run goes on with the others); the adapter failing to load is the error."""
+        try:
+            return self.ray.get(probe)
+        except self.ray.exceptions.RayActorError as e:
+            if not e.actor_init_failed:
+                return None
+            self._kill(made)
+            cause = getattr(e, "cause", None) or e
+            first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+            raise ValueError(f"in a Ray actor: {first}") from None
+        except self.lost:
+            return None
 
     def live(self) -> list[int]:
         with self._lock:
@@ -149,15 +163,25 @@ class ActorPool:
             if idx
         ]
         out: list[Completion | None] = [None] * len(requests)
+        lost: list[int] = []
         for i, idx, fut in futures:
             try:
-                done = self.ray.get(fut)
+                done = self.ray.get(fut, timeout=self.call_timeout_s)
             except self.lost as e:  # the actor or its node is gone: transient, retried
                 self._drop(i)
                 why = f"Ray actor {i} lost ({type(e).__name__}); retried by the next run"
-                done = [_lost(requests[j], why) for j in idx]
+                done, lost = [_lost(requests[j], why) for j in idx], lost + idx
+            except self.ray.exceptions.GetTimeoutError:  # frozen: killed, its share retried
+                self._drop(i)
+                self._kill([self.actors[i]])
+                why = (f"Ray actor {i} gave no answer within {self.call_timeout_s:g} s "
+                       "(frozen?); killed; retried by the next run")  # fmt: skip
+                done, lost = [_lost(requests[j], why) for j in idx], lost + idx
             for j, c in zip(idx, done, strict=True):
                 out[j] = c
+        if lost and not self.live():  # none left to retry on: the items stay pending
+            for j in lost:
+                out[j] = _lost(requests[j], "every Ray actor is lost", unreachable=True)
         return out  # type: ignore[return-value]
 
     def call(self, method: str, *args: Any) -> Any:

@@ -153,6 +153,12 @@ class Replicas:
     def _placed(self, ray: Any, actors: list[Any]) -> list[dict[str, Any]]:
         try:
             return ray.get([a.start.remote() for a in actors], timeout=self.ready_timeout_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ClusterError(
+                f"a replica of {self.command.served_model} died while it was being placed "
+                f"({first}); `ray status` shows the cluster's nodes"
+            ) from None
         except ray.exceptions.GetTimeoutError:
             cmd = self.command
             raise ClusterError(
@@ -206,7 +212,7 @@ class Replicas:
         urls = self.alive() if urls is None else urls
         return EndpointList(
             served_model=self.command.served_model, endpoints=urls, engine=self.command.engine,
-            cluster=self.address or "local",
+            cluster=self.address or "local", checkpoint=self.command.checkpoint,
             replicas=[r.info for r in self.replicas if r.url in urls],
         )  # fmt: skip
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 from typing import Any
 
 from cafe.errors import CafeError
@@ -29,12 +31,20 @@ def import_ray() -> Any:
     return ray
 
 
+#: seconds to wait for a named cluster's address to accept a connection before saying so
+PROBE_S = 5.0
+
+
 def connect(address: str | None = None, num_cpus: int | None = None) -> Any:
     """The ray module, joined to the cluster at ``address`` ("auto": the one RAY_ADDRESS or
     this machine's `ray start` names), or to a new local cluster bound to 127.0.0.1 (None or
-    "local"; it ends with this process). A driver already joined (a test's cluster) stays."""
+    "local"; it ends with this process, and never joins a cluster RAY_ADDRESS or a `ray start`
+    on this machine names: a user's run stays out of someone else's job). A driver already
+    joined (a test's cluster) stays."""
     local = address in (None, LOCAL)
-    if local:
+    host = None if local else _host_of(str(address))
+    loopback = local or _is_loopback(host)
+    if loopback:
         # Ray takes the address of the default route for a node even when told 127.0.0.1, and
         # its GCS is then unreachable on machines whose outside interface is firewalled; this
         # switch (read when ray is imported) keeps every process of a one-machine cluster on
@@ -47,20 +57,58 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> Any:
     if local:
         try:
             ray.init(
-                _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=num_cpus,
-                namespace=NAMESPACE, **quiet,
+                address=LOCAL, _node_ip_address="127.0.0.1", include_dashboard=False,
+                num_cpus=num_cpus, namespace=NAMESPACE, **quiet,
             )  # fmt: skip
         except Exception as e:
             raise ClusterError(f"cannot start a local Ray cluster: {_first(e)}") from None
         return ray
+    if host is not None:  # nothing listening there: one line now, not minutes of Ray's retries
+        _probe(str(address), host)
+    # a cluster on loopback is joined from loopback, not from this machine's outside interface
+    node = {"_node_ip_address": "127.0.0.1"} if loopback else {}
     try:
-        ray.init(address=address, namespace=NAMESPACE, **quiet)
+        ray.init(address=address, namespace=NAMESPACE, **node, **quiet)
     except Exception as e:  # ConnectionError, or Ray's own when nothing listens there
         raise ClusterError(
             f"cannot join the Ray cluster at {address}: {_first(e)} (start it with `ray start "
             "--head`, or leave --ray out for a local cluster)"
         ) from None
     return ray
+
+
+def _host_of(address: str) -> str | None:
+    """The host of a ``host:port`` address; None for "auto" and Ray-client URLs (ray://)."""
+    if "://" in address or ":" not in address:
+        return None
+    return address.rsplit(":", 1)[0].strip("[]") or None
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _probe(address: str, host: str) -> None:
+    """One TCP connection to the cluster's GCS port, answered within PROBE_S or refused."""
+    port = address.rsplit(":", 1)[1]
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_S):
+            return
+    except ValueError:
+        why = f"port {port!r} is not a number"
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+    raise ClusterError(
+        f"cannot join the Ray cluster at {address}: {why} (is `ray start --head` running "
+        "there? leave --ray out for a local cluster)"
+    )
 
 
 def _first(e: BaseException) -> str:

@@ -43,10 +43,11 @@ from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL
     help="Label(s) --export keeps: needs the audio, recoverable from a caption, answerable "
     "from text, never right.",
 )
+@model_options(required=False)
 @no_progress_option()
 def necessity_command(
     run_dir: str, captions: str | None, export: str | None, labels: tuple[str, ...],
-    no_progress: bool,
+    model: ModelChoice, no_progress: bool,
 ) -> None:  # fmt: skip
     """Label every item of a finished run by whether answering it needs the audio.
 
@@ -56,13 +57,20 @@ def necessity_command(
     the items that need the audio with its 95% interval.
 
     \b
+    The model is the run's; what its folder does not keep about reaching it is given as to
+    `cafe run`: --endpoint (a served model), --api-key-env, --cards (a model of your own
+    cards), --checkpoint, -o (--model, if given, must be the run's).
+
+    \b
     cafe necessity runs/RUN --export needs-audio.txt
+    cafe necessity runs/RUN --endpoint http://127.0.0.1:8000/v1
     cafe run --bench synth --ids needs-audio.txt     the benchmark filtered to those items"""
     from cafe.robustness.necessity import format_necessity, item_list
     from cafe.robustness.steps import run_necessity
 
     try:
-        section = run_necessity(run_dir, captions=captions, progress=not no_progress)
+        section = run_necessity(run_dir, captions=captions, progress=not no_progress,
+                                model_call=_model_call(run_dir, model))  # fmt: skip
         text = item_list(section, labels) if export else None
     except (CafeError, ValueError) as e:
         raise click.ClickException(str(e)) from None
@@ -76,6 +84,20 @@ def necessity_command(
             raise click.ClickException(str(e)) from None
         n = len((text or "").splitlines())
         click.echo(f"wrote {export}: {n} ids ({', '.join(labels)})")
+
+
+def _model_call(run_dir: str, model: ModelChoice) -> dict[str, Any]:
+    """The model-call options of `cafe run` for the run's own model (--model: only the run's)."""
+    if model.name is not None:
+        from cafe.store import RunStore
+
+        ran = (RunStore(run_dir).read_manifest().get("spec") or {}).get("model")
+        if model.name != ran:
+            raise click.UsageError(
+                f"--model {model.name}: {run_dir} is a run of {ran}; necessity reruns the "
+                "run's own model (leave --model out)"
+            )
+    return model.load_kwargs()
 
 
 @command("sweep")

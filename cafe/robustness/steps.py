@@ -202,11 +202,14 @@ def run_necessity(
     *,
     captions: str | Path | None = None,
     run_options: dict[str, Any] | None = None,
+    model_call: dict[str, Any] | None = None,
     **execution: Any,
 ) -> dict[str, Any]:
     """Caption-only, text-only and silence runs of the run in ``real_dir`` (each its own folder
     ``<real>-ctl-NAME``; a finished one is reused, no call made), then its "necessity"
-    section; returns it."""
+    section; returns it. ``model_call``: what the run's folder does not keep about reaching its
+    model (``cards``, ``checkpoint``, ``options`` such as endpoints and the key's variable, as
+    `cafe run` takes them), over the run's own."""
     from cafe.listen import control_dir
     from cafe.runner.main import run_with
     from cafe.steps.engine import run_step
@@ -217,6 +220,9 @@ def run_necessity(
     with rerun(real, run_options) as opts:
         model, bench = opts.pop("model"), opts.pop("bench")
         opts.pop("out", None)
+        given = dict(model_call or {})
+        opts["options"] = {**(opts.get("options") or {}), **(given.pop("options", None) or {})}
+        opts.update({k: v for k, v in given.items() if v})
         for name in ("caption", "text-only", "silence"):
             out = control_dir(real, name)
             res = run_with(model, bench, **opts, out=out, control=name, control_of=str(real),

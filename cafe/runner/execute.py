@@ -35,12 +35,16 @@ class CachedAdapter:
     completions are not cached (retried)."""
 
     def __init__(
-        self, adapter: Any, cache: cache_mod.Cache, identity: dict[str, Any], log: Any = None
-    ):
+        self, adapter: Any, cache: cache_mod.Cache, identity: dict[str, Any], log: Any = None,
+        folder: str | None = None,
+    ):  # fmt: skip
         self.adapter = adapter
         self.cache = cache
         self.identity = identity
         self.log = log
+        #: the run folder paying for the calls: an entry it paid for whose record a kill lost
+        #: counts as its call again when replayed (the server answered it once, for it)
+        self.folder = folder
         self.sent = 0  # requests handed to the adapter (the cache answered the rest)
         self._sent_lock = threading.Lock()
 
@@ -85,17 +89,28 @@ class CachedAdapter:
             if hit is None:  # none, or an entry of the wrong shape: asked again, replaced
                 misses.append((i, key))
                 continue
+            paid = hit.pop(PAID_BY, None) if isinstance(hit, dict) else None
             c = Completion.from_dict({**hit, "sample_id": r.sample_id, "run_index": r.run_index})
-            c.backend = {**c.backend, "cached": True}
+            mine = self.folder is not None and paid == self._paid(r)
+            # this folder's own call whose record was lost: counted as its call, tokens and all
+            c.backend = {**c.backend, "recovered" if mine else "cached": True}
             out[i] = c
         if misses:
             fresh = self._call([requests[i] for i, _ in misses])
             for (i, key), c in zip(misses, fresh, strict=True):
                 c = _checked(c)
                 if not c.error and c.text:
-                    self.cache.put(key, c.to_dict())
+                    paid = {PAID_BY: self._paid(requests[i])} if self.folder else {}
+                    self.cache.put(key, {**c.to_dict(), **paid})
                 out[i] = c
         return out  # type: ignore[return-value]
+
+    def _paid(self, r: Request) -> list[Any]:
+        return [self.folder, r.sample_id, r.run_index]
+
+
+#: a cache entry's field naming the (run folder, item, run) whose call made it
+PAID_BY = "paid_by"
 
 
 def _clip_hash(path: str | None, adapter: Any) -> str:
@@ -114,6 +129,8 @@ def _clip_hash(path: str | None, adapter: Any) -> str:
 def _well_formed(entry: Any) -> bool:
     """A cached completion that reads back as one, with its text a string."""
     try:
+        if isinstance(entry, dict) and PAID_BY in entry:
+            entry = {k: v for k, v in entry.items() if k != PAID_BY}
         return isinstance(Completion.from_dict(entry).text, str)
     except RecordError:
         return False

@@ -31,7 +31,7 @@ from cafe.runner.plan import MAX_WARNINGS, RunPlan, plan_run, read_folder, warn
 from cafe.runner.score import failed_prediction, score_completion
 from cafe.runner.spec import DEFAULT_BENCH, DEFAULT_MODEL, RunError, RunRequest
 from cafe.runner.tally import COUNTED, Tally, call_share, record, recover_uncounted
-from cafe.store import PREDICTIONS
+from cafe.store import PREDICTIONS, remove_stale_temporaries
 
 
 @dataclass
@@ -65,6 +65,7 @@ def run(request: RunRequest) -> RunResult:
             raise RunError(str(e)) from e
     fresh = not plan.store.root.exists()  # before the lock file makes the folder
     with folder_lock(plan.store.root, "cafe run"):
+        remove_stale_temporaries(plan.store.root)  # a killed writer's, as the one writer
         read_folder(plan)  # again, as the one writer: what another writer left is done
         if plan.mode == "subset":
             return _read_subset(plan)
@@ -449,7 +450,8 @@ def _generate(
         count()  # this session counted from its start: lines a kill leaves are its own
         store.write_manifest(manifest)
         log = RunLog(store.root)  # adapter exceptions: each distinct traceback once
-        target = CachedAdapter(adapter, calls, identity, log)
+        paid_by = f"{store.root.resolve()}@{manifest.get('created')}"  # this folder's calls
+        target = CachedAdapter(adapter, calls, identity, log, folder=paid_by)
         work = _Work(plan, adapter, target)
         try:  # the one executor: each batch committed whole as it finishes (_Commit)
             run_sync(execute(
