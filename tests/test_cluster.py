@@ -33,6 +33,7 @@ import cafe  # noqa: E402
 from cafe.cli import main
 from cafe.cluster import endpoints
 from cafe.runner.main import run_with
+from cafe.runner.spec import RunError
 from cafe.store import RunStore
 from cafe.testing.loopback import OpenAILoopback
 
@@ -348,6 +349,104 @@ def test_a_loopback_cluster_is_joined_from_loopback(cluster):
     env = {k: v for k, v in os.environ.items() if k != LOOPBACK_ONLY}
     code = f"ray = s.connect({cluster.address!r})\nprint(ray.util.get_node_ip_address())"
     assert _driver(code, env) == "127.0.0.1"
+
+
+def test_every_actor_lost_leaves_the_items_pending(cluster, reference, tmp_path, monkeypatch):
+    """Both actors die before any share comes back: nothing is recorded as failed (the items
+    stay pending, as docs/cluster.md says), and a plain re-run makes every one."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    killed: list[int] = []
+    once = threading.Lock()
+
+    def reply(body: dict) -> str:
+        with once:  # the first call reaches the server: every actor goes before any reply
+            if not killed:
+                killed.extend(actor_pids())
+                for pid in killed:
+                    os.kill(pid, signal.SIGKILL)
+        return answer(body)
+
+    with OpenAILoopback(reply=reply) as server:
+        folder = tmp_path / "run"
+        with pytest.raises(RunError, match="every Ray actor is lost; stopped"):
+            ray_run(server, folder, cluster.address)
+        assert len(killed) == 2
+        assert json.loads((folder / "manifest.json").read_text())["status"] == "stopped"
+        written = lines_of(folder) if (folder / "predictions.jsonl").exists() else []
+        assert [p for p in written if p["parse_status"] == "failed"] == []
+        again = ray_run(server, folder, cluster.address)
+        assert again.status == "complete"
+        assert not [p for p in lines_of(folder) if p["parse_status"] == "failed"]
+        assert outputs(folder) == outputs(reference)
+    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+
+
+class DiesWhilePlaced(OpenAILoopback):
+    """Answers GET /v1/models, the adapter's load-time question each actor asks; the first
+    time, one actor's process is killed first: it dies while being placed, the other loads."""
+
+    def __init__(self, **kwargs):  # noqa: ANN003
+        super().__init__(models=[{"id": "m", "object": "model"}], **kwargs)
+        self.killed: list[int] = []
+        self._once = threading.Lock()
+
+    def route(self, method, path, headers, raw):  # noqa: ANN001
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            with self._once:
+                if not self.killed:
+                    self.killed.append(actor_pids()[0])
+                    os.kill(self.killed[0], signal.SIGKILL)
+        return super().route(method, path, headers, raw)
+
+
+def test_an_actor_dying_while_placed_is_left_out(cluster, reference, tmp_path, monkeypatch):
+    """One of two actors dies between being placed and reporting its adapter (its node went):
+    the run goes on with the one that loaded, not 'cannot load model'."""
+    monkeypatch.setenv("CAFE_CACHE", str(tmp_path / "cache"))
+    with DiesWhilePlaced(reply=answer) as server:
+        folder = tmp_path / "run"
+        result = ray_run(server, folder, cluster.address)
+        assert len(server.killed) == 1
+        assert result.status == "complete"
+        assert not [p for p in lines_of(folder) if p["parse_status"] == "failed"]
+        assert outputs(folder) == outputs(reference)
+    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+
+
+def test_a_replica_dying_while_placed_is_one_cluster_error(cluster, tmp_path):
+    """Three replicas on a cluster with room for two: the third waits to be placed and is
+    killed meanwhile; starting them is one ClusterError naming that, not Ray's traceback."""
+    from cafe.cluster.replicas import Replicas
+    from cafe.cluster.servers import ServerCommand
+    from cafe.cluster.session import ClusterError
+
+    argv = (sys.executable, "-m", "http.server", "--bind", "{host}", "{port}")
+    cmd = ServerCommand(argv, gpus=0, cpus=1, served_model="dies-placed", engine="llama-cpp")
+    replicas = Replicas(cmd, 3, address=cluster.address, log_dir=tmp_path, ready_timeout_s=300)
+    raised: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            replicas.start()
+        except BaseException as e:  # noqa: BLE001 - what start() raised is the claim
+            raised.append(e)
+
+    t = threading.Thread(target=start, daemon=True)
+    t.start()
+
+    def third() -> list[str]:
+        return [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
+                if e["name"].startswith(f"{endpoints.ACTOR_PREFIX}dies-placed:")
+                and e["name"].endswith(":2")]  # fmt: skip
+
+    wait_for("the replicas are created", 120, lambda: bool(third()))
+    ray.kill(ray.get_actor(third()[0], namespace="cafe"))
+    t.join(300)  # a bound only
+    assert len(raised) == 1 and isinstance(raised[0], ClusterError), raised
+    said = str(raised[0])
+    assert "a replica of dies-placed died while it was being placed" in said
+    assert len(said.splitlines()) == 1
+    wait_for("the replicas exit", 60, lambda: not actor_pids("ray::ServerReplica"))
 
 
 def test_a_removed_node_costs_its_items_one_retry(cluster, reference, tmp_path, monkeypatch):
