@@ -177,8 +177,11 @@ def layer_of(module: str) -> int:
 
 
 def upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
-    """The imports (module -> module) from a lower layer to a higher one."""
-    return sorted((a, b) for a, bs in graph.items() for b in bs if layer_of(a) < layer_of(b))
+    """The imports (module -> module) from a lower layer to a higher one (cafe's modules only:
+    LAYERS declares cafe's floors, another package given on the command line has none)."""
+    ours = {a: {b for b in bs if b.split(".")[0] == "cafe"} for a, bs in graph.items()
+            if a.split(".")[0] == "cafe"}  # fmt: skip
+    return sorted((a, b) for a, bs in ours.items() for b in bs if layer_of(a) < layer_of(b))
 
 
 def _classes(mods: list[tuple[str, ast.Module, str]]) -> dict[str, tuple[str, ast.ClassDef]]:
