@@ -17,7 +17,8 @@ import pytest
 import cafe
 from cafe.commands import TABLE as COMMAND_TABLE
 from cafe.folder.sections import record_inputs, section_info
-from cafe.steps import STEPS, TABLE
+from cafe.steps import STEPS
+from cafe.steps.cli import TABLE
 
 CAFE = Path(cafe.__file__).parent
 
@@ -98,6 +99,7 @@ PROTOCOL = '''
 """A judging protocol, as a built-in one is written: one module; its registration is one line."""
 from cafe.clients import make_client
 from cafe.steps import Option, Step, StepRecord
+from cafe.steps.base import Records, Section
 
 PROMPT = "Does this answer name a sound? Reply YES or NO.\\n\\n{output}"
 
@@ -105,17 +107,13 @@ PROMPT = "Does this answer name a sound? Reply YES or NO.\\n\\n{output}"
 class NamesASound(Step):
     name = "names-a-sound"
     help = "Share of outputs that name a sound, as an OpenAI-compatible judge reads them."
-    section_name = "names_a_sound"
-    records = "names_a_sound"
-    higher_is_better = ("rate",)
+    writes = Section("names_a_sound", higher_is_better=("rate",))
+    records = Records("names_a_sound")
     options = (Option("judge_model", str, "gpt-4o-mini", "The judge model (OPENAI_BASE_URL)."),)
 
-    def call_inputs(self, item, spec):
-        return {"prompt": PROMPT.format(output=item[1].raw_output)}
-
-    async def call(self, item, spec):
-        client = make_client("openai-compatible", spec["judge_model"])
-        prompt = self.call_inputs(item, spec)["prompt"]
+    async def call(self, ctx, item):
+        client = make_client("openai-compatible", ctx.spec["judge_model"])
+        prompt = PROMPT.format(output=item[1].raw_output)
         try:
             reply = await client.achat([{"role": "user", "content": prompt}])
         finally:
@@ -125,7 +123,7 @@ class NamesASound(Step):
         status = "ok" if word in ("YES", "NO") else "invalid"
         return StepRecord(p.sample_id, p.run_index, status, value=word == "YES")
 
-    def section(self, view, records, spec):
+    def section(self, ctx, records):
         ok = [r for r in records if r.status == "ok"]
         return {"rate": round(100 * sum(r.value for r in ok) / len(ok), 2), "judged": len(ok)}
 '''
@@ -371,11 +369,12 @@ class _Records:
     def __new__(cls):  # built here: cafe.steps imports nothing at collection time
         from cafe.clients import make_client
         from cafe.steps import Step, StepRecord
+        from cafe.steps.base import Records, Section
 
         class YesNo(Step):
-            name, section_name, records = "yes-no", "yes_no", "yes_no"
+            name, writes, records = "yes-no", Section("yes_no"), Records("yes_no")
 
-            async def call(self, item, spec):
+            async def call(self, ctx, item):
                 client = make_client("openai-compatible", "j")
                 try:
                     reply = await client.achat([{"role": "user", "content": item[1].raw_output}])
@@ -384,7 +383,7 @@ class _Records:
                 p = item[1]
                 return StepRecord(p.sample_id, p.run_index, "ok", value=reply.final)
 
-            def section(self, view, records, spec):
+            def section(self, ctx, records):
                 return {"values": sorted(str(r.value) for r in records)}
 
         return YesNo()

@@ -1,4 +1,4 @@
-"""The table of post-run steps (cafe.steps.TABLE) is what the command line and cafe.api offer:
+"""The table of post-run steps (cafe.steps.cli.TABLE) is what the command line and cafe.api offer:
 each command resolves to the click command the table names, each API function to the function
 it names, each section is registered, and a step on the engine has a flag and a keyword for each
 of its options. The engine's own promises are tested with a step of its own."""
@@ -16,7 +16,9 @@ from cafe import api
 from cafe.cli import COMMANDS, main
 from cafe.folder.sections import is_builtin, sections
 from cafe.records import Prediction, Sample
-from cafe.steps import STEPS, TABLE, Option, Step, StepRecord
+from cafe.steps import STEPS, Option, Step, StepRecord
+from cafe.steps.base import Output, Records, Section
+from cafe.steps.cli import TABLE
 from cafe.steps.engine import run_step
 from cafe.store import RunStore
 
@@ -36,7 +38,7 @@ def test_the_table_is_what_cli_and_api_offer(entry):
         assert is_builtin(entry.section), entry.section
     if entry.engine:
         step = STEPS.step(entry.command)
-        assert step.section_name == entry.section
+        assert step.writes.name == entry.section
         params = {p.name for p in cmd.params}
         accepted = set(inspect.signature(fn).parameters)
         for o in step.options:
@@ -53,19 +55,19 @@ class Length(Step):
     """A toy step with calls: the length of each output, 'failed' for outputs saying FAIL."""
 
     name = "length"
-    section_name = "length"
-    records = "length"
+    writes = Section("length")
+    records = Records("length")
     options = (Option("unit", str, "chars"),)
     calls: list[str] = []
 
-    def call(self, item, spec):
+    def call(self, ctx, item):
         out = item[1].raw_output
         self.calls.append(item[0].id)
         if "FAIL" in out:
             raise RuntimeError("the length server fell over")
         return StepRecord(item[1].sample_id, item[1].run_index, "ok", value=len(out))
 
-    def section(self, view, records, spec):
+    def section(self, ctx, records):
         return {"total": sum(r.value for r in records if r.status == "ok")}
 
 
@@ -99,7 +101,7 @@ def test_engine_resumes_retries_failed_records_and_caches(tmp_path):
 
 def test_a_plugin_step_cannot_take_a_builtin_section(tmp_path):
     class Shadow(Length):
-        name, section_name = "shadow", "cues"
+        name, writes = "shadow", Section("cues")
 
     store = _folder(tmp_path / "r", {"a": "xx"})
     with pytest.raises(Exception, match="section 'cues' is cafe's own"):
@@ -121,20 +123,19 @@ class Tally(Step):
     """A toy step whose results live in its section and a file of its own: each output's
     length; an output saying NONE is unusable. It reads back what its file kept last time."""
 
-    name, section_name = "tally", "tally"
-    records_in_section, reads = True, ("tally.jsonl",)
+    name, writes = "tally", Section("tally")
+    records = Records("tally", in_section=True, reads=("tally.jsonl",))
 
-    def call(self, item, spec):
+    def call(self, ctx, item):
         out = item[1].raw_output
         status = "invalid" if "NONE" in out else "ok"
         return StepRecord(item[1].sample_id, item[1].run_index, status, value=len(out))
 
-    def section(self, view, records, spec):
-        return {"sum": sum(r.value for r in records if r.status == "ok"),
-                "kept_before": len(view.files.get("tally.jsonl", []))}  # fmt: skip
-
-    def files(self, view, records):
-        return {"tally.jsonl": [{"sample_id": r.sample_id, "value": r.value} for r in records]}
+    def section(self, ctx, records):
+        section = {"sum": sum(r.value for r in records if r.status == "ok"),
+                   "kept_before": len(ctx.view.files.get("tally.jsonl", []))}  # fmt: skip
+        rows = [{"sample_id": r.sample_id, "value": r.value} for r in records]
+        return Output(section, files={"tally.jsonl": rows})
 
 
 def test_a_step_without_records_file_writes_its_files_with_its_section_only(tmp_path):

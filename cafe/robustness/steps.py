@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts
-from cafe.steps.base import Step, View
+from cafe.steps.base import Context, Section, Step, View
 from cafe.store import RunStore
 
 #: what an unregistered section is taken to derive from (cafe.folder.sections.PLUGIN_DERIVES):
@@ -58,17 +58,16 @@ def sibling(real_dir: str | Path, suffix: str) -> Path:
 class ChoicesStep(Step):
     name = "choices"
     help = "Choice-order robustness of a run: circular accuracy, consistency, positional bias."
-    section_name = "choices"
-    derives_from = DERIVES
-    needs_samples = True
+    writes = Section("choices", DERIVES, needs_samples=True)
 
     def __init__(self, orderings: Sequence[tuple[dict[str, Any], str | Path]] = ()) -> None:
         self.orderings = list(orderings)  # (identity, folder) per ordering k >= 1
 
-    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
-        return _answered(view)
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
+        return _answered(ctx.view)
 
-    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+    def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
+        view = ctx.view
         from cafe.robustness.orderings import choices_section
 
         first = self.orderings[0][0] if self.orderings else {"of": 1, "mode": "rotate", "seed": 0}
@@ -172,18 +171,17 @@ def run_sweep(
 class NecessityStep(Step):
     name = "necessity"
     help = "Audio necessity per item: real, caption-only, text-only and silence on the same items."
-    section_name = "necessity"
-    derives_from = DERIVES
-    needs_samples = True
+    writes = Section("necessity", DERIVES, needs_samples=True)
 
     def __init__(self, folders: dict[str, str | Path], caption_source: str) -> None:
         self.folders = dict(folders)  # condition -> run folder (real: this one)
         self.caption_source = caption_source
 
-    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
-        return _answered(view)
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
+        return _answered(ctx.view)
 
-    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+    def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
+        view = ctx.view
         from cafe.metrics.listening import item_accuracy
         from cafe.robustness.necessity import necessity_section
 

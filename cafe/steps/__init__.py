@@ -4,16 +4,15 @@ entry-point group): `cafe NAME RUN_DIR`, ``cafe.api.step("name")`` (a function m
 declaration) and ``cafe.api.run_step("name", RUN_DIR)`` find it, with its options as flags and
 keywords (docs/extending.md, "A judging protocol").
 
-``TABLE`` lists cafe's own post-run commands (the command, the cafe.api function, the module
-that implements each, the section it writes, whether it runs on the engine): the rows of the one
-table of commands (cafe.commands.TABLE) that cafe.cli and cafe.api are made from too."""
+A step's API function (``step_function``) is made from its declaration: ``run_dir``, its
+``positional`` arguments, its options and the Calls its command's flag groups set, one default
+each."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import fields
 from typing import Any
 
-from cafe import commands
 from cafe.registry import Registry
 from cafe.steps.base import Option, Step, StepRecord, View
 
@@ -35,24 +34,6 @@ STEPS.add_lazy("judge-accuracy", "cafe.steps.judged:JudgedAccuracyStep")
 STEPS.add_lazy("judge-official", "cafe.steps.judged:OfficialStep")
 
 
-@dataclass(frozen=True)
-class StepEntry:
-    command: str  # `cafe COMMAND`
-    api: str  # cafe.api.API
-    target: str  # "module:function" cafe.api calls
-    click: str  # "module:click_command"
-    section: str | None  # the metrics.json section it writes (None: a file of its own)
-    engine: bool  # runs on cafe.steps.engine
-
-
-#: cafe's own post-run commands: the rows of the one table (cafe.commands.TABLE) that are steps
-TABLE: tuple[StepEntry, ...] = tuple(
-    StepEntry(c.name, c.step, c.api[c.step], c.click, c.section, c.engine)
-    for c in commands.TABLE
-    if c.step
-)
-
-
 def run_step(name: str, run_dir: Any, **options: Any) -> Any:
     """Run the registered step ``name`` on a run folder (cafe.steps.engine.run_step)."""
     from cafe.steps.engine import run_step as run
@@ -60,36 +41,59 @@ def run_step(name: str, run_dir: Any, **options: Any) -> Any:
     return run(STEPS.step(name), run_dir, **options)
 
 
-def api_function(name: str) -> Any:
-    """The cafe.api function of the registered step ``name``, made from its declaration:
-    ``(run_dir, *, <its options>, cache, concurrency, progress, limit) -> its section``, its
-    concurrency default its command's (one default per option)."""
+#: the Calls each flag group of a step's layout sets (cafe.steps.base.Calls)
+GROUP_CALLS: dict[str, tuple[str, ...]] = {
+    "judge_server": ("endpoints", "api_key_env"),
+    "batch": ("batch", "batch_options", "prices"),
+    "thinking": ("thinking", "thinking_budget"),
+    "dry_run": ("dry_run",),
+}
+
+
+def step_function(step_cls: Any, name: str | None = None) -> Any:
+    """The Python function of a step, made from its declaration: ``(run_dir, <positional>, *,
+    <its options>, <the calls its flags set>, cache, concurrency, progress, limit,
+    **client) -> its section``; each default its command's (one default per option)."""
     import inspect
 
-    from cafe.steps.base import concurrency_default
+    from cafe.steps.base import Calls, Flags, concurrency_default
+    from cafe.steps.engine import run_step as run
 
-    step = STEPS.step(name)
-    kw = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter("run_dir", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    params += [inspect.Parameter(o.name, kw, default=o.default, annotation=o.type)
-               for o in step.options]  # fmt: skip
-    params += [inspect.Parameter("cache", kw, default=None),
-               inspect.Parameter("concurrency", kw, default=concurrency_default(step),
-                                 annotation=int),
-               inspect.Parameter("progress", kw, default=False, annotation=bool),
-               inspect.Parameter("limit", kw, default=None, annotation=int | None)]  # fmt: skip
+    step = step_cls()
+    defaults = {f.name: f.default for f in fields(Calls) if f.name != "client"}
+    defaults["concurrency"] = concurrency_default(step)
+    groups = [g.group for g in step.layout or () if isinstance(g, Flags)]
+    calls = ["cache", "concurrency", "progress", "limit"] if step.records or groups else []
+    calls += [c for g in groups for c in GROUP_CALLS.get(g, ())]
+    opts = {o.name: o.default for o in step.options}
+    given = {**{c: defaults[c] for c in calls if c not in opts}, **opts}
+    pos, kw = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("run_dir", pos)]
+    params += [inspect.Parameter(n, pos, default=given[n]) for n in step.positional]
+    params += [inspect.Parameter(n, kw, default=v) for n, v in given.items()
+               if n not in step.positional]  # fmt: skip
+    if "judge_server" in groups:  # further options of its judge's client (timeout_s...)
+        params.append(inspect.Parameter("client", inspect.Parameter.VAR_KEYWORD))
     signature = inspect.Signature(params)
 
-    def function(run_dir: Any, **options: Any) -> dict[str, Any]:
-        given = signature.bind(run_dir, **options)  # an unknown keyword: its TypeError
-        given.apply_defaults()
-        return run_step(name, **given.arguments).section
+    def function(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs)  # an unknown keyword: its TypeError
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        run_dir, client = values.pop("run_dir"), values.pop("client", {})
+        return run(step_cls(), run_dir, client=client, **values).section
 
-    function.__name__ = function.__qualname__ = name.replace("-", "_")
-    function.__doc__ = step.help or f"The {name} step over a run folder -> its section."
+    label = name or step.name
+    function.__name__ = function.__qualname__ = label.replace("-", "_")
+    function.__doc__ = step.help or f"The {label} step over a run folder -> its section."
     function.__signature__ = signature  # type: ignore[attr-defined]
     return function
 
 
-__all__ = ["STEPS", "TABLE", "Option", "Step", "StepEntry", "StepRecord", "View", "api_function",
-           "run_step"]  # fmt: skip
+def api_function(name: str) -> Any:
+    """The cafe.api function of the registered step ``name`` (``step_function``)."""
+    return step_function(STEPS.get(name), name)
+
+
+__all__ = ["STEPS", "Option", "Step", "StepRecord", "View", "api_function", "run_step",
+           "step_function"]  # fmt: skip

@@ -1,16 +1,20 @@
-"""What a step is (DESIGN.md "cafe/steps/"): an analysis after the run, declared as data. A Step
-names its options (resolved into a frozen spec: its API keywords and command-line flags), its
-records file, its metrics.json section and what that section derives from, and gives
-plan / call / section; cafe.steps.engine runs every step the same way."""
+"""What a step is (DESIGN.md "cafe/steps/"): an analysis after the run, declared as data plus
+five hooks. A Step names its options (resolved into a frozen spec: its API keywords and
+command-line flags), the section it writes (``Section``), the records its calls keep
+(``Records``), the variant runs it needs beside the run, and gives setup / plan / call / status /
+section. cafe.steps.engine does the rest the same way for every step: lock, view, variants,
+resume, plan, share, execute, counters, costs, status, section, write, invalidate. State made
+for one invocation (a judge) is returned by ``setup`` and handed back in the ``Context``; a step
+keeps nothing on ``self`` between hooks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from cafe.errors import CafeUsageError
-from cafe.execution import Selection
+from cafe.execution import CallCache, Selection
 from cafe.folder.status import StepStatus, by_counts
 from cafe.folder.view import View
 from cafe.records import Prediction, Record, Sample
@@ -64,7 +68,7 @@ class Flags:
 
 def concurrency_default(step: Any) -> int:
     """The calls in flight a step's command and API function default to."""
-    for g in step.layout or ():
+    for g in getattr(step, "layout", None) or ():
         if isinstance(g, Flags) and g.group == "judge_server":
             return int(g.kw.get("default", JUDGE_CONCURRENCY))
     return ENGINE_CONCURRENCY
@@ -86,12 +90,94 @@ class StepRecord(Record):
 Item = tuple[Sample, Prediction]
 
 
+def statuses(records: Sequence[Any]) -> dict[str, int]:
+    from cafe.counters import by_status
+
+    return by_status([r.status for r in records])
+
+
+@dataclass(frozen=True)
+class Section:
+    """The metrics.json section a step writes. A plugin's facts (what it derives from, its keys'
+    directions) are registered from here; cafe's own are declared once in cafe.folder.sections,
+    which the store reads before any step loads."""
+
+    name: str
+    derives_from: tuple[str, ...] = ("predictions",)
+    higher_is_better: tuple[str, ...] = ()
+    lower_is_better: tuple[str, ...] = ()
+    outcome: bool = True  # False: a section whose shape predates outcomes (the "cafe" one)
+    needs_samples: bool = False  # samples.jsonl missing: its one-line error first
+
+
+@dataclass(frozen=True)
+class Records:
+    """What a step that makes calls keeps: ``<file>.jsonl`` (``<file>``'s judge records named by
+    ``Setup.identity``), its record class, what the call cache holds ("record": each item's
+    record whole under the step's spec, in steps.sqlite; "calls": each model call its judge
+    makes under the judge's spec, in judge.sqlite, keyed as always), and how its resume and
+    counters speak of them."""
+
+    file: str
+    cls: type[Any] = StepRecord
+    caches: str = "record"
+    noun: str = "calls"  # what its calls are called in a note
+    spec_name: str = "spec"  # what resume's note calls the spec
+    redone: str = "made again"  # what becomes of another spec's records
+    #: the counters' names: the records made, and their statuses (``replies``: records -> dict)
+    counted: tuple[str, str] = ("done", "records")
+    replies: Callable[[Sequence[Any]], dict[str, int]] = statuses
+    in_section: bool = False  # no file: results in the section only, the cache replays them
+    current: str | None = None  # once usable, also the run's current file of this name
+    reads: tuple[str, ...] = ()  # JSONL files of its own read into the view (View.files)
+
+
+@dataclass(frozen=True)
+class Calls:
+    """How a step's calls are made, never part of its spec: the engine's (cache, calls in
+    flight, progress, the first ``limit`` (item, run)s) and its caller's (servers, key variable,
+    thinking, batch delivery, prices, dry run; ``client``: further options its judge takes)."""
+
+    cache: Any = None
+    concurrency: int | None = None  # None: the step's default (concurrency_default)
+    progress: bool = True
+    limit: int | None = None
+    endpoints: tuple[str, ...] = ()
+    api_key_env: str | None = None
+    thinking: bool = False
+    thinking_budget: int | None = None
+    batch: bool = False
+    batch_options: dict[str, Any] | None = None
+    prices: Any = None
+    dry_run: bool = False
+    client: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def split(cls, given: dict[str, Any], options: Sequence[Option] = ()
+              ) -> tuple[Calls, dict[str, Any]]:  # fmt: skip
+        """(the Calls among ``given`` keywords, the rest: the step's options, which win a
+        name both have: judge-accuracy's thinking is part of its spec)."""
+        names = {f.name for f in fields(cls)} - {o.name for o in options}
+        calls = {k: v for k, v in given.items() if k in names}
+        calls["endpoints"] = tuple(calls.get("endpoints") or ())
+        return cls(**calls), {k: v for k, v in given.items() if k not in names}
+
+    def judge_options(self) -> dict[str, Any]:
+        """What a judge's client is built with besides its kind and model."""
+        out = dict(self.client)
+        if self.api_key_env:
+            out["api_key_env"] = self.api_key_env
+        if self.thinking:
+            out.update(thinking=True, thinking_budget=self.thinking_budget)
+        return out
+
+
 @dataclass
 class Invocation:
-    """One invocation of a step as the engine ran it (``Step.this_invocation``): its counts
-    (calls, cache hits, done, records by status), the records its plan made without a call,
-    its selection, the records of the selection (called, decided, shared), the (item, run)s
-    done before it and the calls' wall time."""
+    """One invocation of a step as the engine ran it (``Context.made``): its counts (calls,
+    cache hits, done, records by status), the records its plan made without a call, its
+    selection, the records of the selection (called, decided, shared), the (item, run)s done
+    before it and the calls' wall time."""
 
     counts: dict[str, Any] = field(default_factory=dict)
     planned: list[Any] = field(default_factory=list)
@@ -101,171 +187,112 @@ class Invocation:
     wall_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class Context:
+    """What the engine hands each hook (hooks read it, never write it): the folder's view, the
+    spec, what ``setup`` made (``state``), how the calls are made, the call cache, the call
+    plan (batch transport and cost ledger), this invocation once made, its costs and the
+    variant runs' folders ({name: folder})."""
+
+    view: View
+    spec: dict[str, Any]
+    calls: Calls
+    cache: CallCache
+    plan: Any = None
+    state: Any = None
+    made: Invocation = field(default_factory=Invocation)
+    costs: dict[str, Any] | None = None
+    variants: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Setup:
+    """What ``setup`` made: the frozen spec (cache keys and resume derive from it), what plan /
+    call / section use (``state``: the judge; its ``failed(item, why)`` and ``aclose()`` are used
+    when it has them), the identity naming its records file, how resume reads a stored spec
+    (``normalize``) and which records from before specs it keeps (``keep``); ``calls``: False
+    when this invocation makes no calls (an option chose a path without them)."""
+
+    spec: dict[str, Any]
+    state: Any = None
+    identity: str | None = None
+    normalize: Callable[[Any], Any] | None = None
+    keep: Callable[[Any], bool] | None = None
+    calls: bool = True
+
+
+@dataclass
+class Output:
+    """A section with what is written beside it: other sections from the same records, and JSONL
+    files of its own ({name: rows}, each one transaction)."""
+
+    section: dict[str, Any]
+    more: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def spec_of(step: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The frozen spec of ``options``: every declared option resolved (defaults filled, types
+    checked), the step's name and version. Cache keys and resume derive from it whole."""
+    known = {o.name: o for o in step.options}
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise CafeUsageError(f"cafe {step.name}: unknown option(s) {', '.join(unknown)}")
+    out: dict[str, Any] = {"step": step.name, "version": step.version}
+    for o in step.options:
+        v = options.get(o.name, o.default)
+        if v is not None and not isinstance(v, o.type):
+            try:
+                v = o.type(v)
+            except (TypeError, ValueError):
+                raise CafeUsageError(
+                    f"cafe {step.name}: {o.name}={v!r} is not a {o.type.__name__}"
+                ) from None
+        out[o.name] = v
+    return out
+
+
+def status_line(name: str, section: dict[str, Any]) -> str:
+    """What `cafe NAME` prints for a step that declares no printer: its status line."""
+    st = section.get("outcome") or {}
+    return f"{name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"
+
+
 class Step:
-    """Subclass, set the class attributes, give ``section`` (and ``call`` when ``records``)."""
+    """Subclass, declare, give ``section`` (and ``call`` when it declares ``records``)."""
 
     name: ClassVar[str] = ""  # the command (`cafe NAME`) and cafe.api.run_step's name
     help: ClassVar[str] = ""
-    section_name: ClassVar[str] = ""  # the metrics.json section it writes
-    records: ClassVar[str | None] = None  # its records file <records>.jsonl; None: no calls
-    #: a plugin's section facts: what it derives from, its keys' directions (cafe's own steps'
-    #: are declared once in cafe.folder.sections, which the store reads before any step loads)
-    derives_from: ClassVar[tuple[str, ...]] = ("predictions",)
-    higher_is_better: ClassVar[tuple[str, ...]] = ()
-    lower_is_better: ClassVar[tuple[str, ...]] = ()
+    writes: ClassVar[Section] = Section("")
     options: ClassVar[tuple[Option, ...]] = ()
     #: its command's parameters in --help order: option names and Flags groups (None: the
     #: options, then the engine's flags)
     layout: ClassVar[tuple[str | Flags, ...] | None] = None
+    positional: ClassVar[tuple[str, ...]] = ()  # its API function's arguments after run_dir
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
-    record_cls: ClassVar[type[Any]] = StepRecord  # its records (sample_id, run_index, status)
-    #: what the engine's call cache (``call_cache``) holds for the step: "record", each item's
-    #: record whole under the step's spec (in steps.sqlite); "calls", each model call its
-    #: ``call`` makes through ``self.call_cache`` under its judge's spec (several per item:
-    #: raters, retries; in judge.sqlite, keyed as always, so existing caches keep hitting)
-    caches: ClassVar[str] = "record"
-    #: the engine's call cache (cafe.execution.CallCache), set by the engine before ``bind``
-    call_cache: Any = None
-    #: True: calls without a records file; their results live in the section only (the call
-    #: cache replays them on the next invocation)
-    records_in_section: ClassVar[bool] = False
-    needs_samples: ClassVar[bool] = False  # samples.jsonl missing: its one-line error first
-    noun: ClassVar[str] = "calls"  # what its calls are called in a note
-    reads: ClassVar[tuple[str, ...]] = ()  # JSONL files of its own it reads (View.files)
-    #: a cafe.clients.calls.CallPlan (batch transport, cost ledger): the engine bounds the
-    #: items in flight by it and adds its ledger to the manifest's costs (``self.costs``)
-    call_plan: Any = None
-    costs: Any = None
-    #: a dry run: the engine plans and makes the calls through the call plan (which sends
-    #: nothing and counts), takes no lock, writes nothing and returns ``dry_report``
-    dry_run: bool = False
-    outcome_in_section: ClassVar[bool] = True  # False: a section whose shape predates outcomes
-    #: resume (cafe.execution.resume, which the engine runs on its records file): what its
-    #: note calls the spec and what becomes of another spec's records
-    spec_name: ClassVar[str] = "spec"
-    redone: ClassVar[str] = "made again"
-    #: a records file from before specs (none stored beside it): the records it may keep
-    #: (a method ``legacy_ok(record) -> bool``); None: none, each is made again
-    legacy_ok: Callable[[Any], bool] | None = None
+    records: ClassVar[Records | None] = None  # None: no calls
+    #: the runs it needs beside the run: (context) -> [cafe.steps.variants.Variant]
+    variants: ClassVar[Callable[[Context], list[Any]] | None] = None
+    prints: ClassVar[Callable[[dict[str, Any]], str] | None] = None  # its command's text
 
-    def who(self) -> str:
-        """The step as its one-line errors name it."""
-        return f"cafe {self.name}"
+    def setup(self, ctx: Context) -> Setup:
+        """Check the folder (one line when it cannot give the step its inputs) and build what
+        the calls need -> Setup (default: the options' spec, nothing built)."""
+        return Setup(ctx.spec)
 
-    def bind(self, view: View) -> None:
-        """Take what the calls need from the folder (its root: batch state) before the spec."""
+    def plan(self, ctx: Context) -> list[Any] | Selection:
+        """The (item, run)s the step makes a call for (the engine drops those already done, and
+        shares a Selection's copies); an (item, run) settled without a call is its record here
+        (a missing sample's failed record), written before the calls."""
+        return ctx.view.items()
 
-    def files(self, view: View, records: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
-        """JSONL files of its own to write with the section (each one transaction), {name: rows}."""
-        return {}
-
-    def normalize_spec(self, stored: Any) -> Any:
-        """A stored spec as this step compares it with its own (None: damaged or foreign,
-        another spec's)."""
-        return stored
-
-    def pending(self) -> int:
-        """Calls left in a batch (or cancelled there): no results, so the section is returned
-        and not written (the same command again collects them)."""
-        return 0
-
-    def select(self, todo: list[Any]) -> Selection:
-        """Which of the items left to do are called (default: every one); the others are
-        decided without a call or share another's call (cafe.execution.Selection)."""
-        return Selection(todo)
-
-    def commit(self, store: Any, records: Sequence[Any]) -> None:
-        """What the step writes once it is usable, before its section (under the lock)."""
-
-    def more_sections(self, view: View, records: Sequence[Any]) -> dict[str, dict[str, Any]]:
-        """Sections written with its own, from the same records ({name: section})."""
-        return {}
-
-    def written(self, store: Any) -> None:
-        """After its sections are written (under the lock): what derives from them."""
-
-    def dry_report(self, counts: dict[str, Any]) -> dict[str, Any]:
-        """A dry run's report from the engine's counts (planned, done_before, calls)."""
-        return dict(counts)
-
-    def records_file(self, spec: dict[str, Any]) -> str | None:
-        """Its records file under this spec (None: a step that makes no calls)."""
-        return f"{self.records}.jsonl" if self.records else None
-
-    def key(self, item: Any) -> tuple[str, int]:
-        return item[1].sample_id, item[1].run_index
-
-    def failed(self, item: Any, why: str) -> Any:
-        """The record of an item whose call raised (asked again next time)."""
-        sid, run = self.key(item)
-        return StepRecord(sid, run, "failed", reason=why)
-
-    #: what this invocation made and counted (``Invocation``), set by the engine after the calls
-    this_invocation: Invocation = Invocation()
-
-    async def aclose(self) -> None:
-        """Release what the calls used (a client), whatever happened."""
-
-    def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
-        """What the section's counters add up for this invocation (default: the engine's)."""
-        return counts
-
-    def disk_counters(self, records: Sequence[Any]) -> dict[str, Any]:
-        """The counters' totals as the records on disk under this spec sum them (their
-        ``call`` shares), in ``counters``' keys."""
-        from cafe.counters import by_status, share_totals
-
-        return {**share_totals(records), "done": len(records),
-                "records": by_status([r.status for r in records])}  # fmt: skip
-
-    def spec(self, **options: Any) -> dict[str, Any]:
-        """The frozen spec: every option resolved (defaults filled, types checked), the step's
-        name and version. Cache keys and resume derive from it whole."""
-        known = {o.name: o for o in self.options}
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise CafeUsageError(f"cafe {self.name}: unknown option(s) {', '.join(unknown)}")
-        out: dict[str, Any] = {"step": self.name, "version": self.version}
-        for o in self.options:
-            v = options.get(o.name, o.default)
-            if v is not None and not isinstance(v, o.type):
-                try:
-                    v = o.type(v)
-                except (TypeError, ValueError):
-                    raise CafeUsageError(
-                        f"cafe {self.name}: {o.name}={v!r} is not a {o.type.__name__}"
-                    ) from None
-            out[o.name] = v
-        return out
-
-    def check(self, view: View) -> None:
-        """Raise (one line) before any call when the folder cannot give this step its inputs."""
-
-    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
-        """The (item, run)s the step makes a call for (the engine drops those already done);
-        an (item, run) it settles without a call is its record here (a ``record_cls``: a
-        missing sample's failed record), written before the calls."""
-        return view.items()
-
-    def call_inputs(self, item: Item, spec: dict[str, Any]) -> dict[str, Any]:
-        """What decides one call's reply besides the spec: its cache key's inputs."""
-        s, p = item
-        return {"question": s.question, "choices": s.choices, "output": p.raw_output}
-
-    def call(self, item: Item, spec: dict[str, Any]) -> StepRecord:  # or async def
+    def call(self, ctx: Context, item: Any) -> Any:  # or async def
         raise NotImplementedError(f"step {self.name!r} declares records but no call")
 
-    def section(
-        self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]
-    ) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def status(self, view: View, records: Sequence[StepRecord]) -> StepStatus:
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         """How the step ended, by counts (default: its usable records of those it made)."""
         ok = sum(r.status == "ok" for r in records)
         return by_counts(len(records), ok, "replies", "unusable")
 
-    def format(self, section: dict[str, Any]) -> str:
-        """What `cafe NAME` prints (default: the status line)."""
-        st = section.get("outcome") or {}
-        return f"{self.name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"
+    def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any] | Output:
+        raise NotImplementedError

@@ -27,22 +27,40 @@ from cafe.cli_options import (
     option,
     thinking_options,
 )
+from cafe.commands import TABLE as COMMANDS
 from cafe.controls import CONTROLS, parse_controls
 from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
-from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step
+from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step, status_line
+
+
+@dataclass(frozen=True)
+class StepEntry:
+    command: str  # `cafe COMMAND`
+    api: str  # cafe.api.API
+    target: str  # "module:function" cafe.api calls
+    click: str  # "module:click_command"
+    section: str | None  # the metrics.json section it writes (None: a file of its own)
+    engine: bool  # runs on cafe.steps.engine
+
+
+#: cafe's own post-run commands: the rows of the one table (cafe.commands.TABLE) that are steps
+TABLE: tuple[StepEntry, ...] = tuple(
+    StepEntry(c.name, c.step, c.api[c.step], c.click, c.section, c.engine)
+    for c in COMMANDS
+    if c.step
+)
 
 
 def step_command(step: Step, help: str | None = None) -> click.Command:
     """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR and its ``layout``, a flag per
     declared option and the shared flag groups (FLAGS) where it places them; without one, its
     options and, for a step that makes calls, the engine's --cache, --concurrency and
-    --no-progress. It runs the step on the engine and prints its ``format`` (or --json)."""
-    from cafe.steps import TABLE
-
+    --no-progress. It runs the step on the engine (the groups' values: how its calls are made,
+    cafe.steps.base.Calls) and prints its ``prints`` of the section (or --json)."""
     # a plugin's command keeps the engine's flags it has always had, calls or not
     builtin = any(e.command == step.name for e in TABLE)
-    calls = bool(step.records or step.records_in_section) or not builtin
+    calls = step.records is not None or not builtin
     layout = step.layout or (*(o.name for o in step.options),
                              *([Flags("engine")] if calls else []), Flags("json"),
                              *([Flags("progress")] if calls else []))  # fmt: skip
@@ -52,32 +70,32 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
     def callback(run_dir: str, **given: Any) -> None:
         from cafe.steps.engine import run_step
 
-        client: dict[str, Any] = {}  # the step's constructor's: how its calls are made
-        run: dict[str, Any] = {"progress": False}  # the engine's
+        how: dict[str, Any] = {"progress": False}  # cafe.steps.base.Calls
+        shown: dict[str, Any] = {}  # how the section is printed
         for g in groups:
-            FLAGS[g.group][1](g, run_dir, given, client, run)
+            FLAGS[g.group][1](g, given, how, shown)
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
         _refuse(step, options)
-        as_json, ascii_json = run.pop("as_json", False), run.pop("ascii_json", True)
         try:
-            res = run_step(type(step)(**client) if client else step, run_dir, **run, **options)
+            res = run_step(type(step)(), run_dir, **how, **options)
         except CafeError:
             raise  # its own line and exit code
         except (ValueError, FileNotFoundError, KeyError) as e:
             raise click.ClickException(str(e)) from None
         printer = PRINTS.get(step.name, Printer())
-        if as_json:
-            click.echo(strict_dumps(res.section, indent=2, ensure_ascii=ascii_json))
-        elif client.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
+        if shown.get("as_json"):
+            click.echo(strict_dumps(res.section, indent=2, ensure_ascii=shown["ascii_json"]))
+        elif how.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
             from cafe.judge.batching import format_dry_run
 
             click.echo(format_dry_run(res.section))
         else:
-            click.echo((printer.text or step.format)(res.section))
-        if client.get("dry_run"):
+            text = printer.text or step.prints or (lambda sec: status_line(step.name, sec))
+            click.echo(text(res.section))
+        if how.get("dry_run"):
             return  # nothing was sent: no costs, no failure
         for g in groups:
-            FLAGS[g.group][2](g, run_dir, res.section, client)
+            FLAGS[g.group][2](g, res.section)
         if printer.end is not None:
             printer.end(res.section)
 
@@ -140,12 +158,12 @@ def _engine_flags(g: Flags) -> Any:
     )  # fmt: skip
 
 
-def _engine_take(g: Flags, run_dir: str, given: dict[str, Any],
-                 client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
-    run.update(cache=given.pop("cache"), concurrency=given.pop("concurrency"))
+def _engine_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+                 shown: dict[str, Any]) -> None:  # fmt: skip
+    how.update(cache=given.pop("cache"), concurrency=given.pop("concurrency"))
 
 
-def _nothing_after(g: Flags, run_dir: str, section: dict[str, Any], client: dict[str, Any]) -> None:
+def _nothing_after(g: Flags, section: dict[str, Any]) -> None:
     """What a group prints after the section: nothing."""
 
 
@@ -176,77 +194,48 @@ def _server_names(g: Flags) -> dict[str, str]:
     return {**names, **g.names}
 
 
-def _server_take(g: Flags, run_dir: str, given: dict[str, Any],
-                 client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
+def _server_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+                 shown: dict[str, Any]) -> None:  # fmt: skip
     n = _server_names(g)
-    client["endpoints"] = tuple(given.pop(n["endpoints"]))
-    client["concurrency"] = run["concurrency"] = given.pop(n["concurrency"])
-    run["limit"] = given.pop("limit")
-    key = given.pop(n["api_key_env"], None)
-    if key:  # not given: the client's own default variable
-        _into(g, client, {"api_key_env": key})
+    how.update(endpoints=tuple(given.pop(n["endpoints"])), concurrency=given.pop(n["concurrency"]),
+               limit=given.pop("limit"), api_key_env=given.pop(n["api_key_env"], None))  # fmt: skip
 
 
-def _cache_take(g: Flags, run_dir: str, given: dict[str, Any],
-                client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
-    run["cache"] = given.pop("cache_path")  # the engine opens it; the judge caches its calls there
+def _cache_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+                shown: dict[str, Any]) -> None:  # fmt: skip
+    how["cache"] = given.pop("cache_path")  # the engine opens it; the judge caches its calls there
 
 
-def _batch_take(g: Flags, run_dir: str, given: dict[str, Any],
-                client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
-    batch = given.pop("batch")
-    if not g.kw.get("plan"):  # the step makes its call plan from these (in RUN_DIR/batches/)
-        client.update(batch.call_kwargs())
-        return
-    from cafe.caller import call_plan  # its judge's client takes the plan itself
-
-    plan = client["calls"] = call_plan(run_dir, **batch.call_kwargs())
-    client["concurrency"] = run["concurrency"] = plan.item_concurrency(client["concurrency"])
+def _batch_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+                shown: dict[str, Any]) -> None:  # fmt: skip
+    how.update(given.pop("batch").call_kwargs())  # the engine's call plan (in RUN_DIR/batches/)
 
 
-def _costs_after(g: Flags, run_dir: str, section: dict[str, Any], client: dict[str, Any]) -> None:
+def _costs_after(g: Flags, section: dict[str, Any]) -> None:
     """The batch counts, spend, server trouble and (unless ``saving`` is False) the selective
-    saving of the calls; a step given the call plan (``plan``) has its costs written here."""
+    saving of the calls."""
     calls = section.get("calls", {})
-    if "calls" in client:  # the plan of a judge's client: its ledger into the manifest
-        from cafe.execution import write_costs
-        from cafe.store import RunStore
-
-        cost = write_costs(RunStore(run_dir), client["calls"], calls["cache_hits"])
-        calls = {**calls, **({"cost": cost} if cost else {})}
     echo_costs(calls, section.get("selective") if g.kw.get("saving", True) else None)
 
 
-def _json_take(g: Flags, run_dir: str, given: dict[str, Any],
-               client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
-    run["as_json"] = given.pop("as_json")
-    run["ascii_json"] = g.kw.get("ascii", True)
+def _json_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+               shown: dict[str, Any]) -> None:  # fmt: skip
+    shown.update(as_json=given.pop("as_json"), ascii_json=g.kw.get("ascii", True))
 
 
-def _thinking_take(g: Flags, run_dir: str, given: dict[str, Any],
-                   client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
-    thinking, budget = given.pop("thinking"), given.pop("thinking_budget")
-    if thinking:  # the judge's client's (``into``: the constructor's dict of them)
-        _into(g, client, {"thinking": True, "thinking_budget": budget})
+def _thinking_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+                   shown: dict[str, Any]) -> None:  # fmt: skip
+    how.update(thinking=given.pop("thinking"), thinking_budget=given.pop("thinking_budget"))
 
 
-def _dry_run_take(g: Flags, run_dir: str, given: dict[str, Any],
-                  client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
-    client["dry_run"] = given.pop("dry_run")
+def _dry_run_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+                  shown: dict[str, Any]) -> None:  # fmt: skip
+    how["dry_run"] = given.pop("dry_run")
 
 
-def _into(g: Flags, client: dict[str, Any], values: dict[str, Any]) -> None:
-    """Client keywords as the step's constructor takes them: as they are, or gathered in its
-    dict ``kw["into"]`` (the CAFE judge's judge_options)."""
-    if "into" in g.kw:
-        client[g.kw["into"]] = {**client.get(g.kw["into"], {}), **values}
-    else:
-        client.update(values)
-
-
-def _progress_take(g: Flags, run_dir: str, given: dict[str, Any],
-                   client: dict[str, Any], run: dict[str, Any]) -> None:  # fmt: skip
-    run["progress"] = not given.pop("no_progress")
+def _progress_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
+                   shown: dict[str, Any]) -> None:  # fmt: skip
+    how["progress"] = not given.pop("no_progress")
 
 
 #: each group: (its click options, what the command takes from their values, what it prints

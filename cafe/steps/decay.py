@@ -4,21 +4,21 @@ folder's records (cafe.metrics.decay holds the maths) and written as the "decay"
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from cafe.errors import CafeError, CafeUsageError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.metrics.decay import DEFAULT_MIN_COUNT, decay_section, format_decay
-from cafe.steps import STEPS
-from cafe.steps.base import Option, Step, StepRecord, View
+from cafe.steps import STEPS, step_function
+from cafe.steps.base import Context, Option, Section, Step
 
 
 @STEPS.register("decay")
 class DecayStep(Step):
     name = "decay"
     help = "Perception decay curves: accuracy and Acc_per by reasoning length."
-    section_name = "decay"
+    writes = Section("decay")
+    prints = staticmethod(format_decay)
     options = (
         Option("bins", int, None, "Equal-width bins (10).", bounds=(1, 10_000),
                show_default=False),
@@ -34,9 +34,8 @@ class DecayStep(Step):
                cli="macro", flags="--macro", switch=("micro", "macro"), show_default=False),
     )  # fmt: skip
 
-    def section(
-        self, view: View, records: Sequence[StepRecord], spec: dict[str, Any]
-    ) -> dict[str, Any]:
+    def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
+        view, spec = ctx.view, ctx.spec
         if spec["bins"] is not None and spec["bin_width"] is not None:
             raise CafeUsageError("give --bins or --bin-width, not both")
         return decay_section(
@@ -45,7 +44,8 @@ class DecayStep(Step):
             counter=view.manifest.get("token_counter"),
         )  # fmt: skip
 
-    def status(self, view: View, records: Sequence[StepRecord]) -> StepStatus:
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
+        view = ctx.view
         if not view.predictions:
             raise CafeError(f"{view.root}: no predictions.jsonl records; run `cafe run` first")
         # no answered item with a reasoning length: nothing to correlate (decay_section's n)
@@ -53,23 +53,7 @@ class DecayStep(Step):
         why = "failed or have no reasoning length"
         return by_counts(len(view.predictions), n, "items", why)
 
-    def format(self, section: dict[str, Any]) -> str:
-        return format_decay(section)
 
-
-def decay(
-    run_dir: str | Path,
-    *,
-    bins: int | None = None,
-    bin_width: float | None = None,
-    min_count: int = DEFAULT_MIN_COUNT,
-    merge: bool = False,
-    mode: str = "micro",
-) -> dict[str, Any]:
-    """Perception decay of a run folder -> the "decay" section (also written to metrics.json).
-    Uses the run's judgements for Acc_per (judge the run first). The defaults are the paper's
-    and `cafe decay`'s: equal-width bins, sparse ones flagged, not merged."""
-    from cafe.steps.engine import run_step
-
-    options = dict(bins=bins, bin_width=bin_width, min_count=min_count, merge=merge, mode=mode)
-    return run_step(DecayStep(), run_dir, **options).section
+#: perception decay of a run folder -> the "decay" section (also written to metrics.json); uses
+#: the run's judgements for Acc_per (judge the run first); the defaults are the paper's
+decay = step_function(DecayStep)

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache
-from cafe.counters import add, by_status, judge_counters, on_disk_counters, with_share
+from cafe.counters import add, judge_counters, on_disk_counters, share_totals, with_share
 from cafe.execution import (
     CallCache,
     Selection,
     execute,
+    pending_calls,
     resume,
     run_sync,
     share_records,
@@ -35,7 +35,18 @@ from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
 from cafe.reporting import note
-from cafe.steps.base import Invocation, Step, StepRecord
+from cafe.steps.base import (
+    Calls,
+    Context,
+    Invocation,
+    Output,
+    Records,
+    Setup,
+    Step,
+    StepRecord,
+    concurrency_default,
+    spec_of,
+)
 from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl
 
 
@@ -55,81 +66,112 @@ def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None
 
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
-    from cafe.commands import TABLE  # the one table (cafe.steps.TABLE is made from it)
+    from cafe.folder.sections import sections
 
-    ours = any((c.name, c.section) == (step.name, step.section_name) for c in TABLE if c.step)
+    w, info = step.writes, sections().get(step.writes.name)
+    ours = info is not None and info.builtin and f"cafe {step.name}" in info.owner.split(" / ")
     if not ours:  # a plugin's: refused when the name is one of cafe's own sections
-        register_section(
-            SectionInfo(step.section_name, f"cafe {step.name}", tuple(step.derives_from),
-                        tuple(step.higher_is_better), tuple(step.lower_is_better),
-                        builtin=False)
-        )  # fmt: skip
+        register_section(SectionInfo(w.name, f"cafe {step.name}", tuple(w.derives_from),
+                                     tuple(w.higher_is_better), tuple(w.lower_is_better),
+                                     builtin=False))  # fmt: skip
 
 
-def run_step(
-    step: Step,
-    run_dir: str | Path,
-    *,
-    cache: Cache | str | Path | None = None,
-    concurrency: int = 8,
-    progress: bool = False,
-    limit: int | None = None,
-    **options: Any,
-) -> StepResult:
-    """Run ``step`` on a run folder with ``options`` (its declared ones) -> its section, also
-    written to metrics.json. ``cache``: the call cache every call of the step goes through (a
-    Cache, its path, or None: $CAFE_CACHE/steps.sqlite, judge.sqlite for ``caches = "calls"``).
-    Raises NothingUsable (nothing written) when it produced nothing usable; re-running
-    resumes (and replays finished calls from the cache). ``limit``: only the first N (item,
-    run)s of its plan (try a judge on a few first); the section says it is partial."""
+def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
+    """Run ``step`` on a run folder -> its section, also written to metrics.json. ``given``:
+    its declared options and how its calls are made (cafe.steps.base.Calls: ``cache``, a Cache,
+    its path, or None for $CAFE_CACHE/steps.sqlite, judge.sqlite for a step whose judge caches
+    its calls; ``concurrency``; ``progress``; ``limit``, only the first N (item, run)s of its
+    plan, the section saying it is partial; servers, batch, dry run...). Raises NothingUsable
+    (nothing written) when it produced nothing usable; re-running resumes (and replays
+    finished calls from the cache)."""
+    calls, options = Calls.split(given, step.options)
+    if calls.concurrency is None:
+        calls = replace(calls, concurrency=concurrency_default(step))
     register_step_section(step)
     store = RunStore(run_dir)
+    rec = step.records
     # a dry run writes nothing: it does not take the lock
-    lock = nullcontext() if step.dry_run else folder_lock(store.root, f"cafe {step.name}")
+    lock = nullcontext() if calls.dry_run else folder_lock(store.root, f"cafe {step.name}")
     with lock:
-        view = read_view(store, step.reads)
-        if step.needs_samples and not view.samples:
+        view = read_view(store, rec.reads if rec else ())
+        if step.writes.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
-        step.check(view)  # what the folder lacks is said first, then what the options lack
-        # the call cache: opened here only, the step's calls (or its judge's) go through it
-        name = "judge.sqlite" if step.caches == "calls" else "steps.sqlite"
-        step.call_cache = CallCache(cache, name)
-        step.bind(view)
-        spec = step.spec(**options)
-        records: list[StepRecord] = []
-        calls: dict[str, Any] = {}
+        ctx = _context(step, store, view, calls, spec_of(step, options))
+        setup = step.setup(ctx)
+        ctx = replace(ctx, spec=setup.spec, state=setup.state)
+        if step.variants is not None:  # the runs it needs beside this one, built once
+            from cafe.steps.variants import build_variants
+
+            ctx = replace(ctx, variants=build_variants(view.root, step.variants(ctx), calls))
+        records: list[Any] = []
         planned_all = 0
-        records_file = step.records_file(spec)
-        makes_calls = bool(records_file) or step.records_in_section
-        if step.dry_run:  # plan and count: nothing sent, nothing written
-            return _plan_only(step, store, view, spec, records_file, concurrency, limit)
+        path = _records_path(store, rec, setup)
+        makes_calls = rec is not None and setup.calls
+        if calls.dry_run:  # plan and count: nothing sent, nothing written
+            return _plan_only(step, ctx, setup, path)
         if makes_calls:
-            records, calls, planned_all = _execute(step, store, view, spec, records_file,
-                                                   concurrency, progress, limit)  # fmt: skip
-        if step.call_plan is not None:  # what the calls cost, whatever comes next
-            step.costs = write_costs(store, step.call_plan, step.call_cache.hits)
-        pending = step.pending()
+            records, ctx, planned_all = _execute(step, store, ctx, setup, path)
+        if ctx.plan is not None:  # what the calls cost, whatever comes next
+            ctx = replace(ctx, costs=write_costs(store, ctx.plan, ctx.cache.hits))
+        pending = pending_calls(ctx.plan)
         if pending:  # no results yet: the section as it would be, not written
-            return _held(step, view, records, spec, calls, pending)
-        whole = step.status(view, records)
-        status = _limited(whole, planned_all, limit)
-        require_usable(step.who(), status, str(store.root))  # nothing written then
-        step.commit(store, records)
-        view = replace(view, metrics=store.read_metrics())  # as its commit left them
-        section = _section(step, view, records, spec, calls if makes_calls else None, status)
+            return _held(step, ctx, records, pending, makes_calls)
+        whole = step.status(ctx, records)
+        status = _limited(whole, planned_all, calls.limit)
+        require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
+        if makes_calls and rec.current:  # the run's current records: this step's, now usable
+            rewrite_jsonl(store.path(rec.current), records)
+            store.invalidate(changed=(Path(rec.current).stem,))  # what the earlier ones fed goes
+            view = replace(view, metrics=store.read_metrics())
+            ctx = replace(ctx, view=view)
+        out = _section(step, ctx, records, counts_of(ctx) if makes_calls else None, status)
         if status is not whole:  # cut by --limit: said in every section, whatever its shape
-            section["outcome"] = status.to_dict()
-        for name, rows in step.files(view, records).items():
+            out.section["outcome"] = status.to_dict()
+        for name, rows in out.files.items():
             _write_rows(store, name, rows)
-        write_sections(store, {step.section_name: section, **step.more_sections(view, records)})
+        write_sections(store, {step.writes.name: out.section, **out.more})
         gone = store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
         if gone:  # said, as `cafe run` says it: another step's section is never lost silently
             from cafe.folder.sections import removed_notes
 
             for line in removed_notes(store, gone):
                 note(line)
-        step.written(store)
-    return StepResult(section, status, records)
+        if makes_calls and rec.current:
+            from cafe.steps.plugins import compute_metrics
+
+            compute_metrics(store.root)  # registered metrics derive from the current records
+    return StepResult(out.section, status, records)
+
+
+def counts_of(ctx: Context) -> dict[str, Any]:
+    return ctx.made.counts
+
+
+def _context(step: Step, store: RunStore, view: View, calls: Calls, spec: dict[str, Any]
+             ) -> Context:  # fmt: skip
+    """The engine's context before setup: the call cache (the one place it is opened; a judge
+    caching each call uses judge.sqlite) and, for such a judge, the call plan (batch
+    transport, cost ledger, dry run) its caller takes."""
+    rec = step.records
+    by_call = rec is not None and rec.caches == "calls"
+    cache = CallCache(calls.cache, "judge.sqlite" if by_call else "steps.sqlite")
+    plan = None
+    if by_call:
+        from cafe.caller import call_plan
+
+        plan = call_plan(view.root, batch=calls.batch, dry_run=calls.dry_run,
+                         prices=calls.prices, batch_options=calls.batch_options)  # fmt: skip
+    return Context(view, spec, calls, cache, plan)
+
+
+def _records_path(store: RunStore, rec: Records | None, setup: Setup) -> Path | None:
+    if rec is None or rec.in_section:
+        return None
+    from cafe.store import judge_records_name
+
+    name = (judge_records_name(rec.file, setup.identity) if setup.identity
+            else f"{rec.file}.jsonl")  # fmt: skip
+    return store.path(name)
 
 
 def _limited(status: StepStatus, planned: int, limit: int | None) -> StepStatus:
@@ -141,24 +183,32 @@ def _limited(status: StepStatus, planned: int, limit: int | None) -> StepStatus:
                       f"{status.reason}; {why}" if status.reason else why)  # fmt: skip
 
 
-def _plan_only(
-    step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
-    concurrency: int, limit: int | None = None,
-) -> StepResult:  # fmt: skip
-    """A dry run: what is left under this spec, its calls made through the step's call plan
-    (which sends nothing and counts) -> the step's report; no file is written."""
-    path = store.path(records_file) if records_file else None
-    kept = _resume(step, path, spec, write=False) if path else []
-    planned, sel, done, _ = _planned(step, view, spec, kept, limit)
-    call, counts = _cached_call(step, spec)
-    if step.call_plan is not None:
-        concurrency = step.call_plan.item_concurrency(concurrency)
-    run_sync(execute(sel.todo, call, step.failed, _Discard(), concurrency=concurrency,
-                        desc=f"cafe {step.name}", progress=False, aclose=step.aclose))  # fmt: skip
+def _plan_only(step: Step, ctx: Context, setup: Setup, path: Path | None) -> StepResult:
+    """A dry run: what is left under this spec, its calls made through the call plan (which
+    sends nothing and counts) -> the dry-run report; no file is written."""
+    from cafe.judge.batching import dry_run_report
+
+    kept = _resume(step.records, setup, path, ctx.spec, write=False) if path else []
+    planned, sel, done, _ = _planned(step, ctx, kept)
+    call, counts = _cached_call(step, ctx)
+    concurrency = _bound(ctx)
+    run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), _Discard(),
+                     concurrency=concurrency, desc=f"cafe {step.name}", progress=False,
+                     aclose=lambda: _aclose(ctx)))  # fmt: skip
     counts.update(planned=len(sel.todo), done_before=done)
-    step.this_invocation = Invocation(counts, planned, sel, [], done)
+    shared = bool(sel.decided or sel.copies)
+    report = (dry_run_report(ctx.plan, items=len(sel.todo), already_done=done,
+                             cache_hits=ctx.cache.hits,
+                             selection=sel.report() if shared else None)
+              if ctx.plan is not None else counts)  # fmt: skip
     status = StepStatus("partial", len(sel.todo), 0, "dry run: nothing sent")
-    return StepResult(step.dry_report(counts), status, [])
+    return StepResult(report, status, [])
+
+
+def _bound(ctx: Context) -> int:
+    """Items in flight: the calls' bound, lifted for a batch (it collects every call waiting)."""
+    n = int(ctx.calls.concurrency or 1)
+    return ctx.plan.item_concurrency(n) if ctx.plan is not None else n
 
 
 def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
@@ -169,60 +219,72 @@ def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
     replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
 
 
-def _held(
-    step: Step, view: View, records: list[Any], spec: dict[str, Any], calls: dict[str, Any],
-    pending: int,
-) -> StepResult:  # fmt: skip
+def _held(step: Step, ctx: Context, records: list[Any], pending: int, makes_calls: bool
+          ) -> StepResult:  # fmt: skip
+    noun = step.records.noun if step.records else "calls"
     note(
-        f"{pending} {step.noun} still pending in a batch (or cancelled there): "
-        f"{step.section_name} left as it was; run the same command again to collect"
+        f"{pending} {noun} still pending in a batch (or cancelled there): "
+        f"{step.writes.name} left as it was; run the same command again to collect"
     )
-    section = _section(step, view, records, spec, calls)
-    held = StepStatus("partial", len(records), 0, f"{pending} {step.noun} pending")
-    return StepResult({**section, "pending": pending}, held, records)
+    out = _section(step, ctx, records, counts_of(ctx) if makes_calls else None)
+    held = StepStatus("partial", len(records), 0, f"{pending} {noun} pending")
+    return StepResult({**out.section, "pending": pending}, held, records)
 
 
 def _section(
-    step: Step, view: View, records: list[Any], spec: dict[str, Any],
-    calls: dict[str, Any] | None, status: StepStatus | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    step: Step, ctx: Context, records: list[Any], counts: dict[str, Any] | None,
+    status: StepStatus | None = None,
+) -> Output:  # fmt: skip
     """The step's section with its outcome, and, for a step making calls, its spec and the
     counters over every invocation under that spec."""
-    section = dict(step.section(view, records, spec))
-    if status is not None and step.outcome_in_section:
+    made = step.section(ctx, records)
+    out = made if isinstance(made, Output) else Output(made)
+    section = out.section = dict(out.section)
+    if status is not None and step.writes.outcome:
         section["outcome"] = status.to_dict()
-    if calls is not None:
-        section["spec"] = spec
-        previous, now = view.metrics.get(step.section_name), step.counters(calls)
-        if step.records_file(spec):  # the totals: those of the records on disk, kill or not
-            disk = step.disk_counters(records)
-            section["counters"] = on_disk_counters(previous, spec, now, disk)
+    if counts is not None:
+        rec = step.records
+        section["spec"] = ctx.spec
+        previous, now = ctx.view.metrics.get(step.writes.name), _counters(rec, ctx)
+        if not rec.in_section:  # the totals: those of the records on disk, kill or not
+            done, replies = rec.counted
+            disk = {**share_totals(records), done: len(records), replies: rec.replies(records)}
+            section["counters"] = on_disk_counters(previous, ctx.spec, now, disk)
         else:  # its records live in the section only: each invocation's counts add up
-            section["counters"] = judge_counters(previous, spec, now)
-    return section
+            section["counters"] = judge_counters(previous, ctx.spec, now)
+    return out
+
+
+def _counters(rec: Records, ctx: Context) -> dict[str, Any]:
+    """This invocation's counters: calls and cache hits, the records it made and their
+    statuses, what they cost."""
+    made, c = ctx.made, ctx.costs
+    done, replies = rec.counted
+    cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
+    return {"calls": made.counts.get("calls", 0), "cache_hits": made.counts.get("cache_hits", 0),
+            done: len(made.planned) + len(made.fresh), replies: rec.replies(
+                [*made.planned, *made.fresh]), **cost}  # fmt: skip
 
 
 def _execute(
-    step: Step, store: RunStore, view: View, spec: dict[str, Any], records_file: str | None,
-    concurrency: int, progress: bool, limit: int | None = None,
-) -> tuple[list[Any], dict[str, Any], int]:  # fmt: skip
-    """Resume, plan, call (cached), append, compact -> (the records, this invocation's counts,
-    the (item, run)s its plan holds)."""
+    step: Step, store: RunStore, ctx: Context, setup: Setup, path: Path | None
+) -> tuple[list[Any], Context, int]:
+    """Resume, plan, call (cached), append, compact -> (the records, the context with this
+    invocation, the (item, run)s its plan holds)."""
+    view = ctx.view
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
-    path = store.path(records_file) if records_file else None
-    kept = _resume(step, path, spec) if path else []
-    planned, sel, done, planned_all = _planned(step, view, spec, kept, limit)
-    call, counts = _cached_call(step, spec)
-    if step.call_plan is not None:  # a batch collects every call waiting: the bound lifts
-        concurrency = step.call_plan.item_concurrency(concurrency)
+    kept = _resume(step.records, setup, path, ctx.spec) if path else []
+    planned, sel, done, planned_all = _planned(step, ctx, kept)
+    call, counts = _cached_call(step, ctx)
     t0 = time.perf_counter()
     with store.writer(path.name) if path else nullcontext(_Discard()) as writer:
         writer.write_many([*planned, *sel.decided])  # records made without a call, first
-        called = run_sync(execute(sel.todo, call, step.failed, writer,
-                                     concurrency=concurrency, desc=f"cafe {step.name}",
-                                     progress=progress, aclose=step.aclose))  # fmt: skip
-        shared = share_records(sel, called)  # the (item, run)s that shared a call: copies
+        called = run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), writer,
+                                  concurrency=_bound(ctx), desc=f"cafe {step.name}",
+                                  progress=ctx.calls.progress,
+                                  aclose=lambda: _aclose(ctx)))  # fmt: skip
+        shared = share_records(sel, [*called, *kept])  # the (item, run)s that shared a call
         writer.write_many(shared)
     fresh = [*called, *sel.decided, *shared]
     made = [*planned, *fresh]  # this invocation's records, in the order they are compacted
@@ -236,39 +298,66 @@ def _execute(
     records = [r for k, r in merged.items() if k in keys]
     if path:
         rewrite_jsonl(path, records)  # compacted: one record per (item, run)
-    counts.update(done=len(made), records=by_status([r.status for r in made]))
-    step.this_invocation = Invocation(counts, planned, sel, fresh, done,
-                                      time.perf_counter() - t0)  # fmt: skip
-    return records, counts, planned_all
+    counts.update(done=len(made))
+    inv = Invocation(counts, planned, sel, fresh, done, time.perf_counter() - t0)
+    return records, replace(ctx, made=inv), planned_all
 
 
-def _resume(step: Step, path: Path, spec: dict[str, Any], write: bool = True) -> list[Any]:
+def _resume(rec: Records, setup: Setup, path: Path, spec: dict[str, Any], write: bool = True
+            ) -> list[Any]:  # fmt: skip
     """The records ``path`` keeps under this spec: cafe.execution.resume, the one resume, with
     the step's declarations (another spec's records are redone; a file from before specs
-    keeps those its ``legacy_ok`` accepts; a stored spec is read by its ``normalize_spec``)."""
-    return resume(path, spec, lambda p: latest_records(p, step.record_cls), write=write,
-                  legacy_ok=step.legacy_ok, normalize=step.normalize_spec,
-                  spec_name=step.spec_name, redone=step.redone)  # fmt: skip
+    keeps those its ``keep`` accepts; a stored spec is read by its ``normalize``)."""
+    return resume(path, spec, lambda p: latest_records(p, rec.cls), write=write,
+                  legacy_ok=setup.keep, normalize=setup.normalize or (lambda s: s),
+                  spec_name=rec.spec_name, redone=rec.redone)  # fmt: skip
 
 
-def _planned(
-    step: Step, view: View, spec: dict[str, Any], kept: list[Any], limit: int | None = None
-) -> tuple[list[Any], Selection, int, int]:
+def _planned(step: Step, ctx: Context, kept: list[Any]) -> tuple[list[Any], Selection, int, int]:
     """What is left under this spec (a failed record is made again) of the first ``limit``
     (item, run)s of the plan (None: all) -> (the records the plan made without a call, the
-    step's selection of the items to call, how many were done, how many the plan holds)."""
+    selection of the items to call, how many were done, how many the plan holds)."""
+    cls, limit = step.records.cls, ctx.calls.limit
     done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
-    plan = step.plan(view, spec)
-    left = [x for x in plan[:limit] if _key(step, x) not in done]
-    planned = [x for x in left if isinstance(x, step.record_cls)]
-    items = [x for x in left if not isinstance(x, step.record_cls)]
-    return planned, step.select(items), len(done), len(plan)
+    plan = step.plan(ctx)
+    sel = plan if isinstance(plan, Selection) else Selection(list(plan))
+    order = [*sel.todo, *sel.decided, *sel.copies]
+    first = {_key(cls, x) for x in order[:limit]}
+
+    def left(k: tuple[str, int]) -> bool:
+        return k in first and k not in done
+
+    todo = [x for x in sel.todo if left(_key(cls, x))]
+    planned = [x for x in todo if isinstance(x, cls)]
+    todo = [x for x in todo if not isinstance(x, cls)]
+    decided = [x for x in sel.decided if left(_key(cls, x))]
+    copies = {k: v for k, v in sel.copies.items() if left(k)}
+    return planned, Selection(todo, decided, copies), len(done), len(order)
 
 
-def _key(step: Step, x: Any) -> tuple[str, int]:
-    if isinstance(x, step.record_cls):  # a record the plan made
-        return x.sample_id, x.run_index
-    return step.key(x)
+def _key(cls: type, x: Any) -> tuple[str, int]:
+    """An (item, run)'s key: a record's, a judge item's prediction's, a (sample, prediction)'s;
+    a copy's key as it is."""
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str):
+        return x
+    p = x if isinstance(x, cls) else getattr(x, "prediction", None) or x[1]
+    return p.sample_id, p.run_index
+
+
+def _failed(ctx: Context, item: Any, why: str) -> Any:
+    """The record of an item whose call raised (asked again next time): its judge's, else a
+    StepRecord."""
+    if hasattr(ctx.state, "failed"):
+        return ctx.state.failed(item, why)
+    sid, run = _key(StepRecord, item)
+    return StepRecord(sid, run, "failed", reason=why)
+
+
+async def _aclose(ctx: Context) -> None:
+    """Release what the calls used (its judge's client), whatever happened."""
+    close = getattr(ctx.state, "aclose", None)
+    if close is not None:
+        await close()
 
 
 class _Discard:
@@ -278,60 +367,61 @@ class _Discard:
         pass
 
 
-def _cached_call(step: Step, spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The step's call behind the engine's call cache (``step.call_cache``) and its counts: its
-    record whole (key: the step's frozen spec + the call's inputs; only a usable record is
+def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
+    """The step's call behind the engine's call cache and its counts: its record whole (key:
+    the step's frozen spec + the item's question, choices and output; only a usable record is
     kept, so a failed or unusable reply is asked again), or each model call its judge makes
-    through the same cache under the judge's spec (``caches = "calls"``)."""
+    through the same cache under the judge's spec (``caches = "calls"``); either way each
+    record carries its share of the counts."""
     counts = {"calls": 0, "cache_hits": 0}
-    if step.caches == "calls":
-        shared = _sharing(step, lambda item: _call(step, item, spec))
+    rec = step.records
 
-        async def direct(item: Any) -> Any:  # the counts: what its judge's calls shared
-            rec = await shared(item)
-            share = getattr(rec, "call", None) or {}
+    def counted(call: Any) -> Any:
+        async def direct(item: Any) -> Any:
+            r = await call(item)
+            share = getattr(r, "call", None) or {}
             for k in counts:
                 counts[k] += share.get(k, 0)
-            return rec
+            return r
 
-        return direct, counts
+        return direct
+
+    if rec.caches == "calls":
+        return counted(_sharing(ctx, lambda item: _call(step, ctx, item))), counts
 
     def readable(entry: Any) -> bool:
         try:
-            step.record_cls.from_dict(entry)
+            rec.cls.from_dict(entry)
             return True
         except RecordError:
             return False
 
-    def entry(rec: Any) -> dict[str, Any] | None:  # only a usable record is kept
-        if rec.status != "ok":
+    def entry(r: Any) -> dict[str, Any] | None:  # only a usable record is kept
+        if r.status != "ok":
             return None
-        return {k: v for k, v in rec.to_dict().items() if k != "call"}
+        return {k: v for k, v in r.to_dict().items() if k != "call"}
 
     async def cached(item: Any) -> Any:
-        hit, rec = await step.call_cache.ask(spec, step.call_inputs(item, spec),
-                                             lambda: _call(step, item, spec), entry=entry,
-                                             valid=readable)  # fmt: skip
-        if rec is None:  # one that is no record was a miss, asked again, replaced
-            counts["cache_hits"] += 1
-            return step.record_cls.from_dict(hit)
-        counts["calls"] += 1
-        return rec
+        s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
+        inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
+        hit, r = await ctx.cache.ask(ctx.spec, inputs, lambda: _call(step, ctx, item),
+                                     entry=entry, valid=readable)  # fmt: skip
+        return rec.cls.from_dict(hit) if r is None else r  # one that is no record: asked again
 
-    return _sharing(step, cached), counts
+    return counted(_sharing(ctx, cached)), counts
 
 
-async def _call(step: Step, item: Any, spec: dict[str, Any]) -> Any:
+async def _call(step: Step, ctx: Context, item: Any) -> Any:
     """The step's call, which may be async; a sync one runs in a thread."""
     if inspect.iscoroutinefunction(step.call):
-        return await step.call(item, spec)
-    return await asyncio.to_thread(step.call, item, spec)
+        return await step.call(ctx, item)
+    return await asyncio.to_thread(step.call, ctx, item)
 
 
-def _sharing(step: Step, call: Any) -> Any:
+def _sharing(ctx: Context, call: Any) -> Any:
     """``call`` whose record carries its share of the counters (cafe.counters.with_share); a
-    call that raises is its ``failed`` record here (as cafe.execution.execute would make
-    it), so the calls it made are counted too."""
+    call that raises is its failed record here (as cafe.execution.execute would make it), so
+    the calls it made are counted too."""
     from cafe.clients.breaker import ServerUnreachable
 
     async def guarded(item: Any) -> Any:
@@ -340,6 +430,6 @@ def _sharing(step: Step, call: Any) -> Any:
         except ServerUnreachable:  # a dead server stops the command
             raise
         except Exception as e:  # a bug in one item must not lose the rest
-            return step.failed(item, f"{type(e).__name__}: {e}")
+            return _failed(ctx, item, f"{type(e).__name__}: {e}")
 
     return lambda item: with_share(guarded, item)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts
-from cafe.steps.base import Step, View
+from cafe.steps.base import Context, Section, Step
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import RunStore
 
@@ -17,18 +17,19 @@ from cafe.store import RunStore
 class ListeningStep(Step):
     name = "listen"
     help = "Listening controls for a run (silence, noise, shuffled, text-only) and the gap."
-    section_name = "listening"
-    needs_samples = True
+    writes = Section("listening", needs_samples=True)
 
     def __init__(self, controls: dict[str, str | Path] | None = None) -> None:
         self.controls = dict(controls or {})
 
-    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
+        view = ctx.view
         # a gap needs the real run's answers: none answered, nothing to compare
         answered = sum(p.error is None for p in view.predictions)
         return by_counts(len(view.predictions), answered, "items", "failed")
 
-    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+    def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
+        view = ctx.view
         from cafe.metrics.listening import listening_section
 
         data = {}
