@@ -85,6 +85,7 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
 
     label = name or step.name
     function.__name__ = function.__qualname__ = label.replace("-", "_")
+    function.__module__ = step_cls.__module__  # its home: the step's module
     function.__doc__ = step.help or f"The {label} step over a run folder -> its section."
     function.__signature__ = signature  # type: ignore[attr-defined]
     return function
