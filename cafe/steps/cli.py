@@ -310,18 +310,19 @@ PRINTS: dict[str, Printer] = {
 }
 
 
+def made(name: str, help: str) -> click.Command:
+    """The command of cafe's registered step ``name``, made from its declaration."""
+    from cafe.steps import STEPS
+
+    return step_command(STEPS.step(name), help=help)
+
+
 DECAY_HELP = """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
 reasoning accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
 `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
 
 
-def _decay_command() -> click.Command:
-    from cafe.steps.decay import DecayStep
-
-    return step_command(DecayStep(), help=DECAY_HELP)
-
-
-decay_command = _decay_command()  # made from DecayStep's declared options
+decay_command = made("decay", DECAY_HELP)
 
 
 CUES_HELP = """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio
@@ -340,13 +341,7 @@ each output chose; the benchmark's rule scores it. Written to metrics.json "judg
 beside the official headline; tables print it in the † rows' place."""
 
 
-def _judge_accuracy_command() -> click.Command:
-    from cafe.steps.judged import JudgedAccuracyStep
-
-    return step_command(JudgedAccuracyStep(), help=JUDGE_ACCURACY_HELP)
-
-
-judge_accuracy_command = _judge_accuracy_command()  # made from JudgedAccuracyStep's options
+judge_accuracy_command = made("judge-accuracy", JUDGE_ACCURACY_HELP)
 
 
 JUDGE_OFFICIAL_HELP = """The official LLM-judged figure of RUN_DIR, for a benchmark whose official
@@ -354,13 +349,7 @@ rule is an LLM judge (SAKURA): written to metrics.json "official" as its headlin
 labelled deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
 
 
-def _judge_official_command() -> click.Command:
-    from cafe.steps.judged import OfficialStep
-
-    return step_command(OfficialStep(), help=JUDGE_OFFICIAL_HELP)
-
-
-judge_official_command = _judge_official_command()  # made from OfficialStep's options
+judge_official_command = made("judge-official", JUDGE_OFFICIAL_HELP)
 
 
 JUDGE_HELP = """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit
@@ -375,22 +364,10 @@ cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
 """
 
 
-def _judge_command() -> click.Command:
-    from cafe.steps.cafe_judge import CafeJudgeStep
-
-    return step_command(CafeJudgeStep(), help=JUDGE_HELP)
+judge_command = made("judge", JUDGE_HELP)
 
 
-judge_command = _judge_command()  # made from CafeJudgeStep's declared options and layout
-
-
-def _cues_command() -> click.Command:
-    from cafe.steps.cues import CuesStep
-
-    return step_command(CuesStep(), help=CUES_HELP)
-
-
-cues_command = _cues_command()  # made from CuesStep's declared options and layout
+cues_command = made("cues", CUES_HELP)
 
 
 RUBRIC_HELP = """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR
@@ -404,13 +381,7 @@ cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
 """
 
 
-def _rubric_command() -> click.Command:
-    from cafe.steps.rubric import RubricStep
-
-    return step_command(RubricStep(), help=RUBRIC_HELP)
-
-
-rubric_command = _rubric_command()  # made from RubricStep's declared options and layout
+rubric_command = made("rubric", RUBRIC_HELP)
 
 
 @command("listen")
