@@ -66,7 +66,7 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     calls = ["cache", "concurrency", "progress", "limit"] if step.records or groups else []
     calls += [c for g in groups for c in GROUP_CALLS.get(g, ())]
     opts = {o.name: o.default for o in step.options}
-    given = {**{c: defaults[c] for c in calls if c not in opts}, **opts}
+    given = {**opts, **{c: defaults[c] for c in calls if c not in opts}}
     pos, kw = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("run_dir", pos)]
     params += [inspect.Parameter(n, pos, default=given[n]) for n in step.positional]
