@@ -473,9 +473,10 @@ def test_the_answer_judge_keeps_no_state_of_one_invocation(tmp_path):
                                  parse_status="ok", answer_text="(A)")])  # fmt: skip
     replies = {k: reply for k, (_, reply, _) in CASES.items()}
     with OpenAILoopback(reply=_answer_reply(replies)) as srv:
-        step = JudgedAccuracyStep([srv.url], 4)
+        step = JudgedAccuracyStep()
         res = run_step(step, store.root, cache=tmp_path / "c.sqlite", judge="openai-compatible",
-                       judge_model="j", selective=True)  # fmt: skip
+                       judge_model="j", selective=True, endpoints=[srv.url],
+                       concurrency=4)  # fmt: skip
     assert {"decided", "todo", "by_id"} & set(vars(step)) == set()
     sec = res.section
     assert sec["selective"]["decided_without_call"] == 1 and sec["selective"]["judged"] == 5
