@@ -12,7 +12,7 @@ Another judge of the same shape (an AnswerJudge subclass) and the section it mak
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -76,30 +76,17 @@ class JudgedAccuracyStep(Step):
     judge_class: type[Any] = AnswerJudge  # built with AnswerJudge's arguments
     builds = staticmethod(judged_section)  # (samples, predictions, verdicts, judge, ...)
     options = (
-        Option(
-            "judge",
-            str,
-            None,
-            "Chat client kind: openai-compatible, openai or gemini.",
-            required=True,
-        ),
+        Option("judge", str, None, "Chat client kind: openai-compatible, openai or gemini.",
+               required=True),
         Option("judge_model", str, None, "Model name, e.g. gpt-5.", required=True),
-        Option(
-            "template", str, None, "Your own template ({question} {choices} {output}).", kind="file"
-        ),
+        Option("template", str, None, "Your own template ({question} {choices} {output}).",
+               kind="file"),
         Option("thinking", bool, False, "Let a thinking judge think (budget --thinking-budget)."),
         Option("thinking_budget", int, None, bounds=(0, 10**8)),  # tokens before its reply
-        Option(
-            "selective",
-            bool,
-            False,
-            "Ask the judge only where the official rule cannot "
-            "decide (its parse did not map the answer to a choice); the rule's choice stands "
-            "for the rest.",
-            flags="--selective",
-            switch=(False, True),
-        ),
-    )
+        Option("selective", bool, False, "Ask the judge only where the official rule cannot "
+               "decide (its parse did not map the answer to a choice); the rule's choice stands "
+               "for the rest.", flags="--selective", switch=(False, True)),
+    )  # fmt: skip
     layout = ("judge", "judge_model",
               Flags("judge_server", kw={"endpoint_help": "Judge server base URL."}),
               "template", "thinking", "thinking_budget",
@@ -230,23 +217,17 @@ class OfficialStep(JudgedAccuracyStep):
     name = "judge-official"
     help = "The official LLM-judged figure, for a benchmark whose official rule is an LLM judge."
     writes = Section("official", needs_samples=True)
-    records = Records("official", Verdict, caches="calls", noun="answer-judge calls",
-                      counted=("judged", "replies"), in_section=True,
+    records = replace(JudgedAccuracyStep.records, file="official",
                       reads=(VERDICTS_FILE, EMBEDDING_FILE))  # fmt: skip
     positional = ("judge", "judge_model", "endpoints", "embedder")
     prints = staticmethod(format_official)
     options = (
         Option("judge", str, None, "Official LLM judge client: openai-compatible, openai, gemini."),
         Option("judge_model", str, None, "Judge model (default: the official script's)."),
-        Option(
-            "embedder",
-            str,
-            None,
-            "Embedding model (sentence-transformers name or folder) "
-            "of an embedding path (MMAU-Pro's closed questions; the official one is the "
-            "benchmark's official_embedder).",
-        ),
-    )
+        Option("embedder", str, None, "Embedding model (sentence-transformers name or folder) "
+               "of an embedding path (MMAU-Pro's closed questions; the official one is the "
+               "benchmark's official_embedder)."),
+    )  # fmt: skip
     layout = ("judge", "embedder", "judge_model",
               Flags("judge_server", kw={"endpoint_help": "Judge server base URL."}),
               Flags("cache", kw={"default_file": "judge.sqlite"}),
