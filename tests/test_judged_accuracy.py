@@ -108,7 +108,7 @@ def test_every_reply_unusable_exits_non_zero_and_writes_no_section(tmp_path, rep
         res = _judge(store.root, srv.url, tmp_path)
     assert res.exit_code == 1, res.output
     assert res.output.strip().splitlines()[-1] == (
-        f"Error: the judged_accuracy judge on {store.root} produced nothing usable: all 5 "
+        f"Error: cafe judge-accuracy on {store.root} produced nothing usable: all 5 "
         "answer-judge replies unusable; its section was not written"
     )
     assert "judged_accuracy" not in json.loads(store.path("metrics.json").read_text())

@@ -473,9 +473,10 @@ def test_the_answer_judge_keeps_no_state_of_one_invocation(tmp_path):
                                  parse_status="ok", answer_text="(A)")])  # fmt: skip
     replies = {k: reply for k, (_, reply, _) in CASES.items()}
     with OpenAILoopback(reply=_answer_reply(replies)) as srv:
-        step = JudgedAccuracyStep([srv.url], 4)
+        step = JudgedAccuracyStep()
         res = run_step(step, store.root, cache=tmp_path / "c.sqlite", judge="openai-compatible",
-                       judge_model="j", selective=True)  # fmt: skip
+                       judge_model="j", selective=True, endpoints=[srv.url],
+                       concurrency=4)  # fmt: skip
     assert {"decided", "todo", "by_id"} & set(vars(step)) == set()
     sec = res.section
     assert sec["selective"]["decided_without_call"] == 1 and sec["selective"]["judged"] == 5
@@ -483,3 +484,45 @@ def test_the_answer_judge_keeps_no_state_of_one_invocation(tmp_path):
     assert sec["counters"]["this_invocation"]["judged"] == 5
     assert sum(sec["counters"]["this_invocation"]["replies"].values()) == 5
     assert sum(sec["verdicts"].values()) == 6  # every prediction has its verdict
+
+
+def test_another_answer_judge_and_its_section_are_a_subclass_declaring_them(tmp_path):
+    """judge-accuracy's old ``make_judge`` / ``build_section`` keywords are declarations: a
+    subclass names its judge (built with AnswerJudge's arguments) and the section it builds
+    (judged_section's arguments); the engine does the rest, counters included."""
+    from cafe.judge.answer import AnswerJudge, Verdict
+    from cafe.steps.base import Section
+    from cafe.steps.engine import run_step
+    from cafe.steps.judged import JudgedAccuracyStep
+    from cafe.testing.loopback import OpenAILoopback
+    from tests.test_judged_accuracy import CHOICES, _run
+
+    class FirstOption(AnswerJudge):  # names option A for every output, sending nothing
+        async def verdict(self, sample, pred):
+            return Verdict(pred.sample_id, pred.run_index, sample.choices[0], "ok", "A")
+
+    def chosen(samples, preds, verdicts, judge, breakdowns, runs, rule):
+        return {"judge": judge.identity, "chose": sorted(v.choice for v in verdicts)}
+
+    class FirstOptionStep(JudgedAccuracyStep):
+        name, writes = "first-option", Section("first_option")
+        judge_class = FirstOption
+        builds = staticmethod(chosen)
+
+    store = _run(tmp_path / "run")
+    with OpenAILoopback(reply=lambda body: "B") as srv:
+        sec = run_step(
+            FirstOptionStep(),
+            store.root,
+            cache=tmp_path / "c.sqlite",
+            judge="openai-compatible",
+            judge_model="j",
+            endpoints=[srv.url],
+        ).section
+    assert srv.requests == []  # its own judge answered
+    assert sec["judge"] == "openai-compatible:j" and sec["chose"] == [CHOICES[0]] * 5
+    assert sec["counters"]["this_invocation"]["judged"] == 5
+    assert sec["counters"]["this_invocation"]["calls"] == 0
+    assert (
+        json.loads(store.path("metrics.json").read_text())["first_option"]["chose"] == sec["chose"]
+    )

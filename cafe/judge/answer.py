@@ -12,7 +12,7 @@ only where the official rule cannot decide."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ class Verdict:
     status: str  # ok | none (the model chose nothing) | unparseable | failed
     raw: str | None = None
     source: str = "judge"  # judge | rule (selective: the official rule decided, no call)
+    call: dict[str, Any] = field(default_factory=dict)  # its share of the section's counters
 
 
 def lettered(choices: Sequence[str]) -> str:

@@ -268,20 +268,6 @@ FLAGS: dict[str, tuple[Any, Any, Any]] = {
 }
 
 
-def _judged_accuracy(sec: dict[str, Any]) -> str:
-    t = sec["total"]
-    # over no item with an answer there is no figure (acc None), never 0.00
-    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
-    return (f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
-            f"verdicts {sec['verdicts']}")  # fmt: skip
-
-
-def _official(sec: dict[str, Any]) -> str:
-    from cafe.benchmarks.official import format_official
-
-    return format_official(sec)
-
-
 def _rubric_end(sec: dict[str, Any]) -> None:
     failed = sec["status"].get("failed", 0)
     if failed:  # a score left absent must not look like success
@@ -305,8 +291,6 @@ class Printer:
 #: cafe/steps/judged.py and rubric.py are free to edit)
 PRINTS: dict[str, Printer] = {
     "rubric": Printer(end=_rubric_end),
-    "judge-accuracy": Printer(_judged_accuracy),
-    "judge-official": Printer(_official),
 }
 
 
