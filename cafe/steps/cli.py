@@ -282,16 +282,6 @@ def _official(sec: dict[str, Any]) -> str:
     return format_official(sec)
 
 
-def _rubric_end(sec: dict[str, Any]) -> None:
-    failed = sec["status"].get("failed", 0)
-    if failed:  # a score left absent must not look like success
-        raise click.ClickException(
-            f"{failed} of {sec['total']} items could not be rated (judge calls failed; "
-            f"reasons in {sec['file']}): the score is absent; run the same command again "
-            "to retry them"
-        )
-
-
 @dataclass(frozen=True)
 class Printer:
     """What a generated command prints beyond the step's ``format`` hook: ``text`` in its
@@ -302,9 +292,8 @@ class Printer:
 
 
 #: the steps whose ``format`` hook does not say it all yet (move each into its step once
-#: cafe/steps/judged.py and rubric.py are free to edit)
+#: cafe/steps/judged.py is free to edit)
 PRINTS: dict[str, Printer] = {
-    "rubric": Printer(end=_rubric_end),
     "judge-accuracy": Printer(_judged_accuracy),
     "judge-official": Printer(_official),
 }
