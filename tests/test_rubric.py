@@ -220,8 +220,7 @@ def test_items_left_unrated_are_printed_then_the_command_exits_1(tmp_path, capsy
     """A judge failing a's calls (HTTP 500, one attempt): the section is written with a failed;
     `cafe rubric` prints its summary, then exits 1 naming the count and the records file (a
     score left absent must not look like success)."""
-    import click
-
+    from cafe.errors import CafeError
     from cafe.steps.rubric import RubricStep
 
     store = build_run(tmp_path / "run")
@@ -233,7 +232,7 @@ def test_items_left_unrated_are_printed_then_the_command_exits_1(tmp_path, capsy
     assert sec == json.loads(store.path("metrics.json").read_text())["rubric"]
     # a failed, b ok, c wrong; d invalid after its retries is in no denominator: 1 of 3
     assert sec["status"]["failed"] == 1 and sec["total"] == 3 and sec["score"] is None
-    with pytest.raises(click.ClickException) as raised:
+    with pytest.raises(CafeError) as raised:
         RubricStep.prints(sec)  # what the command prints, then its exit
     assert raised.value.exit_code == 1
     assert raised.value.message == (

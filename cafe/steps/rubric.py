@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cafe.clients.base import call_stats_of
+from cafe.errors import CafeError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
@@ -28,13 +29,10 @@ def printed(section: dict[str, Any]) -> str:
     text, failed = format_rubric(section), section["status"].get("failed", 0)
     if not failed:
         return text
-    import click
-
     from cafe.judge.batching import cost_lines
 
-    for line in (text, *cost_lines(section.get("calls", {}))):
-        click.echo(line)
-    raise click.ClickException(
+    print("\n".join((text, *cost_lines(section.get("calls", {})))))
+    raise CafeError(
         f"{failed} of {section['total']} items could not be rated (judge calls failed; "
         f"reasons in {section['file']}): the score is absent; run the same command again "
         "to retry them"
