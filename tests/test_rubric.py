@@ -214,3 +214,29 @@ def test_run_without_rubrics_is_one_clear_error(tmp_path):
     store.path("samples.jsonl").write_text("".join(json.dumps(d) + "\n" for d in bare))
     res = CliRunner().invoke(rubric_command, [str(store.root), "--no-progress"])
     assert res.exit_code != 0 and "no sample carries a rubric" in res.output
+
+
+def test_items_left_unrated_are_printed_then_the_command_exits_1(tmp_path, capsys):
+    """A judge failing a's calls (HTTP 500, one attempt): the section is written with a failed;
+    `cafe rubric` prints its summary, then exits 1 naming the count and the records file (a
+    score left absent must not look like success)."""
+    from cafe.errors import CafeError
+    from cafe.steps.rubric import RubricStep
+
+    store = build_run(tmp_path / "run")
+    with OpenAILoopback(
+        reply=scripted(), faults=lambda i, body: "500" if "[a]" in str(body) else None
+    ) as srv:
+        sec = rubric_run(store.root, "openai-compatible", "judge-m", [srv.url], 4,
+                         cache=tmp_path / "j.sqlite", progress=False, max_attempts=1)  # fmt: skip
+    assert sec == json.loads(store.path("metrics.json").read_text())["rubric"]
+    # a failed, b ok, c wrong; d invalid after its retries is in no denominator: 1 of 3
+    assert sec["status"]["failed"] == 1 and sec["total"] == 3 and sec["score"] is None
+    with pytest.raises(CafeError) as raised:
+        RubricStep.prints(sec)  # what the command prints, then its exit
+    assert raised.value.exit_code == 1
+    assert raised.value.message == (
+        f"1 of 3 items could not be rated (judge calls failed; reasons in {sec['file']}): "
+        "the score is absent; run the same command again to retry them"
+    )
+    assert capsys.readouterr().out.startswith("MMAR rubric score (judge openai-compatible:judge-m")

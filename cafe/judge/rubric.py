@@ -281,6 +281,10 @@ class RubricJudge(Asks):
             protocol=self.protocol, **kw,
         )  # fmt: skip
 
+    def failed(self, item: tuple[Any, Prediction], why: str) -> RubricScore:
+        """The record of a (sample, prediction) whose rating raised: rated again next time."""
+        return self.record(item[1], "failed", reason=why)
+
     async def _rate(
         self, prompt: str, criteria: list[Criterion], rater: int
     ) -> tuple[float | None, list[str], int, list[str], str | None]:

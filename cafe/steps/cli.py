@@ -3,7 +3,6 @@ type and default), and the engine's own (--cache, --concurrency, --json, --no-pr
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +81,6 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
             raise  # its own line and exit code
         except (ValueError, FileNotFoundError, KeyError) as e:
             raise click.ClickException(str(e)) from None
-        printer = PRINTS.get(step.name, Printer())
         if shown.get("as_json"):
             click.echo(strict_dumps(res.section, indent=2, ensure_ascii=shown["ascii_json"]))
         elif how.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
@@ -90,14 +88,12 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
 
             click.echo(format_dry_run(res.section))
         else:
-            text = printer.text or step.prints or (lambda sec: status_line(step.name, sec))
+            text = step.prints or (lambda sec: status_line(step.name, sec))
             click.echo(text(res.section))
         if how.get("dry_run"):
             return  # nothing was sent: no costs, no failure
         for g in groups:
             FLAGS[g.group][2](g, res.section)
-        if printer.end is not None:
-            printer.end(res.section)
 
     params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
@@ -265,32 +261,6 @@ FLAGS: dict[str, tuple[Any, Any, Any]] = {
         _nothing_after,
     ),
     "progress": (lambda g: no_progress_option(), _progress_take, _nothing_after),
-}
-
-
-def _rubric_end(sec: dict[str, Any]) -> None:
-    failed = sec["status"].get("failed", 0)
-    if failed:  # a score left absent must not look like success
-        raise click.ClickException(
-            f"{failed} of {sec['total']} items could not be rated (judge calls failed; "
-            f"reasons in {sec['file']}): the score is absent; run the same command again "
-            "to retry them"
-        )
-
-
-@dataclass(frozen=True)
-class Printer:
-    """What a generated command prints beyond the step's ``format`` hook: ``text`` in its
-    place, ``end`` last (raising for a step that failed)."""
-
-    text: Callable[[dict[str, Any]], str] | None = None
-    end: Callable[[dict[str, Any]], None] | None = None
-
-
-#: the steps whose ``format`` hook does not say it all yet (move each into its step once
-#: cafe/steps/judged.py and rubric.py are free to edit)
-PRINTS: dict[str, Printer] = {
-    "rubric": Printer(end=_rubric_end),
 }
 
 

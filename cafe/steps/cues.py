@@ -6,16 +6,16 @@ judge (cafe.judge.cues.CueJudge) when one is named; its judgements go to
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from cafe.cache import Cache
 from cafe.folder.status import StepStatus, by_counts, require_usable
 from cafe.judge.base import JudgeItem
 from cafe.judge.cues import NO_CAPTION, CueJudge, format_cues
 from cafe.metrics.cues import cues_of, cues_section
 from cafe.records import Judgement
-from cafe.steps.base import Flags, Option, Step, View
+from cafe.steps import step_function
+from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View
 from cafe.store import judge_records_name
 
 
@@ -30,12 +30,33 @@ def bench_breakdowns(manifest: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+@dataclass(frozen=True)
+class CueJudging:
+    """What one invocation with a judge uses: the judge and the captions its prompts show."""
+
+    judge: CueJudge
+    captions: dict[str, str]
+
+    def failed(self, item: JudgeItem, why: str) -> Judgement:
+        return self.judge.failed(item, why)
+
+    async def aclose(self) -> None:
+        await self.judge.aclose()
+
+
+def answered(view: View) -> StepStatus:
+    n = sum(p.error is None and p.raw_output is not None for p in view.predictions)
+    return by_counts(len(view.predictions), n, "items", "failed")
+
+
 class CuesStep(Step):
     name = "cues"
     help = "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events."
-    section_name = "cues"
-    record_cls = Judgement
-    caches = "calls"  # the cue judge caches each call under its JudgeSpec
+    writes = Section("cues")
+    # the cue judge caches each call under its JudgeSpec
+    records = Records("cues", Judgement, caches="calls")
+    prints = staticmethod(format_cues)
+    positional = ("judge", "judge_model", "endpoints", "concurrency")
     options = (
         Option(
             "judge",
@@ -55,29 +76,10 @@ class CuesStep(Step):
                      "order": ("endpoints", "concurrency", "api_key_env")}),
               "captions", "template", Flags("cache"), Flags("json"), Flags("progress"))  # fmt: skip
 
-    def __init__(self, concurrency: int = 16, endpoints: Sequence[str] = (),
-                 **client_options: Any) -> None:  # fmt: skip
-        self.concurrency = concurrency
-        self.endpoints, self.client_options = tuple(endpoints), client_options
-        self.judge: CueJudge | None = None
-
-    def spec(self, **options: Any) -> dict[str, Any]:
-        """The cue judge's spec (its records are kept while it is the same), or the offline
-        matcher's."""
-        self.opts = {o.name: options.get(o.name, o.default) for o in self.options}
-        if not self.opts["judge"]:
-            return {"step": self.name, "version": self.version}
-        template = self.opts["template"]
-        self.judge = CueJudge(self.opts["judge"], self.opts["judge_model"],
-                              str(template) if template else None, endpoints=self.endpoints,
-                              cache=self.call_cache.cache, concurrency=self.concurrency,
-                              **self.client_options)  # fmt: skip
-        return self.judge.spec.to_dict()
-
-    def records_file(self, spec: dict[str, Any]) -> str | None:
-        return judge_records_name("cues", self.judge.identity) if self.judge else None
-
-    def check(self, view: View) -> None:
+    def setup(self, ctx: Context) -> Setup:
+        """The cue judge and its spec (its records are kept while it is the same), or the
+        offline matcher's spec and no calls."""
+        view, o = ctx.view, ctx.spec
         if not view.predictions:
             raise ValueError(f"{view.root}: no predictions.jsonl records")
         if not any(cues_of(s) for s in view.samples):
@@ -85,80 +87,50 @@ class CuesStep(Step):
                 f"{view.root}: no sample carries cues; cue recall needs MMAR v2 metadata "
                 "(MMAR-meta.jsonl, field 'cue')"
             )
-        require_usable("cafe cues", self._answered(view), str(view.root))
-
-    @staticmethod
-    def _answered(view: View) -> StepStatus:
-        n = sum(p.error is None and p.raw_output is not None for p in view.predictions)
-        return by_counts(len(view.predictions), n, "items", "failed")
-
-    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
-        """Answered predictions of items with cues (a failed one counts 0 of its cues offline
-        and is not asked; nor is one whose sample is gone)."""
+        require_usable("cafe cues", answered(view), str(view.root))
+        if not o["judge"]:
+            return Setup({"step": self.name, "version": self.version}, calls=False)
         from cafe.judge.pipeline import load_caption_map
 
-        caption_of = load_caption_map(view.samples, self.opts["captions"])
-        by_id = {s.id: s for s in view.samples}
+        template, c = o["template"], ctx.calls
+        judge = CueJudge(o["judge"], o["judge_model"], str(template) if template else None,
+                         endpoints=c.endpoints, cache=ctx.cache.cache, concurrency=c.concurrency,
+                         calls=ctx.plan, **c.judge_options())  # fmt: skip
+        captions = load_caption_map(view.samples, o["captions"])
+        return Setup(judge.spec.to_dict(), CueJudging(judge, captions), judge.identity)
+
+    def plan(self, ctx: Context) -> list[Any]:
+        """Answered predictions of items with cues (a failed one counts 0 of its cues offline
+        and is not asked; nor is one whose sample is gone)."""
+        by_id, caption_of = {s.id: s for s in ctx.view.samples}, ctx.state.captions
         return [
             JudgeItem(by_id[p.sample_id], p, caption_of.get(p.sample_id) or NO_CAPTION)
-            for p in view.predictions
+            for p in ctx.view.predictions
             if p.error is None and p.raw_output is not None
             and p.sample_id in by_id and cues_of(by_id[p.sample_id])
         ]  # fmt: skip
 
-    def key(self, item: Any) -> tuple[str, int]:
-        return item.prediction.sample_id, item.prediction.run_index
+    async def call(self, ctx: Context, item: JudgeItem) -> Judgement:
+        return await ctx.state.judge.ajudge(item)
 
-    def failed(self, item: Any, why: str) -> Any:
-        return self.judge.failed(item, why)  # type: ignore[union-attr]
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
+        if ctx.state is None:  # the offline matcher: every answered prediction
+            return answered(ctx.view)
+        return super().status(ctx, records)
 
-    async def call(self, item: Any, spec: dict[str, Any]) -> Any:
-        return await self.judge.ajudge(item)  # type: ignore[union-attr]
-
-    async def aclose(self) -> None:
-        if self.judge is not None:
-            await self.judge.aclose()
-
-    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
-        if self.judge is None:  # the offline matcher: every answered prediction
-            return self._answered(view)
-        return super().status(view, records)
-
-    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
-        described = None
-        if self.judge is not None:
-            described = {**self.judge.describe(), "file": self.records_file(spec),
-                         "calls_sent": self.judge.calls}  # fmt: skip
+    def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
+        view, judge, described = ctx.view, ctx.state and ctx.state.judge, None
+        if judge is not None:
+            described = {**judge.describe(), "file": judge_records_name("cues", judge.identity),
+                         "calls_sent": judge.calls}  # fmt: skip
         cafe_judgements = [j for j in view.judgements if j.status == "ok"] or None
         return cues_section(
             view.samples, view.predictions, bench_breakdowns(view.manifest),
-            list(records) if self.judge else None, described, cafe_judgements,
+            list(records) if judge else None, described, cafe_judgements,
         )  # fmt: skip
 
-    def format(self, section: dict[str, Any]) -> str:
-        return format_cues(section)
 
-
-def cues_run(
-    run_dir: str | Path,
-    judge: str | None = None,
-    judge_model: str | None = None,
-    endpoints: Sequence[str] = (),
-    concurrency: int = 16,
-    *,
-    template: str | Path | None = None,
-    captions: str | Path | None = None,
-    cache: Cache | str | Path | None = None,
-    progress: bool = True,
-    limit: int | None = None,
-    **client_options: Any,
-) -> dict[str, Any]:
-    """Write (and return) the "cues" section; with ``judge`` (openai, gemini,
-    openai-compatible) the cue judge runs too, resumably and cached (``limit``: on the first
-    N (item, run)s only)."""
-    from cafe.steps.engine import run_step
-
-    step = CuesStep(concurrency, endpoints, **client_options)
-    options = dict(judge=judge, judge_model=judge_model, template=template, captions=captions)
-    return run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
-                    limit=limit, **options).section  # fmt: skip
+#: cue recall of a run folder -> the "cues" section (also written); with ``judge`` (openai,
+#: gemini, openai-compatible) the cue judge runs too, resumably and cached (``limit``: on the
+#: first N (item, run)s only)
+cues_run = step_function(CuesStep)

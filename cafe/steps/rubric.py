@@ -1,22 +1,21 @@
 """`cafe rubric` on the step engine: MMAR rubric scores of a run's predictions, to the MMAR
 authors' protocol (cafe.judge.rubric.RubricJudge rates; cafe.metrics.rubric sums up). Its
 records go to ``rubric.<judge>.jsonl`` under the judge's spec; each rater's call is cached in the
-engine's call cache under the judge's spec."""
+engine's call cache under the judge's spec, through the engine's call plan (batch, costs)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from cafe.cache import Cache
 from cafe.clients.base import call_stats_of
-from cafe.counters import by_status, share_totals
+from cafe.errors import CafeError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
-from cafe.steps.base import Flags, Option, Step, View
+from cafe.steps import step_function
+from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import SAMPLES, judge_records_name
 
@@ -24,12 +23,41 @@ from cafe.store import SAMPLES, judge_records_name
 UNUSABLE = ("failed", "invalid")
 
 
+def printed(section: dict[str, Any]) -> str:
+    """What `cafe rubric` prints; with items left unrated (their calls failed) it prints that,
+    the calls' costs, and exits 1: a score left absent must not look like success."""
+    text, failed = format_rubric(section), section["status"].get("failed", 0)
+    if not failed:
+        return text
+    from cafe.judge.batching import cost_lines
+
+    print("\n".join((text, *cost_lines(section.get("calls", {})))))
+    raise CafeError(
+        f"{failed} of {section['total']} items could not be rated (judge calls failed; "
+        f"reasons in {section['file']}): the score is absent; run the same command again "
+        "to retry them"
+    )
+
+
+def no_prediction(judge: RubricJudge, view: View) -> list[RubricScore]:
+    """Every item of every run is accounted for: one with no prediction scores 0."""
+    keys = {(p.sample_id, p.run_index) for p in view.predictions}
+    runs = sorted({p.run_index for p in view.predictions})
+    return [
+        RubricScore(x.id, r, judge.identity, judge.template_hash, "no_prediction", score=0.0,
+                    protocol=judge.protocol, reason="no prediction for this (item, run)")
+        for x in view.samples for r in runs if (x.id, r) not in keys
+    ]  # fmt: skip
+
+
 class RubricStep(Step):
     name = "rubric"
     help = "Score MMAR predictions against each item's rubric (the MMAR authors' protocol)."
-    section_name = "rubric"
-    record_cls = RubricScore
-    caches = "calls"  # the rubric judge caches each rater's call under its JudgeSpec
+    writes = Section("rubric")
+    # the rubric judge caches each rater's call under its JudgeSpec
+    records = Records("rubric", RubricScore, caches="calls", counted=("rated", "replies"))
+    prints = staticmethod(printed)
+    positional = ("judge", "judge_model", "endpoints", "concurrency")
     options = (
         Option(
             "judge",
@@ -69,29 +97,12 @@ class RubricStep(Step):
                     {"endpoint_help": "Judge server base URL (repeatable).",
                      "order": ("endpoints", "concurrency", "api_key_env")}),
               "raters", "trim", "temperature", "seed", "retries", "template", Flags("cache"),
-              Flags("batch", kw={"plan": True}), Flags("json"), Flags("progress"))  # fmt: skip
+              Flags("batch"), Flags("json"), Flags("progress"))  # fmt: skip
 
-    def __init__(self, concurrency: int = 16, endpoints: Sequence[str] = (),
-                 **client_options: Any) -> None:  # fmt: skip
-        self.concurrency = concurrency
-        self.endpoints, self.client_options = tuple(endpoints), client_options
-
-    def spec(self, **options: Any) -> dict[str, Any]:
-        """The rubric judge's spec (built now: no key or no server fails here, in one line,
-        before anything is written)."""
-        o = {opt.name: options.get(opt.name, opt.default) for opt in self.options}
-        self.scorer = RubricJudge(
-            o["judge"], o["judge_model"], self.endpoints,
-            str(o["template"]) if o["template"] else None, self.call_cache.cache,
-            raters=o["raters"], trim=o["trim"], temperature=o["temperature"], seed=o["seed"],
-            retries=o["retries"], concurrency=self.concurrency, **self.client_options,
-        )  # fmt: skip
-        return self.scorer.spec.to_dict()
-
-    def records_file(self, spec: dict[str, Any]) -> str:
-        return judge_records_name("rubric", self.scorer.identity)
-
-    def check(self, view: View) -> None:
+    def setup(self, ctx: Context) -> Setup:
+        """The rubric judge and its spec (built now: no key or no server fails here, in one
+        line, before anything is written), through the engine's call plan."""
+        view, o, c = ctx.view, ctx.spec, ctx.calls
         if not view.predictions:
             raise ValueError(f"{view.root}: no predictions.jsonl records to rate")
         if not any(s.meta.get("rubric") for s in view.samples):
@@ -99,96 +110,51 @@ class RubricStep(Step):
                 f"{view.root}: no sample carries a rubric; rubric scoring needs MMAR v2 "
                 "metadata (MMAR-meta.jsonl from the MMAR GitHub repository)"
             )
+        judge = RubricJudge(
+            o["judge"], o["judge_model"], c.endpoints,
+            str(o["template"]) if o["template"] else None, ctx.cache.cache,
+            raters=o["raters"], trim=o["trim"], temperature=o["temperature"], seed=o["seed"],
+            retries=o["retries"], concurrency=c.concurrency, calls=ctx.plan, **c.judge_options(),
+        )  # fmt: skip
+        return Setup(judge.spec.to_dict(), judge, judge.identity)
 
-    def plan(self, view: View, spec: dict[str, Any]) -> list[Any]:
-        """Every prediction (the judge decides what is rated); one whose sample is gone gets a
+    def plan(self, ctx: Context) -> list[Any]:
+        """Every prediction (the judge decides what is rated); one whose sample is gone is its
         failed record."""
-        by_id = {s.id: s for s in view.samples}
-        return [(by_id.get(p.sample_id), p) for p in view.predictions]
+        by_id = {s.id: s for s in ctx.view.samples}
+        return [(by_id[p.sample_id], p) if p.sample_id in by_id else ctx.state.failed(
+            (None, p), f"{SAMPLES}: sample {p.sample_id} not found")
+            for p in ctx.view.predictions]  # fmt: skip
 
-    def failed(self, item: Any, why: str) -> Any:
-        return self.scorer.record(item[1], "failed", reason=why)
+    async def call(self, ctx: Context, item: Any) -> RubricScore:
+        return await ctx.state.ascore(*item)
 
-    async def call(self, item: Any, spec: dict[str, Any]) -> Any:
-        sample, p = item
-        if sample is None:
-            return self.failed(item, f"{SAMPLES}: sample {p.sample_id} not found")
-        return await self.scorer.ascore(sample, p)
-
-    async def aclose(self) -> None:
-        await self.scorer.aclose()
-
-    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         usable = sum(r.status not in UNUSABLE for r in records)
         return by_counts(len(records), usable, "items", "got no usable rating")
 
-    def counters(self, counts: dict[str, Any]) -> dict[str, Any]:
-        return {"calls": self.scorer.calls, "cache_hits": self.call_cache.hits,
-                "rated": counts["done"], "replies": counts["records"]}  # fmt: skip
-
-    def disk_counters(self, records: Sequence[Any]) -> dict[str, Any]:
-        return {**share_totals(records), "rated": len(records),
-                "replies": by_status([r.status for r in records])}  # fmt: skip
-
-    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
-        s = self.scorer
-        records = [*records, *self._no_prediction(view, records)]
+    def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
+        s, view, made = ctx.state, ctx.view, ctx.made
+        records = [*records, *no_prediction(s, view)]
         section = rubric_section(records, view.samples, bench_breakdowns(view.manifest))
         return {
             "judge": s.describe(),
             "protocol": "MMAR code/evaluation_rubrics.py: official string match gates; "
             f"{s.raters} raters, drop {s.trim} lowest and highest, average the rest",
             **section,
-            "file": self.records_file(spec),
+            "file": judge_records_name("rubric", s.identity),
             "calls": {
                 "sent": s.calls,
-                "cache_hits": self.call_cache.hits,
-                "rated_now": self.this_invocation.counts.get("done", 0),
-                "wall_s": round(self.this_invocation.wall_s, 3),
+                "cache_hits": ctx.cache.hits,
+                "rated_now": made.counts.get("done", 0),
+                "wall_s": round(made.wall_s, 3),
                 **call_stats_of(s.caller.client),
+                **({"cost": ctx.costs} if ctx.costs else {}),
             },  # fmt: skip
         }
 
-    def _no_prediction(self, view: View, records: Sequence[Any]) -> list[RubricScore]:
-        """Every item of every run is accounted for: one with no prediction scores 0."""
-        s = self.scorer
-        keys = {(p.sample_id, p.run_index) for p in view.predictions}
-        runs = sorted({p.run_index for p in view.predictions})
-        return [
-            RubricScore(x.id, r, s.identity, s.template_hash, "no_prediction", score=0.0,
-                        protocol=s.protocol, reason="no prediction for this (item, run)")
-            for x in view.samples for r in runs if (x.id, r) not in keys
-        ]  # fmt: skip
 
-    def format(self, section: dict[str, Any]) -> str:
-        return format_rubric(section)
-
-
-def rubric_run(
-    run_dir: str | Path,
-    judge: str = "openai",
-    judge_model: str | None = PAPER_JUDGE,
-    endpoints: Sequence[str] = (),
-    concurrency: int = 16,
-    *,
-    raters: int = RATERS,
-    trim: int = TRIM,
-    temperature: float = TEMPERATURE,
-    seed: int | None = SEED,
-    retries: int = RETRIES,
-    template: str | Path | None = None,
-    cache: Cache | str | Path | None = None,
-    progress: bool = True,
-    limit: int | None = None,
-    **client_options: Any,
-) -> dict[str, Any]:
-    """Rate a run folder against its MMAR rubrics; returns (and writes) the "rubric" section.
-    ``judge`` is a chat client kind (openai, gemini, openai-compatible); ``limit``: the first
-    N (item, run)s only."""
-    from cafe.steps.engine import run_step
-
-    step = RubricStep(concurrency, endpoints, **client_options)
-    options = dict(judge=judge, judge_model=judge_model, raters=raters, trim=trim, seed=seed,
-                   temperature=temperature, retries=retries, template=template)  # fmt: skip
-    return run_step(step, run_dir, cache=cache, concurrency=concurrency, progress=progress,
-                    limit=limit, **options).section  # fmt: skip
+#: rate a run folder against its MMAR rubrics -> the "rubric" section (also written); ``judge``
+#: is a chat client kind (openai, gemini, openai-compatible); ``limit``: the first N (item,
+#: run)s only
+rubric_run = step_function(RubricStep)
