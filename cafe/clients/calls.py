@@ -35,6 +35,26 @@ class CallPlan:
         if self.mode == "batch" and self.batch is None:
             raise ValueError("batch mode needs a BatchSpec (where to keep the batch state)")
 
+    def dry_report(self, items: int, already_done: int, cache_hits: int,
+                   selection: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+        """A dry run's report: the calls it would make, their tokens and estimated cost, direct
+        and batch (rounded to 4 decimals; None: unpriced)."""
+        d, b = self.ledger.total("estimate-direct"), self.ledger.total("estimate-batch")
+
+        def r(v: float | None) -> float | None:
+            return None if v is None else round(v, 4)
+
+        return {
+            "items_to_judge": items, "already_judged": already_done, "calls": d.calls,
+            "cache_hits": cache_hits, "prompt_tokens_est": d.prompt_tokens,
+            "completion_tokens_est": d.completion_tokens,
+            "cost_usd_direct_est": r(d.cost_usd), "cost_usd_batch_est": r(b.cost_usd),
+            "cost_usd_direct_max": r(d.max_cost_usd), "cost_usd_batch_max": r(b.max_cost_usd),
+            "unpriced": sorted(self.ledger.unpriced),
+            "expected_output_tokens": self.expected_output_tokens,
+            **({"selective": selection} if selection else {}),
+        }  # fmt: skip
+
     def item_concurrency(self, requested: int) -> int:
         return BATCH_CONCURRENCY if self.mode == "batch" else requested
 

@@ -9,7 +9,7 @@ client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer e
   may also declare items it can decide without a call (``needs_call(item) -> False`` plus
   ``decide(item)``, e.g. answer extraction where the official rule already decides). The
   saving is reported with its estimated price;
-- ``dry_run_report`` / ``format_dry_run``: calls, cache hits and estimated cost, nothing sent."""
+- ``format_dry_run`` (the report: cafe.clients.calls.CallPlan.dry_report): calls, cache hits and estimated cost, nothing sent."""
 
 from __future__ import annotations
 
@@ -63,37 +63,6 @@ def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[
 
 # -- the ledger in the run folder ------------------------------------------------------------
 # -- dry runs ----------------------------------------------------------------------------------
-def dry_run_report(
-    plan: Any,
-    *,
-    items: int,
-    already_done: int,
-    cache_hits: int,
-    selection: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    d = plan.ledger.total("estimate-direct")
-    b = plan.ledger.total("estimate-batch")
-    return {
-        "items_to_judge": items,
-        "already_judged": already_done,
-        "calls": d.calls,
-        "cache_hits": cache_hits,
-        "prompt_tokens_est": d.prompt_tokens,
-        "completion_tokens_est": d.completion_tokens,
-        "cost_usd_direct_est": _r(d.cost_usd),
-        "cost_usd_batch_est": _r(b.cost_usd),
-        "cost_usd_direct_max": _r(d.max_cost_usd),
-        "cost_usd_batch_max": _r(b.max_cost_usd),
-        "unpriced": sorted(plan.ledger.unpriced),
-        "expected_output_tokens": plan.expected_output_tokens,
-        **({"selective": selection} if selection else {}),
-    }
-
-
-def _r(v: float | None) -> float | None:
-    return None if v is None else round(v, 4)
-
-
 def format_dry_run(d: dict[str, Any]) -> str:
     def usd(v: float | None) -> str:
         return "unknown (no price: add it with --prices FILE)" if v is None else f"${v:,.4f}"

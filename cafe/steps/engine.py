@@ -186,8 +186,6 @@ def _limited(status: StepStatus, planned: int, limit: int | None) -> StepStatus:
 def _plan_only(step: Step, ctx: Context, setup: Setup, path: Path | None) -> StepResult:
     """A dry run: what is left under this spec, its calls made through the call plan (which
     sends nothing and counts) -> the dry-run report; no file is written."""
-    from cafe.judge.batching import dry_run_report
-
     kept = _resume(step.records, setup, path, ctx.spec, write=False) if path else []
     planned, sel, done, _ = _planned(step, ctx, kept)
     call, counts = _cached_call(step, ctx)
@@ -197,8 +195,7 @@ def _plan_only(step: Step, ctx: Context, setup: Setup, path: Path | None) -> Ste
                      aclose=lambda: _aclose(ctx)))  # fmt: skip
     counts.update(planned=len(sel.todo), done_before=done)
     shared = bool(sel.decided or sel.copies)
-    report = (dry_run_report(ctx.plan, items=len(sel.todo), already_done=done,
-                             cache_hits=ctx.cache.hits,
+    report = (ctx.plan.dry_report(len(sel.todo), done, ctx.cache.hits,
                              selection=sel.report() if shared else None)
               if ctx.plan is not None else counts)  # fmt: skip
     status = StepStatus("partial", len(sel.todo), 0, "dry run: nothing sent")
