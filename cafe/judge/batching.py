@@ -9,7 +9,8 @@ client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer e
   may also declare items it can decide without a call (``needs_call(item) -> False`` plus
   ``decide(item)``, e.g. answer extraction where the official rule already decides). The
   saving is reported with its estimated price;
-- ``format_dry_run`` (the report: cafe.clients.calls.CallPlan.dry_report): calls, cache hits and estimated cost, nothing sent."""
+- ``format_dry_run``: a dry run's report (cafe.clients.calls.CallPlan.dry_report) as text:
+  calls, cache hits and estimated cost, nothing sent."""
 
 from __future__ import annotations
 
