@@ -449,7 +449,7 @@ def evaluate_results(
     from cafe.execution import run_sync
     from cafe.jsontext import strict_dumps
     from cafe.judge.verdict import VerdictJudge
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     results = Path(results)
     samples = {s.id: s for s in BigBenchAudio().load(str(data)).samples if s.error is None}

@@ -410,7 +410,7 @@ def write_explain(
     import json
 
     from cafe.redaction import scrub_text
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     root = Path(result["ours_dir"])
     folder = Path(out) if out else root / "report" / "explain"

@@ -504,7 +504,7 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
     as one transaction under the file's lock."""
     from cafe.locking import file_lock
     from cafe.redaction import scrub
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     target = user_file(path)
     real = target.resolve()  # a link to the user's own file is written through

@@ -159,7 +159,7 @@ def verify(
     verdicts = [verify_row(r) for r in board.rows]
     runs = [v for v in verdicts if v.status != "published"]
     if record and runs and not board.path.resolve().is_relative_to(PACKAGE_DIR):
-        from cafe.store import replace_file
+        from cafe.safe_files import replace_file
 
         when = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
         doc = {"leaderboard": str(board.path), "checked": when,

@@ -232,7 +232,7 @@ def write_results(
     """`cafe export`: one official results file per subset and split, named as main.py names
     them (model "cafe", modality audio), in the folder ``out``; rows in the dataset's order."""
     from cafe.jsontext import strict_dumps
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     out.mkdir(parents=True, exist_ok=True)
     groups: dict[tuple[str, str], list[str]] = {}
