@@ -295,7 +295,7 @@ def summary_md(
     lines += _judged_md(run.metrics.get("judged_accuracy") or {})
     lines += _cafe_md(run.metrics.get("cafe") or {})
     lines += _decay_md(run.metrics.get("decay") or {})
-    from cafe.robustness.report import robustness_md
+    from cafe.reports.robustness import robustness_md
 
     lines += robustness_md(run.metrics)  # choice order, audio necessity (docs/robustness.md)
     lines += _registered_md(run.metrics)
@@ -387,10 +387,10 @@ def _draw_figures(run: RunData, fdir: Path, made: dict[str, list[Path]], notes: 
         ),
         ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
     ]
-    from cafe.reports.figures import _save
-    from cafe.robustness.report import figures as robustness_figures
+    from cafe.plotting import save_figure
+    from cafe.reports.robustness import figures as robustness_figures
 
-    steps += [(cap, lambda d=draw, st=stem: _save(d(), fdir, st))
+    steps += [(cap, lambda d=draw, st=stem: save_figure(d(), fdir, st))
               for cap, stem, draw in robustness_figures(run.metrics)]  # fmt: skip
     for what, make in steps:
         try:
