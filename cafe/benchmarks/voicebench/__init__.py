@@ -25,7 +25,6 @@ from cafe.records import InputError, Prediction, Problem, Sample
 #: the seed of the random choice that replaces an unread multiple-choice / BBH reply (the
 #: official draw is unseeded); recorded with every figure it moves
 FALLBACK_SEED = 0
-OFFICIAL_JUDGE = "gpt-4o-mini"
 AUDIO_KEYS = ("audio",)
 #: fields cafe adds to a row it reads or writes, left out of an exported official file
 ADDED = ("_cafe_id", "subset", "split", "instruction")

@@ -81,7 +81,7 @@ def section(
 ) -> dict[str, Any]:
     """The official section: Overall as headline, each column and the unread-wrong Overall as
     labelled variants, every split's figure under ``splits``."""
-    from cafe.benchmarks.voicebench import OFFICIAL_JUDGE
+    from cafe.benchmarks.voicebench.judge import OFFICIAL_JUDGE
     from cafe.benchmarks.voicebench.scorers import column_value
 
     columns, splits = column_figures(rows, seed)
