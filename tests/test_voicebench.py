@@ -22,8 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.benchmarks.voicebench import scorers
+from cafe.benchmarks.voicebench.figure import Figure
 from cafe.benchmarks.voicebench.ifeval import ifeval_figure
-from cafe.benchmarks.voicebench.scorers import Figure, overall
+from cafe.benchmarks.voicebench.scorers import overall
 from cafe.cli import main
 
 REPOS = Path(os.environ.get("CAFE_OFFICIAL_REPOS", "/work/.mirror"))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cafe.benchmarks.voicebench.scorers import COLUMNS, EVALUATORS, Figure, evaluate, overall
+from cafe.benchmarks.voicebench.figure import Figure
+from cafe.benchmarks.voicebench.scorers import COLUMNS, EVALUATORS, evaluate, overall
 
 SDQA_SPLIT = "usa"  # the split the leaderboard's SD-QA column reports
 
