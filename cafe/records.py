@@ -296,6 +296,20 @@ class Judgement(Record):
 
 
 @dataclass
+class Verdict:
+    """What an answer judge says of one (item, run): the option the model chose
+    (cafe.judge.answer), or an official rule's reading (cafe.benchmarks.official_judge.Judged)."""
+
+    sample_id: str
+    run_index: int
+    choice: str | None  # the option the judge says the model chose
+    status: str  # ok | none (the model chose nothing) | unparseable | failed
+    raw: str | None = None
+    source: str = "judge"  # judge | rule (selective: the official rule decided, no call)
+    call: dict[str, Any] = field(default_factory=dict)  # its share of the section's counters
+
+
+@dataclass
 class RubricScore(Record):
     """One (item, run) scored against its MMAR rubric by an LLM judge (cafe.judge.rubric)."""
 

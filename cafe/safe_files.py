@@ -1,12 +1,15 @@
-"""Opening a file and writing into a folder without following a planted link: the primitives
-under the run folder's store and its writer lock (cafe.store, cafe.locking), and the report
-writers."""
+"""Opening a file and writing into a folder without following a planted link, and replacing a
+file whole: the primitives under the run folder's store and its writer lock (cafe.store,
+cafe.locking), and the report writers."""
 
 from __future__ import annotations
 
 import os
 import stat
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cafe.errors import RunFolderError
 
@@ -85,8 +88,6 @@ def write_file(path: str | Path, data: str | bytes) -> Path:
     ``data`` (text as utf-8) written whole to a fresh temporary file beside ``path`` and renamed
     over it, so a link or a FIFO planted at ``path`` is never written through (refused in one
     line naming it), a reader never sees half a file, and a failure leaves the old one."""
-    from cafe.store import replace_file
-
     path = Path(path)
     _refuse_link_or_special(path)
     if path.is_dir():
@@ -96,3 +97,39 @@ def write_file(path: str | Path, data: str | bytes) -> Path:
     # a fresh temporary file renamed over it: a link that appeared meanwhile is replaced
     replace_file(path, lambda f: f.buffer.write(body))
     return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a platform that cannot open folders: the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_file(path: str | Path, write: Callable[[Any], None]) -> None:
+    """Replace ``path`` whole: ``write(f)`` fills a unique temporary file in the same folder
+    (text, utf-8), which is fsynced and renamed over ``path``, then the folder is fsynced. On
+    any error the temporary file is removed and ``path`` is as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a run folder's files are not
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,7 +26,7 @@ from cafe.errors import ConfigError, RunFolderError
 from cafe.jsontext import bad_text, bad_text_in_line, loads_line, strict_dumps
 from cafe.locking import LOCK_NAME, folder_lock
 from cafe.records import Judgement, Prediction, Record, Sample
-from cafe.safe_files import open_no_follow
+from cafe.safe_files import open_no_follow, replace_file
 
 if TYPE_CHECKING:
     from cafe.folder.sections import Section
@@ -77,19 +76,6 @@ def judge_records_name(kind: str, identity: str) -> str:
     return f"{JUDGE_RECORDS[kind]}.{judge_slug(identity)}.jsonl"
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # a platform that cannot open folders: the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 #: the temporary files ``replace_file`` writes beside their target
 TEMPORARY = re.compile(r"\..+\.tmp")
 
@@ -112,29 +98,6 @@ def remove_stale_temporaries(root: Path, folders: tuple[str, ...] = ("", "report
                 except (IsADirectoryError, PermissionError, FileNotFoundError):
                     continue
     return removed
-
-
-def replace_file(path: str | Path, write: Callable[[Any], None]) -> None:
-    """Replace ``path`` whole: ``write(f)`` fills a unique temporary file in the same folder
-    (text, utf-8), which is fsynced and renamed over ``path``, then the folder is fsynced. On
-    any error the temporary file is removed and ``path`` is as it was."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a run folder's files are not
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

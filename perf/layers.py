@@ -37,7 +37,7 @@ MAX_LINES = 80
 #: subpackages; every ``cli.py`` (and cli_options, commands, api) is the command layer, on top.
 LAYERS: tuple[tuple[str, str], ...] = (
     ("core", "errors jsontext redaction safe_files registry records locking counters reporting "
-             "audio cache parsing prompts"),
+             "audio cache parsing prompts plotting synth_vocabulary"),
     ("testing", "testing"),  # loopback servers and tiny models: they import no cafe code
     ("folder", "store folder manifest failures"),
     ("clients", "clients"),

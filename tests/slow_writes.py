@@ -15,7 +15,7 @@ def install() -> None:
     delay = float(os.environ.get("CAFE_TEST_SLOW_WRITES") or 0)
     if delay <= 0:
         return
-    from cafe import store
+    from cafe import safe_files, store
 
     if getattr(store.JsonlWriter.write_many, "slowed", False):
         return
@@ -31,4 +31,5 @@ def install() -> None:
 
     write_many.slowed = True  # type: ignore[attr-defined]
     store.JsonlWriter.write_many = write_many  # type: ignore[method-assign]
-    store.replace_file = replace_file
+    # the writer's home and the store, which imported it by name: both reach the slowed one
+    safe_files.replace_file = store.replace_file = replace_file

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from outcome_runs import make_outcome_run
 from scipy import stats
 
+from cafe.reports.cli import compare_command
 from cafe.reports.compare import compare, holm
-from cafe.reports.numbers_cli import compare_command
 
 
 def _one_run_pair(tmp_path):

@@ -12,8 +12,8 @@ import yaml
 from click.testing import CliRunner
 from outcome_runs import make_outcome_run
 
+from cafe.reports.cli import explain_command
 from cafe.reports.explain import STEPS, ExplainError, Protocol, explain, sum_of_steps
-from cafe.reports.numbers_cli import explain_command
 
 
 def _steps(result: dict) -> dict[str, float | None]:

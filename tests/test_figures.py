@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from report_runs import DECAY, make_run
 
+from cafe import plotting
 from cafe.records import Prediction, Sample
 from cafe.reports import figures
 
@@ -20,7 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(autouse=True)
 def low_dpi(monkeypatch):
     # same drawing code at a third of the pixels: keeps the suite fast on 2 shared cores
-    monkeypatch.setattr(figures, "DPI", 100)
+    monkeypatch.setattr(plotting, "DPI", 100)
 
 
 def assert_images(paths: list[Path], max_width_in: float | None = None) -> None:
@@ -33,7 +34,7 @@ def assert_images(paths: list[Path], max_width_in: float | None = None) -> None:
             width, height = struct.unpack(">II", data[16:24])  # IHDR
             assert width > 0 and height > 0
             if max_width_in:  # a one-column figure stays one column wide
-                assert width <= max_width_in * figures.DPI
+                assert width <= max_width_in * plotting.DPI
         else:
             assert data[:5] == b"%PDF-" and data.rstrip().endswith(b"%%EOF")
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from cafe.audio import write_wav
 from cafe.benchmarks import BENCHMARKS
-from cafe.benchmarks.letter_rule import letter_of
+from cafe.benchmarks.letters import letter_of
 from cafe.cli import main
 from cafe.testing.loopback import OpenAILoopback
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cafe.benchmarks.letter_rule import MISSING, LetterRule, official_outcome
+from cafe.benchmarks.letter_rule import official_outcome
+from cafe.benchmarks.letters import MISSING, LetterRule
 from cafe.cli import main
 
 ANIMALS = ["dog", "cat", "cow", "owl"]

@@ -16,7 +16,7 @@ from official_scripts_judged import mmau_pro_aif, mmau_pro_overall, mmau_pro_sco
 
 from cafe.benchmarks.instruction_checks import CHECKS, CheckCrash, follows
 from cafe.benchmarks.mmau_pro import MMAUPro, official_overall
-from cafe.judge.verdict import Judged
+from cafe.benchmarks.official_judge import Judged
 from cafe.records import Prediction, Sample
 
 Q = "What is heard [r]?"

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from official_scripts_judged import sakura_calculate_acc, sakura_extract_judgement
 from sakura_helpers import write_folder
 
+from cafe.benchmarks.official_judge import Judged
 from cafe.benchmarks.sakura import SAKURA, official_judgement
 from cafe.cli import main
-from cafe.judge.verdict import Judged
 from cafe.records import Prediction
 
 REPOS = Path(os.environ.get("CAFE_OFFICIAL_REPOS", "/work/.mirror"))

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cafe import synth_vocabulary as V
 from cafe.adapters import ADAPTERS
 from cafe.adapters.cards import load_cards
 from cafe.adapters.reference import read_question_and_choices
 from cafe.audio import write_wav
 from cafe.benchmarks.synth import load_folder
-from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.generator import generate
 from cafe.records import Request
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from cafe.plotting import pyplot
 from cafe.reports import figures
 
 DECAY = {
@@ -19,7 +20,7 @@ DECAY = {
 
 
 def _panel(decay):
-    plt = figures._plt()
+    plt = pyplot()
     fig, ax = plt.subplots()
     figures.decay_panel(ax, decay, "t")
     fig.canvas.draw()
@@ -37,7 +38,7 @@ def test_length_ticks_are_integers_and_sparse_bins_are_in_the_legend():
 
 
 def test_figures_on_a_page_are_drawn_larger_than_print_size():
-    plt = figures._plt()
+    plt = pyplot()
     fig, _ = plt.subplots(figsize=(3.0, 2.0))
     svg = figures.to_svg(fig, "x")
     width = float(re.search(r'<svg[^>]*\bwidth="([0-9.]+)pt"', svg).group(1))

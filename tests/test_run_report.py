@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from report_runs import make_run
 
-from cafe.reports import figures
+from cafe import plotting
 from cafe.reports.cli import report_command
 from cafe.reports.leaderboard import LeaderboardError, load_leaderboard
 from cafe.reports.run_report import compare, write_run_report
@@ -22,7 +22,7 @@ LB = str(ROOT / "leaderboard.yaml")
 
 @pytest.fixture(autouse=True)
 def low_dpi(monkeypatch):
-    monkeypatch.setattr(figures, "DPI", 100)
+    monkeypatch.setattr(plotting, "DPI", 100)
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,8 @@ import pytest
 from official_scripts_judged import sakura_calculate_acc, sakura_extract_judgement
 from sakura_helpers import write_folder
 
-from cafe.benchmarks.official_judge import read_judgement
+from cafe.benchmarks.official_judge import Judged, read_judgement
 from cafe.benchmarks.sakura import SAKURA, judged_correct, official_judgement
-from cafe.judge.verdict import Judged
 from cafe.records import Prediction
 
 # reply -> (officially right, the lenient reading right); worked out by hand from the pattern

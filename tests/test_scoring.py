@@ -461,7 +461,8 @@ def test_a_file_with_another_known_key_gets_one_line_naming_key(shared_data, tmp
 
 
 def test_an_average_over_no_row_prints_absent_not_none():
-    from cafe.benchmarks.official import format_official, official_md
+    from cafe.benchmarks.official import format_official
+    from cafe.reports.run_report import official_md
 
     fig = {"total": {"correct": 0, "total": 0, "acc": None}, "average": {"tasks": None, "d": 5.0}}
     section = {"rule": "r", "headline": fig}

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.errors import RunFolderError
-from cafe.store import RunStore, replace_file, rewrite_jsonl, write_json_atomic
+from cafe.safe_files import replace_file
+from cafe.store import RunStore, rewrite_jsonl, write_json_atomic
 
 #: one process: M rounds, each replacing its own metrics section and the shared JSON file
 WRITER = textwrap.dedent(

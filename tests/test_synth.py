@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cafe import synth_vocabulary as V
 from cafe.audio import load_audio
 from cafe.benchmarks import BENCHMARKS
 from cafe.benchmarks.cli import bench_command
 from cafe.benchmarks.synth import SynthBenchmark, load_folder
-from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.generator import GENERATOR_VERSION, generate
 
 SR = 16_000

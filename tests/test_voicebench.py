@@ -22,8 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from cafe.benchmarks.voicebench import scorers
+from cafe.benchmarks.voicebench.figure import Figure
 from cafe.benchmarks.voicebench.ifeval import ifeval_figure
-from cafe.benchmarks.voicebench.scorers import Figure, overall
+from cafe.benchmarks.voicebench.scorers import overall
 from cafe.cli import main
 
 REPOS = Path(os.environ.get("CAFE_OFFICIAL_REPOS", "/work/.mirror"))
@@ -509,6 +510,25 @@ def test_judge_official_asks_three_samples_per_judged_item_and_scores_them(tmp_p
         res = CliRunner().invoke(main, [*args, "--judge-endpoint", srv.url])
         assert res.exit_code == 0, res.output
         assert srv.requests == []
+
+
+def test_the_judges_identity_holds_both_templates_as_before_it_became_a_declaration():
+    """Cache entries written by the judge's own class (before issue 42) keep hitting: its
+    template hash is still the open template, a blank line, the QA template."""
+    import hashlib
+
+    from cafe.benchmarks.voicebench.judge import HERE, judge_spec
+    from cafe.judge.verdict import VerdictJudge
+
+    bound = type("Bound", (VerdictJudge,), {"verdict_spec": judge_spec()})
+    judge = bound("openai-compatible", "gpt-4o-mini", ["http://127.0.0.1:9/v1"])
+    both = (HERE / "open_judge.txt").read_text() + "\n\n" + (HERE / "qa_judge.txt").read_text()
+    assert judge.spec.template_hash == hashlib.sha256(both.encode("utf-8")).hexdigest()
+    assert (judge.spec.task, judge.spec.max_tokens, judge.spec.temperature) == (
+        "voicebench-gpt",
+        1024,
+        0.5,
+    )
 
 
 # --------------------------------------------------------------------------- IFEval, verbatim

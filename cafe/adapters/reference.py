@@ -16,9 +16,9 @@ import re
 import time
 from typing import Any
 
+from cafe import synth_vocabulary as V
 from cafe.adapters.base import Adapter
 from cafe.adapters.listening import Detected, listen
-from cafe.benchmarks.synth import vocabulary as V
 from cafe.records import Completion, InputError, Request
 
 _LETTERED = re.compile(r"^\s*(?:\(([A-Za-z])\)|([A-Za-z])[.):])\s+(.*\S)\s*$")

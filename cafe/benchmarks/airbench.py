@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from cafe.benchmarks.base import ExportFormat, by_meta
-from cafe.benchmarks.letter_rule import LetterRule, LetterRuleBenchmark, RowSpec
+from cafe.benchmarks.letter_rule import LetterRuleBenchmark, RowSpec
+from cafe.benchmarks.letters import LetterRule
 
 SPEC = RowSpec(
     bench="airbench",

@@ -169,7 +169,7 @@ class Benchmark(ABC):
         accuracy section's headline (another denominator, an LLM judge, several paths): the
         headline and each labelled variant beside it (cafe.benchmarks.official). ``judged``:
         what `cafe judge-official` adds (its verdicts); `cafe score` passes ``file_rows``, the
-        file's rows in order as (id, value under the prediction key or letter_rule.MISSING),
+        file's rows in order as (id, value under the prediction key or letters.MISSING),
         for a script that reads each line, and ``file_records``, the rows themselves. None:
         accuracy's headline is official (or, with ``script_rows``, the file's rows count as the
         script counts them: cafe.benchmarks.string_match_rows)."""

@@ -63,10 +63,10 @@ def read_label(text: str | None) -> bool | None:
 
 
 def evaluator_spec() -> Any:
-    """The evaluator call, declared once (cafe.judge.verdict.VerdictSpec): our prompt, the
-    category's task in the question's place, the official answer, the whole reply; greedy, a
-    short reply budget; a reply neither label asked again with a reminder."""
-    from cafe.judge.verdict import VerdictSpec
+    """The evaluator call, declared once (cafe.benchmarks.official_judge.VerdictSpec): our
+    prompt, the category's task in the question's place, the official answer, the whole reply;
+    greedy, a short reply budget; a reply neither label asked again with a reminder."""
+    from cafe.benchmarks.official_judge import VerdictSpec
 
     return VerdictSpec(
         name="bigbenchaudio-evaluator",
@@ -449,7 +449,7 @@ def evaluate_results(
     from cafe.execution import run_sync
     from cafe.jsontext import strict_dumps
     from cafe.judge.verdict import VerdictJudge
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     results = Path(results)
     samples = {s.id: s for s in BigBenchAudio().load(str(data)).samples if s.error is None}

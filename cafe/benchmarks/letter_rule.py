@@ -29,10 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from cafe.benchmarks.base import Benchmark, LoadedBenchmark
+from cafe.benchmarks.letters import CHOICE_FIELDS, LETTERS, MISSING, LetterRule, letter_of
 from cafe.records import InputError, Prediction, Problem, Sample
-
-LETTERS = "ABCD"
-CHOICE_FIELDS = ("choice_a", "choice_b", "choice_c", "choice_d")
 
 OFFICIAL_LABEL = (
     "official letter rule (first character, else second-to-last, A-D) as the official script "
@@ -48,32 +46,6 @@ MATCH_LABEL = (
     "option's text is answer_gt; denominator every item; not the official figure"
 )
 
-#: a row of an official file without the response key (told apart from a null response)
-MISSING = object()
-
-
-@dataclass(frozen=True)
-class LetterRule:
-    """Where one official script's reading of a reply departs from the shared letter rule."""
-
-    empty_excluded: bool  # "" / "None": left out of the denominator (else counted wrong)
-    non_string_stops: bool  # a null / non-string reply stops the script (else it is dropped)
-    missing_stops: bool  # a row without the response key stops it (else it reads as "")
-    first_gold: bool  # the gold letter is the first option equal to answer_gt, the script
-    # stopping when none is (else: any letter whose option text equals answer_gt is right)
-    #: a breakdown whose cell with no scored reply stops the script's summary (None: none does)
-    empty_cell_stops: str | None = None
-    #: the script parses each line unguarded and reads the fields it needs with [] (AIR-Bench):
-    #: a line that does not parse, or a row without them, stops it (cafe.benchmarks.
-    #: letter_rule_files); else every field has a default and a broken line is skipped (MMSU)
-    strict_lines: bool = False
-
-    def excluded_text(self) -> str:
-        """The replies besides format failures that the script leaves out, for labels."""
-        out = ", empty and 'None' replies" if self.empty_excluded else ""
-        return out + ("" if self.non_string_stops else ", null and non-string replies")
-
-
 #: an outcome -> what it means (right / wrong count; the others are left out of the figure)
 OUTCOMES = {
     "right": "right",
@@ -86,21 +58,6 @@ OUTCOMES = {
     "stop_no_gold": "answer_gt equals no option: the official script stops here (exit 1)",
 }
 EMPTY_CELL_STOP = "a row of the script's table with no scored reply: its summary stops (KeyError)"
-
-
-def letter_of(response: str | None) -> str | None:
-    """The official script's letter: "" for an empty or "None" reply, the letter A-D, or None
-    for a format failure."""
-    if response is None:
-        return ""
-    text = response.strip().replace("\n", "")
-    if not text or text == "None":
-        return ""
-    if text[0] in LETTERS:
-        return text[0]
-    if len(text) >= 2 and text[-2] in LETTERS:
-        return text[-2]
-    return None
 
 
 def official_outcome(rule: LetterRule, reply: Any, answer: str, choices: list[str]) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cafe.benchmarks.letter_rule import CHOICE_FIELDS, MISSING, LetterRule, letter_of
+from cafe.benchmarks.letters import CHOICE_FIELDS, MISSING, LetterRule, letter_of
 from cafe.benchmarks.official import row_id
 from cafe.records import Sample
 

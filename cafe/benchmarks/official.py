@@ -156,13 +156,13 @@ def format_official(section: dict[str, Any]) -> str:
             extra += " (" + ", ".join(f"{k} {v}" for k, v in fig["left_out"].items()) + ")"
         extra += "".join(f"; {k.replace('_', ' ')} {v}" for k, v in _counts(fig))
         if fig.get("average"):
-            extra += "; average " + _averages(fig)
+            extra += "; average " + averages(fig)
         lines.append(f"  {name}: {figure}{extra}\n    {fig.get('label', '')}")
         lines += _stopped_lines(fig)
     return "\n".join(lines)
 
 
-def _averages(fig: dict[str, Any]) -> str:
+def averages(fig: dict[str, Any]) -> str:
     """A figure's averages as "name value"; one over no row is "absent", never "None"."""
     avg = fig.get("average") or {}
     return ", ".join(f"{k} {'absent' if v is None else v}" for k, v in avg.items())
@@ -203,43 +203,4 @@ def _stopped_lines(fig: dict[str, Any]) -> list[str]:
     lines += [f"      {n} x {reason}" for reason, n in (stopped.get("reasons") or {}).items()]
     if fig.get("empty_cells"):
         lines.append(f"      rows with no scored reply: {', '.join(fig['empty_cells'])}")
-    return lines
-
-
-def official_md(section: dict[str, Any]) -> list[str]:
-    """The "official" section as markdown: one table of the headline and each labelled variant
-    (figure, dropped pairs, averages, label), then the headline's per-category scores (MMAU-Pro)
-    or its first breakdown."""
-
-    def figure(fig: dict[str, Any]) -> str:
-        t = fig.get("total") or {}
-        if t.get("acc") is None:
-            why = str(fig.get("absent_reason") or "").replace("|", "/")
-            return f"absent ({why})" if why else "absent"
-        return f"**{t['acc']:.2f}**" + (f" ({t['correct']}/{t['total']})" if "correct" in t else "")
-
-    from cafe.reports.cells import md_cell
-
-    lines = [f"Official rule: {section.get('rule', '')}", ""]
-    lines += ["| figure | value | dropped | average | what it is |", "|---|---:|---:|---|---|"]
-    rows = [("official", section.get("headline") or {})]
-    rows += list((section.get("variants") or {}).items())
-    for name, fig in rows:
-        avg = _averages(fig)
-        label = md_cell(str(fig.get("label", "")).replace("|", "/"))
-        lines.append(
-            f"| {md_cell(name)} | {figure(fig)} | {md_cell(fig.get('dropped', ''))} "
-            f"| {md_cell(avg)} | {label} |"
-        )
-    head = section.get("headline") or {}
-    if head.get("categories"):
-        lines += ["", "| category | path | pairs | score |", "|---|---|---:|---:|"]
-        for name, c in head["categories"].items():
-            score = "absent: " + c["label"] if c.get("score") is None else f"{c['score']:.2f}"
-            cells = (md_cell(x) for x in (name, c.get("path"), c.get("n", ""), score))
-            lines.append("| " + " | ".join(cells) + " |")
-    for name, cells in list((head.get("breakdowns") or {}).items())[-1:]:
-        lines += ["", f"| {md_cell(name)} | correct | total | acc |", "|---|---:|---:|---:|"]
-        for k, v in cells.items():
-            lines.append(f"| {md_cell(k)} | {v['correct']} | {v['total']} | {v['acc']:.2f} |")
     return lines

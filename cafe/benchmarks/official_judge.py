@@ -1,7 +1,7 @@
 """What a benchmark says about its official LLM judge (SAKURA, MMAU-Pro's open items): the
-request the official script sends and how it reads a reply. Declared by the benchmark
-(``Benchmark.official_judge``), run by cafe.judge.verdict; here, beside the benchmarks that
-declare it, so a benchmark imports nothing from the judges."""
+request the official script sends, how it reads a reply, and the verdict read (Judged).
+Declared by the benchmark (``Benchmark.official_judge``), run by cafe.judge.verdict; here,
+beside the benchmarks that declare it, so a benchmark imports nothing from the judges."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.clients.thinking import final_answer
-from cafe.records import Sample
+from cafe.records import Sample, Verdict
 
 MAX_TOKENS = 512  # an explanation, then the judgement line
 _JUDGEMENT = re.compile(r"judge?ment\s*[:：]\s*\**\s*(correct|incorrect|wrong|right)\b", re.I)
@@ -46,6 +46,22 @@ class VerdictSpec:
     #: (each attempt its own cache key); still unread after them: the verdict is unparseable
     retries: int = 0
     reminder: str = ""
+    #: further templates by name, for the items ``template_for`` names (None: ``template``);
+    #: every template's text is part of the judge's identity (VoiceBench: "qa")
+    templates: tuple[tuple[str, Path], ...] = ()
+    template_for: Callable[[Sample], str | None] = field(default=lambda s: None)
+    #: replies drawn per item, each its own call (keyed by its number): the verdict's value is
+    #: their texts, read by the benchmark's scorer (VoiceBench: three); None: one reply, read
+    #: by ``reader`` (asked again ``retries`` times)
+    samples: int | None = None
+
+
+@dataclass
+class Judged(Verdict):
+    """A verdict with the value the benchmark's reader gave the reply."""
+
+    value: Any = None
+    attempts: int = 1  # replies asked for (VerdictSpec.retries)
 
 
 def read_judgement(text: str | None) -> bool | None:

@@ -656,7 +656,7 @@ def _doc_rows(f: Path, doc: dict[str, Any], hops: dict[Any, Any], problems: list
     whose Judgement is missing or not text: calculate_acc.py stops on it, added to ``stops``).
     The hop is the file's "type", else its name's, else the item whose instruction it repeats:
     llm_judge.py's output has no "type" and calculate_acc.py reads no instruction."""
-    from cafe.judge.verdict import Judged
+    from cafe.benchmarks.official_judge import Judged
 
     attribute = str(doc.get("attribute") or "")
     file_track = next((t for t in TRACKS if t.lower() == attribute.lower()), None)

@@ -278,7 +278,7 @@ def response_rows(
 ) -> list[tuple[str, Any]]:
     """Every row with an id, in order, as (id, the value under the prediction key or MISSING):
     what a script that reads each line sees (duplicates included)."""
-    from cafe.benchmarks.letter_rule import MISSING
+    from cafe.benchmarks.letters import MISSING
 
     keys = (key,) if key else tuple(keys)
     out = []

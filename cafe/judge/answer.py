@@ -12,7 +12,7 @@ only where the official rule cannot decide."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,23 +23,12 @@ from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
 from cafe.parsing import extract_answer
 from cafe.prompts import text_template
-from cafe.records import Prediction, Sample
+from cafe.records import Prediction, Sample, Verdict
 
 SECTION = "judged_accuracy"
 MAX_TOKENS = 16
 RETRIES = 1  # one retry, with a reminder: the same prompt again would give the same reply
 REMINDER = "\n\nReply with one option letter (A, B, C, ...) or NONE, and nothing else."
-
-
-@dataclass
-class Verdict:
-    sample_id: str
-    run_index: int
-    choice: str | None  # the option the judge says the model chose
-    status: str  # ok | none (the model chose nothing) | unparseable | failed
-    raw: str | None = None
-    source: str = "judge"  # judge | rule (selective: the official rule decided, no call)
-    call: dict[str, Any] = field(default_factory=dict)  # its share of the section's counters
 
 
 def lettered(choices: Sequence[str]) -> str:

@@ -51,7 +51,7 @@ _ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.I | re.S)
 def default_vocabulary() -> dict[str, list[str]]:
     """label -> synonyms from the synth benchmark's closed vocabulary ({} when not installed)."""
     try:
-        from cafe.benchmarks.synth.vocabulary import SOURCES
+        from cafe.synth_vocabulary import SOURCES
     except ImportError:
         return {}
     return {label: list(src.synonyms) for label, src in SOURCES.items()}

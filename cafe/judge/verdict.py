@@ -12,26 +12,19 @@ and counts as wrong, as the official scripts count it."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from typing import Any
 
-from cafe.benchmarks.official_judge import VerdictSpec
-from cafe.judge.answer import AnswerJudge, Verdict
+from cafe.benchmarks.official_judge import Judged, VerdictSpec
+from cafe.caller import Answer
+from cafe.judge.answer import AnswerJudge
 from cafe.judge.extraction import build_prompt
 from cafe.prompts import sha256_text
-from cafe.records import Prediction, Sample
+from cafe.records import Prediction, Sample, Verdict
 
 SECTION = "official"
 VERDICTS_FILE = "official_judgements.jsonl"
 EMBEDDING_FILE = "official_embedding.jsonl"
-
-
-@dataclass
-class Judged(Verdict):
-    """A verdict with the value the benchmark's reader gave the reply."""
-
-    value: Any = None
-    attempts: int = 1  # replies asked for (VerdictSpec.retries)
 
 
 def output_hash(p: Prediction) -> str:
@@ -55,7 +48,9 @@ class VerdictJudge(AnswerJudge):
         super().__init__(*args, **kwargs)
         vs = self.verdict_spec
         self.template = vs.template.read_text(encoding="utf-8")
-        self.template_hash = sha256_text(self.template)
+        self.templates = {name: path.read_text(encoding="utf-8") for name, path in vs.templates}
+        # every template the judge may use is part of its identity (one: that template's hash)
+        self.template_hash = sha256_text("\n\n".join([self.template, *self.templates.values()]))
         budget = vs.max_tokens
         if budget is None:  # none sent, unless a thinking judge needs its own budget
             self.max_tokens = self.max_tokens if self.thinking else None
@@ -75,11 +70,13 @@ class VerdictJudge(AnswerJudge):
     async def verdict(self, sample: Sample, pred: Prediction) -> Verdict:
         vs = self.verdict_spec
         output = pred.raw_output if pred.raw_output is not None and not pred.error else None
+        ids = (pred.sample_id, pred.run_index, None)
         if output is None and vs.null_output is None:
-            return Judged(pred.sample_id, pred.run_index, None, "failed",
-                          pred.error or "null output")  # fmt: skip
+            return Judged(*ids, "failed", pred.error or "null output")
         fields = vs.fields(sample)
-        prompt = build_prompt(self.template, question=fields.get("question", sample.question),
+        name = vs.template_for(sample)
+        template = self.template if name is None else self.templates[name]
+        prompt = build_prompt(template, question=fields.get("question", sample.question),
                               answer=fields.get("answer", sample.answer or ""),
                               output=vs.null_output if output is None
                               else vs.output_form(sample, output))  # fmt: skip
@@ -96,22 +93,32 @@ class VerdictJudge(AnswerJudge):
             value = vs.reader(text)
             return (value, None) if value is not None else (None, "unparseable")
 
+        def ask(text_in: str, **also: int) -> Awaitable[Answer]:  # ``also``: part of the key
+            return self.caller.ask([*system, {"role": "user", "content": text_in}],
+                                   {"prompt": text_in, **extra, **also}, parse,
+                                   temperature=vs.temperature, max_tokens=self.max_tokens,
+                                   **sampling)  # fmt: skip
+
+        if vs.samples is not None:  # several replies, each its own call: their texts the value
+            texts: list[str] = []
+            for k in range(vs.samples):
+                got = await ask(prompt, sample=k)
+                if not got.ok:  # one failed sample fails the verdict (its siblings stay cached)
+                    return Judged(*ids, "failed" if got.error else "unparseable",
+                                  got.error or got.text)  # fmt: skip
+                texts.append((got.text or "").strip())
+            return Judged(*ids, "ok", "\n---\n".join(texts), value=texts)
         raws: list[str] = []
         for attempt in range(vs.retries + 1):
             text_in = prompt if attempt == 0 else prompt + vs.reminder
             again = {"attempt": attempt} if attempt > 1 else {}  # each retry its own key
-            got = await self.caller.ask([*system, {"role": "user", "content": text_in}],
-                                        {"prompt": text_in, **extra, **again}, parse,
-                                        temperature=vs.temperature, max_tokens=self.max_tokens,
-                                        **sampling)  # fmt: skip
+            got = await ask(text_in, **again)
             if got.error is not None:
-                return Judged(pred.sample_id, pred.run_index, None, "failed", got.error)
+                return Judged(*ids, "failed", got.error)
             if got.ok:  # the raw reply is the one read (earlier attempts: counted)
-                return Judged(pred.sample_id, pred.run_index, None, "ok", got.text,
-                              value=got.value, attempts=attempt + 1)  # fmt: skip
+                return Judged(*ids, "ok", got.text, value=got.value, attempts=attempt + 1)
             raws.append(got.text or "")
-        return Judged(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws),
-                      attempts=len(raws))  # fmt: skip
+        return Judged(*ids, "unparseable", "\n---\n".join(raws), attempts=len(raws))
 
 
 def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple[str, int], Any]:

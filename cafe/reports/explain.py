@@ -379,9 +379,9 @@ def markdown_table(result: dict[str, Any]) -> str:
 
 def draw_waterfall(result: dict[str, Any]) -> Any:
     """From RUN's figure down (or up) by each step to the other side's figure."""
-    from cafe.reports.figures import _plt
+    from cafe.plotting import pyplot
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 2.6))
     labels, level = ["RUN"], result["ours_figure"]
     ax.bar(0, level, color="#1f77b4")
@@ -410,7 +410,7 @@ def write_explain(
     import json
 
     from cafe.redaction import scrub_text
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     root = Path(result["ours_dir"])
     folder = Path(out) if out else root / "report" / "explain"
@@ -425,7 +425,7 @@ def write_explain(
         replace_file(folder / name, lambda f, t=scrub_text(text): f.write(t))
         written.append(folder / name)
     if figure:
-        from cafe.reports.figures import _save
+        from cafe.plotting import save_figure
 
-        written += _save(draw_waterfall(result), folder, "explain_waterfall")
+        written += save_figure(draw_waterfall(result), folder, "explain_waterfall")
     return written

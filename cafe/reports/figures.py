@@ -12,55 +12,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cafe.plotting import pyplot, save_figure
 from cafe.records import Prediction, Sample
 
 COLUMN_IN = 3.3  # one paper column
-DPI = 300  # PNG resolution (the PDF is vector)
 PANEL_H_IN = 2.3
 PERCEPTION_COLOR = "#1f77b4"
 REASONING_COLOR = "#d62728"
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update(
-        {
-            "font.size": 7,
-            "axes.titlesize": 7.5,
-            "axes.labelsize": 7,
-            "legend.fontsize": 6,
-            "xtick.labelsize": 6,
-            "ytick.labelsize": 6,
-            "lines.linewidth": 1.2,
-            "lines.markersize": 3,
-            "pdf.fonttype": 42,  # embed TrueType: editable text in the PDF
-            "savefig.bbox": "tight",
-            "savefig.pad_inches": 0.02,
-        }
-    )
-    return plt
-
-
-def _save(fig: Any, out_dir: str | Path, stem: str) -> list[Path]:
-    import io
-
-    from cafe.safe_files import safe_dir, write_file
-
-    out = safe_dir(out_dir)
-    paths = [out / f"{stem}.png", out / f"{stem}.pdf"]
-    for path, options in zip(paths, ({"dpi": DPI, "format": "png"}, {"format": "pdf"}),
-                             strict=True):  # fmt: skip
-        buf = io.BytesIO()  # rendered, then written by the writer that never follows a link
-        fig.savefig(buf, **options)
-        write_file(path, buf.getvalue())
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return paths
 
 
 def to_svg(fig: Any, name: str) -> str:
@@ -229,13 +187,13 @@ def decay_panel(ax: Any, decay: dict[str, Any], title: str, legend: bool = True)
 
 
 def figure1(spec: dict[str, Any], out_dir: str | Path, stem: str = "figure1_rl") -> list[Path]:
-    return _save(draw_figure1(spec), out_dir, stem)
+    return save_figure(draw_figure1(spec), out_dir, stem)
 
 
 def draw_figure1(spec: dict[str, Any]) -> Any:
     """A published figure from leaderboard.yaml's ``figures`` block: one line per series over the
     x positions, each value written beside its point (the numbers are the paper's)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(COLUMN_IN, PANEL_H_IN))
     xs = list(range(len(spec["x"])))
     for k, series in enumerate(spec["series"]):
@@ -259,7 +217,7 @@ def draw_figure1(spec: dict[str, Any]) -> Any:
 def figure3(
     panels: Sequence[tuple[str, dict[str, Any]]], out_dir: str | Path, stem: str = "figure3_decay"
 ) -> list[Path]:
-    return _save(draw_figure3(panels), out_dir, stem)
+    return save_figure(draw_figure3(panels), out_dir, stem)
 
 
 def draw_figure3(panels: Sequence[tuple[str, dict[str, Any]]]) -> Any:
@@ -270,7 +228,7 @@ def draw_figure3(panels: Sequence[tuple[str, dict[str, Any]]]) -> Any:
         raise ValueError("figure 3 needs at least one run with a decay section")
     if all(wrote_no_reasoning(d) for _, d in panels):
         raise ValueError(NO_REASONING.format(what="no decay curve to draw"))
-    plt = _plt()
+    plt = pyplot()
     fig, axes = _grid(plt, len(panels))
     for i, (ax, (title, decay)) in enumerate(zip(axes, panels, strict=True)):
         decay_panel(ax, decay, f"({chr(97 + i)}) {title}" if len(panels) > 1 else title)
@@ -285,7 +243,7 @@ def figure5(
     stem: str = "figure5_base_vs_trained",
 ) -> list[Path]:
     """Base against trained model: perception (left) and reasoning accuracy (right) by length."""
-    plt = _plt()
+    plt = pyplot()
     fig, (ax_p, ax_r) = plt.subplots(1, 2, figsize=(COLUMN_IN * 2, PANEL_H_IN))
     # fixed colours: the same model has the same colour in both panels
     for (label, decay), style, color in ((base, "--", "#7f7f7f"), (trained, "-", "#1f77b4")):
@@ -302,7 +260,7 @@ def figure5(
         ax.grid(alpha=0.3, linewidth=0.5)
         ax.legend(loc="lower left", frameon=False)
     fig.tight_layout()
-    return _save(fig, out_dir, stem)
+    return save_figure(fig, out_dir, stem)
 
 
 def figure6(
@@ -310,7 +268,7 @@ def figure6(
     out_dir: str | Path,
     stem: str = "figure6_attention",
 ) -> list[Path]:
-    return _save(draw_figure6(curves), out_dir, stem)
+    return save_figure(draw_figure6(curves), out_dir, stem)
 
 
 def draw_figure6(curves: Sequence[tuple[str, dict[str, Any]]]) -> Any:
@@ -318,7 +276,7 @@ def draw_figure6(curves: Sequence[tuple[str, dict[str, Any]]]) -> Any:
     Reads ``token_index``/``ratio`` or the averaged ``index``/``mean`` (``std`` shaded)."""
     if not curves:
         raise ValueError("figure 6 needs at least one attention.json")
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(COLUMN_IN, PANEL_H_IN))
     top = 0.0
     for label, att in curves:
@@ -415,7 +373,7 @@ def figure7(
     stem: str = "figure7_reasoning_length",
     counter: str | None = None,
 ) -> list[Path]:
-    return _save(draw_figure7(title, lengths, counter), out_dir, stem)
+    return save_figure(draw_figure7(title, lengths, counter), out_dir, stem)
 
 
 def draw_figure7(
@@ -432,7 +390,7 @@ def draw_figure7(
         )
     if all(m == 0 for groups in lengths.values() for m, _ in groups.values()):
         raise ValueError(NO_REASONING.format(what="no length contrast between task groups"))
-    plt = _plt()
+    plt = pyplot()
     fig, axes = _grid(plt, len(lengths))
     for ax, (panel, groups) in zip(axes, lengths.items(), strict=True):
         names = list(groups)
@@ -459,7 +417,7 @@ def draw_figure7(
 def breakdown_figure(
     title: str, accuracy: dict[str, Any], out_dir: str | Path, stem: str = "accuracy_by_breakdown"
 ) -> list[Path]:
-    return _save(draw_breakdown(title, accuracy), out_dir, stem)
+    return save_figure(draw_breakdown(title, accuracy), out_dir, stem)
 
 
 def draw_breakdown(title: str, accuracy: dict[str, Any]) -> Any:
@@ -468,7 +426,7 @@ def draw_breakdown(title: str, accuracy: dict[str, Any]) -> Any:
     if not breakdowns:
         raise ValueError("accuracy section has no breakdowns")
     total = (accuracy.get("total") or {}).get("acc")
-    plt = _plt()
+    plt = pyplot()
     heights = [max(1.2, 0.16 * len(v) + 0.5) for v in breakdowns.values()]
     fig, axes = plt.subplots(
         len(breakdowns),

@@ -110,6 +110,6 @@ def folder_table(root: str | Path, fmt: str = "md") -> str:
     lines.append(f"\n{len(rows)} run folders in {Path(root)}"
                  + (f"; {PARTIAL} partial run (--limit): items run of items in the benchmark"
                     if any(r[4].startswith(PARTIAL) for r in rows) else ""))  # fmt: skip
-    from cafe.robustness.report import folder_lines  # circular accuracy, necessity, sweeps
+    from cafe.reports.robustness import folder_lines  # circular accuracy, necessity, sweeps
 
     return "\n".join(lines) + "\n" + folder_lines(root, runs)

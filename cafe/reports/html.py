@@ -637,7 +637,7 @@ def failed_html(manifest: dict[str, Any]) -> str:
 def sections_html(metrics: dict[str, Any]) -> str:
     """Each metrics.json section: its headline (for the sections we know) and every key it holds
     (collapsed), so new sections and keys show up as they are."""
-    from cafe.robustness.report import HEADLINES as ROBUSTNESS_HEADLINES  # choices, necessity
+    from cafe.reports.robustness import HEADLINES as ROBUSTNESS_HEADLINES  # choices, necessity
 
     out = []
     for name, sec in metrics.items():
@@ -758,7 +758,7 @@ def figures_svg(s: Source) -> tuple[list[tuple[str, str]], list[str]]:
                 lambda: figures.draw_figure6([(s.model, s.attention)]),
             )
         )
-    from cafe.robustness.report import figures as robustness_figures
+    from cafe.reports.robustness import figures as robustness_figures
 
     steps += [(caption, draw) for caption, _, draw in robustness_figures(s.metrics)]
     out, notes = [], []

@@ -291,6 +291,30 @@ def _count(value: Any, field: str) -> int | None:
                          f"{str(value)[:40]!r}; restore the manifest from a backup")  # fmt: skip
 
 
+def run_digests(store: Any, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a row from this folder is computed from, each as a digest (kept with the row:
+    `leaderboard verify` compares them again)."""
+    from cafe import __version__
+    from cafe.errors import ConfigError
+    from cafe.store import _DAMAGED, SAMPLES, read_regular
+
+    samples = store.path(SAMPLES)
+    try:  # a damaged folder says so as every reader of it does
+        samples_bytes = read_regular(samples) if samples.exists() else None
+    except OSError as e:
+        raise ConfigError(f"{samples}: cannot read ({e.strerror}); {_DAMAGED}") from None
+    bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
+    spec = json.dumps(manifest.get("spec"), sort_keys=True, default=str).encode()
+    return {
+        "samples": None if samples_bytes is None else hashlib.sha256(samples_bytes).hexdigest(),
+        "predictions": store.input_digest("predictions").get("digest"),
+        "judgements": store.input_digest("judgements").get("digest"),
+        "spec": hashlib.sha256(spec).hexdigest(),
+        "bench_data": (bench or {}).get("sha256"),
+        "cafe_version": __version__,
+    }
+
+
 def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None = None) -> Row:
     """A leaderboard row for one run folder: its metrics plus provenance (path, manifest hash)."""
     from cafe.store import RunStore
@@ -327,8 +351,6 @@ def row_from_run(run_dir: str | Path, group: str | None = None, name: str | None
         "run_dir": shared_path(run_dir),
         "manifest_sha256": hashlib.sha256(store.path(MANIFEST).read_bytes()).hexdigest(),
     }
-    from cafe.reports.verify import run_digests  # what `leaderboard verify` checks again
-
     source["digests"] = run_digests(store, manifest)
     prompt = manifest.get("prompt") or {}
     extras = {
@@ -504,7 +526,7 @@ def append_row(row: Row, path: str | Path | None = None) -> Path:
     as one transaction under the file's lock."""
     from cafe.locking import file_lock
     from cafe.redaction import scrub
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     target = user_file(path)
     real = target.resolve()  # a link to the user's own file is written through

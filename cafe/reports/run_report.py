@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cafe.benchmarks.official import averages
 from cafe.records import Prediction, Sample
 from cafe.reports import figures, tables
 from cafe.reports.cells import md_cell
@@ -152,6 +153,43 @@ def _ci(ci: Any) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
 
+def official_md(section: dict[str, Any]) -> list[str]:
+    """The "official" section as markdown: one table of the headline and each labelled variant
+    (figure, dropped pairs, averages, label), then the headline's per-category scores (MMAU-Pro)
+    or its first breakdown."""
+
+    def figure(fig: dict[str, Any]) -> str:
+        t = fig.get("total") or {}
+        if t.get("acc") is None:
+            why = str(fig.get("absent_reason") or "").replace("|", "/")
+            return f"absent ({why})" if why else "absent"
+        return f"**{t['acc']:.2f}**" + (f" ({t['correct']}/{t['total']})" if "correct" in t else "")
+
+    lines = [f"Official rule: {section.get('rule', '')}", ""]
+    lines += ["| figure | value | dropped | average | what it is |", "|---|---:|---:|---|---|"]
+    rows = [("official", section.get("headline") or {})]
+    rows += list((section.get("variants") or {}).items())
+    for name, fig in rows:
+        avg = averages(fig)
+        label = md_cell(str(fig.get("label", "")).replace("|", "/"))
+        lines.append(
+            f"| {md_cell(name)} | {figure(fig)} | {md_cell(fig.get('dropped', ''))} "
+            f"| {md_cell(avg)} | {label} |"
+        )
+    head = section.get("headline") or {}
+    if head.get("categories"):
+        lines += ["", "| category | path | pairs | score |", "|---|---|---:|---:|"]
+        for name, c in head["categories"].items():
+            score = "absent: " + c["label"] if c.get("score") is None else f"{c['score']:.2f}"
+            cells = (md_cell(x) for x in (name, c.get("path"), c.get("n", ""), score))
+            lines.append("| " + " | ".join(cells) + " |")
+    for name, cells in list((head.get("breakdowns") or {}).items())[-1:]:
+        lines += ["", f"| {md_cell(name)} | correct | total | acc |", "|---|---:|---:|---:|"]
+        for k, v in cells.items():
+            lines.append(f"| {md_cell(k)} | {v['correct']} | {v['total']} | {v['acc']:.2f} |")
+    return lines
+
+
 def _judged_md(judged: dict[str, Any]) -> list[str]:
     if not judged:
         return []
@@ -252,14 +290,12 @@ def summary_md(
         lines += _accuracy_md(acc)
     official = run.metrics.get("official") or {}
     if official:  # the benchmark's own official figure, where accuracy's headline is not it
-        from cafe.benchmarks.official import official_md
-
         lines += ["", "## Official figure and its labelled variants (percent)", ""]
         lines += official_md(official)
     lines += _judged_md(run.metrics.get("judged_accuracy") or {})
     lines += _cafe_md(run.metrics.get("cafe") or {})
     lines += _decay_md(run.metrics.get("decay") or {})
-    from cafe.robustness.report import robustness_md
+    from cafe.reports.robustness import robustness_md
 
     lines += robustness_md(run.metrics)  # choice order, audio necessity (docs/robustness.md)
     lines += _registered_md(run.metrics)
@@ -351,10 +387,10 @@ def _draw_figures(run: RunData, fdir: Path, made: dict[str, list[Path]], notes: 
         ),
         ("Figure 6 (attention)", lambda: figures.figure6([(run.model, run.attention())], fdir)),
     ]
-    from cafe.reports.figures import _save
-    from cafe.robustness.report import figures as robustness_figures
+    from cafe.plotting import save_figure
+    from cafe.reports.robustness import figures as robustness_figures
 
-    steps += [(cap, lambda d=draw, st=stem: _save(d(), fdir, st))
+    steps += [(cap, lambda d=draw, st=stem: save_figure(d(), fdir, st))
               for cap, stem, draw in robustness_figures(run.metrics)]  # fmt: skip
     for what, make in steps:
         try:

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cafe.reports.leaderboard import run_digests
+
 TOLERANCE = 0.005  # rows hold two decimals
 RECORDS = ("samples", "predictions", "judgements")
 
@@ -43,29 +45,6 @@ class Verdict:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def run_digests(store: Any, manifest: dict[str, Any]) -> dict[str, Any]:
-    """What a row from this folder is computed from, each as a digest."""
-    from cafe import __version__
-    from cafe.errors import ConfigError
-    from cafe.store import _DAMAGED, SAMPLES, read_regular
-
-    samples = store.path(SAMPLES)
-    try:  # a damaged folder says so as every reader of it does
-        samples_bytes = read_regular(samples) if samples.exists() else None
-    except OSError as e:
-        raise ConfigError(f"{samples}: cannot read ({e.strerror}); {_DAMAGED}") from None
-    bench = manifest.get("bench") if isinstance(manifest.get("bench"), dict) else {}
-    spec = json.dumps(manifest.get("spec"), sort_keys=True, default=str).encode()
-    return {
-        "samples": None if samples_bytes is None else _sha256(samples_bytes),
-        "predictions": store.input_digest("predictions").get("digest"),
-        "judgements": store.input_digest("judgements").get("digest"),
-        "spec": _sha256(spec),
-        "bench_data": (bench or {}).get("sha256"),
-        "cafe_version": __version__,
-    }
 
 
 def recompute(run_dir: str | Path, row: Any) -> tuple[dict[str, float | None], list[str]]:
@@ -159,7 +138,7 @@ def verify(
     verdicts = [verify_row(r) for r in board.rows]
     runs = [v for v in verdicts if v.status != "published"]
     if record and runs and not board.path.resolve().is_relative_to(PACKAGE_DIR):
-        from cafe.store import replace_file
+        from cafe.safe_files import replace_file
 
         when = (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds")
         doc = {"leaderboard": str(board.path), "checked": when,

@@ -1,4 +1,4 @@
-"""The robustness figures, drawn with the report code's matplotlib setup (cafe.reports.figures):
+"""The robustness figures, drawn with the report's matplotlib setup (cafe.plotting):
 accuracy and perception against the reasoning budget, accuracy per choice ordering with the
 positional bias, and the audio-necessity labels."""
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cafe.reports.figures import _plt, _save
+from cafe.plotting import pyplot, save_figure
 
 
 def _err(values: list[Any], cis: list[Any]) -> tuple[list[float], list[list[float]]]:
@@ -19,7 +19,7 @@ def _err(values: list[Any], cis: list[Any]) -> tuple[list[float], list[list[floa
 
 
 def draw_sweep(section: Mapping[str, Any]) -> Any:
-    plt = _plt()
+    plt = pyplot()
     rows = section["rows"]
     xs = list(range(len(rows)))
     fig, ax = plt.subplots(figsize=(5.2, 3.2))
@@ -43,11 +43,11 @@ def draw_sweep(section: Mapping[str, Any]) -> Any:
 
 
 def sweep_figure(section: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
-    return _save(draw_sweep(section), out_dir, "sweep")
+    return save_figure(draw_sweep(section), out_dir, "sweep")
 
 
 def draw_choices(section: Mapping[str, Any]) -> Any:
-    plt = _plt()
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(7.0, 3.0))
     rows = section["by_ordering"]
     names = [f"order {o['k']}" for o in rows] + ["circular", "consistency"]
@@ -74,7 +74,7 @@ def draw_choices(section: Mapping[str, Any]) -> Any:
 
 
 def draw_necessity(section: Mapping[str, Any]) -> Any:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 2.8))
     counts = section["counts"]
     ax.barh(list(counts), list(counts.values()), color=["C3", "C1", "C0", "C7"][: len(counts)])

@@ -48,7 +48,7 @@ def tokenizer_corpus() -> list[str]:
     in a real model's vocabulary (a byte-level BPE of 400 symbols spells most words letter by
     letter, which makes every MPAR² target a few hundred tokens): the synth vocabulary and
     answer words, the mpar2 prompt, and one concise MPAR² chain per source."""
-    from cafe.benchmarks.synth import vocabulary as v
+    from cafe import synth_vocabulary as v
     from cafe.training.data import rules
     from cafe.training.data.formats import prompt_text
 

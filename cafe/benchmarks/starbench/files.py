@@ -38,7 +38,7 @@ def write_results(
     """`cafe export`: ``out`` ending .jsonl gets every run; else the folder ``out`` gets
     <alias>/infer_results.jsonl per task, as run.py lays out a model's results. A run without
     a reply is written with an empty one (read as "Z": wrong)."""
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     by_file: dict[Path, list[str]] = {}
     for s, _, reply in triples:

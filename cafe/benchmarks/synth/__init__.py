@@ -1,7 +1,7 @@
 """The synthetic benchmark: generated multiple-choice questions about synthetic clips whose
-ground-truth events are known exactly (see vocabulary.py for the sources, generator.py for the
-questions). ``cafe bench synth`` writes it; ``SynthBenchmark.load()`` generates it into a cache
-folder when no folder is given."""
+ground-truth events are known exactly (see cafe/synth_vocabulary.py for the sources,
+generator.py for the questions). ``cafe bench synth`` writes it; ``SynthBenchmark.load()``
+generates it into a cache folder when no folder is given."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cafe import synth_vocabulary as V
 from cafe.benchmarks.generated import info_name, jsonl_name, record_head, write_set
-from cafe.benchmarks.synth import vocabulary as V
 from cafe.benchmarks.synth.signals import SR, render_clip
 from cafe.records import Event
 

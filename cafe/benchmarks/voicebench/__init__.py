@@ -25,7 +25,6 @@ from cafe.records import InputError, Prediction, Problem, Sample
 #: the seed of the random choice that replaces an unread multiple-choice / BBH reply (the
 #: official draw is unseeded); recorded with every figure it moves
 FALLBACK_SEED = 0
-OFFICIAL_JUDGE = "gpt-4o-mini"
 AUDIO_KEYS = ("audio",)
 #: fields cafe adds to a row it reads or writes, left out of an exported official file
 ADDED = ("_cafe_id", "subset", "split", "instruction")
@@ -232,7 +231,7 @@ def write_results(
     """`cafe export`: one official results file per subset and split, named as main.py names
     them (model "cafe", modality audio), in the folder ``out``; rows in the dataset's order."""
     from cafe.jsontext import strict_dumps
-    from cafe.store import replace_file
+    from cafe.safe_files import replace_file
 
     out.mkdir(parents=True, exist_ok=True)
     groups: dict[tuple[str, str], list[str]] = {}

@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from cafe.benchmarks.sentences import count_sentences, punkt_nltk, word_tokens
-from cafe.benchmarks.voicebench.scorers import Figure, RowError
+from cafe.benchmarks.voicebench.figure import Figure, RowError
 
 LESS, AT_LEAST = "less than", "at least"
 YES_NO_MAYBE = ("My answer is yes.", "My answer is no.", "My answer is maybe.")

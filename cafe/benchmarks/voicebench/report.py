@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cafe.benchmarks.voicebench.scorers import COLUMNS, EVALUATORS, Figure, evaluate, overall
+from cafe.benchmarks.voicebench.figure import Figure
+from cafe.benchmarks.voicebench.scorers import COLUMNS, EVALUATORS, evaluate, overall
 
 SDQA_SPLIT = "usa"  # the split the leaderboard's SD-QA column reports
 
@@ -81,7 +82,7 @@ def section(
 ) -> dict[str, Any]:
     """The official section: Overall as headline, each column and the unread-wrong Overall as
     labelled variants, every split's figure under ``splits``."""
-    from cafe.benchmarks.voicebench import OFFICIAL_JUDGE
+    from cafe.benchmarks.voicebench.judge import OFFICIAL_JUDGE
     from cafe.benchmarks.voicebench.scorers import column_value
 
     columns, splits = column_figures(rows, seed)

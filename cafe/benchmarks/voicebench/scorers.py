@@ -22,10 +22,11 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cafe.benchmarks.voicebench import rules
+from cafe.benchmarks.voicebench.figure import Figure, RowError
 
 #: the leaderboard's nine columns -> (the subset scored, its evaluator)
 COLUMNS: dict[str, tuple[str, str]] = {
@@ -47,10 +48,6 @@ BBH_GOLD = {"yes": 1, "no": 0, "(a)": 0, "(b)": 1}
 MCQ_LETTERS = ("a", "b", "c", "d")
 MCQ_OPTIONS = ("A", "B", "C", "D")  # the official fallback's draw
 NOT_JUDGED = "rows without the GPT judge's replies: run `cafe judge-official RUN --judge KIND`"
-
-
-class RowError(ValueError):
-    """A row the official evaluator stops on (its script raises): kept out and named."""
 
 
 # ----------------------------------------------------------------- readers (one reply each)
@@ -172,28 +169,6 @@ def qa_vote(replies: Sequence[str]) -> tuple[bool, bool]:
 
 
 # ----------------------------------------------------------------- evaluators (rows -> figure)
-
-
-@dataclass
-class Figure:
-    """One subset's official figure and what it is, as metrics.json holds it."""
-
-    subset: str
-    evaluator: str
-    value: float | None  # the official figure (None: absent, ``why`` says why)
-    rows: int
-    extra: dict[str, Any] = field(default_factory=dict)
-    why: str | None = None
-    kept_out: list[str] = field(default_factory=list)  # rows the official script stops on
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"subset": self.subset, "evaluator": self.evaluator, "value": self.value,
-               "rows": self.rows, **self.extra}  # fmt: skip
-        if self.why:
-            out["absent_reason"] = self.why
-        if self.kept_out:
-            out["kept_out"] = self.kept_out
-        return out
 
 
 def _name(row: dict[str, Any], i: int) -> str:

@@ -170,7 +170,7 @@ def read_clips(path: str | Path) -> list[dict[str, Any]]:
 
 def _label_pool(clips: list[dict[str, Any]]) -> list[str]:
     try:
-        from cafe.benchmarks.synth import vocabulary
+        from cafe import synth_vocabulary as vocabulary
 
         return sorted(vocabulary.SOURCES)
     except (ImportError, AttributeError):

@@ -1,5 +1,7 @@
 """The synth benchmark's closed vocabulary: every sound source a clip can hold, the words a
-question may use for it, how it is synthesised and which attributes its events carry.
+question may use for it, how it is synthesised and which attributes its events carry. Plain
+data, here at the bottom: the benchmark's generator, the reference listener (an adapter), the
+rule judge and the training data all read it.
 
 Event labels in synth.jsonl are always the canonical ``label``; questions use any synonym, so a
 listener has to map words to sources. Attributes by source:
