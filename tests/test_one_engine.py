@@ -345,7 +345,7 @@ def test_the_engine_owns_every_steps_resume_and_no_step_replaces_it():
 
 
 def test_the_cafe_judge_keeps_no_state_of_one_invocation(tmp_path):
-    """What an invocation made comes from the engine (``this_invocation``), not from
+    """What an invocation made comes from the engine (``Context.made``), not from
     attributes one hook leaves for the next."""
     from cafe.steps.cafe_judge import CafeJudgeStep
     from cafe.steps.engine import run_step
@@ -354,12 +354,12 @@ def test_the_cafe_judge_keeps_no_state_of_one_invocation(tmp_path):
 
     store = build_run(tmp_path / "run")
     with OpenAILoopback(reply=scripted()) as srv:
-        step = CafeJudgeStep([srv.url], 4)
-        res = run_step(step, store.root, cache=tmp_path / "c.sqlite", judge="openai-compatible",
-                       judge_model="judge-m", selective=True)  # fmt: skip
-    assert res.section["calls"]["judged_now"] == 5 == len(step.this_invocation.fresh)
-    left = {"work", "items", "sel", "t0", "wall", "fresh", "reasons", "health"} & set(vars(step))
-    assert left == set()
+        step = CafeJudgeStep()
+        res = run_step(step, store.root, cache=tmp_path / "c.sqlite", endpoints=[srv.url],
+                       concurrency=4, judge="openai-compatible", judge_model="judge-m",
+                       selective=True)  # fmt: skip
+    assert res.section["calls"]["judged_now"] == 5 == len(res.records)
+    assert vars(step) == {}  # nothing left on the step by one hook for the next
 
 
 class _Records:

@@ -23,7 +23,8 @@ from cafe.records import Judgement
 
 
 # -- selective judging -----------------------------------------------------------------------
-def select_items(judge: Judge, items: Sequence[JudgeItem], selective: bool) -> Selection:
+def select_items(judge: Judge, items: Sequence[JudgeItem | Judgement], selective: bool
+                 ) -> Selection:  # fmt: skip
     if not selective:
         return Selection(list(items), [], {})
     todo: list[JudgeItem] = []
@@ -33,6 +34,9 @@ def select_items(judge: Judge, items: Sequence[JudgeItem], selective: bool) -> S
     needs = getattr(judge, "needs_call", None)
     prompt_for = getattr(judge, "prompt_for", None)
     for it in items:
+        if isinstance(it, Judgement):  # settled already (a missing sample's): kept as it is
+            todo.append(it)
+            continue
         key = (it.prediction.sample_id, it.prediction.run_index)
         if needs is not None and not needs(it):
             decided.append(judge.decide(it))  # type: ignore[attr-defined]

@@ -130,6 +130,9 @@ class Records:
     in_section: bool = False  # no file: results in the section only, the cache replays them
     current: str | None = None  # once usable, also the run's current file of this name
     reads: tuple[str, ...] = ()  # JSONL files of its own read into the view (View.files)
+    #: calls left in a batch: the section held back (False: written, those items failed for
+    #: now, as the CAFE judge always has; the same command again collects them)
+    holds: bool = True
 
 
 @dataclass(frozen=True)

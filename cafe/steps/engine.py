@@ -113,7 +113,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             records, ctx, planned_all = _execute(step, store, ctx, setup, path)
         if ctx.plan is not None:  # what the calls cost, whatever comes next
             ctx = replace(ctx, costs=write_costs(store, ctx.plan, ctx.cache.hits))
-        pending = pending_calls(ctx.plan)
+        pending = pending_calls(ctx.plan) if rec is not None and rec.holds else 0
         if pending:  # no results yet: the section as it would be, not written
             return _held(step, ctx, records, pending, makes_calls)
         whole = step.status(ctx, records)
