@@ -1,6 +1,6 @@
-"""The robustness protocols on run folders: what variant runs each needs (cafe.steps.variants
-runs them: their own folders, their own identity) and its section, a Step over the original
-run's folder whose maths is in the pure modules (orderings, necessity, budgets)."""
+"""The robustness protocols on run folders: the variant runs each needs (cafe.steps.variants
+runs them) and its section, a step over the original run's folder whose maths is in the pure
+modules (orderings, necessity, budgets)."""
 
 from __future__ import annotations
 
@@ -8,33 +8,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.folder.status import StepStatus, by_counts
 from cafe.records import Sample
-from cafe.steps.base import Step, View
-from cafe.steps.variants import Variant, run_variants
+from cafe.steps.base import View
+from cafe.steps.variants import Variant, VariantStep, run_beside, run_variants
 from cafe.store import RunStore
 
 #: what an unregistered section is taken to derive from (cafe.folder.sections.PLUGIN_DERIVES):
 #: these sections are not in the built-in table yet, so a later command that has not imported
 #: this module reads their stamp the same way and keeps them (a port to the step table fixes it)
 DERIVES = ("predictions", "judgements")
-
-
-class VariantStep(Step):
-    """A section over the run and its variant runs' folders (name -> folder)."""
-
-    derives_from = DERIVES
-    needs_samples = True
-
-    def __init__(self, folders: dict[str, str | Path]) -> None:
-        self.folders = dict(folders)
-
-    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
-        answered = sum(p.error is None for p in view.predictions)
-        return by_counts(len(view.predictions), answered, "items", "failed")
-
-
-# ----------------------------------------------------------------------------- choice order
 
 
 def ordering_variants(samples: Sequence[Sample], k: int, mode: str, seed: int) -> list[Variant]:
@@ -52,6 +34,7 @@ def ordering_variants(samples: Sequence[Sample], k: int, mode: str, seed: int) -
 class ChoicesStep(VariantStep):
     name = section_name = "choices"
     help = "Choice-order robustness of a run: circular accuracy, consistency, positional bias."
+    derives_from = DERIVES
 
     def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
         from cafe.robustness.orderings import choices_section
@@ -67,18 +50,48 @@ class ChoicesStep(VariantStep):
         return choices_section(view.samples, data)
 
 
-def run_orderings(
-    real_dir: str | Path, k: int, *, mode: str = "rotate", seed: int = 0, **options: Any
-) -> dict[str, Any]:
-    """Orderings 1..k-1 of the run in ``real_dir`` (ordering 0 is that run), then its "choices"
-    section; returns it. ``options``: run_variants' (run_options, execution options)."""
-    from cafe.steps.engine import run_step
-
+def run_orderings(real_dir: str | Path, k: int, *, mode: str = "rotate", seed: int = 0,
+                  **options: Any) -> dict[str, Any]:  # fmt: skip
+    """Orderings 1..k-1 of the run in ``real_dir``, then its "choices" section; returns it.
+    ``options``: run_variants' (run_options, execution options)."""
     wanted = ordering_variants(RunStore(real_dir).samples(), k, mode, seed)
-    return run_step(ChoicesStep(run_variants(real_dir, wanted, **options)), real_dir).section
+    return run_beside(ChoicesStep, real_dir, wanted, **options)
 
 
-# --------------------------------------------------------------------------- budget sweep
+def necessity_variants(captions: str | Path | None) -> list[Variant]:
+    """Caption-only (``captions``: a `cafe caption` file, None: the benchmark's), text-only and
+    silence, each ``<real>-ctl-NAME``."""
+    return [Variant(n, f"ctl-{n}", {"control": n, "control_captions": captions})
+            for n in ("caption", "text-only", "silence")]  # fmt: skip
+
+
+class NecessityStep(VariantStep):
+    name = section_name = "necessity"
+    help = "Audio necessity per item: real, caption-only, text-only and silence on the same items."
+    derives_from = DERIVES
+
+    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
+        from cafe.metrics.listening import item_accuracy
+        from cafe.robustness.necessity import necessity_section
+
+        acc = {"real": item_accuracy(view.samples, view.predictions)}
+        acc.update({c: item_accuracy(view.samples, RunStore(d).predictions())
+                    for c, d in self.folders.items()})  # fmt: skip
+        cap = RunStore(self.folders["caption"])
+        caption_ok = {s.id for s in cap.samples() if s.error is None}
+        conditions = {c: {"run_dir": str(Path(d).resolve())} for c, d in self.folders.items()}
+        source = (cap.read_manifest().get("spec", {}).get("control") or {}).get("captions")
+        conditions["caption"]["source"] = str(source)
+        return necessity_section(view.samples, acc, caption_ok, conditions)
+
+
+def run_necessity(real_dir: str | Path, *, captions: str | Path | None = None,
+                  **options: Any) -> dict[str, Any]:  # fmt: skip
+    """Caption-only, text-only and silence runs of the run in ``real_dir`` (a finished one is
+    reused), then its "necessity" section; returns it. ``options``: run_variants' (run_options,
+    model_call: what the run's folder does not keep about reaching its model, as `cafe run`
+    takes it; execution options)."""
+    return run_beside(NecessityStep, real_dir, necessity_variants(captions), **options)
 
 
 def budget_variants(budgets: Sequence[int], method: str) -> list[Variant]:
@@ -89,23 +102,19 @@ def budget_variants(budgets: Sequence[int], method: str) -> list[Variant]:
                     ["generation"]}, inside=True) for n in budgets]  # fmt: skip
 
 
-def run_sweep(
-    model: str,
-    bench: str,
-    budgets: Sequence[int],
-    *,
-    out: str | Path,
-    options: dict[str, Any] | None = None,
-    cards: list[str] | None = None,
-    **run_kwargs: Any,
-) -> dict[str, Any]:
-    """One run per budget (``out``/budget-N), then the sweep table in ``out``/sweep.json and
+def run_sweep(model: str, bench: str, budgets: Sequence[int], *, out: str | Path,
+              options: dict[str, Any] | None = None, cards: list[str] | None = None,
+              **run_kwargs: Any) -> dict[str, Any]:  # fmt: skip
+    """One run per budget (``out``/budget-N), then the sweep table in ``out``/sweep.json|md and
     its figure; returns the section. ``run_kwargs``: RunRequest fields (data, limit, judge…)."""
     from cafe.adapters.base import ADAPTERS
     from cafe.adapters.resolve import resolve_model
     from cafe.metrics.listening import item_accuracy
     from cafe.robustness import budgets as B
+    from cafe.robustness.figures import sweep_figure
     from cafe.runner.spec import RunError
+    from cafe.safe_files import write_file
+    from cafe.store import write_json_atomic
 
     card = resolve_model(model, run_kwargs.get("checkpoint"), cards).card
     method = B.budget_method(ADAPTERS.get(card.adapter), card.name)
@@ -121,62 +130,13 @@ def run_sweep(
     points = []
     for n, d in zip(budgets, folders.values(), strict=True):
         store = RunStore(d)
-        samples = [s for s in store.samples() if s.error is None]
-        preds = store.predictions()
+        samples, preds = [s for s in store.samples() if s.error is None], store.predictions()
         acc = item_accuracy(samples, preds)
         points.append({**B.budget_identity(n, method), "run_dir": str(d),
                        "metrics": store.read_metrics(),
                        "acc_ci95": B.accuracy_ci([acc[s.id] for s in samples]),
                        "reasoning_tokens": B.mean_reasoning_tokens(preds)})  # fmt: skip
-    section = B.sweep_section(points)
-    section.update(model=card.name, bench=bench)
-    from cafe.robustness.figures import sweep_figure
-    from cafe.safe_files import write_file
-    from cafe.store import write_json_atomic
-
+    section = {**B.sweep_section(points), "model": card.name, "bench": bench}
     write_json_atomic(Path(out) / "sweep.json", section)
     write_file(Path(out) / "sweep.md", B.format_sweep(section) + "\n")
-    section["figure"] = [str(p) for p in sweep_figure(section, Path(out))]
-    return section
-
-
-# ----------------------------------------------------------------------------- necessity
-
-
-def necessity_variants(captions: str | Path | None) -> list[Variant]:
-    """Caption-only (``captions``: a `cafe caption` file, None: the benchmark's), text-only and
-    silence, each ``<real>-ctl-NAME``."""
-    return [Variant(n, f"ctl-{n}", {"control": n, "control_captions": captions})
-            for n in ("caption", "text-only", "silence")]  # fmt: skip
-
-
-class NecessityStep(VariantStep):
-    name = section_name = "necessity"
-    help = "Audio necessity per item: real, caption-only, text-only and silence on the same items."
-
-    def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
-        from cafe.metrics.listening import item_accuracy
-        from cafe.robustness.necessity import necessity_section
-
-        acc = {"real": item_accuracy(view.samples, view.predictions)}
-        for cond, d in self.folders.items():
-            acc[cond] = item_accuracy(view.samples, RunStore(d).predictions())
-        cap = RunStore(self.folders["caption"])
-        caption_ok = {s.id for s in cap.samples() if s.error is None}
-        conditions = {c: {"run_dir": str(Path(d).resolve())} for c, d in self.folders.items()}
-        source = (cap.read_manifest().get("spec", {}).get("control") or {}).get("captions")
-        conditions["caption"]["source"] = str(source)
-        return necessity_section(view.samples, acc, caption_ok, conditions)
-
-
-def run_necessity(
-    real_dir: str | Path, *, captions: str | Path | None = None, **options: Any
-) -> dict[str, Any]:
-    """Caption-only, text-only and silence runs of the run in ``real_dir`` (a finished one is
-    reused, no call made), then its "necessity" section; returns it. ``options``:
-    run_variants' (run_options, model_call: what the run's folder does not keep about reaching
-    its model, as `cafe run` takes it; execution options)."""
-    from cafe.steps.engine import run_step
-
-    folders = run_variants(real_dir, necessity_variants(captions), **options)
-    return run_step(NecessityStep(folders), real_dir).section
+    return {**section, "figure": [str(p) for p in sweep_figure(section, Path(out))]}

@@ -1,8 +1,7 @@
-"""Listening controls: the same model and spec with the audio replaced (cafe.controls), each
-control a variant run beside the real one (``<real>-ctl-<control>``, the control in its run
-spec, its manifest linking back), then the "listening" section of the real run: its
-predictions beside each control's, the gap with its interval (cafe.metrics.listening). `cafe run
---controls LIST` and `cafe listen RUN_DIR`."""
+"""Listening controls: the same model and spec with the audio replaced (cafe.controls), each a
+variant run ``<real>-ctl-<control>`` (the control in its spec, its manifest linking back), then
+the real run's "listening" section: the gap per control with its interval
+(cafe.metrics.listening). `cafe run --controls LIST` and `cafe listen RUN_DIR`."""
 
 from __future__ import annotations
 
@@ -11,92 +10,64 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.folder.status import StepStatus, by_counts
-from cafe.steps.base import Step, View
+from cafe.steps.base import View
 from cafe.steps.cues import bench_breakdowns
-from cafe.steps.variants import Variant, run_variants
+from cafe.steps.variants import Variant, VariantStep, run_beside
 from cafe.store import RunStore
 
 
-class ListeningStep(Step):
+class ListeningStep(VariantStep):
     name = "listen"
     help = "Listening controls for a run (silence, noise, shuffled, text-only) and the gap."
     section_name = "listening"
-    needs_samples = True
-
-    def __init__(self, controls: dict[str, str | Path] | None = None) -> None:
-        self.controls = dict(controls or {})  # control -> its run folder
-
-    def status(self, view: View, records: Sequence[Any]) -> StepStatus:
-        # a gap needs the real run's answers: none answered, nothing to compare
-        answered = sum(p.error is None for p in view.predictions)
-        return by_counts(len(view.predictions), answered, "items", "failed")
 
     def section(self, view: View, records: Sequence[Any], spec: dict[str, Any]) -> dict[str, Any]:
         from cafe.metrics.listening import listening_section
 
         data = {}
-        for name, d in self.controls.items():
+        for name, d in self.folders.items():
             ctl = RunStore(d)
             data[name] = {"predictions": ctl.predictions(), "run_dir": str(Path(d).resolve()),
                           "cafe": ctl.read_metrics().get("cafe")}  # fmt: skip
-        return listening_section(
-            view.samples, view.predictions, data, bench_breakdowns(view.manifest)
-        )
+        return listening_section(view.samples, view.predictions, data,
+                                 bench_breakdowns(view.manifest))  # fmt: skip
 
 
-def control_captions_file(
-    real_dir: Path, out: Path, control: str, seed: int, captions: str | Path
-) -> str:
+def control_captions_file(real: Path, out: Path, control: str, seed: int, captions: Any) -> str:
     """The captions a control run's LLM judge needs: the played clip's, or the silent truth."""
     from cafe.controls import control_captions
     from cafe.judge.captions import load_captions
 
-    samples = RunStore(real_dir).samples()
-    mapping = control_captions(samples, control, seed, load_captions(captions))
+    mapping = control_captions(RunStore(real).samples(), control, seed, load_captions(captions))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "control_captions.json"  # {sample_id: caption}, as load_captions reads it
     path.write_text(json.dumps(mapping, ensure_ascii=False, indent=1), encoding="utf-8")
     return str(path)
 
 
-def listening_variants(
-    real: Path, controls: Sequence[str], seed: int, judge: str | None, judge_options: dict
-) -> list[Variant]:
-    """The control runs: each judged as the real run is (``judge``), with the captions of
-    what it played where the judge reads captions."""
+def listening_variants(real: Path, controls: Sequence[str], seed: int, judge: str | None,
+                       judge_options: dict[str, Any]) -> list[Variant]:  # fmt: skip
+    """The control runs, judged as the real run is, with the captions of what each played."""
     from cafe.controls import parse_controls
 
     out = []
-    for name in parse_controls(list(controls)):
-        v = Variant(name, f"ctl-{name}", {"control": name, "control_seed": seed, "judge": judge})
-        jopts = dict(judge_options)
+    for c in parse_controls(list(controls)):
+        jopts, suffix = dict(judge_options), f"ctl-{c}"
         if jopts.get("captions"):
-            jopts["captions"] = control_captions_file(real, v.folder(real), name, seed,
-                                                       jopts["captions"])  # fmt: skip
-        out.append(Variant(v.name, v.suffix, {**v.changes, "judge_options": jopts}))
+            where = Variant(c, suffix).folder(real)
+            jopts["captions"] = control_captions_file(real, where, c, seed, jopts["captions"])
+        out.append(Variant(c, suffix, {"control": c, "control_seed": seed, "judge": judge,
+                                       "judge_options": jopts}))  # fmt: skip
     return out
 
 
 def run_controls(
-    real_dir: str | Path,
-    controls: Sequence[str],
-    *,
-    control_seed: int = 0,
-    run_options: dict[str, Any] | None = None,
-    judge: str | None = None,
-    judge_options: dict[str, Any] | None = None,
-    model_call: dict[str, Any] | None = None,
-    **execution: Any,
-) -> dict[str, Any]:
-    """Run each control of the run in ``real_dir`` (its spec from ``run_options``, else from its
-    manifest) and write the "listening" section; returns it. ``execution``: RunRequest fields
-    that do not change a prediction (batch_size, concurrency, progress, cache, strict, cards)."""
-    from cafe.steps.engine import run_step
-
+    real_dir: str | Path, controls: Sequence[str], *, control_seed: int = 0,
+    judge: str | None = None, judge_options: dict[str, Any] | None = None, **options: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Run each control of the run in ``real_dir`` and write its "listening" section; returns
+    it. ``options``: run_variants' (run_options: the spec, else the run's manifest; model_call;
+    the execution options batch_size, concurrency, progress, cache, strict, cards)."""
     real = Path(real_dir)
-    RunStore(real).read_manifest()  # a run folder, or FileNotFoundError
     wanted = listening_variants(real, controls, control_seed, judge, dict(judge_options or {}))
-    folders = run_variants(real, wanted, run_options=run_options, model_call=model_call,
-                           **execution)  # fmt: skip
-    return run_step(ListeningStep(folders), real).section
+    return run_beside(ListeningStep, real, wanted, **options)
