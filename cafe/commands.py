@@ -103,7 +103,7 @@ TABLE: tuple[Command, ...] = (
     # the controls run through `cafe run`; the section they make runs on the engine
     Command("listen", "cafe.steps.cli:listen_command",
             "Listening controls for a run (silence, noise, shuffled, text-only) and the gap.",
-            {"listen": "cafe.listen:run_controls"}, step="listen", section="listening",
+            {"listen": "cafe.steps.listening:run_controls"}, step="listen", section="listening",
             engine=True,
             doc="Listening controls for a run (silence, noise, shuffled, text-only), each in "
                 'its own run folder -> the metrics.json "listening" section (the gap per '

@@ -5,7 +5,9 @@ accuracy a model keeps under them is what it gets without listening.
 - ``noise``: white noise at the clip's own level (same RMS) and length, seeded per item;
 - ``shuffled``: each item gets another item's clip, by a seeded derangement that never hands
   an item its own clip (nor another copy of the same file);
-- ``text-only``: no audio at all (the prompt alone).
+- ``text-only``: no audio at all (the prompt alone);
+- ``caption``: caption-only (audio necessity, cafe.robustness.necessity): no audio, a caption of
+  the clip in front of the question.
 
 Replacement clips are written once into a content-addressed folder (``$CAFE_CACHE/controls``
 by default: silence by length, noise by source hash, seed and item), so every model and every
@@ -15,20 +17,28 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import os
 import random
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from cafe.benchmarks.choice_order import permuted
+from cafe.benchmarks.ids import selected_ids
 from cafe.records import Sample
+from cafe.registry import Registry
 
 CONTROLS = ("silence", "noise", "shuffled", "text-only")
 DEFAULT_SEED = 0
+#: the line in front of the question under caption-only
+CAPTION_LEAD = "Caption of the audio clip (given instead of the audio): "
 
 
 def parse_controls(text: str | Sequence[str] | None) -> list[str]:
@@ -272,3 +282,77 @@ def control_captions(
         elif source is not None and source.id in captions:
             out[s.id] = captions[source.id]
     return out
+
+
+def caption_only_samples(
+    samples: Sequence[Sample], captions_file: str | Path | None = None
+) -> tuple[list[Sample], str]:
+    """The items as caption-only shows them: no audio, the caption in front of the question;
+    an item without a caption fails with the reason. Returns them and the caption source's name
+    (``benchmark`` or ``<file>:<sha256[:12]>``), which is part of the run's identity."""
+    mapping: dict[str, str] | None = None
+    source = "benchmark reference captions"
+    if captions_file is not None:
+        from cafe.judge.captions import load_captions
+
+        mapping = load_captions(captions_file)
+        digest = hashlib.sha256(json.dumps(mapping, sort_keys=True).encode()).hexdigest()
+        source = f"{Path(captions_file).name}:{digest[:12]}"
+    out = []
+    for s in samples:
+        if s.error is not None:
+            out.append(s)
+            continue
+        cap = mapping.get(s.id) if mapping is not None else s.caption
+        if not cap:
+            where = Path(captions_file).name if captions_file else "the benchmark"
+            out.append(dataclasses.replace(s, audio=[], error=(
+                f"{where}: sample {s.id}: field caption: no caption for this item (caption-only "
+                "needs one: pass --captions FILE from `cafe caption`)")))  # fmt: skip
+            continue
+        out.append(dataclasses.replace(s, audio=[], question=f"{CAPTION_LEAD}{cap}\n{s.question}"))
+    return out, source
+
+
+# ------------------------------------------------------------- the runner's sample transforms
+
+
+@dataclass(frozen=True)
+class SampleTransform:
+    """How the runner changes a run's items when a RunRequest field is set: ``apply(request,
+    samples, pool)`` -> (the items, that field's value in the run's identity; None: none).
+    ``selects``: it picks items from the pool (applied before those that change items)."""
+
+    apply: Callable[[Any, list[Sample], list[Sample]], tuple[list[Sample], Any]]
+    selects: bool = False
+
+
+def controlled(request: Any, samples: list[Sample], pool: list[Sample]) -> tuple[list, Any]:
+    """The sample transform of RunRequest.control (and its seed, a caption-only's captions)."""
+    control, seed = request.control, request.control_seed
+    if control == "caption":
+        samples, source = caption_only_samples(samples, request.control_captions)
+        return samples, {"name": control, "seed": seed, "captions": source}
+    return control_samples(samples, control, seed, pool=pool), {"name": control, "seed": seed}
+
+
+#: RunRequest field -> its transform; the RunSpec field of the same name holds its identity
+SAMPLE_TRANSFORMS: Registry[SampleTransform] = Registry("sample transform", base=SampleTransform)
+SAMPLE_TRANSFORMS.add("ids", SampleTransform(selected_ids, selects=True))
+SAMPLE_TRANSFORMS.add("control", SampleTransform(controlled))
+SAMPLE_TRANSFORMS.add("permutation", SampleTransform(permuted))
+
+
+def transform_samples(
+    request: Any, samples: list[Sample], pool: list[Sample]
+) -> tuple[list[Sample], dict[str, Any]]:
+    """Each registered transform whose field ``request`` sets (selections first) -> the items
+    and the identity by field. Bad input (an unknown id, a missing caption file): ValueError."""
+    transforms = SAMPLE_TRANSFORMS.names()
+    identity = {}
+    for name in sorted(transforms, key=lambda n: not SAMPLE_TRANSFORMS.get(n).selects):
+        if getattr(request, name, None):
+            samples, value = SAMPLE_TRANSFORMS.get(name).apply(request, samples, pool)
+            if value is not None:
+                identity[name] = value
+    return samples, identity

@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("benchmarks", "benchmarks"),
     ("judging", "judge metrics controls"),
     ("runner", "runner"),
-    ("steps", "steps robustness listen"),
+    ("steps", "steps robustness"),
     ("reports", "reports"),
     ("training", "training"),
     ("commands", "cli_options commands api cli"),

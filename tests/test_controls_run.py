@@ -88,7 +88,7 @@ def test_bad_control_name_is_a_usage_error(tmp_path, cache):
 
 def test_control_captions_for_an_llm_judge(tmp_path, cache):
     from cafe.judge.captions import load_captions
-    from cafe.listen import control_captions_file
+    from cafe.steps.listening import control_captions_file
 
     out = tmp_path / "ref"
     res = CliRunner().invoke(run_command, ["--version", "n10-seed0", "--out", str(out),

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from cafe.adapters.listening import Detected
 from cafe.adapters.reference import budget_events
+from cafe.benchmarks import choice_order as C
 from cafe.benchmarks.base import BENCHMARKS
 from cafe.records import Prediction, Sample
 from cafe.robustness import budgets as B
@@ -33,28 +34,28 @@ def _pred(sid: str, answer: str | None, correct: bool, run: int = 0) -> Predicti
 
 
 def test_rotation_moves_option_i_to_position_i_plus_k():
-    assert O.order(4, 0, "rotate", 0, "a") == [0, 1, 2, 3]
-    assert O.order(4, 1, "rotate", 0, "a") == [3, 0, 1, 2]  # option 0 now at B
-    assert O.order(4, 3, "rotate", 0, "a") == [1, 2, 3, 0]
-    s = O.permute_sample(_sample("a", ["w", "x", "y", "z"], "x"), 1, "rotate", 0)
+    assert C.order(4, 0, "rotate", 0, "a") == [0, 1, 2, 3]
+    assert C.order(4, 1, "rotate", 0, "a") == [3, 0, 1, 2]  # option 0 now at B
+    assert C.order(4, 3, "rotate", 0, "a") == [1, 2, 3, 0]
+    s = C.permute_sample(_sample("a", ["w", "x", "y", "z"], "x"), 1, "rotate", 0)
     assert s.choices == ["z", "w", "x", "y"] and s.answer == "x"
-    assert s.meta[O.ORDER_KEY] == [3, 0, 1, 2]
+    assert s.meta[C.ORDER_KEY] == [3, 0, 1, 2]
 
 
 def test_shuffle_is_a_seeded_permutation_and_ordering_zero_the_original():
-    a = O.order(5, 2, "shuffle", 7, "item")
-    assert sorted(a) == [0, 1, 2, 3, 4] and a == O.order(5, 2, "shuffle", 7, "item")
-    assert O.order(5, 0, "shuffle", 7, "item") == list(range(5))
-    assert {tuple(O.order(5, 2, "shuffle", s, "item")) for s in range(6)} != {tuple(a)}
+    a = C.order(5, 2, "shuffle", 7, "item")
+    assert sorted(a) == [0, 1, 2, 3, 4] and a == C.order(5, 2, "shuffle", 7, "item")
+    assert C.order(5, 0, "shuffle", 7, "item") == list(range(5))
+    assert {tuple(C.order(5, 2, "shuffle", s, "item")) for s in range(6)} != {tuple(a)}
     with pytest.raises(ValueError, match="mode"):
-        O.identity(1, 2, "reverse", 0)
+        C.identity(1, 2, "reverse", 0)
 
 
 def test_official_letter_rule_scores_the_reordered_item():
     # MMSU's official rule reads a letter and compares that option's TEXT with answer_gt: under
     # rotation 1 the answer "dog" moves from B to C
     mmsu = BENCHMARKS.get("mmsu")()
-    s = O.permute_sample(_sample("a", ["cat", "dog", "cow", "pig"], "dog"), 1, "rotate", 0)
+    s = C.permute_sample(_sample("a", ["cat", "dog", "cow", "pig"], "dog"), 1, "rotate", 0)
     assert s.choices == ["pig", "cat", "dog", "cow"]
     assert mmsu.is_correct("C", s.answer, s.choices)
     assert not mmsu.is_correct("B", s.answer, s.choices)  # B was right in the original order
@@ -66,12 +67,12 @@ def test_official_letter_rule_scores_the_reordered_item():
 
 def test_choices_section_hand_computed():
     base = [_sample("a", ["p", "q"], "p"), _sample("b", ["p", "q"], "q")]
-    rot = [O.permute_sample(s, 1, "rotate", 0) for s in base]  # ["q", "p"] for both
+    rot = [C.permute_sample(s, 1, "rotate", 0) for s in base]  # ["q", "p"] for both
     # a: right under both orderings (option p each time) -> circular, consistent
     # b: "p" in the original (wrong), "q" under rotation (right) -> neither
     orig = [_pred("a", "p", True), _pred("b", "p", False)]
     turned = [_pred("a", "p", True), _pred("b", "q", True)]
-    ident = O.identity(1, 2, "rotate", 0)
+    ident = C.identity(1, 2, "rotate", 0)
     sec = O.choices_section(base, [
         {"spec": {**ident, "k": 0}, "samples": base, "predictions": orig},
         {"spec": ident, "samples": rot, "predictions": turned},
@@ -89,7 +90,7 @@ def test_choices_section_hand_computed():
 
 def test_an_unanswered_item_is_neither_consistent_nor_right():
     base = [_sample("a", ["p", "q"], "p")]
-    ident = O.identity(1, 2, "rotate", 0)
+    ident = C.identity(1, 2, "rotate", 0)
     sec = O.choices_section(base, [
         {"spec": {**ident, "k": 0}, "samples": base, "predictions": [_pred("a", "p", True)]},
         {"spec": ident, "samples": base, "predictions": []},
@@ -405,7 +406,7 @@ def test_a_reordered_sakura_item_shows_and_is_judged_in_its_new_order(tmp_path):
     bench = BENCHMARKS.get("sakura")()
     samples = bench.load(str(write_folder(tmp_path))).samples
     original = next(s for s in samples if s.id == "Animal-a1-single")
-    s = O.permute_sample(original, 1, "rotate", 0)
+    s = C.permute_sample(original, 1, "rotate", 0)
     assert s.choices == ["owl", "dog", "cat", "cow"] and s.answer == "dog"
     text = build_messages(load_template("sakura"), s)[-1]["content"][-1]["text"]
     assert "(a) owl (b) dog (c) cat (d) cow" in text and "(a) dog (b) cat" not in text
@@ -413,11 +414,11 @@ def test_a_reordered_sakura_item_shows_and_is_judged_in_its_new_order(tmp_path):
     assert fields["answer"] == "(b) dog" and "(b) dog (c) cat" in fields["question"]
     assert sakura.official_response(s, "[GROUND_TRUTH_ANSWER]") == "(b) dog"
     # the original order is untouched: its saved text and label, spaces and all
-    assert O.permute_sample(original, 0, "rotate", 0).meta["instruction"] == (
+    assert C.permute_sample(original, 0, "rotate", 0).meta["instruction"] == (
         original.meta["instruction"])  # fmt: skip
     g = next(x for x in samples if x.id == "Gender-g1-single")
     assert bench.official_judge.fields(g)["answer"] == " (a) Female"
-    assert bench.official_judge.fields(O.permute_sample(g, 1, "rotate", 0))["answer"] == (
+    assert bench.official_judge.fields(C.permute_sample(g, 1, "rotate", 0))["answer"] == (
         " (b) Female")  # fmt: skip
 
 
@@ -440,13 +441,13 @@ def test_a_model_that_always_answers_c_is_position_biased_whatever_the_option_te
     base = [_sample(sid, options, options[1]) for sid in ("a", "b")]
     orderings = []
     for k in range(4):
-        shown = [O.permute_sample(s, k, "rotate", 0) for s in base]
+        shown = [C.permute_sample(s, k, "rotate", 0) for s in base]
         # the parser maps the reply "C" to the option TEXT "C" wherever it is shown (or to
         # position C's text, "yes" or "no"); the reply itself named position C
         preds = [Prediction(s.id, 0, "m", "s", "h", raw_output="C", answer_text="C",
                             answer=s.choices[2] if options[0] != "A" else "C")
                  for s in shown]  # fmt: skip
-        ident = O.identity(k, 4, "rotate", 0) if k else {**O.identity(1, 4, "rotate", 0), "k": 0}
+        ident = C.identity(k, 4, "rotate", 0) if k else {**C.identity(1, 4, "rotate", 0), "k": 0}
         orderings.append({"spec": ident, "samples": shown, "predictions": preds})
     sec = O.choices_section(base, orderings, resamples=50)
     assert sec["consistency"]["acc"] == 0.0  # options 2, 1, 0, 3 under rotations 0..3
@@ -459,7 +460,7 @@ def test_a_model_that_always_answers_c_is_position_biased_whatever_the_option_te
 def test_a_reply_without_a_letter_on_options_that_read_as_letters_is_unmapped():
     s = _sample("a", ["A", "B"], "A")
     assert O.chosen_option(_pred("a", "A", True), s) == (0, 0)  # raw_output "A": position A
-    shown = O.permute_sample(s, 1, "rotate", 0)  # ["B", "A"]
+    shown = C.permute_sample(s, 1, "rotate", 0)  # ["B", "A"]
     assert O.chosen_option(_pred("a", "A", False), shown) == (0, 1)  # position A shows "B"
     p = Prediction("a", 0, "m", "s", "h", raw_output="the first one", answer="A")
     assert O.chosen_option(p, shown) is None

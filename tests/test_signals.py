@@ -8,11 +8,12 @@ import json
 import pytest
 from report_runs import ITEMS, make_run
 
-from cafe.listen import write_listening
 from cafe.records import Judgement, Prediction, RubricScore
 from cafe.reports.leaderboard import Leaderboard, Row, row_from_run
 from cafe.reports.run_report import write_run_report
 from cafe.reports.signals import format_signals, run_signals
+from cafe.steps.engine import run_step
+from cafe.steps.listening import ListeningStep
 from cafe.store import RunStore
 
 # per-item accuracy over the two runs of report_runs.ITEMS
@@ -44,7 +45,7 @@ def build(tmp_path):
     with cstore.writer("predictions.jsonl") as w:
         w.write_many(Prediction(i, r, "m", "lalm", "h", "x", correct=i == "a1")
                      for i in ACC for r in (0, 1))  # fmt: skip
-    write_listening(real, {"silence": ctl})
+    run_step(ListeningStep({"silence": ctl}), real)
     return real
 
 

@@ -10,7 +10,6 @@ would differ only in their labels."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 #: the generation key a budget travels in (Request.generation, RunSpec.generation)
@@ -52,13 +51,6 @@ def budget_method(adapter_cls: type, model: str) -> str:
 def budget_identity(budget: int, method: str) -> dict[str, Any]:
     """What a sweep point adds to a run: the generation setting (identity) and its name."""
     return {"generation": {KEY: int(budget)}, "budget": int(budget), "method": method}
-
-
-def budget_folder(root: str | Path, budget: int) -> Path:
-    """``root``/budget-N, made here; a link planted there is refused, never run into."""
-    from cafe.safe_files import safe_dir
-
-    return safe_dir(Path(root) / f"budget-{int(budget)}")
 
 
 def decay_r(decay: Mapping[str, Any] | None) -> tuple[float | None, list[float] | None]:

@@ -10,15 +10,12 @@ prompt alone; silence), and each item gets one label:
 The items that need the audio are the last two (nothing without the clip answers them); the
 accuracy on them, with its bootstrap interval, is the score that only listening earns. An item
 is "right" under a condition when most of its runs are. The caption is the benchmark's reference
-caption (Sample.caption) or a captioner's (``cafe caption`` file), named in the run's identity."""
+caption (Sample.caption) or a captioner's (``cafe caption`` file), named in the run's identity;
+the items as caption-only shows them are cafe.controls.caption_only_samples."""
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from cafe.records import Sample
@@ -26,8 +23,6 @@ from cafe.records import Sample
 LABELS = ("needs the audio", "recoverable from a caption", "answerable from text", "never right")
 NEEDED = ("needs the audio", "never right")  # nothing without the clip answers these
 CONDITIONS = ("real", "caption", "text-only", "silence")
-#: the line in front of the question under caption-only
-CAPTION_LEAD = "Caption of the audio clip (given instead of the audio): "
 
 
 def verdict(real: bool, caption: bool | None, text_only: bool, silence: bool) -> str:
@@ -38,36 +33,6 @@ def verdict(real: bool, caption: bool | None, text_only: bool, silence: bool) ->
     if caption:
         return "recoverable from a caption"
     return "needs the audio" if real else "never right"
-
-
-def caption_samples(
-    samples: Sequence[Sample], captions_file: str | Path | None = None
-) -> tuple[list[Sample], str]:
-    """The items as caption-only shows them: no audio, the caption in front of the question;
-    an item without a caption fails with the reason. Returns them and the caption source's name
-    (``benchmark`` or ``<file>:<sha256[:12]>``), which is part of the run's identity."""
-    mapping: dict[str, str] | None = None
-    source = "benchmark reference captions"
-    if captions_file is not None:
-        from cafe.judge.captions import load_captions
-
-        mapping = load_captions(captions_file)
-        digest = hashlib.sha256(json.dumps(mapping, sort_keys=True).encode()).hexdigest()
-        source = f"{Path(captions_file).name}:{digest[:12]}"
-    out = []
-    for s in samples:
-        if s.error is not None:
-            out.append(s)
-            continue
-        cap = mapping.get(s.id) if mapping is not None else s.caption
-        if not cap:
-            where = Path(captions_file).name if captions_file else "the benchmark"
-            out.append(dataclasses.replace(s, audio=[], error=(
-                f"{where}: sample {s.id}: field caption: no caption for this item (caption-only "
-                "needs one: pass --captions FILE from `cafe caption`)")))  # fmt: skip
-            continue
-        out.append(dataclasses.replace(s, audio=[], question=f"{CAPTION_LEAD}{cap}\n{s.question}"))
-    return out, source
 
 
 def _right(acc: Mapping[str, float], sid: str) -> bool:

@@ -232,8 +232,8 @@ def _run_one(
             "most items failed (reasons above); the run folder keeps what succeeded"
         )
     if control_names and "accuracy" in result.metrics:
-        from cafe.listen import run_controls
         from cafe.metrics.listening import format_listening
+        from cafe.steps.listening import run_controls
 
         section = run_controls(
             result.run_dir, control_names, control_seed=control_seed,

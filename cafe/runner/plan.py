@@ -119,7 +119,7 @@ def default_folder(spec: RunSpec, label: str, card_defaults: dict[str, Any]) -> 
     if spec.ids:  # an --ids selection: its own folder
         parts.append(f"ids-{spec.ids['sha256'][:8]}")
     if spec.permutation:  # beside the original order's folder: <real>-perm-<mode><k>of<K>
-        from cafe.robustness.orderings import folder_suffix
+        from cafe.benchmarks.choice_order import folder_suffix
 
         parts.append(folder_suffix(spec.permutation))
     return Path("runs") / _slug("-".join(parts))
@@ -295,14 +295,6 @@ def plan_run(request: RunRequest) -> RunPlan:
     card = resolved.card
     adapter_cls = ADAPTERS.get(card.adapter)
     selection = select_samples(request, adapter_cls.reads_audio)
-    id_filter = None
-    if request.ids is not None:  # --ids FILE: these items only (cafe.robustness.ids), then --limit
-        from cafe.robustness.ids import select_ids
-
-        try:
-            selection.samples, id_filter = select_ids(selection.pool, request.ids, request.limit)
-        except ValueError as e:
-            raise RunError(str(e)) from None
     # the benchmark's own prompt (its official inference's) before the card's; --prompt-style
     # before both
     default_style = selection.bench.default_prompt_style or card.prompt_style
@@ -315,12 +307,14 @@ def plan_run(request: RunRequest) -> RunPlan:
     decoding = {k: adapter_options.pop(k) for k in GENERATION_OPTIONS if k in adapter_options}
     spec = build_spec(resolved, adapter_cls, adapter_options, selection, template, request,
                       decoding)  # fmt: skip
-    if id_filter:
-        spec = replace(spec, ids=id_filter)
-    if request.control:
-        spec = _with_control(spec, selection, request)
-    if request.permutation and request.permutation.get("k"):
-        spec = _with_permutation(spec, selection, dict(request.permutation))
+    # --ids, a control, a choice ordering: the registered sample transforms (cafe.controls)
+    from cafe.controls import transform_samples
+
+    try:
+        selection.samples, variant = transform_samples(request, selection.samples, selection.pool)
+    except (ValueError, OSError) as e:
+        raise RunError(str(e)) from None
+    spec = replace(spec, **variant)
     defaults = {
         "options": without_secrets(dict(card.options)),
         "prompt_style": default_style,
@@ -343,36 +337,6 @@ def plan_run(request: RunRequest) -> RunPlan:
         mode="new",
     )
     return read_folder(plan)
-
-
-def _with_control(spec: RunSpec, selection: Selection, request: RunRequest) -> RunSpec:
-    """A control run: the same items with the audio replaced (cafe.controls), or caption-only
-    (cafe.robustness.necessity: no audio, a caption as text), the control in the spec."""
-    control, seed = request.control, request.control_seed
-    try:
-        if control == "caption":
-            from cafe.robustness.necessity import caption_samples
-
-            selection.samples, source = caption_samples(selection.samples,
-                                                        request.control_captions)  # fmt: skip
-            return replace(spec, control={"name": control, "seed": seed, "captions": source})
-        from cafe.controls import control_samples
-
-        selection.samples = control_samples(selection.samples, control, seed, pool=selection.pool)
-    except (ValueError, OSError) as e:
-        raise RunError(str(e)) from None
-    return replace(spec, control={"name": control, "seed": seed})
-
-
-def _with_permutation(spec: RunSpec, selection: Selection, permutation: dict) -> RunSpec:
-    """A choice ordering (cafe.robustness.orderings): the options reordered, the key remapped."""
-    from cafe.robustness.orderings import permute_samples
-
-    try:
-        selection.samples = permute_samples(selection.samples, permutation)
-    except ValueError as e:
-        raise RunError(str(e)) from None
-    return replace(spec, permutation=permutation)
 
 
 def read_folder(plan: RunPlan) -> RunPlan:

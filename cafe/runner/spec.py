@@ -53,11 +53,11 @@ class RunSpec:
     #: a listening control ({"name": "silence" | "noise" | "shuffled" | "text-only", "seed"}):
     #: the same run with the audio replaced (cafe.controls); None for the real audio
     control: Mapping[str, Any] | None = None
-    #: a choice ordering (cafe.robustness.orderings: {"k", "of", "mode", "seed"}): the same
+    #: a choice ordering (cafe.benchmarks.choice_order: {"k", "of", "mode", "seed"}): the same
     #: run with each item's options reordered; None (and left out of the dict, so a run without
     #: --permute-choices keeps its identity) for the benchmark's own order
     permutation: Mapping[str, Any] | None = None
-    #: an --ids selection ({"sha256", "n"} of the sorted ids; cafe.robustness.ids); None (and
+    #: an --ids selection ({"sha256", "n"} of the sorted ids; cafe.benchmarks.ids); None (and
     #: left out of the dict) for every item
     ids: Mapping[str, Any] | None = None
 
@@ -197,9 +197,9 @@ class RunRequest:
     control_seed: int = 0
     #: a caption-only control's captions file (None: the benchmark's reference captions)
     control_captions: str | Path | None = None
-    #: a choice ordering ({"k", "mode", "seed", "index"}: cafe.robustness.orderings)
+    #: a choice ordering ({"k", "mode", "seed", "index"}: cafe.benchmarks.choice_order)
     permutation: Mapping[str, Any] | None = None
-    ids: str | Path | None = None  # --ids FILE: only the items it lists (cafe.robustness.ids)
+    ids: str | Path | None = None  # --ids FILE: only the items it lists (cafe.benchmarks.ids)
     # where, and what links to it
     out: str | Path | None = None
     control_of: str | Path | None = None  # the real run's folder, linked from the manifest
@@ -214,7 +214,7 @@ class RunRequest:
     judge: str | None = None
     judge_options: Mapping[str, Any] | None = None
 
-    #: the fields that rebuild a run's spec (cafe.listen's run options); the rest is per call
+    #: the fields that rebuild a run's spec (cafe.steps.variants.rerun_options); the rest: per call
     SPEC_INPUTS = (
         "model", "bench", "checkpoint", "data", "version", "runs", "limit", "seed",
         "prompt_style", "prompt_template", "max_new_tokens", "options", "ids",

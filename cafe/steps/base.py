@@ -2,7 +2,7 @@
 five hooks. A Step names its options (resolved into a frozen spec: its API keywords and
 command-line flags), the section it writes (``Section``), the records its calls keep
 (``Records``), the variant runs it needs beside the run, and gives setup / plan / call / status /
-section. cafe.steps.engine does the rest the same way for every step: lock, view, variants,
+section. cafe.steps.engine does the rest the same way for every step: lock, view,
 resume, plan, share, execute, counters, costs, status, section, write, invalidate. State made
 for one invocation (a judge) is returned by ``setup`` and handed back in the ``Context``; a step
 keeps nothing on ``self`` between hooks."""
@@ -194,8 +194,7 @@ class Invocation:
 class Context:
     """What the engine hands each hook (hooks read it, never write it): the folder's view, the
     spec, what ``setup`` made (``state``), how the calls are made, the call cache, the call
-    plan (batch transport and cost ledger), this invocation once made, its costs and the
-    variant runs' folders ({name: folder})."""
+    plan (batch transport and cost ledger), this invocation once made and its costs."""
 
     view: View
     spec: dict[str, Any]
@@ -205,7 +204,6 @@ class Context:
     state: Any = None
     made: Invocation = field(default_factory=Invocation)
     costs: dict[str, Any] | None = None
-    variants: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -274,8 +272,6 @@ class Step:
     positional: ClassVar[tuple[str, ...]] = ()  # its API function's arguments after run_dir
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     records: ClassVar[Records | None] = None  # None: no calls
-    #: the runs it needs beside the run: (context) -> [cafe.steps.variants.Variant]
-    variants: ClassVar[Callable[[Context], list[Any]] | None] = None
     prints: ClassVar[Callable[[dict[str, Any]], str] | None] = None  # its command's text
 
     def setup(self, ctx: Context) -> Setup:

@@ -392,8 +392,9 @@ def listen_command(
     cafe listen runs/qwen2.5-omni-7b-mmar-v2
     cafe listen runs/reference-synth-v2-n200-seed0 --controls silence,shuffled
     """
-    from cafe.listen import rerun_options, run_controls
     from cafe.metrics.listening import format_listening
+    from cafe.steps.listening import run_controls
+    from cafe.steps.variants import rerun_options
     from cafe.store import RunStore
 
     try:

@@ -99,10 +99,6 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
         ctx = _context(step, store, view, calls, spec_of(step, options))
         setup = step.setup(ctx)
         ctx = replace(ctx, spec=setup.spec, state=setup.state)
-        if step.variants is not None:  # the runs it needs beside this one, built once
-            from cafe.steps.variants import build_variants
-
-            ctx = replace(ctx, variants=build_variants(view.root, step.variants(ctx), calls))
         records: list[Any] = []
         planned_all = 0
         path = _records_path(store, rec, setup)

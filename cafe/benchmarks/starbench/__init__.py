@@ -167,7 +167,7 @@ def _figure(task: dict[str, Any], label: str) -> dict[str, Any]:
 def choice_order(scored: list[tuple[Sample, bool]], replies: dict[str, Any]) -> dict[str, Any]:
     """cafe's consistency and positional bias over the rotated tasks' runs (circular accuracy
     is their ACR). A reply read as no upper-case letter chose no option."""
-    from cafe.robustness.orderings import positional_bias
+    from cafe.benchmarks.choice_order import positional_bias
 
     picks: dict[str, list[int | None]] = {}
     bias = []

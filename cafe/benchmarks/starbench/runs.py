@@ -90,7 +90,7 @@ def gold_letter(s: Sample) -> str:
 
 def raw_option(s: Sample, shown: int) -> int:
     """The item's own option (its index in the metadata row) shown at position ``shown``."""
-    from cafe.robustness.orderings import ORDER_KEY
+    from cafe.benchmarks.choice_order import ORDER_KEY
 
     again = s.meta.get(ORDER_KEY) or list(range(len(s.choices)))
     return int(s.meta["option_order"][again[shown]])

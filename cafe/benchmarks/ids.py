@@ -41,3 +41,8 @@ def select_ids(
     picked = [s for s in pool if s.id in wanted][:limit]
     digest = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
     return picked, {"sha256": digest, "n": len(ids)}
+
+
+def selected_ids(request: Any, samples: list[Sample], pool: list[Sample]) -> tuple[list, Any]:
+    """The sample transform of RunRequest.ids: the listed items of the pool, then --limit."""
+    return select_ids(pool, request.ids, request.limit)

@@ -1,0 +1,120 @@
+"""Variant runs: the runs a step needs beside a run (listening controls, choice orderings,
+necessity's caption-only / text-only / silence, a sweep's budgets), each an ordinary run with a
+few RunRequest fields changed, in a folder of its own: ``<real>-<suffix>`` (a sweep's inside its
+folder). A finished one is reused by the runner's resume. Each protocol lists what it needs as
+Variants; ``run_variants`` is the one place that runs them."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cafe.folder.status import StepStatus, by_counts
+from cafe.steps.base import Context, Step
+from cafe.store import RunStore
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # what its step calls it (a control, an ordering, a budget)
+    suffix: str  # its folder: <real>-<suffix> (``inside``: <folder>/<suffix>)
+    #: the RunRequest fields it changes (control, permutation, control_captions, judge…);
+    #: ``options`` are merged over the run's own (a budget's generation setting)
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    inside: bool = False
+
+    def folder(self, origin: str | Path) -> Path:
+        origin = Path(origin)
+        if not self.inside:
+            return origin.with_name(f"{origin.name}-{self.suffix}")
+        from cafe.safe_files import safe_dir  # made here; a link planted there is refused
+
+        return safe_dir(origin / self.suffix)
+
+
+class VariantStep(Step):
+    """A section of the run from its variant runs' folders ({variant name: folder})."""
+
+    def __init__(self, folders: Mapping[str, str | Path] | None = None) -> None:
+        self.folders = dict(folders or {})
+
+    def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
+        view = ctx.view
+        # a comparison needs the run's answers: none answered, nothing to compare
+        answered = sum(p.error is None for p in view.predictions)
+        return by_counts(len(view.predictions), answered, "items", "failed")
+
+
+def rerun_options(manifest: dict[str, Any]) -> dict[str, Any]:
+    """RunRequest fields that rebuild a folder's spec, from its manifest (format 2: "spec")."""
+    spec = manifest.get("spec")
+    if not spec:
+        raise ValueError(
+            "the run folder has no run spec (written by an older cafe): run the controls with "
+            "`cafe run … --controls LIST` and the real run's options instead"
+        )
+    from cafe.prompts import load_template
+
+    try:
+        packaged = load_template(spec["prompt_style"]).hash
+    except (KeyError, FileNotFoundError, ValueError):
+        packaged = None
+    own = spec["template_hash"] != packaged  # the user's template: its text, kept
+    gen, prompt = spec.get("generation") or {}, manifest.get("prompt") or {}
+    keep = ("model", "bench", "checkpoint", "version", "runs", "limit", "seed", "prompt_style")
+    return {**{k: spec.get(k) for k in keep}, "data": (manifest.get("bench") or {}).get("source"),
+            "prompt_template": prompt.get("template_source") if own else None,
+            "max_new_tokens": gen.get("max_new_tokens"),
+            "options": dict(spec.get("adapter_options") or {})}  # fmt: skip
+
+
+def run_variants(
+    origin: str | Path,
+    variants: Sequence[Variant],
+    *,
+    run_options: Mapping[str, Any] | None = None,
+    model_call: Mapping[str, Any] | None = None,
+    after: Callable[[Variant, Any], None] | None = None,
+    **execution: Any,
+) -> dict[str, Path]:
+    """Run each variant of the run in ``origin`` once -> {variant name: its folder}. Its spec:
+    ``run_options`` (RunRequest fields), else the run's manifest (its --ids items too);
+    ``model_call``: what the folder does not keep about reaching its model (cards, checkpoint,
+    ``options`` such as endpoints), over the run's own; ``execution``: fields that change no
+    prediction (batch_size, concurrency, progress, cache, strict, cards). A control links back
+    to the run; judging is off unless the variant says. ``after(variant, RunResult)``: after
+    each run."""
+    from cafe.runner.main import run
+    from cafe.runner.spec import RunRequest
+
+    origin, folders, store = Path(origin), {}, RunStore(origin)
+    manifest = store.read_manifest() if run_options is None or store.has_manifest() else {}
+    opts = {**(run_options or rerun_options(manifest)), "out": None}
+    call = dict(model_call or {})
+    opts["options"] = {**(opts.get("options") or {}), **(call.pop("options", None) or {})}
+    opts.update({k: v for k, v in call.items() if v})
+    with tempfile.TemporaryDirectory(prefix="cafe-ids-") as tmp:
+        if not opts.get("ids") and (manifest.get("spec") or {}).get("ids"):
+            # the --ids items it ran, in a file while the runs take (same set: same identity)
+            opts["ids"] = Path(tmp) / "ids.txt"
+            opts["ids"].write_text("".join(f"{s.id}\n" for s in store.samples()), "utf-8")
+        for v in variants:
+            changes = dict(v.changes)
+            options = {**opts["options"], **(changes.pop("options", None) or {})}
+            link = {"control_of": str(origin)} if changes.get("control") else {}
+            fields = {"judge": "none", **opts, **link, **changes, "options": options}
+            result = run(RunRequest(**{**fields, "out": v.folder(origin)}, **execution))
+            if after is not None:
+                after(v, result)
+            folders[v.name] = Path(result.run_dir)
+    return folders
+
+
+def run_beside(step: type[VariantStep], origin: str | Path, variants: list, **options: Any):
+    """The variants run (run_variants' ``options``), then ``step``'s section of the run."""
+    from cafe.steps.engine import run_step
+
+    return run_step(step(run_variants(origin, variants, **options)), origin).section
