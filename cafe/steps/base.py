@@ -1,9 +1,9 @@
 """What a step is (DESIGN.md "cafe/steps/"): an analysis after the run, declared as data plus
 five hooks. A Step names its options (resolved into a frozen spec: its API keywords and
 command-line flags), the section it writes (``Section``), the records its calls keep
-(``Records``), the variant runs it needs beside the run, and gives setup / plan / call / status /
-section. cafe.steps.engine does the rest the same way for every step: lock, view,
-resume, plan, share, execute, counters, costs, status, section, write, invalidate. State made
+(``Records``), and gives setup / plan / call / status / section (the variant runs a section
+compares with are cafe.steps.variants'). cafe.steps.engine does the rest the same way for
+every step: lock, view, resume, plan, share, execute, counters, costs, status, section, write, invalidate. State made
 for one invocation (a judge) is returned by ``setup`` and handed back in the ``Context``; a step
 keeps nothing on ``self`` between hooks."""
 
