@@ -107,20 +107,17 @@ class AnswerJudge(Asks):
             choice, status = read_verdict(text, sample.choices)
             return ((choice, status), None) if status != "unparseable" else (None, status)
 
-        raws: list[str] = []
-        for attempt in range(RETRIES + 1):
+        def request(attempt: int, _: str | None) -> tuple[Any, dict[str, Any]]:
             text_in = prompt if attempt == 0 else prompt + REMINDER
             # the reminder is in the prompt, so in the key
-            got = await self.caller.ask([{"role": "user", "content": text_in}],
-                                        {"prompt": text_in}, parse, temperature=0.0,
-                                        max_tokens=self.max_tokens)  # fmt: skip
-            if got.error is not None:
-                return Verdict(pred.sample_id, pred.run_index, None, "failed", got.error)
-            raws.append(got.text or "")
-            if got.ok:
-                choice, status = got.value
-                return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
-        return Verdict(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws))
+            return [{"role": "user", "content": text_in}], {"prompt": text_in}
+
+        got, raws = await self.caller.ask_retrying(RETRIES, request, parse, temperature=0.0,
+                                                   max_tokens=self.max_tokens)  # fmt: skip
+        if got.error is not None:
+            return Verdict(pred.sample_id, pred.run_index, None, "failed", got.error)
+        choice, status = got.value if got.ok else (None, "unparseable")
+        return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
 
 
 def judged_section(

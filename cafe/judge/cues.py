@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cafe.judge.base import JudgeItem
-from cafe.judge.extraction import LLMJudge, build_prompt
+from cafe.judge.extraction import LLMJudge
 from cafe.metrics.cues import cues_of
 from cafe.prompts import text_template
 
@@ -28,16 +28,8 @@ class CueJudge(LLMJudge):
         self.template, self.template_hash = text_template("cue_extraction", template)
 
     def prompt_for(self, item: JudgeItem) -> str:
-        s = item.sample
-        text = build_prompt(
-            self.template,
-            question=s.question,
-            answer=s.answer or "",
-            caption=item.caption,
-            output=item.prediction.raw_output or "",
-            choices="\n".join(s.choices),
-        )
-        return text.replace("{cues}", "\n".join(f"- {c}" for c in cues_of(s)))
+        cues = "\n".join(f"- {c}" for c in cues_of(item.sample))
+        return super().prompt_for(item).replace("{cues}", cues)
 
 
 def format_cues(section: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
 from cafe.caller import Asks, Caller, CallerSpec
-from cafe.clients.breaker import ServerUnreachable
+from cafe.judge.extraction import first_json
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
 from cafe.prompts import text_template
@@ -45,7 +45,6 @@ RETRIES = 3  # extra attempts per rater after an invalid reply
 MAX_TOKENS = 2048
 PAPER_JUDGE = "gpt-4o-2024-11-20"  # the authors' judge model
 _PART = re.compile(r"^----- (system|user|criterion|reply item) -----\n", re.MULTILINE)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -143,18 +142,6 @@ def build_prompt(
     )
 
 
-def _first_list(text: str) -> Any:
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\[", text):
-        try:
-            obj, _ = decoder.raw_decode(text, m.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, list) and (not obj or isinstance(obj[0], dict)):
-            return obj
-    return None
-
-
 def score_reply(
     text: str | None, criteria: Sequence[Criterion]
 ) -> tuple[float | None, str | None, list[str]]:
@@ -162,11 +149,7 @@ def score_reply(
     Tolerates a code fence and prose around the list."""
     if not text or not text.strip():
         return None, "empty reply", []
-    obj = None
-    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        obj = _first_list(candidate)
-        if obj is not None:
-            break
+    obj = first_json(text, "[", lambda o: isinstance(o, list) and (not o or isinstance(o[0], dict)))
     if obj is None:
         return None, f"no JSON list in reply: {' '.join(text.split())[:80]!r}", []
     if len(obj) != len(criteria):
@@ -246,16 +229,8 @@ class RubricJudge(Asks):
         self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=plan)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "judge": self.identity,
-            "template_hash": self.template_hash,
-            "raters": self.raters,
-            "trim": self.trim,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "retries": self.retries,
-            "max_tokens": self.max_tokens,
-        }
+        return {"judge": self.identity, "template_hash": self.template_hash, **self.protocol,
+                "retries": self.retries, "max_tokens": self.max_tokens}  # fmt: skip
 
     @property
     def spec(self) -> JudgeSpec:
@@ -264,9 +239,8 @@ class RubricJudge(Asks):
         return JudgeSpec(
             task="mmar-rubric", kind=self.kind, model=self.model,
             template_hash=self.template_hash, endpoint=JudgeSpec.endpoint_of(self._endpoints),
-            max_tokens=self.max_tokens,
-            temperature=self.temperature, seed=self.seed, raters=self.raters, trim=self.trim,
-            retries=self.retries,
+            max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed,
+            raters=self.raters, trim=self.trim, retries=self.retries,
         )  # fmt: skip
 
     @property
@@ -295,26 +269,20 @@ class RubricJudge(Asks):
             score, why, notes = score_reply(text, criteria)
             return ((score, notes), None) if score is not None else (None, why)
 
-        raws: list[str] = []
-        reason = None
-        for attempt in range(self.retries + 1):
-            try:
-                got = await self.caller.ask(
-                    messages, {"prompt": prompt, "rater": rater, "attempt": attempt}, parse,
-                    temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed,
-                )  # fmt: skip
-            except ServerUnreachable:  # a dead server stops the command, not one item
-                raise
-            except Exception as e:  # a client bug or transport error: this item only
-                return None, raws, len(raws), [], f"judge call failed: {type(e).__name__}: {e}"
-            if got.error is not None:
-                return None, raws, len(raws), [], f"judge call failed: {got.error}"
-            raws.append(got.text or "")
-            reason = got.reason
-            if got.ok:
-                score, notes = got.value
-                return score, raws, len(raws) - 1, notes, None
-        return None, raws, len(raws), [f"rater {rater}: invalid after {len(raws)}: {reason}"], None
+        def request(attempt: int, _: str | None) -> tuple[Any, dict[str, Any]]:
+            return messages, {"prompt": prompt, "rater": rater, "attempt": attempt}
+
+        got, raws = await self.caller.ask_retrying(
+            self.retries, request, parse, catch=True, temperature=self.temperature,
+            max_tokens=self.max_tokens, seed=self.seed,
+        )  # fmt: skip
+        if got.error is not None:
+            return None, raws, len(raws), [], f"judge call failed: {got.error}"
+        if got.ok:
+            score, notes = got.value
+            return score, raws, len(raws) - 1, notes, None
+        note = f"rater {rater}: invalid after {len(raws)}: {got.reason}"
+        return None, raws, len(raws), [note], None
 
     async def ascore(self, sample: Sample, p: Prediction) -> RubricScore:
         if p.raw_output is None or p.error:
@@ -339,8 +307,8 @@ class RubricJudge(Asks):
         }
         if failures:
             return self.record(p, "failed", reason=failures[0], **kw)
-        if any(r[0] is None for r in rated):
-            bad = sum(r[0] is None for r in rated)
+        bad = sum(r[0] is None for r in rated)
+        if bad:
             return self.record(
                 p, "invalid", reason=f"{bad} of {self.raters} raters gave no valid reply", **kw
             )

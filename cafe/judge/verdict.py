@@ -83,33 +83,32 @@ class VerdictJudge(AnswerJudge):
                               answer=fields.get("answer", sample.answer or ""),
                               output=vs.null_output if output is None
                               else vs.output_form(sample, output))  # fmt: skip
-        extra = {"top_p": vs.top_p} if vs.top_p is not None else {}
-        if vs.system is not None:  # part of the request, so of its cache key
-            extra["system"] = vs.system
-
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
-        # for every judge; top_p is this rule's own sampling setting, so it is in the request
-        system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
+        # for every judge; top_p and the system prompt are this rule's own, in the request, so
+        # in its cache key
         sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
+        system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
+        extra = {**sampling, **({"system": vs.system} if system else {})}
 
         def parse(text: str | None) -> tuple[Any, str | None]:
             value = vs.reader(text)
             return (value, None) if value is not None else (None, "unparseable")
 
-        raws: list[str] = []
-        for attempt in range(vs.retries + 1):
+        def request(attempt: int, _: str | None) -> tuple[Any, dict[str, Any]]:
             text_in = prompt if attempt == 0 else prompt + vs.reminder
             again = {"attempt": attempt} if attempt > 1 else {}  # each retry its own key
-            got = await self.caller.ask([*system, {"role": "user", "content": text_in}],
-                                        {"prompt": text_in, **extra, **again}, parse,
-                                        temperature=vs.temperature, max_tokens=self.max_tokens,
-                                        **sampling)  # fmt: skip
-            if got.error is not None:
-                return Judged(pred.sample_id, pred.run_index, None, "failed", got.error)
-            if got.ok:  # the raw reply is the one read (earlier attempts: counted)
-                return Judged(pred.sample_id, pred.run_index, None, "ok", got.text,
-                              value=got.value, attempts=attempt + 1)  # fmt: skip
-            raws.append(got.text or "")
+            messages = [*system, {"role": "user", "content": text_in}]
+            return messages, {"prompt": text_in, **extra, **again}
+
+        got, raws = await self.caller.ask_retrying(
+            vs.retries, request, parse, temperature=vs.temperature, max_tokens=self.max_tokens,
+            **sampling,
+        )  # fmt: skip
+        if got.error is not None:
+            return Judged(pred.sample_id, pred.run_index, None, "failed", got.error)
+        if got.ok:  # the raw reply is the one read (earlier attempts: counted)
+            return Judged(pred.sample_id, pred.run_index, None, "ok", got.text, value=got.value,
+                          attempts=len(raws))  # fmt: skip
         return Judged(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws),
                       attempts=len(raws))  # fmt: skip
 
