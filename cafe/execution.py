@@ -1,15 +1,10 @@
 """The one executor of calls (`cafe run`'s batches of model calls on threads, every step of
-cafe.steps.engine, captions): at most ``concurrency`` calls in flight (``Limiter``), each record
-appended as it finishes in fsynced batches of FLUSH_EVERY (a kill loses at most one batch, which
-the call cache then replays for free), an exception in one item its failed record, a server that
-stops answering (ServerUnreachable) or a caller's fatal error the end of the command with what
-finished kept (``execute``; ``run_sync`` from synchronous code, a notebook's running loop too);
-the records a caller's frozen spec may keep from earlier invocations (``resume``: the one resume,
-the engine's and the judges'); the calls' cost into the run's manifest (``write_costs``) and what
-a batch still holds (``pending_calls``); and the one cached call (``cached_call``: a key from the
-caller's frozen spec plus the call's inputs, asked once on a miss, only a usable result stored)
-that the engine and every judge use (`cafe run`'s CachedAdapter keys by its frozen RunSpec alike,
-a batch's misses sent in one generate)."""
+cafe.steps.engine, captions): ``execute`` keeps at most ``concurrency`` calls in flight, appends
+each record as it finishes in fsynced batches (a kill loses at most one, which the call cache
+replays for free) and ends the command on a dead server or a fatal error with what finished
+kept; ``run_sync`` runs it from synchronous code. Also the one resume (``resume``), the one
+cached call (``cached_call``: a key from the caller's frozen spec plus the call's inputs, only
+a usable result stored) and the calls' cost into the manifest (``write_costs``)."""
 
 from __future__ import annotations
 
@@ -55,15 +50,11 @@ async def write_as_completed(
     flush_every: int | None = None, batched: bool = False,
     running: Mapping[asyncio.Future[Any], Future[Any] | None] | None = None,
 ) -> list[tuple[int, Any]]:  # fmt: skip
-    """Await ``tasks`` (each gives its index and its result) as they finish; append their
-    records in fsynced batches of at least ``flush_every`` (default FLUSH_EVERY; a kill loses at
-    most one batch, which the next run makes again) -> the (index, result) pairs as they came.
-    ``batched``: each result is a list of records, written whole. Any exception (a dead server,
-    a --strict stop, a writer that refuses, Ctrl-C) ends it after the buffer is written: the
-    calls not yet sent are cancelled; those ``running`` (sent: on this loop or on a thread) are
-    let finish and their records written too, already paid for, as are the calls that had
-    finished.
-    A server that stops answering says how many were kept."""
+    """Await ``tasks`` (each gives its index and its result) as they finish, appending their
+    records in fsynced batches of ``flush_every`` -> the (index, result) pairs as they came.
+    ``batched``: each result is a list of records. Any exception (a dead server, a --strict
+    stop, a writer that refuses, Ctrl-C) ends it after the buffer is written (``_wind_down``);
+    a server that stops answering says how many records were kept."""
     from cafe.clients.breaker import ServerUnreachable
 
     flush_every = flush_every or FLUSH_EVERY
@@ -112,11 +103,10 @@ async def _wind_down(
     left: Sequence[asyncio.Future[Any]], writer: Any,
     running: Mapping[asyncio.Future[Any], Future[Any] | None], batched: bool,
 ) -> int:  # fmt: skip
-    """After a stop, over the calls not yet written (``left``): cancel those not yet sent (one
-    waiting for its turn, or queued for a thread); the calls already sent (``running``: on this
-    loop, or on a thread, where no cancel stops one) are let finish and their records written,
-    their own errors no longer mattering: the server answers them, so they are paid for and
-    the folder must count them -> records kept. A second Ctrl-C ends the wait."""
+    """After a stop: cancel the calls not yet sent; those already sent (``running``: on this
+    loop, or on a thread, where no cancel stops one) finish and their records are written,
+    since the server answers them and they are paid for -> records kept. A second Ctrl-C ends
+    the wait."""
     for t in left:
         if t not in running:
             t.cancel()  # a finished one keeps its result
@@ -158,15 +148,11 @@ async def execute(
 ) -> list[R]:
     """``call`` on every item, at most ``concurrency`` in flight, records written as they come
     -> the records in the items' order. An exception in one call is its items' ``failed(item,
-    reason)`` records; a server that stops answering (ServerUnreachable) or a ``fatal``
-    exception ends the command with what finished kept.
-
-    ``threads``: ``call`` is synchronous (a model's generate): it runs on one of ``concurrency``
-    threads of its own, with one more call queued per thread (a thread never waits while the
-    records are written), and a stop waits for the running ones and keeps their records.
-    ``batch_size``: ``call`` gets lists of up to that many items and returns their records in
-    order (`cafe run`'s batches, each written whole). ``aclose`` (the judge's client) runs at
-    the end whatever happens."""
+    reason)`` records; ServerUnreachable or a ``fatal`` exception ends the command with what
+    finished kept. ``threads``: ``call`` is synchronous (a model's generate) and runs on one of
+    ``concurrency`` threads, one more call queued per thread (a thread never waits while the
+    records are written). ``batch_size``: ``call`` gets lists of items and returns their
+    records in order. ``aclose`` runs at the end whatever happens."""
     from cafe.clients.breaker import ServerUnreachable
 
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
@@ -221,7 +207,6 @@ def honour_interrupts() -> Callable[[], None]:
     the function that puts the old disposition back. A handler of the program's own (a
     notebook kernel's) is kept; off the main thread nothing changes."""
     import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -233,11 +218,10 @@ def honour_interrupts() -> Callable[[], None]:
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    """Run ``coro`` from synchronous code on an event loop of its own: ``asyncio.run``, or,
-    where this thread already runs a loop (a notebook), on a helper thread. An interrupt while
-    it runs (Ctrl-C, `kill -INT` of a background job, the notebook's stop button) cancels it
-    (``execute`` then cancels the calls not yet sent and writes those that were) and is raised
-    once it has wound down."""
+    """Run ``coro`` from synchronous code on an event loop of its own (on a helper thread where
+    this thread already runs one: a notebook). An interrupt while it runs (Ctrl-C, `kill -INT`
+    of a background job, the notebook's stop button) cancels it and is raised once it has
+    wound down."""
     restore = honour_interrupts()
     try:
         return _run_sync(coro)
@@ -293,9 +277,8 @@ def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
 
 @dataclass
 class Selection:
-    """Which of the items left to do are called (``todo``); the others need no call of their
-    own: ``decided``, records made without one (written before the calls), and ``copies``,
-    (item, run) -> the (item, run) whose record it shares (the same call: selective judging,
+    """Which items left to do are called (``todo``); ``decided``: records made without a call;
+    ``copies``: (item, run) -> the (item, run) whose record it shares (the same prompt:
     cafe.judge.batching), copied after the calls (``share_records``)."""
 
     todo: list[Any]
@@ -303,7 +286,6 @@ class Selection:
     copies: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
     def report(self, n_items: int | None = None) -> dict[str, Any]:
-        """What selective judging did; ``n_items`` (default: those it was made from)."""
         made_from = len(self.todo) + len(self.decided) + len(self.copies)
         return {
             "items": made_from if n_items is None else n_items,
@@ -335,10 +317,8 @@ def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
 
 
 def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
-    """One call's cache key from the caller's frozen spec and the call's inputs: a step's spec
-    (a dict) as ``step=spec, inputs=inputs``; a judge's JudgeSpec through its ``call_key`` (its
-    call fields plus the request's parts: prompt, audio hashes, rater, attempt). These are the
-    keys cafe has always written, so existing caches keep hitting."""
+    """One call's cache key: a step's dict spec as ``step=spec, inputs=inputs``; a judge's
+    JudgeSpec through its ``call_key``. The keys cafe has always written: caches keep hitting."""
     if isinstance(spec, Mapping):
         from cafe.cache import make_key
 
@@ -355,11 +335,9 @@ async def cached_call(
     entry: Callable[[R], Any],
     valid: Callable[[Any], bool] | None = None,
 ) -> tuple[Any, R | None]:
-    """The one cached call -> (entry, None) when the cache holds one under ``call_key(spec,
-    inputs)`` that ``valid`` accepts (a damaged one is a miss, asked again and replaced); else
-    ``ask()`` is awaited once (counted in the item's share of the calls) and returns
-    (``entry(result)``, result), the entry stored unless None (a failed or unusable reply, so
-    the next invocation asks again)."""
+    """(entry, None) from the cache when it holds one ``valid`` accepts (a damaged one is a
+    miss); else ``ask()`` once -> (``entry(result)``, result), the entry stored unless None (a
+    failed or unusable reply: the next invocation asks again)."""
     from cafe.counters import count_share
 
     key = call_key(spec, inputs)
@@ -375,11 +353,9 @@ async def cached_call(
 
 
 class CallCache:
-    """The engine's call cache, handed to every step as ``step.call_cache``: the engine opens it,
-    the one place (``cache``: a Cache, its path, or None for ``$CAFE_CACHE/<name>``), on first
-    use, so a step whose calls cache nothing opens no file. Every call a step makes through
-    it is ``cached_call`` on it: keyed by the caller's frozen spec plus the call's inputs, a hit
-    or a miss counted in the item's share."""
+    """The engine's call cache, handed to every step as ``step.call_cache`` (``cache``: a Cache,
+    its path, or None for ``$CAFE_CACHE/<name>``), opened on first use, so a step whose calls
+    cache nothing opens no file."""
 
     def __init__(self, cache: Any, name: str) -> None:
         from cafe.cache import Cache
@@ -398,33 +374,29 @@ class CallCache:
 
     @property
     def hits(self) -> int:
-        """The cache's hits (0 while it was never opened)."""
         return self._cache.hits if self._cache is not None else 0
 
     async def ask(
         self, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,
         entry: Callable[[R], Any], valid: Callable[[Any], bool] | None = None,
     ) -> tuple[Any, R | None]:  # fmt: skip
-        """``cached_call`` on the engine's cache."""
         return await cached_call(self.cache, spec, inputs, ask, entry=entry, valid=valid)
 
 
 def reply_entry(reply: Any, final: bool = False) -> dict[str, str] | None:
-    """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer, a thinking
-    model's reasoning left out); None when the call failed or gave no text."""
+    """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer); None when
+    the call failed or gave no text."""
     text = reply.final if final else reply.text
     return None if reply.error or text is None else {"text": text}
 
 
 def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:
-    """Await ``calls`` on one event loop, at most ``concurrency`` in flight (None: as many as
-    the callee's client admits) -> their results in order; the first exception ends it. The
-    way a synchronous caller (the training data pipeline's LLM stages) makes its calls."""
-    sem = Limiter(concurrency) if concurrency else None
+    """Await ``calls`` on one event loop from synchronous code (the data pipeline's LLM
+    stages), at most ``concurrency`` in flight (None: the client's own bound) -> the results
+    in order; the first exception ends it."""
+    sem = Limiter(concurrency or len(calls))
 
     async def one(call: Awaitable[R]) -> R:
-        if sem is None:
-            return await call
         async with sem:
             return await call
 
@@ -450,15 +422,11 @@ def resume(
     spec_name: str = "spec",
     redone: str = "made again",
 ) -> list[R]:
-    """The records of ``path`` made under ``spec`` (the caller's frozen spec), with the spec
-    stored beside them (``spec_file``).
-
-    The stored spec equal to ``spec``: every record is kept. Another spec: none is (a note
-    names the differing fields), and the file is emptied before the new spec is written, so a
-    kill in between never leaves old records under the new spec. No stored spec (a folder from
-    before specs): the records ``legacy_ok`` accepts are kept (none without it). ``normalize``
-    reads a stored spec as the caller compares it (None: damaged or foreign, another spec).
-    ``write=False`` (a dry run): the same answer, nothing written."""
+    """The records of ``path`` made under ``spec``, which is stored beside them (``spec_file``).
+    Another stored spec keeps none (a note names the differing fields), and the file is emptied
+    before the new spec is written, so a kill in between never leaves old records under the new
+    spec. No stored spec (a folder from before specs): those ``legacy_ok`` accepts are kept.
+    ``normalize`` reads a stored spec (None: damaged or foreign). ``write=False``: a dry run."""
     from cafe.reporting import note
     from cafe.store import rewrite_jsonl, write_json_atomic
 
@@ -495,8 +463,8 @@ def _differences(stored: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> s
 
 
 def pending_calls(plan: Any) -> int:
-    """Calls a call plan's batches still hold: left running (--batch-no-wait) or cancelled at
-    the service. No results yet, so not a failure: the same command again collects them."""
+    """Calls a plan's batches still hold (left running by --batch-no-wait, or cancelled at the
+    service): no results yet, so not a failure: the same command again collects them."""
     if plan is None:
         return 0
     return sum(int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
@@ -505,7 +473,7 @@ def pending_calls(plan: Any) -> int:
 
 def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
     """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
-    ``costs``; returns the invocation's own summary."""
+    ``costs`` -> the invocation's own summary."""
     from cafe.clients.costs import merge_summaries
 
     if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):

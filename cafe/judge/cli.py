@@ -94,20 +94,7 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
 )
 @batch_click_options
 def caption_command(
-    bench: str,
-    data: str | None,
-    version: str | None,
-    audio_root: str | None,
-    captioner: str,
-    model: str | None,
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
-    template: str | None,
-    concurrency: int,
-    limit: int | None,
-    cache_path: str | None,
-    out: str,
-    batch: BatchChoice,
+    model: str | None, cache_path: str | None, out: str, batch: BatchChoice, **options: Any
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
@@ -120,22 +107,9 @@ def caption_command(
 
     # batch state beside the captions file: <out>.batches/
     plan = call_plan(f"{out}.", **batch.call_kwargs())
-    res = caption(
-        bench,
-        out,
-        captioner=captioner,
-        model=model or "",
-        data=data,
-        version=version,
-        endpoints=endpoints,
-        template=template,
-        concurrency=concurrency,
-        limit=limit,
-        cache=cache_path,
-        audio_root=audio_root,
-        api_key_env=api_key_env,
-        calls=plan,
-    )
+    # the other options (bench, data, version, audio_root, captioner, endpoints, api_key_env,
+    # template, concurrency, limit) carry caption()'s names
+    res = caption(out=out, model=model or "", cache=cache_path, calls=plan, **options)
     for p in res["problems"][:20]:
         click.echo(str(p), err=True)
     failed = res["problems"][len(res["problems"]) - res["failed"] :]  # the captioning ones

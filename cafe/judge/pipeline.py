@@ -13,7 +13,6 @@ from cafe.errors import CafeError, ConfigError
 from cafe.execution import pending_calls
 from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
-from cafe.jsontext import strict_dumps
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import judge_records_name, latest_records
@@ -119,14 +118,8 @@ def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
             out["ok"] += 1
             continue
         why = j.reason or ""
-        kind = (
-            "failed"
-            if j.status == "failed"
-            else "empty"
-            if "empty reply" in why or "no answer after the thinking" in why
-            else "unparseable"
-        )
-        out[kind] += 1
+        empty = "empty reply" in why or "no answer after the thinking" in why
+        out["failed" if j.status == "failed" else "empty" if empty else "unparseable"] += 1
         first = first or why
     bad = out["judged"] - out["ok"]
     out["warning"] = (
@@ -150,12 +143,8 @@ def format_cafe(section: dict[str, Any]) -> str:
         f"CAFE: {section.get('headline', section['mode'])}; judge {section['judge']['judge']}, "
         f"template {section['template_hash'][:12]}, runs {runs.get('n', 1)}",
     ]
-    for m, label in (
-        ("acc_per", "Acc_per"),
-        ("err_per", "Err_per"),
-        ("err_use", "Err_use"),
-        ("err_omit", "Err_omit"),
-    ):
+    for m in ("acc_per", "err_per", "err_use", "err_omit"):
+        label = m.capitalize()  # Acc_per, Err_per, ...
         ci = section.get("ci95", {}).get(m)
         sd = runs.get(m, {}).get("std")
         extra = f"  95% CI [{f(ci[0])}, {f(ci[1])}]" if ci else ""
@@ -175,7 +164,3 @@ def format_cafe(section: dict[str, Any]) -> str:
     )
     lines += section.get("failed_reasons") or []
     return "\n".join(lines)
-
-
-def dumps(section: dict[str, Any]) -> str:
-    return strict_dumps(section, indent=2, ensure_ascii=False)
