@@ -9,6 +9,7 @@ a usable result stored) and the calls' cost into the manifest (``write_costs``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import json
@@ -55,14 +56,12 @@ async def write_as_completed(
     ``batched``: each result is a list of records. Any exception (a dead server, a --strict
     stop, a writer that refuses, Ctrl-C) ends it after the buffer is written (``_wind_down``);
     a server that stops answering says how many records were kept."""
+    from tqdm import tqdm
+
     from cafe.clients.breaker import ServerUnreachable
 
     flush_every = flush_every or FLUSH_EVERY
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, desc=desc, unit="item")
+    bar = tqdm(total=total, desc=desc, unit="item", disable=not progress)
     done: list[tuple[int, Any]] = []
     buffer: list[Any] = []
     kept = 0
@@ -82,8 +81,7 @@ async def write_as_completed(
             done.append((i, result))
             if len(buffer) >= flush_every:
                 flush()
-            if bar is not None:
-                bar.update(len(records))
+            bar.update(len(records))
         flush()
     except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
         flush()
@@ -94,8 +92,7 @@ async def write_as_completed(
             raise stop.stopped(f"{kept} records of this run kept") from None
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     return done
 
 
@@ -117,11 +114,9 @@ async def _wind_down(
         if isinstance(got, BaseException):
             continue
         records = got[1] if batched else [got[1]]
-        try:
+        with contextlib.suppress(Exception):  # the stop already said what went wrong
             writer.write_many(records)
             kept += len(records)
-        except Exception:  # noqa: BLE001 - the stop already said what went wrong
-            pass
     return kept
 
 
@@ -208,10 +203,8 @@ def honour_interrupts() -> Callable[[], None]:
     notebook kernel's) is kept; off the main thread nothing changes."""
     import signal
 
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
     old = signal.getsignal(signal.SIGINT)
-    if callable(old):
+    if callable(old) or threading.current_thread() is not threading.main_thread():
         return lambda: None
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return lambda: signal.signal(signal.SIGINT, old)
@@ -263,10 +256,8 @@ def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
         with lock:
             stop.set()
             for loop, task in started:
-                try:
+                with contextlib.suppress(RuntimeError):  # its loop has closed: the work is over
                     loop.call_soon_threadsafe(task.cancel)
-                except RuntimeError:  # its loop has closed: the work is over
-                    pass
         if thread.ident is not None:
             finished.wait()  # the calls wind down (what a writer took stays written)
         raise
@@ -304,15 +295,9 @@ def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
         if r is None:
             continue
         note = f"shared: same judge prompt as {src[0]} run {src[1]}"
-        out.append(
-            dataclasses.replace(
-                r,
-                sample_id=sid,
-                run_index=run,
-                reason=f"{r.reason}; {note}" if r.reason else note,
-                call={},  # made without a call: the representative's record counts it
-            )
-        )
+        reason = f"{r.reason}; {note}" if r.reason else note
+        # made without a call (``call={}``): the representative's record counts it
+        out.append(dataclasses.replace(r, sample_id=sid, run_index=run, reason=reason, call={}))
     return out
 
 

@@ -1,13 +1,8 @@
-"""Judged accuracy (the paper's † figures: an LLM reads each output and names the option chosen).
-
-`cafe.steps.judged.judge_accuracy_run` asks an answer-extraction judge (any chat client kind:
-openai-compatible, openai, gemini) to name the option each (item, run) output chose, maps its
-reply (final answer only; thinking is kept raw, never parsed) to a choice, scores that choice
-with the benchmark's rule, and writes the metrics.json "judged_accuracy" section: a separate,
-labelled accuracy with the judge named, beside (never instead of) the official headline. Replies
-are cached like every judge call; a retry appends a format reminder. Calls go direct or through
-the batch transport with the cost ledger (cafe.judge.batching); ``selective`` asks the judge
-only where the official rule cannot decide."""
+"""Judged accuracy (the paper's † figures): an answer-extraction judge names the option each
+(item, run) output chose (its final answer read; thinking kept raw, never parsed), the
+benchmark's rule scores that choice, and the metrics.json "judged_accuracy" section holds it: a
+labelled accuracy with the judge named, beside (never instead of) the official headline.
+``selective`` asks the judge only where the official rule cannot decide (``decide``)."""
 
 from __future__ import annotations
 
@@ -69,10 +64,8 @@ class AnswerJudge(Asks):
         thinking: bool = False,
         thinking_budget: int | None = None,
         client: Any = None,
-        calls: Any = None,
+        calls: Any = None,  # a CallPlan (batch transport, cost ledger)
     ):
-        """``calls``: a cafe.clients.calls.CallPlan (batch transport, cost ledger), which the
-        caller (cafe.caller) builds its client with."""
         self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("answer", template)
@@ -80,9 +73,8 @@ class AnswerJudge(Asks):
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
         self.spec = JudgeSpec(
             task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
-            endpoint=JudgeSpec.endpoint_of(list(endpoints)),
-            thinking=bool(thinking), max_tokens=self.max_tokens, temperature=0.0,
-            retries=RETRIES,
+            endpoint=JudgeSpec.endpoint_of(list(endpoints)), thinking=bool(thinking),
+            max_tokens=self.max_tokens, temperature=0.0, retries=RETRIES,
         )  # fmt: skip
         how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
                          thinking=bool(thinking))  # fmt: skip
@@ -90,8 +82,7 @@ class AnswerJudge(Asks):
 
     @staticmethod
     def decide(sample: Sample, pred: Prediction) -> Verdict | None:
-        """The verdict without a call where the official rule decides (its parse mapped the
-        answer to one of the choices), else None: the judge is asked."""
+        """The verdict where the official rule decides (it mapped the answer to a choice)."""
         if pred.error or pred.parse_status != "ok" or pred.answer not in sample.choices:
             return None
         return Verdict(pred.sample_id, pred.run_index, pred.answer, "ok",

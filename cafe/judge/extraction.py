@@ -47,13 +47,18 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _RETRY_SEP = "\n----- retry -----\n"
 
 
+def fill(text: str, **fields: str) -> str:
+    """``{name}`` replaced by its field; other braces (a template's JSON example) are left
+    alone, so templates need no escaping."""
+    for name, value in fields.items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
 def build_prompt(template: str, **fields: str) -> str:
-    """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}``; other braces
-    (the JSON example in the template) are left alone, so templates need no escaping."""
-    out = template
-    for name in PLACEHOLDERS:
-        out = out.replace("{" + name + "}", fields.get(name, "") or "")
-    return out
+    """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}`` (one not
+    given: emptied)."""
+    return fill(template, **{name: fields.get(name, "") or "" for name in PLACEHOLDERS})
 
 
 def first_json(text: str, opener: str, accept: Callable[[Any], bool]) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
 from cafe.caller import Asks, Caller, CallerSpec
-from cafe.judge.extraction import first_json
+from cafe.judge.extraction import fill, first_json
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
 from cafe.prompts import text_template
@@ -104,13 +104,6 @@ class RubricTemplate:
         return cls(parts["system"], parts["user"], parts["criterion"], parts["reply item"], digest)
 
 
-def _fill(text: str, **fields: str) -> str:
-    # str.replace, not format: the JSON example in the template keeps its braces
-    for k, v in fields.items():
-        text = text.replace("{" + k + "}", v)
-    return text
-
-
 def _choices(c: Criterion) -> str:
     return "[" + ", ".join(f"{x:g}" for x in c.choices) + "]"
 
@@ -123,14 +116,14 @@ def build_prompt(
     answer_prediction: str,
 ) -> str:
     blocks = [
-        _fill(template.criterion, name=c.name, scoring_point=c.scoring_point, choices=_choices(c))
+        fill(template.criterion, name=c.name, scoring_point=c.scoring_point, choices=_choices(c))
         for c in criteria
     ]
     items = [
-        _fill(template.reply_item, name=json.dumps(c.name)[1:-1], choices=_choices(c))
+        fill(template.reply_item, name=json.dumps(c.name)[1:-1], choices=_choices(c))
         for c in criteria
     ]
-    return _fill(
+    return fill(
         template.user,
         question=sample.question,
         answer=sample.answer or "",
