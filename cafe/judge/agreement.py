@@ -115,10 +115,7 @@ def resolve(run_dir: Path, name: str) -> Path:
     prefix = JUDGE_RECORDS["cafe"]
     if Path(name).is_file():
         return Path(name)
-    for cand in (
-        run_dir / f"{prefix}.{name}.jsonl",
-        run_dir / f"{prefix}.{judge_slug(name)}.jsonl",
-    ):
+    for cand in (run_dir / f"{prefix}.{n}.jsonl" for n in (name, judge_slug(name))):
         if cand.is_file():
             return cand
     hits = sorted(run_dir.glob(f"{prefix}.{judge_slug(name)}*.jsonl"))

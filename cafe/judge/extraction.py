@@ -213,13 +213,7 @@ class LLMJudge(Asks, Judge):
             reason = None if len(raws) == 1 else f"valid on attempt {len(raws)}"
         else:
             reason = f"invalid after {len(raws)} attempts: {got.reason}"
-        return Judgement(
-            sample_id=pred.sample_id,
-            run_index=pred.run_index,
-            judge=self.identity,
-            template_hash=self.template_hash,
-            raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
-            status="ok" if got.ok else "invalid",
-            reason=reason,
-            **(got.value if got.ok else {}),
-        )
+        return self.judgement(
+            item, raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
+            status="ok" if got.ok else "invalid", reason=reason, **(got.value if got.ok else {}),
+        )  # fmt: skip

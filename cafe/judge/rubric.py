@@ -1,22 +1,17 @@
-"""MMAR rubric scoring (SPEC §12), to the MMAR authors' protocol (their
-``code/evaluation_rubrics.py``), written in our own words and code:
+"""MMAR rubric scoring (SPEC §12) to the MMAR authors' protocol (their
+``code/evaluation_rubrics.py``), in our own words and code:
 
-- only an (item, run) whose answer passes the official string match is rated; the others score 0
-  and count as wrong;
+- only an (item, run) whose answer passes the official string match is rated; the others score 0;
 - the judge sees the question, the correct answer, the item's ideal reasoning (``thinking``), one
-  section per rubric criterion (its scoring rule and allowed scores) and the model's reasoning
-  followed by "The answer is {answer}."; it replies with a JSON list holding one
-  ``{name, score, justification}`` per criterion, in order;
-- a reply is invalid when it is not such a list, has another length, lacks name or score, or a
-  score is not one of that criterion's choices (a renamed criterion is only noted, as theirs);
-- rater score = sum of scores / sum of each criterion's maximum; ``raters`` (5) calls per item at
-  ``temperature`` 0 with a fixed ``seed`` (42); sort, drop the ``trim`` lowest and highest, average
-  the rest.
+  section per rubric criterion (its rule and allowed scores) and the model's reasoning followed
+  by "The answer is {answer}."; it replies with a JSON list of ``{name, score, justification}``,
+  one per criterion in order, invalid when it is not such a list or a score is not one of its
+  criterion's choices (a renamed criterion is only noted, as theirs);
+- rater score = sum of scores / sum of maxima; ``raters`` (5) calls at temperature 0 with a fixed
+  ``seed`` (42); drop the ``trim`` lowest and highest, average the rest.
 
-A rater that never gives a valid reply is retried ``retries`` times; then the item is
-``invalid`` with every raw reply kept, and, as theirs, left out of every denominator and listed
-as not evaluated (cafe.metrics.rubric). Calls are cached per (rater, attempt), so a re-score
-costs nothing."""
+A rater with no valid reply after ``retries`` leaves the item ``invalid`` (raw replies kept): as
+theirs, out of every denominator and listed as not evaluated (cafe.metrics.rubric)."""
 
 from __future__ import annotations
 
@@ -74,11 +69,7 @@ def criteria_of(sample: Sample, source: str = SAMPLES) -> list[Criterion]:
         if not isinstance(c, dict) or not c.get("name"):
             raise bad(f"criterion {i}: needs a name")
         choices = c.get("choices")
-        if (
-            not isinstance(choices, list)
-            or not choices
-            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in choices)
-        ):
+        if not isinstance(choices, list) or not choices or not all(map(_number, choices)):
             raise bad(f"criterion {i} ({c['name']}): choices must be a list of numbers")
         out.append(Criterion(str(c["name"]), str(c.get("scoring_point", "")), tuple(choices)))
     return out
@@ -102,6 +93,10 @@ class RubricTemplate:
             where = path or "the packaged rubric template"
             raise ValueError(f"{where}: missing part(s) {', '.join(missing)} ('----- NAME -----')")
         return cls(parts["system"], parts["user"], parts["criterion"], parts["reply item"], digest)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _choices(c: Criterion) -> str:
@@ -138,8 +133,7 @@ def build_prompt(
 def score_reply(
     text: str | None, criteria: Sequence[Criterion]
 ) -> tuple[float | None, str | None, list[str]]:
-    """(rater score in [0, 1], None, notes) for a valid reply, else (None, reason, notes).
-    Tolerates a code fence and prose around the list."""
+    """(rater score in [0, 1], None, notes) for a valid reply, else (None, reason, notes)."""
     if not text or not text.strip():
         return None, "empty reply", []
     obj = first_json(text, "[", lambda o: isinstance(o, list) and (not o or isinstance(o[0], dict)))
@@ -153,7 +147,7 @@ def score_reply(
         if not isinstance(item, dict) or "name" not in item or "score" not in item:
             return None, f"item {i}: needs 'name' and 'score'", []
         s = item["score"]
-        if isinstance(s, bool) or not isinstance(s, (int, float)):
+        if not _number(s):
             return None, f"item {i} ({c.name}): score {s!r} is not a number", []
         if s not in c.choices:
             return None, f"item {i} ({c.name}): score {s:g} not in {_choices(c)}", []
@@ -165,9 +159,8 @@ def score_reply(
 
 
 def answer_prediction(p: Prediction) -> str:
-    """What the official MMAR scripts read as ``answer_prediction``: the run's exported answer
-    (`cafe export`: the model's answer text where the record keeps it, else the answer), empty
-    when there is none (then it fails the string match)."""
+    """What the official MMAR scripts read as ``answer_prediction``: the exported answer (the
+    model's answer text where kept, else the answer; empty: it fails the string match)."""
     text = getattr(p, "answer_text", None)
     if text is None:
         text = p.answer
@@ -182,8 +175,8 @@ def reasoning_of(p: Prediction) -> str:
 
 
 class RubricJudge(Asks):
-    """Rates (item, run)s against their rubric through one of the shared chat clients (``kind``:
-    openai, gemini, openai-compatible). ``concurrency`` bounds calls in flight."""
+    """Rates (item, run)s against their rubric through the one caller (``kind``: openai,
+    gemini, openai-compatible)."""
 
     def __init__(
         self,
@@ -214,8 +207,7 @@ class RubricJudge(Asks):
         self.retries, self.max_tokens = retries, max_tokens
         self.concurrency = concurrency
         self._endpoints = list(endpoints) or None
-        # the one caller (built now: no server named or no key fails once, in one line naming
-        # what to set, before any item is marked failed and scored 0)
+        # built now: no server or no key fails once, before any item is failed and scored 0
         plan = client_options.pop("calls", None)  # the command's call plan (batch, ledger)
         how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
                          options=client_options)  # fmt: skip
@@ -251,8 +243,7 @@ class RubricJudge(Asks):
     async def _rate(
         self, prompt: str, criteria: list[Criterion], rater: int
     ) -> tuple[float | None, list[str], int, list[str], str | None]:
-        """One rater: (score or None, raw replies, invalid count, notes, failure reason);
-        replies cached per rater and attempt."""
+        """One rater: (score or None, raw replies, invalid count, notes, failure reason)."""
         messages = [
             {"role": "system", "content": self.template.system},
             {"role": "user", "content": [{"type": "text", "text": prompt}]},

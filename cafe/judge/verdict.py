@@ -2,12 +2,11 @@
 question with its options, the answer and the model's reply, and replies
 "Explanation: ...\\nJudgement: correct|incorrect".
 
-`cafe judge-official RUN` runs the judge the run's benchmark declares (``official_judge``, a
-VerdictSpec: template, default model, sampling) through the answer judge's machinery (call
-cache, batch transport, cost ledger; cafe.steps.judged.judge_accuracy_run) and writes the
-benchmark's "official" metrics section with the judged figure as its headline. Every reply is
-kept in RUN/official_judgements.jsonl; a reply that does not parse stays there for manual review
-and counts as wrong, as the official scripts count it."""
+`cafe judge-official RUN` runs the judge the benchmark declares (``official_judge``, a
+VerdictSpec: template, default model, sampling) through the answer judge's machinery and writes
+the "official" section with the judged figure as its headline. Every reply is kept in
+RUN/official_judgements.jsonl; one that does not parse stays there for manual review and counts
+as wrong, as the official scripts count it."""
 
 from __future__ import annotations
 
