@@ -36,22 +36,19 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
     from cafe.judge.agreement import METRICS, judge_agreement
+    from cafe.judge.pipeline import fmt as f
 
     res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
     if as_json:
         click.echo(strict_dumps(res, indent=2))
         return
-
-    def f(v: Any, nd: int = 3) -> str:
-        return "-" if v is None else f"{v:.{nd}f}"
-
     click.echo(
         f"A = {res['a']}, B = {res['b']}: {res['items_compared']} items, "
         f"{res['events_aligned']} events aligned"
     )
-    click.echo(f"kappa {f(res['kappa'])}, raw agreement {f(res['raw_agreement'])}")
+    click.echo(f"kappa {f(res['kappa'], 3)}, raw agreement {f(res['raw_agreement'], 3)}")
     for c, k in res["kappa_per_category"].items():
-        click.echo(f"  kappa {c:<13}{f(k):>7}")
+        click.echo(f"  kappa {c:<13}{f(k, 3):>7}")
     for m in METRICS:
         click.echo(
             f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
