@@ -145,10 +145,6 @@ class Caller:
         # built now: no server or no key fails once, before any item
         self.client = client if client is not None else client_for(spec, plan)
 
-    @property
-    def who(self) -> str:
-        return f"{self.spec.kind}:{self.spec.model}"
-
     def max_tokens(self, answer_tokens: int) -> int:
         """A reply's token budget: the answer's, plus the thinking budget when it may think."""
         from cafe.clients.thinking import judge_max_tokens
@@ -267,7 +263,7 @@ class Caller:
             self.watch = False
             cause = max(set(self.first), key=self.first.count)
             raise UnusableReplies(
-                f"{self.spec.role} {self.who}",
+                f"{self.spec.role} {self.spec.kind}:{self.spec.model}",
                 f"its first {len(self.first)} replies are all unusable: {cause}",
             )
 
@@ -336,14 +332,10 @@ def _usable(entry: Any, keep: str, valid: Callable[[Any], bool] | None) -> bool:
 
 
 def call_plan(
-    state_root: str | Path | None,
-    *,
-    batch: bool = False,
-    dry_run: bool = False,
-    prices: str | Path | None = None,
-    batch_options: dict[str, Any] | None = None,
+    state_root: str | Path | None, *, batch: bool = False, dry_run: bool = False,
+    prices: str | Path | None = None, batch_options: dict[str, Any] | None = None,
     expected_output_tokens: int = 300,
-) -> Any:
+) -> Any:  # fmt: skip
     """The CallPlan (direct, --batch with its state in ``state_root/batches``, or --dry-run)
     with a cost ledger priced from cafe/clients/prices.yaml (or ``prices``)."""
     from cafe.clients.batch import BatchSpec

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import json
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -127,20 +128,12 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
 
 
 async def execute(
-    items: Sequence[T],
-    call: Callable[[Any], Any],
-    failed: Callable[[T, str], R],
-    writer: Any,
-    *,
-    concurrency: int,
-    desc: str,
-    progress: bool,
-    aclose: Callable[[], Awaitable[None]] | None = None,
-    flush_every: int | None = None,
-    batch_size: int | None = None,
-    fatal: tuple[type[BaseException], ...] = (),
+    items: Sequence[T], call: Callable[[Any], Any], failed: Callable[[T, str], R], writer: Any,
+    *, concurrency: int, desc: str, progress: bool,
+    aclose: Callable[[], Awaitable[None]] | None = None, flush_every: int | None = None,
+    batch_size: int | None = None, fatal: tuple[type[BaseException], ...] = (),
     threads: bool = False,
-) -> list[R]:
+) -> list[R]:  # fmt: skip
     """``call`` on every item, at most ``concurrency`` in flight, records written as they come
     -> the records in the items' order. An exception in one call is its items' ``failed(item,
     reason)`` records; ServerUnreachable or a ``fatal`` exception ends the command with what
@@ -312,14 +305,9 @@ def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
 
 
 async def cached_call(
-    cache: Any,
-    spec: Any,
-    inputs: Mapping[str, Any],
-    ask: Callable[[], Awaitable[R]],
-    *,
-    entry: Callable[[R], Any],
-    valid: Callable[[Any], bool] | None = None,
-) -> tuple[Any, R | None]:
+    cache: Any, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,
+    entry: Callable[[R], Any], valid: Callable[[Any], bool] | None = None,
+) -> tuple[Any, R | None]:  # fmt: skip
     """(entry, None) from the cache when it holds one ``valid`` accepts (a damaged one is a
     miss); else ``ask()`` once -> (``entry(result)``, result), the entry stored unless None (a
     failed or unusable reply: the next invocation asks again)."""
@@ -343,23 +331,20 @@ class CallCache:
     cache nothing opens no file."""
 
     def __init__(self, cache: Any, name: str) -> None:
-        from cafe.cache import Cache
-
         self._given, self._name = cache, name
-        self._cache: Any = cache if isinstance(cache, Cache) else None
 
-    @property
+    @functools.cached_property
     def cache(self) -> Any:
-        if self._cache is None:
-            from cafe.cache import Cache, cache_file
+        from cafe.cache import Cache, cache_file
 
-            given = self._given
-            self._cache = Cache(given if given is not None else cache_file(self._name))
-        return self._cache
+        given = self._given
+        if isinstance(given, Cache):
+            return given
+        return Cache(given if given is not None else cache_file(self._name))
 
     @property
     def hits(self) -> int:
-        return self._cache.hits if self._cache is not None else 0
+        return self.cache.hits if "cache" in self.__dict__ else 0  # 0 while never opened
 
     async def ask(
         self, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,
@@ -397,16 +382,11 @@ def spec_file(records: Path) -> Path:
 
 
 def resume(
-    path: Path,
-    spec: Mapping[str, Any],
-    read: Callable[[Path], Sequence[R]],
-    *,
-    write: bool = True,
-    legacy_ok: Callable[[R], bool] | None = None,
+    path: Path, spec: Mapping[str, Any], read: Callable[[Path], Sequence[R]], *,
+    write: bool = True, legacy_ok: Callable[[R], bool] | None = None,
     normalize: Callable[[Any], Mapping[str, Any] | None] | None = None,
-    spec_name: str = "spec",
-    redone: str = "made again",
-) -> list[R]:
+    spec_name: str = "spec", redone: str = "made again",
+) -> list[R]:  # fmt: skip
     """The records of ``path`` made under ``spec``, which is stored beside them (``spec_file``).
     Another stored spec keeps none (a note names the differing fields), and the file is emptied
     before the new spec is written, so a kill in between never leaves old records under the new

@@ -53,19 +53,11 @@ def read_verdict(text: str | None, choices: Sequence[str]) -> tuple[str | None, 
 
 class AnswerJudge(Asks):
     def __init__(
-        self,
-        kind: str,
-        model: str,
-        endpoints: Sequence[str] = (),
-        *,
-        template: str | Path | None = None,
-        cache: Cache | None = None,
-        concurrency: int = 16,
-        thinking: bool = False,
-        thinking_budget: int | None = None,
-        client: Any = None,
+        self, kind: str, model: str, endpoints: Sequence[str] = (), *,
+        template: str | Path | None = None, cache: Cache | None = None, concurrency: int = 16,
+        thinking: bool = False, thinking_budget: int | None = None, client: Any = None,
         calls: Any = None,  # a CallPlan (batch transport, cost ledger)
-    ):
+    ):  # fmt: skip
         self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("answer", template)
@@ -112,14 +104,9 @@ class AnswerJudge(Asks):
 
 
 def judged_section(
-    samples: Sequence[Sample],
-    predictions: Sequence[Prediction],
-    verdicts: Sequence[Verdict],
-    judge: AnswerJudge,
-    breakdowns: dict[str, Any] | None,
-    runs: int | None,
-    rule: Any,
-) -> dict[str, Any]:
+    samples: Sequence[Sample], predictions: Sequence[Prediction], verdicts: Sequence[Verdict],
+    judge: AnswerJudge, breakdowns: dict[str, Any] | None, runs: int | None, rule: Any,
+) -> dict[str, Any]:  # fmt: skip
     """The "judged_accuracy" section: the benchmark's rule on the judge-named choice."""
     from cafe.benchmarks.scoring import accuracy_section
 

@@ -56,13 +56,9 @@ def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[
 
 # -- dry runs ----------------------------------------------------------------------------------
 def dry_run_report(
-    plan: Any,
-    *,
-    items: int,
-    already_done: int,
-    cache_hits: int,
+    plan: Any, *, items: int, already_done: int, cache_hits: int,
     selection: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     d = plan.ledger.total("estimate-direct")
     b = plan.ledger.total("estimate-batch")
     return {

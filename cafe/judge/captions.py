@@ -92,16 +92,10 @@ def _todo(
 
 
 async def caption_samples(
-    samples: Sequence[Sample],
-    client: Any,
-    out: str | Path,
-    *,
-    template: str | Path | None = None,
-    concurrency: int = 8,
-    cache: Cache | None = None,
-    progress: bool = True,
-    endpoint: str = "service",
-) -> dict[str, Any]:
+    samples: Sequence[Sample], client: Any, out: str | Path, *,
+    template: str | Path | None = None, concurrency: int = 8, cache: Cache | None = None,
+    progress: bool = True, endpoint: str = "service",
+) -> dict[str, Any]:  # fmt: skip
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
     counts. Failed items are reported and left out of the file, so a re-run retries them.
     ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
@@ -155,32 +149,16 @@ async def caption_samples(
         rows = await execute(todo, one, failed, kept, concurrency=concurrency, desc="caption",
                              progress=progress, flush_every=1)  # fmt: skip
     written = sum(r is not None for r in rows)
-    return {
-        "written": written,
-        "skipped_done": skipped,
-        "problems": problems,
-        "calls": caller.calls,
-        "template_hash": template_hash,
-    }
+    return {"written": written, "skipped_done": skipped, "problems": problems,
+            "calls": caller.calls, "template_hash": template_hash}  # fmt: skip
 
 
 def caption(
-    bench: str,
-    out: str | Path,
-    *,
-    captioner: str,
-    model: str,
-    data: str | None = None,
-    version: str | None = None,
-    endpoints: Sequence[str] = (),
-    template: str | None = None,
-    concurrency: int = 8,
-    limit: int | None = None,
-    cache: str | Path | None = None,
-    audio_root: str | Path | None = None,
-    api_key_env: str | None = None,
-    calls: Any = None,
-) -> dict[str, Any]:
+    bench: str, out: str | Path, *, captioner: str, model: str, data: str | None = None,
+    version: str | None = None, endpoints: Sequence[str] = (), template: str | None = None,
+    concurrency: int = 8, limit: int | None = None, cache: str | Path | None = None,
+    audio_root: str | Path | None = None, api_key_env: str | None = None, calls: Any = None,
+) -> dict[str, Any]:  # fmt: skip
     """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
     openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
     and "problems" (the benchmark's and the failed calls'; "failed": how many clips failed).
@@ -212,14 +190,11 @@ def caption(
     async def go() -> dict[str, Any]:
         try:
             return await caption_samples(
-                samples,
-                client,
-                out,
-                template=template,
+                samples, client, out, template=template,
                 concurrency=calls.item_concurrency(concurrency) if calls else concurrency,
                 cache=Cache(cache or cache_file("captions.sqlite")),
                 endpoint=JudgeSpec.endpoint_of(list(endpoints)),
-            )
+            )  # fmt: skip
         finally:
             await client.aclose()
 

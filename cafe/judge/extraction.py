@@ -11,6 +11,7 @@ retries the Judgement is ``invalid`` with every raw reply kept; a call that fail
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -76,18 +77,18 @@ def first_json(text: str, opener: str, accept: Callable[[Any], bool]) -> Any:
     return None
 
 
-_validator: Any = None
+@functools.cache
+def _validator() -> Any:
+    """Built once: jsonschema.validate re-checks the schema itself on every call, which
+    dominated judging."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(REPLY_SCHEMA)
 
 
 def _validate(obj: dict) -> str | None:
-    """The first schema error as 'path: message', or None. The validator is built once
-    (jsonschema.validate re-checks the schema itself on every call, which dominated judging)."""
-    global _validator
-    if _validator is None:
-        import jsonschema
-
-        _validator = jsonschema.Draft202012Validator(REPLY_SCHEMA)
-    error = next(iter(sorted(_validator.iter_errors(obj), key=lambda e: list(e.path))), None)
+    """The first schema error as 'path: message', or None."""
+    error = next(iter(sorted(_validator().iter_errors(obj), key=lambda e: list(e.path))), None)
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "reply"
@@ -128,23 +129,14 @@ class LLMJudge(Asks, Judge):
     gemini), asked through the one caller (cafe.caller)."""
 
     def __init__(
-        self,
-        kind: str,
-        model: str | None = None,
-        endpoints: list[str] | tuple[str, ...] = (),
-        template: str | None = None,
-        cache: Cache | None = None,
-        retries: int = 2,
-        max_tokens: int = 2048,
-        client: Any = None,
-        thinking: bool = False,
-        thinking_budget: int | None = None,
-        **client_options: Any,
-    ):
+        self, kind: str, model: str | None = None, endpoints: list[str] | tuple[str, ...] = (),
+        template: str | None = None, cache: Cache | None = None, retries: int = 2,
+        max_tokens: int = 2048, client: Any = None, thinking: bool = False,
+        thinking_budget: int | None = None, **client_options: Any,
+    ):  # fmt: skip
         if not model:
             raise ValueError(f"judge {kind!r} needs a model name (--judge-model)")
-        self.kind = kind
-        self.model = model
+        self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("extraction", template)
         self.temperature = TEMPERATURE

@@ -104,12 +104,9 @@ def _choices(c: Criterion) -> str:
 
 
 def build_prompt(
-    template: RubricTemplate,
-    sample: Sample,
-    criteria: Sequence[Criterion],
-    reasoning: str,
+    template: RubricTemplate, sample: Sample, criteria: Sequence[Criterion], reasoning: str,
     answer_prediction: str,
-) -> str:
+) -> str:  # fmt: skip
     blocks = [
         fill(template.criterion, name=c.name, scoring_point=c.scoring_point, choices=_choices(c))
         for c in criteria
@@ -179,22 +176,12 @@ class RubricJudge(Asks):
     gemini, openai-compatible)."""
 
     def __init__(
-        self,
-        kind: str,
-        model: str | None,
-        endpoints: Sequence[str] = (),
-        template: str | None = None,
-        cache: Cache | None = None,
-        raters: int = RATERS,
-        trim: int = TRIM,
-        temperature: float = TEMPERATURE,
-        seed: int | None = SEED,
-        retries: int = RETRIES,
-        max_tokens: int = MAX_TOKENS,
-        concurrency: int = 16,
-        client: Any = None,
-        **client_options: Any,
-    ):
+        self, kind: str, model: str | None, endpoints: Sequence[str] = (),
+        template: str | None = None, cache: Cache | None = None, raters: int = RATERS,
+        trim: int = TRIM, temperature: float = TEMPERATURE, seed: int | None = SEED,
+        retries: int = RETRIES, max_tokens: int = MAX_TOKENS, concurrency: int = 16,
+        client: Any = None, **client_options: Any,
+    ):  # fmt: skip
         if not model:
             raise ValueError(f"rubric judge {kind!r} needs a model name (--judge-model)")
         if raters < 1 or trim < 0 or retries < 0:

@@ -77,12 +77,9 @@ class RuleJudge(Judge):
     uses_cache = False  # deterministic and fast: nothing worth caching
 
     def __init__(
-        self,
-        kind: str = "rule",
-        vocabulary: Mapping[str, Sequence[str]] | None = None,
-        tolerance_s: float = TOLERANCE_S,
-        **_ignored: Any,
-    ):
+        self, kind: str = "rule", vocabulary: Mapping[str, Sequence[str]] | None = None,
+        tolerance_s: float = TOLERANCE_S, **_ignored: Any,
+    ):  # fmt: skip
         self.vocabulary = dict(vocabulary) if vocabulary is not None else default_vocabulary()
         self.tolerance_s = tolerance_s
         self.identity = RULE_VERSION

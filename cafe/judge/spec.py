@@ -61,8 +61,7 @@ class JudgeSpec:
         return cls(**{k: v for k, v in data.items() if k in names})
 
     def call_fields(self) -> dict[str, Any]:
-        d = self.to_dict()
-        return {k: v for k, v in d.items() if k not in self.PROTOCOL}
+        return {k: v for k, v in self.to_dict().items() if k not in self.PROTOCOL}
 
     def call_key(self, **request: Any) -> str:
         """One call's cache key: the call fields plus the request (prompt, audio, rater…)."""
