@@ -116,11 +116,9 @@ def context_too_small(error: str | None) -> str | None:
 
 
 class Caller:
-    """One judge's (or stage's) calls. ``identity``: what keys its answers (a JudgeSpec, an
-    object with ``call_key(**depends_on)``, or a step's dict spec); ``cache``: a
-    cafe.cache.Cache (None: no cache); ``state_root``: where --batch keeps its state (a run
-    folder, or "<file stem>."); ``client``: a ready client (tests, adapters' own); ``plan``: a
-    CallPlan shared with other callers of the same command."""
+    """One judge's (or stage's) calls. ``identity`` keys its answers (a JudgeSpec, anything
+    with ``call_key(**depends_on)``, or a step's dict spec); ``state_root``: where --batch keeps
+    its state (a run folder, or "<file stem>."); ``plan``: a CallPlan shared within a command."""
 
     def __init__(
         self, spec: CallerSpec, *, identity: Any, cache: Any = None,
@@ -159,12 +157,9 @@ class Caller:
         tries: int = 1, **extra: Any,
     ) -> Answer:  # fmt: skip
         """The answer to ``messages``: from the cache (``identity`` + ``depends_on``), from the
-        same ask already in flight, or asked now. ``parse`` reads the reply (a thinking
-        server's reasoning included: read the final answer with cafe.clients.thinking); only
-        a usable reply is replayed: ``keep="text"`` stores ``{"text": reply}`` (the judges'
-        entries), ``keep="value"`` the parsed value (the reward judge's, the data stages'), a
-        stored one read again only when ``valid`` accepts it. ``tries``: calls (the same
-        request) until one is usable."""
+        same ask in flight, or asked now (up to ``tries`` times until usable). Only a usable
+        reply is replayed: ``keep="text"`` stores ``{"text": reply}`` (the judges' entries),
+        ``keep="value"`` the parsed value, read again only when ``valid`` accepts it."""
         key = call_key(self.identity, depends_on)
         hit = self.cache.get(key, lambda e: _usable(e, keep, valid))
         if hit is not None:
@@ -198,11 +193,10 @@ class Caller:
         self, retries: int, request: Callable[[int, str | None], tuple[Any, Mapping[str, Any]]],
         parse: Parser, *, catch: bool = False, **kw: Any,
     ) -> tuple[Answer, list[str]]:  # fmt: skip
-        """Ask ``request(attempt, last reason) -> (messages, depends_on)`` until a reply is
-        usable, at most ``retries`` more times (each retry's prompt says what was wrong: the
-        same prompt at temperature 0 gives the same reply) -> the last answer and every reply's
-        text. ``catch``: an exception (not a dead server, which stops the command) is the
-        answer's error, for this item only."""
+        """Ask ``request(attempt, last reason) -> (messages, depends_on)`` at most ``retries``
+        more times until usable (a retry's prompt says what was wrong: the same prompt at
+        temperature 0 gives the same reply) -> the last answer and every reply's text.
+        ``catch``: an exception (not a dead server) is the answer's error, this item's only."""
         got, raws = Answer(error="not asked"), []
         for attempt in range(retries + 1):
             messages, depends_on = request(attempt, got.reason)
@@ -268,9 +262,8 @@ class Caller:
             )
 
     def _release(self) -> None:
-        """The unusable replies of a judge that works: its own answer at temperature 0 (the
-        same prompt gets it again), cached under the keys of earlier releases and replayed as
-        they are (an invalid judgement again)."""
+        """Cache the unusable replies of a judge that works: its own answer at temperature 0,
+        replayed as they are (an invalid judgement again), as earlier releases cached them."""
         held, self._held = self._held, []
         for key, entry in held:
             self.cache.put(key, entry)

@@ -52,11 +52,10 @@ async def write_as_completed(
     flush_every: int | None = None, batched: bool = False,
     running: Mapping[asyncio.Future[Any], Future[Any] | None] | None = None,
 ) -> list[tuple[int, Any]]:  # fmt: skip
-    """Await ``tasks`` (each gives its index and its result) as they finish, appending their
-    records in fsynced batches of ``flush_every`` -> the (index, result) pairs as they came.
-    ``batched``: each result is a list of records. Any exception (a dead server, a --strict
-    stop, a writer that refuses, Ctrl-C) ends it after the buffer is written (``_wind_down``);
-    a server that stops answering says how many records were kept."""
+    """Await ``tasks`` ((index, result) each; ``batched``: the result a list of records) as
+    they finish, writing their records in fsynced batches -> the pairs as they came. Any
+    exception (a dead server, a --strict stop, a writer that refuses, Ctrl-C) ends it after the
+    buffer is written and the calls already sent are wound down (``_wind_down``)."""
     from tqdm import tqdm
 
     from cafe.clients.breaker import ServerUnreachable
@@ -101,10 +100,9 @@ async def _wind_down(
     left: Sequence[asyncio.Future[Any]], writer: Any,
     running: Mapping[asyncio.Future[Any], Future[Any] | None], batched: bool,
 ) -> int:  # fmt: skip
-    """After a stop: cancel the calls not yet sent; those already sent (``running``: on this
-    loop, or on a thread, where no cancel stops one) finish and their records are written,
-    since the server answers them and they are paid for -> records kept. A second Ctrl-C ends
-    the wait."""
+    """After a stop: cancel the calls not yet sent; those sent (``running``: on this loop or a
+    thread) are paid for, so they finish and their records are written -> records kept. A
+    second Ctrl-C ends the wait."""
     for t in left:
         if t not in running:
             t.cancel()  # a finished one keeps its result
@@ -190,10 +188,9 @@ class _Stopped(Exception):
 
 
 def honour_interrupts() -> Callable[[], None]:
-    """Make SIGINT raise KeyboardInterrupt in this process whatever disposition it inherited (a
-    shell starts background jobs with SIGINT ignored: `kill -INT` must still stop cafe) ->
-    the function that puts the old disposition back. A handler of the program's own (a
-    notebook kernel's) is kept; off the main thread nothing changes."""
+    """Make SIGINT raise KeyboardInterrupt whatever disposition it inherited (a shell starts
+    background jobs with SIGINT ignored: `kill -INT` must still stop cafe) -> the undo. A
+    handler of the program's own (a notebook kernel's) is kept."""
     import signal
 
     old = signal.getsignal(signal.SIGINT)
@@ -204,10 +201,9 @@ def honour_interrupts() -> Callable[[], None]:
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    """Run ``coro`` from synchronous code on an event loop of its own (on a helper thread where
-    this thread already runs one: a notebook). An interrupt while it runs (Ctrl-C, `kill -INT`
-    of a background job, the notebook's stop button) cancels it and is raised once it has
-    wound down."""
+    """Run ``coro`` from synchronous code on a loop of its own (on a helper thread where this
+    thread runs one: a notebook). An interrupt (Ctrl-C, `kill -INT`, the notebook's stop
+    button) cancels it and is raised once it has wound down."""
     restore = honour_interrupts()
     try:
         return _run_sync(coro)

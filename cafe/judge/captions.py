@@ -159,12 +159,9 @@ def caption(
     concurrency: int = 8, limit: int | None = None, cache: str | Path | None = None,
     audio_root: str | Path | None = None, api_key_env: str | None = None, calls: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
-    openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
-    and "problems" (the benchmark's and the failed calls'; "failed": how many clips failed).
-    ``audio_root``: the folder audio paths must stay inside; ``api_key_env``: the variable
-    holding a named server's key; ``calls``: a CallPlan (cafe.caller.call_plan: batch
-    transport, cost ledger)."""
+    """Caption every clip of ``bench`` with an audio-capable model (``captioner``: its client
+    kind) into ``out`` (resumable) -> counts and "problems" (the benchmark's and the failed
+    calls'); ``audio_root``: the folder audio paths must stay inside; ``calls``: a CallPlan."""
     from cafe.benchmarks import BENCHMARKS
 
     if not model:

@@ -23,13 +23,9 @@ from cafe.jsontext import strict_dumps
 
 @command("judge-agreement")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judges",
-    nargs=2,
-    required=True,
-    metavar="A B",
-    help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement files.",
-)
+@click.option("--judges", nargs=2, required=True, metavar="A B",
+              help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement "
+              "files.")  # fmt: skip
 @click.option("--macro", is_flag=True, help="Metric deltas from per-sample means.")
 @json_option("Print JSON.")
 def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
@@ -60,35 +56,23 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
 @click.option("--bench", required=True, help="Benchmark name (mmar, mmau).")
 @click.option("--data", default=None, help="Benchmark metadata file or folder.")
 @click.option("--version", "version", default=None, help="Benchmark version.")
-@click.option(
-    "--audio-root",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Folder the metadata's audio paths are relative to and must stay inside.",
-)
-@click.option(
-    "--captioner",
-    required=True,
-    help="Client kind of an audio-capable model: gemini, openai, openai-compatible.",
-)
+@click.option("--audio-root", type=click.Path(file_okay=False), default=None,
+              help="Folder the metadata's audio paths are relative to and must stay "
+              "inside.")  # fmt: skip
+@click.option("--captioner", required=True,
+              help="Client kind of an audio-capable model: gemini, openai, "
+              "openai-compatible.")  # fmt: skip
 @click.option("--model", "model", default=None, help="Captioner model name (e.g. gemini-3-pro).")
 @click.option("--endpoint", "endpoints", multiple=True, help="Server base URL; repeatable.")
-@click.option(
-    "--api-key-env",
-    metavar="NAME",
-    default=None,
-    help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
-)
+@click.option("--api-key-env", metavar="NAME", default=None,
+              help="Variable holding the --endpoint server's key "
+              "[CAFE_ENDPOINT_API_KEY].")  # fmt: skip
 @template_option("Your own caption instruction file.")
 @concurrency_option(8, help="Captioner calls in flight.")
 @limit_option(help="First N samples only.")
 @cache_option("captions.sqlite")
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Captions JSONL (appended to; done clips are skipped).",
-)
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="Captions JSONL (appended to; done clips are skipped).")  # fmt: skip
 @batch_click_options
 def caption_command(
     model: str | None, cache_path: str | None, out: str, batch: BatchChoice, **options: Any
