@@ -305,14 +305,13 @@ def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
     from cafe.clients import make_client
 
-    options: dict[str, Any] = {"concurrency": spec.concurrency}
-    if spec.thinking is not None:
-        options["thinking"] = spec.thinking
-    if spec.server_option is not None:
-        options["server_option"] = spec.server_option
-    options.update(spec.options)
-    if spec.key_env:
-        options["api_key_env"] = spec.key_env
+    named = {"thinking": spec.thinking, "server_option": spec.server_option}  # None: the client's
+    options = {
+        "concurrency": spec.concurrency,
+        **{k: v for k, v in named.items() if v is not None},
+        **spec.options,
+        **({"api_key_env": spec.key_env} if spec.key_env else {}),
+    }
     return make_client(spec.kind, spec.model, endpoints=list(spec.endpoints) or None,
                        calls=plan, **options)  # fmt: skip
 

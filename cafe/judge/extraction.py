@@ -26,14 +26,8 @@ from cafe.prompts import text_template
 from cafe.records import Judgement
 
 #: the paper's printed output format (A.2): every reply must hold these
-PAPER_KEYS = (
-    "all_reasoning_events",
-    "matched_events",
-    "error_matched",
-    "error_use",
-    "neutral_events",
-    "missed_events",
-)
+PAPER_KEYS = ("all_reasoning_events", "matched_events", "error_matched", "error_use",
+              "neutral_events", "missed_events")  # fmt: skip
 #: the analysis lists our template asks for first; optional in a reply
 ANALYSIS_KEYS = ("required_events", "all_caption_events")
 KEYS = (*ANALYSIS_KEYS, *PAPER_KEYS)
@@ -175,12 +169,8 @@ class LLMJudge(Asks, Judge):
         )
 
     def describe(self) -> dict:
-        return {
-            **super().describe(),
-            "retries": self.retries,
-            "max_tokens": self.max_tokens,
-            "thinking": self.thinking,
-        }
+        return {**super().describe(), "retries": self.retries, "max_tokens": self.max_tokens,
+                "thinking": self.thinking}  # fmt: skip
 
     async def ajudge(self, item: JudgeItem) -> Judgement:
         pred = item.prediction

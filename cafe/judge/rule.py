@@ -136,8 +136,7 @@ class RuleJudge(Judge):
     def _reasoning_text(raw: str, sec: dict[str, Any], structured: bool) -> str:
         """Where perception statements are read besides perception lines: the reasoning, review
         and thinking sections; without any, the output less its answer. Never the answer alone:
-        a bare ``<answer>tone</answer>`` perceives nothing (the answer is the conclusion, not a
-        statement of what was heard)."""
+        it is the conclusion, not a statement of what was heard."""
         parts = [sec.get("reasoning"), sec.get("review")]
         if not structured:
             parts.insert(0, sec.get("think"))
