@@ -267,12 +267,9 @@ class Selection:
 
     def report(self, n_items: int | None = None) -> dict[str, Any]:
         made_from = len(self.todo) + len(self.decided) + len(self.copies)
-        return {
-            "items": made_from if n_items is None else n_items,
-            "judged": len(self.todo),
-            "shared_same_prompt": len(self.copies),
-            "decided_without_call": len(self.decided),
-        }
+        return {"items": made_from if n_items is None else n_items, "judged": len(self.todo),
+                "shared_same_prompt": len(self.copies),
+                "decided_without_call": len(self.decided)}  # fmt: skip
 
 
 def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
@@ -441,8 +438,7 @@ def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None
         return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
     mine = plan.ledger.summary()
     mine["cache_hits"] = cache_hits
-    batches = plan.batch_stats()
-    if batches:
+    if batches := plan.batch_stats():
         mine["batches"] = batches
     if not store.has_manifest():
         return mine

@@ -15,7 +15,7 @@ from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import judge_records_name, latest_records
+from cafe.store import judge_records_name
 
 
 class JudgeFailedError(CafeError):
@@ -25,10 +25,6 @@ class JudgeFailedError(CafeError):
 
 class JudgeUnusable(JudgeFailedError, NothingUsable):
     """Not one of the judge's judgements is usable: nothing measured (cafe.folder.status)."""
-
-
-def read_judgements(path: Path) -> list[Judgement]:
-    return latest_records(path, Judgement)
 
 
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
