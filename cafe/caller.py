@@ -1,23 +1,16 @@
 """The one caller (issue 42): how every model call after the run is made. A judge, the
 captioner, the GRPO reward judge and the data pipeline's LLM stages say *what* to ask (messages,
-what the answer depends on, how to read it); the caller owns *how*: the chat client, the cache
-key, the counts, the reply health, the cost ledger and pending batches (a CallPlan), the dry-run
-report and one call shared by identical prompts in flight.
+what the answer depends on, how to read it); the caller owns *how*: the client, the cache key,
+counts, reply health, the cost ledger and pending batches (a CallPlan), the dry-run report and
+one call shared by identical prompts in flight.
 
-    spec = CallerSpec(kind="openai-compatible", model="qwen3", endpoints=("http://h:8000/v1",))
-    caller = Caller(spec, identity=judge_spec, cache=Cache(path))
+    caller = Caller(CallerSpec("openai-compatible", "qwen3"), identity=judge_spec, cache=cache)
     answer = await caller.ask(messages, {"prompt": prompt, "attempt": 0}, parse)
-    answer.value    # what ``parse`` made of the reply (None: unusable, ``answer.reason`` says why)
 
-The cache key is ``identity.call_key(**depends_on)`` (a JudgeSpec: the keys judges have always
-written) or, for a step's dict spec, ``make_key(step=spec, inputs=depends_on)``
-(cafe.execution.call_key). A reply is read by ``parse`` as it comes: a judge's unusable reply
-is cached (under the keys and in the entries of earlier releases, replayed as the same invalid
-judgement) only once the caller has had a usable one, so the replies of a judge that never
-worked are never replayed and a healthy judge asked later is called (issue 45). A parsed
-value (``keep="value"``) is cached only when usable. Works without a run folder (no batch state
-needed but for --batch) and on any event loop, a foreign one (TRL's) included: the bound on
-calls in flight is per loop."""
+The key is ``cafe.execution.call_key(identity, depends_on)``: the keys judges have always
+written. A judge's unusable reply is cached only once the caller has had a usable one, so the
+replies of a judge that never worked are never replayed (issue 45). Works without a run folder
+and on a foreign event loop (TRL's): the bound on calls in flight is per loop."""
 
 from __future__ import annotations
 
@@ -26,8 +19,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from cafe.cache import Cache, make_key
 from cafe.clients.breaker import ServerUnreachable
 from cafe.execution import Limiter, call_key
 
@@ -39,10 +34,8 @@ FIRST_BATCH_MIN = 16
 
 @dataclass(frozen=True)
 class CallerSpec:
-    """How the calls are made (never part of a cache key: the answer's identity is the
-    caller's ``identity``): the client protocol and model, the servers, the bound on calls in
-    flight, the key's environment variable, thinking and its budget, batch delivery, the price
-    table and dry run; ``options``: further client options (timeout_s, max_attempts…)."""
+    """How the calls are made (never part of a cache key: that is the caller's ``identity``);
+    ``options``: further client options (timeout_s, max_attempts…)."""
 
     kind: str  # openai-compatible | openai | gemini (cafe.clients.CLIENTS)
     model: str
@@ -62,9 +55,8 @@ class CallerSpec:
 
 @dataclass
 class Answer:
-    """One ask's outcome: ``value`` (parsed) and ``text`` (the raw reply) when usable; else
-    ``reason`` (the reply was no answer: ``text`` kept) or ``error`` (the call failed: asked
-    again next time)."""
+    """One ask's outcome: ``value`` (parsed) and ``text`` when usable; else ``reason`` (no
+    answer: ``text`` kept) or ``error`` (the call failed: asked again next time)."""
 
     value: Any = None
     text: str | None = None
@@ -77,18 +69,9 @@ class Answer:
         return self.reason is None and self.error is None
 
 
-class PlainKey:
-    """An identity that adds nothing: the key is ``make_key(**depends_on)`` (the data stages'
-    keys, which name their model inside what the answer depends on)."""
-
-    @staticmethod
-    def call_key(**depends_on: Any) -> str:
-        from cafe.cache import make_key
-
-        return make_key(**depends_on)
-
-
-PLAIN_KEY = PlainKey()
+#: an identity that adds nothing: the key is ``make_key(**depends_on)`` (the data stages' keys,
+#: which name their model inside what the answer depends on)
+PLAIN_KEY = SimpleNamespace(call_key=make_key)
 
 
 class UnusableReplies(ServerUnreachable):
@@ -133,26 +116,21 @@ def context_too_small(error: str | None) -> str | None:
 
 
 class Caller:
-    """One judge's (or stage's) calls. ``identity``: what keys its answers (a JudgeSpec, an
-    object with ``call_key(**depends_on)``, or a step's dict spec); ``cache``: a
-    cafe.cache.Cache (None: no cache); ``state_root``: where --batch keeps its state (a run
-    folder, or "<file stem>."); ``client``: a ready client (tests, adapters' own); ``plan``: a
-    CallPlan shared with other callers of the same command."""
+    """One judge's (or stage's) calls. ``identity`` keys its answers (a JudgeSpec, anything
+    with ``call_key(**depends_on)``, or a step's dict spec); ``state_root``: where --batch keeps
+    its state (a run folder, or "<file stem>."); ``plan``: a CallPlan shared within a command."""
 
     def __init__(
         self, spec: CallerSpec, *, identity: Any, cache: Any = None,
         state_root: str | Path | None = None, client: Any = None, plan: Any = None,
         watch: bool = True,
     ) -> None:  # fmt: skip
-        from cafe.cache import Cache
-
         self.spec, self.identity = spec, identity
         self.cache = cache if cache is not None else Cache(None)
-        self.plan = plan
         if plan is None and (spec.batch or spec.dry_run or spec.prices):
-            plan = self.plan = call_plan(state_root, batch=spec.batch, dry_run=spec.dry_run,
-                                         prices=spec.prices,
-                                         batch_options=dict(spec.batch_options or {}))  # fmt: skip
+            plan = call_plan(state_root, batch=spec.batch, dry_run=spec.dry_run, prices=spec.prices,
+                             batch_options=dict(spec.batch_options or {}))  # fmt: skip
+        self.plan = plan
         self.calls = 0  # requests sent (cache misses)
         self.health = {"usable": 0, "unusable": 0, "failed": 0}
         self.first: list[str] = []  # the first batch's causes, while no reply was usable
@@ -162,20 +140,8 @@ class Caller:
         self._limit = Limiter(in_flight or spec.concurrency)
         self._asking: dict[str, asyncio.Future[Any]] = {}
         self._held: list[tuple[str, Any]] = []  # unusable replies, while none was usable
-        self._client = client
-        if client is None:  # built now: no server or no key fails once, before any item
-            self._client = self._build()
-
-    @property
-    def who(self) -> str:
-        return f"{self.spec.kind}:{self.spec.model}"
-
-    def _build(self) -> Any:
-        return client_for(self.spec, self.plan)
-
-    @property
-    def client(self) -> Any:
-        return self._client
+        # built now: no server or no key fails once, before any item
+        self.client = client if client is not None else client_for(spec, plan)
 
     def max_tokens(self, answer_tokens: int) -> int:
         """A reply's token budget: the answer's, plus the thinking budget when it may think."""
@@ -191,11 +157,9 @@ class Caller:
         tries: int = 1, **extra: Any,
     ) -> Answer:  # fmt: skip
         """The answer to ``messages``: from the cache (``identity`` + ``depends_on``), from the
-        same ask already in flight, or asked now. ``parse`` reads the reply (a thinking
-        server's reasoning included: read the final answer with cafe.clients.thinking); only
-        a usable reply is replayed: ``keep="text"`` stores ``{"text": reply}`` (the judges'
-        entries), ``keep="value"`` the parsed value (the reward judge's, the data stages'), a
-        stored one read again only when ``valid`` accepts it."""
+        same ask in flight, or asked now (up to ``tries`` times until usable). Only a usable
+        reply is replayed: ``keep="text"`` stores ``{"text": reply}`` (the judges' entries),
+        ``keep="value"`` the parsed value, read again only when ``valid`` accepts it."""
         key = call_key(self.identity, depends_on)
         hit = self.cache.get(key, lambda e: _usable(e, keep, valid))
         if hit is not None:
@@ -214,21 +178,42 @@ class Caller:
         self._asking[key] = shared
         got = Answer(error="the shared ask did not finish")
         try:
-            got = await self._tries((key, messages, parse, temperature, max_tokens, keep, final,
-                                     extra), tries)  # fmt: skip
+            for _ in range(max(1, tries)):
+                got = await self._call(key, messages, parse, temperature, max_tokens, keep,
+                                       final, extra)  # fmt: skip
+                if got.ok:
+                    break
         finally:
             if self._asking.get(key) is shared:
                 del self._asking[key]
             shared.set_result(got)
         return got
 
-    async def _tries(self, args: tuple[Any, ...], tries: int) -> Answer:
-        got = Answer(error="not asked")
-        for _ in range(max(1, tries)):
-            got = await self._call(*args)
+    async def ask_retrying(
+        self, retries: int, request: Callable[[int, str | None], tuple[Any, Mapping[str, Any]]],
+        parse: Parser, *, catch: bool = False, **kw: Any,
+    ) -> tuple[Answer, list[str]]:  # fmt: skip
+        """Ask ``request(attempt, last reason) -> (messages, depends_on)`` at most ``retries``
+        more times until usable (a retry's prompt says what was wrong: the same prompt at
+        temperature 0 gives the same reply) -> the last answer and every reply's text.
+        ``catch``: an exception (not a dead server) is the answer's error, this item's only."""
+        got, raws = Answer(error="not asked"), []
+        for attempt in range(retries + 1):
+            messages, depends_on = request(attempt, got.reason)
+            try:
+                got = await self.ask(messages, depends_on, parse, **kw)
+            except ServerUnreachable:
+                raise
+            except Exception as e:  # a client bug or transport error
+                if not catch:
+                    raise
+                return Answer(error=f"{type(e).__name__}: {e}"), raws
+            if got.error is not None:
+                break
+            raws.append(got.text or "")
             if got.ok:
                 break
-        return got
+        return got, raws
 
     async def _call(
         self, key: str, messages: Any, parse: Parser, temperature: float | None,
@@ -239,8 +224,8 @@ class Caller:
         count_share("calls")
         async with self._limit:
             self.calls += 1
-            reply = await self._client.achat(list(messages), temperature=temperature,
-                                             max_tokens=max_tokens, **extra)  # fmt: skip
+            reply = await self.client.achat(list(messages), temperature=temperature,
+                                            max_tokens=max_tokens, **extra)  # fmt: skip
         if reply.error or reply.text is None:
             self.health["failed"] += 1
             self._watch(context_too_small(reply.error))
@@ -265,24 +250,20 @@ class Caller:
     def _watch(self, cause: str | None) -> None:
         """Stop the command when the first batch of replies is all unusable (a failure that
         is not the context's is the breaker's business, not counted here)."""
-        if not self.watch or self.health["usable"]:
-            return
-        if cause is None:
+        if not self.watch or self.health["usable"] or cause is None:
             return
         self.first.append(cause)
         if len(self.first) >= self.first_batch:
             self.watch = False
             cause = max(set(self.first), key=self.first.count)
             raise UnusableReplies(
-                f"{self.spec.role} {self.who}",
+                f"{self.spec.role} {self.spec.kind}:{self.spec.model}",
                 f"its first {len(self.first)} replies are all unusable: {cause}",
             )
 
     def _release(self) -> None:
-        """The unusable replies of a judge that works: its own answer at temperature 0 (the
-        same prompt gets it again), cached under the keys of earlier releases and replayed as
-        they are (an invalid judgement again). A judge none of whose replies was usable never
-        caches one, so a healthy judge asked later is called (issue 45)."""
+        """Cache the unusable replies of a judge that works: its own answer at temperature 0,
+        replayed as they are (an invalid judgement again), as earlier releases cached them."""
         held, self._held = self._held, []
         for key, entry in held:
             self.cache.put(key, entry)
@@ -294,13 +275,13 @@ class Caller:
         return pending_calls(self.plan)
 
     async def aclose(self) -> None:
-        if self._client is not None and hasattr(self._client, "aclose"):
-            await self._client.aclose()
+        if self.client is not None and hasattr(self.client, "aclose"):
+            await self.client.aclose()
 
 
 class Asks:
     """What a judge (or stage) that asks through ``self.caller`` shows of it: its client (call
-    statistics), its cache, the calls it sent; and its ``aclose``."""
+    statistics), its cache, the calls it sent (cache misses); and its ``aclose``."""
 
     caller: Caller
 
@@ -314,7 +295,6 @@ class Asks:
 
     @property
     def calls(self) -> int:
-        """Requests sent (cache misses)."""
         return self.caller.calls
 
     async def aclose(self) -> None:
@@ -325,14 +305,13 @@ def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
     from cafe.clients import make_client
 
-    options: dict[str, Any] = {"concurrency": spec.concurrency}
-    if spec.thinking is not None:
-        options["thinking"] = spec.thinking
-    if spec.server_option is not None:
-        options["server_option"] = spec.server_option
-    options.update(spec.options)
-    if spec.key_env:
-        options["api_key_env"] = spec.key_env
+    named = {"thinking": spec.thinking, "server_option": spec.server_option}  # None: the client's
+    options = {
+        "concurrency": spec.concurrency,
+        **{k: v for k, v in named.items() if v is not None},
+        **spec.options,
+        **({"api_key_env": spec.key_env} if spec.key_env else {}),
+    }
     return make_client(spec.kind, spec.model, endpoints=list(spec.endpoints) or None,
                        calls=plan, **options)  # fmt: skip
 
@@ -345,14 +324,10 @@ def _usable(entry: Any, keep: str, valid: Callable[[Any], bool] | None) -> bool:
 
 
 def call_plan(
-    state_root: str | Path | None,
-    *,
-    batch: bool = False,
-    dry_run: bool = False,
-    prices: str | Path | None = None,
-    batch_options: dict[str, Any] | None = None,
+    state_root: str | Path | None, *, batch: bool = False, dry_run: bool = False,
+    prices: str | Path | None = None, batch_options: dict[str, Any] | None = None,
     expected_output_tokens: int = 300,
-) -> Any:
+) -> Any:  # fmt: skip
     """The CallPlan (direct, --batch with its state in ``state_root/batches``, or --dry-run)
     with a cost ledger priced from cafe/clients/prices.yaml (or ``prices``)."""
     from cafe.clients.batch import BatchSpec
@@ -360,10 +335,8 @@ def call_plan(
     from cafe.clients.costs import Ledger, PriceTable
     from cafe.store import BATCH_DIR
 
-    if batch and dry_run:
-        mode = "dry-run"  # a dry run of a batch: priced both ways, nothing sent
-    else:
-        mode = "batch" if batch else "dry-run" if dry_run else "direct"
+    # a dry run of a batch: priced both ways, nothing sent
+    mode = "dry-run" if dry_run else "batch" if batch else "direct"
     spec = None
     if batch:
         if state_root is None:

@@ -1,21 +1,18 @@
 """The one executor of calls (`cafe run`'s batches of model calls on threads, every step of
-cafe.steps.engine, captions): at most ``concurrency`` calls in flight (``Limiter``), each record
-appended as it finishes in fsynced batches of FLUSH_EVERY (a kill loses at most one batch, which
-the call cache then replays for free), an exception in one item its failed record, a server that
-stops answering (ServerUnreachable) or a caller's fatal error the end of the command with what
-finished kept (``execute``; ``run_sync`` from synchronous code, a notebook's running loop too);
-the records a caller's frozen spec may keep from earlier invocations (``resume``: the one resume,
-the engine's and the judges'); the calls' cost into the run's manifest (``write_costs``) and what
-a batch still holds (``pending_calls``); and the one cached call (``cached_call``: a key from the
-caller's frozen spec plus the call's inputs, asked once on a miss, only a usable result stored)
-that the engine and every judge use (`cafe run`'s CachedAdapter keys by its frozen RunSpec alike,
-a batch's misses sent in one generate)."""
+cafe.steps.engine, captions): ``execute`` keeps at most ``concurrency`` calls in flight, appends
+each record as it finishes in fsynced batches (a kill loses at most one, which the call cache
+replays for free) and ends the command on a dead server or a fatal error with what finished
+kept; ``run_sync`` runs it from synchronous code. Also the one resume (``resume``), the one
+cached call (``cached_call``: a key from the caller's frozen spec plus the call's inputs, only
+a usable result stored) and the calls' cost into the manifest (``write_costs``)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
+import functools
 import json
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -55,23 +52,16 @@ async def write_as_completed(
     flush_every: int | None = None, batched: bool = False,
     running: Mapping[asyncio.Future[Any], Future[Any] | None] | None = None,
 ) -> list[tuple[int, Any]]:  # fmt: skip
-    """Await ``tasks`` (each gives its index and its result) as they finish; append their
-    records in fsynced batches of at least ``flush_every`` (default FLUSH_EVERY; a kill loses at
-    most one batch, which the next run makes again) -> the (index, result) pairs as they came.
-    ``batched``: each result is a list of records, written whole. Any exception (a dead server,
-    a --strict stop, a writer that refuses, Ctrl-C) ends it after the buffer is written: the
-    calls not yet sent are cancelled; those ``running`` (sent: on this loop or on a thread) are
-    let finish and their records written too, already paid for, as are the calls that had
-    finished.
-    A server that stops answering says how many were kept."""
+    """Await ``tasks`` ((index, result) each; ``batched``: the result a list of records) as
+    they finish, writing their records in fsynced batches -> the pairs as they came. Any
+    exception (a dead server, a --strict stop, a writer that refuses, Ctrl-C) ends it after the
+    buffer is written and the calls already sent are wound down (``_wind_down``)."""
+    from tqdm import tqdm
+
     from cafe.clients.breaker import ServerUnreachable
 
     flush_every = flush_every or FLUSH_EVERY
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, desc=desc, unit="item")
+    bar = tqdm(total=total, desc=desc, unit="item", disable=not progress)
     done: list[tuple[int, Any]] = []
     buffer: list[Any] = []
     kept = 0
@@ -91,8 +81,7 @@ async def write_as_completed(
             done.append((i, result))
             if len(buffer) >= flush_every:
                 flush()
-            if bar is not None:
-                bar.update(len(records))
+            bar.update(len(records))
         flush()
     except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
         flush()
@@ -103,8 +92,7 @@ async def write_as_completed(
             raise stop.stopped(f"{kept} records of this run kept") from None
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     return done
 
 
@@ -112,11 +100,9 @@ async def _wind_down(
     left: Sequence[asyncio.Future[Any]], writer: Any,
     running: Mapping[asyncio.Future[Any], Future[Any] | None], batched: bool,
 ) -> int:  # fmt: skip
-    """After a stop, over the calls not yet written (``left``): cancel those not yet sent (one
-    waiting for its turn, or queued for a thread); the calls already sent (``running``: on this
-    loop, or on a thread, where no cancel stops one) are let finish and their records written,
-    their own errors no longer mattering: the server answers them, so they are paid for and
-    the folder must count them -> records kept. A second Ctrl-C ends the wait."""
+    """After a stop: cancel the calls not yet sent; those sent (``running``: on this loop or a
+    thread) are paid for, so they finish and their records are written -> records kept. A
+    second Ctrl-C ends the wait."""
     for t in left:
         if t not in running:
             t.cancel()  # a finished one keeps its result
@@ -127,11 +113,9 @@ async def _wind_down(
         if isinstance(got, BaseException):
             continue
         records = got[1] if batched else [got[1]]
-        try:
+        with contextlib.suppress(Exception):  # the stop already said what went wrong
             writer.write_many(records)
             kept += len(records)
-        except Exception:  # noqa: BLE001 - the stop already said what went wrong
-            pass
     return kept
 
 
@@ -142,31 +126,19 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
 
 
 async def execute(
-    items: Sequence[T],
-    call: Callable[[Any], Any],
-    failed: Callable[[T, str], R],
-    writer: Any,
-    *,
-    concurrency: int,
-    desc: str,
-    progress: bool,
-    aclose: Callable[[], Awaitable[None]] | None = None,
-    flush_every: int | None = None,
-    batch_size: int | None = None,
-    fatal: tuple[type[BaseException], ...] = (),
+    items: Sequence[T], call: Callable[[Any], Any], failed: Callable[[T, str], R], writer: Any,
+    *, concurrency: int, desc: str, progress: bool,
+    aclose: Callable[[], Awaitable[None]] | None = None, flush_every: int | None = None,
+    batch_size: int | None = None, fatal: tuple[type[BaseException], ...] = (),
     threads: bool = False,
-) -> list[R]:
+) -> list[R]:  # fmt: skip
     """``call`` on every item, at most ``concurrency`` in flight, records written as they come
     -> the records in the items' order. An exception in one call is its items' ``failed(item,
-    reason)`` records; a server that stops answering (ServerUnreachable) or a ``fatal``
-    exception ends the command with what finished kept.
-
-    ``threads``: ``call`` is synchronous (a model's generate): it runs on one of ``concurrency``
-    threads of its own, with one more call queued per thread (a thread never waits while the
-    records are written), and a stop waits for the running ones and keeps their records.
-    ``batch_size``: ``call`` gets lists of up to that many items and returns their records in
-    order (`cafe run`'s batches, each written whole). ``aclose`` (the judge's client) runs at
-    the end whatever happens."""
+    reason)`` records; ServerUnreachable or a ``fatal`` exception ends the command with what
+    finished kept. ``threads``: ``call`` is synchronous (a model's generate) and runs on one of
+    ``concurrency`` threads, one more call queued per thread (a thread never waits while the
+    records are written). ``batch_size``: ``call`` gets lists of items and returns their
+    records in order. ``aclose`` runs at the end whatever happens."""
     from cafe.clients.breaker import ServerUnreachable
 
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
@@ -216,28 +188,22 @@ class _Stopped(Exception):
 
 
 def honour_interrupts() -> Callable[[], None]:
-    """Make SIGINT raise KeyboardInterrupt in this process whatever disposition it inherited (a
-    shell starts background jobs with SIGINT ignored: `kill -INT` must still stop cafe) ->
-    the function that puts the old disposition back. A handler of the program's own (a
-    notebook kernel's) is kept; off the main thread nothing changes."""
+    """Make SIGINT raise KeyboardInterrupt whatever disposition it inherited (a shell starts
+    background jobs with SIGINT ignored: `kill -INT` must still stop cafe) -> the undo. A
+    handler of the program's own (a notebook kernel's) is kept."""
     import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
     old = signal.getsignal(signal.SIGINT)
-    if callable(old):
+    if callable(old) or threading.current_thread() is not threading.main_thread():
         return lambda: None
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return lambda: signal.signal(signal.SIGINT, old)
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    """Run ``coro`` from synchronous code on an event loop of its own: ``asyncio.run``, or,
-    where this thread already runs a loop (a notebook), on a helper thread. An interrupt while
-    it runs (Ctrl-C, `kill -INT` of a background job, the notebook's stop button) cancels it
-    (``execute`` then cancels the calls not yet sent and writes those that were) and is raised
-    once it has wound down."""
+    """Run ``coro`` from synchronous code on a loop of its own (on a helper thread where this
+    thread runs one: a notebook). An interrupt (Ctrl-C, `kill -INT`, the notebook's stop
+    button) cancels it and is raised once it has wound down."""
     restore = honour_interrupts()
     try:
         return _run_sync(coro)
@@ -279,10 +245,8 @@ def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
         with lock:
             stop.set()
             for loop, task in started:
-                try:
+                with contextlib.suppress(RuntimeError):  # its loop has closed: the work is over
                     loop.call_soon_threadsafe(task.cancel)
-                except RuntimeError:  # its loop has closed: the work is over
-                    pass
         if thread.ident is not None:
             finished.wait()  # the calls wind down (what a writer took stays written)
         raise
@@ -293,9 +257,8 @@ def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
 
 @dataclass
 class Selection:
-    """Which of the items left to do are called (``todo``); the others need no call of their
-    own: ``decided``, records made without one (written before the calls), and ``copies``,
-    (item, run) -> the (item, run) whose record it shares (the same call: selective judging,
+    """Which items left to do are called (``todo``); ``decided``: records made without a call;
+    ``copies``: (item, run) -> the (item, run) whose record it shares (the same prompt:
     cafe.judge.batching), copied after the calls (``share_records``)."""
 
     todo: list[Any]
@@ -303,14 +266,10 @@ class Selection:
     copies: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
     def report(self, n_items: int | None = None) -> dict[str, Any]:
-        """What selective judging did; ``n_items`` (default: those it was made from)."""
         made_from = len(self.todo) + len(self.decided) + len(self.copies)
-        return {
-            "items": made_from if n_items is None else n_items,
-            "judged": len(self.todo),
-            "shared_same_prompt": len(self.copies),
-            "decided_without_call": len(self.decided),
-        }
+        return {"items": made_from if n_items is None else n_items, "judged": len(self.todo),
+                "shared_same_prompt": len(self.copies),
+                "decided_without_call": len(self.decided)}  # fmt: skip
 
 
 def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
@@ -322,23 +281,15 @@ def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
         if r is None:
             continue
         note = f"shared: same judge prompt as {src[0]} run {src[1]}"
-        out.append(
-            dataclasses.replace(
-                r,
-                sample_id=sid,
-                run_index=run,
-                reason=f"{r.reason}; {note}" if r.reason else note,
-                call={},  # made without a call: the representative's record counts it
-            )
-        )
+        reason = f"{r.reason}; {note}" if r.reason else note
+        # made without a call (``call={}``): the representative's record counts it
+        out.append(dataclasses.replace(r, sample_id=sid, run_index=run, reason=reason, call={}))
     return out
 
 
 def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
-    """One call's cache key from the caller's frozen spec and the call's inputs: a step's spec
-    (a dict) as ``step=spec, inputs=inputs``; a judge's JudgeSpec through its ``call_key`` (its
-    call fields plus the request's parts: prompt, audio hashes, rater, attempt). These are the
-    keys cafe has always written, so existing caches keep hitting."""
+    """One call's cache key: a step's dict spec as ``step=spec, inputs=inputs``; a judge's
+    JudgeSpec through its ``call_key``. The keys cafe has always written: caches keep hitting."""
     if isinstance(spec, Mapping):
         from cafe.cache import make_key
 
@@ -347,19 +298,12 @@ def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
 
 
 async def cached_call(
-    cache: Any,
-    spec: Any,
-    inputs: Mapping[str, Any],
-    ask: Callable[[], Awaitable[R]],
-    *,
-    entry: Callable[[R], Any],
-    valid: Callable[[Any], bool] | None = None,
-) -> tuple[Any, R | None]:
-    """The one cached call -> (entry, None) when the cache holds one under ``call_key(spec,
-    inputs)`` that ``valid`` accepts (a damaged one is a miss, asked again and replaced); else
-    ``ask()`` is awaited once (counted in the item's share of the calls) and returns
-    (``entry(result)``, result), the entry stored unless None (a failed or unusable reply, so
-    the next invocation asks again)."""
+    cache: Any, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,
+    entry: Callable[[R], Any], valid: Callable[[Any], bool] | None = None,
+) -> tuple[Any, R | None]:  # fmt: skip
+    """(entry, None) from the cache when it holds one ``valid`` accepts (a damaged one is a
+    miss); else ``ask()`` once -> (``entry(result)``, result), the entry stored unless None (a
+    failed or unusable reply: the next invocation asks again)."""
     from cafe.counters import count_share
 
     key = call_key(spec, inputs)
@@ -375,56 +319,47 @@ async def cached_call(
 
 
 class CallCache:
-    """The engine's call cache, handed to every step as ``step.call_cache``: the engine opens it,
-    the one place (``cache``: a Cache, its path, or None for ``$CAFE_CACHE/<name>``), on first
-    use, so a step whose calls cache nothing opens no file. Every call a step makes through
-    it is ``cached_call`` on it: keyed by the caller's frozen spec plus the call's inputs, a hit
-    or a miss counted in the item's share."""
+    """The engine's call cache, handed to every step as ``step.call_cache`` (``cache``: a Cache,
+    its path, or None for ``$CAFE_CACHE/<name>``), opened on first use, so a step whose calls
+    cache nothing opens no file."""
 
     def __init__(self, cache: Any, name: str) -> None:
-        from cafe.cache import Cache
-
         self._given, self._name = cache, name
-        self._cache: Any = cache if isinstance(cache, Cache) else None
 
-    @property
+    @functools.cached_property
     def cache(self) -> Any:
-        if self._cache is None:
-            from cafe.cache import Cache, cache_file
+        from cafe.cache import Cache, cache_file
 
-            given = self._given
-            self._cache = Cache(given if given is not None else cache_file(self._name))
-        return self._cache
+        given = self._given
+        if isinstance(given, Cache):
+            return given
+        return Cache(given if given is not None else cache_file(self._name))
 
     @property
     def hits(self) -> int:
-        """The cache's hits (0 while it was never opened)."""
-        return self._cache.hits if self._cache is not None else 0
+        return self.cache.hits if "cache" in self.__dict__ else 0  # 0 while never opened
 
     async def ask(
         self, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,
         entry: Callable[[R], Any], valid: Callable[[Any], bool] | None = None,
     ) -> tuple[Any, R | None]:  # fmt: skip
-        """``cached_call`` on the engine's cache."""
         return await cached_call(self.cache, spec, inputs, ask, entry=entry, valid=valid)
 
 
 def reply_entry(reply: Any, final: bool = False) -> dict[str, str] | None:
-    """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer, a thinking
-    model's reasoning left out); None when the call failed or gave no text."""
+    """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer); None when
+    the call failed or gave no text."""
     text = reply.final if final else reply.text
     return None if reply.error or text is None else {"text": text}
 
 
 def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:
-    """Await ``calls`` on one event loop, at most ``concurrency`` in flight (None: as many as
-    the callee's client admits) -> their results in order; the first exception ends it. The
-    way a synchronous caller (the training data pipeline's LLM stages) makes its calls."""
-    sem = Limiter(concurrency) if concurrency else None
+    """Await ``calls`` on one event loop from synchronous code (the data pipeline's LLM
+    stages), at most ``concurrency`` in flight (None: the client's own bound) -> the results
+    in order; the first exception ends it."""
+    sem = Limiter(concurrency or len(calls))
 
     async def one(call: Awaitable[R]) -> R:
-        if sem is None:
-            return await call
         async with sem:
             return await call
 
@@ -440,25 +375,16 @@ def spec_file(records: Path) -> Path:
 
 
 def resume(
-    path: Path,
-    spec: Mapping[str, Any],
-    read: Callable[[Path], Sequence[R]],
-    *,
-    write: bool = True,
-    legacy_ok: Callable[[R], bool] | None = None,
+    path: Path, spec: Mapping[str, Any], read: Callable[[Path], Sequence[R]], *,
+    write: bool = True, legacy_ok: Callable[[R], bool] | None = None,
     normalize: Callable[[Any], Mapping[str, Any] | None] | None = None,
-    spec_name: str = "spec",
-    redone: str = "made again",
-) -> list[R]:
-    """The records of ``path`` made under ``spec`` (the caller's frozen spec), with the spec
-    stored beside them (``spec_file``).
-
-    The stored spec equal to ``spec``: every record is kept. Another spec: none is (a note
-    names the differing fields), and the file is emptied before the new spec is written, so a
-    kill in between never leaves old records under the new spec. No stored spec (a folder from
-    before specs): the records ``legacy_ok`` accepts are kept (none without it). ``normalize``
-    reads a stored spec as the caller compares it (None: damaged or foreign, another spec).
-    ``write=False`` (a dry run): the same answer, nothing written."""
+    spec_name: str = "spec", redone: str = "made again",
+) -> list[R]:  # fmt: skip
+    """The records of ``path`` made under ``spec``, which is stored beside them (``spec_file``).
+    Another stored spec keeps none (a note names the differing fields), and the file is emptied
+    before the new spec is written, so a kill in between never leaves old records under the new
+    spec. No stored spec (a folder from before specs): those ``legacy_ok`` accepts are kept.
+    ``normalize`` reads a stored spec (None: damaged or foreign). ``write=False``: a dry run."""
     from cafe.reporting import note
     from cafe.store import rewrite_jsonl, write_json_atomic
 
@@ -495,8 +421,8 @@ def _differences(stored: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> s
 
 
 def pending_calls(plan: Any) -> int:
-    """Calls a call plan's batches still hold: left running (--batch-no-wait) or cancelled at
-    the service. No results yet, so not a failure: the same command again collects them."""
+    """Calls a plan's batches still hold (left running by --batch-no-wait, or cancelled at the
+    service): no results yet, so not a failure: the same command again collects them."""
     if plan is None:
         return 0
     return sum(int(s.get("left_pending", 0)) + int(s.get("cancelled_items", 0))
@@ -505,15 +431,14 @@ def pending_calls(plan: Any) -> int:
 
 def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
     """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
-    ``costs``; returns the invocation's own summary."""
+    ``costs`` -> the invocation's own summary."""
     from cafe.clients.costs import merge_summaries
 
     if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
         return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
     mine = plan.ledger.summary()
     mine["cache_hits"] = cache_hits
-    batches = plan.batch_stats()
-    if batches:
+    if batches := plan.batch_stats():
         mine["batches"] = batches
     if not store.has_manifest():
         return mine

@@ -13,13 +13,9 @@ from cafe.registry import Registry
 
 JUDGES: Registry[type[Judge]] = Registry("judge", entry_point_group="cafe.judges", base=Judge)
 
-for _name, _target in {
-    "rule": "cafe.judge.rule:RuleJudge",
-    "openai-compatible": "cafe.judge.extraction:LLMJudge",
-    "openai": "cafe.judge.extraction:LLMJudge",
-    "gemini": "cafe.judge.extraction:LLMJudge",
-}.items():
-    JUDGES.add_lazy(_name, _target)
+JUDGES.add_lazy("rule", "cafe.judge.rule:RuleJudge")
+for _kind in ("openai-compatible", "openai", "gemini"):  # one LLM judge for every chat protocol
+    JUDGES.add_lazy(_kind, "cafe.judge.extraction:LLMJudge")
 
 
 def build_judge(name: str, **options: Any) -> Any:

@@ -93,19 +93,12 @@ def agreement(a: Sequence[Judgement], b: Sequence[Judgement], mode: str = "micro
     deltas = {
         m: (mb[m] - ma[m]) if ma[m] is not None and mb[m] is not None else None for m in METRICS
     }
-    return {
-        "items_compared": len(common),
-        "only_a": len(set(ka) - set(kb)),
-        "only_b": len(set(kb) - set(ka)),
-        "events_aligned": len(pairs),
-        "raw_agreement": (sum(p == q for p, q in pairs) / len(pairs)) if pairs else None,
-        "kappa": cohen_kappa(xa, xb),
-        "kappa_per_category": per_cat,
-        "metrics_a": {m: ma[m] for m in METRICS},
-        "metrics_b": {m: mb[m] for m in METRICS},
-        "delta_b_minus_a": deltas,
-        "mode": mode,
-    }
+    raw = (sum(p == q for p, q in pairs) / len(pairs)) if pairs else None
+    return {"items_compared": len(common), "only_a": len(set(ka) - set(kb)),
+            "only_b": len(set(kb) - set(ka)), "events_aligned": len(pairs), "raw_agreement": raw,
+            "kappa": cohen_kappa(xa, xb), "kappa_per_category": per_cat,
+            "metrics_a": {m: ma[m] for m in METRICS}, "metrics_b": {m: mb[m] for m in METRICS},
+            "delta_b_minus_a": deltas, "mode": mode}  # fmt: skip
 
 
 def resolve(run_dir: Path, name: str) -> Path:
@@ -115,10 +108,7 @@ def resolve(run_dir: Path, name: str) -> Path:
     prefix = JUDGE_RECORDS["cafe"]
     if Path(name).is_file():
         return Path(name)
-    for cand in (
-        run_dir / f"{prefix}.{name}.jsonl",
-        run_dir / f"{prefix}.{judge_slug(name)}.jsonl",
-    ):
+    for cand in (run_dir / f"{prefix}.{n}.jsonl" for n in (name, judge_slug(name))):
         if cand.is_file():
             return cand
     hits = sorted(run_dir.glob(f"{prefix}.{judge_slug(name)}*.jsonl"))
@@ -136,10 +126,10 @@ def resolve(run_dir: Path, name: str) -> Path:
 def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> dict[str, Any]:
     """Compare two judges on one run (``a``, ``b``: judge names in the run folder or judgement
     files) -> Cohen's kappa overall and per category, and the CAFE metric deltas B - A."""
-    from cafe.judge.pipeline import read_judgements
+    from cafe.store import latest_records
 
     root = Path(run_dir)
     pa, pb = resolve(root, a), resolve(root, b)
-    res = agreement(read_judgements(pa), read_judgements(pb), mode)
+    res = agreement(latest_records(pa, Judgement), latest_records(pb, Judgement), mode)
     res["a"], res["b"] = pa.name, pb.name
     return res

@@ -1,13 +1,8 @@
-"""Judged accuracy (the paper's † figures: an LLM reads each output and names the option chosen).
-
-`cafe.steps.judged.judge_accuracy_run` asks an answer-extraction judge (any chat client kind:
-openai-compatible, openai, gemini) to name the option each (item, run) output chose, maps its
-reply (final answer only; thinking is kept raw, never parsed) to a choice, scores that choice
-with the benchmark's rule, and writes the metrics.json "judged_accuracy" section: a separate,
-labelled accuracy with the judge named, beside (never instead of) the official headline. Replies
-are cached like every judge call; a retry appends a format reminder. Calls go direct or through
-the batch transport with the cost ledger (cafe.judge.batching); ``selective`` asks the judge
-only where the official rule cannot decide."""
+"""Judged accuracy (the paper's † figures): an answer-extraction judge names the option each
+(item, run) output chose (its final answer read; thinking kept raw, never parsed), the
+benchmark's rule scores that choice, and the metrics.json "judged_accuracy" section holds it: a
+labelled accuracy with the judge named, beside (never instead of) the official headline.
+``selective`` asks the judge only where the official rule cannot decide (``decide``)."""
 
 from __future__ import annotations
 
@@ -48,21 +43,11 @@ def read_verdict(text: str | None, choices: Sequence[str]) -> tuple[str | None, 
 
 class AnswerJudge(Asks):
     def __init__(
-        self,
-        kind: str,
-        model: str,
-        endpoints: Sequence[str] = (),
-        *,
-        template: str | Path | None = None,
-        cache: Cache | None = None,
-        concurrency: int = 16,
-        thinking: bool = False,
-        thinking_budget: int | None = None,
-        client: Any = None,
-        calls: Any = None,
-    ):
-        """``calls``: a cafe.clients.calls.CallPlan (batch transport, cost ledger), which the
-        caller (cafe.caller) builds its client with."""
+        self, kind: str, model: str, endpoints: Sequence[str] = (), *,
+        template: str | Path | None = None, cache: Cache | None = None, concurrency: int = 16,
+        thinking: bool = False, thinking_budget: int | None = None, client: Any = None,
+        calls: Any = None,  # a CallPlan (batch transport, cost ledger)
+    ):  # fmt: skip
         self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("answer", template)
@@ -70,9 +55,8 @@ class AnswerJudge(Asks):
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
         self.spec = JudgeSpec(
             task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
-            endpoint=JudgeSpec.endpoint_of(list(endpoints)),
-            thinking=bool(thinking), max_tokens=self.max_tokens, temperature=0.0,
-            retries=RETRIES,
+            endpoint=JudgeSpec.endpoint_of(list(endpoints)), thinking=bool(thinking),
+            max_tokens=self.max_tokens, temperature=0.0, retries=RETRIES,
         )  # fmt: skip
         how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
                          thinking=bool(thinking))  # fmt: skip
@@ -80,8 +64,7 @@ class AnswerJudge(Asks):
 
     @staticmethod
     def decide(sample: Sample, pred: Prediction) -> Verdict | None:
-        """The verdict without a call where the official rule decides (its parse mapped the
-        answer to one of the choices), else None: the judge is asked."""
+        """The verdict where the official rule decides (it mapped the answer to a choice)."""
         if pred.error or pred.parse_status != "ok" or pred.answer not in sample.choices:
             return None
         return Verdict(pred.sample_id, pred.run_index, pred.answer, "ok",
@@ -97,31 +80,23 @@ class AnswerJudge(Asks):
             choice, status = read_verdict(text, sample.choices)
             return ((choice, status), None) if status != "unparseable" else (None, status)
 
-        raws: list[str] = []
-        for attempt in range(RETRIES + 1):
+        def request(attempt: int, _: str | None) -> tuple[Any, dict[str, Any]]:
             text_in = prompt if attempt == 0 else prompt + REMINDER
             # the reminder is in the prompt, so in the key
-            got = await self.caller.ask([{"role": "user", "content": text_in}],
-                                        {"prompt": text_in}, parse, temperature=0.0,
-                                        max_tokens=self.max_tokens)  # fmt: skip
-            if got.error is not None:
-                return Verdict(pred.sample_id, pred.run_index, None, "failed", got.error)
-            raws.append(got.text or "")
-            if got.ok:
-                choice, status = got.value
-                return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
-        return Verdict(pred.sample_id, pred.run_index, None, "unparseable", "\n---\n".join(raws))
+            return [{"role": "user", "content": text_in}], {"prompt": text_in}
+
+        got, raws = await self.caller.ask_retrying(RETRIES, request, parse, temperature=0.0,
+                                                   max_tokens=self.max_tokens)  # fmt: skip
+        if got.error is not None:
+            return Verdict(pred.sample_id, pred.run_index, None, "failed", got.error)
+        choice, status = got.value if got.ok else (None, "unparseable")
+        return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
 
 
 def judged_section(
-    samples: Sequence[Sample],
-    predictions: Sequence[Prediction],
-    verdicts: Sequence[Verdict],
-    judge: AnswerJudge,
-    breakdowns: dict[str, Any] | None,
-    runs: int | None,
-    rule: Any,
-) -> dict[str, Any]:
+    samples: Sequence[Sample], predictions: Sequence[Prediction], verdicts: Sequence[Verdict],
+    judge: AnswerJudge, breakdowns: dict[str, Any] | None, runs: int | None, rule: Any,
+) -> dict[str, Any]:  # fmt: skip
     """The "judged_accuracy" section: the benchmark's rule on the judge-named choice."""
     from cafe.benchmarks.scoring import accuracy_section
 

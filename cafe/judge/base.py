@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 from cafe.judge.spec import JudgeSpec
 from cafe.records import Judgement, Prediction, Sample
@@ -26,8 +27,7 @@ class Judge(ABC):
 
     @property
     def spec(self) -> JudgeSpec:
-        """The frozen identity of this judge's judgements (cafe.judge.spec); a judge with more
-        settings that change its replies (model, thinking, budget) spells them in its own."""
+        """What decides this judge's judgements (a judge with a model spells more in its own)."""
         return JudgeSpec(
             task=self.task, kind=self.identity, model=None, endpoint=None,
             template_hash=self.template_hash, temperature=self.temperature,
@@ -47,13 +47,11 @@ class Judge(ABC):
             "temperature": self.temperature,
         }
 
+    def judgement(self, item: JudgeItem, **fields: Any) -> Judgement:
+        """This judge's Judgement of ``item``."""
+        p = item.prediction
+        return Judgement(sample_id=p.sample_id, run_index=p.run_index, judge=self.identity,
+                         template_hash=self.template_hash, **fields)  # fmt: skip
+
     def failed(self, item: JudgeItem, reason: str, raw: str | None = None) -> Judgement:
-        return Judgement(
-            sample_id=item.prediction.sample_id,
-            run_index=item.prediction.run_index,
-            judge=self.identity,
-            template_hash=self.template_hash,
-            raw_reply=raw,
-            status="failed",
-            reason=reason,
-        )
+        return self.judgement(item, raw_reply=raw, status="failed", reason=reason)

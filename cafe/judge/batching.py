@@ -1,16 +1,11 @@
-"""How a judging command delivers its calls and what they cost, for any judge that builds its
-client with ``make_client(**client_options)`` (CAFE extraction, rubric, answer extraction…):
+"""How a judging command delivers its calls and what they cost (the call plan itself, direct,
+--batch, --dry-run and the ledger, is the caller's: cafe.caller.call_plan):
 
-- the call plan (direct, --batch, --dry-run, the cost ledger) is the caller's
-  (cafe.caller.call_plan);
-- ``select_items``: selective judging. An (item, run) whose judge prompt equals another's (the
-  same output judged against the same caption: runs that decoded alike) is judged once and the
-  judgement shared (a cafe.execution.Selection: the engine copies it after the calls); a judge
-  may also declare items it can decide without a call (``needs_call(item) -> False`` plus
-  ``decide(item)``, e.g. answer extraction where the official rule already decides). The
-  saving is reported with its estimated price;
-- ``format_dry_run``: a dry run's report (cafe.clients.calls.CallPlan.dry_report) as text:
-  calls, cache hits and estimated cost, nothing sent."""
+- ``select_items``: selective judging. An (item, run) whose judge prompt equals another's (runs
+  that decoded alike) is judged once and the judgement shared (a cafe.execution.Selection); a
+  judge may also decide items without a call (``needs_call(item) -> False`` plus
+  ``decide(item)``, e.g. where the official rule already decides). ``saving`` prices it;
+- ``format_dry_run``: a dry run's report (cafe.clients.calls.CallPlan.dry_report) as text."""
 
 from __future__ import annotations
 
@@ -19,42 +14,39 @@ from typing import Any
 
 from cafe.execution import Selection
 from cafe.judge.base import Judge, JudgeItem
-from cafe.records import Judgement
 
 
 # -- selective judging -----------------------------------------------------------------------
 def select_items(judge: Judge, items: Sequence[JudgeItem | Judgement], selective: bool
                  ) -> Selection:  # fmt: skip
     if not selective:
-        return Selection(list(items), [], {})
-    todo: list[JudgeItem] = []
-    decided: list[Judgement] = []
-    copies: dict[tuple[str, int], tuple[str, int]] = {}
-    first: dict[str, tuple[str, int]] = {}
+        return Selection(list(items))
+    sel = Selection([])
+    first: dict[str, tuple[str, int]] = {}  # a prompt -> the (item, run) that asks it
     needs = getattr(judge, "needs_call", None)
     prompt_for = getattr(judge, "prompt_for", None)
     for it in items:
         if isinstance(it, Judgement):  # settled already (a missing sample's): kept as it is
-            todo.append(it)
+            sel.todo.append(it)
             continue
         key = (it.prediction.sample_id, it.prediction.run_index)
         if needs is not None and not needs(it):
-            decided.append(judge.decide(it))  # type: ignore[attr-defined]
+            sel.decided.append(judge.decide(it))  # type: ignore[attr-defined]
             continue
         usable = it.prediction.raw_output is not None and not it.prediction.error
         prompt = prompt_for(it) if prompt_for is not None and usable else None
         if prompt is not None and prompt in first:
-            copies[key] = first[prompt]
+            sel.copies[key] = first[prompt]
             continue
         if prompt is not None:
             first[prompt] = key
-        todo.append(it)
-    return Selection(todo, decided, copies)
+        sel.todo.append(it)
+    return sel
 
 
 def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[str, Any]:
-    """Calls (and their estimated price) selective judging did not make: the mean calls and
-    cost per judged item, times the items that needed none."""
+    """Calls (and their estimated price) selective judging did not make: the mean per judged
+    item, times the items that needed none."""
     skipped = len(sel.copies) + len(sel.decided)
     per_item_calls = calls_sent / judged_now if judged_now else 0.0
     spent = plan.ledger.summary()["total_cost_usd"] if plan.ledger is not None else None
@@ -66,7 +58,6 @@ def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[
     }
 
 
-# -- the ledger in the run folder ------------------------------------------------------------
 # -- dry runs ----------------------------------------------------------------------------------
 def format_dry_run(d: dict[str, Any]) -> str:
     def usd(v: float | None) -> str:
@@ -99,7 +90,7 @@ def batch_options(retry: str, poll_s: float, no_wait: bool) -> dict[str, Any]:
 
 def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
     """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
-    selective saving, as lines for the command line to print (stdout: stderr stays for errors)."""
+    selective saving, as lines to print on stdout (stderr stays for errors)."""
     from cafe.clients.ratelimit import format_call_stats
 
     lines = []

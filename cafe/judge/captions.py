@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from cafe.cache import Cache, cache_file
@@ -58,23 +59,6 @@ def load_captions(path: str | Path) -> dict[str, str]:
     return out
 
 
-def captioner_identity(client: Any) -> str:
-    """Protocol and model, never where it is served: resuming through another spelling of the
-    same server (localhost vs 127.0.0.1, a second replica) captions nothing twice."""
-    kind, model = getattr(client, "kind", None), getattr(client, "model", None)
-    return f"{kind}:{model}" if kind and model else str(client.identity).split("@")[0]
-
-
-def captioner_spec(client: Any, template_hash: str, endpoint: str = "service") -> JudgeSpec:
-    """The captioner's spec (cafe.judge.spec): its call cache keys derive from it."""
-    kind, _, model = captioner_identity(client).partition(":")
-    return JudgeSpec(
-        task="caption", kind=kind, model=model or None, template_hash=template_hash,
-        endpoint=endpoint, thinking=bool(getattr(client, "thinking", False)), max_tokens=MAX_TOKENS,
-        temperature=TEMPERATURE,
-    )  # fmt: skip
-
-
 def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]:
     # files written before identities dropped the endpoint carry "kind:model@url"
     return {
@@ -108,23 +92,24 @@ def _todo(
 
 
 async def caption_samples(
-    samples: Sequence[Sample],
-    client: Any,
-    out: str | Path,
-    *,
-    template: str | Path | None = None,
-    concurrency: int = 8,
-    cache: Cache | None = None,
-    progress: bool = True,
-    endpoint: str = "service",
-) -> dict[str, Any]:
+    samples: Sequence[Sample], client: Any, out: str | Path, *,
+    template: str | Path | None = None, concurrency: int = 8, cache: Cache | None = None,
+    progress: bool = True, endpoint: str = "service",
+) -> dict[str, Any]:  # fmt: skip
     """Caption every usable sample not yet in ``out`` (same captioner and template); returns
     counts. Failed items are reported and left out of the file, so a re-run retries them.
     ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
     text, template_hash = text_template("caption", template)
-    identity = captioner_identity(client)
+    # protocol and model, never where it is served: resuming through another spelling of the
+    # same server (localhost vs 127.0.0.1, a second replica) captions nothing twice
+    kind, model = getattr(client, "kind", None), getattr(client, "model", None)
+    identity = f"{kind}:{model}" if kind and model else str(client.identity).split("@")[0]
     kind, _, model = identity.partition(":")
-    spec = captioner_spec(client, template_hash, endpoint)
+    spec = JudgeSpec(
+        task="caption", kind=kind, model=model or None, template_hash=template_hash,
+        endpoint=endpoint, thinking=bool(getattr(client, "thinking", False)), max_tokens=MAX_TOKENS,
+        temperature=TEMPERATURE,
+    )  # fmt: skip
     caller = Caller(CallerSpec(kind, model, concurrency=concurrency, role="captioner"),
                     identity=spec, cache=cache, client=client)  # fmt: skip
     out = Path(out)
@@ -159,51 +144,24 @@ async def caption_samples(
     # the one executor: bounded, one fsynced line per clip (a kill loses at most one), a dead
     # server (ServerUnreachable) or Ctrl-C stopping the rest
     with JsonlWriter(out) as writer:
-        rows = await execute(todo, one, failed, _Captions(writer), concurrency=concurrency,
-                             desc="caption", progress=progress, flush_every=1)  # fmt: skip
+        # the captions file as the executor writes it: a failed clip (None) is left out
+        kept = SimpleNamespace(write_many=lambda rows: writer.write_many([r for r in rows if r]))
+        rows = await execute(todo, one, failed, kept, concurrency=concurrency, desc="caption",
+                             progress=progress, flush_every=1)  # fmt: skip
     written = sum(r is not None for r in rows)
-    return {
-        "written": written,
-        "skipped_done": skipped,
-        "problems": problems,
-        "calls": caller.calls,
-        "template_hash": template_hash,
-    }
-
-
-class _Captions:
-    """The captions file as the executor writes it: a failed clip (None) is left out."""
-
-    def __init__(self, writer: JsonlWriter) -> None:
-        self.writer = writer
-
-    def write_many(self, rows: Sequence[dict | None]) -> None:
-        self.writer.write_many([r for r in rows if r is not None])
+    return {"written": written, "skipped_done": skipped, "problems": problems,
+            "calls": caller.calls, "template_hash": template_hash}  # fmt: skip
 
 
 def caption(
-    bench: str,
-    out: str | Path,
-    *,
-    captioner: str,
-    model: str,
-    data: str | None = None,
-    version: str | None = None,
-    endpoints: Sequence[str] = (),
-    template: str | None = None,
-    concurrency: int = 8,
-    limit: int | None = None,
-    cache: str | Path | None = None,
-    audio_root: str | Path | None = None,
-    api_key_env: str | None = None,
-    calls: Any = None,
-) -> dict[str, Any]:
-    """Caption every clip of ``bench`` with an audio-capable model (``captioner``: gemini,
-    openai, openai-compatible; ``model``: its model name) into ``out`` (resumable) -> counts
-    and "problems" (the benchmark's and the failed calls'; "failed": how many clips failed).
-    ``audio_root``: the folder audio paths must stay inside; ``api_key_env``: the variable
-    holding a named server's key; ``calls``: a CallPlan (cafe.caller.call_plan: batch
-    transport, cost ledger)."""
+    bench: str, out: str | Path, *, captioner: str, model: str, data: str | None = None,
+    version: str | None = None, endpoints: Sequence[str] = (), template: str | None = None,
+    concurrency: int = 8, limit: int | None = None, cache: str | Path | None = None,
+    audio_root: str | Path | None = None, api_key_env: str | None = None, calls: Any = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Caption every clip of ``bench`` with an audio-capable model (``captioner``: its client
+    kind) into ``out`` (resumable) -> counts and "problems" (the benchmark's and the failed
+    calls'); ``audio_root``: the folder audio paths must stay inside; ``calls``: a CallPlan."""
     from cafe.benchmarks import BENCHMARKS
 
     if not model:
@@ -229,14 +187,11 @@ def caption(
     async def go() -> dict[str, Any]:
         try:
             return await caption_samples(
-                samples,
-                client,
-                out,
-                template=template,
+                samples, client, out, template=template,
                 concurrency=calls.item_concurrency(concurrency) if calls else concurrency,
                 cache=Cache(cache or cache_file("captions.sqlite")),
                 endpoint=JudgeSpec.endpoint_of(list(endpoints)),
-            )
+            )  # fmt: skip
         finally:
             await client.aclose()
 

@@ -23,35 +23,28 @@ from cafe.jsontext import strict_dumps
 
 @command("judge-agreement")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--judges",
-    nargs=2,
-    required=True,
-    metavar="A B",
-    help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement files.",
-)
+@click.option("--judges", nargs=2, required=True, metavar="A B",
+              help="Two judge names (judgements.<name>.jsonl in RUN_DIR) or judgement "
+              "files.")  # fmt: skip
 @click.option("--macro", is_flag=True, help="Metric deltas from per-sample means.")
 @json_option("Print JSON.")
 def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
     from cafe.judge.agreement import METRICS, judge_agreement
+    from cafe.judge.pipeline import fmt as f
 
     res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
     if as_json:
         click.echo(strict_dumps(res, indent=2))
         return
-
-    def f(v: Any, nd: int = 3) -> str:
-        return "-" if v is None else f"{v:.{nd}f}"
-
     click.echo(
         f"A = {res['a']}, B = {res['b']}: {res['items_compared']} items, "
         f"{res['events_aligned']} events aligned"
     )
-    click.echo(f"kappa {f(res['kappa'])}, raw agreement {f(res['raw_agreement'])}")
+    click.echo(f"kappa {f(res['kappa'], 3)}, raw agreement {f(res['raw_agreement'], 3)}")
     for c, k in res["kappa_per_category"].items():
-        click.echo(f"  kappa {c:<13}{f(k):>7}")
+        click.echo(f"  kappa {c:<13}{f(k, 3):>7}")
     for m in METRICS:
         click.echo(
             f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
@@ -63,51 +56,26 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
 @click.option("--bench", required=True, help="Benchmark name (mmar, mmau).")
 @click.option("--data", default=None, help="Benchmark metadata file or folder.")
 @click.option("--version", "version", default=None, help="Benchmark version.")
-@click.option(
-    "--audio-root",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Folder the metadata's audio paths are relative to and must stay inside.",
-)
-@click.option(
-    "--captioner",
-    required=True,
-    help="Client kind of an audio-capable model: gemini, openai, openai-compatible.",
-)
+@click.option("--audio-root", type=click.Path(file_okay=False), default=None,
+              help="Folder the metadata's audio paths are relative to and must stay "
+              "inside.")  # fmt: skip
+@click.option("--captioner", required=True,
+              help="Client kind of an audio-capable model: gemini, openai, "
+              "openai-compatible.")  # fmt: skip
 @click.option("--model", "model", default=None, help="Captioner model name (e.g. gemini-3-pro).")
 @click.option("--endpoint", "endpoints", multiple=True, help="Server base URL; repeatable.")
-@click.option(
-    "--api-key-env",
-    metavar="NAME",
-    default=None,
-    help="Variable holding the --endpoint server's key [CAFE_ENDPOINT_API_KEY].",
-)
+@click.option("--api-key-env", metavar="NAME", default=None,
+              help="Variable holding the --endpoint server's key "
+              "[CAFE_ENDPOINT_API_KEY].")  # fmt: skip
 @template_option("Your own caption instruction file.")
 @concurrency_option(8, help="Captioner calls in flight.")
 @limit_option(help="First N samples only.")
 @cache_option("captions.sqlite")
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Captions JSONL (appended to; done clips are skipped).",
-)
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="Captions JSONL (appended to; done clips are skipped).")  # fmt: skip
 @batch_click_options
 def caption_command(
-    bench: str,
-    data: str | None,
-    version: str | None,
-    audio_root: str | None,
-    captioner: str,
-    model: str | None,
-    endpoints: tuple[str, ...],
-    api_key_env: str | None,
-    template: str | None,
-    concurrency: int,
-    limit: int | None,
-    cache_path: str | None,
-    out: str,
-    batch: BatchChoice,
+    model: str | None, cache_path: str | None, out: str, batch: BatchChoice, **options: Any
 ) -> None:
     """Write a ground-truth caption for each clip of a benchmark with an audio-capable model,
     for `cafe judge --captions FILE`. Resumable: clips already captioned with the same captioner,
@@ -120,22 +88,9 @@ def caption_command(
 
     # batch state beside the captions file: <out>.batches/
     plan = call_plan(f"{out}.", **batch.call_kwargs())
-    res = caption(
-        bench,
-        out,
-        captioner=captioner,
-        model=model or "",
-        data=data,
-        version=version,
-        endpoints=endpoints,
-        template=template,
-        concurrency=concurrency,
-        limit=limit,
-        cache=cache_path,
-        audio_root=audio_root,
-        api_key_env=api_key_env,
-        calls=plan,
-    )
+    # the other options (bench, data, version, audio_root, captioner, endpoints, api_key_env,
+    # template, concurrency, limit) carry caption()'s names
+    res = caption(out=out, model=model or "", cache=cache_path, calls=plan, **options)
     for p in res["problems"][:20]:
         click.echo(str(p), err=True)
     failed = res["problems"][len(res["problems"]) - res["failed"] :]  # the captioning ones

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from cafe.judge.base import JudgeItem
-from cafe.judge.extraction import LLMJudge, build_prompt
+from cafe.judge.extraction import LLMJudge
+from cafe.judge.pipeline import fmt
 from cafe.metrics.cues import cues_of
 from cafe.prompts import text_template
 
@@ -28,22 +29,11 @@ class CueJudge(LLMJudge):
         self.template, self.template_hash = text_template("cue_extraction", template)
 
     def prompt_for(self, item: JudgeItem) -> str:
-        s = item.sample
-        text = build_prompt(
-            self.template,
-            question=s.question,
-            answer=s.answer or "",
-            caption=item.caption,
-            output=item.prediction.raw_output or "",
-            choices="\n".join(s.choices),
-        )
-        return text.replace("{cues}", "\n".join(f"- {c}" for c in cues_of(s)))
+        cues = "\n".join(f"- {c}" for c in cues_of(item.sample))
+        return super().prompt_for(item).replace("{cues}", cues)
 
 
 def format_cues(section: dict[str, Any]) -> str:
-    def f(v: Any) -> str:
-        return "-" if v is None else f"{v:.2f}"
-
     lines = []
     for who in ("offline", "judge"):
         b = section.get(who)
@@ -51,19 +41,17 @@ def format_cues(section: dict[str, Any]) -> str:
             continue
         name = "offline matcher" if who == "offline" else f"judge {b['judge']['judge']}"
         lines.append(
-            f"cue recall ({name}): {f(b['recall'])} pooled over {b['cues']} cues, "
-            f"{f(b['recall_macro'])} mean per item, {b['items']} (item, run)s; "
+            f"cue recall ({name}): {fmt(b['recall'])} pooled over {b['cues']} cues, "
+            f"{fmt(b['recall_macro'])} mean per item, {b['items']} (item, run)s; "
             f"{b['no_cues']} without cues"
         )
-    ag = section.get("offline_vs_judge")
-    if ag:
+    if ag := section.get("offline_vs_judge"):
         lines.append(
-            f"offline vs judge per cue: agreement {f(ag['agreement'])}, kappa {ag['kappa']}"
+            f"offline vs judge per cue: agreement {fmt(ag['agreement'])}, kappa {ag['kappa']}"
         )
-    rq = section.get("cues_vs_required_events")
-    if rq:
+    if rq := section.get("cues_vs_required_events"):
         lines.append(
             f"cues vs the CAFE judge's required events ({rq['items']} (item, run)s): precision "
-            f"{f(rq['precision'])}, recall {f(rq['recall'])}, F1 {f(rq['f1'])}"
+            f"{fmt(rq['precision'])}, recall {fmt(rq['recall'])}, F1 {fmt(rq['f1'])}"
         )
     return "\n".join(lines)

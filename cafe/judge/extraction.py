@@ -2,27 +2,23 @@
 Q, answer A and caption C and sorts every audio event into matched / hallucinated / misused /
 neutral / missed, as JSON.
 
-Replies are validated against a JSON schema: the paper's six lists (A.2: all_reasoning_events and
-the five category lists) are required, the two analysis lists of our template (required_events,
-all_caption_events) are optional; without required_events it is derived as matched ∪ missed. A
-code fence, prose before the object and trailing text are tolerated; server thinking
-(``reasoning_content``, ``<think>`` blocks) is kept in the raw reply and never parsed. An invalid
-reply is retried with a format reminder naming what was wrong; after the retries
-the Judgement is ``invalid`` with the reason and every raw reply kept. A call that fails (network,
-server errors after the client's own retries) gives ``failed``. Every reply is cached by judge
-spec (cafe.judge.spec: kind, model, template hash, thinking, budget, temperature) + prompt +
-attempt number, so a re-judge replays the
-same decisions without a call, while failed calls are never cached and are retried."""
+Replies are validated against a JSON schema: the paper's six lists (A.2) are required, the two
+analysis lists of our template (required_events, all_caption_events) are optional; without
+required_events it is derived as matched ∪ missed. Server thinking is kept in the raw reply and
+never parsed. An invalid reply is retried with a reminder naming what was wrong; after the
+retries the Judgement is ``invalid`` with every raw reply kept; a call that fails gives
+``failed``, never cached, so a re-judge retries it while replaying every other decision."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from cafe.cache import Cache
 from cafe.caller import Asks, Caller, CallerSpec
-from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Judge, JudgeItem
 from cafe.judge.spec import JudgeSpec
@@ -30,14 +26,8 @@ from cafe.prompts import text_template
 from cafe.records import Judgement
 
 #: the paper's printed output format (A.2): every reply must hold these
-PAPER_KEYS = (
-    "all_reasoning_events",
-    "matched_events",
-    "error_matched",
-    "error_use",
-    "neutral_events",
-    "missed_events",
-)
+PAPER_KEYS = ("all_reasoning_events", "matched_events", "error_matched", "error_use",
+              "neutral_events", "missed_events")  # fmt: skip
 #: the analysis lists our template asks for first; optional in a reply
 ANALYSIS_KEYS = ("required_events", "all_caption_events")
 KEYS = (*ANALYSIS_KEYS, *PAPER_KEYS)
@@ -52,39 +42,47 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _RETRY_SEP = "\n----- retry -----\n"
 
 
+def fill(text: str, **fields: str) -> str:
+    """``{name}`` replaced by its field; other braces (a template's JSON example) are left
+    alone, so templates need no escaping."""
+    for name, value in fields.items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
 def build_prompt(template: str, **fields: str) -> str:
-    """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}``; other braces
-    (the JSON example in the template) are left alone, so templates need no escaping."""
-    out = template
-    for name in PLACEHOLDERS:
-        out = out.replace("{" + name + "}", fields.get(name, "") or "")
-    return out
+    """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}`` (one not
+    given: emptied)."""
+    return fill(template, **{name: fields.get(name, "") or "" for name in PLACEHOLDERS})
 
 
-def _first_object(text: str) -> dict | None:
+def first_json(text: str, opener: str, accept: Callable[[Any], bool]) -> Any:
+    """The first JSON value starting at ``opener`` that ``accept`` takes, from a code fence or
+    else anywhere in ``text`` (prose before it, trailing text tolerated); None when none is."""
     decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            obj, _ = decoder.raw_decode(text, m.start())  # stops at the object's end
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return obj
+    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        for m in re.finditer(re.escape(opener), candidate):
+            try:
+                obj, _ = decoder.raw_decode(candidate, m.start())  # stops at the value's end
+            except json.JSONDecodeError:
+                continue
+            if accept(obj):
+                return obj
     return None
 
 
-_validator: Any = None
+@functools.cache
+def _validator() -> Any:
+    """Built once: jsonschema.validate re-checks the schema itself on every call, which
+    dominated judging."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(REPLY_SCHEMA)
 
 
 def _validate(obj: dict) -> str | None:
-    """The first schema error as 'path: message', or None. The validator is built once
-    (jsonschema.validate re-checks the schema itself on every call, which dominated judging)."""
-    global _validator
-    if _validator is None:
-        import jsonschema
-
-        _validator = jsonschema.Draft202012Validator(REPLY_SCHEMA)
-    error = next(iter(sorted(_validator.iter_errors(obj), key=lambda e: list(e.path))), None)
+    """The first schema error as 'path: message', or None."""
+    error = next(iter(sorted(_validator().iter_errors(obj), key=lambda e: list(e.path))), None)
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "reply"
@@ -99,12 +97,7 @@ def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | No
     text = final_answer(text)
     if not text:
         return None, "empty reply" if not had_text else "no answer after the thinking"
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    obj = None
-    for c in candidates:
-        obj = _first_object(c)
-        if obj is not None:
-            break
+    obj = first_json(text, "{", lambda o: isinstance(o, dict))
     if obj is None:
         snippet = " ".join(text.split())[:80]
         return None, f"no JSON object in reply: {snippet!r}"
@@ -130,23 +123,14 @@ class LLMJudge(Asks, Judge):
     gemini), asked through the one caller (cafe.caller)."""
 
     def __init__(
-        self,
-        kind: str,
-        model: str | None = None,
-        endpoints: list[str] | tuple[str, ...] = (),
-        template: str | None = None,
-        cache: Cache | None = None,
-        retries: int = 2,
-        max_tokens: int = 2048,
-        client: Any = None,
-        thinking: bool = False,
-        thinking_budget: int | None = None,
-        **client_options: Any,
-    ):
+        self, kind: str, model: str | None = None, endpoints: list[str] | tuple[str, ...] = (),
+        template: str | None = None, cache: Cache | None = None, retries: int = 2,
+        max_tokens: int = 2048, client: Any = None, thinking: bool = False,
+        thinking_budget: int | None = None, **client_options: Any,
+    ):  # fmt: skip
         if not model:
             raise ValueError(f"judge {kind!r} needs a model name (--judge-model)")
-        self.kind = kind
-        self.model = model
+        self.kind, self.model = kind, model
         self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("extraction", template)
         self.temperature = TEMPERATURE
@@ -185,12 +169,8 @@ class LLMJudge(Asks, Judge):
         )
 
     def describe(self) -> dict:
-        return {
-            **super().describe(),
-            "retries": self.retries,
-            "max_tokens": self.max_tokens,
-            "thinking": self.thinking,
-        }
+        return {**super().describe(), "retries": self.retries, "max_tokens": self.max_tokens,
+                "thinking": self.thinking}  # fmt: skip
 
     async def ajudge(self, item: JudgeItem) -> Judgement:
         pred = item.prediction
@@ -199,41 +179,23 @@ class LLMJudge(Asks, Judge):
         if not item.caption:
             return self.failed(item, "no caption: run `cafe caption` or pass --captions FILE")
         base_prompt = self.prompt_for(item)
-        raws: list[str] = []
-        reason = None
-        for attempt in range(self.retries + 1):
+
+        def request(attempt: int, reason: str | None) -> tuple[list[dict], dict[str, Any]]:
             prompt = base_prompt if attempt == 0 else base_prompt + reminder(reason)
-            try:
-                got = await self.caller.ask(
-                    [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
-                    {"prompt": prompt, "attempt": attempt}, parse_reply,
-                    temperature=self.temperature, max_tokens=self.max_tokens,
-                )  # fmt: skip
-            except ServerUnreachable:  # a dead server stops the command, not one item
-                raise
-            except Exception as e:  # a client bug or transport error: this item only
-                return self.failed(item, f"judge call failed: {type(e).__name__}: {e}")
-            if got.error is not None:
-                return self.failed(item, f"judge call failed: {got.error}")
-            raws.append(got.text or "")
-            reason = got.reason
-            if got.ok:
-                return Judgement(
-                    sample_id=pred.sample_id,
-                    run_index=pred.run_index,
-                    judge=self.identity,
-                    template_hash=self.template_hash,
-                    raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
-                    status="ok",
-                    reason=None if attempt == 0 else f"valid on attempt {attempt + 1}",
-                    **got.value,
-                )
-        return Judgement(
-            sample_id=pred.sample_id,
-            run_index=pred.run_index,
-            judge=self.identity,
-            template_hash=self.template_hash,
-            raw_reply=_RETRY_SEP.join(raws),
-            status="invalid",
-            reason=f"invalid after {len(raws)} attempts: {reason}",
-        )
+            message = {"role": "user", "content": [{"type": "text", "text": prompt}]}
+            return [message], {"prompt": prompt, "attempt": attempt}
+
+        got, raws = await self.caller.ask_retrying(
+            self.retries, request, parse_reply, catch=True, temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )  # fmt: skip
+        if got.error is not None:
+            return self.failed(item, f"judge call failed: {got.error}")
+        if got.ok:
+            reason = None if len(raws) == 1 else f"valid on attempt {len(raws)}"
+        else:
+            reason = f"invalid after {len(raws)} attempts: {got.reason}"
+        return self.judgement(
+            item, raw_reply=_RETRY_SEP.join(raws),  # earlier invalid attempts kept too
+            status="ok" if got.ok else "invalid", reason=reason, **(got.value if got.ok else {}),
+        )  # fmt: skip

@@ -13,10 +13,9 @@ from cafe.errors import CafeError, ConfigError
 from cafe.execution import pending_calls
 from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
-from cafe.jsontext import strict_dumps
 from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement, Prediction, Sample
-from cafe.store import judge_records_name, latest_records
+from cafe.store import judge_records_name
 
 
 class JudgeFailedError(CafeError):
@@ -26,10 +25,6 @@ class JudgeFailedError(CafeError):
 
 class JudgeUnusable(JudgeFailedError, NothingUsable):
     """Not one of the judge's judgements is usable: nothing measured (cafe.folder.status)."""
-
-
-def read_judgements(path: Path) -> list[Judgement]:
-    return latest_records(path, Judgement)
 
 
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
@@ -95,18 +90,15 @@ def _refuse_a_failed_judge(
     # failure: the next run collects it or submits its items anew
     pending = pending_calls(plan)
     usable = sum(j.status == "ok" for j in judged)
+    kept = f"{run_dir}'s judgements.jsonl and its CAFE metrics were left as they were"
     if not pending and judged and not usable:  # 6 of 6 unusable (now or kept): nothing measured
-        raise JudgeUnusable(
-            "\n".join([*reasons, f"judge {judge.identity} produced nothing usable: none of "
-                        f"{len(judged)} judgements is usable; {run_dir}'s judgements.jsonl and "
-                        "its CAFE metrics were left as they were"])
-        )  # fmt: skip
+        raise JudgeUnusable("\n".join([*reasons, f"judge {judge.identity} produced nothing "
+                                        f"usable: none of {len(judged)} judgements is usable; "
+                                        f"{kept}"]))  # fmt: skip
     if attempted and not pending and most_failed(judge_failed, len(judged)):
-        raise JudgeFailedError(
-            "\n".join([*reasons, f"judge {judge.identity} failed: {run_dir}'s judgements.jsonl "
-                        "and its CAFE metrics were left as they were; fix the cause and run the "
-                        "same command again (failed judgements are retried)"])
-        )  # fmt: skip
+        raise JudgeFailedError("\n".join([*reasons, f"judge {judge.identity} failed: {kept}; fix "
+                                           "the cause and run the same command again (failed "
+                                           "judgements are retried)"]))  # fmt: skip
 
 
 def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
@@ -119,14 +111,8 @@ def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
             out["ok"] += 1
             continue
         why = j.reason or ""
-        kind = (
-            "failed"
-            if j.status == "failed"
-            else "empty"
-            if "empty reply" in why or "no answer after the thinking" in why
-            else "unparseable"
-        )
-        out[kind] += 1
+        empty = "empty reply" in why or "no answer after the thinking" in why
+        out["failed" if j.status == "failed" else "empty" if empty else "unparseable"] += 1
         first = first or why
     bad = out["judged"] - out["ok"]
     out["warning"] = (
@@ -138,44 +124,35 @@ def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
     return out
 
 
+def fmt(v: Any, digits: int = 2) -> str:
+    """A figure as the judges' summaries print it ("-": none)."""
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
 def format_cafe(section: dict[str, Any]) -> str:
     """A short human summary of a "cafe" section."""
-
-    def f(v: Any) -> str:
-        return "-" if v is None else f"{v:.2f}"
-
     st = section["judgements"]
     runs = section.get("runs", {})
     lines = [
         f"CAFE: {section.get('headline', section['mode'])}; judge {section['judge']['judge']}, "
         f"template {section['template_hash'][:12]}, runs {runs.get('n', 1)}",
     ]
-    for m, label in (
-        ("acc_per", "Acc_per"),
-        ("err_per", "Err_per"),
-        ("err_use", "Err_use"),
-        ("err_omit", "Err_omit"),
-    ):
+    for m in ("acc_per", "err_per", "err_use", "err_omit"):
         ci = section.get("ci95", {}).get(m)
         sd = runs.get(m, {}).get("std")
-        extra = f"  95% CI [{f(ci[0])}, {f(ci[1])}]" if ci else ""
-        extra += f"  std over runs {f(sd)}" if runs.get("n", 1) > 1 else ""
+        extra = f"  95% CI [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
+        extra += f"  std over runs {fmt(sd)}" if runs.get("n", 1) > 1 else ""
         pooled = (section.get("pooled") or {}).get(m)
-        extra += f"  (pooled over (item, run): {f(pooled)})" if runs.get("n", 1) > 1 else ""
-        lines.append(f"  {label:<9}{f(section[m]):>7}{extra}")
-    ms = section.get("macro_samples")
-    if ms:
+        extra += f"  (pooled over (item, run): {fmt(pooled)})" if runs.get("n", 1) > 1 else ""
+        lines.append(f"  {m.capitalize():<9}{fmt(section[m]):>7}{extra}")  # Acc_per, Err_per…
+    if ms := section.get("macro_samples"):
         lines.append(
             f"  macro = mean of per-(item, run) ratios; skipped: {ms['skipped_zero_pred']} with "
             f"no predicted events, {ms['skipped_zero_tgt']} with no required events"
         )
     lines.append(
         f"  judgements: {st['ok']} ok, {st['invalid']} invalid, {st['failed']} failed "
-        f"(of {st['total']}); reasoning accuracy {f(section['reasoning_accuracy']['acc'])}"
+        f"(of {st['total']}); reasoning accuracy {fmt(section['reasoning_accuracy']['acc'])}"
     )
     lines += section.get("failed_reasons") or []
     return "\n".join(lines)
-
-
-def dumps(section: dict[str, Any]) -> str:
-    return strict_dumps(section, indent=2, ensure_ascii=False)

@@ -1,22 +1,17 @@
-"""MMAR rubric scoring (SPEC §12), to the MMAR authors' protocol (their
-``code/evaluation_rubrics.py``), written in our own words and code:
+"""MMAR rubric scoring (SPEC §12) to the MMAR authors' protocol (their
+``code/evaluation_rubrics.py``), in our own words and code:
 
-- only an (item, run) whose answer passes the official string match is rated; the others score 0
-  and count as wrong;
+- only an (item, run) whose answer passes the official string match is rated; the others score 0;
 - the judge sees the question, the correct answer, the item's ideal reasoning (``thinking``), one
-  section per rubric criterion (its scoring rule and allowed scores) and the model's reasoning
-  followed by "The answer is {answer}."; it replies with a JSON list holding one
-  ``{name, score, justification}`` per criterion, in order;
-- a reply is invalid when it is not such a list, has another length, lacks name or score, or a
-  score is not one of that criterion's choices (a renamed criterion is only noted, as theirs);
-- rater score = sum of scores / sum of each criterion's maximum; ``raters`` (5) calls per item at
-  ``temperature`` 0 with a fixed ``seed`` (42); sort, drop the ``trim`` lowest and highest, average
-  the rest.
+  section per rubric criterion (its rule and allowed scores) and the model's reasoning followed
+  by "The answer is {answer}."; it replies with a JSON list of ``{name, score, justification}``,
+  one per criterion in order, invalid when it is not such a list or a score is not one of its
+  criterion's choices (a renamed criterion is only noted, as theirs);
+- rater score = sum of scores / sum of maxima; ``raters`` (5) calls at temperature 0 with a fixed
+  ``seed`` (42); drop the ``trim`` lowest and highest, average the rest.
 
-A rater that never gives a valid reply is retried ``retries`` times; then the item is
-``invalid`` with every raw reply kept, and, as theirs, left out of every denominator and listed
-as not evaluated (cafe.metrics.rubric). Calls are cached per (rater, attempt), so a re-score
-costs nothing."""
+A rater with no valid reply after ``retries`` leaves the item ``invalid`` (raw replies kept): as
+theirs, out of every denominator and listed as not evaluated (cafe.metrics.rubric)."""
 
 from __future__ import annotations
 
@@ -30,7 +25,7 @@ from typing import Any
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
 from cafe.caller import Asks, Caller, CallerSpec
-from cafe.clients.breaker import ServerUnreachable
+from cafe.judge.extraction import fill, first_json
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.stats import trimmed_mean
 from cafe.prompts import text_template
@@ -45,7 +40,6 @@ RETRIES = 3  # extra attempts per rater after an invalid reply
 MAX_TOKENS = 2048
 PAPER_JUDGE = "gpt-4o-2024-11-20"  # the authors' judge model
 _PART = re.compile(r"^----- (system|user|criterion|reply item) -----\n", re.MULTILINE)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -75,11 +69,7 @@ def criteria_of(sample: Sample, source: str = SAMPLES) -> list[Criterion]:
         if not isinstance(c, dict) or not c.get("name"):
             raise bad(f"criterion {i}: needs a name")
         choices = c.get("choices")
-        if (
-            not isinstance(choices, list)
-            or not choices
-            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in choices)
-        ):
+        if not isinstance(choices, list) or not choices or not all(map(_number, choices)):
             raise bad(f"criterion {i} ({c['name']}): choices must be a list of numbers")
         out.append(Criterion(str(c["name"]), str(c.get("scoring_point", "")), tuple(choices)))
     return out
@@ -105,11 +95,8 @@ class RubricTemplate:
         return cls(parts["system"], parts["user"], parts["criterion"], parts["reply item"], digest)
 
 
-def _fill(text: str, **fields: str) -> str:
-    # str.replace, not format: the JSON example in the template keeps its braces
-    for k, v in fields.items():
-        text = text.replace("{" + k + "}", v)
-    return text
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _choices(c: Criterion) -> str:
@@ -117,21 +104,18 @@ def _choices(c: Criterion) -> str:
 
 
 def build_prompt(
-    template: RubricTemplate,
-    sample: Sample,
-    criteria: Sequence[Criterion],
-    reasoning: str,
+    template: RubricTemplate, sample: Sample, criteria: Sequence[Criterion], reasoning: str,
     answer_prediction: str,
-) -> str:
+) -> str:  # fmt: skip
     blocks = [
-        _fill(template.criterion, name=c.name, scoring_point=c.scoring_point, choices=_choices(c))
+        fill(template.criterion, name=c.name, scoring_point=c.scoring_point, choices=_choices(c))
         for c in criteria
     ]
     items = [
-        _fill(template.reply_item, name=json.dumps(c.name)[1:-1], choices=_choices(c))
+        fill(template.reply_item, name=json.dumps(c.name)[1:-1], choices=_choices(c))
         for c in criteria
     ]
-    return _fill(
+    return fill(
         template.user,
         question=sample.question,
         answer=sample.answer or "",
@@ -143,30 +127,13 @@ def build_prompt(
     )
 
 
-def _first_list(text: str) -> Any:
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\[", text):
-        try:
-            obj, _ = decoder.raw_decode(text, m.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, list) and (not obj or isinstance(obj[0], dict)):
-            return obj
-    return None
-
-
 def score_reply(
     text: str | None, criteria: Sequence[Criterion]
 ) -> tuple[float | None, str | None, list[str]]:
-    """(rater score in [0, 1], None, notes) for a valid reply, else (None, reason, notes).
-    Tolerates a code fence and prose around the list."""
+    """(rater score in [0, 1], None, notes) for a valid reply, else (None, reason, notes)."""
     if not text or not text.strip():
         return None, "empty reply", []
-    obj = None
-    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        obj = _first_list(candidate)
-        if obj is not None:
-            break
+    obj = first_json(text, "[", lambda o: isinstance(o, list) and (not o or isinstance(o[0], dict)))
     if obj is None:
         return None, f"no JSON list in reply: {' '.join(text.split())[:80]!r}", []
     if len(obj) != len(criteria):
@@ -177,7 +144,7 @@ def score_reply(
         if not isinstance(item, dict) or "name" not in item or "score" not in item:
             return None, f"item {i}: needs 'name' and 'score'", []
         s = item["score"]
-        if isinstance(s, bool) or not isinstance(s, (int, float)):
+        if not _number(s):
             return None, f"item {i} ({c.name}): score {s!r} is not a number", []
         if s not in c.choices:
             return None, f"item {i} ({c.name}): score {s:g} not in {_choices(c)}", []
@@ -189,9 +156,8 @@ def score_reply(
 
 
 def answer_prediction(p: Prediction) -> str:
-    """What the official MMAR scripts read as ``answer_prediction``: the run's exported answer
-    (`cafe export`: the model's answer text where the record keeps it, else the answer), empty
-    when there is none (then it fails the string match)."""
+    """What the official MMAR scripts read as ``answer_prediction``: the exported answer (the
+    model's answer text where kept, else the answer; empty: it fails the string match)."""
     text = getattr(p, "answer_text", None)
     if text is None:
         text = p.answer
@@ -206,26 +172,16 @@ def reasoning_of(p: Prediction) -> str:
 
 
 class RubricJudge(Asks):
-    """Rates (item, run)s against their rubric through one of the shared chat clients (``kind``:
-    openai, gemini, openai-compatible). ``concurrency`` bounds calls in flight."""
+    """Rates (item, run)s against their rubric through the one caller (``kind``: openai,
+    gemini, openai-compatible)."""
 
     def __init__(
-        self,
-        kind: str,
-        model: str | None,
-        endpoints: Sequence[str] = (),
-        template: str | None = None,
-        cache: Cache | None = None,
-        raters: int = RATERS,
-        trim: int = TRIM,
-        temperature: float = TEMPERATURE,
-        seed: int | None = SEED,
-        retries: int = RETRIES,
-        max_tokens: int = MAX_TOKENS,
-        concurrency: int = 16,
-        client: Any = None,
-        **client_options: Any,
-    ):
+        self, kind: str, model: str | None, endpoints: Sequence[str] = (),
+        template: str | None = None, cache: Cache | None = None, raters: int = RATERS,
+        trim: int = TRIM, temperature: float = TEMPERATURE, seed: int | None = SEED,
+        retries: int = RETRIES, max_tokens: int = MAX_TOKENS, concurrency: int = 16,
+        client: Any = None, **client_options: Any,
+    ):  # fmt: skip
         if not model:
             raise ValueError(f"rubric judge {kind!r} needs a model name (--judge-model)")
         if raters < 1 or trim < 0 or retries < 0:
@@ -238,24 +194,15 @@ class RubricJudge(Asks):
         self.retries, self.max_tokens = retries, max_tokens
         self.concurrency = concurrency
         self._endpoints = list(endpoints) or None
-        # the one caller (built now: no server named or no key fails once, in one line naming
-        # what to set, before any item is marked failed and scored 0)
+        # built now: no server or no key fails once, before any item is failed and scored 0
         plan = client_options.pop("calls", None)  # the command's call plan (batch, ledger)
         how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
                          options=client_options)  # fmt: skip
         self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=plan)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "judge": self.identity,
-            "template_hash": self.template_hash,
-            "raters": self.raters,
-            "trim": self.trim,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "retries": self.retries,
-            "max_tokens": self.max_tokens,
-        }
+        return {"judge": self.identity, "template_hash": self.template_hash, **self.protocol,
+                "retries": self.retries, "max_tokens": self.max_tokens}  # fmt: skip
 
     @property
     def spec(self) -> JudgeSpec:
@@ -264,9 +211,8 @@ class RubricJudge(Asks):
         return JudgeSpec(
             task="mmar-rubric", kind=self.kind, model=self.model,
             template_hash=self.template_hash, endpoint=JudgeSpec.endpoint_of(self._endpoints),
-            max_tokens=self.max_tokens,
-            temperature=self.temperature, seed=self.seed, raters=self.raters, trim=self.trim,
-            retries=self.retries,
+            max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed,
+            raters=self.raters, trim=self.trim, retries=self.retries,
         )  # fmt: skip
 
     @property
@@ -288,8 +234,7 @@ class RubricJudge(Asks):
     async def _rate(
         self, prompt: str, criteria: list[Criterion], rater: int
     ) -> tuple[float | None, list[str], int, list[str], str | None]:
-        """One rater: (score or None, raw replies, invalid count, notes, failure reason);
-        replies cached per rater and attempt."""
+        """One rater: (score or None, raw replies, invalid count, notes, failure reason)."""
         messages = [
             {"role": "system", "content": self.template.system},
             {"role": "user", "content": [{"type": "text", "text": prompt}]},
@@ -299,26 +244,20 @@ class RubricJudge(Asks):
             score, why, notes = score_reply(text, criteria)
             return ((score, notes), None) if score is not None else (None, why)
 
-        raws: list[str] = []
-        reason = None
-        for attempt in range(self.retries + 1):
-            try:
-                got = await self.caller.ask(
-                    messages, {"prompt": prompt, "rater": rater, "attempt": attempt}, parse,
-                    temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed,
-                )  # fmt: skip
-            except ServerUnreachable:  # a dead server stops the command, not one item
-                raise
-            except Exception as e:  # a client bug or transport error: this item only
-                return None, raws, len(raws), [], f"judge call failed: {type(e).__name__}: {e}"
-            if got.error is not None:
-                return None, raws, len(raws), [], f"judge call failed: {got.error}"
-            raws.append(got.text or "")
-            reason = got.reason
-            if got.ok:
-                score, notes = got.value
-                return score, raws, len(raws) - 1, notes, None
-        return None, raws, len(raws), [f"rater {rater}: invalid after {len(raws)}: {reason}"], None
+        def request(attempt: int, _: str | None) -> tuple[Any, dict[str, Any]]:
+            return messages, {"prompt": prompt, "rater": rater, "attempt": attempt}
+
+        got, raws = await self.caller.ask_retrying(
+            self.retries, request, parse, catch=True, temperature=self.temperature,
+            max_tokens=self.max_tokens, seed=self.seed,
+        )  # fmt: skip
+        if got.error is not None:
+            return None, raws, len(raws), [], f"judge call failed: {got.error}"
+        if got.ok:
+            score, notes = got.value
+            return score, raws, len(raws) - 1, notes, None
+        note = f"rater {rater}: invalid after {len(raws)}: {got.reason}"
+        return None, raws, len(raws), [note], None
 
     async def ascore(self, sample: Sample, p: Prediction) -> RubricScore:
         if p.raw_output is None or p.error:
@@ -334,17 +273,14 @@ class RubricJudge(Asks):
         prompt = build_prompt(self.template, sample, criteria, reasoning_of(p), answer)
         rated = await asyncio.gather(*(self._rate(prompt, criteria, r) for r in range(self.raters)))
         failures = [r[4] for r in rated if r[4]]
-        kw: dict[str, Any] = {
-            "correct": True,
-            "rater_scores": [r[0] for r in rated],
-            "raw_replies": [r[1] for r in rated],
-            "invalid_replies": sum(r[2] for r in rated),
-            "notes": [n for r in rated for n in r[3]],
-        }
+        kw: dict[str, Any] = {"correct": True, "rater_scores": [r[0] for r in rated],
+                              "raw_replies": [r[1] for r in rated],
+                              "invalid_replies": sum(r[2] for r in rated),
+                              "notes": [n for r in rated for n in r[3]]}  # fmt: skip
         if failures:
             return self.record(p, "failed", reason=failures[0], **kw)
-        if any(r[0] is None for r in rated):
-            bad = sum(r[0] is None for r in rated)
+        bad = sum(r[0] is None for r in rated)
+        if bad:
             return self.record(
                 p, "invalid", reason=f"{bad} of {self.raters} raters gave no valid reply", **kw
             )

@@ -77,12 +77,9 @@ class RuleJudge(Judge):
     uses_cache = False  # deterministic and fast: nothing worth caching
 
     def __init__(
-        self,
-        kind: str = "rule",
-        vocabulary: Mapping[str, Sequence[str]] | None = None,
-        tolerance_s: float = TOLERANCE_S,
-        **_ignored: Any,
-    ):
+        self, kind: str = "rule", vocabulary: Mapping[str, Sequence[str]] | None = None,
+        tolerance_s: float = TOLERANCE_S, **_ignored: Any,
+    ):  # fmt: skip
         self.vocabulary = dict(vocabulary) if vocabulary is not None else default_vocabulary()
         self.tolerance_s = tolerance_s
         self.identity = RULE_VERSION
@@ -126,8 +123,7 @@ class RuleJudge(Judge):
             text = str(pe.get("text", "")).strip()
             if not text or _NOT_EVENTS.match(text):
                 continue
-            labels = self._labels_in(text, patterns) or [None]
-            for label in labels:
+            for label in self._labels_in(text, patterns) or [None]:
                 out.append(_Mention(text, label, pe.get("start"), pe.get("end")))
         reasoning = self._reasoning_text(pred.raw_output or "", sec, structured=bool(out))
         for sentence in _SENTENCES.split(reasoning):
@@ -140,8 +136,7 @@ class RuleJudge(Judge):
     def _reasoning_text(raw: str, sec: dict[str, Any], structured: bool) -> str:
         """Where perception statements are read besides perception lines: the reasoning, review
         and thinking sections; without any, the output less its answer. Never the answer alone:
-        a bare ``<answer>tone</answer>`` perceives nothing (the answer is the conclusion, not a
-        statement of what was heard)."""
+        it is the conclusion, not a statement of what was heard."""
         parts = [sec.get("reasoning"), sec.get("review")]
         if not structured:
             parts.insert(0, sec.get("think"))
@@ -159,18 +154,15 @@ class RuleJudge(Judge):
         same = [i for i, e in enumerate(events) if e.label == m.label]
         if m.start is None or m.end is None:
             return same  # a sentence names the sound, not one occurrence of it
-        tol = self.tolerance_s
-        hits = [
-            i
-            for i in same
-            if min(m.end, events[i].offset + tol) > max(m.start, events[i].onset - tol)
-        ]
+        start, end = m.start, m.end
+
+        def overlap(i: int, tol: float = 0.0) -> float:
+            return min(end, events[i].offset + tol) - max(start, events[i].onset - tol)
+
+        hits = [i for i in same if overlap(i, self.tolerance_s) > 0]
         if not hits:
             return []
-        fresh = [i for i in hits if i not in used]
-        pool = fresh or hits
-        best = max(pool, key=lambda i: min(m.end, events[i].offset) - max(m.start, events[i].onset))
-        return [best]
+        return [max([i for i in hits if i not in used] or hits, key=overlap)]  # fresh ones first
 
     async def ajudge(self, item: JudgeItem) -> Judgement:
         return self.judge(item)
@@ -212,11 +204,8 @@ class RuleJudge(Judge):
                 (matched if e.required else misused if i in leaned else neutral).append(name)
             elif e.required:
                 missed.append(name)
-        return Judgement(
-            sample_id=pred.sample_id,
-            run_index=pred.run_index,
-            judge=self.identity,
-            template_hash=self.template_hash,
+        return self.judgement(
+            item,
             raw_reply=None,
             required_events=[_event_name(e) for e in events if e.required],
             all_caption_events=[_event_name(e) for e in events],

@@ -1,14 +1,12 @@
-"""The judge spec: one frozen value that says everything deciding a judge's replies and
-judgements (the judge side's RunSpec). Every judge call's cache key derives from it
-(``JudgeSpec.call_key``), and it is stored beside the judgements it made and compared whole on
-resume (``resume_records``): judgements made under another spec are judged again, never mixed.
+"""The judge spec: one frozen value that says everything deciding a judge's replies (the judge
+side's RunSpec). Every judge call's cache key derives from it (``JudgeSpec.call_key``), and it is
+stored beside the judgements it made and compared whole on resume: judgements made under another
+spec are judged again, never mixed.
 
 The endpoint's identity is the protocol (``kind``), the served model and whose servers answer
-(``endpoint``: "service", the kind's own API, or "named", servers given with --judge-endpoint):
-a self-hosted model is never taken for the service's model of the same name. Left out on
-purpose, because they do not change a reply: how calls are made (the URLs and number of the
-named servers one model is spread over, concurrency, batch delivery, timeouts, keys), so
-re-sharding, or another spelling of the same server, keeps the cache keys."""
+(``endpoint``: "service" or "named"): a self-hosted model is never taken for the service's model
+of the same name. How calls are made (URLs, how many servers, concurrency, batch, timeouts, keys)
+is left out on purpose: it does not change a reply, so re-sharding keeps the cache keys."""
 
 from __future__ import annotations
 
@@ -46,12 +44,10 @@ class JudgeSpec:
 
     @staticmethod
     def endpoint_of(endpoints: Any) -> str:
-        """ "named" when the user named servers, else "service" (the kind's own API)."""
         return "named" if endpoints else "service"
 
     @property
-    def identity(self) -> str:
-        """``kind:model`` (the rule judge: its kind, which carries its version)."""
+    def identity(self) -> str:  # the rule judge: its kind, which carries its version
         return f"{self.kind}:{self.model}" if self.model else self.kind
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,12 +61,10 @@ class JudgeSpec:
         return cls(**{k: v for k, v in data.items() if k in names})
 
     def call_fields(self) -> dict[str, Any]:
-        d = self.to_dict()
-        return {k: v for k, v in d.items() if k not in self.PROTOCOL}
+        return {k: v for k, v in self.to_dict().items() if k not in self.PROTOCOL}
 
     def call_key(self, **request: Any) -> str:
-        """The cache key of one call: this spec's call fields plus the request (prompt, audio
-        hashes, rater, attempt)."""
+        """One call's cache key: the call fields plus the request (prompt, audio, rater…)."""
         return make_key(judge=self.call_fields(), **request)
 
 
@@ -79,8 +73,7 @@ SPEC_NAME, REDONE = "judge spec", "judged again"
 
 
 def normalized(data: Any) -> dict[str, Any] | None:
-    """A stored spec as this cafe's JudgeSpec reads it (its defaults filled); None: damaged or
-    foreign (treated as another spec: the records are redone)."""
+    """A stored spec with this cafe's defaults filled; None: damaged or foreign (another spec)."""
     try:
         return JudgeSpec.from_dict(data).to_dict()
     except (ValueError, TypeError):
@@ -95,9 +88,8 @@ def resume_records(
     *,
     write: bool = True,
 ) -> list[R]:
-    """The records of ``records`` that this judge spec may keep (cafe.execution.resume, the one
-    resume): a folder from before judge specs keeps those ``legacy_ok`` accepts (same identity
-    and template); a stored spec is read as this cafe's JudgeSpec (its defaults filled)."""
+    """The records of ``records`` this judge spec may keep (cafe.execution.resume); a folder
+    from before judge specs keeps those ``legacy_ok`` accepts (same identity and template)."""
     from cafe.execution import resume
 
     return resume(records, spec.to_dict(), read, write=write, legacy_ok=legacy_ok,

@@ -2,12 +2,11 @@
 question with its options, the answer and the model's reply, and replies
 "Explanation: ...\\nJudgement: correct|incorrect".
 
-`cafe judge-official RUN` runs the judge the run's benchmark declares (``official_judge``, a
-VerdictSpec: template, default model, sampling) through the answer judge's machinery (call
-cache, batch transport, cost ledger; cafe.steps.judged.judge_accuracy_run) and writes the
-benchmark's "official" metrics section with the judged figure as its headline. Every reply is
-kept in RUN/official_judgements.jsonl; a reply that does not parse stays there for manual review
-and counts as wrong, as the official scripts count it."""
+`cafe judge-official RUN` runs the judge the benchmark declares (``official_judge``, a
+VerdictSpec: template, default model, sampling) through the answer judge's machinery and writes
+the "official" section with the judged figure as its headline. Every reply is kept in
+RUN/official_judgements.jsonl; one that does not parse stays there for manual review and counts
+as wrong, as the official scripts count it."""
 
 from __future__ import annotations
 
@@ -80,14 +79,12 @@ class VerdictJudge(AnswerJudge):
                               answer=fields.get("answer", sample.answer or ""),
                               output=vs.null_output if output is None
                               else vs.output_form(sample, output))  # fmt: skip
-        extra = {"top_p": vs.top_p} if vs.top_p is not None else {}
-        if vs.system is not None:  # part of the request, so of its cache key
-            extra["system"] = vs.system
-
         # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
-        # for every judge; top_p is this rule's own sampling setting, so it is in the request
-        system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
+        # for every judge; top_p and the system prompt are this rule's own, in the request, so
+        # in its cache key
         sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
+        system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
+        extra = {**sampling, **({"system": vs.system} if system else {})}
 
         def parse(text: str | None) -> tuple[Any, str | None]:
             value = vs.reader(text)
@@ -108,17 +105,24 @@ class VerdictJudge(AnswerJudge):
                                   got.error or got.text)  # fmt: skip
                 texts.append((got.text or "").strip())
             return Judged(*ids, "ok", "\n---\n".join(texts), value=texts)
-        raws: list[str] = []
-        for attempt in range(vs.retries + 1):
+
+        def request(attempt: int, _: str | None) -> tuple[Any, dict[str, Any]]:
             text_in = prompt if attempt == 0 else prompt + vs.reminder
             again = {"attempt": attempt} if attempt > 1 else {}  # each retry its own key
-            got = await ask(text_in, **again)
-            if got.error is not None:
-                return Judged(*ids, "failed", got.error)
-            if got.ok:  # the raw reply is the one read (earlier attempts: counted)
-                return Judged(*ids, "ok", got.text, value=got.value, attempts=attempt + 1)
-            raws.append(got.text or "")
-        return Judged(*ids, "unparseable", "\n---\n".join(raws), attempts=len(raws))
+            messages = [*system, {"role": "user", "content": text_in}]
+            return messages, {"prompt": text_in, **extra, **again}
+
+        got, raws = await self.caller.ask_retrying(
+            vs.retries, request, parse, temperature=vs.temperature, max_tokens=self.max_tokens,
+            **sampling,
+        )  # fmt: skip
+        if got.error is not None:
+            return Judged(*ids, "failed", got.error)
+        if got.ok:  # the raw reply is the one read (earlier attempts: counted)
+            return Judged(*ids, "ok", got.text, value=got.value,
+                          attempts=len(raws))  # fmt: skip
+        return Judged(*ids, "unparseable", "\n---\n".join(raws),
+                      attempts=len(raws))  # fmt: skip
 
 
 def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple[str, int], Any]:
