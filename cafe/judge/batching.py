@@ -14,6 +14,7 @@ from typing import Any
 
 from cafe.execution import Selection
 from cafe.judge.base import Judge, JudgeItem
+from cafe.records import Judgement
 
 
 # -- selective judging -----------------------------------------------------------------------

@@ -3,9 +3,9 @@ five hooks. A Step names its options (resolved into a frozen spec: its API keywo
 command-line flags), the section it writes (``Section``), the records its calls keep
 (``Records``), and gives setup / plan / call / status / section (the variant runs a section
 compares with are cafe.steps.variants'). cafe.steps.engine does the rest the same way for
-every step: lock, view, resume, plan, share, execute, counters, costs, status, section, write, invalidate. State made
-for one invocation (a judge) is returned by ``setup`` and handed back in the ``Context``; a step
-keeps nothing on ``self`` between hooks."""
+every step: lock, view, resume, plan, share, execute, counters, costs, status, section,
+write, invalidate. State made for one invocation (a judge) is returned by ``setup`` and
+handed back in the ``Context``; a step keeps nothing on ``self`` between hooks."""
 
 from __future__ import annotations
 
