@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from cafe.adapters.base import Adapter, ModelCard
-from cafe.cluster.session import ClusterError, connect
+from cafe.cluster.session import AT_NODE_PRIORITY, ClusterError, connect
 from cafe.records import Completion, Request
 
 #: seconds to wait for the first actor to be placed and load its model
@@ -103,7 +103,11 @@ class ActorPool:
         self.alive: list[bool] = []
         made = [
             cls.options(
-                num_gpus=gpus, num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=64
+                num_gpus=gpus,
+                num_cpus=cpus,
+                scheduling_strategy="SPREAD",
+                max_concurrency=64,
+                runtime_env=AT_NODE_PRIORITY,
             ).remote(adapter, card, checkpoint, options)  # fmt: skip
             for _ in range(actors)
         ]

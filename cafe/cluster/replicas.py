@@ -18,7 +18,7 @@ from typing import Any
 
 from cafe.cluster.endpoints import ACTOR_PREFIX, EndpointList
 from cafe.cluster.servers import ServerCommand
-from cafe.cluster.session import NAMESPACE, ClusterError, connect
+from cafe.cluster.session import AT_NODE_PRIORITY, NAMESPACE, ClusterError, connect
 from cafe.store import judge_slug
 
 #: how often a waiting driver asks a starting server for its model list
@@ -138,7 +138,7 @@ class Replicas:
             log = str(log_path(self.log_dir, cmd.served_model, self.tag, i))
             actors.append(cls.options(
                 name=name, namespace=NAMESPACE, num_cpus=cmd.cpus, num_gpus=cmd.gpus,
-                scheduling_strategy="SPREAD", max_concurrency=4,
+                scheduling_strategy="SPREAD", max_concurrency=4, runtime_env=AT_NODE_PRIORITY,
             ).remote(cmd, self.host, log))  # fmt: skip
         try:
             infos = self._placed(ray, actors)

@@ -14,6 +14,12 @@ NAMESPACE = "cafe"
 LOCAL = "local"
 #: Ray's switch for multi-node clusters; "0" keeps every address on 127.0.0.1
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: the runtime env of an actor that does the user's work (a model server, an adapter's
+#: replica): Ray nices every worker by 15 (its ``worker_niceness``) so that Ray's own daemons
+#: and the node's other processes come first; a model at nice 15 gets ~3 % of a core beside
+#: any busy process and its callers time out. At 0 it runs at the priority of whoever started
+#: the node, as Ray's own job manager runs a job's driver.
+AT_NODE_PRIORITY = {"env_vars": {"RAY_worker_niceness": "0"}}
 
 
 class ClusterError(CafeError, ValueError):
