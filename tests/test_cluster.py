@@ -40,6 +40,9 @@ from cafe.testing.loopback import OpenAILoopback
 pytestmark = pytest.mark.slow
 REPO = Path(cafe.__file__).resolve().parents[1]
 N_ITEMS = 12
+#: the bound on a start, a stop, a run or a judge that hangs: a safety net, never a timing
+#: claim (on a loaded two-core machine llama.cpp's replicas take minutes where alone seconds)
+HUNG_S = 900
 
 
 @pytest.fixture(scope="module")
@@ -167,17 +170,12 @@ def test_a_killed_actor_costs_its_items_one_retry(cluster, reference, tmp_path, 
             progress=False, options={"model": "m", "endpoints": [server.url]})  # fmt: skip
         assert len(server.requests) == sent  # the Ray run's replies were cached under its keys
     # the pools killed their actors; Ray ends a killed actor's process a moment later
-    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+    wait_for("the pools' actors exit", HUNG_S, lambda: not actor_pids())
 
 
 def nice_of(pid: int) -> int:
     """A process's niceness (0: this one's)."""
     return os.getpriority(os.PRIO_PROCESS, pid)
-
-
-#: the bound on a start, a stop or a judge that hangs: a safety net, never a timing claim (on
-#: a loaded two-core machine llama.cpp's replicas take minutes where they take seconds alone)
-HUNG_S = 900
 
 
 def serve_args(eps: Path, address: str) -> list[str]:
@@ -347,7 +345,7 @@ def test_a_frozen_actor_is_given_up_and_its_items_retried(
         t = threading.Thread(target=lambda: got.append(
             ray_run(server, folder, cluster.address, call_timeout_s=5)), daemon=True)  # fmt: skip
         t.start()
-        t.join(300)  # a bound only: without a timeout the run waits on the frozen actor for ever
+        t.join(HUNG_S)  # a bound only: without a timeout the run waits on the frozen actor for ever
         assert got, "the run still waits on the frozen actor"
         assert frozen and got[0].status != "complete"
         again = ray_run(server, folder, cluster.address, grace_s=3)
@@ -355,14 +353,14 @@ def test_a_frozen_actor_is_given_up_and_its_items_retried(
         said = [p["error"] for p in lines_of(folder) if p["parse_status"] == "failed"]
         assert any("gave no answer within 5 s (frozen?); killed" in e for e in said), said
         assert_recovered(got[0], folder, reference, "Ray actor")  # its other calls: lost
-    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+    wait_for("the pools' actors exit", HUNG_S, lambda: not actor_pids())
 
 
 def _driver(code: str, env: dict[str, str]) -> str:
     """What a fresh driver process prints after ``code`` (cafe.cluster.session as ``s``)."""
     head = "from cafe.cluster import session as s\n"
     out = subprocess.run([sys.executable, "-c", head + code], env=env, capture_output=True,
-                         text=True, timeout=300, cwd=REPO)  # fmt: skip
+                         text=True, timeout=HUNG_S, cwd=REPO)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip().splitlines()[-1]
 
@@ -410,7 +408,7 @@ def test_every_actor_lost_leaves_the_items_pending(cluster, reference, tmp_path,
         assert again.status == "complete"
         assert not [p for p in lines_of(folder) if p["parse_status"] == "failed"]
         assert outputs(folder) == outputs(reference)
-    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+    wait_for("the pools' actors exit", HUNG_S, lambda: not actor_pids())
 
 
 class DiesWhilePlaced(OpenAILoopback):
@@ -442,7 +440,7 @@ def test_an_actor_dying_while_placed_is_left_out(cluster, reference, tmp_path, m
         assert result.status == "complete"
         assert not [p for p in lines_of(folder) if p["parse_status"] == "failed"]
         assert outputs(folder) == outputs(reference)
-    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+    wait_for("the pools' actors exit", HUNG_S, lambda: not actor_pids())
 
 
 def test_a_replica_dying_while_placed_is_one_cluster_error(cluster, tmp_path):
@@ -454,7 +452,7 @@ def test_a_replica_dying_while_placed_is_one_cluster_error(cluster, tmp_path):
 
     argv = (sys.executable, "-m", "http.server", "--bind", "{host}", "{port}")
     cmd = ServerCommand(argv, gpus=0, cpus=1, served_model="dies-placed", engine="llama-cpp")
-    replicas = Replicas(cmd, 3, address=cluster.address, log_dir=tmp_path, ready_timeout_s=300)
+    replicas = Replicas(cmd, 3, address=cluster.address, log_dir=tmp_path, ready_timeout_s=HUNG_S)
     raised: list[BaseException] = []
 
     def start() -> None:
@@ -471,14 +469,14 @@ def test_a_replica_dying_while_placed_is_one_cluster_error(cluster, tmp_path):
                 if e["name"].startswith(f"{endpoints.ACTOR_PREFIX}dies-placed:")
                 and e["name"].endswith(":2")]  # fmt: skip
 
-    wait_for("the replicas are created", 120, lambda: bool(third()))
+    wait_for("the replicas are created", HUNG_S, lambda: bool(third()))
     ray.kill(ray.get_actor(third()[0], namespace="cafe"))
-    t.join(300)  # a bound only
+    t.join(HUNG_S)  # a bound only
     assert len(raised) == 1 and isinstance(raised[0], ClusterError), raised
     said = str(raised[0])
     assert "a replica of dies-placed died while it was being placed" in said
     assert len(said.splitlines()) == 1
-    wait_for("the replicas exit", 60, lambda: not actor_pids("ray::ServerReplica"))
+    wait_for("the replicas exit", HUNG_S, lambda: not actor_pids("ray::ServerReplica"))
 
 
 def test_a_removed_node_costs_its_items_one_retry(cluster, reference, tmp_path, monkeypatch):
@@ -505,4 +503,4 @@ def test_a_removed_node_costs_its_items_one_retry(cluster, reference, tmp_path, 
         again = ray_run(server, folder, cluster.address, grace_s=3)
         assert again.status == "complete"
         assert_recovered(first, folder, reference, "Ray actor")
-    wait_for("the pools' actors exit", 30, lambda: not actor_pids())
+    wait_for("the pools' actors exit", HUNG_S, lambda: not actor_pids())
