@@ -54,12 +54,14 @@ def cluster():
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})  # fmt: skip
     worker = c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    RAYLETS.update(n.all_processes["raylet"][0].process.pid for n in (c.head_node, worker))
     ray.init(address=c.address, log_to_driver=False)
     try:
         yield SimpleNamespace(cluster=c, worker=worker, address=c.address)
     finally:
         ray.shutdown()
         c.shutdown()
+        RAYLETS.clear()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -73,14 +75,25 @@ def answer(body: dict) -> str:
     return f"Reasoning: I hear {digest[:8]}.\nAnswer: {'ABCD'[int(digest, 16) % 2]}"
 
 
+#: the raylets of this module's test cluster: an actor is a child of one of them (another
+#: cluster on the machine, another suite's, is none of this test's business)
+RAYLETS: set[int] = set()
+
+
+def _parent(proc: Path) -> int:
+    return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def actor_pids(title: str = "ray::AdapterActor") -> list[int]:
-    """The processes Ray titled as actors of this class (their command line is the title)."""
+    """The processes this cluster's raylets started that Ray titled as actors of this class
+    (their command line is the title)."""
     pids = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(title.encode()):
+            if (proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(title.encode())
+                    and _parent(proc) in RAYLETS):  # fmt: skip
                 pids.append(int(proc.name))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             continue
     return pids
 
@@ -91,11 +104,10 @@ def node_processes(node) -> list[int]:  # noqa: ANN001
     pids = []
     for proc in Path("/proc").iterdir():
         try:
-            stat = (proc / "stat").read_text()
-        except OSError:
+            if proc.name.isdigit() and _parent(proc) == raylet:
+                pids.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
             continue
-        if proc.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == raylet:
-            pids.append(int(proc.name))
     return pids
 
 
