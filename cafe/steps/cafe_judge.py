@@ -67,6 +67,17 @@ class Judging:
 
 
 class CafeJudgeStep(Step):
+    """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit
+    (micro by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
+
+    Resumable and cached: re-running skips what is judged and replays cached judge replies.
+
+    \b
+    cafe judge runs/x --judge rule
+    cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
+    """
+
     name = "judge"
     help = "The CAFE judge: Acc_per, Err_per, Err_use and Err_omit of every (item, run)."
     writes = Section("cafe", outcome=False, needs_samples=True)  # its shape predates outcomes

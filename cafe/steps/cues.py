@@ -50,6 +50,17 @@ def answered(view: View) -> StepStatus:
 
 
 class CuesStep(Step):
+    """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio
+    cues that the model's reasoning mentions, by a documented offline matcher and optionally by
+    the CAFE judge, plus how the cues agree with the CAFE judge's required events (after
+    `cafe judge`).
+
+    \b
+    cafe cues runs/x
+    cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+
     name = "cues"
     help = "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events."
     writes = Section("cues")

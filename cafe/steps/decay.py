@@ -15,6 +15,11 @@ from cafe.steps.base import Context, Option, Section, Step
 
 @STEPS.register("decay")
 class DecayStep(Step):
+    """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
+    reasoning accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements
+    (run `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of
+    metrics.json."""
+
     name = "decay"
     help = "Perception decay curves: accuracy and Acc_per by reasoning length."
     writes = Section("decay")

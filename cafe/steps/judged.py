@@ -66,6 +66,10 @@ def format_judged(sec: dict[str, Any]) -> str:
 
 
 class JudgedAccuracyStep(Step):
+    """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option
+    each output chose; the benchmark's rule scores it. Written to metrics.json
+    "judged_accuracy", beside the official headline; tables print it in the † rows' place."""
+
     name = "judge-accuracy"
     help = "Judged accuracy: an LLM names the option each output chose; the rule scores it."
     writes = Section(SECTION, needs_samples=True)
@@ -208,11 +212,16 @@ judge_accuracy_run = step_function(JudgedAccuracyStep)
 
 
 class OfficialStep(JudgedAccuracyStep):
-    """`cafe judge-official`: the run's benchmark's official model paths, its LLM judge
-    (cafe.judge.verdict.VerdictJudge, through the answer judge's machinery: cache, batch, cost
-    ledger) and its embedding match, into its "official" section. Every reply is kept in
-    RUN/official_judgements.jsonl (a reply that does not parse stays there for manual review
-    and counts as wrong); a path not run now keeps its earlier rows while their outputs stand."""
+    """The official LLM-judged figure of RUN_DIR, for a benchmark whose official
+    rule is an LLM judge (SAKURA): written to metrics.json "official" as its headline, beside
+    the labelled deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl.
+    """
+
+    # its model paths: the LLM judge (cafe.judge.verdict.VerdictJudge, through the answer
+    # judge's machinery: cache, batch, cost ledger) and the embedding match. Every reply is
+    # kept in RUN/official_judgements.jsonl (one that does not parse stays there for manual
+    # review and counts as wrong); a path not run now keeps its earlier rows while their
+    # outputs stand.
 
     name = "judge-official"
     help = "The official LLM-judged figure, for a benchmark whose official rule is an LLM judge."
