@@ -232,9 +232,5 @@ def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
     )
 
 
-#: judge a run folder -> the metrics.json "cafe" section (also written there, with "decay").
-#: ``cache``: a Cache, its SQLite path, or None for $CAFE_CACHE/judge.sqlite; ``batch``: the
-#: service's batch endpoints (state in RUN/batches/); ``dry_run``: calls, cache hits and cost,
-#: nothing sent or written (returns that report); ``selective``: each distinct judge prompt
-#: once; ``limit``: the first N (item, run)s; further keywords go to the judge's client
+# its old name, for callers that import it (cafe.api.judge: made from the registration)
 judge_run = step_function(CafeJudgeStep)

@@ -141,7 +141,5 @@ class CuesStep(Step):
         )  # fmt: skip
 
 
-#: cue recall of a run folder -> the "cues" section (also written); with ``judge`` (openai,
-#: gemini, openai-compatible) the cue judge runs too, resumably and cached (``limit``: on the
-#: first N (item, run)s only)
+# its old name, for callers that import it (cafe.api.cues: made from the registration)
 cues_run = step_function(CuesStep)

@@ -204,10 +204,7 @@ def _refuse_lost_calls(preds: Sequence[Prediction], asked: list[Verdict]) -> Non
         )
 
 
-#: judge every (item, run) output of a run folder -> metrics.json "judged_accuracy";
-#: ``selective``: ask the judge only where the official rule cannot decide; ``batch``: the
-#: service's batch endpoints (state in RUN/batches/), ``prices``: your price table (the cost
-#: goes into the manifest), ``limit``: the first N (item, run)s only; ``client=``: a ready client
+# its old name, for callers that import it (cafe.api.judge_accuracy: made from the registration)
 judge_accuracy_run = step_function(JudgedAccuracyStep)
 
 
@@ -322,7 +319,5 @@ def _kept(view: Any) -> dict[str, Any]:
     return {"verdicts": verdicts, "judge": next(iter(kept.values())).get("judge")}
 
 
-#: the run's benchmark's official model paths (its LLM judge with ``judge``, its embedding
-#: match with ``embedder``) -> its "official" section; an earlier call's results for the other
-#: path are kept (RUN/official_*.jsonl) while their outputs are unchanged
+# its old name, for callers that import it (cafe.api.judge_official: made from the registration)
 official_judge_run = step_function(OfficialStep)

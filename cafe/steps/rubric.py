@@ -164,7 +164,5 @@ class RubricStep(Step):
         }
 
 
-#: rate a run folder against its MMAR rubrics -> the "rubric" section (also written); ``judge``
-#: is a chat client kind (openai, gemini, openai-compatible); ``limit``: the first N (item,
-#: run)s only
+# its old name, for callers that import it (cafe.api.rubric: made from the registration)
 rubric_run = step_function(RubricStep)
