@@ -44,7 +44,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from cafe.commands import TABLE, step_row
+from cafe.commands import TABLE
 from cafe.steps import STEPS
 
 # the docstring's rows of cafe's own steps on the engine, from their registrations
@@ -193,24 +193,9 @@ class StepFunction:
         return f"<cafe.api.{self.__name__}>"
 
 
-_MADE: dict[str, StepFunction] = {}
-
-
-def __getattr__(name: str) -> StepFunction:
-    """judge, decay, caption…: each post-run step's function, made from its row of the table
-    (cafe's own steps on the engine: their one-line registration, read when asked, so a step
-    registered after import has its function too)."""
-    if name not in _MADE:
-        rows = (*TABLE, *(step_row(b) for b in STEPS.builtins.values()))
-        row = next((c for c in rows if c.step == name), None)
-        if row is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        _MADE[name] = StepFunction(row)
-    return _MADE[name]
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *FUNCTIONS})
+#: judging and metrics: each post-run step's function (judge, decay, caption…), made from its
+#: row of the table (cafe's own steps on the engine: from their one-line registration)
+globals().update({c.step: StepFunction(c) for c in TABLE if c.step})
 
 
 # reports -----------------------------------------------------------------------------------
@@ -330,7 +315,7 @@ FUNCTIONS = (
     "permute_choices",
     "necessity",
     "sweep",
-    *(c.step for c in TABLE if c.step),  # each post-run step's (__getattr__)
+    *(c.step for c in TABLE if c.step),  # each post-run step's (StepFunction)
     "report",
     "table",
     "figure",

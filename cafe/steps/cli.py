@@ -3,7 +3,6 @@ type and default), and the engine's own (--cache, --concurrency, --json, --no-pr
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,13 +53,13 @@ TABLE: tuple[StepEntry, ...] = tuple(
 )  # fmt: skip
 
 
-def step_command(step: Step, help: str | None = None) -> click.Command:
-    """`cafe NAME` of a step (a plugin's or cafe's own; its --help: the step class's docstring,
-    else its ``help``): RUN_DIR and its ``layout``, a flag per
-    declared option and the shared flag groups (FLAGS) where it places them; without one, its
-    options and, for a step that makes calls, the engine's --cache, --concurrency and
-    --no-progress. It runs the step on the engine (the groups' values: how its calls are made,
-    cafe.steps.base.Calls) and prints its ``prints`` of the section (or --json)."""
+def step_command(step: Step) -> click.Command:
+    """`cafe NAME` of a step (a plugin's or cafe's own): its --help the step class's docstring
+    (else its ``help``), RUN_DIR and its ``layout``, a flag per declared option and the shared
+    flag groups (FLAGS) where it places them; without one, its options and, for a step that
+    makes calls, the engine's --cache, --concurrency and --no-progress. It runs the step on the
+    engine (the groups' values: how its calls are made, cafe.steps.base.Calls) and prints its
+    ``prints`` of the section (or --json)."""
     # a plugin's command keeps the engine's flags it has always had, calls or not
     calls = step.records is not None or step.name not in STEPS.builtins
     layout = step.layout or (*(o.name for o in step.options),
@@ -101,8 +100,7 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
     params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
                           *params)  # fmt: skip
-    # its --help: the class's own docstring, else its one line
-    help_text = help or vars(type(step)).get("__doc__") or step.help or f"The {step.name} step."
+    help_text = vars(type(step)).get("__doc__") or step.help or f"The {step.name} step."
     made = command(step.name, help=help_text)(with_params(callback))
     made.step = type(step)  # type: ignore[attr-defined]  # generated, not hand-written
     return made
@@ -268,18 +266,10 @@ FLAGS: dict[str, tuple[Any, Any, Any]] = {
 }
 
 
-@functools.cache
-def _made(name: str) -> click.Command:
-    return step_command(STEPS.step(name))
-
-
-def __getattr__(name: str) -> click.Command:
-    """``judge_command``, ``decay_command``…: the command of cafe's registered step (the click
-    target cafe.commands.TABLE gives it), generated from its declaration on first use."""
-    step = name.removesuffix("_command").replace("_", "-")
-    if name.endswith("_command") and step in STEPS.builtins:
-        return _made(step)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``judge_command``, ``decay_command``…: the commands of cafe's registered steps, under the
+#: names cafe.commands.TABLE gives them, generated from their declarations
+globals().update({c.click.partition(":")[2]: step_command(STEPS.step(c.name))
+                  for c in COMMANDS if c.name in STEPS.builtins})  # fmt: skip
 
 
 @command("listen")
