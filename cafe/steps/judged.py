@@ -214,11 +214,8 @@ class OfficialStep(JudgedAccuracyStep):
     the labelled deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl.
     """
 
-    # its model paths: the LLM judge (cafe.judge.verdict.VerdictJudge, through the answer
-    # judge's machinery: cache, batch, cost ledger) and the embedding match. Every reply is
-    # kept in RUN/official_judgements.jsonl (one that does not parse stays there for manual
-    # review and counts as wrong); a path not run now keeps its earlier rows while their
-    # outputs stand.
+    # its paths: the LLM judge (VerdictJudge, the answer judge's machinery) and the embedding
+    # match; a reply that does not parse counts as wrong; a path not run now keeps its rows
 
     name = "judge-official"
     help = "The official LLM-judged figure, for a benchmark whose official rule is an LLM judge."
