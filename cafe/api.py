@@ -22,14 +22,8 @@ command line               function
 ``cafe adapters``          adapters
 ``cafe doctor``            doctor
 ``cafe caption``           caption
-``cafe judge``             judge
 ``cafe judge-agreement``   judge_agreement
-``cafe judge-accuracy``    judge_accuracy
-``cafe judge-official``    judge_official
-``cafe rubric``            rubric
-``cafe cues``              cues
 ``cafe listen``            listen
-``cafe decay``             decay
 ``cafe run --permute-choices``  permute_choices
 ``cafe necessity``         necessity
 ``cafe sweep``             sweep
@@ -51,6 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from cafe.commands import TABLE
+from cafe.steps import STEPS
+
+# the docstring's rows of cafe's own steps on the engine, from their registrations
+__doc__ = (__doc__ or "").replace("``cafe STEP``", "".join(
+    f"{f'``cafe {c.name}``':<27}{c.step}\n" for c in TABLE if c.name in STEPS.builtins
+) + "``cafe STEP``", 1)  # fmt: skip
 
 #: operation -> "module:function" that implements it (cafe.commands.TABLE: the one table)
 TARGETS: dict[str, str] = {
@@ -164,34 +164,38 @@ def step(name: str) -> Any:
 
 class StepFunction:
     """A cafe.api function made from its row of cafe.commands.TABLE: calls the step's own
-    function (imported on first call) with its signature and the row's docstring."""
+    function (imported on first call) with its signature and docstring: the function its row
+    names, or for a registered built-in step the one made from its declaration."""
 
-    def __init__(self, name: str) -> None:
-        row = next(c for c in TABLE if c.step == name)
-        self.__name__ = self.__qualname__ = name
-        self.__doc__, self.__module__ = row.doc, __name__
+    def __init__(self, row: Any) -> None:
+        self.row, self.__name__, self.__qualname__ = row, row.step, row.step
+        self.__module__ = __name__
+
+    def function(self) -> Any:
+        if self.__name__ in TARGETS:
+            return _target(self.__name__)
+        from cafe.steps import api_function
+
+        return api_function(self.row.name)
 
     def __call__(self, *args: Any, **options: Any) -> Any:
-        return _target(self.__name__)(*args, **options)
+        return self.function()(*args, **options)
+
+    @property  # type: ignore[misc]  # the instance's docstring: its row's, or its step's
+    def __doc__(self) -> str:
+        return self.row.doc or self.function().__doc__
 
     @property
     def __signature__(self) -> inspect.Signature:
-        return inspect.signature(_target(self.__name__))
+        return inspect.signature(self.function())
 
     def __repr__(self) -> str:
         return f"<cafe.api.{self.__name__}>"
 
 
-# judging and metrics: each post-run step's function, made from the table
-caption = StepFunction("caption")
-judge = StepFunction("judge")
-judge_accuracy = StepFunction("judge_accuracy")
-judge_official = StepFunction("judge_official")
-rubric = StepFunction("rubric")
-cues = StepFunction("cues")
-listen = StepFunction("listen")
-decay = StepFunction("decay")
-attention = StepFunction("attention")
+#: judging and metrics: each post-run step's function (judge, decay, caption…), made from its
+#: row of the table (cafe's own steps on the engine: from their one-line registration)
+globals().update({c.step: StepFunction(c) for c in TABLE if c.step})
 
 
 # reports -----------------------------------------------------------------------------------
@@ -307,19 +311,11 @@ FUNCTIONS = (
     "bench",
     "adapters",
     "doctor",
-    "attention",
-    "caption",
-    "judge",
     "judge_agreement",
-    "judge_accuracy",
-    "judge_official",
-    "rubric",
-    "cues",
-    "listen",
     "permute_choices",
     "necessity",
     "sweep",
-    "decay",
+    *(c.step for c in TABLE if c.step),  # each post-run step's (StepFunction)
     "report",
     "table",
     "figure",

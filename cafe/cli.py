@@ -9,17 +9,18 @@ import click
 
 from cafe.cli_options import Group
 from cafe.commands import TABLE
+from cafe.steps import STEPS
 
-# made from cafe.commands.TABLE (the one table of commands, cafe.api's too): `cafe NAME` ->
-# "module:click_command" (defined next to the code it calls), and its line in `cafe --help`
+# made from cafe.commands.TABLE (the one table of commands, cafe.api's too; cafe's own steps'
+# rows from their registrations): `cafe NAME` -> "module:click_command" (defined next to the
+# code it calls, or generated from the step), and its line in `cafe --help`
 COMMANDS: dict[str, str] = {c.name: c.click for c in TABLE}
 HELP: dict[str, str] = {c.name: c.help for c in TABLE}
 
 
 def _plugin_steps() -> list[str]:
-    """Steps registered by other packages (cafe.steps): each is `cafe NAME`."""
-    from cafe.steps import STEPS
-
+    """Steps registered after the table was made (by other packages, cafe.steps): each is
+    `cafe NAME`."""
     return [n for n in STEPS.names() if n not in COMMANDS]
 
 
@@ -30,8 +31,6 @@ class LazyGroup(Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
         if target is None:
-            from cafe.steps import STEPS
-
             if name not in STEPS:
                 return None
             from cafe.steps.cli import step_command  # a step's command, made from its options
@@ -42,9 +41,11 @@ class LazyGroup(Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # help lines from the table, so `cafe --help` imports no command module
+        plugin = "A step registered by a plugin (cafe.steps)."
         with formatter.section("Commands"):
             rows = [(n, HELP.get(n, "")) for n in sorted(COMMANDS)]
-            rows += [(n, "A step registered by a plugin (cafe.steps).") for n in _plugin_steps()]
+            rows += [(n, b.help if (b := STEPS.builtins.get(n)) else plugin)
+                     for n in _plugin_steps()]  # fmt: skip
             formatter.write_dl(sorted(rows))
 
 

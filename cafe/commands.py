@@ -1,14 +1,17 @@
 """The one table of cafe's commands. Each row: `cafe NAME`, the click command that implements
 it ("module:command"), its line in `cafe --help`, the cafe.api operations it offers
 ({operation: "module:function"}), and for a post-run step the metrics.json section it writes,
-whether it runs on the step engine and its generated cafe.api function's docstring.
+whether it runs on the step engine and its cafe.api function's docstring. The rows of cafe's
+own steps on the engine are made from their one-line registrations (cafe.steps: STEPS.builtin).
 
 cafe.cli's COMMANDS and HELP, cafe.api's TARGETS and step functions, and cafe.steps.TABLE are
-all made from it, so they cannot drift. Pure data: `cafe --help` imports no command module."""
+all made from it, so they cannot drift. Data: `cafe --help` imports no command module."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from cafe.steps import STEPS, Builtin
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,17 @@ class Command:
     engine: bool = False  # runs on cafe.steps.engine
 
 
-TABLE: tuple[Command, ...] = (
+def step_row(b: Builtin) -> Command:
+    """The row of a registered built-in step: its `cafe --help` line, the section it writes,
+    and the names of its command and cafe.api function, both made from the step's declaration
+    (cafe.steps.cli.step_command, cafe.steps.api_function: no "module:function" to name)."""
+    function = b.name.replace("-", "_")
+    return Command(b.name, f"cafe.steps.cli:{function}_command", b.help, step=function,
+                   section=b.section, engine=True)  # fmt: skip
+
+
+#: the commands written by hand (cafe's own steps on the engine: step_row)
+WRITTEN: tuple[Command, ...] = (
     Command("run", "cafe.runner.cli:run_command",
             "Run a model on a benchmark into a resumable run folder.",
             {"run": "cafe.runner.main:run_with",
@@ -59,47 +72,9 @@ TABLE: tuple[Command, ...] = (
             doc="Ground-truth captions for a benchmark's clips into ``out`` (resumable) -> counts "
                 "and problems. Options: captioner, model, data, version, endpoints, template, "
                 "concurrency, limit, cache."),
-    Command("judge", "cafe.steps.cli:judge_command",
-            "Run the CAFE judge on a run folder and compute perception metrics.",
-            {"judge": "cafe.steps.cafe_judge:judge_run"}, step="judge", section="cafe",
-            engine=True,
-            doc='CAFE judge over a run folder -> the metrics.json "cafe" section. Options: '
-                "judge, judge_model, endpoints, concurrency, template, mode, captions, cache, "
-                "progress."),
     Command("judge-agreement", "cafe.judge.cli:agreement_command",
             "Compare two judges on the same run (Cohen's kappa, metric deltas).",
             {"judge_agreement": "cafe.judge.agreement:judge_agreement"}),
-    Command("judge-accuracy", "cafe.steps.cli:judge_accuracy_command",
-            "Judged accuracy (the paper's † figures): an LLM names each chosen option.",
-            {"judge_accuracy": "cafe.steps.judged:judge_accuracy_run"}, step="judge_accuracy",
-            section="judged_accuracy", engine=True,
-            doc="Judged accuracy (the paper's † figures): an LLM names the option each output "
-                'chose -> the metrics.json "judged_accuracy" section. Arguments: run_dir, '
-                "judge, judge_model; options: endpoints, concurrency, template, cache, "
-                "thinking, thinking_budget, batch, batch_options, selective (ask the judge "
-                "only where the official rule cannot decide), prices."),
-    Command("judge-official", "cafe.steps.cli:judge_official_command",
-            "A benchmark's official LLM-judged figure (SAKURA's judge).",
-            {"judge_official": "cafe.steps.judged:official_judge_run"}, step="judge_official",
-            section="official", engine=True,
-            doc="The official model paths of a run's benchmark (SAKURA's and MMAU-Pro's LLM "
-                "judges with ``judge``; MMAU-Pro's embedding match with ``embedder=``) -> the "
-                'metrics.json "official" section. Options: endpoints, embedder, concurrency, '
-                "cache, thinking, batch, prices."),
-    Command("rubric", "cafe.steps.cli:rubric_command",
-            "Score MMAR predictions against each item's rubric (the MMAR authors' protocol).",
-            {"rubric": "cafe.steps.rubric:rubric_run"}, step="rubric", section="rubric",
-            engine=True,
-            doc="MMAR rubric scores of a run's correct answers (the MMAR authors' protocol) -> "
-                'the metrics.json "rubric" section. Options: judge, judge_model, endpoints, '
-                "concurrency, raters, trim, temperature, seed, retries, template, cache, "
-                "progress."),
-    Command("cues", "cafe.steps.cli:cues_command",
-            "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events.",
-            {"cues": "cafe.steps.cues:cues_run"}, step="cues", section="cues", engine=True,
-            doc="Cue recall of an MMAR run (offline matcher, optionally the CAFE judge) -> the "
-                'metrics.json "cues" section. Options: judge, judge_model, endpoints, '
-                "concurrency, template, captions, cache, progress."),
     # the controls run through `cafe run`; the section they make runs on the engine
     Command("listen", "cafe.steps.cli:listen_command",
             "Listening controls for a run (silence, noise, shuffled, text-only) and the gap.",
@@ -110,12 +85,6 @@ TABLE: tuple[Command, ...] = (
                 "control with a paired 95% interval). Arguments: run_dir, controls; options: "
                 "control_seed, run_options, judge, judge_options, and run()'s execution "
                 "options (batch_size, concurrency, progress, cache, cards)."),
-    Command("decay", "cafe.steps.cli:decay_command",
-            "Perception decay curves: accuracy and Acc_per by reasoning length.",
-            {"decay": "cafe.steps.decay:decay"}, step="decay", section="decay", engine=True,
-            doc='Perception decay by reasoning length -> the metrics.json "decay" section. '
-                "Options: bins, bin_width, min_count, merge (False, as `cafe decay` and the "
-                "paper: sparse bins are flagged, not merged), mode."),
     Command("attention", "cafe.metrics.cli:attention_command",
             "Audio attention ratio per generated token (Figure 6).",
             {"attention": "cafe.metrics.attention:attention"}, step="attention",
@@ -145,3 +114,6 @@ TABLE: tuple[Command, ...] = (
              "train_grpo": "cafe.training.api:grpo", "train_smoke": "cafe.training.api:smoke",
              "train_recipes": "cafe.training.api:recipes"}),
 )  # fmt: skip
+
+
+TABLE: tuple[Command, ...] = (*WRITTEN, *(step_row(b) for b in STEPS.builtins.values()))

@@ -222,6 +222,25 @@ def test_the_step_commands_are_generated_from_their_steps():
     assert made == GENERATED
 
 
+def test_no_step_api_function_or_command_is_written_by_hand():
+    """Issue 42: a built-in step's cafe.api function and command are generated from its
+    registration (cafe/steps/__init__.py) and declaration: no ``def x_run`` forwarder, no
+    ``x_command = ...`` line; an old ``x_run`` name left is a ``step_function(Step)`` alias."""
+    for path in sorted((CAFE / "steps").glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            where = f"{path.name}:{node.lineno}"
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert not node.name.endswith("_run"), f"{where}: {node.name} forwards by hand"
+            names = [t.id for t in getattr(node, "targets", ()) if isinstance(t, ast.Name)]
+            for name in names:
+                assert not name.endswith("_command"), f"{where}: {name} written by hand"
+                if name.endswith("_run"):
+                    call = node.value
+                    assert isinstance(call, ast.Call) and call.func.id == "step_function", where
+    generated = {c.name for c in COMMAND_TABLE if c.engine and not c.api}
+    assert generated == set(STEPS.builtins) == GENERATED
+
+
 def test_every_step_and_judge_call_is_cached_through_the_one_cached_call():
     """cafe.execution.cached_call is the one place a step's or a judge's call meets the cache
     (keys from the caller's frozen spec plus the call's inputs): no module of cafe/steps or

@@ -30,9 +30,13 @@ def _resolve(target: str):
 
 @pytest.mark.parametrize("entry", TABLE, ids=lambda e: e.command)
 def test_the_table_is_what_cli_and_api_offer(entry):
-    assert COMMANDS[entry.command] == entry.click
-    assert api.TARGETS[entry.api] == entry.target and entry.api in api.FUNCTIONS
-    cmd, fn = _resolve(entry.click), _resolve(entry.target)
+    assert COMMANDS[entry.command] == entry.click and entry.api in api.FUNCTIONS
+    cmd, fn = _resolve(entry.click), getattr(api, entry.api)
+    if entry.command in STEPS.builtins:  # one registration line: its step class, no target
+        assert entry.api not in api.TARGETS and _resolve(entry.target) is STEPS.get(cmd.name)
+        assert cmd.step is STEPS.get(cmd.name)  # the command made from the step
+    else:
+        assert api.TARGETS[entry.api] == entry.target and fn.function() is _resolve(entry.target)
     assert cmd.name == entry.command and callable(fn)
     if entry.section is not None:
         assert is_builtin(entry.section), entry.section
@@ -197,3 +201,94 @@ def test_a_cache_entry_that_is_no_record_is_asked_again_and_replaced(tmp_path):
     again = run_step(Length(), _folder(tmp_path / "r3", outputs).root, cache=cache)
     assert again.section["counters"]["this_invocation"]["cache_hits"] == 2  # replaced
     assert len(Length.calls) == 4 and again.section["total"] == 5
+
+
+WORDS = '''
+"""A built-in-style step: its module, and one registration line."""
+from cafe.folder.status import by_counts
+from cafe.steps import Option, Step
+from cafe.steps.base import Section
+
+
+def counts(ctx):
+    return [len(p.raw_output.split()) for p in ctx.view.predictions]
+
+
+class WordsStep(Step):
+    """Words per output of RUN_DIR: the mean count of whitespace-separated words over the
+    outputs that have at least --least, written to metrics.json "words".
+
+    \\b
+    cafe words runs/x --least 2
+    """
+
+    name = "words"
+    help = "Mean words per output."
+    writes = Section("words", higher_is_better=("mean",))
+    options = (Option("least", int, 1, "Count only outputs of at least this many words."),)
+    positional = ("least",)
+
+    def status(self, ctx, records):
+        n = counts(ctx)
+        return by_counts(len(n), sum(k >= ctx.spec["least"] for k in n), "outputs", "too short")
+
+    def section(self, ctx, records):
+        kept = [k for k in counts(ctx) if k >= ctx.spec["least"]]
+        return {"mean": sum(kept) / len(kept), "outputs": len(kept)}
+'''
+
+
+def test_a_builtin_step_is_its_module_plus_one_registration_line(tmp_path, monkeypatch):
+    """One ``STEPS.builtin`` line (as cafe/steps/__init__.py registers cafe's own) gives a step
+    its `cafe --help` line (its module not imported), its row of the table (cafe.cli and
+    cafe.api make their commands and functions from the rows, test_the_table_is_what_cli_and_
+    api_offer), its command (long help: the class's docstring), its cafe.api function and its
+    section's facts."""
+    import re
+    import sys
+
+    from cafe.commands import step_row
+    from cafe.folder.sections import section_info
+
+    (tmp_path / "words_step.py").write_text(WORDS, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for registered in ("_lazy", "_objects", "builtins"):
+        monkeypatch.setattr(STEPS, registered, dict(getattr(STEPS, registered)))
+    monkeypatch.delitem(sys.modules, "words_step", raising=False)
+    STEPS.builtin("words", "words_step:WordsStep", "Mean words per output, by whitespace.", "words")
+
+    listed = CliRunner().invoke(main, ["--help"]).output
+    assert re.search(r"^  words +Mean words per output, by whitespace\.$", listed, re.M), listed
+    assert "words_step" not in sys.modules  # `cafe --help` read the registration only
+    row = step_row(STEPS.builtins["words"])
+    assert (row.name, row.click, row.step, row.section, row.engine) == (
+        "words", "cafe.steps.cli:words_command", "words", "words", True)  # fmt: skip
+
+    helped = CliRunner().invoke(main, ["words", "--help"]).output
+    assert "the mean count of whitespace-separated words" in helped and "--least" in helped
+    assert "\n  cafe words runs/x --least 2\n" in helped  # its \b example kept as written
+    store = _folder(tmp_path / "r", {"a": "one two three", "b": "four", "c": "five six"})
+    res = CliRunner().invoke(main, ["words", str(store.root), "--least", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["mean"] == 2.5  # (3 + 2) / 2: "four" is one word
+
+    fn = api.step("words")  # its cafe.api function (at import: cafe.api.words, by its row)
+    assert list(inspect.signature(fn).parameters)[:2] == ["run_dir", "least"]
+    assert fn.__doc__.startswith("Mean words per output -> the metrics.json 'words' section")
+    assert fn(store.root, 1)["mean"] == 2.0  # 6 words over 3 outputs
+    assert json.loads(store.path("metrics.json").read_text())["words"]["outputs"] == 3
+    assert section_info("words").direction("mean") == "up"  # from its Section, not a table
+
+
+def test_cafe_help_imports_no_step_module():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from click.testing import CliRunner; from cafe.cli import main; "
+        "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('cafe.steps.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cafe.steps.base"]  # the protocol, no step's module

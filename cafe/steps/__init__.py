@@ -4,34 +4,71 @@ entry-point group): `cafe NAME RUN_DIR`, ``cafe.api.step("name")`` (a function m
 declaration) and ``cafe.api.run_step("name", RUN_DIR)`` find it, with its options as flags and
 keywords (docs/extending.md, "A judging protocol").
 
+cafe's own are registered below, one line each (``STEPS.builtin``): its command, its line in
+`cafe --help`, its cafe.api function and its row of cafe.commands.TABLE are made from that line
+and the step's declaration; `cafe --help` reads the line, not the step's module.
+
 A step's API function (``step_function``) is made from its declaration: ``run_dir``, its
 ``positional`` arguments, its options and the Calls its command's flag groups set, one default
 each."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from cafe.registry import Registry
 from cafe.steps.base import Option, Step, StepRecord, View
 
 
+@dataclass(frozen=True)
+class Builtin:
+    """A registration of cafe's own step: what `cafe --help` and cafe.commands.TABLE need of it
+    without importing its module. Its command (long help: the class's docstring) and its
+    cafe.api function (named ``name`` with underscores) are made from the step."""
+
+    name: str  # `cafe NAME`
+    target: str  # "module:StepClass", imported on first use
+    help: str  # its line in `cafe --help`
+    section: str | None = None  # the metrics.json section it writes
+
+
 class StepRegistry(Registry[Any]):
     """Steps are registered as classes and used as instances."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.builtins: dict[str, Builtin] = {}
 
     def step(self, name: str) -> Step:
         return self.get(name)()
 
+    def builtin(self, name: str, target: str, help: str, section: str | None = None) -> None:
+        """Register one of cafe's own steps in one line (``Builtin``)."""
+        self.add_lazy(name, target)
+        self.builtins[name] = Builtin(name, target, help, section)
+
 
 STEPS: StepRegistry = StepRegistry("step", entry_point_group="cafe.steps", base=Step)
-STEPS.add_lazy("judge", "cafe.steps.cafe_judge:CafeJudgeStep")
-STEPS.add_lazy("decay", "cafe.steps.decay:DecayStep")
-STEPS.add_lazy("cues", "cafe.steps.cues:CuesStep")
-STEPS.add_lazy("rubric", "cafe.steps.rubric:RubricStep")
+STEPS.builtin("judge", "cafe.steps.cafe_judge:CafeJudgeStep",
+              "Run the CAFE judge on a run folder and compute perception metrics.",
+              "cafe")  # fmt: skip
+STEPS.builtin("judge-accuracy", "cafe.steps.judged:JudgedAccuracyStep",
+              "Judged accuracy (the paper's † figures): an LLM names each chosen option.",
+              "judged_accuracy")  # fmt: skip
+STEPS.builtin("judge-official", "cafe.steps.judged:OfficialStep",
+              "A benchmark's official LLM-judged figure (SAKURA's judge).", "official")  # fmt: skip
+STEPS.builtin("rubric", "cafe.steps.rubric:RubricStep",
+              "Score MMAR predictions against each item's rubric (the MMAR authors' protocol).",
+              "rubric")  # fmt: skip
+STEPS.builtin("cues", "cafe.steps.cues:CuesStep",
+              "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events.",
+              "cues")  # fmt: skip
+STEPS.builtin("decay", "cafe.steps.decay:DecayStep",
+              "Perception decay curves: accuracy and Acc_per by reasoning length.",
+              "decay")  # fmt: skip
+# its command is written by hand over the variant runs (cafe.commands.TABLE's "listen" row)
 STEPS.add_lazy("listen", "cafe.steps.listening:ListeningStep")
-STEPS.add_lazy("judge-accuracy", "cafe.steps.judged:JudgedAccuracyStep")
-STEPS.add_lazy("judge-official", "cafe.steps.judged:OfficialStep")
 
 
 def run_step(name: str, run_dir: Any, **options: Any) -> Any:
@@ -86,7 +123,13 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     label = name or step.name
     function.__name__ = function.__qualname__ = label.replace("-", "_")
     function.__module__ = step_cls.__module__  # its home: the step's module
-    function.__doc__ = step.help or f"The {label} step over a run folder -> its section."
+    args = ", ".join(["run_dir", *step.positional])
+    names = ", ".join(("**" if p.kind is p.VAR_KEYWORD else "") + n
+                      for n, p in signature.parameters.items()
+                      if n not in ("run_dir", *step.positional))  # fmt: skip
+    said = (step.help or f"The {label} step over a run folder").rstrip(".")
+    function.__doc__ = (f"{said} -> the metrics.json {step.writes.name!r} section. Arguments: "
+                        f"{args}; options: {names}.")  # fmt: skip
     function.__signature__ = signature  # type: ignore[attr-defined]
     return function
 

@@ -67,6 +67,17 @@ class Judging:
 
 
 class CafeJudgeStep(Step):
+    """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit
+    (micro by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
+
+    Resumable and cached: re-running skips what is judged and replays cached judge replies.
+
+    \b
+    cafe judge runs/x --judge rule
+    cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
+    """
+
     name = "judge"
     help = "The CAFE judge: Acc_per, Err_per, Err_use and Err_omit of every (item, run)."
     writes = Section("cafe", outcome=False, needs_samples=True)  # its shape predates outcomes
@@ -221,9 +232,5 @@ def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
     )
 
 
-#: judge a run folder -> the metrics.json "cafe" section (also written there, with "decay").
-#: ``cache``: a Cache, its SQLite path, or None for $CAFE_CACHE/judge.sqlite; ``batch``: the
-#: service's batch endpoints (state in RUN/batches/); ``dry_run``: calls, cache hits and cost,
-#: nothing sent or written (returns that report); ``selective``: each distinct judge prompt
-#: once; ``limit``: the first N (item, run)s; further keywords go to the judge's client
+# its old name, for callers that import it (cafe.api.judge: made from the registration)
 judge_run = step_function(CafeJudgeStep)

@@ -30,6 +30,7 @@ from cafe.commands import TABLE as COMMANDS
 from cafe.controls import CONTROLS, parse_controls
 from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
+from cafe.steps import STEPS
 from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step, status_line
 
 
@@ -37,7 +38,7 @@ from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step, 
 class StepEntry:
     command: str  # `cafe COMMAND`
     api: str  # cafe.api.API
-    target: str  # "module:function" cafe.api calls
+    target: str  # "module:function" cafe.api calls (a registered step: "module:StepClass")
     click: str  # "module:click_command"
     section: str | None  # the metrics.json section it writes (None: a file of its own)
     engine: bool  # runs on cafe.steps.engine
@@ -45,21 +46,22 @@ class StepEntry:
 
 #: cafe's own post-run commands: the rows of the one table (cafe.commands.TABLE) that are steps
 TABLE: tuple[StepEntry, ...] = tuple(
-    StepEntry(c.name, c.step, c.api[c.step], c.click, c.section, c.engine)
+    StepEntry(c.name, c.step, c.api.get(c.step) or STEPS.builtins[c.name].target, c.click,
+              c.section, c.engine)
     for c in COMMANDS
     if c.step
-)
+)  # fmt: skip
 
 
-def step_command(step: Step, help: str | None = None) -> click.Command:
-    """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR and its ``layout``, a flag per
-    declared option and the shared flag groups (FLAGS) where it places them; without one, its
-    options and, for a step that makes calls, the engine's --cache, --concurrency and
-    --no-progress. It runs the step on the engine (the groups' values: how its calls are made,
-    cafe.steps.base.Calls) and prints its ``prints`` of the section (or --json)."""
+def step_command(step: Step) -> click.Command:
+    """`cafe NAME` of a step (a plugin's or cafe's own): its --help the step class's docstring
+    (else its ``help``), RUN_DIR and its ``layout``, a flag per declared option and the shared
+    flag groups (FLAGS) where it places them; without one, its options and, for a step that
+    makes calls, the engine's --cache, --concurrency and --no-progress. It runs the step on the
+    engine (the groups' values: how its calls are made, cafe.steps.base.Calls) and prints its
+    ``prints`` of the section (or --json)."""
     # a plugin's command keeps the engine's flags it has always had, calls or not
-    builtin = any(e.command == step.name for e in TABLE)
-    calls = step.records is not None or not builtin
+    calls = step.records is not None or step.name not in STEPS.builtins
     layout = step.layout or (*(o.name for o in step.options),
                              *([Flags("engine")] if calls else []), Flags("json"),
                              *([Flags("progress")] if calls else []))  # fmt: skip
@@ -98,7 +100,7 @@ def step_command(step: Step, help: str | None = None) -> click.Command:
     params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
                           *params)  # fmt: skip
-    help_text = help or step.help or f"The {step.name} step over RUN_DIR."
+    help_text = vars(type(step)).get("__doc__") or step.help or f"The {step.name} step."
     made = command(step.name, help=help_text)(with_params(callback))
     made.step = type(step)  # type: ignore[attr-defined]  # generated, not hand-written
     return made
@@ -264,78 +266,10 @@ FLAGS: dict[str, tuple[Any, Any, Any]] = {
 }
 
 
-def made(name: str, help: str) -> click.Command:
-    """The command of cafe's registered step ``name``, made from its declaration."""
-    from cafe.steps import STEPS
-
-    return step_command(STEPS.step(name), help=help)
-
-
-DECAY_HELP = """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
-reasoning accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements (run
-`cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of metrics.json."""
-
-
-decay_command = made("decay", DECAY_HELP)
-
-
-CUES_HELP = """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio
-cues that the model's reasoning mentions, by a documented offline matcher and optionally by the
-CAFE judge, plus how the cues agree with the CAFE judge's required events (after `cafe judge`).
-
-\b
-cafe cues runs/x
-cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-    --judge-endpoint http://localhost:8000/v1
-"""
-
-
-JUDGE_ACCURACY_HELP = """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option
-each output chose; the benchmark's rule scores it. Written to metrics.json "judged_accuracy",
-beside the official headline; tables print it in the † rows' place."""
-
-
-judge_accuracy_command = made("judge-accuracy", JUDGE_ACCURACY_HELP)
-
-
-JUDGE_OFFICIAL_HELP = """The official LLM-judged figure of RUN_DIR, for a benchmark whose official
-rule is an LLM judge (SAKURA): written to metrics.json "official" as its headline, beside the
-labelled deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl."""
-
-
-judge_official_command = made("judge-official", JUDGE_OFFICIAL_HELP)
-
-
-JUDGE_HELP = """Judge every prediction in RUN_DIR and write Acc_per, Err_per, Err_use and Err_omit
-(micro by default) into its metrics.json, with judgements in judgements.<judge>.jsonl.
-
-Resumable and cached: re-running skips what is judged and replays cached judge replies.
-
-\b
-cafe judge runs/x --judge rule
-cafe judge runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-    --judge-endpoint http://localhost:8000/v1 --captions mmar_captions.jsonl
-"""
-
-
-judge_command = made("judge", JUDGE_HELP)
-
-
-cues_command = made("cues", CUES_HELP)
-
-
-RUBRIC_HELP = """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR
-authors' protocol: only correct answers are rated, RATERS judge calls per item, trimmed mean;
-results by modality, category and sub-category go into metrics.json "rubric".
-
-\b
-cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
-cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
-    --judge-endpoint http://localhost:8000/v1
-"""
-
-
-rubric_command = made("rubric", RUBRIC_HELP)
+#: ``judge_command``, ``decay_command``…: the commands of cafe's registered steps, under the
+#: names cafe.commands.TABLE gives them, generated from their declarations
+globals().update({c.click.partition(":")[2]: step_command(STEPS.step(c.name))
+                  for c in COMMANDS if c.name in STEPS.builtins})  # fmt: skip
 
 
 @command("listen")

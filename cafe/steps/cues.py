@@ -50,6 +50,17 @@ def answered(view: View) -> StepStatus:
 
 
 class CuesStep(Step):
+    """Cue recall of RUN_DIR (MMAR v2): the share of each item's ground-truth audio
+    cues that the model's reasoning mentions, by a documented offline matcher and optionally by
+    the CAFE judge, plus how the cues agree with the CAFE judge's required events (after
+    `cafe judge`).
+
+    \b
+    cafe cues runs/x
+    cafe cues runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+
     name = "cues"
     help = "Cue recall of MMAR runs: offline matcher and CAFE judge, vs required events."
     writes = Section("cues")
@@ -130,7 +141,5 @@ class CuesStep(Step):
         )  # fmt: skip
 
 
-#: cue recall of a run folder -> the "cues" section (also written); with ``judge`` (openai,
-#: gemini, openai-compatible) the cue judge runs too, resumably and cached (``limit``: on the
-#: first N (item, run)s only)
+# its old name, for callers that import it (cafe.api.cues: made from the registration)
 cues_run = step_function(CuesStep)

@@ -9,12 +9,15 @@ from typing import Any
 from cafe.errors import CafeError, CafeUsageError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.metrics.decay import DEFAULT_MIN_COUNT, decay_section, format_decay
-from cafe.steps import STEPS, step_function
 from cafe.steps.base import Context, Option, Section, Step
 
 
-@STEPS.register("decay")
 class DecayStep(Step):
+    """Perception decay of RUN_DIR: per reasoning-length bin the count, mean length,
+    reasoning accuracy and Acc_per, with Pearson r and p across bins. Uses the run's judgements
+    (run `cafe judge RUN_DIR` first for Acc_per) and writes the "decay" section of
+    metrics.json."""
+
     name = "decay"
     help = "Perception decay curves: accuracy and Acc_per by reasoning length."
     writes = Section("decay")
@@ -52,8 +55,3 @@ class DecayStep(Step):
         n = sum(p.reasoning_tokens is not None and p.error is None for p in view.predictions)
         why = "failed or have no reasoning length"
         return by_counts(len(view.predictions), n, "items", why)
-
-
-#: perception decay of a run folder -> the "decay" section (also written to metrics.json); uses
-#: the run's judgements for Acc_per (judge the run first); the defaults are the paper's
-decay = step_function(DecayStep)

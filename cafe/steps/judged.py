@@ -66,6 +66,10 @@ def format_judged(sec: dict[str, Any]) -> str:
 
 
 class JudgedAccuracyStep(Step):
+    """Judged accuracy of RUN_DIR (the paper's † figures): an LLM names the option
+    each output chose; the benchmark's rule scores it. Written to metrics.json
+    "judged_accuracy", beside the official headline; tables print it in the † rows' place."""
+
     name = "judge-accuracy"
     help = "Judged accuracy: an LLM names the option each output chose; the rule scores it."
     writes = Section(SECTION, needs_samples=True)
@@ -200,19 +204,18 @@ def _refuse_lost_calls(preds: Sequence[Prediction], asked: list[Verdict]) -> Non
         )
 
 
-#: judge every (item, run) output of a run folder -> metrics.json "judged_accuracy";
-#: ``selective``: ask the judge only where the official rule cannot decide; ``batch``: the
-#: service's batch endpoints (state in RUN/batches/), ``prices``: your price table (the cost
-#: goes into the manifest), ``limit``: the first N (item, run)s only; ``client=``: a ready client
+# its old name, for callers that import it (cafe.api.judge_accuracy: made from the registration)
 judge_accuracy_run = step_function(JudgedAccuracyStep)
 
 
 class OfficialStep(JudgedAccuracyStep):
-    """`cafe judge-official`: the run's benchmark's official model paths, its LLM judge
-    (cafe.judge.verdict.VerdictJudge, through the answer judge's machinery: cache, batch, cost
-    ledger) and its embedding match, into its "official" section. Every reply is kept in
-    RUN/official_judgements.jsonl (a reply that does not parse stays there for manual review
-    and counts as wrong); a path not run now keeps its earlier rows while their outputs stand."""
+    """The official LLM-judged figure of RUN_DIR, for a benchmark whose official
+    rule is an LLM judge (SAKURA): written to metrics.json "official" as its headline, beside
+    the labelled deterministic figures; every judge reply in RUN_DIR/official_judgements.jsonl.
+    """
+
+    # its paths: the LLM judge (VerdictJudge, the answer judge's machinery) and the embedding
+    # match; a reply that does not parse counts as wrong; a path not run now keeps its rows
 
     name = "judge-official"
     help = "The official LLM-judged figure, for a benchmark whose official rule is an LLM judge."
@@ -313,7 +316,5 @@ def _kept(view: Any) -> dict[str, Any]:
     return {"verdicts": verdicts, "judge": next(iter(kept.values())).get("judge")}
 
 
-#: the run's benchmark's official model paths (its LLM judge with ``judge``, its embedding
-#: match with ``embedder``) -> its "official" section; an earlier call's results for the other
-#: path are kept (RUN/official_*.jsonl) while their outputs are unchanged
+# its old name, for callers that import it (cafe.api.judge_official: made from the registration)
 official_judge_run = step_function(OfficialStep)

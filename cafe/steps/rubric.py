@@ -51,6 +51,16 @@ def no_prediction(judge: RubricJudge, view: View) -> list[RubricScore]:
 
 
 class RubricStep(Step):
+    """Score RUN_DIR's MMAR predictions against each item's rubric, to the MMAR
+    authors' protocol: only correct answers are rated, RATERS judge calls per item, trimmed
+    mean; results by modality, category and sub-category go into metrics.json "rubric".
+
+    \b
+    cafe rubric runs/qwen2.5-omni-7b-mmar-v2                       # gpt-4o-2024-11-20, 5 raters
+    cafe rubric runs/x --judge openai-compatible --judge-model Qwen/Qwen3-32B \\
+        --judge-endpoint http://localhost:8000/v1
+    """
+
     name = "rubric"
     help = "Score MMAR predictions against each item's rubric (the MMAR authors' protocol)."
     writes = Section("rubric")
@@ -154,7 +164,5 @@ class RubricStep(Step):
         }
 
 
-#: rate a run folder against its MMAR rubrics -> the "rubric" section (also written); ``judge``
-#: is a chat client kind (openai, gemini, openai-compatible); ``limit``: the first N (item,
-#: run)s only
+# its old name, for callers that import it (cafe.api.rubric: made from the registration)
 rubric_run = step_function(RubricStep)
