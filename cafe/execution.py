@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
-import functools
 import json
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -324,20 +323,23 @@ class CallCache:
     cache nothing opens no file."""
 
     def __init__(self, cache: Any, name: str) -> None:
+        from cafe.cache import Cache
+
         self._given, self._name = cache, name
+        self._cache: Any = cache if isinstance(cache, Cache) else None
 
-    @functools.cached_property
+    @property
     def cache(self) -> Any:
-        from cafe.cache import Cache, cache_file
+        if self._cache is None:
+            from cafe.cache import Cache, cache_file
 
-        given = self._given
-        if isinstance(given, Cache):
-            return given
-        return Cache(given if given is not None else cache_file(self._name))
+            given = self._given
+            self._cache = Cache(given if given is not None else cache_file(self._name))
+        return self._cache
 
     @property
     def hits(self) -> int:
-        return self.cache.hits if "cache" in self.__dict__ else 0  # 0 while never opened
+        return self._cache.hits if self._cache is not None else 0  # 0 while never opened
 
     async def ask(
         self, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,

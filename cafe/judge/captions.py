@@ -96,9 +96,8 @@ async def caption_samples(
     template: str | Path | None = None, concurrency: int = 8, cache: Cache | None = None,
     progress: bool = True, endpoint: str = "service",
 ) -> dict[str, Any]:  # fmt: skip
-    """Caption every usable sample not yet in ``out`` (same captioner and template); returns
-    counts. Failed items are reported and left out of the file, so a re-run retries them.
-    ``endpoint``: "named" when the client talks to servers the user named (JudgeSpec)."""
+    """Caption every usable sample not yet in ``out`` (same captioner and template) -> counts;
+    failed ones are reported and left out, so a re-run retries them (``endpoint``: JudgeSpec's)."""
     text, template_hash = text_template("caption", template)
     # protocol and model, never where it is served: resuming through another spelling of the
     # same server (localhost vs 127.0.0.1, a second replica) captions nothing twice

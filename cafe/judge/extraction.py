@@ -90,9 +90,8 @@ def _validate(obj: dict) -> str | None:
 
 
 def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | None]:
-    """(the eight lists, None) for a valid reply, else (None, one-line reason). Only the final
-    answer is read (thinking cut away); a six-list reply gets required_events = matched ∪ missed
-    and an empty all_caption_events."""
+    """(the eight lists, None) for a valid reply (its final answer), else (None, one-line
+    reason); a six-list reply gets required_events = matched ∪ missed."""
     had_text = bool(text and text.strip())
     text = final_answer(text)
     if not text:

@@ -90,8 +90,7 @@ class RuleJudge(Judge):
 
     # label lookup ------------------------------------------------------------------------
     def _patterns(self, events: Sequence[Event]) -> list[tuple[re.Pattern[str], str]]:
-        """(pattern, label) for every vocabulary synonym and sample label, longest first so
-        "church bell" wins over "bell"."""
+        """(pattern, label) for every synonym and label, longest first ("church bell" wins)."""
         names: dict[str, str] = {}
         for label, syns in self.vocabulary.items():
             for s in [label, label.replace("_", " "), *syns]:
