@@ -268,12 +268,6 @@ class Caller:
         for key, entry in held:
             self.cache.put(key, entry)
 
-    def pending(self) -> int:
-        """Calls a batch still holds (left running or cancelled): the same command collects."""
-        from cafe.execution import pending_calls
-
-        return pending_calls(self.plan)
-
     async def aclose(self) -> None:
         if self.client is not None and hasattr(self.client, "aclose"):
             await self.client.aclose()

@@ -346,13 +346,6 @@ class CallCache:
         return await cached_call(self.cache, spec, inputs, ask, entry=entry, valid=valid)
 
 
-def reply_entry(reply: Any, final: bool = False) -> dict[str, str] | None:
-    """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer); None when
-    the call failed or gave no text."""
-    text = reply.final if final else reply.text
-    return None if reply.error or text is None else {"text": text}
-
-
 def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:
     """Await ``calls`` on one event loop from synchronous code (the data pipeline's LLM
     stages), at most ``concurrency`` in flight (None: the client's own bound) -> the results

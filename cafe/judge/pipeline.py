@@ -76,10 +76,10 @@ def judging_reasons(judge: Judge, attempted: Sequence[Judgement]) -> list[str]:
 def _refuse_a_failed_judge(
     run_dir: str | Path, judge: Judge, attempted: Sequence[Judgement],
     preds: Sequence[Prediction], judgements: Sequence[Judgement], plan: Any,
-) -> None:  # fmt: skip
+) -> list[Judgement]:  # fmt: skip
     """Raises JudgeFailedError (with ``judging_reasons`` of this invocation's ``attempted``
     judgements) when the judge failed most of the outputs, JudgeUnusable when none of its
-    ``judgements`` is usable."""
+    ``judgements`` is usable -> the judgements of the predictions with an output."""
     reasons = judging_reasons(judge, attempted)
     # the judge's own record: of the predictions that have an output to judge, how many did it
     # fail on (a failed prediction's judgement fails whatever the judge)
@@ -99,6 +99,7 @@ def _refuse_a_failed_judge(
         raise JudgeFailedError("\n".join([*reasons, f"judge {judge.identity} failed: {kept}; fix "
                                            "the cause and run the same command again (failed "
                                            "judgements are retried)"]))  # fmt: skip
+    return judged
 
 
 def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:

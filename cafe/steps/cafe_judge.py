@@ -51,19 +51,14 @@ def _replies(records: Sequence[Judgement]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Judging:
-    """What one invocation judges with (``Context.state``): the judge, the captions it
-    compares against, the averaging mode and whether identical prompts share a call."""
+    """What one invocation judges with (``Context.state``): the judge (the engine uses its
+    ``failed`` and ``aclose``), the captions it compares against, the averaging mode and
+    whether identical prompts share a call."""
 
     judge: Judge
     caption_of: dict[str, str]
     mode: str
     selective: bool
-
-    def failed(self, item: JudgeItem, why: str) -> Judgement:
-        return self.judge.failed(item, why)
-
-    async def aclose(self) -> None:
-        await self.judge.aclose()
 
 
 class CafeJudgeStep(Step):
@@ -157,11 +152,9 @@ class CafeJudgeStep(Step):
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         """Raises JudgeFailedError (one line per reason) when the judge failed most outputs
         or made nothing usable: judgements.jsonl and the sections are left as they were."""
-        preds, made = ctx.view.predictions, ctx.made
-        _refuse_a_failed_judge(ctx.view.root, ctx.state.judge, [*made.planned, *made.fresh],
-                               preds, records, ctx.plan)  # fmt: skip
-        outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
-        judged = [j for j in records if (j.sample_id, j.run_index) in outputs]
+        made, view = ctx.made, ctx.view
+        judged = _refuse_a_failed_judge(view.root, ctx.state.judge, [*made.planned, *made.fresh],
+                                        view.predictions, records, ctx.plan)  # fmt: skip
         status = by_counts(len(judged), sum(j.status == "ok" for j in judged), "judgements",
                            "unusable")  # fmt: skip
         if status.status == "failed":  # nothing to judge yet, or a batch still out

@@ -32,16 +32,11 @@ def bench_breakdowns(manifest: dict[str, Any]) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class CueJudging:
-    """What one invocation with a judge uses: the judge and the captions its prompts show."""
+    """What one invocation with a judge uses: the judge (the engine uses its ``failed`` and
+    ``aclose``) and the captions its prompts show."""
 
     judge: CueJudge
     captions: dict[str, str]
-
-    def failed(self, item: JudgeItem, why: str) -> Judgement:
-        return self.judge.failed(item, why)
-
-    async def aclose(self) -> None:
-        await self.judge.aclose()
 
 
 def answered(view: View) -> StepStatus:

@@ -57,13 +57,6 @@ class StepResult:
     records: list[StepRecord] = field(default_factory=list)
 
 
-def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None:
-    """Write sections computed from the folder's records, each stamped with its inputs (under
-    the folder lock the caller holds; cafe.folder.sections finds what they feed)."""
-    for name, section in sections.items():
-        store.update_metrics(name, section)
-
-
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
     from cafe.folder.sections import sections
@@ -120,12 +113,13 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             store.invalidate(changed=(Path(rec.current).stem,))  # what the earlier ones fed goes
             view = replace(view, metrics=store.read_metrics())
             ctx = replace(ctx, view=view)
-        out = _section(step, ctx, records, counts_of(ctx) if makes_calls else None, status)
+        out = _section(step, ctx, records, ctx.made.counts if makes_calls else None, status)
         if status is not whole:  # cut by --limit: said in every section, whatever its shape
             out.section["outcome"] = status.to_dict()
         for name, rows in out.files.items():
             _write_rows(store, name, rows)
-        write_sections(store, {step.writes.name: out.section, **out.more})
+        for name, section in {step.writes.name: out.section, **out.more}.items():
+            store.update_metrics(name, section)  # stamped with its inputs
         gone = store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
         if gone:  # said, as `cafe run` says it: another step's section is never lost silently
             from cafe.folder.sections import removed_notes
@@ -137,10 +131,6 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
 
             compute_metrics(store.root)  # registered metrics derive from the current records
     return StepResult(out.section, status, records)
-
-
-def counts_of(ctx: Context) -> dict[str, Any]:
-    return ctx.made.counts
 
 
 def _context(step: Step, store: RunStore, view: View, calls: Calls, spec: dict[str, Any]
@@ -219,7 +209,7 @@ def _held(step: Step, ctx: Context, records: list[Any], pending: int, makes_call
         f"{pending} {noun} still pending in a batch (or cancelled there): "
         f"{step.writes.name} left as it was; run the same command again to collect"
     )
-    out = _section(step, ctx, records, counts_of(ctx) if makes_calls else None)
+    out = _section(step, ctx, records, ctx.made.counts if makes_calls else None)
     held = StepStatus("partial", len(records), 0, f"{pending} {noun} pending")
     return StepResult({**out.section, "pending": pending}, held, records)
 
@@ -339,19 +329,24 @@ def _key(cls: type, x: Any) -> tuple[str, int]:
     return p.sample_id, p.run_index
 
 
+def _own(ctx: Context, name: str) -> Any:
+    """The state's method ``name``, else its judge's (a state holding one), else None."""
+    state = ctx.state
+    return getattr(state, name, None) or getattr(getattr(state, "judge", None), name, None)
+
+
 def _failed(ctx: Context, item: Any, why: str) -> Any:
     """The record of an item whose call raised (asked again next time): its judge's, else a
     StepRecord."""
-    if hasattr(ctx.state, "failed"):
-        return ctx.state.failed(item, why)
+    if (failed := _own(ctx, "failed")) is not None:
+        return failed(item, why)
     sid, run = _key(StepRecord, item)
     return StepRecord(sid, run, "failed", reason=why)
 
 
 async def _aclose(ctx: Context) -> None:
     """Release what the calls used (its judge's client), whatever happened."""
-    close = getattr(ctx.state, "aclose", None)
-    if close is not None:
+    if (close := _own(ctx, "aclose")) is not None:
         await close()
 
 

@@ -21,7 +21,7 @@ from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError
 from cafe.execution import Selection
 from cafe.folder.status import StepStatus, by_counts
-from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
+from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section, judged_statuses
 from cafe.judge.verdict import (
     EMBEDDING_FILE,
     VERDICTS_FILE,
@@ -41,20 +41,14 @@ from cafe.steps.cues import bench_breakdowns
 @dataclass(frozen=True)
 class Judging:
     """What one invocation's setup made for plan / call / section: the judge (None: no calls,
-    the official embedding path alone), whether the rule decides first, and for the official
-    figure the run's benchmark and the embedding path's rows made now."""
+    the official embedding path alone; the engine uses its ``failed`` and ``aclose``), whether
+    the rule decides first, and for the official figure the run's benchmark and the embedding
+    path's rows made now."""
 
     judge: Any = None
     selective: bool = False
     bench: Any = None
     embedded: list[dict[str, Any]] | None = None
-
-    def failed(self, item: Any, why: str) -> Verdict:  # a bug on one item: that item only
-        return Verdict(item[1].sample_id, item[1].run_index, None, "failed", why)
-
-    async def aclose(self) -> None:
-        if self.judge is not None:
-            await self.judge.aclose()
 
 
 def format_judged(sec: dict[str, Any]) -> str:
@@ -177,13 +171,6 @@ def _calls(ctx: Context) -> dict[str, Any]:
 
         out["selective"] = {**made.selection.report(len(ctx.view.predictions)),
                             **batching.saving(made.selection, ctx.plan, sent, asked)}  # fmt: skip
-    return out
-
-
-def judged_statuses(verdicts: Sequence[Verdict]) -> dict[str, int]:
-    out = dict.fromkeys(("ok", "none", "unparseable", "failed"), 0)
-    for v in verdicts:
-        out[v.status] = out.get(v.status, 0) + 1
     return out
 
 
