@@ -253,6 +253,16 @@ def spec_of(step: Any, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def calls_of(ctx: Context, sent: int, client: Any, **now: Any) -> dict[str, Any]:
+    """A section's account of this invocation's calls: sent, cache hits, what it made now
+    (``now``), their delivery, server trouble (429s, 5xx, retries) and cost."""
+    from cafe.clients.base import call_stats_of
+
+    cost = {"cost": ctx.costs} if ctx.costs is not None else {}
+    return {"sent": sent, "cache_hits": ctx.cache.hits, **now, "mode": ctx.plan.mode,
+            **call_stats_of(client), **cost}  # fmt: skip
+
+
 def status_line(name: str, section: dict[str, Any]) -> str:
     """What `cafe NAME` prints for a step that declares no printer: its status line."""
     st = section.get("outcome") or {}

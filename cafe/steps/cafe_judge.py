@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.clients.base import call_stats_of
 from cafe.errors import ConfigError, RunFolderError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, batching, build_judge
@@ -38,7 +37,7 @@ from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
 from cafe.steps import step_function
-from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step
+from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import JUDGEMENTS, SAMPLES, judge_records_name
 
@@ -184,7 +183,7 @@ class CafeJudgeStep(Step):
 def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
     """What the "cafe" section says about the judge and this invocation: its spec, reasoning
     accuracy, reply health and calls (the counters: the engine's)."""
-    judge, preds, costs = ctx.state.judge, ctx.view.predictions, ctx.costs
+    judge, preds = ctx.state.judge, ctx.view.predictions
     fresh = ctx.made.fresh  # this invocation's judgements (called, decided, shared)
     health = reply_health(fresh)
     if health["warning"]:
@@ -202,16 +201,10 @@ def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
             "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
         },
         replies=health,
-        calls={
-            "sent": getattr(judge, "calls", 0),
-            "cache_hits": ctx.cache.hits,
-            "judged_now": len(fresh),
-            "judge_wall_s": round(ctx.made.wall_s, 3),
-            "mode": ctx.plan.mode,
-            **call_stats_of(getattr(getattr(judge, "caller", None), "client", None)),  # 429s, 5xx…
-            **({"cost": costs} if costs is not None else {}),
-        },
-    )
+        calls=calls_of(ctx, getattr(judge, "calls", 0),
+                       getattr(getattr(judge, "caller", None), "client", None),  # 429s, 5xx…
+                       judged_now=len(fresh), judge_wall_s=round(ctx.made.wall_s, 3)),
+    )  # fmt: skip
 
 
 #: judge a run folder -> the metrics.json "cafe" section (also written there, with "decay").

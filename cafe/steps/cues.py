@@ -53,18 +53,13 @@ class CuesStep(Step):
     prints = staticmethod(format_cues)
     positional = ("judge", "judge_model", "endpoints", "concurrency")
     options = (
-        Option(
-            "judge",
-            str,
-            None,
-            "Also ask this CAFE judge (cue list as required events); offline matcher only without.",
-            kind=("openai", "gemini", "openai-compatible"),
-            needs="judge_model",
-        ),
+        Option("judge", str, None, "Also ask this CAFE judge (cue list as required events); "
+               "offline matcher only without.", kind=("openai", "gemini", "openai-compatible"),
+               needs="judge_model"),
         Option("judge_model", str, None, "Judge model name."),
         Option("template", str, None, "Own template.", kind="file"),
         Option("captions", str, None, "Captions file (optional).", kind="file"),
-    )
+    )  # fmt: skip
     layout = ("judge", "judge_model",
               Flags("judge_server", {"concurrency": "judge_concurrency"},
                     {"endpoint_help": "Judge server URL (repeatable).", "concurrency_help": None,

@@ -15,6 +15,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from cafe.counters import add, judge_counters, on_disk_counters, share_totals, with_share
@@ -48,6 +49,9 @@ from cafe.steps.base import (
     spec_of,
 )
 from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl
+
+#: the writer of a step whose records live in its section only (and of a dry run)
+_DISCARD = SimpleNamespace(write_many=lambda records: None)
 
 
 @dataclass
@@ -176,7 +180,7 @@ def _plan_only(step: Step, ctx: Context, setup: Setup, path: Path | None) -> Ste
     planned, sel, done, _ = _planned(step, ctx, kept)
     call, counts = _cached_call(step, ctx)
     concurrency = _bound(ctx)
-    run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), _Discard(),
+    run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), _DISCARD,
                      concurrency=concurrency, desc=f"cafe {step.name}", progress=False,
                      aclose=lambda: _aclose(ctx)))  # fmt: skip
     counts.update(planned=len(sel.todo), done_before=done)
@@ -263,7 +267,7 @@ def _execute(
     planned, sel, done, planned_all = _planned(step, ctx, kept)
     call, counts = _cached_call(step, ctx)
     t0 = time.perf_counter()
-    with store.writer(path.name) if path else nullcontext(_Discard()) as writer:
+    with store.writer(path.name) if path else nullcontext(_DISCARD) as writer:
         writer.write_many([*planned, *sel.decided])  # records made without a call, first
         called = run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), writer,
                                   concurrency=_bound(ctx), desc=f"cafe {step.name}",
@@ -348,13 +352,6 @@ async def _aclose(ctx: Context) -> None:
     """Release what the calls used (its judge's client), whatever happened."""
     if (close := _own(ctx, "aclose")) is not None:
         await close()
-
-
-class _Discard:
-    """The writer of a step whose records live in its section only."""
-
-    def write_many(self, records: Any) -> None:
-        pass
 
 
 def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:

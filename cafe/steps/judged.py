@@ -17,7 +17,6 @@ from functools import partial
 from typing import Any
 
 from cafe.benchmarks.official import format_official
-from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError
 from cafe.execution import Selection
 from cafe.folder.status import StepStatus, by_counts
@@ -34,7 +33,7 @@ from cafe.judge.verdict import (
 from cafe.records import Prediction
 from cafe.reporting import warn
 from cafe.steps import step_function
-from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step
+from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
 from cafe.steps.cues import bench_breakdowns
 
 
@@ -159,13 +158,10 @@ def _calls(ctx: Context) -> dict[str, Any]:
     """The section's account of the calls: sent, cache hits, judged now, delivery, server
     trouble, cost; with ``selective``, what the rule decided and the calls it saved. Its
     counters: the engine's, over every invocation under this spec."""
-    made, asked, c = ctx.made, len(_asked(ctx)), ctx.costs
+    made, asked = ctx.made, len(_asked(ctx))
     sent = made.counts.get("calls", 0)
-    out: dict[str, Any] = {"calls": {
-        "sent": sent, "cache_hits": ctx.cache.hits, "judged_now": asked,
-        "mode": ctx.plan.mode, **call_stats_of(ctx.state.judge.client),  # 429s, 5xx, retries
-        **({"cost": c} if c is not None else {}),
-    }, "counters": None}  # fmt: skip
+    out: dict[str, Any] = {"calls": calls_of(ctx, sent, ctx.state.judge.client, judged_now=asked),
+                           "counters": None}  # fmt: skip
     if ctx.state.selective:  # the shared report shape (cafe.execution.Selection)
         from cafe.judge import batching
 
