@@ -26,13 +26,12 @@ from cafe.judge.pipeline import (
     _check_ground_truth,
     _item_without_sample,
     _refuse_a_failed_judge,
-    format_cafe,
     judging_reasons,
     load_caption_map,
     reply_health,
 )
 from cafe.judge.spec import REDONE, SPEC_NAME, normalized
-from cafe.metrics.cafe import cafe_section
+from cafe.metrics.cafe import cafe_section, format_cafe
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn

@@ -11,8 +11,8 @@ from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts, require_usable
 from cafe.judge.base import JudgeItem
-from cafe.judge.cues import NO_CAPTION, CueJudge, format_cues
-from cafe.metrics.cues import cues_of, cues_section
+from cafe.judge.cues import NO_CAPTION, CueJudge
+from cafe.metrics.cues import cues_of, cues_section, format_cues
 from cafe.records import Judgement
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View
