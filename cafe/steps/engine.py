@@ -22,6 +22,7 @@ from cafe.counters import add, judge_counters, on_disk_counters, share_totals, w
 from cafe.execution import (
     CallCache,
     Selection,
+    cached_call,
     execute,
     pending_calls,
     resume,
@@ -100,10 +101,10 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
         planned_all = 0
         path = _records_path(store, rec, setup)
         makes_calls = rec is not None and setup.calls
-        if calls.dry_run:  # plan and count: nothing sent, nothing written
-            return _plan_only(step, ctx, setup, path)
-        if makes_calls:
+        if makes_calls or calls.dry_run:  # a dry run plans and counts: nothing sent or written
             records, ctx, planned_all = _execute(step, store, ctx, setup, path)
+        if calls.dry_run:
+            return _dry_report(ctx)
         if ctx.plan is not None:  # what the calls cost, whatever comes next
             ctx = replace(ctx, costs=write_costs(store, ctx.plan, ctx.cache.hits))
         pending = pending_calls(ctx.plan) if rec is not None and rec.holds else 0
@@ -173,23 +174,18 @@ def _limited(status: StepStatus, planned: int, limit: int | None) -> StepStatus:
                       f"{status.reason}; {why}" if status.reason else why)  # fmt: skip
 
 
-def _plan_only(step: Step, ctx: Context, setup: Setup, path: Path | None) -> StepResult:
-    """A dry run: what is left under this spec, its calls made through the call plan (which
-    sends nothing and counts) -> the dry-run report; no file is written."""
-    kept = _resume(step.records, setup, path, ctx.spec, write=False) if path else []
-    planned, sel, done, _ = _planned(step, ctx, kept)
-    call, counts = _cached_call(step, ctx)
-    concurrency = _bound(ctx)
-    run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), _DISCARD,
-                     concurrency=concurrency, desc=f"cafe {step.name}", progress=False,
-                     aclose=lambda: _aclose(ctx)))  # fmt: skip
-    counts.update(planned=len(sel.todo), done_before=done)
-    shared = bool(sel.decided or sel.copies)
-    report = (ctx.plan.dry_report(len(sel.todo), done, ctx.cache.hits,
-                             selection=sel.report() if shared else None)
-              if ctx.plan is not None else counts)  # fmt: skip
+def _dry_report(ctx: Context) -> StepResult:
+    """A dry run's report: what is left under this spec, its calls made through the call plan
+    (which sends nothing and counts them)."""
+    made, sel = ctx.made, ctx.made.selection
     status = StepStatus("partial", len(sel.todo), 0, "dry run: nothing sent")
-    return StepResult(report, status, [])
+    if ctx.plan is None:  # a step caching its records whole: its counts
+        calls = {k: made.counts[k] for k in ("calls", "cache_hits")}
+        return StepResult({**calls, "planned": len(sel.todo), "done_before": made.done_before},
+                          status)  # fmt: skip
+    selection = sel.report() if sel.decided or sel.copies else None
+    return StepResult(ctx.plan.dry_report(len(sel.todo), made.done_before, ctx.cache.hits,
+                                          selection=selection), status)  # fmt: skip
 
 
 def _bound(ctx: Context) -> int:
@@ -259,19 +255,20 @@ def _execute(
     step: Step, store: RunStore, ctx: Context, setup: Setup, path: Path | None
 ) -> tuple[list[Any], Context, int]:
     """Resume, plan, call (cached), append, compact -> (the records, the context with this
-    invocation, the (item, run)s its plan holds)."""
-    view = ctx.view
+    invocation, the (item, run)s its plan holds); a dry run writes nothing."""
+    view, dry = ctx.view, ctx.calls.dry_run
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
-    kept = _resume(step.records, setup, path, ctx.spec) if path else []
+    kept = _resume(step.records, setup, path, ctx.spec, write=not dry) if path else []
     planned, sel, done, planned_all = _planned(step, ctx, kept)
     call, counts = _cached_call(step, ctx)
     t0 = time.perf_counter()
+    path = None if dry else path
     with store.writer(path.name) if path else nullcontext(_DISCARD) as writer:
         writer.write_many([*planned, *sel.decided])  # records made without a call, first
         called = run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), writer,
                                   concurrency=_bound(ctx), desc=f"cafe {step.name}",
-                                  progress=ctx.calls.progress,
+                                  progress=ctx.calls.progress and not dry,
                                   aclose=lambda: _aclose(ctx)))  # fmt: skip
         shared = share_records(sel, [*called, *kept])  # the (item, run)s that shared a call
         writer.write_many(shared)
@@ -391,8 +388,9 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
     async def cached(item: Any) -> Any:
         s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
         inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
-        hit, r = await ctx.cache.ask(ctx.spec, inputs, lambda: _call(step, ctx, item),
-                                     entry=entry, valid=readable)  # fmt: skip
+        hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs,
+                                   lambda: _call(step, ctx, item),
+                                   entry=entry, valid=readable)  # fmt: skip
         return rec.cls.from_dict(hit) if r is None else r  # one that is no record: asked again
 
     return counted(_sharing(ctx, cached)), counts
