@@ -275,17 +275,13 @@ class Caller:
 
 class Asks:
     """What a judge (or stage) that asks through ``self.caller`` shows of it: its client (call
-    statistics), its cache, the calls it sent (cache misses); and its ``aclose``."""
+    statistics), the calls it sent (cache misses); and its ``aclose``."""
 
     caller: Caller
 
     @property
     def client(self) -> Any:
         return self.caller.client
-
-    @property
-    def cache(self) -> Any:
-        return self.caller.cache
 
     @property
     def calls(self) -> int:

@@ -200,8 +200,7 @@ def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
             "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
         },
         replies=health,
-        calls=calls_of(ctx, getattr(judge, "calls", 0),
-                       getattr(getattr(judge, "caller", None), "client", None),  # 429s, 5xx…
+        calls=calls_of(ctx, getattr(judge, "calls", 0), getattr(judge, "client", None),
                        judged_now=len(fresh), judge_wall_s=round(ctx.made.wall_s, 3)),
     )  # fmt: skip
 
