@@ -189,6 +189,12 @@ class Invocation:
     done_before: int = 0
     wall_s: float = 0.0
 
+    @property
+    def asked(self) -> list[Any]:
+        """The records it made for its calls (those its plan decided without one left out)."""
+        decided = {id(r) for r in self.selection.decided}
+        return [r for r in [*self.planned, *self.fresh] if id(r) not in decided]
+
 
 @dataclass(frozen=True)
 class Context:

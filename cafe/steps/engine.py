@@ -242,11 +242,9 @@ def _counters(rec: Records, ctx: Context) -> dict[str, Any]:
     """This invocation's counters: calls and cache hits, the records it made (those its plan
     decided without a call, a Selection's ``decided``, left out) and their statuses, what they
     cost."""
-    made, c = ctx.made, ctx.costs
+    made, c, ours = ctx.made, ctx.costs, ctx.made.asked
     done, replies = rec.counted
     cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
-    decided = {id(r) for r in made.selection.decided}
-    ours = [r for r in [*made.planned, *made.fresh] if id(r) not in decided]
     return {"calls": made.counts.get("calls", 0), "cache_hits": made.counts.get("cache_hits", 0),
             done: len(ours), replies: rec.replies(ours), **cost}  # fmt: skip
 

@@ -118,7 +118,7 @@ class JudgedAccuracyStep(Step):
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         """A failed call is no verdict (a figure counting it wrong would be a 0 the judge never
         gave): raised, nothing written. Otherwise by counts; most unusable warns."""
-        _refuse_lost_calls(ctx.view.predictions, _asked(ctx))
+        _refuse_lost_calls(ctx.view.predictions, ctx.made.asked)
         n = len(records)  # the rule's decided ones too
         bad = sum(v.status in ("unparseable", "failed") for v in records)
         status = by_counts(n, n - bad, "answer-judge replies", "unusable")
@@ -147,18 +147,11 @@ def _judge(ctx: Context, cls: type[Any], kind: str, model: str, **options: Any) 
                **ctx.calls.judge_options())  # fmt: skip
 
 
-def _asked(ctx: Context) -> list[Verdict]:
-    """This invocation's verdicts from the judge (the rule's decided ones left out)."""
-    made = ctx.made
-    decided = {id(v) for v in made.selection.decided}
-    return [v for v in [*made.planned, *made.fresh] if id(v) not in decided]
-
-
 def _calls(ctx: Context) -> dict[str, Any]:
     """The section's account of the calls: sent, cache hits, judged now, delivery, server
     trouble, cost; with ``selective``, what the rule decided and the calls it saved. Its
     counters: the engine's, over every invocation under this spec."""
-    made, asked = ctx.made, len(_asked(ctx))
+    made, asked = ctx.made, len(ctx.made.asked)
     sent = made.counts.get("calls", 0)
     out: dict[str, Any] = {"calls": calls_of(ctx, sent, ctx.state.judge.client, judged_now=asked),
                            "counters": None}  # fmt: skip
