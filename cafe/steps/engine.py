@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from cafe.clients.breaker import ServerUnreachable
 from cafe.counters import add, judge_counters, on_disk_counters, share_totals, with_share
 from cafe.execution import (
     CallCache,
@@ -30,12 +31,13 @@ from cafe.execution import (
     share_records,
     write_costs,
 )
-from cafe.folder.sections import SectionInfo, register_section
+from cafe.folder.sections import SectionInfo, register_section, removed_notes, sections
 from cafe.folder.status import StepStatus, require_usable
 from cafe.folder.view import View, read_view
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
+from cafe.redaction import scrub_text
 from cafe.reporting import note
 from cafe.steps.base import (
     Calls,
@@ -49,7 +51,7 @@ from cafe.steps.base import (
     concurrency_default,
     spec_of,
 )
-from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl
+from cafe.store import RunStore, judge_records_name, latest_records, replace_file, rewrite_jsonl
 
 #: the writer of a step whose records live in its section only (and of a dry run)
 _DISCARD = SimpleNamespace(write_many=lambda records: None)
@@ -64,8 +66,6 @@ class StepResult:
 
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
-    from cafe.folder.sections import sections
-
     w, info = step.writes, sections().get(step.writes.name)
     ours = info is not None and info.builtin and f"cafe {step.name}" in info.owner.split(" / ")
     if not ours:  # a plugin's: refused when the name is one of cafe's own sections
@@ -127,8 +127,6 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             store.update_metrics(name, section)  # stamped with its inputs
         gone = store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
         if gone:  # said, as `cafe run` says it: another step's section is never lost silently
-            from cafe.folder.sections import removed_notes
-
             for line in removed_notes(store, gone):
                 note(line)
         if makes_calls and rec.current:
@@ -158,8 +156,6 @@ def _context(step: Step, store: RunStore, view: View, calls: Calls, spec: dict[s
 def _records_path(store: RunStore, rec: Records | None, setup: Setup) -> Path | None:
     if rec is None or rec.in_section:
         return None
-    from cafe.store import judge_records_name
-
     name = (judge_records_name(rec.file, setup.identity) if setup.identity
             else f"{rec.file}.jsonl")  # fmt: skip
     return store.path(name)
@@ -196,8 +192,6 @@ def _bound(ctx: Context) -> int:
 
 def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
     """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
-    from cafe.redaction import scrub_text
-
     text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
     replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
 
@@ -405,7 +399,6 @@ def _sharing(ctx: Context, call: Any) -> Any:
     """``call`` whose record carries its share of the counters (cafe.counters.with_share); a
     call that raises is its failed record here (as cafe.execution.execute would make it), so
     the calls it made are counted too."""
-    from cafe.clients.breaker import ServerUnreachable
 
     async def guarded(item: Any) -> Any:
         try:
