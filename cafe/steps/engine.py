@@ -351,19 +351,8 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
     record carries its share of the counts."""
     counts = {"calls": 0, "cache_hits": 0}
     rec = step.records
-
-    def counted(call: Any) -> Any:
-        async def direct(item: Any) -> Any:
-            r = await call(item)
-            share = getattr(r, "call", None) or {}
-            for k in counts:
-                counts[k] += share.get(k, 0)
-            return r
-
-        return direct
-
     if rec.caches == "calls":
-        return counted(_sharing(ctx, lambda item: _call(step, ctx, item))), counts
+        return _counted(ctx, lambda item: _call(step, ctx, item), counts), counts
 
     def readable(entry: Any) -> bool:
         try:
@@ -385,7 +374,7 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
                                    entry=entry, valid=readable)  # fmt: skip
         return rec.cls.from_dict(hit) if r is None else r  # one that is no record: asked again
 
-    return counted(_sharing(ctx, cached)), counts
+    return _counted(ctx, cached, counts), counts
 
 
 async def _call(step: Step, ctx: Context, item: Any) -> Any:
@@ -395,10 +384,10 @@ async def _call(step: Step, ctx: Context, item: Any) -> Any:
     return await asyncio.to_thread(step.call, ctx, item)
 
 
-def _sharing(ctx: Context, call: Any) -> Any:
-    """``call`` whose record carries its share of the counters (cafe.counters.with_share); a
-    call that raises is its failed record here (as cafe.execution.execute would make it), so
-    the calls it made are counted too."""
+def _counted(ctx: Context, call: Any, counts: dict[str, int]) -> Any:
+    """``call`` whose record carries its share of the counters (cafe.counters.with_share),
+    added to ``counts``; a call that raises is its failed record here (as
+    cafe.execution.execute would make it), so the calls it made are counted too."""
 
     async def guarded(item: Any) -> Any:
         try:
@@ -408,4 +397,11 @@ def _sharing(ctx: Context, call: Any) -> Any:
         except Exception as e:  # a bug in one item must not lose the rest
             return _failed(ctx, item, f"{type(e).__name__}: {e}")
 
-    return lambda item: with_share(guarded, item)
+    async def counted(item: Any) -> Any:
+        r = await with_share(guarded, item)
+        for k, n in (getattr(r, "call", None) or {}).items():
+            if k in counts:
+                counts[k] += n
+        return r
+
+    return counted
