@@ -24,6 +24,8 @@ from typing import Any
 
 from cafe.cache import Cache, make_key
 from cafe.clients.breaker import ServerUnreachable
+from cafe.clients.thinking import judge_max_tokens
+from cafe.counters import count_share
 from cafe.execution import Limiter, call_key
 
 #: (value, None) for a usable reply, (None, one-line reason) for one that is no answer
@@ -145,8 +147,6 @@ class Caller:
 
     def max_tokens(self, answer_tokens: int) -> int:
         """A reply's token budget: the answer's, plus the thinking budget when it may think."""
-        from cafe.clients.thinking import judge_max_tokens
-
         s = self.spec
         return judge_max_tokens(answer_tokens, bool(s.thinking), s.thinking_budget)
 
@@ -219,8 +219,6 @@ class Caller:
         self, key: str, messages: Any, parse: Parser, temperature: float | None,
         max_tokens: int | None, keep: str, final: bool, extra: dict[str, Any],
     ) -> Answer:  # fmt: skip
-        from cafe.counters import count_share
-
         count_share("calls")
         async with self._limit:
             self.calls += 1
@@ -268,12 +266,6 @@ class Caller:
         for key, entry in held:
             self.cache.put(key, entry)
 
-    def pending(self) -> int:
-        """Calls a batch still holds (left running or cancelled): the same command collects."""
-        from cafe.execution import pending_calls
-
-        return pending_calls(self.plan)
-
     async def aclose(self) -> None:
         if self.client is not None and hasattr(self.client, "aclose"):
             await self.client.aclose()
@@ -281,17 +273,13 @@ class Caller:
 
 class Asks:
     """What a judge (or stage) that asks through ``self.caller`` shows of it: its client (call
-    statistics), its cache, the calls it sent (cache misses); and its ``aclose``."""
+    statistics), the calls it sent (cache misses); and its ``aclose``."""
 
     caller: Caller
 
     @property
     def client(self) -> Any:
         return self.caller.client
-
-    @property
-    def cache(self) -> Any:
-        return self.caller.cache
 
     @property
     def calls(self) -> int:

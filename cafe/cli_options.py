@@ -498,9 +498,7 @@ class BatchChoice:
 
     def call_kwargs(self) -> dict[str, Any]:
         """``batch``, ``prices`` and ``batch_options`` as call_plan and the judge runs take them."""
-        from cafe.judge.batching import batch_options
-
-        opts = batch_options(self.retry, self.poll_s, self.no_wait)
+        opts = {"retry": self.retry, "poll_s": self.poll_s, "wait": not self.no_wait}
         return {"batch": self.on, "prices": self.prices, "batch_options": opts}
 
 

@@ -318,9 +318,9 @@ async def cached_call(
 
 
 class CallCache:
-    """The engine's call cache, handed to every step as ``step.call_cache`` (``cache``: a Cache,
-    its path, or None for ``$CAFE_CACHE/<name>``), opened on first use, so a step whose calls
-    cache nothing opens no file."""
+    """The engine's call cache, handed to every hook as ``ctx.cache`` (``cache``: a Cache, its
+    path, or None for ``$CAFE_CACHE/<name>``), opened on first use, so a step whose calls cache
+    nothing opens no file."""
 
     def __init__(self, cache: Any, name: str) -> None:
         from cafe.cache import Cache
@@ -340,19 +340,6 @@ class CallCache:
     @property
     def hits(self) -> int:
         return self._cache.hits if self._cache is not None else 0  # 0 while never opened
-
-    async def ask(
-        self, spec: Any, inputs: Mapping[str, Any], ask: Callable[[], Awaitable[R]], *,
-        entry: Callable[[R], Any], valid: Callable[[Any], bool] | None = None,
-    ) -> tuple[Any, R | None]:  # fmt: skip
-        return await cached_call(self.cache, spec, inputs, ask, entry=entry, valid=valid)
-
-
-def reply_entry(reply: Any, final: bool = False) -> dict[str, str] | None:
-    """A chat reply's cache entry, ``{"text": ...}`` (``final``: its final answer); None when
-    the call failed or gave no text."""
-    text = reply.final if final else reply.text
-    return None if reply.error or text is None else {"text": text}
 
 
 def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:

@@ -261,7 +261,7 @@ def test_the_cached_call_keys_a_judge_and_a_step_as_cafe_always_has(tmp_path):
     import asyncio
 
     from cafe.cache import Cache, make_key, text_entry
-    from cafe.execution import cached_call, call_key, reply_entry
+    from cafe.execution import cached_call, call_key
     from cafe.judge.spec import JudgeSpec
 
     judge = JudgeSpec("answer-extraction", "openai", "m", "abc")
@@ -274,6 +274,9 @@ def test_the_cached_call_keys_a_judge_and_a_step_as_cafe_always_has(tmp_path):
             self.text, self.final, self.error = text, text, error
 
     cache, asked = Cache(tmp_path / "c.sqlite"), []
+
+    def reply_entry(reply):  # a judge's entry: its text, none for a failed call
+        return None if reply.error or reply.text is None else {"text": reply.text}
 
     async def ask(reply):
         asked.append(reply)

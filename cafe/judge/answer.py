@@ -70,6 +70,11 @@ class AnswerJudge(Asks):
         return Verdict(pred.sample_id, pred.run_index, pred.answer, "ok",
                        "decided by the official rule", source="rule")  # fmt: skip
 
+    @staticmethod
+    def failed(item: tuple[Sample, Prediction], why: str) -> Verdict:
+        """A (sample, prediction) whose call raised (a bug on one item: that item only)."""
+        return Verdict(item[1].sample_id, item[1].run_index, None, "failed", why)
+
     async def verdict(self, sample: Sample, pred: Prediction) -> Verdict:
         if pred.raw_output is None or pred.error:
             return Verdict(pred.sample_id, pred.run_index, None, "failed", pred.error)
@@ -107,9 +112,6 @@ def judged_section(
         choice = v.choice if v is not None else None
         judged.append(replace(p, answer=choice, answer_text=choice, parse_status="ok"))
     acc = accuracy_section(list(samples), judged, breakdowns, runs=runs, rule=rule)
-    statuses = {k: 0 for k in ("ok", "none", "unparseable", "failed")}
-    for v in verdicts:
-        statuses[v.status] += 1
     return {
         "label": f"judged accuracy: {judge.identity} names the option each output chose, then "
         "the benchmark's rule (the paper's † figures; not the official headline)",
@@ -123,5 +125,12 @@ def judged_section(
         "total": acc["total"],
         "breakdowns": acc["breakdowns"],
         "runs": acc["runs"],
-        "verdicts": statuses,
+        "verdicts": judged_statuses(verdicts),
     }
+
+
+def judged_statuses(verdicts: Sequence[Verdict]) -> dict[str, int]:
+    out = dict.fromkeys(("ok", "none", "unparseable", "failed"), 0)
+    for v in verdicts:
+        out[v.status] = out.get(v.status, 0) + 1
+    return out

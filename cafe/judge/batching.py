@@ -85,10 +85,6 @@ def format_dry_run(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def batch_options(retry: str, poll_s: float, no_wait: bool) -> dict[str, Any]:
-    return {"retry": retry, "poll_s": poll_s, "wait": not no_wait}
-
-
 def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
     """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
     selective saving, as lines to print on stdout (stderr stays for errors)."""

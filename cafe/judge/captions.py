@@ -20,7 +20,7 @@ from cafe.judge.spec import JudgeSpec
 from cafe.locking import file_lock
 from cafe.prompts import text_template
 from cafe.records import InputError, Problem, Sample
-from cafe.store import JsonlWriter, iter_jsonl, numbered_jsonl
+from cafe.store import JsonlWriter, iter_jsonl, numbered_jsonl, read_json_file
 
 TEMPERATURE = 0.0
 MAX_TOKENS = 1024
@@ -29,8 +29,6 @@ MAX_TOKENS = 1024
 def load_captions(path: str | Path) -> dict[str, str]:
     """sample id -> caption from a captions JSONL file (last line wins) or a JSON object
     {id: caption}. A line without a sample id or caption is an InputError naming it."""
-    from cafe.store import read_json_file
-
     path = Path(path)
     if path.suffix == ".json":
         try:

@@ -32,7 +32,7 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
     from cafe.judge.agreement import METRICS, judge_agreement
-    from cafe.judge.pipeline import fmt as f
+    from cafe.metrics.cafe import fmt as f
 
     res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
     if as_json:

@@ -10,7 +10,6 @@ from typing import Any
 
 from cafe.judge.base import JudgeItem
 from cafe.judge.extraction import LLMJudge
-from cafe.judge.pipeline import fmt
 from cafe.metrics.cues import cues_of
 from cafe.prompts import text_template
 
@@ -31,27 +30,3 @@ class CueJudge(LLMJudge):
     def prompt_for(self, item: JudgeItem) -> str:
         cues = "\n".join(f"- {c}" for c in cues_of(item.sample))
         return super().prompt_for(item).replace("{cues}", cues)
-
-
-def format_cues(section: dict[str, Any]) -> str:
-    lines = []
-    for who in ("offline", "judge"):
-        b = section.get(who)
-        if not b:
-            continue
-        name = "offline matcher" if who == "offline" else f"judge {b['judge']['judge']}"
-        lines.append(
-            f"cue recall ({name}): {fmt(b['recall'])} pooled over {b['cues']} cues, "
-            f"{fmt(b['recall_macro'])} mean per item, {b['items']} (item, run)s; "
-            f"{b['no_cues']} without cues"
-        )
-    if ag := section.get("offline_vs_judge"):
-        lines.append(
-            f"offline vs judge per cue: agreement {fmt(ag['agreement'])}, kappa {ag['kappa']}"
-        )
-    if rq := section.get("cues_vs_required_events"):
-        lines.append(
-            f"cues vs the CAFE judge's required events ({rq['items']} (item, run)s): precision "
-            f"{fmt(rq['precision'])}, recall {fmt(rq['recall'])}, F1 {fmt(rq['f1'])}"
-        )
-    return "\n".join(lines)

@@ -1,7 +1,7 @@
 """The CAFE judge's pieces that compute from records (its step, cafe.steps.cafe_judge, runs
 on the step engine): the caption map and ground-truth check, refusing a failed judge, reply
-health, and the "cafe" section's text. Invalid judgements are kept (re-judging replays them
-from the cache); failed ones are tried again on the next run."""
+health (the "cafe" section's text: cafe.metrics.cafe). Invalid judgements are kept (re-judging
+replays them from the cache); failed ones are tried again on the next run."""
 
 from __future__ import annotations
 
@@ -76,10 +76,10 @@ def judging_reasons(judge: Judge, attempted: Sequence[Judgement]) -> list[str]:
 def _refuse_a_failed_judge(
     run_dir: str | Path, judge: Judge, attempted: Sequence[Judgement],
     preds: Sequence[Prediction], judgements: Sequence[Judgement], plan: Any,
-) -> None:  # fmt: skip
+) -> list[Judgement]:  # fmt: skip
     """Raises JudgeFailedError (with ``judging_reasons`` of this invocation's ``attempted``
     judgements) when the judge failed most of the outputs, JudgeUnusable when none of its
-    ``judgements`` is usable."""
+    ``judgements`` is usable -> the judgements of the predictions with an output."""
     reasons = judging_reasons(judge, attempted)
     # the judge's own record: of the predictions that have an output to judge, how many did it
     # fail on (a failed prediction's judgement fails whatever the judge)
@@ -99,6 +99,7 @@ def _refuse_a_failed_judge(
         raise JudgeFailedError("\n".join([*reasons, f"judge {judge.identity} failed: {kept}; fix "
                                            "the cause and run the same command again (failed "
                                            "judgements are retried)"]))  # fmt: skip
+    return judged
 
 
 def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
@@ -122,37 +123,3 @@ def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
         else None
     )
     return out
-
-
-def fmt(v: Any, digits: int = 2) -> str:
-    """A figure as the judges' summaries print it ("-": none)."""
-    return "-" if v is None else f"{v:.{digits}f}"
-
-
-def format_cafe(section: dict[str, Any]) -> str:
-    """A short human summary of a "cafe" section."""
-    st = section["judgements"]
-    runs = section.get("runs", {})
-    lines = [
-        f"CAFE: {section.get('headline', section['mode'])}; judge {section['judge']['judge']}, "
-        f"template {section['template_hash'][:12]}, runs {runs.get('n', 1)}",
-    ]
-    for m in ("acc_per", "err_per", "err_use", "err_omit"):
-        ci = section.get("ci95", {}).get(m)
-        sd = runs.get(m, {}).get("std")
-        extra = f"  95% CI [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
-        extra += f"  std over runs {fmt(sd)}" if runs.get("n", 1) > 1 else ""
-        pooled = (section.get("pooled") or {}).get(m)
-        extra += f"  (pooled over (item, run): {fmt(pooled)})" if runs.get("n", 1) > 1 else ""
-        lines.append(f"  {m.capitalize():<9}{fmt(section[m]):>7}{extra}")  # Acc_per, Err_per…
-    if ms := section.get("macro_samples"):
-        lines.append(
-            f"  macro = mean of per-(item, run) ratios; skipped: {ms['skipped_zero_pred']} with "
-            f"no predicted events, {ms['skipped_zero_tgt']} with no required events"
-        )
-    lines.append(
-        f"  judgements: {st['ok']} ok, {st['invalid']} invalid, {st['failed']} failed "
-        f"(of {st['total']}); reasoning accuracy {fmt(section['reasoning_accuracy']['acc'])}"
-    )
-    lines += section.get("failed_reasons") or []
-    return "\n".join(lines)

@@ -16,6 +16,7 @@ from typing import Any
 
 from cafe.benchmarks.official_judge import Judged, VerdictSpec
 from cafe.caller import Answer
+from cafe.errors import CafeUsageError
 from cafe.judge.answer import AnswerJudge
 from cafe.judge.extraction import build_prompt
 from cafe.prompts import sha256_text
@@ -40,8 +41,6 @@ class VerdictJudge(AnswerJudge):
     def __init__(self, *args: Any, **kwargs: Any):
         kwargs.pop("template", None)
         if not (args[1] if len(args) > 1 else kwargs.get("model")):  # no official one: yours
-            from cafe.errors import CafeUsageError
-
             raise CafeUsageError(f"{self.verdict_spec.name}: the benchmark names no judge model "
                                  "of its own: pass --judge-model NAME")  # fmt: skip
         super().__init__(*args, **kwargs)

@@ -289,3 +289,37 @@ def neutral_share(cafe: dict[str, Any]) -> float | None:
     if any(not isinstance(v, int | float) for v in parts):
         return None
     return round(max(0.0, 100.0 - sum(parts)), 2)
+
+
+def fmt(v: Any, digits: int = 2) -> str:
+    """A figure as the judges' summaries print it ("-": none)."""
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def format_cafe(section: dict[str, Any]) -> str:
+    """A short human summary of a "cafe" section."""
+    st = section["judgements"]
+    runs = section.get("runs", {})
+    lines = [
+        f"CAFE: {section.get('headline', section['mode'])}; judge {section['judge']['judge']}, "
+        f"template {section['template_hash'][:12]}, runs {runs.get('n', 1)}",
+    ]
+    for m in ("acc_per", "err_per", "err_use", "err_omit"):
+        ci = section.get("ci95", {}).get(m)
+        sd = runs.get(m, {}).get("std")
+        extra = f"  95% CI [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
+        extra += f"  std over runs {fmt(sd)}" if runs.get("n", 1) > 1 else ""
+        pooled = (section.get("pooled") or {}).get(m)
+        extra += f"  (pooled over (item, run): {fmt(pooled)})" if runs.get("n", 1) > 1 else ""
+        lines.append(f"  {m.capitalize():<9}{fmt(section[m]):>7}{extra}")  # Acc_per, Err_per…
+    if ms := section.get("macro_samples"):
+        lines.append(
+            f"  macro = mean of per-(item, run) ratios; skipped: {ms['skipped_zero_pred']} with "
+            f"no predicted events, {ms['skipped_zero_tgt']} with no required events"
+        )
+    lines.append(
+        f"  judgements: {st['ok']} ok, {st['invalid']} invalid, {st['failed']} failed "
+        f"(of {st['total']}); reasoning accuracy {fmt(section['reasoning_accuracy']['acc'])}"
+    )
+    lines += section.get("failed_reasons") or []
+    return "\n".join(lines)

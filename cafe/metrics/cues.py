@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cafe.judge.agreement import JACCARD_MIN, normalise
+from cafe.metrics.cafe import fmt
 from cafe.records import Judgement, Prediction, Sample
 
 _WORD = re.compile(r"\w+")
@@ -223,3 +224,27 @@ def required_agreement(by_id: dict[str, Sample], judgements: Sequence[Judgement]
         "f1": None if f1 is None else round(100 * f1, 2),
         "match": "names equal after normalising, or word Jaccard >= 0.5 (as judge-agreement)",
     }
+
+
+def format_cues(section: dict[str, Any]) -> str:
+    lines = []
+    for who in ("offline", "judge"):
+        b = section.get(who)
+        if not b:
+            continue
+        name = "offline matcher" if who == "offline" else f"judge {b['judge']['judge']}"
+        lines.append(
+            f"cue recall ({name}): {fmt(b['recall'])} pooled over {b['cues']} cues, "
+            f"{fmt(b['recall_macro'])} mean per item, {b['items']} (item, run)s; "
+            f"{b['no_cues']} without cues"
+        )
+    if ag := section.get("offline_vs_judge"):
+        lines.append(
+            f"offline vs judge per cue: agreement {fmt(ag['agreement'])}, kappa {ag['kappa']}"
+        )
+    if rq := section.get("cues_vs_required_events"):
+        lines.append(
+            f"cues vs the CAFE judge's required events ({rq['items']} (item, run)s): precision "
+            f"{fmt(rq['precision'])}, recall {fmt(rq['recall'])}, F1 {fmt(rq['f1'])}"
+        )
+    return "\n".join(lines)

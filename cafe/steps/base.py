@@ -189,6 +189,12 @@ class Invocation:
     done_before: int = 0
     wall_s: float = 0.0
 
+    @property
+    def asked(self) -> list[Any]:
+        """The records it made for its calls (those its plan decided without one left out)."""
+        decided = {id(r) for r in self.selection.decided}
+        return [r for r in [*self.planned, *self.fresh] if id(r) not in decided]
+
 
 @dataclass(frozen=True)
 class Context:
@@ -251,6 +257,16 @@ def spec_of(step: Any, options: dict[str, Any]) -> dict[str, Any]:
                 ) from None
         out[o.name] = v
     return out
+
+
+def calls_of(ctx: Context, sent: int, client: Any, **now: Any) -> dict[str, Any]:
+    """A section's account of this invocation's calls: sent, cache hits, what it made now
+    (``now``), their delivery, server trouble (429s, 5xx, retries) and cost."""
+    from cafe.clients.base import call_stats_of
+
+    cost = {"cost": ctx.costs} if ctx.costs is not None else {}
+    return {"sent": sent, "cache_hits": ctx.cache.hits, **now, "mode": ctx.plan.mode,
+            **call_stats_of(client), **cost}  # fmt: skip
 
 
 def status_line(name: str, section: dict[str, Any]) -> str:

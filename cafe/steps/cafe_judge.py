@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.clients.base import call_stats_of
 from cafe.errors import ConfigError, RunFolderError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, batching, build_judge
@@ -27,18 +26,17 @@ from cafe.judge.pipeline import (
     _check_ground_truth,
     _item_without_sample,
     _refuse_a_failed_judge,
-    format_cafe,
     judging_reasons,
     load_caption_map,
     reply_health,
 )
 from cafe.judge.spec import REDONE, SPEC_NAME, normalized
-from cafe.metrics.cafe import cafe_section
+from cafe.metrics.cafe import cafe_section, format_cafe
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn
 from cafe.steps import step_function
-from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step
+from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import JUDGEMENTS, SAMPLES, judge_records_name
 
@@ -51,19 +49,14 @@ def _replies(records: Sequence[Judgement]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Judging:
-    """What one invocation judges with (``Context.state``): the judge, the captions it
-    compares against, the averaging mode and whether identical prompts share a call."""
+    """What one invocation judges with (``Context.state``): the judge (the engine uses its
+    ``failed`` and ``aclose``), the captions it compares against, the averaging mode and
+    whether identical prompts share a call."""
 
     judge: Judge
     caption_of: dict[str, str]
     mode: str
     selective: bool
-
-    def failed(self, item: JudgeItem, why: str) -> Judgement:
-        return self.judge.failed(item, why)
-
-    async def aclose(self) -> None:
-        await self.judge.aclose()
 
 
 class CafeJudgeStep(Step):
@@ -168,11 +161,9 @@ class CafeJudgeStep(Step):
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         """Raises JudgeFailedError (one line per reason) when the judge failed most outputs
         or made nothing usable: judgements.jsonl and the sections are left as they were."""
-        preds, made = ctx.view.predictions, ctx.made
-        _refuse_a_failed_judge(ctx.view.root, ctx.state.judge, [*made.planned, *made.fresh],
-                               preds, records, ctx.plan)  # fmt: skip
-        outputs = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None}
-        judged = [j for j in records if (j.sample_id, j.run_index) in outputs]
+        made, view = ctx.made, ctx.view
+        judged = _refuse_a_failed_judge(view.root, ctx.state.judge, [*made.planned, *made.fresh],
+                                        view.predictions, records, ctx.plan)  # fmt: skip
         status = by_counts(len(judged), sum(j.status == "ok" for j in judged), "judgements",
                            "unusable")  # fmt: skip
         if status.status == "failed":  # nothing to judge yet, or a batch still out
@@ -202,7 +193,7 @@ class CafeJudgeStep(Step):
 def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
     """What the "cafe" section says about the judge and this invocation: its spec, reasoning
     accuracy, reply health and calls (the counters: the engine's)."""
-    judge, preds, costs = ctx.state.judge, ctx.view.predictions, ctx.costs
+    judge, preds = ctx.state.judge, ctx.view.predictions
     fresh = ctx.made.fresh  # this invocation's judgements (called, decided, shared)
     health = reply_health(fresh)
     if health["warning"]:
@@ -220,16 +211,9 @@ def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
             "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
         },
         replies=health,
-        calls={
-            "sent": getattr(judge, "calls", 0),
-            "cache_hits": ctx.cache.hits,
-            "judged_now": len(fresh),
-            "judge_wall_s": round(ctx.made.wall_s, 3),
-            "mode": ctx.plan.mode,
-            **call_stats_of(getattr(getattr(judge, "caller", None), "client", None)),  # 429s, 5xx…
-            **({"cost": costs} if costs is not None else {}),
-        },
-    )
+        calls=calls_of(ctx, getattr(judge, "calls", 0), getattr(judge, "client", None),
+                       judged_now=len(fresh), judge_wall_s=round(ctx.made.wall_s, 3)),
+    )  # fmt: skip
 
 
 # its old name, for callers that import it (cafe.api.judge: made from the registration)

@@ -11,8 +11,8 @@ from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts, require_usable
 from cafe.judge.base import JudgeItem
-from cafe.judge.cues import NO_CAPTION, CueJudge, format_cues
-from cafe.metrics.cues import cues_of, cues_section
+from cafe.judge.cues import NO_CAPTION, CueJudge
+from cafe.metrics.cues import cues_of, cues_section, format_cues
 from cafe.records import Judgement
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View
@@ -32,16 +32,11 @@ def bench_breakdowns(manifest: dict[str, Any]) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class CueJudging:
-    """What one invocation with a judge uses: the judge and the captions its prompts show."""
+    """What one invocation with a judge uses: the judge (the engine uses its ``failed`` and
+    ``aclose``) and the captions its prompts show."""
 
     judge: CueJudge
     captions: dict[str, str]
-
-    def failed(self, item: JudgeItem, why: str) -> Judgement:
-        return self.judge.failed(item, why)
-
-    async def aclose(self) -> None:
-        await self.judge.aclose()
 
 
 def answered(view: View) -> StepStatus:
@@ -69,18 +64,13 @@ class CuesStep(Step):
     prints = staticmethod(format_cues)
     positional = ("judge", "judge_model", "endpoints", "concurrency")
     options = (
-        Option(
-            "judge",
-            str,
-            None,
-            "Also ask this CAFE judge (cue list as required events); offline matcher only without.",
-            kind=("openai", "gemini", "openai-compatible"),
-            needs="judge_model",
-        ),
+        Option("judge", str, None, "Also ask this CAFE judge (cue list as required events); "
+               "offline matcher only without.", kind=("openai", "gemini", "openai-compatible"),
+               needs="judge_model"),
         Option("judge_model", str, None, "Judge model name."),
         Option("template", str, None, "Own template.", kind="file"),
         Option("captions", str, None, "Captions file (optional).", kind="file"),
-    )
+    )  # fmt: skip
     layout = ("judge", "judge_model",
               Flags("judge_server", {"concurrency": "judge_concurrency"},
                     {"endpoint_help": "Judge server URL (repeatable).", "concurrency_help": None,

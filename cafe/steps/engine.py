@@ -15,12 +15,15 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from cafe.clients.breaker import ServerUnreachable
 from cafe.counters import add, judge_counters, on_disk_counters, share_totals, with_share
 from cafe.execution import (
     CallCache,
     Selection,
+    cached_call,
     execute,
     pending_calls,
     resume,
@@ -28,12 +31,13 @@ from cafe.execution import (
     share_records,
     write_costs,
 )
-from cafe.folder.sections import SectionInfo, register_section
+from cafe.folder.sections import SectionInfo, register_section, removed_notes, sections
 from cafe.folder.status import StepStatus, require_usable
 from cafe.folder.view import View, read_view
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
+from cafe.redaction import scrub_text
 from cafe.reporting import note
 from cafe.steps.base import (
     Calls,
@@ -47,7 +51,10 @@ from cafe.steps.base import (
     concurrency_default,
     spec_of,
 )
-from cafe.store import RunStore, latest_records, replace_file, rewrite_jsonl
+from cafe.store import RunStore, judge_records_name, latest_records, replace_file, rewrite_jsonl
+
+#: the writer of a step whose records live in its section only (and of a dry run)
+_DISCARD = SimpleNamespace(write_many=lambda records: None)
 
 
 @dataclass
@@ -57,17 +64,8 @@ class StepResult:
     records: list[StepRecord] = field(default_factory=list)
 
 
-def write_sections(store: RunStore, sections: dict[str, dict[str, Any]]) -> None:
-    """Write sections computed from the folder's records, each stamped with its inputs (under
-    the folder lock the caller holds; cafe.folder.sections finds what they feed)."""
-    for name, section in sections.items():
-        store.update_metrics(name, section)
-
-
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
-    from cafe.folder.sections import sections
-
     w, info = step.writes, sections().get(step.writes.name)
     ours = info is not None and info.builtin and f"cafe {step.name}" in info.owner.split(" / ")
     if not ours:  # a plugin's: refused when the name is one of cafe's own sections
@@ -103,10 +101,10 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
         planned_all = 0
         path = _records_path(store, rec, setup)
         makes_calls = rec is not None and setup.calls
-        if calls.dry_run:  # plan and count: nothing sent, nothing written
-            return _plan_only(step, ctx, setup, path)
-        if makes_calls:
+        if makes_calls or calls.dry_run:  # a dry run plans and counts: nothing sent or written
             records, ctx, planned_all = _execute(step, store, ctx, setup, path)
+        if calls.dry_run:
+            return _dry_report(ctx)
         if ctx.plan is not None:  # what the calls cost, whatever comes next
             ctx = replace(ctx, costs=write_costs(store, ctx.plan, ctx.cache.hits))
         pending = pending_calls(ctx.plan) if rec is not None and rec.holds else 0
@@ -120,16 +118,15 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             store.invalidate(changed=(Path(rec.current).stem,))  # what the earlier ones fed goes
             view = replace(view, metrics=store.read_metrics())
             ctx = replace(ctx, view=view)
-        out = _section(step, ctx, records, counts_of(ctx) if makes_calls else None, status)
+        out = _section(step, ctx, records, ctx.made.counts if makes_calls else None, status)
         if status is not whole:  # cut by --limit: said in every section, whatever its shape
             out.section["outcome"] = status.to_dict()
         for name, rows in out.files.items():
             _write_rows(store, name, rows)
-        write_sections(store, {step.writes.name: out.section, **out.more})
+        for name, section in {step.writes.name: out.section, **out.more}.items():
+            store.update_metrics(name, section)  # stamped with its inputs
         gone = store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
         if gone:  # said, as `cafe run` says it: another step's section is never lost silently
-            from cafe.folder.sections import removed_notes
-
             for line in removed_notes(store, gone):
                 note(line)
         if makes_calls and rec.current:
@@ -137,10 +134,6 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
 
             compute_metrics(store.root)  # registered metrics derive from the current records
     return StepResult(out.section, status, records)
-
-
-def counts_of(ctx: Context) -> dict[str, Any]:
-    return ctx.made.counts
 
 
 def _context(step: Step, store: RunStore, view: View, calls: Calls, spec: dict[str, Any]
@@ -163,8 +156,6 @@ def _context(step: Step, store: RunStore, view: View, calls: Calls, spec: dict[s
 def _records_path(store: RunStore, rec: Records | None, setup: Setup) -> Path | None:
     if rec is None or rec.in_section:
         return None
-    from cafe.store import judge_records_name
-
     name = (judge_records_name(rec.file, setup.identity) if setup.identity
             else f"{rec.file}.jsonl")  # fmt: skip
     return store.path(name)
@@ -179,23 +170,18 @@ def _limited(status: StepStatus, planned: int, limit: int | None) -> StepStatus:
                       f"{status.reason}; {why}" if status.reason else why)  # fmt: skip
 
 
-def _plan_only(step: Step, ctx: Context, setup: Setup, path: Path | None) -> StepResult:
-    """A dry run: what is left under this spec, its calls made through the call plan (which
-    sends nothing and counts) -> the dry-run report; no file is written."""
-    kept = _resume(step.records, setup, path, ctx.spec, write=False) if path else []
-    planned, sel, done, _ = _planned(step, ctx, kept)
-    call, counts = _cached_call(step, ctx)
-    concurrency = _bound(ctx)
-    run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), _Discard(),
-                     concurrency=concurrency, desc=f"cafe {step.name}", progress=False,
-                     aclose=lambda: _aclose(ctx)))  # fmt: skip
-    counts.update(planned=len(sel.todo), done_before=done)
-    shared = bool(sel.decided or sel.copies)
-    report = (ctx.plan.dry_report(len(sel.todo), done, ctx.cache.hits,
-                             selection=sel.report() if shared else None)
-              if ctx.plan is not None else counts)  # fmt: skip
+def _dry_report(ctx: Context) -> StepResult:
+    """A dry run's report: what is left under this spec, its calls made through the call plan
+    (which sends nothing and counts them)."""
+    made, sel = ctx.made, ctx.made.selection
     status = StepStatus("partial", len(sel.todo), 0, "dry run: nothing sent")
-    return StepResult(report, status, [])
+    if ctx.plan is None:  # a step caching its records whole: its counts
+        calls = {k: made.counts[k] for k in ("calls", "cache_hits")}
+        return StepResult({**calls, "planned": len(sel.todo), "done_before": made.done_before},
+                          status)  # fmt: skip
+    selection = sel.report() if sel.decided or sel.copies else None
+    return StepResult(ctx.plan.dry_report(len(sel.todo), made.done_before, ctx.cache.hits,
+                                          selection=selection), status)  # fmt: skip
 
 
 def _bound(ctx: Context) -> int:
@@ -206,8 +192,6 @@ def _bound(ctx: Context) -> int:
 
 def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
     """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
-    from cafe.redaction import scrub_text
-
     text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
     replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
 
@@ -219,7 +203,7 @@ def _held(step: Step, ctx: Context, records: list[Any], pending: int, makes_call
         f"{pending} {noun} still pending in a batch (or cancelled there): "
         f"{step.writes.name} left as it was; run the same command again to collect"
     )
-    out = _section(step, ctx, records, counts_of(ctx) if makes_calls else None)
+    out = _section(step, ctx, records, ctx.made.counts if makes_calls else None)
     held = StepStatus("partial", len(records), 0, f"{pending} {noun} pending")
     return StepResult({**out.section, "pending": pending}, held, records)
 
@@ -252,11 +236,9 @@ def _counters(rec: Records, ctx: Context) -> dict[str, Any]:
     """This invocation's counters: calls and cache hits, the records it made (those its plan
     decided without a call, a Selection's ``decided``, left out) and their statuses, what they
     cost."""
-    made, c = ctx.made, ctx.costs
+    made, c, ours = ctx.made, ctx.costs, ctx.made.asked
     done, replies = rec.counted
     cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
-    decided = {id(r) for r in made.selection.decided}
-    ours = [r for r in [*made.planned, *made.fresh] if id(r) not in decided]
     return {"calls": made.counts.get("calls", 0), "cache_hits": made.counts.get("cache_hits", 0),
             done: len(ours), replies: rec.replies(ours), **cost}  # fmt: skip
 
@@ -265,19 +247,20 @@ def _execute(
     step: Step, store: RunStore, ctx: Context, setup: Setup, path: Path | None
 ) -> tuple[list[Any], Context, int]:
     """Resume, plan, call (cached), append, compact -> (the records, the context with this
-    invocation, the (item, run)s its plan holds)."""
-    view = ctx.view
+    invocation, the (item, run)s its plan holds); a dry run writes nothing."""
+    view, dry = ctx.view, ctx.calls.dry_run
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
-    kept = _resume(step.records, setup, path, ctx.spec) if path else []
+    kept = _resume(step.records, setup, path, ctx.spec, write=not dry) if path else []
     planned, sel, done, planned_all = _planned(step, ctx, kept)
     call, counts = _cached_call(step, ctx)
     t0 = time.perf_counter()
-    with store.writer(path.name) if path else nullcontext(_Discard()) as writer:
+    path = None if dry else path
+    with store.writer(path.name) if path else nullcontext(_DISCARD) as writer:
         writer.write_many([*planned, *sel.decided])  # records made without a call, first
         called = run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), writer,
                                   concurrency=_bound(ctx), desc=f"cafe {step.name}",
-                                  progress=ctx.calls.progress,
+                                  progress=ctx.calls.progress and not dry,
                                   aclose=lambda: _aclose(ctx)))  # fmt: skip
         shared = share_records(sel, [*called, *kept])  # the (item, run)s that shared a call
         writer.write_many(shared)
@@ -339,27 +322,25 @@ def _key(cls: type, x: Any) -> tuple[str, int]:
     return p.sample_id, p.run_index
 
 
+def _own(ctx: Context, name: str) -> Any:
+    """The state's method ``name``, else its judge's (a state holding one), else None."""
+    state = ctx.state
+    return getattr(state, name, None) or getattr(getattr(state, "judge", None), name, None)
+
+
 def _failed(ctx: Context, item: Any, why: str) -> Any:
     """The record of an item whose call raised (asked again next time): its judge's, else a
     StepRecord."""
-    if hasattr(ctx.state, "failed"):
-        return ctx.state.failed(item, why)
+    if (failed := _own(ctx, "failed")) is not None:
+        return failed(item, why)
     sid, run = _key(StepRecord, item)
     return StepRecord(sid, run, "failed", reason=why)
 
 
 async def _aclose(ctx: Context) -> None:
     """Release what the calls used (its judge's client), whatever happened."""
-    close = getattr(ctx.state, "aclose", None)
-    if close is not None:
+    if (close := _own(ctx, "aclose")) is not None:
         await close()
-
-
-class _Discard:
-    """The writer of a step whose records live in its section only."""
-
-    def write_many(self, records: Any) -> None:
-        pass
 
 
 def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
@@ -370,19 +351,8 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
     record carries its share of the counts."""
     counts = {"calls": 0, "cache_hits": 0}
     rec = step.records
-
-    def counted(call: Any) -> Any:
-        async def direct(item: Any) -> Any:
-            r = await call(item)
-            share = getattr(r, "call", None) or {}
-            for k in counts:
-                counts[k] += share.get(k, 0)
-            return r
-
-        return direct
-
     if rec.caches == "calls":
-        return counted(_sharing(ctx, lambda item: _call(step, ctx, item))), counts
+        return _counted(ctx, lambda item: _call(step, ctx, item), counts), counts
 
     def readable(entry: Any) -> bool:
         try:
@@ -399,11 +369,12 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
     async def cached(item: Any) -> Any:
         s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
         inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
-        hit, r = await ctx.cache.ask(ctx.spec, inputs, lambda: _call(step, ctx, item),
-                                     entry=entry, valid=readable)  # fmt: skip
+        hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs,
+                                   lambda: _call(step, ctx, item),
+                                   entry=entry, valid=readable)  # fmt: skip
         return rec.cls.from_dict(hit) if r is None else r  # one that is no record: asked again
 
-    return counted(_sharing(ctx, cached)), counts
+    return _counted(ctx, cached, counts), counts
 
 
 async def _call(step: Step, ctx: Context, item: Any) -> Any:
@@ -413,11 +384,10 @@ async def _call(step: Step, ctx: Context, item: Any) -> Any:
     return await asyncio.to_thread(step.call, ctx, item)
 
 
-def _sharing(ctx: Context, call: Any) -> Any:
-    """``call`` whose record carries its share of the counters (cafe.counters.with_share); a
-    call that raises is its failed record here (as cafe.execution.execute would make it), so
-    the calls it made are counted too."""
-    from cafe.clients.breaker import ServerUnreachable
+def _counted(ctx: Context, call: Any, counts: dict[str, int]) -> Any:
+    """``call`` whose record carries its share of the counters (cafe.counters.with_share),
+    added to ``counts``; a call that raises is its failed record here (as
+    cafe.execution.execute would make it), so the calls it made are counted too."""
 
     async def guarded(item: Any) -> Any:
         try:
@@ -427,4 +397,11 @@ def _sharing(ctx: Context, call: Any) -> Any:
         except Exception as e:  # a bug in one item must not lose the rest
             return _failed(ctx, item, f"{type(e).__name__}: {e}")
 
-    return lambda item: with_share(guarded, item)
+    async def counted(item: Any) -> Any:
+        r = await with_share(guarded, item)
+        for k, n in (getattr(r, "call", None) or {}).items():
+            if k in counts:
+                counts[k] += n
+        return r
+
+    return counted

@@ -17,11 +17,10 @@ from functools import partial
 from typing import Any
 
 from cafe.benchmarks.official import format_official
-from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError
 from cafe.execution import Selection
 from cafe.folder.status import StepStatus, by_counts
-from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section
+from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section, judged_statuses
 from cafe.judge.verdict import (
     EMBEDDING_FILE,
     VERDICTS_FILE,
@@ -34,27 +33,21 @@ from cafe.judge.verdict import (
 from cafe.records import Prediction
 from cafe.reporting import warn
 from cafe.steps import step_function
-from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step
+from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
 from cafe.steps.cues import bench_breakdowns
 
 
 @dataclass(frozen=True)
 class Judging:
     """What one invocation's setup made for plan / call / section: the judge (None: no calls,
-    the official embedding path alone), whether the rule decides first, and for the official
-    figure the run's benchmark and the embedding path's rows made now."""
+    the official embedding path alone; the engine uses its ``failed`` and ``aclose``), whether
+    the rule decides first, and for the official figure the run's benchmark and the embedding
+    path's rows made now."""
 
     judge: Any = None
     selective: bool = False
     bench: Any = None
     embedded: list[dict[str, Any]] | None = None
-
-    def failed(self, item: Any, why: str) -> Verdict:  # a bug on one item: that item only
-        return Verdict(item[1].sample_id, item[1].run_index, None, "failed", why)
-
-    async def aclose(self) -> None:
-        if self.judge is not None:
-            await self.judge.aclose()
 
 
 def format_judged(sec: dict[str, Any]) -> str:
@@ -129,7 +122,7 @@ class JudgedAccuracyStep(Step):
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         """A failed call is no verdict (a figure counting it wrong would be a 0 the judge never
         gave): raised, nothing written. Otherwise by counts; most unusable warns."""
-        _refuse_lost_calls(ctx.view.predictions, _asked(ctx))
+        _refuse_lost_calls(ctx.view.predictions, ctx.made.asked)
         n = len(records)  # the rule's decided ones too
         bad = sum(v.status in ("unparseable", "failed") for v in records)
         status = by_counts(n, n - bad, "answer-judge replies", "unusable")
@@ -158,36 +151,19 @@ def _judge(ctx: Context, cls: type[Any], kind: str, model: str, **options: Any) 
                **ctx.calls.judge_options())  # fmt: skip
 
 
-def _asked(ctx: Context) -> list[Verdict]:
-    """This invocation's verdicts from the judge (the rule's decided ones left out)."""
-    made = ctx.made
-    decided = {id(v) for v in made.selection.decided}
-    return [v for v in [*made.planned, *made.fresh] if id(v) not in decided]
-
-
 def _calls(ctx: Context) -> dict[str, Any]:
     """The section's account of the calls: sent, cache hits, judged now, delivery, server
     trouble, cost; with ``selective``, what the rule decided and the calls it saved. Its
     counters: the engine's, over every invocation under this spec."""
-    made, asked, c = ctx.made, len(_asked(ctx)), ctx.costs
+    made, asked = ctx.made, len(ctx.made.asked)
     sent = made.counts.get("calls", 0)
-    out: dict[str, Any] = {"calls": {
-        "sent": sent, "cache_hits": ctx.cache.hits, "judged_now": asked,
-        "mode": ctx.plan.mode, **call_stats_of(ctx.state.judge.client),  # 429s, 5xx, retries
-        **({"cost": c} if c is not None else {}),
-    }, "counters": None}  # fmt: skip
+    out: dict[str, Any] = {"calls": calls_of(ctx, sent, ctx.state.judge.client, judged_now=asked),
+                           "counters": None}  # fmt: skip
     if ctx.state.selective:  # the shared report shape (cafe.execution.Selection)
         from cafe.judge import batching
 
         out["selective"] = {**made.selection.report(len(ctx.view.predictions)),
                             **batching.saving(made.selection, ctx.plan, sent, asked)}  # fmt: skip
-    return out
-
-
-def judged_statuses(verdicts: Sequence[Verdict]) -> dict[str, int]:
-    out = dict.fromkeys(("ok", "none", "unparseable", "failed"), 0)
-    for v in verdicts:
-        out[v.status] = out.get(v.status, 0) + 1
     return out
 
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cafe.clients.base import call_stats_of
 from cafe.errors import CafeError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
 from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
 from cafe.steps import step_function
-from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View
+from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View, calls_of
 from cafe.steps.cues import bench_breakdowns
 from cafe.store import SAMPLES, judge_records_name
 
@@ -69,39 +68,19 @@ class RubricStep(Step):
     prints = staticmethod(printed)
     positional = ("judge", "judge_model", "endpoints", "concurrency")
     options = (
-        Option(
-            "judge",
-            str,
-            "openai",
-            "Chat protocol of the judge (keys from OPENAI_API_KEY / GEMINI_API_KEY).",
-            kind=("openai", "gemini", "openai-compatible"),
-        ),
+        Option("judge", str, "openai", "Chat protocol of the judge (keys from OPENAI_API_KEY / "
+               "GEMINI_API_KEY).", kind=("openai", "gemini", "openai-compatible")),
         Option("judge_model", str, PAPER_JUDGE, "Judge model (the authors')."),
         Option("raters", int, RATERS, bounds=(1, 10**8)),  # judge calls per item
-        Option(
-            "trim",
-            int,
-            TRIM,
-            "Drop this many lowest and highest rater scores before averaging.",
-            bounds=(0, 10**8),
-        ),
+        Option("trim", int, TRIM, "Drop this many lowest and highest rater scores before "
+               "averaging.", bounds=(0, 10**8)),
         Option("temperature", float, TEMPERATURE, bounds=(0, 10)),
         Option("seed", int, SEED, bounds=(0, 2**32 - 1)),
-        Option(
-            "retries",
-            int,
-            RETRIES,
-            "Extra attempts per rater after an invalid reply.",
-            bounds=(0, 10**8),
-        ),
-        Option(
-            "template",
-            str,
-            None,
-            "Your own rubric template (same '----- part -----' layout as the packaged one).",
-            kind="file",
-        ),
-    )
+        Option("retries", int, RETRIES, "Extra attempts per rater after an invalid reply.",
+               bounds=(0, 10**8)),
+        Option("template", str, None, "Your own rubric template (same '----- part -----' layout "
+               "as the packaged one).", kind="file"),
+    )  # fmt: skip
     layout = ("judge", "judge_model",
               Flags("judge_server", {"concurrency": "judge_concurrency"},
                     {"endpoint_help": "Judge server base URL (repeatable).",
@@ -147,20 +126,15 @@ class RubricStep(Step):
         s, view, made = ctx.state, ctx.view, ctx.made
         records = [*records, *no_prediction(s, view)]
         section = rubric_section(records, view.samples, bench_breakdowns(view.manifest))
+        calls = calls_of(ctx, s.calls, s.caller.client, rated_now=made.counts.get("done", 0),
+                         wall_s=round(made.wall_s, 3))  # fmt: skip
         return {
             "judge": s.describe(),
             "protocol": "MMAR code/evaluation_rubrics.py: official string match gates; "
             f"{s.raters} raters, drop {s.trim} lowest and highest, average the rest",
             **section,
             "file": judge_records_name("rubric", s.identity),
-            "calls": {
-                "sent": s.calls,
-                "cache_hits": ctx.cache.hits,
-                "rated_now": made.counts.get("done", 0),
-                "wall_s": round(made.wall_s, 3),
-                **call_stats_of(s.caller.client),
-                **({"cost": ctx.costs} if ctx.costs else {}),
-            },  # fmt: skip
+            "calls": calls,
         }
 
 
