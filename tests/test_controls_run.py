@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from cafe.runner.cli import run_command
 from cafe.runner.spec import RunSpec
 from cafe.steps.cli import listen_command
+from cafe.store import RunStore
 
 CONTROLS = ("silence", "noise", "shuffled", "text-only")
 
@@ -98,7 +99,8 @@ def test_control_captions_for_an_llm_judge(tmp_path, cache):
     caps = tmp_path / "caps.jsonl"
     caps.write_text("".join(json.dumps({"sample_id": i, "caption": f"cap {i}"}) + "\n"
                             for i in ids))  # fmt: skip
-    shuffled = load_captions(control_captions_file(out, tmp_path / "c", "shuffled", 0, caps))
+    items = RunStore(out).samples()  # the run's, as the step reads them
+    shuffled = load_captions(control_captions_file(items, tmp_path / "c", "shuffled", 0, caps))
     assert set(shuffled) == set(ids) and all(shuffled[i] != f"cap {i}" for i in ids)
-    silent = load_captions(control_captions_file(out, tmp_path / "s", "silence", 0, caps))
+    silent = load_captions(control_captions_file(items, tmp_path / "s", "silence", 0, caps))
     assert set(silent.values()) == {"The clip is digital silence: there is no sound in it at all."}
