@@ -17,7 +17,7 @@ from cafe.records import Sample
 from cafe.runner.cli import run_command
 from cafe.steps.cli import listen_command
 from cafe.steps.variants import Variant, run_variants
-from cafe.store import RunStore
+from cafe.store import CONTROL_CAPTIONS, RunStore
 
 CAFE = Path(__file__).resolve().parents[1] / "cafe"
 
@@ -107,8 +107,9 @@ def test_a_step_declares_its_variant_runs_and_the_engine_makes_them_once(tmp_pat
 
     class Beside(VariantStep):
         name, writes = "beside", Section("beside")
-        variants = staticmethod(lambda ctx: [Variant("quiet", "ctl-silence",
-                                                     {"control": "silence"})])  # fmt: skip
+        variants = staticmethod(lambda ctx: [Variant(
+            "quiet", "ctl-silence", {"control": "silence"},
+            files={CONTROL_CAPTIONS: str(len(ctx.view.samples))})])  # fmt: skip
 
         def section(self, ctx, records):
             seen.append(dict(ctx.variants))
@@ -125,5 +126,7 @@ def test_a_step_declares_its_variant_runs_and_the_engine_makes_them_once(tmp_pat
     assert view.root == tmp_path / "r-ctl-silence"
     assert view.manifest["spec"]["control"] == {"name": "silence", "seed": 0}
     assert [s.id for s in view.samples] == [s.id for s in RunStore(out).samples()]
+    # its file, written in its folder before its run (which takes the folder as its own)
+    assert (view.root / CONTROL_CAPTIONS).read_text() == "3"
     run_step(Beside(), out, runs=runs)  # again: the finished variant is reused, no model loaded
     assert loaded == [True, False] and len(seen) == 2

@@ -14,19 +14,18 @@ from cafe.records import Sample
 from cafe.steps.base import Context, Option, Section
 from cafe.steps.cues import bench_breakdowns
 from cafe.steps.variants import Variant, VariantStep, run_beside
+from cafe.store import CONTROL_CAPTIONS
 
 
-def control_captions_file(samples: Sequence[Sample], out: Path, control: str, seed: int,
-                          captions: Any) -> str:  # fmt: skip
-    """The captions a control run's LLM judge needs: the played clip's, or the silent truth."""
+def control_captions_text(samples: Sequence[Sample], control: str, seed: int, captions: Any
+                          ) -> str:  # fmt: skip
+    """The captions a control run's LLM judge needs, the played clip's or the silent truth:
+    {sample_id: caption} as load_captions reads it."""
     from cafe.controls import control_captions
     from cafe.judge.captions import load_captions
 
     mapping = control_captions(list(samples), control, seed, load_captions(captions))
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "control_captions.json"  # {sample_id: caption}, as load_captions reads it
-    path.write_text(json.dumps(mapping, ensure_ascii=False, indent=1), encoding="utf-8")
-    return str(path)
+    return json.dumps(mapping, ensure_ascii=False, indent=1)
 
 
 def listening_variants(real: Path, controls: Sequence[str], seed: int, judge: str | None,
@@ -38,12 +37,12 @@ def listening_variants(real: Path, controls: Sequence[str], seed: int, judge: st
 
     out = []
     for c in parse_controls(controls):
-        jopts, suffix = dict(judge_options), f"ctl-{c}"
+        jopts, suffix, files = dict(judge_options), f"ctl-{c}", {}
         if jopts.get("captions"):
-            where = Variant(c, suffix).folder(real)
-            jopts["captions"] = control_captions_file(samples, where, c, seed, jopts["captions"])
+            files[CONTROL_CAPTIONS] = control_captions_text(samples, c, seed, jopts["captions"])
+            jopts["captions"] = str(Variant(c, suffix).folder(real) / CONTROL_CAPTIONS)
         out.append(Variant(c, suffix, {"control": c, "control_seed": seed, "judge": judge,
-                                       "judge_options": jopts}))  # fmt: skip
+                                       "judge_options": jopts}, files=files))  # fmt: skip
     return out
 
 

@@ -27,6 +27,7 @@ class Variant:
     #: ``options`` are merged over the run's own (a budget's generation setting)
     changes: Mapping[str, Any] = field(default_factory=dict)
     inside: bool = False
+    files: Mapping[str, str] = field(default_factory=dict)  # {name: text} its run reads
 
     def folder(self, origin: str | Path) -> Path:
         origin = Path(origin)
@@ -88,6 +89,7 @@ def run_variants(
     each run."""
     from cafe.runner.main import run
     from cafe.runner.spec import RunRequest
+    from cafe.safe_files import write_file
 
     origin, folders, store = Path(origin), {}, RunStore(origin)
     manifest = store.read_manifest() if run_options is None or store.has_manifest() else {}
@@ -105,6 +107,8 @@ def run_variants(
             options = {**opts["options"], **(changes.pop("options", None) or {})}
             link = {"control_of": str(origin)} if changes.get("control") else {}
             fields = {"judge": "none", **opts, **link, **changes, "options": options}
+            for name, text in v.files.items():  # in its folder before it runs (a link refused)
+                write_file(v.folder(origin) / name, text)
             result = run(RunRequest(**{**fields, "out": v.folder(origin)}, **execution))
             if after is not None:
                 after(v, result)
