@@ -54,7 +54,7 @@ class ListeningStep(VariantStep):
         Option("controls", object, "all", "Controls: silence, noise, shuffled, text-only, all."),
         Option("control_seed", int, 0, "Seed of noise and shuffling."),
         Option("judge", str, None, "CAFE judge on the controls (None: the benchmark's)."),
-        Option("judge_options", dict, None, "Its options (captions: the real run's)."),
+        Option("judge_options", dict, None, "Its --judge-* and --captions.", cli="judge_model"),
     )
     positional = ("controls",)
     variants = staticmethod(lambda ctx: listening_variants(
