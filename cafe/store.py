@@ -42,6 +42,7 @@ SAMPLES = "samples.jsonl"  # the items that ran, so judge and reports never need
 REPORT_DIR = "report"
 RUN_LOG = "run.log"  # adapter tracebacks, each distinct one once (cafe.failures)
 BATCH_DIR = "batches"  # batch-transport state of the judging commands (cafe.judge.batching)
+CONTROL_CAPTIONS = "control_captions.json"  # a control run's, for its judge (written first)
 #: each judge's own records: <prefix>.<judge slug>.jsonl, its spec beside it (cafe.judge.spec)
 JUDGE_RECORDS = {"cafe": "judgements", "rubric": "rubric", "cues": "cues.judgements"}
 MANIFEST_RECOVERY = (
@@ -298,7 +299,8 @@ class JsonlWriter:
 
 
 #: what a run folder may hold before its manifest is written (a run stopped at its start)
-_OWN_NAMES = {MANIFEST, PREDICTIONS, METRICS, SAMPLES, REPORT_DIR, RUN_LOG, BATCH_DIR, LOCK_NAME}
+_OWN_NAMES = {MANIFEST, PREDICTIONS, METRICS, SAMPLES, REPORT_DIR, RUN_LOG, BATCH_DIR, LOCK_NAME,
+              CONTROL_CAPTIONS}  # fmt: skip
 _OWN_PATTERN = re.compile(
     r"(judgements|rubric|cues\.judgements)(\..+)?\.(jsonl|spec\.json)|\..+\.tmp"
 )

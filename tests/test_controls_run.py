@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from cafe.runner.cli import run_command
 from cafe.runner.spec import RunSpec
 from cafe.steps.cli import listen_command
+from cafe.store import RunStore
 
 CONTROLS = ("silence", "noise", "shuffled", "text-only")
 
@@ -88,7 +89,7 @@ def test_bad_control_name_is_a_usage_error(tmp_path, cache):
 
 def test_control_captions_for_an_llm_judge(tmp_path, cache):
     from cafe.judge.captions import load_captions
-    from cafe.steps.listening import control_captions_file
+    from cafe.steps.listening import control_captions_text
 
     out = tmp_path / "ref"
     res = CliRunner().invoke(run_command, ["--version", "n10-seed0", "--out", str(out),
@@ -98,7 +99,10 @@ def test_control_captions_for_an_llm_judge(tmp_path, cache):
     caps = tmp_path / "caps.jsonl"
     caps.write_text("".join(json.dumps({"sample_id": i, "caption": f"cap {i}"}) + "\n"
                             for i in ids))  # fmt: skip
-    shuffled = load_captions(control_captions_file(out, tmp_path / "c", "shuffled", 0, caps))
+    items = RunStore(out).samples()  # the run's, as the step reads them
+    (tmp_path / "c.json").write_text(control_captions_text(items, "shuffled", 0, caps))
+    shuffled = load_captions(tmp_path / "c.json")
     assert set(shuffled) == set(ids) and all(shuffled[i] != f"cap {i}" for i in ids)
-    silent = load_captions(control_captions_file(out, tmp_path / "s", "silence", 0, caps))
+    (tmp_path / "s.json").write_text(control_captions_text(items, "silence", 0, caps))
+    silent = load_captions(tmp_path / "s.json")
     assert set(silent.values()) == {"The clip is digital silence: there is no sound in it at all."}

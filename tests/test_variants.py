@@ -17,6 +17,7 @@ from cafe.records import Sample
 from cafe.runner.cli import run_command
 from cafe.steps.cli import listen_command
 from cafe.steps.variants import Variant, run_variants
+from cafe.store import CONTROL_CAPTIONS, RunStore
 
 CAFE = Path(__file__).resolve().parents[1] / "cafe"
 
@@ -94,3 +95,38 @@ def test_the_runner_imports_no_robustness_code():
             if isinstance(node, ast.ImportFrom):
                 assert not (node.module or "").startswith("cafe.robustness"), path.name
     assert not (CAFE / "listen.py").exists()
+
+
+def test_a_step_declares_its_variant_runs_and_the_engine_makes_them_once(tmp_path, cache):
+    from cafe.folder.view import View
+    from cafe.steps.base import Section
+    from cafe.steps.engine import run_step
+    from cafe.steps.variants import VariantStep
+
+    seen: list[dict[str, View]] = []
+
+    class Beside(VariantStep):
+        name, writes = "beside", Section("beside")
+        variants = staticmethod(lambda ctx: [Variant(
+            "quiet", "ctl-silence", {"control": "silence"},
+            files={CONTROL_CAPTIONS: str(len(ctx.view.samples))})])  # fmt: skip
+
+        def section(self, ctx, records):
+            seen.append(dict(ctx.variants))
+            return {"n": {k: len(v.predictions) for k, v in ctx.variants.items()}}
+
+    out = tmp_path / "r"
+    res = CliRunner().invoke(run_command, ["--version", "n10-seed0", "--limit", "3", "--judge",
+                                           "none", "--no-progress", "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    loaded = []
+    runs = {"progress": False, "after": lambda v, r: loaded.append(r.model_loaded)}
+    assert run_step(Beside(), out, runs=runs).section["n"] == {"quiet": 3}
+    view = seen[0]["quiet"]  # handed read: the variant's folder, its spec the run's + silence
+    assert view.root == tmp_path / "r-ctl-silence"
+    assert view.manifest["spec"]["control"] == {"name": "silence", "seed": 0}
+    assert [s.id for s in view.samples] == [s.id for s in RunStore(out).samples()]
+    # its file, written in its folder before its run (which takes the folder as its own)
+    assert (view.root / CONTROL_CAPTIONS).read_text() == "3"
+    run_step(Beside(), out, runs=runs)  # again: the finished variant is reused, no model loaded
+    assert loaded == [True, False] and len(seen) == 2

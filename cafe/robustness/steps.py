@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.records import Sample
-from cafe.steps.base import Context, Section
+from cafe.steps.base import Context, Option, Section
 from cafe.steps.variants import Variant, VariantStep, run_beside, run_variants
 from cafe.store import RunStore
 
@@ -34,19 +34,23 @@ def ordering_variants(samples: Sequence[Sample], k: int, mode: str, seed: int) -
 class ChoicesStep(VariantStep):
     name, writes = "choices", Section("choices", DERIVES, needs_samples=True)
     help = "Choice-order robustness of a run: circular accuracy, consistency, positional bias."
+    options = (Option("k", int, 2, "Orderings (the original is one)."),
+               Option("mode", str, "rotate", "rotate or shuffle.", kind=("rotate", "shuffle")),
+               Option("seed", int, 0, "Seed of shuffle orderings."))  # fmt: skip
+    positional = ("k",)
+    variants = staticmethod(lambda ctx: ordering_variants(
+        ctx.view.samples, ctx.spec["k"], ctx.spec["mode"], ctx.spec["seed"]))  # fmt: skip
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
         view = ctx.view
         from cafe.robustness.orderings import choices_section
 
-        stores = [RunStore(d) for d in self.folders.values()]
-        idents = [s.read_manifest()["spec"]["permutation"] for s in stores]
+        runs = [view, *ctx.variants.values()]  # ordering 0 is the run
+        idents = [v.manifest["spec"]["permutation"] for v in runs[1:]]
         first = idents[0] if idents else {"of": 1, "mode": "rotate", "seed": 0}
-        data = [{"spec": {**first, "k": 0}, "samples": view.samples,
-                 "predictions": view.predictions, "run_dir": str(view.root.resolve())}]  # fmt: skip
-        data += [{"spec": i, "samples": s.samples(), "predictions": s.predictions(),
-                  "run_dir": str(s.root.resolve())}
-                 for i, s in zip(idents, stores, strict=True)]  # fmt: skip
+        data = [{"spec": i, "samples": v.samples, "predictions": v.predictions,
+                 "run_dir": str(v.root.resolve())}
+                for i, v in zip([{**first, "k": 0}, *idents], runs, strict=True)]  # fmt: skip
         return choices_section(view.samples, data)
 
 
@@ -54,8 +58,7 @@ def run_orderings(real_dir: str | Path, k: int, *, mode: str = "rotate", seed: i
                   **options: Any) -> dict[str, Any]:  # fmt: skip
     """Orderings 1..k-1 of the run in ``real_dir``, then its "choices" section; returns it.
     ``options``: run_variants' (run_options, execution options)."""
-    wanted = ordering_variants(RunStore(real_dir).samples(), k, mode, seed)
-    return run_beside(ChoicesStep, real_dir, wanted, **options)
+    return run_beside(ChoicesStep, real_dir, options, k=k, mode=mode, seed=seed)
 
 
 def necessity_variants(captions: str | Path | None) -> list[Variant]:
@@ -68,6 +71,8 @@ def necessity_variants(captions: str | Path | None) -> list[Variant]:
 class NecessityStep(VariantStep):
     name, writes = "necessity", Section("necessity", DERIVES, needs_samples=True)
     help = "Audio necessity per item: real, caption-only, text-only and silence on the same items."
+    options = (Option("captions", str, None, "Captions for caption-only (None: the benchmark's)."),)
+    variants = staticmethod(lambda ctx: necessity_variants(ctx.spec["captions"]))
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
         view = ctx.view
@@ -75,12 +80,12 @@ class NecessityStep(VariantStep):
         from cafe.robustness.necessity import necessity_section
 
         acc = {"real": item_accuracy(view.samples, view.predictions)}
-        acc.update({c: item_accuracy(view.samples, RunStore(d).predictions())
-                    for c, d in self.folders.items()})  # fmt: skip
-        cap = RunStore(self.folders["caption"])
-        caption_ok = {s.id for s in cap.samples() if s.error is None}
-        conditions = {c: {"run_dir": str(Path(d).resolve())} for c, d in self.folders.items()}
-        source = (cap.read_manifest().get("spec", {}).get("control") or {}).get("captions")
+        acc.update({c: item_accuracy(view.samples, v.predictions)
+                    for c, v in ctx.variants.items()})  # fmt: skip
+        cap = ctx.variants["caption"]
+        caption_ok = {s.id for s in cap.samples if s.error is None}
+        conditions = {c: {"run_dir": str(v.root.resolve())} for c, v in ctx.variants.items()}
+        source = (cap.manifest.get("spec", {}).get("control") or {}).get("captions")
         conditions["caption"]["source"] = str(source)
         return necessity_section(view.samples, acc, caption_ok, conditions)
 
@@ -91,7 +96,7 @@ def run_necessity(real_dir: str | Path, *, captions: str | Path | None = None,
     reused), then its "necessity" section; returns it. ``options``: run_variants' (run_options,
     model_call: what the run's folder does not keep about reaching its model, as `cafe run`
     takes it; execution options)."""
-    return run_beside(NecessityStep, real_dir, necessity_variants(captions), **options)
+    return run_beside(NecessityStep, real_dir, options, captions=captions)
 
 
 def budget_variants(budgets: Sequence[int], method: str) -> list[Variant]:

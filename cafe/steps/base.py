@@ -154,6 +154,7 @@ class Calls:
     prices: Any = None
     dry_run: bool = False
     client: dict[str, Any] = field(default_factory=dict)
+    runs: dict[str, Any] | None = None  # how its variant runs are made: run_variants' keywords
 
     @classmethod
     def split(cls, given: dict[str, Any], options: Sequence[Option] = ()
@@ -210,6 +211,7 @@ class Context:
     state: Any = None
     made: Invocation = field(default_factory=Invocation)
     costs: dict[str, Any] | None = None
+    variants: dict[str, View] = field(default_factory=dict)  # {name: its run, read}
 
 
 @dataclass
@@ -288,6 +290,9 @@ class Step:
     positional: ClassVar[tuple[str, ...]] = ()  # its API function's arguments after run_dir
     version: ClassVar[int] = 1  # part of the spec: a new version redoes the records
     records: ClassVar[Records | None] = None  # None: no calls
+    #: the runs it needs beside this one, from ctx (cafe.steps.variants.Variant): the engine
+    #: makes them once, after setup, and hands them read in ``ctx.variants``
+    variants: ClassVar[Callable[[Context], list[Any]] | None] = None
     prints: ClassVar[Callable[[dict[str, Any]], str] | None] = None  # its command's text
 
     def setup(self, ctx: Context) -> Setup:

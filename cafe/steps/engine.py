@@ -97,6 +97,10 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
         ctx = _context(step, store, view, calls, spec_of(step, options))
         setup = step.setup(ctx)
         ctx = replace(ctx, spec=setup.spec, state=setup.state)
+        if step.variants is not None:  # the runs beside it, made once (cafe.steps.variants)
+            from cafe.steps.variants import variant_views
+
+            ctx = replace(ctx, variants=variant_views(store.root, step.variants(ctx), calls.runs))
         records: list[Any] = []
         planned_all = 0
         path = _records_path(store, rec, setup)

@@ -10,56 +10,66 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.steps.base import Context, Section
+from cafe.records import Sample
+from cafe.steps.base import Context, Option, Section
 from cafe.steps.cues import bench_breakdowns
 from cafe.steps.variants import Variant, VariantStep, run_beside
-from cafe.store import RunStore
+from cafe.store import CONTROL_CAPTIONS
+
+
+def control_captions_text(samples: Sequence[Sample], control: str, seed: int, captions: Any
+                          ) -> str:  # fmt: skip
+    """The captions a control run's LLM judge needs, the played clip's or the silent truth:
+    {sample_id: caption} as load_captions reads it."""
+    from cafe.controls import control_captions
+    from cafe.judge.captions import load_captions
+
+    mapping = control_captions(list(samples), control, seed, load_captions(captions))
+    return json.dumps(mapping, ensure_ascii=False, indent=1)
+
+
+def listening_variants(real: Path, controls: Sequence[str], seed: int, judge: str | None,
+                       judge_options: dict[str, Any], samples: Sequence[Sample] = ()
+                       ) -> list[Variant]:  # fmt: skip
+    """The control runs, judged as the real run is, with the captions of what each played (of
+    the run's ``samples``)."""
+    from cafe.controls import parse_controls
+
+    out = []
+    for c in parse_controls(controls):
+        jopts, suffix, files = dict(judge_options), f"ctl-{c}", {}
+        if jopts.get("captions"):
+            files[CONTROL_CAPTIONS] = control_captions_text(samples, c, seed, jopts["captions"])
+            jopts["captions"] = str(Variant(c, suffix).folder(real) / CONTROL_CAPTIONS)
+        out.append(Variant(c, suffix, {"control": c, "control_seed": seed, "judge": judge,
+                                       "judge_options": jopts}, files=files))  # fmt: skip
+    return out
 
 
 class ListeningStep(VariantStep):
     name = "listen"
     help = "Listening controls for a run (silence, noise, shuffled, text-only) and the gap."
     writes = Section("listening", needs_samples=True)
+    options = (
+        Option("controls", object, "all", "Controls: silence, noise, shuffled, text-only, all."),
+        Option("control_seed", int, 0, "Seed of noise and shuffling."),
+        Option("judge", str, None, "CAFE judge on the controls (None: the benchmark's)."),
+        Option("judge_options", dict, None, "Its --judge-* and --captions.", cli="judge_model"),
+    )
+    positional = ("controls",)
+    variants = staticmethod(lambda ctx: listening_variants(
+        ctx.view.root, ctx.spec["controls"], ctx.spec["control_seed"], ctx.spec["judge"],
+        dict(ctx.spec["judge_options"] or {}), ctx.view.samples))  # fmt: skip
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
-        view = ctx.view
         from cafe.metrics.listening import listening_section
 
-        data = {}
-        for name, d in self.folders.items():
-            ctl = RunStore(d)
-            data[name] = {"predictions": ctl.predictions(), "run_dir": str(Path(d).resolve()),
-                          "cafe": ctl.read_metrics().get("cafe")}  # fmt: skip
+        view = ctx.view
+        data = {name: {"predictions": v.predictions, "run_dir": str(v.root.resolve()),
+                       "cafe": v.metrics.get("cafe")}
+                for name, v in ctx.variants.items()}  # fmt: skip
         return listening_section(view.samples, view.predictions, data,
                                  bench_breakdowns(view.manifest))  # fmt: skip
-
-
-def control_captions_file(real: Path, out: Path, control: str, seed: int, captions: Any) -> str:
-    """The captions a control run's LLM judge needs: the played clip's, or the silent truth."""
-    from cafe.controls import control_captions
-    from cafe.judge.captions import load_captions
-
-    mapping = control_captions(RunStore(real).samples(), control, seed, load_captions(captions))
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "control_captions.json"  # {sample_id: caption}, as load_captions reads it
-    path.write_text(json.dumps(mapping, ensure_ascii=False, indent=1), encoding="utf-8")
-    return str(path)
-
-
-def listening_variants(real: Path, controls: Sequence[str], seed: int, judge: str | None,
-                       judge_options: dict[str, Any]) -> list[Variant]:  # fmt: skip
-    """The control runs, judged as the real run is, with the captions of what each played."""
-    from cafe.controls import parse_controls
-
-    out = []
-    for c in parse_controls(list(controls)):
-        jopts, suffix = dict(judge_options), f"ctl-{c}"
-        if jopts.get("captions"):
-            where = Variant(c, suffix).folder(real)
-            jopts["captions"] = control_captions_file(real, where, c, seed, jopts["captions"])
-        out.append(Variant(c, suffix, {"control": c, "control_seed": seed, "judge": judge,
-                                       "judge_options": jopts}))  # fmt: skip
-    return out
 
 
 def run_controls(
@@ -69,6 +79,5 @@ def run_controls(
     """Run each control of the run in ``real_dir`` and write its "listening" section; returns
     it. ``options``: run_variants' (run_options: the spec, else the run's manifest; model_call;
     the execution options batch_size, concurrency, progress, cache, strict, cards)."""
-    real = Path(real_dir)
-    wanted = listening_variants(real, controls, control_seed, judge, dict(judge_options or {}))
-    return run_beside(ListeningStep, real, wanted, **options)
+    return run_beside(ListeningStep, real_dir, options, controls=controls, judge=judge,
+                      control_seed=control_seed, judge_options=judge_options)  # fmt: skip

@@ -1,8 +1,9 @@
 """Variant runs: the runs a step needs beside a run (listening controls, choice orderings,
 necessity's caption-only / text-only / silence, a sweep's budgets), each an ordinary run with a
 few RunRequest fields changed, in a folder of its own: ``<real>-<suffix>`` (a sweep's inside its
-folder). A finished one is reused by the runner's resume. Each protocol lists what it needs as
-Variants; ``run_variants`` is the one place that runs them."""
+folder). A finished one is reused by the runner's resume. A step declares the Variants it needs
+(``Step.variants``) and the engine makes them here, once; ``run_variants`` is the one place that
+runs them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts
+from cafe.folder.view import View, read_view
 from cafe.steps.base import Context, Step
 from cafe.store import RunStore
 
@@ -25,6 +27,7 @@ class Variant:
     #: ``options`` are merged over the run's own (a budget's generation setting)
     changes: Mapping[str, Any] = field(default_factory=dict)
     inside: bool = False
+    files: Mapping[str, str] = field(default_factory=dict)  # {name: text} its run reads
 
     def folder(self, origin: str | Path) -> Path:
         origin = Path(origin)
@@ -36,10 +39,7 @@ class Variant:
 
 
 class VariantStep(Step):
-    """A section of the run from its variant runs' folders ({variant name: folder})."""
-
-    def __init__(self, folders: Mapping[str, str | Path] | None = None) -> None:
-        self.folders = dict(folders or {})
+    """A section of the run from its variant runs (``ctx.variants``)."""
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         view = ctx.view
@@ -89,6 +89,7 @@ def run_variants(
     each run."""
     from cafe.runner.main import run
     from cafe.runner.spec import RunRequest
+    from cafe.safe_files import write_file
 
     origin, folders, store = Path(origin), {}, RunStore(origin)
     manifest = store.read_manifest() if run_options is None or store.has_manifest() else {}
@@ -106,6 +107,8 @@ def run_variants(
             options = {**opts["options"], **(changes.pop("options", None) or {})}
             link = {"control_of": str(origin)} if changes.get("control") else {}
             fields = {"judge": "none", **opts, **link, **changes, "options": options}
+            for name, text in v.files.items():  # in its folder before it runs (a link refused)
+                write_file(v.folder(origin) / name, text)
             result = run(RunRequest(**{**fields, "out": v.folder(origin)}, **execution))
             if after is not None:
                 after(v, result)
@@ -113,8 +116,18 @@ def run_variants(
     return folders
 
 
-def run_beside(step: type[VariantStep], origin: str | Path, variants: list, **options: Any):
-    """The variants run (run_variants' ``options``), then ``step``'s section of the run."""
+def variant_views(origin: Path, variants: Sequence[Variant], runs: dict[str, Any] | None
+                  ) -> dict[str, View]:  # fmt: skip
+    """The engine's: the variants of the run in ``origin`` made (a finished one reused) as
+    ``runs`` (run_variants' keywords, Calls.runs) says -> {name: its run, read}."""
+    made = run_variants(origin, variants, **(runs or {}))
+    return {name: read_view(folder) for name, folder in made.items()}
+
+
+def run_beside(step: type[Step], origin: str | Path, runs: dict[str, Any], **options: Any
+               ) -> dict[str, Any]:  # fmt: skip
+    """``step`` (its ``options``) over the run in ``origin``, its variant runs made as ``runs``
+    (run_variants' keywords) says -> its section."""
     from cafe.steps.engine import run_step
 
-    return run_step(step(run_variants(origin, variants, **options)), origin).section
+    return run_step(step(), origin, runs=runs, **options).section
