@@ -147,6 +147,16 @@ if os.environ.get("CAFE_TEST_HOLD_WRITES"):
 """
 
 
+def _cached(path: Path) -> int:
+    """Replies a cache file holds (0 before it exists)."""
+    import sqlite3
+
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT count(*) FROM calls").fetchone()[0]
+
+
 def test_a_killed_run_counts_the_calls_it_paid_for_once_the_same_command_finishes(tmp_path):
     """SIGKILL after the server answered (and the cache kept the replies) but before their
     records were written: the same command replays them from the cache as this folder's own
@@ -171,8 +181,16 @@ def test_a_killed_run_counts_the_calls_it_paid_for_once_the_same_command_finishe
                 break
             time.sleep(0.1)
         assert held.exists()
+        # the server takes no new request (none counted) while those it took land in the cache:
+        # the kill then loses no reply in flight, whatever the machine's load
+        srv.dead = True
+        for _ in range(3000):  # a bound only
+            if _cached(tmp_path / "cache" / "calls.sqlite") >= srv.count:
+                break
+            time.sleep(0.1)
         proc.kill()
         proc.wait()
+        srv.dead = False
         paid = srv.count
         assert paid > 2  # calls answered whose records the kill lost
         again = subprocess.run(_cmd(srv.url, out), env=env, capture_output=True, timeout=300)
