@@ -355,7 +355,10 @@ def test_a_frozen_actor_is_given_up_and_its_items_retried(
         folder = tmp_path / "run"
         got: list = []
         t = threading.Thread(target=lambda: got.append(
-            ray_run(server, folder, cluster.address, call_timeout_s=5)), daemon=True)  # fmt: skip
+            # both actors placed (however slow a loaded machine starts them), so the one
+            # frozen holds a share
+            ray_run(server, folder, cluster.address, call_timeout_s=5, grace_s=HUNG_S)),
+            daemon=True)  # fmt: skip
         t.start()
         t.join(HUNG_S)  # a bound only: without a timeout the run waits on the frozen actor for ever
         assert got, "the run still waits on the frozen actor"
