@@ -56,8 +56,10 @@ class LlamaServer:
         self.log = log
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
                "--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port),
-               "--n_ctx", str(N_CTX), "--n_threads", "2", "--seed", "0",
+               "--n_ctx", str(N_CTX), "--n_threads", "1", "--seed", "0",
                "--api_key", KEY, "--verbose", "False"]  # fmt: skip
+        # one thread: two on two busy cores spin at every barrier waiting for each other (a
+        # call took over 13 minutes beside two busy processes); cafe serve's default too
         with log.open("wb") as f:
             self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180  # a safety net for a hung start, not a timing claim
