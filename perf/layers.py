@@ -3,7 +3,8 @@ command line layer, judge/metric modules that open run folders, the places that 
 metrics.json sections, modules that spell a run-folder file name, the functions over
 MAX_LINES lines, the module-level ``__getattr__`` (second names for an import path, unless a
 lazy import of a heavy dependency), the import cycles, the imports that point upward against the
-layer order declared once here (``LAYERS``, issue 42), and the Step protocol's size.
+layer order declared once here (``LAYERS``, issue 42), the Step protocol's size, and the lines of
+the layer after the run (``FRAME``: the step engine, its steps, the judges and the one caller).
 
 Import cycles are the strongly connected components (of more than one module) of the module
 import graph: every ``import`` / ``from … import`` anywhere in a module (inside functions too),
@@ -53,6 +54,9 @@ LAYERS: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 #: the Step protocol (issue 42): the class, the judging step whose hooks are counted, the hooks
 STEP, JUDGE_STEP = ("cafe/steps/base.py", "Step"), ("cafe/steps/cafe_judge.py", "CafeJudgeStep")
+#: the layer after the run (issue 42 counts it, with the caller it asked for): files and folders
+#: under the package root, every line (``wc -l``)
+FRAME = ("steps", "judge", "execution.py", "caller.py", "robustness/steps.py")
 
 
 def modules(root: Path) -> list[tuple[str, ast.Module, str]]:
@@ -257,6 +261,16 @@ def _module_getattr(tree: ast.Module) -> bool:
     return any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
 
 
+def frame_lines(root: Path) -> dict[str, int]:
+    """``wc -l`` of each FRAME entry (a folder: its own .py files, not its subfolders)."""
+    out = {}
+    for entry in FRAME:
+        path = root / entry
+        files = sorted(path.glob("*.py")) if path.is_dir() else [path]
+        out[entry] = sum(len(f.read_text().splitlines()) for f in files if f.is_file())
+    return out
+
+
 def main() -> None:
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "cafe"
     mods = modules(root)
@@ -304,6 +318,9 @@ def main() -> None:
     print(f"Step protocol: {size['methods']} methods, {size['attributes']} class attributes "
           f"(with what it inherits); {JUDGE_STEP[1]} defines {size['judge_hooks']} hooks up to "
           f"Step; {size['self_assignments']} assignments to self in steps' hooks")  # fmt: skip
+    frame = frame_lines(root)
+    print(f"lines after the run: {sum(frame.values())} "
+          f"({', '.join(f'{k} {n}' for k, n in frame.items())})")  # fmt: skip
 
 
 if __name__ == "__main__":
