@@ -6,11 +6,7 @@ keywords (docs/extending.md, "A judging protocol").
 
 cafe's own are registered below, one line each (``STEPS.builtin``): its command, its line in
 `cafe --help`, its cafe.api function and its row of cafe.commands.TABLE are made from that line
-and the step's declaration; `cafe --help` reads the line, not the step's module.
-
-A step's API function (``step_function``) is made from its declaration: ``run_dir``, its
-``positional`` arguments, its options and the Calls its command's flag groups set, one default
-each."""
+and the step's declaration; `cafe --help` reads the line, not the step's module."""
 
 from __future__ import annotations
 
@@ -24,8 +20,8 @@ from cafe.steps.base import Option, Step, StepRecord, View
 @dataclass(frozen=True)
 class Builtin:
     """A registration of cafe's own step: what `cafe --help` and cafe.commands.TABLE need of it
-    without importing its module. Its command (long help: the class's docstring) and its
-    cafe.api function (named ``name`` with underscores) are made from the step."""
+    without importing its module (its command's long help: the class's docstring; its cafe.api
+    function: ``name`` with underscores)."""
 
     name: str  # `cafe NAME`
     target: str  # "module:StepClass", imported on first use
@@ -124,9 +120,7 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     function.__name__ = function.__qualname__ = label.replace("-", "_")
     function.__module__ = step_cls.__module__  # its home: the step's module
     args = ", ".join(["run_dir", *step.positional])
-    names = ", ".join(("**" if p.kind is p.VAR_KEYWORD else "") + n
-                      for n, p in signature.parameters.items()
-                      if n not in ("run_dir", *step.positional))  # fmt: skip
+    names = ", ".join(str(p.replace(default=p.empty)) for p in params[len(step.positional) + 1 :])
     said = (step.help or f"The {label} step over a run folder").rstrip(".")
     function.__doc__ = (f"{said} -> the metrics.json {step.writes.name!r} section. Arguments: "
                         f"{args}; options: {names}.")  # fmt: skip
@@ -134,10 +128,4 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     return function
 
 
-def api_function(name: str) -> Any:
-    """The cafe.api function of the registered step ``name`` (``step_function``)."""
-    return step_function(STEPS.get(name), name)
-
-
-__all__ = ["STEPS", "Option", "Step", "StepRecord", "View", "api_function", "run_step",
-           "step_function"]  # fmt: skip
+__all__ = ["STEPS", "Option", "Step", "StepRecord", "View", "run_step", "step_function"]

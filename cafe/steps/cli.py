@@ -118,14 +118,13 @@ def step_command(step: Step) -> click.Command:
 
 def _refuse(step: Step, options: dict[str, Any]) -> None:
     """A value its flag cannot take, in click's usage line (exit 2) before anything runs."""
-    import importlib
+    from pkgutil import resolve_name
 
     flag = {o.name: o.flags or o.flag for o in step.options}
     for o in step.options:
         v = options[o.name]
         if o.names and v is not None:
-            module, _, attr = o.names.partition(":")
-            registry = getattr(importlib.import_module(module), attr)
+            registry = resolve_name(o.names)  # "module:REGISTRY"
             if v not in registry:
                 raise click.UsageError(f"unknown {registry.kind} {v!r}; choose from "
                                        f"{', '.join(registry.names())}")  # fmt: skip
