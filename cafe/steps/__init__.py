@@ -74,12 +74,17 @@ def run_step(name: str, run_dir: Any, **options: Any) -> Any:
     return run(STEPS.step(name), run_dir, **options)
 
 
-#: the Calls each flag group of a step's layout sets (cafe.steps.base.Calls)
-GROUP_CALLS: dict[str, tuple[str, ...]] = {
-    "judge_server": ("endpoints", "api_key_env"),
-    "batch": ("batch", "batch_options", "prices"),
-    "thinking": ("thinking", "thinking_budget"),
-    "dry_run": ("dry_run",),
+#: the Calls each flag group of a step's layout sets, {Calls keyword: the command's parameter
+#: that sets it} (a group's ``names`` respell them): its API function takes the keywords, its
+#: command reads them (--batch's BatchChoice sets three, --no-progress turns ``progress`` off)
+GROUP_CALLS: dict[str, dict[str, str]] = {
+    "engine": {"cache": "cache", "concurrency": "concurrency"},
+    "judge_server": {k: k for k in ("endpoints", "concurrency", "limit", "api_key_env")},
+    "cache": {"cache": "cache_path"},
+    "batch": {"batch": "batch", "batch_options": "batch", "prices": "batch"},
+    "thinking": {"thinking": "thinking", "thinking_budget": "thinking_budget"},
+    "dry_run": {"dry_run": "dry_run"},
+    "progress": {"progress": "no_progress"},
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import click
 
@@ -31,7 +31,7 @@ from cafe.commands import TABLE as COMMANDS
 from cafe.controls import CONTROLS, parse_controls
 from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
-from cafe.steps import STEPS
+from cafe.steps import GROUP_CALLS, STEPS
 from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step
 
 
@@ -70,7 +70,7 @@ def step_command(step: Step) -> click.Command:
     groups = [g for g in layout if isinstance(g, Flags)]
 
     # each group's parameters, by the Calls keyword it sets (its ``names``: their spelling)
-    takes = {k: g.names.get(k, p) for g in groups for k, p in FLAGS[g.group].takes.items()}
+    takes = {k: g.names.get(k, p) for g in groups for k, p in GROUP_CALLS.get(g.group, {}).items()}
     ascii_json = all(g.kw.get("ascii", True) for g in groups)  # the json group's ``ascii``
 
     def callback(run_dir: str, **given: Any) -> None:
@@ -78,8 +78,8 @@ def step_command(step: Step) -> click.Command:
 
         how = {k: given[p] for k, p in takes.items() if p in given}  # cafe.steps.base.Calls
         if "batch" in how:  # the engine's call plan (in RUN_DIR/batches/)
-            how.update(how.pop("batch").call_kwargs())
-        how["progress"] = not how.pop("no_progress", True)  # no bar without its flag
+            how.update(how["batch"].call_kwargs())
+        how["progress"] = not how.get("progress", True)  # --no-progress's; no bar without it
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
         _refuse(step, options)
         try:
@@ -104,10 +104,10 @@ def step_command(step: Step) -> click.Command:
         if how.get("dry_run"):
             return  # nothing was sent: no costs, no failure
         for g in groups:
-            if FLAGS[g.group].after:
-                FLAGS[g.group].after(g, res.section)
+            if g.group in AFTER:
+                AFTER[g.group](g, res.section)
 
-    params = [_flag(by_name[x]) if isinstance(x, str) else FLAGS[x.group].flags(x) for x in layout]
+    params = [_flag(by_name[x]) if isinstance(x, str) else FLAGS[x.group](x) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
                           *params)  # fmt: skip
     help_text = vars(type(step)).get("__doc__") or step.help or f"The {step.name} step."
@@ -192,38 +192,23 @@ def _costs_after(g: Flags, section: dict[str, Any]) -> None:
     echo_costs(calls, section.get("selective") if g.kw.get("saving", True) else None)
 
 
-class Group(NamedTuple):
-    """A flag group a step's layout places, declared once."""
-
-    flags: Callable[[Flags], Any]  # its click options
-    #: {Calls keyword: the parameter that sets it} (``Flags.names`` respell a parameter; the
-    #: command turns batch's BatchChoice and no_progress into Calls)
-    takes: dict[str, str]
-    after: Callable[[Flags, dict[str, Any]], None] | None = None  # printed after the section
-
-
-FLAGS: dict[str, Group] = {
-    "engine": Group(_engine_flags, {"cache": "cache", "concurrency": "concurrency"}),
-    "judge_server": Group(
-        _server_flags, {k: k for k in ("endpoints", "concurrency", "limit", "api_key_env")}
+#: the flag groups a step's layout places, declared once: their click options (the Calls each
+#: sets: cafe.steps.GROUP_CALLS)
+FLAGS: dict[str, Callable[[Flags], Any]] = {
+    "engine": _engine_flags,
+    "judge_server": _server_flags,
+    "cache": lambda g: cache_option(g.kw.get("default_file")),
+    "batch": lambda g: batch_click_options,
+    "json": lambda g: json_option(g.kw.get("help", "Print the section as JSON.")),
+    "thinking": lambda g: thinking_options(g.kw["help"], g.kw.get("budget_help")),
+    "dry_run": lambda g: option(
+        "--dry-run",
+        is_flag=True,
+        help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
     ),
-    "cache": Group(lambda g: cache_option(g.kw.get("default_file")), {"cache": "cache_path"}),
-    "batch": Group(lambda g: batch_click_options, {"batch": "batch"}, _costs_after),
-    "json": Group(lambda g: json_option(g.kw.get("help", "Print the section as JSON.")), {}),
-    "thinking": Group(
-        lambda g: thinking_options(g.kw["help"], g.kw.get("budget_help")),
-        {"thinking": "thinking", "thinking_budget": "thinking_budget"},
-    ),
-    "dry_run": Group(
-        lambda g: option(
-            "--dry-run",
-            is_flag=True,
-            help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
-        ),
-        {"dry_run": "dry_run"},
-    ),
-    "progress": Group(lambda g: no_progress_option(), {"no_progress": "no_progress"}),
+    "progress": lambda g: no_progress_option(),
 }
+AFTER = {"batch": _costs_after}  # what a group prints after the section
 
 #: ``judge_command``, ``decay_command``…: the commands of cafe's registered steps, under the
 #: names cafe.commands.TABLE gives them, generated from their declarations
