@@ -117,9 +117,7 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     def function(*args: Any, **kwargs: Any) -> dict[str, Any]:
         bound = signature.bind(*args, **kwargs)  # an unknown keyword: its TypeError
         bound.apply_defaults()
-        values = dict(bound.arguments)
-        run_dir, client = values.pop("run_dir"), values.pop("client", {})
-        return run(step_cls(), run_dir, client=client, **values).section
+        return run(step_cls(), **bound.arguments).section  # run_dir, options, calls, client
 
     label = name or step.name
     function.__name__ = function.__qualname__ = label.replace("-", "_")

@@ -103,9 +103,11 @@ def step_command(step: Step) -> click.Command:
             )
         if how.get("dry_run"):
             return  # nothing was sent: no costs, no failure
-        for g in groups:
-            if g.group in AFTER:
-                AFTER[g.group](g, res.section)
+        for g in groups:  # a batch group: the batch counts, spend, server trouble and (unless
+            # its ``saving`` is False) the selective saving of the calls
+            if g.group == "batch":
+                saving = res.section.get("selective") if g.kw.get("saving", True) else None
+                echo_costs(res.section.get("calls", {}), saving)
 
     params = [_flag(by_name[x]) if isinstance(x, str) else FLAGS[x.group](x) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
@@ -134,14 +136,11 @@ def _refuse(step: Step, options: dict[str, Any]) -> None:
 
 def _flag(o: Any) -> Any:
     """A declared option's click flag: its spelling, type, default and help."""
-    name = o.cli or o.name
-    shown = {"show_default": True} if o.show_default else {}
-    text = o.help or None
+    name, shown = o.cli or o.name, {"help": o.help or None, "show_default": o.show_default}
     if o.switch is not None:
-        return option(o.flags or o.flag, name, is_flag=True, help=text, **shown)
+        return option(o.flags or o.flag, name, is_flag=True, **shown)
     if o.type is bool:
-        return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default,
-                      help=text, **shown)  # fmt: skip
+        return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default, **shown)
     kind: Any = o.type
     if o.bounds is not None:  # refused before anything runs, with the range in click's line
         ranged = click.FloatRange if o.type is float else click.IntRange
@@ -150,8 +149,8 @@ def _flag(o: Any) -> Any:
         kind = click.Choice(list(o.kind))
     elif o.kind is not None:  # a file the user names: it must be there
         kind = click.Path(exists=True, dir_okay=o.kind != "file")
-    return option(o.flags or o.flag, name, type=kind, default=o.default, help=text,
-                  required=o.required, **shown)  # fmt: skip
+    flag = o.flags or o.flag
+    return option(flag, name, type=kind, default=o.default, required=o.required, **shown)
 
 
 def _engine_flags(g: Flags) -> Any:
@@ -185,13 +184,6 @@ def _server_flags(g: Flags) -> Any:
     return compose(*(made[k] for k in kw.get("order", ("endpoints", "concurrency"))), limit)
 
 
-def _costs_after(g: Flags, section: dict[str, Any]) -> None:
-    """The batch counts, spend, server trouble and (unless ``saving`` is False) the selective
-    saving of the calls."""
-    calls = section.get("calls", {})
-    echo_costs(calls, section.get("selective") if g.kw.get("saving", True) else None)
-
-
 #: the flag groups a step's layout places, declared once: their click options (the Calls each
 #: sets: cafe.steps.GROUP_CALLS)
 FLAGS: dict[str, Callable[[Flags], Any]] = {
@@ -208,7 +200,6 @@ FLAGS: dict[str, Callable[[Flags], Any]] = {
     ),
     "progress": lambda g: no_progress_option(),
 }
-AFTER = {"batch": _costs_after}  # what a group prints after the section
 
 #: ``judge_command``, ``decay_command``…: the commands of cafe's registered steps, under the
 #: names cafe.commands.TABLE gives them, generated from their declarations
