@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from cafe.cli_options import (
+    IN_FLIGHT,
     ITEMS,
     batch_click_options,
     cache_option,
@@ -227,11 +228,7 @@ globals().update({c.click.partition(":")[2]: step_command(STEPS.step(c.name))
 )
 @option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
 @concurrency_option(help="generate() calls in flight [adapter default].")
-@option(
-    "--batch-size",
-    type=click.IntRange(1, 100_000),
-    help="Requests per generate() call [adapter default].",
-)
+@option("--batch-size", type=IN_FLIGHT, help="Requests per generate() call [adapter default].")
 @option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
 @no_progress_option()
 def listen_command(
