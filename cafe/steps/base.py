@@ -181,8 +181,8 @@ class Invocation:
     planned: list[Any] = field(default_factory=list)  # the records its plan made without a call
     selection: Selection = field(default_factory=lambda: Selection([]))
     fresh: list[Any] = field(default_factory=list)  # the selection's: called, decided, shared
-    done_before: int = 0
-    wall_s: float = 0.0
+    done_before: int = 0  # (item, run)s done before it
+    wall_s: float = 0.0  # the calls' wall time
 
     @property
     def asked(self) -> list[Any]:
