@@ -157,9 +157,9 @@ def step(name: str) -> Any:
     """The function of a registered step (a plugin's too), made from its declaration:
     ``step(NAME)(run_dir, **options)`` runs it -> its section; its signature names the step's
     options and the engine's (cache, concurrency, progress), its docstring is the step's help."""
-    from cafe.steps import api_function
+    from cafe.steps import step_function
 
-    return api_function(name)
+    return step_function(STEPS.get(name), name)
 
 
 class StepFunction:
@@ -174,9 +174,9 @@ class StepFunction:
     def function(self) -> Any:
         if self.__name__ in TARGETS:
             return _target(self.__name__)
-        from cafe.steps import api_function
+        from cafe.steps import step_function
 
-        return api_function(self.row.name)
+        return step_function(STEPS.get(self.row.name), self.row.name)
 
     def __call__(self, *args: Any, **options: Any) -> Any:
         return self.function()(*args, **options)

@@ -30,7 +30,7 @@ class Command:
 def step_row(b: Builtin) -> Command:
     """The row of a registered built-in step: its `cafe --help` line, the section it writes,
     and the names of its command and cafe.api function, both made from the step's declaration
-    (cafe.steps.cli.step_command, cafe.steps.api_function: no "module:function" to name)."""
+    (cafe.steps.cli.step_command, cafe.steps.step_function: no "module:function" to name)."""
     function = b.name.replace("-", "_")
     return Command(b.name, f"cafe.steps.cli:{function}_command", b.help, step=function,
                    section=b.section, engine=True)  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -96,10 +95,9 @@ def caption_command(
     failed = res["problems"][len(res["problems"]) - res["failed"] :]  # the captioning ones
     for line in summary_lines("clips", [(str(p), p.sample_id) for p in failed], res["attempted"]):
         click.echo(line, err=True)
-    click.echo(
+    click.echo(  # on stdout, the problems above on stderr
         f"{res['written']} captions written to {out}, {res['skipped_done']} already there, "
-        f"{len(res['problems'])} problems",
-        file=sys.stdout,
+        f"{len(res['problems'])} problems"
     )
     echo_costs({"cost": {**plan.ledger.summary(), "batches": plan.batch_stats()}})
     if res["attempted"] and most_failed(res["failed"], res["attempted"]):

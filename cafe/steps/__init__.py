@@ -6,11 +6,7 @@ keywords (docs/extending.md, "A judging protocol").
 
 cafe's own are registered below, one line each (``STEPS.builtin``): its command, its line in
 `cafe --help`, its cafe.api function and its row of cafe.commands.TABLE are made from that line
-and the step's declaration; `cafe --help` reads the line, not the step's module.
-
-A step's API function (``step_function``) is made from its declaration: ``run_dir``, its
-``positional`` arguments, its options and the Calls its command's flag groups set, one default
-each."""
+and the step's declaration; `cafe --help` reads the line, not the step's module."""
 
 from __future__ import annotations
 
@@ -24,8 +20,8 @@ from cafe.steps.base import Option, Step, StepRecord, View
 @dataclass(frozen=True)
 class Builtin:
     """A registration of cafe's own step: what `cafe --help` and cafe.commands.TABLE need of it
-    without importing its module. Its command (long help: the class's docstring) and its
-    cafe.api function (named ``name`` with underscores) are made from the step."""
+    without importing its module (its command's long help: the class's docstring; its cafe.api
+    function: ``name`` with underscores)."""
 
     name: str  # `cafe NAME`
     target: str  # "module:StepClass", imported on first use
@@ -78,12 +74,17 @@ def run_step(name: str, run_dir: Any, **options: Any) -> Any:
     return run(STEPS.step(name), run_dir, **options)
 
 
-#: the Calls each flag group of a step's layout sets (cafe.steps.base.Calls)
-GROUP_CALLS: dict[str, tuple[str, ...]] = {
-    "judge_server": ("endpoints", "api_key_env"),
-    "batch": ("batch", "batch_options", "prices"),
-    "thinking": ("thinking", "thinking_budget"),
-    "dry_run": ("dry_run",),
+#: the Calls each flag group of a step's layout sets, {Calls keyword: the command's parameter
+#: that sets it} (a group's ``names`` respell them): its API function takes the keywords, its
+#: command reads them (--batch's BatchChoice sets three, --no-progress turns ``progress`` off)
+GROUP_CALLS: dict[str, dict[str, str]] = {
+    "engine": {"cache": "cache", "concurrency": "concurrency"},
+    "judge_server": {k: k for k in ("endpoints", "concurrency", "limit", "api_key_env")},
+    "cache": {"cache": "cache_path"},
+    "batch": {"batch": "batch", "batch_options": "batch", "prices": "batch"},
+    "thinking": {"thinking": "thinking", "thinking_budget": "thinking_budget"},
+    "dry_run": {"dry_run": "dry_run"},
+    "progress": {"progress": "no_progress"},
 }
 
 
@@ -116,17 +117,13 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     def function(*args: Any, **kwargs: Any) -> dict[str, Any]:
         bound = signature.bind(*args, **kwargs)  # an unknown keyword: its TypeError
         bound.apply_defaults()
-        values = dict(bound.arguments)
-        run_dir, client = values.pop("run_dir"), values.pop("client", {})
-        return run(step_cls(), run_dir, client=client, **values).section
+        return run(step_cls(), **bound.arguments).section  # run_dir, options, calls, client
 
     label = name or step.name
     function.__name__ = function.__qualname__ = label.replace("-", "_")
     function.__module__ = step_cls.__module__  # its home: the step's module
     args = ", ".join(["run_dir", *step.positional])
-    names = ", ".join(("**" if p.kind is p.VAR_KEYWORD else "") + n
-                      for n, p in signature.parameters.items()
-                      if n not in ("run_dir", *step.positional))  # fmt: skip
+    names = ", ".join(str(p.replace(default=p.empty)) for p in params[len(step.positional) + 1 :])
     said = (step.help or f"The {label} step over a run folder").rstrip(".")
     function.__doc__ = (f"{said} -> the metrics.json {step.writes.name!r} section. Arguments: "
                         f"{args}; options: {names}.")  # fmt: skip
@@ -134,10 +131,4 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     return function
 
 
-def api_function(name: str) -> Any:
-    """The cafe.api function of the registered step ``name`` (``step_function``)."""
-    return step_function(STEPS.get(name), name)
-
-
-__all__ = ["STEPS", "Option", "Step", "StepRecord", "View", "api_function", "run_step",
-           "step_function"]  # fmt: skip
+__all__ = ["STEPS", "Option", "Step", "StepRecord", "View", "run_step", "step_function"]

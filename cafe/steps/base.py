@@ -17,7 +17,7 @@ from cafe.errors import CafeUsageError
 from cafe.execution import CallCache, Selection
 from cafe.folder.status import StepStatus, by_counts
 from cafe.folder.view import View
-from cafe.records import Prediction, Record, Sample
+from cafe.records import Record
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,6 @@ class StepRecord(Record):
     value: Any = None
     reason: str | None = None
     call: dict[str, Any] = field(default_factory=dict)  # its share of the section's counters
-
-
-Item = tuple[Sample, Prediction]
 
 
 def statuses(records: Sequence[Any]) -> dict[str, int]:
@@ -178,17 +175,14 @@ class Calls:
 
 @dataclass
 class Invocation:
-    """One invocation of a step as the engine ran it (``Context.made``): its counts (calls,
-    cache hits, done, records by status), the records its plan made without a call, its
-    selection, the records of the selection (called, decided, shared), the (item, run)s done
-    before it and the calls' wall time."""
+    """One invocation of a step as the engine ran it (``Context.made``)."""
 
-    counts: dict[str, Any] = field(default_factory=dict)
-    planned: list[Any] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)  # calls, cache hits, done, by status
+    planned: list[Any] = field(default_factory=list)  # the records its plan made without a call
     selection: Selection = field(default_factory=lambda: Selection([]))
-    fresh: list[Any] = field(default_factory=list)
-    done_before: int = 0
-    wall_s: float = 0.0
+    fresh: list[Any] = field(default_factory=list)  # the selection's: called, decided, shared
+    done_before: int = 0  # (item, run)s done before it
+    wall_s: float = 0.0  # the calls' wall time
 
     @property
     def asked(self) -> list[Any]:
@@ -199,16 +193,14 @@ class Invocation:
 
 @dataclass(frozen=True)
 class Context:
-    """What the engine hands each hook (hooks read it, never write it): the folder's view, the
-    spec, what ``setup`` made (``state``), how the calls are made, the call cache, the call
-    plan (batch transport and cost ledger), this invocation once made and its costs."""
+    """What the engine hands each hook (hooks read it, never write it)."""
 
     view: View
     spec: dict[str, Any]
     calls: Calls
     cache: CallCache
-    plan: Any = None
-    state: Any = None
+    plan: Any = None  # the CallPlan: batch transport and cost ledger
+    state: Any = None  # what ``setup`` made
     made: Invocation = field(default_factory=Invocation)
     costs: dict[str, Any] | None = None
     variants: dict[str, View] = field(default_factory=dict)  # {name: its run, read}
@@ -269,12 +261,6 @@ def calls_of(ctx: Context, sent: int, client: Any, **now: Any) -> dict[str, Any]
     cost = {"cost": ctx.costs} if ctx.costs is not None else {}
     return {"sent": sent, "cache_hits": ctx.cache.hits, **now, "mode": ctx.plan.mode,
             **call_stats_of(client), **cost}  # fmt: skip
-
-
-def status_line(name: str, section: dict[str, Any]) -> str:
-    """What `cafe NAME` prints for a step that declares no printer: its status line."""
-    st = section.get("outcome") or {}
-    return f"{name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"
 
 
 class Step:

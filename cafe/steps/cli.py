@@ -3,12 +3,14 @@ type and default), and the engine's own (--cache, --concurrency, --json, --no-pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from cafe.cli_options import (
+    IN_FLIGHT,
     ITEMS,
     batch_click_options,
     cache_option,
@@ -30,8 +32,8 @@ from cafe.commands import TABLE as COMMANDS
 from cafe.controls import CONTROLS, parse_controls
 from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
-from cafe.steps import STEPS
-from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step, status_line
+from cafe.steps import GROUP_CALLS, STEPS
+from cafe.steps.base import ENGINE_CONCURRENCY, JUDGE_CONCURRENCY, Flags, Step
 
 
 @dataclass(frozen=True)
@@ -68,13 +70,17 @@ def step_command(step: Step) -> click.Command:
     by_name = {o.name: o for o in step.options}
     groups = [g for g in layout if isinstance(g, Flags)]
 
+    # each group's parameters, by the Calls keyword it sets (its ``names``: their spelling)
+    takes = {k: g.names.get(k, p) for g in groups for k, p in GROUP_CALLS.get(g.group, {}).items()}
+    ascii_json = all(g.kw.get("ascii", True) for g in groups)  # the json group's ``ascii``
+
     def callback(run_dir: str, **given: Any) -> None:
         from cafe.steps.engine import run_step
 
-        how: dict[str, Any] = {"progress": False}  # cafe.steps.base.Calls
-        shown: dict[str, Any] = {}  # how the section is printed
-        for g in groups:
-            FLAGS[g.group][1](g, given, how, shown)
+        how = {k: given[p] for k, p in takes.items() if p in given}  # cafe.steps.base.Calls
+        if "batch" in how:  # the engine's call plan (in RUN_DIR/batches/)
+            how.update(how["batch"].call_kwargs())
+        how["progress"] = not how.get("progress", True)  # --no-progress's; no bar without it
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
         _refuse(step, options)
         try:
@@ -83,21 +89,28 @@ def step_command(step: Step) -> click.Command:
             raise  # its own line and exit code
         except (ValueError, FileNotFoundError, KeyError) as e:
             raise click.ClickException(str(e)) from None
-        if shown.get("as_json"):
-            click.echo(strict_dumps(res.section, indent=2, ensure_ascii=shown["ascii_json"]))
+        if given.get("as_json"):
+            click.echo(strict_dumps(res.section, indent=2, ensure_ascii=ascii_json))
         elif how.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
             from cafe.judge.batching import format_dry_run
 
             click.echo(format_dry_run(res.section))
-        else:
-            text = step.prints or (lambda sec: status_line(step.name, sec))
-            click.echo(text(res.section))
+        elif step.prints:
+            click.echo(step.prints(res.section))
+        else:  # its status line
+            st = res.section.get("outcome") or {}
+            click.echo(
+                f"{step.name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"
+            )
         if how.get("dry_run"):
             return  # nothing was sent: no costs, no failure
-        for g in groups:
-            FLAGS[g.group][2](g, res.section)
+        for g in groups:  # a batch group: the batch counts, spend, server trouble and (unless
+            # its ``saving`` is False) the selective saving of the calls
+            if g.group == "batch":
+                saving = res.section.get("selective") if g.kw.get("saving", True) else None
+                echo_costs(res.section.get("calls", {}), saving)
 
-    params = [FLAGS[x.group][0](x) if isinstance(x, Flags) else _flag(by_name[x]) for x in layout]
+    params = [_flag(by_name[x]) if isinstance(x, str) else FLAGS[x.group](x) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
                           *params)  # fmt: skip
     help_text = vars(type(step)).get("__doc__") or step.help or f"The {step.name} step."
@@ -108,14 +121,13 @@ def step_command(step: Step) -> click.Command:
 
 def _refuse(step: Step, options: dict[str, Any]) -> None:
     """A value its flag cannot take, in click's usage line (exit 2) before anything runs."""
-    import importlib
+    from pkgutil import resolve_name
 
     flag = {o.name: o.flags or o.flag for o in step.options}
     for o in step.options:
         v = options[o.name]
         if o.names and v is not None:
-            module, _, attr = o.names.partition(":")
-            registry = getattr(importlib.import_module(module), attr)
+            registry = resolve_name(o.names)  # "module:REGISTRY"
             if v not in registry:
                 raise click.UsageError(f"unknown {registry.kind} {v!r}; choose from "
                                        f"{', '.join(registry.names())}")  # fmt: skip
@@ -125,14 +137,11 @@ def _refuse(step: Step, options: dict[str, Any]) -> None:
 
 def _flag(o: Any) -> Any:
     """A declared option's click flag: its spelling, type, default and help."""
-    name = o.cli or o.name
-    shown = {"show_default": True} if o.show_default else {}
-    text = o.help or None
+    name, shown = o.cli or o.name, {"help": o.help or None, "show_default": o.show_default}
     if o.switch is not None:
-        return option(o.flags or o.flag, name, is_flag=True, help=text, **shown)
+        return option(o.flags or o.flag, name, is_flag=True, **shown)
     if o.type is bool:
-        return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default,
-                      help=text, **shown)  # fmt: skip
+        return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default, **shown)
     kind: Any = o.type
     if o.bounds is not None:  # refused before anything runs, with the range in click's line
         ranged = click.FloatRange if o.type is float else click.IntRange
@@ -141,12 +150,10 @@ def _flag(o: Any) -> Any:
         kind = click.Choice(list(o.kind))
     elif o.kind is not None:  # a file the user names: it must be there
         kind = click.Path(exists=True, dir_okay=o.kind != "file")
-    return option(o.flags or o.flag, name, type=kind, default=o.default, help=text,
-                  required=o.required, **shown)  # fmt: skip
+    flag = o.flags or o.flag
+    return option(flag, name, type=kind, default=o.default, required=o.required, **shown)
 
 
-# the flag groups a step's layout places, declared once: (its click options, what the command
-# takes from their values: the step's constructor's keywords and the engine's)
 def _engine_flags(g: Flags) -> Any:
     return compose(
         option("--cache", default=None,
@@ -156,19 +163,10 @@ def _engine_flags(g: Flags) -> Any:
     )  # fmt: skip
 
 
-def _engine_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-                 shown: dict[str, Any]) -> None:  # fmt: skip
-    how.update(cache=given.pop("cache"), concurrency=given.pop("concurrency"))
-
-
-def _nothing_after(g: Flags, section: dict[str, Any]) -> None:
-    """What a group prints after the section: nothing."""
-
-
 def _server_flags(g: Flags) -> Any:
     """--judge-endpoint (repeatable), --judge-concurrency, --judge-api-key-env, in the
     command's order (``kw["order"]``; one left out where it has none)."""
-    n, kw = _server_names(g), g.kw
+    n, kw = {k: g.names.get(k, k) for k in ("endpoints", "concurrency", "api_key_env")}, g.kw
     made = {
         "endpoints": judge_endpoint_option(kw.get("endpoint_help", "Judge server base URL."),
                                            n["endpoints"], kw.get("endpoint_old", ())),
@@ -187,84 +185,22 @@ def _server_flags(g: Flags) -> Any:
     return compose(*(made[k] for k in kw.get("order", ("endpoints", "concurrency"))), limit)
 
 
-def _server_names(g: Flags) -> dict[str, str]:
-    names = {"endpoints": "endpoints", "concurrency": "concurrency", "api_key_env": "api_key_env"}
-    return {**names, **g.names}
-
-
-def _server_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-                 shown: dict[str, Any]) -> None:  # fmt: skip
-    n = _server_names(g)
-    how.update(endpoints=tuple(given.pop(n["endpoints"])), concurrency=given.pop(n["concurrency"]),
-               limit=given.pop("limit"), api_key_env=given.pop(n["api_key_env"], None))  # fmt: skip
-
-
-def _cache_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-                shown: dict[str, Any]) -> None:  # fmt: skip
-    how["cache"] = given.pop("cache_path")  # the engine opens it; the judge caches its calls there
-
-
-def _batch_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-                shown: dict[str, Any]) -> None:  # fmt: skip
-    how.update(given.pop("batch").call_kwargs())  # the engine's call plan (in RUN_DIR/batches/)
-
-
-def _costs_after(g: Flags, section: dict[str, Any]) -> None:
-    """The batch counts, spend, server trouble and (unless ``saving`` is False) the selective
-    saving of the calls."""
-    calls = section.get("calls", {})
-    echo_costs(calls, section.get("selective") if g.kw.get("saving", True) else None)
-
-
-def _json_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-               shown: dict[str, Any]) -> None:  # fmt: skip
-    shown.update(as_json=given.pop("as_json"), ascii_json=g.kw.get("ascii", True))
-
-
-def _thinking_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-                   shown: dict[str, Any]) -> None:  # fmt: skip
-    how.update(thinking=given.pop("thinking"), thinking_budget=given.pop("thinking_budget"))
-
-
-def _dry_run_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-                  shown: dict[str, Any]) -> None:  # fmt: skip
-    how["dry_run"] = given.pop("dry_run")
-
-
-def _progress_take(g: Flags, given: dict[str, Any], how: dict[str, Any],
-                   shown: dict[str, Any]) -> None:  # fmt: skip
-    how["progress"] = not given.pop("no_progress")
-
-
-#: each group: (its click options, what the command takes from their values, what it prints
-#: after the section)
-FLAGS: dict[str, tuple[Any, Any, Any]] = {
-    "engine": (_engine_flags, _engine_take, _nothing_after),
-    "judge_server": (_server_flags, _server_take, _nothing_after),
-    "cache": (lambda g: cache_option(g.kw.get("default_file")), _cache_take, _nothing_after),
-    "batch": (lambda g: batch_click_options, _batch_take, _costs_after),
-    "json": (
-        lambda g: json_option(g.kw.get("help", "Print the section as JSON.")),
-        _json_take,
-        _nothing_after,
+#: the flag groups a step's layout places, declared once: their click options (the Calls each
+#: sets: cafe.steps.GROUP_CALLS)
+FLAGS: dict[str, Callable[[Flags], Any]] = {
+    "engine": _engine_flags,
+    "judge_server": _server_flags,
+    "cache": lambda g: cache_option(g.kw.get("default_file")),
+    "batch": lambda g: batch_click_options,
+    "json": lambda g: json_option(g.kw.get("help", "Print the section as JSON.")),
+    "thinking": lambda g: thinking_options(g.kw["help"], g.kw.get("budget_help")),
+    "dry_run": lambda g: option(
+        "--dry-run",
+        is_flag=True,
+        help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
     ),
-    "thinking": (
-        lambda g: thinking_options(g.kw["help"], g.kw.get("budget_help")),
-        _thinking_take,
-        _nothing_after,
-    ),
-    "dry_run": (
-        lambda g: option(
-            "--dry-run",
-            is_flag=True,
-            help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
-        ),
-        _dry_run_take,
-        _nothing_after,
-    ),
-    "progress": (lambda g: no_progress_option(), _progress_take, _nothing_after),
+    "progress": lambda g: no_progress_option(),
 }
-
 
 #: ``judge_command``, ``decay_command``…: the commands of cafe's registered steps, under the
 #: names cafe.commands.TABLE gives them, generated from their declarations
@@ -292,11 +228,7 @@ globals().update({c.click.partition(":")[2]: step_command(STEPS.step(c.name))
 )
 @option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
 @concurrency_option(help="generate() calls in flight [adapter default].")
-@option(
-    "--batch-size",
-    type=click.IntRange(1, 100_000),
-    help="Requests per generate() call [adapter default].",
-)
+@option("--batch-size", type=IN_FLIGHT, help="Requests per generate() call [adapter default].")
 @option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
 @no_progress_option()
 def listen_command(
