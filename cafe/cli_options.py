@@ -530,9 +530,12 @@ def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def echo_costs(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> None:
-    """Print a judging command's batch counts, spend, server trouble and selective saving."""
+def echo_costs(
+    calls: dict[str, Any], selective: dict[str, Any] | None = None, err: bool = False
+) -> None:
+    """Print a judging command's batch counts, spend, server trouble and selective saving
+    (``err``: on stderr)."""
     from cafe.judge.batching import cost_lines
 
     for line in cost_lines(calls, selective):
-        click.echo(line)
+        click.echo(line, err=err)

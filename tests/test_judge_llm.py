@@ -219,3 +219,18 @@ def test_old_option_spellings_still_judge(tmp_path):
     assert res.output.count("note: --concurrency is deprecated, use --judge-concurrency\n") == 1
     cafe = json.loads(store.path("metrics.json").read_text())["cafe"]
     assert cafe["judgements"] == {"ok": 3, "invalid": 1, "failed": 1, "total": 5}
+
+
+def test_judge_json_is_one_document_on_stdout_when_calls_were_paid(tmp_path):
+    """`cafe judge --json | jq`: the cost lines that follow a judging that sent calls go to
+    stderr beside --json (they followed the JSON on stdout, which no parser then read)."""
+    store = build_run(tmp_path / "run")
+    with OpenAILoopback(reply=scripted()) as srv:
+        res = CliRunner().invoke(
+            judge_command, [*judge_args(store, srv.url, tmp_path / "c.sqlite"), "--json"]
+        )
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 7  # calls were sent, so there is a cost to report
+    section = json.loads(res.stdout)  # the whole of stdout is the section
+    assert section["judgements"]["ok"] == 3
+    assert "judge cost this run" in res.stderr and "judge cost" not in res.stdout

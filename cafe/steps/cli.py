@@ -105,10 +105,11 @@ def step_command(step: Step) -> click.Command:
         if how.get("dry_run"):
             return  # nothing was sent: no costs, no failure
         for g in groups:  # a batch group: the batch counts, spend, server trouble and (unless
-            # its ``saving`` is False) the selective saving of the calls
+            # its ``saving`` is False) the selective saving of the calls; beside --json on
+            # stderr, so that stdout stays one JSON document
             if g.group == "batch":
                 saving = res.section.get("selective") if g.kw.get("saving", True) else None
-                echo_costs(res.section.get("calls", {}), saving)
+                echo_costs(res.section.get("calls", {}), saving, err=bool(given.get("as_json")))
 
     params = [_flag(by_name[x]) if isinstance(x, str) else FLAGS[x.group](x) for x in layout]
     with_params = compose(click.argument("run_dir", type=click.Path(exists=True, file_okay=False)),
