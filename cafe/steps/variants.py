@@ -1,9 +1,8 @@
 """Variant runs: the runs a step needs beside a run (listening controls, choice orderings,
 necessity's caption-only / text-only / silence, a sweep's budgets), each an ordinary run with a
-few RunRequest fields changed, in a folder of its own: ``<real>-<suffix>`` (a sweep's inside its
-folder). A finished one is reused by the runner's resume. A step declares the Variants it needs
-(``Step.variants``) and the engine makes them here, once; ``run_variants`` is the one place that
-runs them."""
+few RunRequest fields changed, in a folder of its own (a finished one reused by the runner's
+resume). A step declares them (``Step.variants``); ``run_variants`` is the one place that runs
+them."""
 
 from __future__ import annotations
 
@@ -93,10 +92,9 @@ def run_variants(
 
     origin, folders, store = Path(origin), {}, RunStore(origin)
     manifest = store.read_manifest() if run_options is None or store.has_manifest() else {}
-    opts = {**(run_options or rerun_options(manifest)), "out": None}
-    call = dict(model_call or {})
-    opts["options"] = {**(opts.get("options") or {}), **(call.pop("options", None) or {})}
-    opts.update({k: v for k, v in call.items() if v})
+    call, base = dict(model_call or {}), run_options or rerun_options(manifest)
+    opts = {**base, **{k: v for k, v in call.items() if v}}
+    opts["options"] = {**(base.get("options") or {}), **(call.get("options") or {})}
     with tempfile.TemporaryDirectory(prefix="cafe-ids-") as tmp:
         if not opts.get("ids") and (manifest.get("spec") or {}).get("ids"):
             # the --ids items it ran, in a file while the runs take (same set: same identity)
@@ -122,12 +120,3 @@ def variant_views(origin: Path, variants: Sequence[Variant], runs: dict[str, Any
     ``runs`` (run_variants' keywords, Calls.runs) says -> {name: its run, read}."""
     made = run_variants(origin, variants, **(runs or {}))
     return {name: read_view(folder) for name, folder in made.items()}
-
-
-def run_beside(step: type[Step], origin: str | Path, runs: dict[str, Any], **options: Any
-               ) -> dict[str, Any]:  # fmt: skip
-    """``step`` (its ``options``) over the run in ``origin``, its variant runs made as ``runs``
-    (run_variants' keywords) says -> its section."""
-    from cafe.steps.engine import run_step
-
-    return run_step(step(), origin, runs=runs, **options).section
