@@ -80,9 +80,8 @@ class NecessityStep(VariantStep):
         from cafe.metrics.listening import item_accuracy
         from cafe.robustness.necessity import necessity_section
 
-        acc = {"real": item_accuracy(view.samples, view.predictions)}
-        acc.update({c: item_accuracy(view.samples, v.predictions)
-                    for c, v in ctx.variants.items()})  # fmt: skip
+        runs = {"real": view, **ctx.variants}
+        acc = {c: item_accuracy(view.samples, v.predictions) for c, v in runs.items()}
         cap = ctx.variants["caption"]
         caption_ok = {s.id for s in cap.samples if s.error is None}
         conditions = {c: {"run_dir": str(v.root.resolve())} for c, v in ctx.variants.items()}

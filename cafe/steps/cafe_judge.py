@@ -150,49 +150,43 @@ class CafeJudgeStep(Step):
         return status
 
     def section(self, ctx: Context, records: Sequence[Any]) -> Output:
-        """The "cafe" section (the judge, its calls, reply health, reasons, the selective
-        saving) and the "decay" section from the same judgements."""
-        view, state, made = ctx.view, ctx.state, ctx.made
+        """The "cafe" section (the judge, its spec, reasoning accuracy, reply health, calls,
+        reasons, the selective saving) and the "decay" section from the same judgements."""
+        view, state, made, preds = ctx.view, ctx.state, ctx.made, ctx.view.predictions
         section = cafe_section(list(records), view.samples, state.mode,
                                breakdowns=bench_breakdowns(view.manifest))  # fmt: skip
-        _describe_judging(section, ctx)
+        judge, fresh = state.judge, made.fresh  # this invocation's (called, decided, shared)
+        health = reply_health(fresh)
+        if health["warning"]:
+            warn(health["warning"])
+        n_correct = sum(p.correct for p in preds)
+        section.update(
+            judge=judge.describe(),
+            spec=judge.spec.to_dict(),
+            template_hash=judge.template_hash,
+            judgements_file=judge_records_name("cafe", judge.identity),
+            reasoning_accuracy={
+                "correct": n_correct,
+                "total": len(preds),
+                "acc": round(100.0 * n_correct / len(preds), 2),
+                "note": "share of all (item, run) predictions; the official accuracy is in "
+                "'accuracy'",
+            },
+            replies=health,
+            calls=calls_of(ctx, getattr(judge, "calls", 0), getattr(judge, "client", None),
+                           judged_now=len(fresh), judge_wall_s=round(made.wall_s, 3)),
+        )  # fmt: skip
         section["counters"] = None  # the engine's, over every invocation under this spec
-        reasons = judging_reasons(state.judge, [*made.planned, *made.fresh])
+        reasons = judging_reasons(judge, [*made.planned, *fresh])
         if reasons:
             section["failed_reasons"] = reasons
         if state.selective:
-            sel, sent = made.selection, getattr(state.judge, "calls", 0)
+            sel, sent = made.selection, getattr(judge, "calls", 0)
             saved = batching.saving(sel, ctx.plan, sent, len(sel.todo))
             section["selective"] = {**sel.report(), **saved}
-        decay = decay_section(view.predictions, list(records), mode=state.mode,
+        decay = decay_section(preds, list(records), mode=state.mode,
                               counter=view.manifest.get("token_counter"))  # fmt: skip
         return Output(section, more={"decay": decay})
-
-
-def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
-    """What the "cafe" section says about the judge and this invocation: its spec, reasoning
-    accuracy, reply health and calls (the counters: the engine's)."""
-    judge, preds = ctx.state.judge, ctx.view.predictions
-    fresh = ctx.made.fresh  # this invocation's judgements (called, decided, shared)
-    health = reply_health(fresh)
-    if health["warning"]:
-        warn(health["warning"])
-    n_correct = sum(p.correct for p in preds)
-    section.update(
-        judge=judge.describe(),
-        spec=judge.spec.to_dict(),
-        template_hash=judge.template_hash,
-        judgements_file=judge_records_name("cafe", judge.identity),
-        reasoning_accuracy={
-            "correct": n_correct,
-            "total": len(preds),
-            "acc": round(100.0 * n_correct / len(preds), 2),
-            "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
-        },
-        replies=health,
-        calls=calls_of(ctx, getattr(judge, "calls", 0), getattr(judge, "client", None),
-                       judged_now=len(fresh), judge_wall_s=round(ctx.made.wall_s, 3)),
-    )  # fmt: skip
 
 
 # its old name, for callers that import it (cafe.api.judge: made from the registration)

@@ -41,10 +41,8 @@ class VariantStep(Step):
     """A section of the run from its variant runs (``ctx.variants``)."""
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
-        view = ctx.view
-        # a comparison needs the run's answers: none answered, nothing to compare
-        answered = sum(p.error is None for p in view.predictions)
-        return by_counts(len(view.predictions), answered, "items", "failed")
+        preds = ctx.view.predictions  # a comparison needs the run's answers: none, nothing
+        return by_counts(len(preds), sum(p.error is None for p in preds), "items", "failed")
 
 
 def rerun_options(manifest: dict[str, Any]) -> dict[str, Any]:
