@@ -18,9 +18,6 @@ from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Ste
 from cafe.steps.judged import bench_breakdowns, judge_calls
 from cafe.store import SAMPLES, judge_records_name
 
-#: a record that is no score of the model's answer: the judge's reply, or the call, failed
-UNUSABLE = ("failed", "invalid")
-
 
 def printed(section: dict[str, Any]) -> str:
     """What `cafe rubric` prints; with items left unrated (their calls failed) it prints that,
@@ -118,7 +115,8 @@ class RubricStep(Step):
         return await ctx.state.ascore(*item)
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
-        usable = sum(r.status not in UNUSABLE for r in records)
+        # a failed call or an invalid reply is no score of the model's answer
+        usable = sum(r.status not in ("failed", "invalid") for r in records)
         return by_counts(len(records), usable, "items", "got no usable rating")
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts
 from cafe.folder.view import View, read_view
+from cafe.runner.spec import rerun_options
 from cafe.steps.base import Context, Step
 from cafe.store import RunStore
 
@@ -43,29 +44,6 @@ class VariantStep(Step):
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         preds = ctx.view.predictions  # a comparison needs the run's answers: none, nothing
         return by_counts(len(preds), sum(p.error is None for p in preds), "items", "failed")
-
-
-def rerun_options(manifest: dict[str, Any]) -> dict[str, Any]:
-    """RunRequest fields that rebuild a folder's spec, from its manifest (format 2: "spec")."""
-    spec = manifest.get("spec")
-    if not spec:
-        raise ValueError(
-            "the run folder has no run spec (written by an older cafe): run the controls with "
-            "`cafe run … --controls LIST` and the real run's options instead"
-        )
-    from cafe.prompts import load_template
-
-    try:
-        packaged = load_template(spec["prompt_style"]).hash
-    except (KeyError, FileNotFoundError, ValueError):
-        packaged = None
-    own = spec["template_hash"] != packaged  # the user's template: its text, kept
-    gen, prompt = spec.get("generation") or {}, manifest.get("prompt") or {}
-    keep = ("model", "bench", "checkpoint", "version", "runs", "limit", "seed", "prompt_style")
-    return {**{k: spec.get(k) for k in keep}, "data": (manifest.get("bench") or {}).get("source"),
-            "prompt_template": prompt.get("template_source") if own else None,
-            "max_new_tokens": gen.get("max_new_tokens"),
-            "options": dict(spec.get("adapter_options") or {})}  # fmt: skip
 
 
 def run_variants(
