@@ -10,7 +10,8 @@ from typing import Any
 
 from cafe.records import Sample
 from cafe.steps.base import Context, Option, Section
-from cafe.steps.variants import Variant, VariantStep, run_beside, run_variants
+from cafe.steps.engine import run_step
+from cafe.steps.variants import Variant, VariantStep, run_variants
 from cafe.store import RunStore
 
 #: what an unregistered section is taken to derive from (cafe.folder.sections.PLUGIN_DERIVES):
@@ -58,7 +59,7 @@ def run_orderings(real_dir: str | Path, k: int, *, mode: str = "rotate", seed: i
                   **options: Any) -> dict[str, Any]:  # fmt: skip
     """Orderings 1..k-1 of the run in ``real_dir``, then its "choices" section; returns it.
     ``options``: run_variants' (run_options, execution options)."""
-    return run_beside(ChoicesStep, real_dir, options, k=k, mode=mode, seed=seed)
+    return run_step(ChoicesStep(), real_dir, runs=options, k=k, mode=mode, seed=seed).section
 
 
 def necessity_variants(captions: str | Path | None) -> list[Variant]:
@@ -79,9 +80,8 @@ class NecessityStep(VariantStep):
         from cafe.metrics.listening import item_accuracy
         from cafe.robustness.necessity import necessity_section
 
-        acc = {"real": item_accuracy(view.samples, view.predictions)}
-        acc.update({c: item_accuracy(view.samples, v.predictions)
-                    for c, v in ctx.variants.items()})  # fmt: skip
+        runs = {"real": view, **ctx.variants}
+        acc = {c: item_accuracy(view.samples, v.predictions) for c, v in runs.items()}
         cap = ctx.variants["caption"]
         caption_ok = {s.id for s in cap.samples if s.error is None}
         conditions = {c: {"run_dir": str(v.root.resolve())} for c, v in ctx.variants.items()}
@@ -96,7 +96,7 @@ def run_necessity(real_dir: str | Path, *, captions: str | Path | None = None,
     reused), then its "necessity" section; returns it. ``options``: run_variants' (run_options,
     model_call: what the run's folder does not keep about reaching its model, as `cafe run`
     takes it; execution options)."""
-    return run_beside(NecessityStep, real_dir, options, captions=captions)
+    return run_step(NecessityStep(), real_dir, runs=options, captions=captions).section
 
 
 def budget_variants(budgets: Sequence[int], method: str) -> list[Variant]:

@@ -214,7 +214,7 @@ class RunRequest:
     judge: str | None = None
     judge_options: Mapping[str, Any] | None = None
 
-    #: the fields that rebuild a run's spec (cafe.steps.variants.rerun_options); the rest: per call
+    #: the fields that rebuild a run's spec (rerun_options); the rest: per call
     SPEC_INPUTS = (
         "model", "bench", "checkpoint", "data", "version", "runs", "limit", "seed",
         "prompt_style", "prompt_template", "max_new_tokens", "options", "ids",
@@ -224,6 +224,29 @@ class RunRequest:
 
     def pick(self, names: Sequence[str]) -> dict[str, Any]:
         return {k: getattr(self, k) for k in names}
+
+
+def rerun_options(manifest: dict[str, Any]) -> dict[str, Any]:
+    """RunRequest fields that rebuild a folder's spec, from its manifest (format 2: "spec")."""
+    spec = manifest.get("spec")
+    if not spec:
+        raise ValueError(
+            "the run folder has no run spec (written by an older cafe): run the controls with "
+            "`cafe run … --controls LIST` and the real run's options instead"
+        )
+    from cafe.prompts import load_template
+
+    try:
+        packaged = load_template(spec["prompt_style"]).hash
+    except (KeyError, FileNotFoundError, ValueError):
+        packaged = None
+    own = spec["template_hash"] != packaged  # the user's template: its text, kept
+    gen, prompt = spec.get("generation") or {}, manifest.get("prompt") or {}
+    keep = ("model", "bench", "checkpoint", "version", "runs", "limit", "seed", "prompt_style")
+    return {**{k: spec.get(k) for k in keep}, "data": (manifest.get("bench") or {}).get("source"),
+            "prompt_template": prompt.get("template_source") if own else None,
+            "max_new_tokens": gen.get("max_new_tokens"),
+            "options": dict(spec.get("adapter_options") or {})}  # fmt: skip
 
 
 def mismatch_message(folder: Any, old: RunSpec, new: RunSpec) -> str | None:

@@ -1,11 +1,7 @@
 """`cafe judge` on the step engine (the CAFE judge of cafe.judge): judge every (item, run) of a
-run folder, resumably, and write the CAFE metrics ("cafe" and "decay" sections). The judge
-modules (cafe.judge.pipeline: refusal, reply health; cafe.judge.spec: the spec a resume
-compares) compute from records and open no folder.
-
-The engine resumes under the judge's spec (a stored spec read as a JudgeSpec; a folder from
-before judge specs keeps the same judge's judgements), judges what is left (at most
-``concurrency`` calls in flight, or a batch through the call plan), appends to
+run folder, resumably, and write the CAFE metrics ("cafe" and "decay" sections). The engine
+resumes under the judge's spec (a stored spec read as a JudgeSpec; a folder from before judge
+specs keeps the same judge's judgements), judges what is left, appends to
 ``judgements.<judge>.jsonl``, compacts it and, once the judge did its job, mirrors it to
 ``judgements.jsonl`` (the run's current judge). The step's own pieces: a missing sample's
 failed judgement (planned, no call), selective sharing (cafe.judge.batching) and the
@@ -14,7 +10,6 @@ section's description of the judge and its calls."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from cafe.cache import Cache
@@ -37,7 +32,7 @@ from cafe.records import Judgement
 from cafe.reporting import warn
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
-from cafe.steps.cues import bench_breakdowns
+from cafe.steps.judged import JUDGE_CACHE, Judging, bench_breakdowns, judge_calls
 from cafe.store import JUDGEMENTS, SAMPLES, judge_records_name
 
 
@@ -45,18 +40,6 @@ def _replies(records: Sequence[Judgement]) -> dict[str, int]:
     """The counters' reply health: usable, empty, unparseable, failed."""
     health = reply_health(list(records))
     return {k: health[k] for k in ("ok", "empty", "unparseable", "failed")}
-
-
-@dataclass(frozen=True)
-class Judging:
-    """What one invocation judges with (``Context.state``): the judge (the engine uses its
-    ``failed`` and ``aclose``), the captions it compares against, the averaging mode and
-    whether identical prompts share a call."""
-
-    judge: Judge
-    caption_of: dict[str, str]
-    mode: str
-    selective: bool
 
 
 class CafeJudgeStep(Step):
@@ -103,7 +86,7 @@ class CafeJudgeStep(Step):
                      "endpoint_help": "Judge server base URL; repeat to share the load over "
                      "several servers.", "concurrency_help": "Judge calls in flight.",
                      "endpoint_old": ("--endpoint",), "concurrency_old": ("--concurrency",)}),
-              "template", "captions", "mode", Flags("cache", kw={"default_file": "judge.sqlite"}),
+              "template", "captions", "mode", JUDGE_CACHE,
               Flags("thinking", kw={"help": "Let a thinking judge think "
                     "(OpenAI-compatible servers are otherwise sent chat_template_kwargs "
                     "enable_thinking=false). Its reasoning is kept, never parsed.",
@@ -116,7 +99,7 @@ class CafeJudgeStep(Step):
     def setup(self, ctx: Context) -> Setup:
         """The folder checked (predictions, ground truth) and the judge built from the spec and
         how its calls are made (no server named, no key: one line before any item is judged)."""
-        view, o, calls = ctx.view, ctx.spec, ctx.calls
+        view, o = ctx.view, ctx.spec
         if not view.predictions:
             raise RunFolderError(f"{view.root}: no predictions.jsonl records to judge")
         caption_of = load_caption_map(view.samples, o["captions"])
@@ -124,13 +107,9 @@ class CafeJudgeStep(Step):
         _check_ground_truth(view.root, o["judge"], judge_cls, view.samples, caption_of)
         # a judge with nothing worth caching (the rule) opens no cache file
         cache = ctx.cache.cache if getattr(judge_cls, "uses_cache", True) else Cache(None)
+        options = {"template": o["template"] or None, **judge_calls(ctx, cache)}
         try:
-            judge: Judge = build_judge(
-                o["judge"], model=o["judge_model"], endpoints=calls.endpoints,
-                template=o["template"] or None, cache=cache,
-                concurrency=calls.concurrency,  # the client may keep this many per endpoint
-                calls=ctx.plan, **calls.judge_options(),  # an LLM judge's make_client
-            )  # fmt: skip
+            judge: Judge = build_judge(o["judge"], model=o["judge_model"], **options)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         ident = (judge.identity, judge.template_hash)
@@ -152,7 +131,7 @@ class CafeJudgeStep(Step):
                 why = f"{SAMPLES}: sample {p.sample_id} not found"
                 out.append(state.judge.failed(_item_without_sample(p), why))
             else:
-                out.append(JudgeItem(s, p, state.caption_of.get(s.id)))
+                out.append(JudgeItem(s, p, state.captions.get(s.id)))
         return batching.select_items(state.judge, out, state.selective)
 
     async def call(self, ctx: Context, item: JudgeItem) -> Judgement:
@@ -171,49 +150,43 @@ class CafeJudgeStep(Step):
         return status
 
     def section(self, ctx: Context, records: Sequence[Any]) -> Output:
-        """The "cafe" section (the judge, its calls, reply health, reasons, the selective
-        saving) and the "decay" section from the same judgements."""
-        view, state, made = ctx.view, ctx.state, ctx.made
+        """The "cafe" section (the judge, its spec, reasoning accuracy, reply health, calls,
+        reasons, the selective saving) and the "decay" section from the same judgements."""
+        view, state, made, preds = ctx.view, ctx.state, ctx.made, ctx.view.predictions
         section = cafe_section(list(records), view.samples, state.mode,
                                breakdowns=bench_breakdowns(view.manifest))  # fmt: skip
-        _describe_judging(section, ctx)
+        judge, fresh = state.judge, made.fresh  # this invocation's (called, decided, shared)
+        health = reply_health(fresh)
+        if health["warning"]:
+            warn(health["warning"])
+        n_correct = sum(p.correct for p in preds)
+        section.update(
+            judge=judge.describe(),
+            spec=judge.spec.to_dict(),
+            template_hash=judge.template_hash,
+            judgements_file=judge_records_name("cafe", judge.identity),
+            reasoning_accuracy={
+                "correct": n_correct,
+                "total": len(preds),
+                "acc": round(100.0 * n_correct / len(preds), 2),
+                "note": "share of all (item, run) predictions; the official accuracy is in "
+                "'accuracy'",
+            },
+            replies=health,
+            calls=calls_of(ctx, getattr(judge, "calls", 0), getattr(judge, "client", None),
+                           judged_now=len(fresh), judge_wall_s=round(made.wall_s, 3)),
+        )  # fmt: skip
         section["counters"] = None  # the engine's, over every invocation under this spec
-        reasons = judging_reasons(state.judge, [*made.planned, *made.fresh])
+        reasons = judging_reasons(judge, [*made.planned, *fresh])
         if reasons:
             section["failed_reasons"] = reasons
         if state.selective:
-            sel, sent = made.selection, getattr(state.judge, "calls", 0)
+            sel, sent = made.selection, getattr(judge, "calls", 0)
             saved = batching.saving(sel, ctx.plan, sent, len(sel.todo))
             section["selective"] = {**sel.report(), **saved}
-        decay = decay_section(view.predictions, list(records), mode=state.mode,
+        decay = decay_section(preds, list(records), mode=state.mode,
                               counter=view.manifest.get("token_counter"))  # fmt: skip
         return Output(section, more={"decay": decay})
-
-
-def _describe_judging(section: dict[str, Any], ctx: Context) -> None:
-    """What the "cafe" section says about the judge and this invocation: its spec, reasoning
-    accuracy, reply health and calls (the counters: the engine's)."""
-    judge, preds = ctx.state.judge, ctx.view.predictions
-    fresh = ctx.made.fresh  # this invocation's judgements (called, decided, shared)
-    health = reply_health(fresh)
-    if health["warning"]:
-        warn(health["warning"])
-    n_correct = sum(p.correct for p in preds)
-    section.update(
-        judge=judge.describe(),
-        spec=judge.spec.to_dict(),
-        template_hash=judge.template_hash,
-        judgements_file=judge_records_name("cafe", judge.identity),
-        reasoning_accuracy={
-            "correct": n_correct,
-            "total": len(preds),
-            "acc": round(100.0 * n_correct / len(preds), 2),
-            "note": "share of all (item, run) predictions; the official accuracy is in 'accuracy'",
-        },
-        replies=health,
-        calls=calls_of(ctx, getattr(judge, "calls", 0), getattr(judge, "client", None),
-                       judged_now=len(fresh), judge_wall_s=round(ctx.made.wall_s, 3)),
-    )  # fmt: skip
 
 
 # its old name, for callers that import it (cafe.api.judge: made from the registration)

@@ -6,7 +6,6 @@ judge (cafe.judge.cues.CueJudge) when one is named; its judgements go to
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts, require_usable
@@ -16,27 +15,8 @@ from cafe.metrics.cues import cues_of, cues_section, format_cues
 from cafe.records import Judgement
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View
+from cafe.steps.judged import Judging, bench_breakdowns, judge_calls
 from cafe.store import judge_records_name
-
-
-def bench_breakdowns(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    """The run's benchmark's own breakdowns (as its accuracy uses), else None."""
-    from cafe.benchmarks import BENCHMARKS
-
-    try:
-        name = (manifest.get("bench") or {}).get("name")
-        return (dict(BENCHMARKS.get(name).breakdowns) or None) if name else None
-    except (KeyError, ValueError, AttributeError):
-        return None
-
-
-@dataclass(frozen=True)
-class CueJudging:
-    """What one invocation with a judge uses: the judge (the engine uses its ``failed`` and
-    ``aclose``) and the captions its prompts show."""
-
-    judge: CueJudge
-    captions: dict[str, str]
 
 
 def answered(view: View) -> StepStatus:
@@ -93,19 +73,17 @@ class CuesStep(Step):
             return Setup({"step": self.name, "version": self.version}, calls=False)
         from cafe.judge.pipeline import load_caption_map
 
-        template, c = o["template"], ctx.calls
-        judge = CueJudge(o["judge"], o["judge_model"], str(template) if template else None,
-                         endpoints=c.endpoints, cache=ctx.cache.cache, concurrency=c.concurrency,
-                         calls=ctx.plan, **c.judge_options())  # fmt: skip
+        template = str(o["template"]) if o["template"] else None
+        judge = CueJudge(o["judge"], o["judge_model"], template, **judge_calls(ctx))
         captions = load_caption_map(view.samples, o["captions"])
-        return Setup(judge.spec.to_dict(), CueJudging(judge, captions), judge.identity)
+        return Setup(judge.spec.to_dict(), Judging(judge, captions), judge.identity)
 
     def plan(self, ctx: Context) -> list[Any]:
         """Answered predictions of items with cues (a failed one counts 0 of its cues offline
         and is not asked; nor is one whose sample is gone)."""
-        by_id, caption_of = {s.id: s for s in ctx.view.samples}, ctx.state.captions
+        by_id = {s.id: s for s in ctx.view.samples}
         return [
-            JudgeItem(by_id[p.sample_id], p, caption_of.get(p.sample_id) or NO_CAPTION)
+            JudgeItem(by_id[p.sample_id], p, ctx.state.captions.get(p.sample_id) or NO_CAPTION)
             for p in ctx.view.predictions
             if p.error is None and p.raw_output is not None
             and p.sample_id in by_id and cues_of(by_id[p.sample_id])

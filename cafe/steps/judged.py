@@ -1,18 +1,16 @@
 """`cafe judge-accuracy` on the step engine: an answer-extraction judge (cafe.judge.answer)
 names the option each (item, run) output chose; the benchmark's rule scores it into the
 "judged_accuracy" section. Its verdicts live in the section only (the call cache replays them);
-calls go direct or through the batch transport with the cost ledger (the engine's call plan);
-``selective`` asks the judge only where the official rule cannot decide. A benchmark's
-LLM-judged official rule (cafe.judge.verdict) is this step with its own judge and section.
-
-Another judge of the same shape (an AnswerJudge subclass) and the section it makes
-(judged_section's arguments) is a subclass declaring them: ``judge_class``, ``builds``
-(with its own ``name`` and ``writes`` for another section)."""
+``selective`` asks the judge only where the official rule cannot decide. `cafe judge-official`
+(a benchmark's LLM-judged official rule, cafe.judge.verdict) is this step with its own judge and
+section; another judge of the same shape (an AnswerJudge subclass) is a subclass declaring
+``judge_class`` and ``builds`` (judged_section's arguments), with its own ``name`` and
+``writes``. Also what every judging step shares: its state, its judge's calls, breakdowns."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -30,24 +28,48 @@ from cafe.judge.verdict import (
     kept_rows,
     output_hash,
 )
-from cafe.records import Prediction
 from cafe.reporting import warn
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
-from cafe.steps.cues import bench_breakdowns
+
+#: the judge server's and the judge cache's flags as the judging steps lay them out
+JUDGE_SERVER = Flags("judge_server", kw={"endpoint_help": "Judge server base URL."})
+JUDGE_CACHE = Flags("cache", kw={"default_file": "judge.sqlite"})
 
 
 @dataclass(frozen=True)
 class Judging:
-    """What one invocation's setup made for plan / call / section: the judge (None: no calls,
-    the official embedding path alone; the engine uses its ``failed`` and ``aclose``), whether
-    the rule decides first, and for the official figure the run's benchmark and the embedding
-    path's rows made now."""
+    """What one invocation of a judging step judges with (``Context.state``): the judge (None:
+    no calls; the engine uses its ``failed`` and ``aclose``), the captions its prompts show, the
+    averaging mode, ``selective`` (the rule decides first, identical prompts share a call), and
+    for an official figure the run's benchmark and the embedding path's rows made now."""
 
     judge: Any = None
+    captions: dict[str, str] = field(default_factory=dict)
+    mode: str = "micro"
     selective: bool = False
     bench: Any = None
     embedded: list[dict[str, Any]] | None = None
+
+
+def judge_calls(ctx: Context, cache: Any = None) -> dict[str, Any]:
+    """How a judge built now makes its calls: the servers, calls in flight (its client may keep
+    this many per endpoint), the engine's call cache (``cache``: another) and call plan (batch
+    transport, cost ledger), further client options (``client=``: a ready client)."""
+    c = ctx.calls
+    out = {"endpoints": c.endpoints, "concurrency": c.concurrency, "calls": ctx.plan}
+    return {**out, "cache": ctx.cache.cache if cache is None else cache, **c.judge_options()}
+
+
+def bench_breakdowns(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's benchmark's own breakdowns (as its accuracy uses), else None."""
+    from cafe.benchmarks import BENCHMARKS
+
+    try:
+        name = (manifest.get("bench") or {}).get("name")
+        return (dict(BENCHMARKS.get(name).breakdowns) or None) if name else None
+    except (KeyError, ValueError, AttributeError):
+        return None
 
 
 def format_judged(sec: dict[str, Any]) -> str:
@@ -84,11 +106,8 @@ class JudgedAccuracyStep(Step):
                "decide (its parse did not map the answer to a choice); the rule's choice stands "
                "for the rest.", flags="--selective", switch=(False, True)),
     )  # fmt: skip
-    layout = ("judge", "judge_model",
-              Flags("judge_server", kw={"endpoint_help": "Judge server base URL."}),
-              "template", "thinking", "thinking_budget",
-              Flags("cache", kw={"default_file": "judge.sqlite"}), "selective",
-              Flags("batch"))  # fmt: skip
+    layout = ("judge", "judge_model", JUDGE_SERVER, "template", "thinking", "thinking_budget",
+              JUDGE_CACHE, "selective", Flags("batch"))  # fmt: skip
 
     def setup(self, ctx: Context) -> Setup:
         """The judge (built now: no key or no server fails here, before any call)."""
@@ -96,34 +115,42 @@ class JudgedAccuracyStep(Step):
         judge = _judge(ctx, self.judge_class, s["judge"], s["judge_model"],
                        template=s["template"], thinking=s["thinking"],
                        thinking_budget=s["thinking_budget"])  # fmt: skip
-        return Setup(judge.spec.to_dict(), Judging(judge, s["selective"]))
+        return Setup(judge.spec.to_dict(), Judging(judge, selective=s["selective"]))
 
     def plan(self, ctx: Context) -> Selection:
         """Every prediction with its sample (a sample gone: its failed verdict). With
         ``selective``, those the official rule decides get its verdict without a call."""
         by_id = {s.id: s for s in ctx.view.samples}
-        judge, selective = ctx.state.judge, ctx.state.selective
         asked: list[Any] = []
         decided = []
         for p in ctx.view.predictions:
             s = by_id.get(p.sample_id)
-            v = judge.decide(s, p) if selective and s is not None else None
             if s is None:
                 asked.append(Verdict(p.sample_id, p.run_index, None, "failed", "sample not found"))
-            elif v is None:
-                asked.append((s, p))
-            else:
+            elif ctx.state.selective and (v := ctx.state.judge.decide(s, p)) is not None:
                 decided.append(v)
+            else:
+                asked.append((s, p))
         return Selection(asked, decided)
 
     async def call(self, ctx: Context, item: Any) -> Verdict:
         return await ctx.state.judge.verdict(*item)
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
-        """A failed call is no verdict (a figure counting it wrong would be a 0 the judge never
-        gave): raised, nothing written. Otherwise by counts; most unusable warns."""
-        _refuse_lost_calls(ctx.view.predictions, ctx.made.asked)
-        n = len(records)  # the rule's decided ones too
+        """A failed call on an answered output is no verdict (a figure counting it wrong would
+        be a 0 the judge never gave): raised, nothing written. Otherwise by counts (the rule's
+        decided ones too); most unusable warns."""
+        asked, preds = ctx.made.asked, ctx.view.predictions
+        answered = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None
+                    and not p.error}  # fmt: skip
+        lost = [v for v in asked if v.status == "failed" and (v.sample_id, v.run_index) in answered]
+        if lost:
+            raise CafeError(
+                f"{len(lost)} of {len(asked)} answer-judge calls failed (first: sample "
+                f"{lost[0].sample_id}: {lost[0].raw}); {SECTION} left as it was; run the same "
+                "command again to retry them"
+            )
+        n = len(records)
         bad = sum(v.status in ("unparseable", "failed") for v in records)
         status = by_counts(n, n - bad, "answer-judge replies", "unusable")
         if status.status != "failed" and bad * 2 > n:
@@ -142,19 +169,15 @@ class JudgedAccuracyStep(Step):
 
 
 def _judge(ctx: Context, cls: type[Any], kind: str, model: str, **options: Any) -> Any:
-    """The judge of this invocation: the engine's call cache and call plan, the calls' servers
-    and bound, further client options (``client=``: a ready client)."""
+    """The judge of this invocation (judge_calls), once there is something to judge."""
     if not ctx.view.predictions:
         raise ValueError(f"{ctx.view.root}: no predictions.jsonl records to judge")
-    return cls(kind, model, ctx.calls.endpoints, cache=ctx.cache.cache,
-               concurrency=ctx.calls.concurrency, calls=ctx.plan, **options,
-               **ctx.calls.judge_options())  # fmt: skip
+    return cls(kind, model, **options, **judge_calls(ctx))
 
 
 def _calls(ctx: Context) -> dict[str, Any]:
-    """The section's account of the calls: sent, cache hits, judged now, delivery, server
-    trouble, cost; with ``selective``, what the rule decided and the calls it saved. Its
-    counters: the engine's, over every invocation under this spec."""
+    """The section's account of the calls (calls_of); with ``selective``, what the rule decided
+    and the calls it saved. Its counters: the engine's, over every invocation under this spec."""
     made, asked = ctx.made, len(ctx.made.asked)
     sent = made.counts.get("calls", 0)
     out: dict[str, Any] = {"calls": calls_of(ctx, sent, ctx.state.judge.client, judged_now=asked),
@@ -165,19 +188,6 @@ def _calls(ctx: Context) -> dict[str, Any]:
         out["selective"] = {**made.selection.report(len(ctx.view.predictions)),
                             **batching.saving(made.selection, ctx.plan, sent, asked)}  # fmt: skip
     return out
-
-
-def _refuse_lost_calls(preds: Sequence[Prediction], asked: list[Verdict]) -> None:
-    """Raise when a judge call on an answered output failed: such a call is no verdict."""
-    answered = {(p.sample_id, p.run_index) for p in preds if p.raw_output is not None
-                and not p.error}  # fmt: skip
-    lost = [v for v in asked if v.status == "failed" and (v.sample_id, v.run_index) in answered]
-    if lost:
-        raise CafeError(
-            f"{len(lost)} of {len(asked)} answer-judge calls failed (first: sample "
-            f"{lost[0].sample_id}: {lost[0].raw}); {SECTION} left as it was; run the same "
-            "command again to retry them"
-        )
 
 
 # its old name, for callers that import it (cafe.api.judge_accuracy: made from the registration)
@@ -207,9 +217,7 @@ class OfficialStep(JudgedAccuracyStep):
                "of an embedding path (MMAU-Pro's closed questions; the official one is the "
                "benchmark's official_embedder)."),
     )  # fmt: skip
-    layout = ("judge", "embedder", "judge_model",
-              Flags("judge_server", kw={"endpoint_help": "Judge server base URL."}),
-              Flags("cache", kw={"default_file": "judge.sqlite"}),
+    layout = ("judge", "embedder", "judge_model", JUDGE_SERVER, JUDGE_CACHE,
               Flags("batch", kw={"saving": False}))  # fmt: skip
 
     def setup(self, ctx: Context) -> Setup:
@@ -236,7 +244,8 @@ class OfficialStep(JudgedAccuracyStep):
         base = getattr(vs, "judge_class", VerdictJudge)  # a rule's own call (VoiceBench's)
         cls = type("BoundVerdictJudge", (base,), {"verdict_spec": vs})
         made = _judge(ctx, cls, judge, ctx.spec["judge_model"] or vs.model)
-        return Setup(made.spec.to_dict(), Judging(made, True, bench, embedded))
+        state = Judging(made, selective=True, bench=bench, embedded=embedded)
+        return Setup(made.spec.to_dict(), state)
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         if ctx.state.judge is not None:

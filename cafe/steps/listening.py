@@ -12,8 +12,9 @@ from typing import Any
 
 from cafe.records import Sample
 from cafe.steps.base import Context, Option, Section
-from cafe.steps.cues import bench_breakdowns
-from cafe.steps.variants import Variant, VariantStep, run_beside
+from cafe.steps.engine import run_step
+from cafe.steps.judged import bench_breakdowns
+from cafe.steps.variants import Variant, VariantStep
 from cafe.store import CONTROL_CAPTIONS
 
 
@@ -79,5 +80,5 @@ def run_controls(
     """Run each control of the run in ``real_dir`` and write its "listening" section; returns
     it. ``options``: run_variants' (run_options: the spec, else the run's manifest; model_call;
     the execution options batch_size, concurrency, progress, cache, strict, cards)."""
-    return run_beside(ListeningStep, real_dir, options, controls=controls, judge=judge,
-                      control_seed=control_seed, judge_options=judge_options)  # fmt: skip
+    spec = {"control_seed": control_seed, "judge": judge, "judge_options": judge_options}
+    return run_step(ListeningStep(), real_dir, runs=options, controls=controls, **spec).section

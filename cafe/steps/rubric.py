@@ -15,11 +15,8 @@ from cafe.metrics.rubric import format_rubric, rubric_section
 from cafe.records import RubricScore
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Records, Section, Setup, Step, View, calls_of
-from cafe.steps.cues import bench_breakdowns
+from cafe.steps.judged import bench_breakdowns, judge_calls
 from cafe.store import SAMPLES, judge_records_name
-
-#: a record that is no score of the model's answer: the judge's reply, or the call, failed
-UNUSABLE = ("failed", "invalid")
 
 
 def printed(section: dict[str, Any]) -> str:
@@ -91,7 +88,7 @@ class RubricStep(Step):
     def setup(self, ctx: Context) -> Setup:
         """The rubric judge and its spec (built now: no key or no server fails here, in one
         line, before anything is written), through the engine's call plan."""
-        view, o, c = ctx.view, ctx.spec, ctx.calls
+        view, o = ctx.view, ctx.spec
         if not view.predictions:
             raise ValueError(f"{view.root}: no predictions.jsonl records to rate")
         if not any(s.meta.get("rubric") for s in view.samples):
@@ -100,10 +97,9 @@ class RubricStep(Step):
                 "metadata (MMAR-meta.jsonl from the MMAR GitHub repository)"
             )
         judge = RubricJudge(
-            o["judge"], o["judge_model"], c.endpoints,
-            str(o["template"]) if o["template"] else None, ctx.cache.cache,
+            o["judge"], o["judge_model"], template=str(o["template"]) if o["template"] else None,
             raters=o["raters"], trim=o["trim"], temperature=o["temperature"], seed=o["seed"],
-            retries=o["retries"], concurrency=c.concurrency, calls=ctx.plan, **c.judge_options(),
+            retries=o["retries"], **judge_calls(ctx),
         )  # fmt: skip
         return Setup(judge.spec.to_dict(), judge, judge.identity)
 
@@ -119,7 +115,8 @@ class RubricStep(Step):
         return await ctx.state.ascore(*item)
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
-        usable = sum(r.status not in UNUSABLE for r in records)
+        # a failed call or an invalid reply is no score of the model's answer
+        usable = sum(r.status not in ("failed", "invalid") for r in records)
         return by_counts(len(records), usable, "items", "got no usable rating")
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:

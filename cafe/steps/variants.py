@@ -1,9 +1,8 @@
 """Variant runs: the runs a step needs beside a run (listening controls, choice orderings,
 necessity's caption-only / text-only / silence, a sweep's budgets), each an ordinary run with a
-few RunRequest fields changed, in a folder of its own: ``<real>-<suffix>`` (a sweep's inside its
-folder). A finished one is reused by the runner's resume. A step declares the Variants it needs
-(``Step.variants``) and the engine makes them here, once; ``run_variants`` is the one place that
-runs them."""
+few RunRequest fields changed, in a folder of its own (a finished one reused by the runner's
+resume). A step declares them (``Step.variants``); ``run_variants`` is the one place that runs
+them."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts
 from cafe.folder.view import View, read_view
+from cafe.runner.spec import rerun_options
 from cafe.steps.base import Context, Step
 from cafe.store import RunStore
 
@@ -42,33 +42,8 @@ class VariantStep(Step):
     """A section of the run from its variant runs (``ctx.variants``)."""
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
-        view = ctx.view
-        # a comparison needs the run's answers: none answered, nothing to compare
-        answered = sum(p.error is None for p in view.predictions)
-        return by_counts(len(view.predictions), answered, "items", "failed")
-
-
-def rerun_options(manifest: dict[str, Any]) -> dict[str, Any]:
-    """RunRequest fields that rebuild a folder's spec, from its manifest (format 2: "spec")."""
-    spec = manifest.get("spec")
-    if not spec:
-        raise ValueError(
-            "the run folder has no run spec (written by an older cafe): run the controls with "
-            "`cafe run … --controls LIST` and the real run's options instead"
-        )
-    from cafe.prompts import load_template
-
-    try:
-        packaged = load_template(spec["prompt_style"]).hash
-    except (KeyError, FileNotFoundError, ValueError):
-        packaged = None
-    own = spec["template_hash"] != packaged  # the user's template: its text, kept
-    gen, prompt = spec.get("generation") or {}, manifest.get("prompt") or {}
-    keep = ("model", "bench", "checkpoint", "version", "runs", "limit", "seed", "prompt_style")
-    return {**{k: spec.get(k) for k in keep}, "data": (manifest.get("bench") or {}).get("source"),
-            "prompt_template": prompt.get("template_source") if own else None,
-            "max_new_tokens": gen.get("max_new_tokens"),
-            "options": dict(spec.get("adapter_options") or {})}  # fmt: skip
+        preds = ctx.view.predictions  # a comparison needs the run's answers: none, nothing
+        return by_counts(len(preds), sum(p.error is None for p in preds), "items", "failed")
 
 
 def run_variants(
@@ -93,10 +68,9 @@ def run_variants(
 
     origin, folders, store = Path(origin), {}, RunStore(origin)
     manifest = store.read_manifest() if run_options is None or store.has_manifest() else {}
-    opts = {**(run_options or rerun_options(manifest)), "out": None}
-    call = dict(model_call or {})
-    opts["options"] = {**(opts.get("options") or {}), **(call.pop("options", None) or {})}
-    opts.update({k: v for k, v in call.items() if v})
+    call, base = dict(model_call or {}), run_options or rerun_options(manifest)
+    opts = {**base, **{k: v for k, v in call.items() if v}}
+    opts["options"] = {**(base.get("options") or {}), **(call.get("options") or {})}
     with tempfile.TemporaryDirectory(prefix="cafe-ids-") as tmp:
         if not opts.get("ids") and (manifest.get("spec") or {}).get("ids"):
             # the --ids items it ran, in a file while the runs take (same set: same identity)
@@ -122,12 +96,3 @@ def variant_views(origin: Path, variants: Sequence[Variant], runs: dict[str, Any
     ``runs`` (run_variants' keywords, Calls.runs) says -> {name: its run, read}."""
     made = run_variants(origin, variants, **(runs or {}))
     return {name: read_view(folder) for name, folder in made.items()}
-
-
-def run_beside(step: type[Step], origin: str | Path, runs: dict[str, Any], **options: Any
-               ) -> dict[str, Any]:  # fmt: skip
-    """``step`` (its ``options``) over the run in ``origin``, its variant runs made as ``runs``
-    (run_variants' keywords) says -> its section."""
-    from cafe.steps.engine import run_step
-
-    return run_step(step(), origin, runs=runs, **options).section
