@@ -261,7 +261,7 @@ def listen_command(
     """
     from cafe.metrics.listening import format_listening
     from cafe.steps.listening import run_controls
-    from cafe.steps.variants import rerun_options
+    from cafe.runner.spec import rerun_options
     from cafe.store import RunStore
 
     try:
