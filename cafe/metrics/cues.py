@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cafe.judge.agreement import JACCARD_MIN, normalise
+from cafe.metrics.agreement import JACCARD_MIN, normalise
 from cafe.metrics.cafe import fmt
 from cafe.records import Judgement, Prediction, Sample
 
@@ -180,7 +180,7 @@ def cues_section(
             status[j.status] = status.get(j.status, 0) + 1
         both = [(a, b) for k in judged for a, b in zip(offline.get(k, []), judged[k], strict=False)]
         agree = sum(a == b for a, b in both)
-        from cafe.judge.agreement import cohen_kappa
+        from cafe.metrics.agreement import cohen_kappa
 
         section["judge"] = {
             **_recall_block(judged, by_id, breakdowns),
