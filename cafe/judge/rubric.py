@@ -27,6 +27,7 @@ from cafe.cache import Cache
 from cafe.caller import Asks, Caller, CallerSpec
 from cafe.judge.extraction import fill, first_json
 from cafe.judge.spec import JudgeSpec
+from cafe.metrics.cues import reasoning_of
 from cafe.metrics.stats import trimmed_mean
 from cafe.prompts import text_template
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
@@ -162,13 +163,6 @@ def answer_prediction(p: Prediction) -> str:
     if text is None:
         text = p.answer
     return text if text is not None else ""
-
-
-def reasoning_of(p: Prediction) -> str:
-    """The model's reasoning as the authors' ``thinking_prediction``: the thinking part, the
-    text after "Reasoning:", else the whole output."""
-    sec = p.sections or {}
-    return sec.get("think") or sec.get("reasoning") or p.raw_output or ""
 
 
 class RubricJudge(Asks):

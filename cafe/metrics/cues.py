@@ -68,6 +68,8 @@ def cues_of(sample: Sample) -> list[str]:
 
 
 def reasoning_of(p: Prediction) -> str:
+    """The model's reasoning (MMAR's ``thinking_prediction``): the thinking part, the text
+    after "Reasoning:", else the whole output."""
     sec = p.sections or {}
     return sec.get("think") or sec.get("reasoning") or p.raw_output or ""
 
