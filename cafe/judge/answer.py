@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.thinking import final_answer, judge_max_tokens
+from cafe.judge.base import Asking
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
 from cafe.parsing import extract_answer
@@ -41,26 +41,22 @@ def read_verdict(text: str | None, choices: Sequence[str]) -> tuple[str | None, 
     return (choice, "ok") if choice is not None else (None, "unparseable")
 
 
-class AnswerJudge(Asks):
+class AnswerJudge(Asking):
     def __init__(
         self, kind: str, model: str, endpoints: Sequence[str] = (), *,
         template: str | Path | None = None, cache: Cache | None = None, concurrency: int = 16,
         thinking: bool = False, thinking_budget: int | None = None, client: Any = None,
         calls: Any = None,  # a CallPlan (batch transport, cost ledger)
     ):  # fmt: skip
-        self.kind, self.model = kind, model
-        self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("answer", template)
         self.thinking = thinking
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
         self.spec = JudgeSpec(
             task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
-            endpoint=JudgeSpec.endpoint_of(list(endpoints)), thinking=bool(thinking),
+            endpoint=JudgeSpec.endpoint_of(endpoints), thinking=bool(thinking),
             max_tokens=self.max_tokens, temperature=0.0, retries=RETRIES,
         )  # fmt: skip
-        how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
-                         thinking=bool(thinking))  # fmt: skip
-        self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=calls)
+        self.connect(self.spec, endpoints, cache, client, calls=calls, concurrency=concurrency)
 
     @staticmethod
     def decide(sample: Sample, pred: Prediction) -> Verdict | None:

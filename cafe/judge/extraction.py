@@ -18,9 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.thinking import final_answer, judge_max_tokens
-from cafe.judge.base import Judge, JudgeItem
+from cafe.judge.base import Asking, Judge, JudgeItem
 from cafe.judge.spec import JudgeSpec
 from cafe.prompts import text_template
 from cafe.records import Judgement
@@ -117,7 +116,7 @@ def reminder(reason: str | None) -> str:
     )
 
 
-class LLMJudge(Asks, Judge):
+class LLMJudge(Asking, Judge):
     """One judge for every chat protocol: ``kind`` is the client kind (openai-compatible, openai,
     gemini), asked through the one caller (cafe.caller)."""
 
@@ -130,30 +129,20 @@ class LLMJudge(Asks, Judge):
         if not model:
             raise ValueError(f"judge {kind!r} needs a model name (--judge-model)")
         self.kind, self.model = kind, model
-        self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("extraction", template)
         self.temperature = TEMPERATURE
         self.retries = retries
         self.thinking = bool(thinking)
         self.max_tokens = judge_max_tokens(max_tokens, self.thinking, thinking_budget)
-        self._endpoints = list(endpoints) or None
-        plan = client_options.pop("calls", None)
-        concurrency = int(client_options.pop("concurrency", 16))
-        # the one caller: client, cache key, counts, reply health (built now: a judge with no
-        # server named or no key fails once, before any item is marked failed)
-        self.caller = Caller(
-            CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
-                       thinking=self.thinking, options=client_options),
-            identity=self.spec, cache=cache, client=client, plan=plan,
-        )  # fmt: skip
+        self.endpoint = JudgeSpec.endpoint_of(endpoints)
+        self.connect(self.spec, endpoints, cache, client, **client_options)
 
     @property
     def spec(self) -> JudgeSpec:
         return JudgeSpec(
             task=self.task, kind=self.kind, model=self.model, template_hash=self.template_hash,
-            endpoint=JudgeSpec.endpoint_of(self._endpoints), thinking=self.thinking,
-            max_tokens=self.max_tokens, temperature=self.temperature,
-            retries=self.retries,
+            endpoint=self.endpoint, thinking=self.thinking, max_tokens=self.max_tokens,
+            temperature=self.temperature, retries=self.retries,
         )  # fmt: skip
 
     def prompt_for(self, item: JudgeItem) -> str:

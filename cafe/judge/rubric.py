@@ -24,7 +24,7 @@ from typing import Any
 
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
-from cafe.caller import Asks, Caller, CallerSpec
+from cafe.judge.base import Asking
 from cafe.judge.extraction import fill, first_json
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.cues import reasoning_of
@@ -165,7 +165,7 @@ def answer_prediction(p: Prediction) -> str:
     return text if text is not None else ""
 
 
-class RubricJudge(Asks):
+class RubricJudge(Asking):
     """Rates (item, run)s against their rubric through the one caller (``kind``: openai,
     gemini, openai-compatible)."""
 
@@ -180,34 +180,22 @@ class RubricJudge(Asks):
             raise ValueError(f"rubric judge {kind!r} needs a model name (--judge-model)")
         if raters < 1 or trim < 0 or retries < 0:
             raise ValueError("raters >= 1, trim >= 0 and retries >= 0")
-        self.kind, self.model = kind, model
-        self.identity = f"{kind}:{model}"
         self.template = RubricTemplate.load(template)
         self.template_hash = self.template.hash
         self.raters, self.trim, self.temperature, self.seed = raters, trim, temperature, seed
         self.retries, self.max_tokens = retries, max_tokens
-        self.concurrency = concurrency
-        self._endpoints = list(endpoints) or None
-        # built now: no server or no key fails once, before any item is failed and scored 0
-        plan = client_options.pop("calls", None)  # the command's call plan (batch, ledger)
-        how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
-                         options=client_options)  # fmt: skip
-        self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=plan)
+        # what decides its replies and scores; the call key is its call fields, so raters, trim
+        # and retries share the calls they have in common
+        self.spec = JudgeSpec(
+            task="mmar-rubric", kind=kind, model=model, template_hash=self.template_hash,
+            endpoint=JudgeSpec.endpoint_of(endpoints), max_tokens=max_tokens,
+            temperature=temperature, seed=seed, raters=raters, trim=trim, retries=retries,
+        )  # fmt: skip
+        self.connect(self.spec, endpoints, cache, client, concurrency=concurrency, **client_options)
 
     def describe(self) -> dict[str, Any]:
         return {"judge": self.identity, "template_hash": self.template_hash, **self.protocol,
                 "retries": self.retries, "max_tokens": self.max_tokens}  # fmt: skip
-
-    @property
-    def spec(self) -> JudgeSpec:
-        """What decides this judge's replies and scores (cafe.judge.spec); the call key is its
-        call fields, so raters, trim and retries share the calls they have in common."""
-        return JudgeSpec(
-            task="mmar-rubric", kind=self.kind, model=self.model,
-            template_hash=self.template_hash, endpoint=JudgeSpec.endpoint_of(self._endpoints),
-            max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed,
-            raters=self.raters, trim=self.trim, retries=self.retries,
-        )  # fmt: skip
 
     @property
     def protocol(self) -> dict[str, Any]:
