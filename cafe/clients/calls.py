@@ -95,3 +95,30 @@ class CallPlan:
     def batch_stats(self) -> dict[str, Any]:
         """Counts of every batch client built under this plan (submitted, resubmitted…)."""
         return {c.identity: c.describe() for c in self.clients if hasattr(c, "cancel_all")}
+
+
+def format_dry_run(d: dict[str, Any]) -> str:
+    """A dry run's report (``CallPlan.dry_report``) as the judging commands print it."""
+
+    def usd(v: float | None) -> str:
+        return "unknown (no price: add it with --prices FILE)" if v is None else f"${v:,.4f}"
+
+    lines = [
+        f"dry run: nothing sent. {d['items_to_judge']} (item, run)s to judge "
+        f"({d['already_judged']} already judged)",
+        f"  calls to send  {d['calls']:>8}   (first attempts; invalid replies may add retries)",
+        f"  cache hits     {d['cache_hits']:>8}   (free)",
+        f"  tokens (est.)  {d['prompt_tokens_est']:>8} in, {d['completion_tokens_est']} out "
+        f"(~{d['expected_output_tokens']} per reply)",
+        f"  cost direct    {usd(d['cost_usd_direct_est'])}"
+        f"  (at most {usd(d['cost_usd_direct_max'])})",
+        f"  cost --batch   {usd(d['cost_usd_batch_est'])}"
+        f"  (at most {usd(d['cost_usd_batch_max'])})",
+    ]
+    sel = d.get("selective")
+    if sel:
+        lines.append(
+            f"  selective: {sel['shared_same_prompt']} share another run's prompt, "
+            f"{sel['decided_without_call']} decided without a call"
+        )
+    return "\n".join(lines)

@@ -5,7 +5,7 @@
   that decoded alike) is judged once and the judgement shared (a cafe.execution.Selection); a
   judge may also decide items without a call (``needs_call(item) -> False`` plus
   ``decide(item)``, e.g. where the official rule already decides). ``saving`` prices it;
-- ``format_dry_run``: a dry run's report (cafe.clients.calls.CallPlan.dry_report) as text."""
+- ``cost_lines``: a command's calls (delivery, spend, server trouble, saving) as printed lines."""
 
 from __future__ import annotations
 
@@ -57,32 +57,6 @@ def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[
         "calls_saved_est": round(per_item_calls * skipped, 1),
         "cost_saved_usd_est": None if per_item_cost is None else round(per_item_cost * skipped, 6),
     }
-
-
-# -- dry runs ----------------------------------------------------------------------------------
-def format_dry_run(d: dict[str, Any]) -> str:
-    def usd(v: float | None) -> str:
-        return "unknown (no price: add it with --prices FILE)" if v is None else f"${v:,.4f}"
-
-    lines = [
-        f"dry run: nothing sent. {d['items_to_judge']} (item, run)s to judge "
-        f"({d['already_judged']} already judged)",
-        f"  calls to send  {d['calls']:>8}   (first attempts; invalid replies may add retries)",
-        f"  cache hits     {d['cache_hits']:>8}   (free)",
-        f"  tokens (est.)  {d['prompt_tokens_est']:>8} in, {d['completion_tokens_est']} out "
-        f"(~{d['expected_output_tokens']} per reply)",
-        f"  cost direct    {usd(d['cost_usd_direct_est'])}"
-        f"  (at most {usd(d['cost_usd_direct_max'])})",
-        f"  cost --batch   {usd(d['cost_usd_batch_est'])}"
-        f"  (at most {usd(d['cost_usd_batch_max'])})",
-    ]
-    sel = d.get("selective")
-    if sel:
-        lines.append(
-            f"  selective: {sel['shared_same_prompt']} share another run's prompt, "
-            f"{sel['decided_without_call']} decided without a call"
-        )
-    return "\n".join(lines)
 
 
 def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:

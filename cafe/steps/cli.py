@@ -86,7 +86,7 @@ def step_command(step: Step) -> click.Command:
         if shown.get("as_json"):
             click.echo(strict_dumps(res.section, indent=2, ensure_ascii=shown["ascii_json"]))
         elif how.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
-            from cafe.judge.batching import format_dry_run
+            from cafe.clients.calls import format_dry_run
 
             click.echo(format_dry_run(res.section))
         else:
