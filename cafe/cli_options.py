@@ -532,7 +532,7 @@ def batch_click_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def echo_costs(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> None:
     """Print a judging command's batch counts, spend, server trouble and selective saving."""
-    from cafe.judge.batching import cost_lines
+    from cafe.clients.calls import cost_lines
 
     for line in cost_lines(calls, selective):
         click.echo(line)

@@ -4,7 +4,8 @@ same identity (so cache keys do not change), which is how every judge that build
 through ``make_client`` gets batching, metering and dry runs without code of its own.
 
 In batch mode a caller should lift its own bound on calls in flight (``item_concurrency``): a
-batch collects the calls that are waiting, and a semaphore of 16 would make batches of 16."""
+batch collects the calls that are waiting, and a semaphore of 16 would make batches of 16.
+``format_dry_run`` and ``cost_lines``: the account of a command's calls as it prints it."""
 
 from __future__ import annotations
 
@@ -122,3 +123,30 @@ def format_dry_run(d: dict[str, Any]) -> str:
             f"{sel['decided_without_call']} decided without a call"
         )
     return "\n".join(lines)
+
+
+def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
+    """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
+    selective saving, as lines to print on stdout (stderr stays for errors)."""
+    from cafe.clients.ratelimit import format_call_stats
+
+    lines = []
+    trouble = format_call_stats(calls)
+    if trouble:
+        lines.append(trouble)
+    cost = calls.get("cost") or {}
+    for identity, st in (cost.get("batches") or {}).items():
+        counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
+        lines.append(f"batch ({st['protocol']}, {identity}): {counts}")
+    if cost.get("by_client"):
+        total = cost.get("total_cost_usd")
+        lines.append(
+            f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
+            f"({calls.get('cache_hits', 0)} cache hits)"
+        )
+    if selective:
+        lines.append(
+            f"selective: {selective['items_without_own_call']} of {selective['items']} judged "
+            f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
+        )
+    return lines

@@ -1,11 +1,9 @@
-"""How a judging command delivers its calls and what they cost (the call plan itself, direct,
---batch, --dry-run and the ledger, is the caller's: cafe.caller.call_plan):
-
-- ``select_items``: selective judging. An (item, run) whose judge prompt equals another's (runs
-  that decoded alike) is judged once and the judgement shared (a cafe.execution.Selection); a
-  judge may also decide items without a call (``needs_call(item) -> False`` plus
-  ``decide(item)``, e.g. where the official rule already decides). ``saving`` prices it;
-- ``cost_lines``: a command's calls (delivery, spend, server trouble, saving) as printed lines."""
+"""Selective judging (``select_items``): an (item, run) whose judge prompt equals another's
+(runs that decoded alike) is judged once and the judgement shared (a cafe.execution.Selection);
+a judge may also decide items without a call (``needs_call(item) -> False`` plus
+``decide(item)``, e.g. where the official rule already decides); ``saving`` prices it. How
+calls are delivered (direct, --batch, --dry-run, the ledger) is cafe.caller.call_plan's; their
+printed account, cafe.clients.calls' (format_dry_run, cost_lines)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement
 
 
-# -- selective judging -----------------------------------------------------------------------
 def select_items(judge: Judge, items: Sequence[JudgeItem | Judgement], selective: bool
                  ) -> Selection:  # fmt: skip
     if not selective:
@@ -57,30 +54,3 @@ def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[
         "calls_saved_est": round(per_item_calls * skipped, 1),
         "cost_saved_usd_est": None if per_item_cost is None else round(per_item_cost * skipped, 6),
     }
-
-
-def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
-    """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
-    selective saving, as lines to print on stdout (stderr stays for errors)."""
-    from cafe.clients.ratelimit import format_call_stats
-
-    lines = []
-    trouble = format_call_stats(calls)
-    if trouble:
-        lines.append(trouble)
-    cost = calls.get("cost") or {}
-    for identity, st in (cost.get("batches") or {}).items():
-        counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
-        lines.append(f"batch ({st['protocol']}, {identity}): {counts}")
-    if cost.get("by_client"):
-        total = cost.get("total_cost_usd")
-        lines.append(
-            f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
-            f"({calls.get('cache_hits', 0)} cache hits)"
-        )
-    if selective:
-        lines.append(
-            f"selective: {selective['items_without_own_call']} of {selective['items']} judged "
-            f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
-        )
-    return lines

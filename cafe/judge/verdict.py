@@ -22,7 +22,6 @@ from cafe.judge.extraction import build_prompt
 from cafe.prompts import sha256_text
 from cafe.records import Prediction, Sample, Verdict
 
-SECTION = "official"
 VERDICTS_FILE = "official_judgements.jsonl"
 EMBEDDING_FILE = "official_embedding.jsonl"
 
