@@ -21,7 +21,7 @@ from cafe.cache import Cache
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Asking, Judge, JudgeItem
 from cafe.judge.spec import JudgeSpec
-from cafe.prompts import text_template
+from cafe.prompts import fill, text_template
 from cafe.records import Judgement
 
 #: the paper's printed output format (A.2): every reply must hold these
@@ -39,14 +39,6 @@ TEMPERATURE = 0.0  # fixed: the judge must be deterministic to be cached and com
 PLACEHOLDERS = ("question", "answer", "caption", "output", "choices")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _RETRY_SEP = "\n----- retry -----\n"
-
-
-def fill(text: str, **fields: str) -> str:
-    """``{name}`` replaced by its field; other braces (a template's JSON example) are left
-    alone, so templates need no escaping."""
-    for name, value in fields.items():
-        text = text.replace("{" + name + "}", value)
-    return text
 
 
 def build_prompt(template: str, **fields: str) -> str:
@@ -97,8 +89,7 @@ def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | No
         return None, "empty reply" if not had_text else "no answer after the thinking"
     obj = first_json(text, "{", lambda o: isinstance(o, dict))
     if obj is None:
-        snippet = " ".join(text.split())[:80]
-        return None, f"no JSON object in reply: {snippet!r}"
+        return None, f"no JSON object in reply: {' '.join(text.split())[:80]!r}"
     error = _validate(obj)
     if error is not None:
         return None, f"schema: {error}"

@@ -25,11 +25,11 @@ from typing import Any
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
 from cafe.judge.base import Asking
-from cafe.judge.extraction import fill, first_json
+from cafe.judge.extraction import first_json
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.cues import reasoning_of
 from cafe.metrics.stats import trimmed_mean
-from cafe.prompts import text_template
+from cafe.prompts import fill, text_template
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
 from cafe.store import SAMPLES
 
@@ -159,10 +159,7 @@ def score_reply(
 def answer_prediction(p: Prediction) -> str:
     """What the official MMAR scripts read as ``answer_prediction``: the exported answer (the
     model's answer text where kept, else the answer; empty: it fails the string match)."""
-    text = getattr(p, "answer_text", None)
-    if text is None:
-        text = p.answer
-    return text if text is not None else ""
+    return p.answer_text if p.answer_text is not None else p.answer or ""
 
 
 class RubricJudge(Asking):

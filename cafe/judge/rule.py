@@ -86,7 +86,6 @@ class RuleJudge(Judge):
         rules = {"version": RULE_VERSION, "tolerance_s": tolerance_s, "vocabulary": self.vocabulary,
                  "not_events": _NOT_EVENTS.pattern}  # fmt: skip
         self.template_hash = sha256_text(json.dumps(rules, sort_keys=True))
-        self.temperature = None
 
     # label lookup ------------------------------------------------------------------------
     def _patterns(self, events: Sequence[Event]) -> list[tuple[re.Pattern[str], str]]:
