@@ -12,15 +12,13 @@ retries the Judgement is ``invalid`` with every raw reply kept; a call that fail
 from __future__ import annotations
 
 import functools
-import json
-import re
-from collections.abc import Callable
 from typing import Any
 
 from cafe.cache import Cache
 from cafe.clients.thinking import final_answer, judge_max_tokens
 from cafe.judge.base import Asking, Judge, JudgeItem
 from cafe.judge.spec import JudgeSpec
+from cafe.parsing import first_json
 from cafe.prompts import fill, text_template
 from cafe.records import Judgement
 
@@ -37,7 +35,6 @@ REPLY_SCHEMA: dict[str, Any] = {
 }
 TEMPERATURE = 0.0  # fixed: the judge must be deterministic to be cached and compared
 PLACEHOLDERS = ("question", "answer", "caption", "output", "choices")
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _RETRY_SEP = "\n----- retry -----\n"
 
 
@@ -45,21 +42,6 @@ def build_prompt(template: str, **fields: str) -> str:
     """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}`` (one not
     given: emptied)."""
     return fill(template, **{name: fields.get(name, "") or "" for name in PLACEHOLDERS})
-
-
-def first_json(text: str, opener: str, accept: Callable[[Any], bool]) -> Any:
-    """The first JSON value starting at ``opener`` that ``accept`` takes, from a code fence or
-    else anywhere in ``text`` (prose before it, trailing text tolerated); None when none is."""
-    decoder = json.JSONDecoder()
-    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        for m in re.finditer(re.escape(opener), candidate):
-            try:
-                obj, _ = decoder.raw_decode(candidate, m.start())  # stops at the value's end
-            except json.JSONDecodeError:
-                continue
-            if accept(obj):
-                return obj
-    return None
 
 
 @functools.cache

@@ -25,10 +25,10 @@ from typing import Any
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
 from cafe.judge.base import Asking
-from cafe.judge.extraction import first_json
 from cafe.judge.spec import JudgeSpec
 from cafe.metrics.cues import reasoning_of
 from cafe.metrics.stats import trimmed_mean
+from cafe.parsing import first_json
 from cafe.prompts import fill, text_template
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
 from cafe.store import SAMPLES
