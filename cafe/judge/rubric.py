@@ -49,10 +49,6 @@ class Criterion:
     scoring_point: str
     choices: tuple[float, ...]
 
-    @property
-    def maximum(self) -> float:
-        return max(self.choices)
-
 
 def criteria_of(sample: Sample, source: str = SAMPLES) -> list[Criterion]:
     """The item's rubric (``meta["rubric"]``, MMAR v2); InputError naming item and field."""
@@ -152,7 +148,7 @@ def score_reply(
         if item["name"] != c.name:
             notes.append(f"item {i}: judge named {item['name']!r}, rubric says {c.name!r}")
         got += s
-    top = sum(c.maximum for c in criteria)
+    top = sum(max(c.choices) for c in criteria)
     return (got / top if top else 0.0), None, notes
 
 
