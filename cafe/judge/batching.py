@@ -33,11 +33,9 @@ def select_items(judge: Judge, items: Sequence[JudgeItem | Judgement], selective
             continue
         usable = it.prediction.raw_output is not None and not it.prediction.error
         prompt = prompt_for(it) if prompt_for is not None and usable else None
-        if prompt is not None and prompt in first:
-            sel.copies[key] = first[prompt]
+        if prompt is not None and first.setdefault(prompt, key) != key:
+            sel.copies[key] = first[prompt]  # another run asks the same: it shares that one
             continue
-        if prompt is not None:
-            first[prompt] = key
         sel.todo.append(it)
     return sel
 

@@ -177,8 +177,6 @@ class RubricJudge(Asking):
         self.template_hash = self.template.hash
         self.raters, self.trim, self.temperature, self.seed = raters, trim, temperature, seed
         self.retries, self.max_tokens = retries, max_tokens
-        # what decides its replies and scores; the call key is its call fields, so raters, trim
-        # and retries share the calls they have in common
         self.spec = JudgeSpec(
             task="mmar-rubric", kind=kind, model=model, template_hash=self.template_hash,
             endpoint=JudgeSpec.endpoint_of(endpoints), max_tokens=max_tokens,

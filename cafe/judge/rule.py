@@ -87,7 +87,6 @@ class RuleJudge(Judge):
                  "not_events": _NOT_EVENTS.pattern}  # fmt: skip
         self.template_hash = sha256_text(json.dumps(rules, sort_keys=True))
 
-    # label lookup ------------------------------------------------------------------------
     def _patterns(self, events: Sequence[Event]) -> list[tuple[re.Pattern[str], str]]:
         """(pattern, label) for every synonym and label, longest first ("church bell" wins)."""
         names: dict[str, str] = {}

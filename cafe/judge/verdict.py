@@ -76,9 +76,7 @@ class VerdictJudge(AnswerJudge):
                               answer=fields.get("answer", sample.answer or ""),
                               output=vs.null_output if output is None
                               else vs.output_form(sample, output))  # fmt: skip
-        # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
-        # for every judge; top_p and the system prompt are this rule's own, in the request, so
-        # in its cache key
+        # top_p and the system prompt are this rule's own: in the request, so in its cache key
         sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
         system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
         extra = {**sampling, **({"system": vs.system} if system else {})}
