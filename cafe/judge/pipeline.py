@@ -14,6 +14,7 @@ from cafe.execution import pending_calls
 from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
 from cafe.judge.base import Judge, JudgeItem
+from cafe.judge.captions import load_captions
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import judge_records_name
 
@@ -30,8 +31,6 @@ class JudgeUnusable(JudgeFailedError, NothingUsable):
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
     out = {s.id: s.caption for s in samples if s.caption}
     if captions is not None:
-        from cafe.judge.captions import load_captions
-
         out.update(load_captions(captions))
     return out
 

@@ -25,6 +25,7 @@ from typing import Any
 from cafe.judge.base import Judge, JudgeItem
 from cafe.prompts import sha256_text
 from cafe.records import Event, Judgement
+from cafe.synth_vocabulary import SOURCES
 
 RULE_VERSION = "rule-v2"  # v2: the answer section alone is never a perception statement
 NO_SOUND = "no_sound"  # Sample.meta flag: the clip the model got holds no sound event
@@ -49,11 +50,7 @@ _ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.I | re.S)
 
 
 def default_vocabulary() -> dict[str, list[str]]:
-    """label -> synonyms from the synth benchmark's closed vocabulary ({} when not installed)."""
-    try:
-        from cafe.synth_vocabulary import SOURCES
-    except ImportError:
-        return {}
+    """label -> synonyms from the synth benchmark's closed vocabulary."""
     return {label: list(src.synonyms) for label, src in SOURCES.items()}
 
 
