@@ -116,12 +116,11 @@ def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple
     """Rows an earlier `cafe judge-official` kept (RUN/official_*.jsonl), for the predictions
     whose output is still the one judged (a re-run item's new output is not covered)."""
     now = {(p.sample_id, p.run_index): output_hash(p) for p in preds}
-    out = {}
-    for row in rows:
-        key = (row["sample_id"], row["run_index"])
-        if now.get(key) == row.get("output"):
-            out[key] = row
-    return out
+    return {
+        (r["sample_id"], r["run_index"]): r
+        for r in rows
+        if now.get((r["sample_id"], r["run_index"])) == r.get("output")
+    }
 
 
 def embedding_rows(
