@@ -535,7 +535,7 @@ def echo_costs(
 ) -> None:
     """Print a judging command's batch counts, spend, server trouble and selective saving
     (``err``: on stderr)."""
-    from cafe.judge.batching import cost_lines
+    from cafe.clients.calls import cost_lines
 
     for line in cost_lines(calls, selective):
         click.echo(line, err=err)

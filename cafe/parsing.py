@@ -1,16 +1,19 @@
 """Output parsing, one parser for every prompt style: MPAR² sections (SPEC §7), <think>/<answer>
 tags, the LALM "Reasoning:" style, and plain answers; then answer extraction that maps the
 answer text to one of the choices, or says why it could not. Never a random fallback: an
-unmappable answer is recorded as such and scored wrong."""
+unmappable answer is recorded as such and scored wrong. Also the first JSON value of a reply
+(``first_json``: the judges' replies)."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 _FLAGS = re.IGNORECASE | re.DOTALL
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def _tag(name: str) -> re.Pattern[str]:
@@ -226,3 +229,18 @@ def split_options(instruction: str) -> tuple[str, list[str]] | None:
     ends = [*parts[1:], len(instruction)]
     options = [instruction[a + 3 : b].strip() for a, b in zip(parts, ends, strict=True)]
     return instruction[: parts[0]].strip(), options
+
+
+def first_json(text: str, opener: str, accept: Callable[[Any], bool]) -> Any:
+    """The first JSON value starting at ``opener`` that ``accept`` takes, from a code fence or
+    else anywhere in ``text`` (prose before it, trailing text tolerated); None when none is."""
+    decoder = json.JSONDecoder()
+    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        for m in re.finditer(re.escape(opener), candidate):
+            try:
+                obj, _ = decoder.raw_decode(candidate, m.start())  # stops at the value's end
+            except json.JSONDecodeError:
+                continue
+            if accept(obj):
+                return obj
+    return None

@@ -93,11 +93,8 @@ class PromptTemplate:
         text = dict(self.forms).get(form or "", self.text)
         if instruction is None:
             instruction = inline_instruction(question, choices)
-        # str.replace, not str.format: user templates may hold literal braces (JSON examples)
-        body = text.rstrip("\n")
-        body = body.replace("{instruction}", instruction.strip())
-        body = body.replace("{question}", question.strip())
-        return body.replace("{choices}", "\n".join(self.choice_lines(choices)))
+        body, lines = text.rstrip("\n"), "\n".join(self.choice_lines(choices))
+        return fill(body, instruction=instruction.strip(), question=question.strip(), choices=lines)
 
 
 def inline_instruction(question: str, choices: list[str]) -> str:
@@ -224,6 +221,14 @@ def build_request(
         prompt_style=template.style,
         template_hash=template.hash,
     )
+
+
+def fill(text: str, **fields: str) -> str:
+    """``{name}`` replaced by its field, in order; other braces (a template's JSON example) are
+    left alone: str.replace, not str.format, so templates need no escaping."""
+    for name, value in fields.items():
+        text = text.replace("{" + name + "}", value)
+    return text
 
 
 def sha256_text(text: str) -> str:

@@ -11,8 +11,8 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from cafe.judge.agreement import cohen_kappa
 from cafe.judge.cli import agreement_command
+from cafe.metrics.agreement import cohen_kappa
 from cafe.records import Event, Prediction, Sample
 from cafe.steps.cafe_judge import judge_run
 from cafe.store import RunStore

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cafe.judge.agreement import agreement, align, cohen_kappa, normalise
 from cafe.judge.base import JudgeItem
 from cafe.judge.rule import RuleJudge
+from cafe.metrics.agreement import agreement, align, cohen_kappa, normalise
 from cafe.records import Event, Judgement, Prediction, Sample
 
 VOCAB = {

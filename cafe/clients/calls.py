@@ -4,7 +4,8 @@ same identity (so cache keys do not change), which is how every judge that build
 through ``make_client`` gets batching, metering and dry runs without code of its own.
 
 In batch mode a caller should lift its own bound on calls in flight (``item_concurrency``): a
-batch collects the calls that are waiting, and a semaphore of 16 would make batches of 16."""
+batch collects the calls that are waiting, and a semaphore of 16 would make batches of 16.
+``format_dry_run`` and ``cost_lines``: the account of a command's calls as it prints it."""
 
 from __future__ import annotations
 
@@ -95,3 +96,57 @@ class CallPlan:
     def batch_stats(self) -> dict[str, Any]:
         """Counts of every batch client built under this plan (submitted, resubmitted…)."""
         return {c.identity: c.describe() for c in self.clients if hasattr(c, "cancel_all")}
+
+
+def format_dry_run(d: dict[str, Any]) -> str:
+    """A dry run's report (``CallPlan.dry_report``) as the judging commands print it."""
+
+    def usd(v: float | None) -> str:
+        return "unknown (no price: add it with --prices FILE)" if v is None else f"${v:,.4f}"
+
+    lines = [
+        f"dry run: nothing sent. {d['items_to_judge']} (item, run)s to judge "
+        f"({d['already_judged']} already judged)",
+        f"  calls to send  {d['calls']:>8}   (first attempts; invalid replies may add retries)",
+        f"  cache hits     {d['cache_hits']:>8}   (free)",
+        f"  tokens (est.)  {d['prompt_tokens_est']:>8} in, {d['completion_tokens_est']} out "
+        f"(~{d['expected_output_tokens']} per reply)",
+        f"  cost direct    {usd(d['cost_usd_direct_est'])}"
+        f"  (at most {usd(d['cost_usd_direct_max'])})",
+        f"  cost --batch   {usd(d['cost_usd_batch_est'])}"
+        f"  (at most {usd(d['cost_usd_batch_max'])})",
+    ]
+    sel = d.get("selective")
+    if sel:
+        lines.append(
+            f"  selective: {sel['shared_same_prompt']} share another run's prompt, "
+            f"{sel['decided_without_call']} decided without a call"
+        )
+    return "\n".join(lines)
+
+
+def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
+    """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
+    selective saving, as lines to print on stdout (stderr stays for errors)."""
+    from cafe.clients.ratelimit import format_call_stats
+
+    lines = []
+    trouble = format_call_stats(calls)
+    if trouble:
+        lines.append(trouble)
+    cost = calls.get("cost") or {}
+    for identity, st in (cost.get("batches") or {}).items():
+        counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
+        lines.append(f"batch ({st['protocol']}, {identity}): {counts}")
+    if cost.get("by_client"):
+        total = cost.get("total_cost_usd")
+        lines.append(
+            f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
+            f"({calls.get('cache_hits', 0)} cache hits)"
+        )
+    if selective:
+        lines.append(
+            f"selective: {selective['items_without_own_call']} of {selective['items']} judged "
+            f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
+        )
+    return lines

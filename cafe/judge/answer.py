@@ -1,19 +1,19 @@
 """Judged accuracy (the paper's † figures): an answer-extraction judge names the option each
 (item, run) output chose (its final answer read; thinking kept raw, never parsed), the
-benchmark's rule scores that choice, and the metrics.json "judged_accuracy" section holds it: a
-labelled accuracy with the judge named, beside (never instead of) the official headline.
-``selective`` asks the judge only where the official rule cannot decide (``decide``)."""
+benchmark's rule scores that choice, and the "judged_accuracy" section holds it
+(cafe.metrics.judged): a labelled accuracy with the judge named, beside (never instead of) the
+official headline. ``selective`` asks the judge only where the official rule cannot decide
+(``decide``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.thinking import final_answer, judge_max_tokens
+from cafe.judge.base import Asking
 from cafe.judge.extraction import build_prompt
 from cafe.judge.spec import JudgeSpec
 from cafe.parsing import extract_answer
@@ -41,26 +41,22 @@ def read_verdict(text: str | None, choices: Sequence[str]) -> tuple[str | None, 
     return (choice, "ok") if choice is not None else (None, "unparseable")
 
 
-class AnswerJudge(Asks):
+class AnswerJudge(Asking):
     def __init__(
         self, kind: str, model: str, endpoints: Sequence[str] = (), *,
         template: str | Path | None = None, cache: Cache | None = None, concurrency: int = 16,
         thinking: bool = False, thinking_budget: int | None = None, client: Any = None,
         calls: Any = None,  # a CallPlan (batch transport, cost ledger)
     ):  # fmt: skip
-        self.kind, self.model = kind, model
-        self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("answer", template)
         self.thinking = thinking
         self.max_tokens = judge_max_tokens(MAX_TOKENS, thinking, thinking_budget)
         self.spec = JudgeSpec(
             task="answer-extraction", kind=kind, model=model, template_hash=self.template_hash,
-            endpoint=JudgeSpec.endpoint_of(list(endpoints)), thinking=bool(thinking),
+            endpoint=JudgeSpec.endpoint_of(endpoints), thinking=bool(thinking),
             max_tokens=self.max_tokens, temperature=0.0, retries=RETRIES,
         )  # fmt: skip
-        how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
-                         thinking=bool(thinking))  # fmt: skip
-        self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=calls)
+        self.connect(self.spec, endpoints, cache, client, calls=calls, concurrency=concurrency)
 
     @staticmethod
     def decide(sample: Sample, pred: Prediction) -> Verdict | None:
@@ -96,41 +92,3 @@ class AnswerJudge(Asks):
             return Verdict(pred.sample_id, pred.run_index, None, "failed", got.error)
         choice, status = got.value if got.ok else (None, "unparseable")
         return Verdict(pred.sample_id, pred.run_index, choice, status, "\n---\n".join(raws))
-
-
-def judged_section(
-    samples: Sequence[Sample], predictions: Sequence[Prediction], verdicts: Sequence[Verdict],
-    judge: AnswerJudge, breakdowns: dict[str, Any] | None, runs: int | None, rule: Any,
-) -> dict[str, Any]:  # fmt: skip
-    """The "judged_accuracy" section: the benchmark's rule on the judge-named choice."""
-    from cafe.benchmarks.scoring import accuracy_section
-
-    by_key = {(v.sample_id, v.run_index): v for v in verdicts}
-    judged = []
-    for p in predictions:
-        v = by_key.get((p.sample_id, p.run_index))
-        choice = v.choice if v is not None else None
-        judged.append(replace(p, answer=choice, answer_text=choice, parse_status="ok"))
-    acc = accuracy_section(list(samples), judged, breakdowns, runs=runs, rule=rule)
-    return {
-        "label": f"judged accuracy: {judge.identity} names the option each output chose, then "
-        "the benchmark's rule (the paper's † figures; not the official headline)",
-        "judge": {
-            "judge": judge.identity,
-            "template_hash": judge.template_hash,
-            "temperature": 0.0,
-            "thinking": judge.thinking,
-        },  # fmt: skip
-        "spec": judge.spec.to_dict(),
-        "total": acc["total"],
-        "breakdowns": acc["breakdowns"],
-        "runs": acc["runs"],
-        "verdicts": judged_statuses(verdicts),
-    }
-
-
-def judged_statuses(verdicts: Sequence[Verdict]) -> dict[str, int]:
-    out = dict.fromkeys(("ok", "none", "unparseable", "failed"), 0)
-    for v in verdicts:
-        out[v.status] = out.get(v.status, 0) + 1
-    return out

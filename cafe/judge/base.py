@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cafe.caller import Asks, Caller, CallerSpec
 from cafe.judge.spec import JudgeSpec
 from cafe.records import Judgement, Prediction, Sample
 
@@ -55,3 +57,22 @@ class Judge(ABC):
 
     def failed(self, item: JudgeItem, reason: str, raw: str | None = None) -> Judgement:
         return self.judgement(item, raw_reply=raw, status="failed", reason=reason)
+
+
+class Asking(Asks):
+    """A judge that asks a chat model through the one caller (cafe.caller): its ``spec`` keys
+    every call; servers, concurrency and client options say how calls are made, never part of
+    it (re-sharding keeps the cache keys)."""
+
+    def connect(
+        self, spec: JudgeSpec, endpoints: Sequence[str], cache: Any, client: Any, **options: Any
+    ) -> None:
+        """Ask under ``spec``; ``options``: ``calls`` (the command's CallPlan: batch, cost
+        ledger), ``concurrency`` and further client options. The client is built now: no server
+        named or no key fails once, before any item."""
+        self.kind, self.model, self.identity = spec.kind, spec.model, spec.identity
+        plan, bound = options.pop("calls", None), int(options.pop("concurrency", 16))
+        how = CallerSpec(
+            spec.kind, spec.model, tuple(endpoints), bound, thinking=spec.thinking, options=options
+        )
+        self.caller = Caller(how, identity=spec, cache=cache, client=client, plan=plan)

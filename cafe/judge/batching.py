@@ -1,11 +1,9 @@
-"""How a judging command delivers its calls and what they cost (the call plan itself, direct,
---batch, --dry-run and the ledger, is the caller's: cafe.caller.call_plan):
-
-- ``select_items``: selective judging. An (item, run) whose judge prompt equals another's (runs
-  that decoded alike) is judged once and the judgement shared (a cafe.execution.Selection); a
-  judge may also decide items without a call (``needs_call(item) -> False`` plus
-  ``decide(item)``, e.g. where the official rule already decides). ``saving`` prices it;
-- ``format_dry_run``: a dry run's report (cafe.clients.calls.CallPlan.dry_report) as text."""
+"""Selective judging (``select_items``): an (item, run) whose judge prompt equals another's
+(runs that decoded alike) is judged once and the judgement shared (a cafe.execution.Selection);
+a judge may also decide items without a call (``needs_call(item) -> False`` plus
+``decide(item)``, e.g. where the official rule already decides); ``saving`` prices it. How
+calls are delivered (direct, --batch, --dry-run, the ledger) is cafe.caller.call_plan's; their
+printed account, cafe.clients.calls' (format_dry_run, cost_lines)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from cafe.judge.base import Judge, JudgeItem
 from cafe.records import Judgement
 
 
-# -- selective judging -----------------------------------------------------------------------
 def select_items(judge: Judge, items: Sequence[JudgeItem | Judgement], selective: bool
                  ) -> Selection:  # fmt: skip
     if not selective:
@@ -36,11 +33,9 @@ def select_items(judge: Judge, items: Sequence[JudgeItem | Judgement], selective
             continue
         usable = it.prediction.raw_output is not None and not it.prediction.error
         prompt = prompt_for(it) if prompt_for is not None and usable else None
-        if prompt is not None and prompt in first:
-            sel.copies[key] = first[prompt]
+        if prompt is not None and first.setdefault(prompt, key) != key:
+            sel.copies[key] = first[prompt]  # another run asks the same: it shares that one
             continue
-        if prompt is not None:
-            first[prompt] = key
         sel.todo.append(it)
     return sel
 
@@ -57,56 +52,3 @@ def saving(sel: Selection, plan: Any, calls_sent: int, judged_now: int) -> dict[
         "calls_saved_est": round(per_item_calls * skipped, 1),
         "cost_saved_usd_est": None if per_item_cost is None else round(per_item_cost * skipped, 6),
     }
-
-
-# -- dry runs ----------------------------------------------------------------------------------
-def format_dry_run(d: dict[str, Any]) -> str:
-    def usd(v: float | None) -> str:
-        return "unknown (no price: add it with --prices FILE)" if v is None else f"${v:,.4f}"
-
-    lines = [
-        f"dry run: nothing sent. {d['items_to_judge']} (item, run)s to judge "
-        f"({d['already_judged']} already judged)",
-        f"  calls to send  {d['calls']:>8}   (first attempts; invalid replies may add retries)",
-        f"  cache hits     {d['cache_hits']:>8}   (free)",
-        f"  tokens (est.)  {d['prompt_tokens_est']:>8} in, {d['completion_tokens_est']} out "
-        f"(~{d['expected_output_tokens']} per reply)",
-        f"  cost direct    {usd(d['cost_usd_direct_est'])}"
-        f"  (at most {usd(d['cost_usd_direct_max'])})",
-        f"  cost --batch   {usd(d['cost_usd_batch_est'])}"
-        f"  (at most {usd(d['cost_usd_batch_max'])})",
-    ]
-    sel = d.get("selective")
-    if sel:
-        lines.append(
-            f"  selective: {sel['shared_same_prompt']} share another run's prompt, "
-            f"{sel['decided_without_call']} decided without a call"
-        )
-    return "\n".join(lines)
-
-
-def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
-    """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
-    selective saving, as lines to print on stdout (stderr stays for errors)."""
-    from cafe.clients.ratelimit import format_call_stats
-
-    lines = []
-    trouble = format_call_stats(calls)
-    if trouble:
-        lines.append(trouble)
-    cost = calls.get("cost") or {}
-    for identity, st in (cost.get("batches") or {}).items():
-        counts = ", ".join(f"{k} {v}" for k, v in st.items() if k not in ("protocol", "state_dir"))
-        lines.append(f"batch ({st['protocol']}, {identity}): {counts}")
-    if cost.get("by_client"):
-        total = cost.get("total_cost_usd")
-        lines.append(
-            f"judge cost this run: {'unknown' if total is None else f'${total:,.4f}'} "
-            f"({calls.get('cache_hits', 0)} cache hits)"
-        )
-    if selective:
-        lines.append(
-            f"selective: {selective['items_without_own_call']} of {selective['items']} judged "
-            f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
-        )
-    return lines

@@ -30,7 +30,8 @@ from cafe.jsontext import strict_dumps
 def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_json: bool) -> None:
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
-    from cafe.judge.agreement import METRICS, judge_agreement
+    from cafe.judge.agreement import judge_agreement
+    from cafe.metrics.cafe import METRICS
     from cafe.metrics.cafe import fmt as f
 
     res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")

@@ -12,17 +12,14 @@ retries the Judgement is ``invalid`` with every raw reply kept; a call that fail
 from __future__ import annotations
 
 import functools
-import json
-import re
-from collections.abc import Callable
 from typing import Any
 
 from cafe.cache import Cache
-from cafe.caller import Asks, Caller, CallerSpec
 from cafe.clients.thinking import final_answer, judge_max_tokens
-from cafe.judge.base import Judge, JudgeItem
+from cafe.judge.base import Asking, Judge, JudgeItem
 from cafe.judge.spec import JudgeSpec
-from cafe.prompts import text_template
+from cafe.parsing import first_json
+from cafe.prompts import fill, text_template
 from cafe.records import Judgement
 
 #: the paper's printed output format (A.2): every reply must hold these
@@ -38,37 +35,13 @@ REPLY_SCHEMA: dict[str, Any] = {
 }
 TEMPERATURE = 0.0  # fixed: the judge must be deterministic to be cached and compared
 PLACEHOLDERS = ("question", "answer", "caption", "output", "choices")
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _RETRY_SEP = "\n----- retry -----\n"
-
-
-def fill(text: str, **fields: str) -> str:
-    """``{name}`` replaced by its field; other braces (a template's JSON example) are left
-    alone, so templates need no escaping."""
-    for name, value in fields.items():
-        text = text.replace("{" + name + "}", value)
-    return text
 
 
 def build_prompt(template: str, **fields: str) -> str:
     """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}`` (one not
     given: emptied)."""
     return fill(template, **{name: fields.get(name, "") or "" for name in PLACEHOLDERS})
-
-
-def first_json(text: str, opener: str, accept: Callable[[Any], bool]) -> Any:
-    """The first JSON value starting at ``opener`` that ``accept`` takes, from a code fence or
-    else anywhere in ``text`` (prose before it, trailing text tolerated); None when none is."""
-    decoder = json.JSONDecoder()
-    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        for m in re.finditer(re.escape(opener), candidate):
-            try:
-                obj, _ = decoder.raw_decode(candidate, m.start())  # stops at the value's end
-            except json.JSONDecodeError:
-                continue
-            if accept(obj):
-                return obj
-    return None
 
 
 @functools.cache
@@ -98,8 +71,7 @@ def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | No
         return None, "empty reply" if not had_text else "no answer after the thinking"
     obj = first_json(text, "{", lambda o: isinstance(o, dict))
     if obj is None:
-        snippet = " ".join(text.split())[:80]
-        return None, f"no JSON object in reply: {snippet!r}"
+        return None, f"no JSON object in reply: {' '.join(text.split())[:80]!r}"
     error = _validate(obj)
     if error is not None:
         return None, f"schema: {error}"
@@ -117,7 +89,7 @@ def reminder(reason: str | None) -> str:
     )
 
 
-class LLMJudge(Asks, Judge):
+class LLMJudge(Asking, Judge):
     """One judge for every chat protocol: ``kind`` is the client kind (openai-compatible, openai,
     gemini), asked through the one caller (cafe.caller)."""
 
@@ -130,30 +102,20 @@ class LLMJudge(Asks, Judge):
         if not model:
             raise ValueError(f"judge {kind!r} needs a model name (--judge-model)")
         self.kind, self.model = kind, model
-        self.identity = f"{kind}:{model}"
         self.template, self.template_hash = text_template("extraction", template)
         self.temperature = TEMPERATURE
         self.retries = retries
         self.thinking = bool(thinking)
         self.max_tokens = judge_max_tokens(max_tokens, self.thinking, thinking_budget)
-        self._endpoints = list(endpoints) or None
-        plan = client_options.pop("calls", None)
-        concurrency = int(client_options.pop("concurrency", 16))
-        # the one caller: client, cache key, counts, reply health (built now: a judge with no
-        # server named or no key fails once, before any item is marked failed)
-        self.caller = Caller(
-            CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
-                       thinking=self.thinking, options=client_options),
-            identity=self.spec, cache=cache, client=client, plan=plan,
-        )  # fmt: skip
+        self.endpoint = JudgeSpec.endpoint_of(endpoints)
+        self.connect(self.spec, endpoints, cache, client, **client_options)
 
     @property
     def spec(self) -> JudgeSpec:
         return JudgeSpec(
             task=self.task, kind=self.kind, model=self.model, template_hash=self.template_hash,
-            endpoint=JudgeSpec.endpoint_of(self._endpoints), thinking=self.thinking,
-            max_tokens=self.max_tokens, temperature=self.temperature,
-            retries=self.retries,
+            endpoint=self.endpoint, thinking=self.thinking, max_tokens=self.max_tokens,
+            temperature=self.temperature, retries=self.retries,
         )  # fmt: skip
 
     def prompt_for(self, item: JudgeItem) -> str:

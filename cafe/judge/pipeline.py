@@ -1,7 +1,7 @@
 """The CAFE judge's pieces that compute from records (its step, cafe.steps.cafe_judge, runs
-on the step engine): the caption map and ground-truth check, refusing a failed judge, reply
-health (the "cafe" section's text: cafe.metrics.cafe). Invalid judgements are kept (re-judging
-replays them from the cache); failed ones are tried again on the next run."""
+on the step engine): the caption map and ground-truth check, refusing a failed judge (reply
+health: cafe.metrics.cafe). Invalid judgements are kept (re-judging replays them from the
+cache); failed ones are tried again on the next run."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from cafe.execution import pending_calls
 from cafe.failures import most_failed, summary_lines
 from cafe.folder.status import NothingUsable
 from cafe.judge.base import Judge, JudgeItem
+from cafe.judge.captions import load_captions
 from cafe.records import Judgement, Prediction, Sample
 from cafe.store import judge_records_name
 
@@ -30,8 +31,6 @@ class JudgeUnusable(JudgeFailedError, NothingUsable):
 def load_caption_map(samples: Sequence[Sample], captions: str | Path | None) -> dict[str, str]:
     out = {s.id: s.caption for s in samples if s.caption}
     if captions is not None:
-        from cafe.judge.captions import load_captions
-
         out.update(load_captions(captions))
     return out
 
@@ -100,26 +99,3 @@ def _refuse_a_failed_judge(
                                            "the cause and run the same command again (failed "
                                            "judgements are retried)"]))  # fmt: skip
     return judged
-
-
-def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
-    """Counts of this batch's judge replies by outcome, and a warning when most were not usable
-    (a thinking judge out of budget, a wrong template, a dead server: never a quiet gap)."""
-    out = {"judged": len(judgements), "ok": 0, "empty": 0, "unparseable": 0, "failed": 0}
-    first: str | None = None
-    for j in judgements:
-        if j.status == "ok":
-            out["ok"] += 1
-            continue
-        why = j.reason or ""
-        empty = "empty reply" in why or "no answer after the thinking" in why
-        out["failed" if j.status == "failed" else "empty" if empty else "unparseable"] += 1
-        first = first or why
-    bad = out["judged"] - out["ok"]
-    out["warning"] = (
-        f"{bad} of {out['judged']} judge replies unusable ({out['empty']} empty or thinking only, "
-        f"{out['unparseable']} unparseable, {out['failed']} failed calls); first: {first}"
-        if out["judged"] and bad * 2 > out["judged"]
-        else None
-    )
-    return out

@@ -24,11 +24,12 @@ from typing import Any
 
 from cafe.benchmarks.string_match import is_correct
 from cafe.cache import Cache
-from cafe.caller import Asks, Caller, CallerSpec
-from cafe.judge.extraction import fill, first_json
+from cafe.judge.base import Asking
 from cafe.judge.spec import JudgeSpec
+from cafe.metrics.cues import reasoning_of
 from cafe.metrics.stats import trimmed_mean
-from cafe.prompts import text_template
+from cafe.parsing import first_json
+from cafe.prompts import fill, text_template
 from cafe.records import InputError, Prediction, Problem, RubricScore, Sample
 from cafe.store import SAMPLES
 
@@ -47,10 +48,6 @@ class Criterion:
     name: str
     scoring_point: str
     choices: tuple[float, ...]
-
-    @property
-    def maximum(self) -> float:
-        return max(self.choices)
 
 
 def criteria_of(sample: Sample, source: str = SAMPLES) -> list[Criterion]:
@@ -151,27 +148,17 @@ def score_reply(
         if item["name"] != c.name:
             notes.append(f"item {i}: judge named {item['name']!r}, rubric says {c.name!r}")
         got += s
-    top = sum(c.maximum for c in criteria)
+    top = sum(max(c.choices) for c in criteria)
     return (got / top if top else 0.0), None, notes
 
 
 def answer_prediction(p: Prediction) -> str:
     """What the official MMAR scripts read as ``answer_prediction``: the exported answer (the
     model's answer text where kept, else the answer; empty: it fails the string match)."""
-    text = getattr(p, "answer_text", None)
-    if text is None:
-        text = p.answer
-    return text if text is not None else ""
+    return p.answer_text if p.answer_text is not None else p.answer or ""
 
 
-def reasoning_of(p: Prediction) -> str:
-    """The model's reasoning as the authors' ``thinking_prediction``: the thinking part, the
-    text after "Reasoning:", else the whole output."""
-    sec = p.sections or {}
-    return sec.get("think") or sec.get("reasoning") or p.raw_output or ""
-
-
-class RubricJudge(Asks):
+class RubricJudge(Asking):
     """Rates (item, run)s against their rubric through the one caller (``kind``: openai,
     gemini, openai-compatible)."""
 
@@ -186,34 +173,20 @@ class RubricJudge(Asks):
             raise ValueError(f"rubric judge {kind!r} needs a model name (--judge-model)")
         if raters < 1 or trim < 0 or retries < 0:
             raise ValueError("raters >= 1, trim >= 0 and retries >= 0")
-        self.kind, self.model = kind, model
-        self.identity = f"{kind}:{model}"
         self.template = RubricTemplate.load(template)
         self.template_hash = self.template.hash
         self.raters, self.trim, self.temperature, self.seed = raters, trim, temperature, seed
         self.retries, self.max_tokens = retries, max_tokens
-        self.concurrency = concurrency
-        self._endpoints = list(endpoints) or None
-        # built now: no server or no key fails once, before any item is failed and scored 0
-        plan = client_options.pop("calls", None)  # the command's call plan (batch, ledger)
-        how = CallerSpec(kind, model, tuple(endpoints), concurrency=concurrency,
-                         options=client_options)  # fmt: skip
-        self.caller = Caller(how, identity=self.spec, cache=cache, client=client, plan=plan)
+        self.spec = JudgeSpec(
+            task="mmar-rubric", kind=kind, model=model, template_hash=self.template_hash,
+            endpoint=JudgeSpec.endpoint_of(endpoints), max_tokens=max_tokens,
+            temperature=temperature, seed=seed, raters=raters, trim=trim, retries=retries,
+        )  # fmt: skip
+        self.connect(self.spec, endpoints, cache, client, concurrency=concurrency, **client_options)
 
     def describe(self) -> dict[str, Any]:
         return {"judge": self.identity, "template_hash": self.template_hash, **self.protocol,
                 "retries": self.retries, "max_tokens": self.max_tokens}  # fmt: skip
-
-    @property
-    def spec(self) -> JudgeSpec:
-        """What decides this judge's replies and scores (cafe.judge.spec); the call key is its
-        call fields, so raters, trim and retries share the calls they have in common."""
-        return JudgeSpec(
-            task="mmar-rubric", kind=self.kind, model=self.model,
-            template_hash=self.template_hash, endpoint=JudgeSpec.endpoint_of(self._endpoints),
-            max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed,
-            raters=self.raters, trim=self.trim, retries=self.retries,
-        )  # fmt: skip
 
     @property
     def protocol(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 from cafe.judge.base import Judge, JudgeItem
 from cafe.prompts import sha256_text
 from cafe.records import Event, Judgement
+from cafe.synth_vocabulary import SOURCES
 
 RULE_VERSION = "rule-v2"  # v2: the answer section alone is never a perception statement
 NO_SOUND = "no_sound"  # Sample.meta flag: the clip the model got holds no sound event
@@ -49,11 +50,7 @@ _ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.I | re.S)
 
 
 def default_vocabulary() -> dict[str, list[str]]:
-    """label -> synonyms from the synth benchmark's closed vocabulary ({} when not installed)."""
-    try:
-        from cafe.synth_vocabulary import SOURCES
-    except ImportError:
-        return {}
+    """label -> synonyms from the synth benchmark's closed vocabulary."""
     return {label: list(src.synonyms) for label, src in SOURCES.items()}
 
 
@@ -86,9 +83,7 @@ class RuleJudge(Judge):
         rules = {"version": RULE_VERSION, "tolerance_s": tolerance_s, "vocabulary": self.vocabulary,
                  "not_events": _NOT_EVENTS.pattern}  # fmt: skip
         self.template_hash = sha256_text(json.dumps(rules, sort_keys=True))
-        self.temperature = None
 
-    # label lookup ------------------------------------------------------------------------
     def _patterns(self, events: Sequence[Event]) -> list[tuple[re.Pattern[str], str]]:
         """(pattern, label) for every synonym and label, longest first ("church bell" wins)."""
         names: dict[str, str] = {}

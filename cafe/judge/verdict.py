@@ -11,18 +11,16 @@ as wrong, as the official scripts count it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 
 from cafe.benchmarks.official_judge import Judged, VerdictSpec
-from cafe.caller import Answer
 from cafe.errors import CafeUsageError
 from cafe.judge.answer import AnswerJudge
 from cafe.judge.extraction import build_prompt
 from cafe.prompts import sha256_text
 from cafe.records import Prediction, Sample, Verdict
 
-SECTION = "official"
 VERDICTS_FILE = "official_judgements.jsonl"
 EMBEDDING_FILE = "official_embedding.jsonl"
 
@@ -78,9 +76,7 @@ class VerdictJudge(AnswerJudge):
                               answer=fields.get("answer", sample.answer or ""),
                               output=vs.null_output if output is None
                               else vs.output_form(sample, output))  # fmt: skip
-        # the judge's spec (this rule's task, template, budget, temperature) keys the call, as
-        # for every judge; top_p and the system prompt are this rule's own, in the request, so
-        # in its cache key
+        # top_p and the system prompt are this rule's own: in the request, so in its cache key
         sampling = {"top_p": vs.top_p} if vs.top_p is not None else {}
         system = [{"role": "system", "content": vs.system}] if vs.system is not None else []
         extra = {**sampling, **({"system": vs.system} if system else {})}
@@ -89,32 +85,24 @@ class VerdictJudge(AnswerJudge):
             value = vs.reader(text)
             return (value, None) if value is not None else (None, "unparseable")
 
-        def ask(text_in: str, **also: int) -> Awaitable[Answer]:  # ``also``: part of the key
-            return self.caller.ask([*system, {"role": "user", "content": text_in}],
-                                   {"prompt": text_in, **extra, **also}, parse,
-                                   temperature=vs.temperature, max_tokens=self.max_tokens,
-                                   **sampling)  # fmt: skip
+        def request(attempt: int, _: str | None, **also: int) -> tuple[Any, dict[str, Any]]:
+            text_in = prompt if attempt == 0 else prompt + vs.reminder
+            again = {"attempt": attempt} if attempt > 1 else {}  # each retry its own key
+            messages = [*system, {"role": "user", "content": text_in}]
+            return messages, {"prompt": text_in, **extra, **again, **also}
 
+        how = {"temperature": vs.temperature, "max_tokens": self.max_tokens, **sampling}
+        ask = partial(self.caller.ask_retrying, parse=parse, **how)
         if vs.samples is not None:  # several replies, each its own call: their texts the value
             texts: list[str] = []
             for k in range(vs.samples):
-                got = await ask(prompt, sample=k)
+                got, _ = await ask(0, partial(request, sample=k))  # ``sample``: in the key
                 if not got.ok:  # one failed sample fails the verdict (its siblings stay cached)
                     return Judged(*ids, "failed" if got.error else "unparseable",
                                   got.error or got.text)  # fmt: skip
                 texts.append((got.text or "").strip())
             return Judged(*ids, "ok", "\n---\n".join(texts), value=texts)
-
-        def request(attempt: int, _: str | None) -> tuple[Any, dict[str, Any]]:
-            text_in = prompt if attempt == 0 else prompt + vs.reminder
-            again = {"attempt": attempt} if attempt > 1 else {}  # each retry its own key
-            messages = [*system, {"role": "user", "content": text_in}]
-            return messages, {"prompt": text_in, **extra, **again}
-
-        got, raws = await self.caller.ask_retrying(
-            vs.retries, request, parse, temperature=vs.temperature, max_tokens=self.max_tokens,
-            **sampling,
-        )  # fmt: skip
+        got, raws = await ask(vs.retries, request)
         if got.error is not None:
             return Judged(*ids, "failed", got.error)
         if got.ok:  # the raw reply is the one read (earlier attempts: counted)
@@ -128,12 +116,11 @@ def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple
     """Rows an earlier `cafe judge-official` kept (RUN/official_*.jsonl), for the predictions
     whose output is still the one judged (a re-run item's new output is not covered)."""
     now = {(p.sample_id, p.run_index): output_hash(p) for p in preds}
-    out = {}
-    for row in rows:
-        key = (row["sample_id"], row["run_index"])
-        if now.get(key) == row.get("output"):
-            out[key] = row
-    return out
+    return {
+        (r["sample_id"], r["run_index"]): r
+        for r in rows
+        if now.get((r["sample_id"], r["run_index"])) == r.get("output")
+    }
 
 
 def embedding_rows(

@@ -76,6 +76,29 @@ def status_counts(judgements: Sequence[Judgement]) -> dict[str, int]:
     return out
 
 
+def reply_health(judgements: Sequence[Judgement]) -> dict[str, Any]:
+    """Counts of this batch's judge replies by outcome, and a warning when most were not usable
+    (a thinking judge out of budget, a wrong template, a dead server: never a quiet gap)."""
+    out = {"judged": len(judgements), "ok": 0, "empty": 0, "unparseable": 0, "failed": 0}
+    first: str | None = None
+    for j in judgements:
+        if j.status == "ok":
+            out["ok"] += 1
+            continue
+        why = j.reason or ""
+        empty = "empty reply" in why or "no answer after the thinking" in why
+        out["failed" if j.status == "failed" else "empty" if empty else "unparseable"] += 1
+        first = first or why
+    bad = out["judged"] - out["ok"]
+    out["warning"] = (
+        f"{bad} of {out['judged']} judge replies unusable ({out['empty']} empty or thinking only, "
+        f"{out['unparseable']} unparseable, {out['failed']} failed calls); first: {first}"
+        if out["judged"] and bad * 2 > out["judged"]
+        else None
+    )
+    return out
+
+
 def cafe_metrics(judgements: Iterable[Judgement], mode: str = "micro") -> dict[str, Any]:
     """Acc_per, Err_per, Err_use, Err_omit (percent; None where undefined), the pooled counts and
     the judgement status counts. ``mode`` is ``micro`` (pooled counts) or ``macro``."""

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cafe.judge.agreement import JACCARD_MIN, normalise
+from cafe.metrics.agreement import JACCARD_MIN, normalise
 from cafe.metrics.cafe import fmt
 from cafe.records import Judgement, Prediction, Sample
 
@@ -68,6 +68,8 @@ def cues_of(sample: Sample) -> list[str]:
 
 
 def reasoning_of(p: Prediction) -> str:
+    """The model's reasoning (MMAR's ``thinking_prediction``): the thinking part, the text
+    after "Reasoning:", else the whole output."""
     sec = p.sections or {}
     return sec.get("think") or sec.get("reasoning") or p.raw_output or ""
 
@@ -180,7 +182,7 @@ def cues_section(
             status[j.status] = status.get(j.status, 0) + 1
         both = [(a, b) for k in judged for a, b in zip(offline.get(k, []), judged[k], strict=False)]
         agree = sum(a == b for a, b in both)
-        from cafe.judge.agreement import cohen_kappa
+        from cafe.metrics.agreement import cohen_kappa
 
         section["judge"] = {
             **_recall_block(judged, by_id, breakdowns),

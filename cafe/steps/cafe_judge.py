@@ -23,10 +23,9 @@ from cafe.judge.pipeline import (
     _refuse_a_failed_judge,
     judging_reasons,
     load_caption_map,
-    reply_health,
 )
 from cafe.judge.spec import REDONE, SPEC_NAME, normalized
-from cafe.metrics.cafe import cafe_section, format_cafe
+from cafe.metrics.cafe import cafe_section, format_cafe, reply_health
 from cafe.metrics.decay import decay_section
 from cafe.records import Judgement
 from cafe.reporting import warn

@@ -92,7 +92,7 @@ def step_command(step: Step) -> click.Command:
         if given.get("as_json"):
             click.echo(strict_dumps(res.section, indent=2, ensure_ascii=ascii_json))
         elif how.get("dry_run"):  # the engine's dry report: calls, cache hits, cost
-            from cafe.judge.batching import format_dry_run
+            from cafe.clients.calls import format_dry_run
 
             click.echo(format_dry_run(res.section))
         elif step.prints:
@@ -260,8 +260,8 @@ def listen_command(
     cafe listen runs/reference-synth-v2-n200-seed0 --controls silence,shuffled
     """
     from cafe.metrics.listening import format_listening
-    from cafe.steps.listening import run_controls
     from cafe.runner.spec import rerun_options
+    from cafe.steps.listening import run_controls
     from cafe.store import RunStore
 
     try:

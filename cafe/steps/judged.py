@@ -18,7 +18,7 @@ from cafe.benchmarks.official import format_official
 from cafe.errors import CafeError
 from cafe.execution import Selection
 from cafe.folder.status import StepStatus, by_counts
-from cafe.judge.answer import SECTION, AnswerJudge, Verdict, judged_section, judged_statuses
+from cafe.judge.answer import SECTION, AnswerJudge, Verdict
 from cafe.judge.verdict import (
     EMBEDDING_FILE,
     VERDICTS_FILE,
@@ -28,6 +28,7 @@ from cafe.judge.verdict import (
     kept_rows,
     output_hash,
 )
+from cafe.metrics.judged import judged_section, judged_statuses
 from cafe.reporting import warn
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of

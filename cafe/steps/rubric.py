@@ -25,7 +25,7 @@ def printed(section: dict[str, Any]) -> str:
     text, failed = format_rubric(section), section["status"].get("failed", 0)
     if not failed:
         return text
-    from cafe.judge.batching import cost_lines
+    from cafe.clients.calls import cost_lines
 
     print("\n".join((text, *cost_lines(section.get("calls", {})))))
     raise CafeError(
