@@ -22,7 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from cafe.cache import Cache, make_key
+from cafe.cache import Cache, make_key, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.thinking import judge_max_tokens
 from cafe.counters import count_share
@@ -134,7 +134,7 @@ class Caller:
                              batch_options=dict(spec.batch_options or {}))  # fmt: skip
         self.plan = plan
         self.calls = 0  # requests sent (cache misses)
-        self.health = {"usable": 0, "unusable": 0, "failed": 0}
+        self.usable = 0  # usable replies: one, and the judge works
         self.first: list[str] = []  # the first batch's causes, while no reply was usable
         self.first_batch = max(FIRST_BATCH_MIN, min(spec.concurrency, 32))
         self.watch = watch and not spec.dry_run
@@ -161,7 +161,8 @@ class Caller:
         reply is replayed: ``keep="text"`` stores ``{"text": reply}`` (the judges' entries),
         ``keep="value"`` the parsed value, read again only when ``valid`` accepts it."""
         key = call_key(self.identity, depends_on)
-        hit = self.cache.get(key, lambda e: _usable(e, keep, valid))
+        # a damaged or misshapen entry is a miss: asked again, replaced
+        hit = self.cache.get(key, text_entry if keep == "text" else valid)
         if hit is not None:
             if keep != "text":
                 return Answer(value=hit, cached=True)
@@ -225,30 +226,30 @@ class Caller:
             reply = await self.client.achat(list(messages), temperature=temperature,
                                             max_tokens=max_tokens, **extra)  # fmt: skip
         if reply.error or reply.text is None:
-            self.health["failed"] += 1
             self._watch(context_too_small(reply.error))
             return Answer(error=reply.error or "no text")
         text = reply.final if final else reply.text
         value, reason = parse(text)
+        if reason is None:
+            self.usable += 1
+            self.watch = False  # one usable reply: the judge works
+        # an unusable reply is cached only once the judge is seen to work: its own answer at
+        # temperature 0, replayed as it is (an invalid judgement again)
+        if reason is None or (keep == "text" and text):
+            self._held.append((key, {"text": text} if keep == "text" else value))
+        if self.usable:
+            held, self._held = self._held, []
+            for k, entry in held:
+                self.cache.put(k, entry)
         if reason is not None:
-            self.health["unusable"] += 1
-            if keep == "text" and text:  # kept only once the judge is seen to work (below)
-                self._held.append((key, {"text": text}))
-                if self.health["usable"]:
-                    self._release()
             self._watch(f"format not followed: {reason}")
             return Answer(text=reply.text, reason=reason)
-        self.health["usable"] += 1
-        self.first = []
-        self.watch = False  # one usable reply: the judge works
-        self.cache.put(key, {"text": text} if keep == "text" else value)
-        self._release()
         return Answer(value=value, text=text)
 
     def _watch(self, cause: str | None) -> None:
         """Stop the command when the first batch of replies is all unusable (a failure that
         is not the context's is the breaker's business, not counted here)."""
-        if not self.watch or self.health["usable"] or cause is None:
+        if not self.watch or cause is None:
             return
         self.first.append(cause)
         if len(self.first) >= self.first_batch:
@@ -258,13 +259,6 @@ class Caller:
                 f"{self.spec.role} {self.spec.kind}:{self.spec.model}",
                 f"its first {len(self.first)} replies are all unusable: {cause}",
             )
-
-    def _release(self) -> None:
-        """Cache the unusable replies of a judge that works: its own answer at temperature 0,
-        replayed as they are (an invalid judgement again), as earlier releases cached them."""
-        held, self._held = self._held, []
-        for key, entry in held:
-            self.cache.put(key, entry)
 
     async def aclose(self) -> None:
         if self.client is not None and hasattr(self.client, "aclose"):
@@ -304,17 +298,9 @@ def client_for(spec: CallerSpec, plan: Any = None) -> Any:
                        calls=plan, **options)  # fmt: skip
 
 
-def _usable(entry: Any, keep: str, valid: Callable[[Any], bool] | None) -> bool:
-    """A cached entry of the right shape (a damaged one is a miss, asked again, replaced)."""
-    if keep != "text":
-        return entry is not None and (valid is None or valid(entry))
-    return isinstance(entry, dict) and isinstance(entry.get("text"), str)
-
-
 def call_plan(
     state_root: str | Path | None, *, batch: bool = False, dry_run: bool = False,
     prices: str | Path | None = None, batch_options: dict[str, Any] | None = None,
-    expected_output_tokens: int = 300,
 ) -> Any:  # fmt: skip
     """The CallPlan (direct, --batch with its state in ``state_root/batches``, or --dry-run)
     with a cost ledger priced from cafe/clients/prices.yaml (or ``prices``)."""
@@ -333,5 +319,4 @@ def call_plan(
         root = str(state_root)
         folder = Path(root + BATCH_DIR) if root.endswith(".") else Path(root) / BATCH_DIR
         spec = BatchSpec(folder, **(batch_options or {}))
-    return CallPlan(mode=mode, ledger=Ledger(PriceTable.load(prices)), batch=spec,
-                    expected_output_tokens=expected_output_tokens)  # fmt: skip
+    return CallPlan(mode=mode, ledger=Ledger(PriceTable.load(prices)), batch=spec)

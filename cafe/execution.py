@@ -321,18 +321,13 @@ class CallCache:
         return self._cache.hits if self._cache is not None else 0  # 0 while never opened
 
 
-def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:
+def run_calls(calls: Sequence[Awaitable[R]]) -> list[R]:
     """Await ``calls`` on one event loop from synchronous code (the data pipeline's LLM
-    stages), at most ``concurrency`` in flight (None: the client's own bound) -> the results
-    in order; the first exception ends it."""
-    sem = Limiter(concurrency or len(calls))
-
-    async def one(call: Awaitable[R]) -> R:
-        async with sem:
-            return await call
+    stages: each stage's caller bounds its calls in flight) -> the results in order; the first
+    exception ends it."""
 
     async def every() -> list[R]:
-        return list(await asyncio.gather(*(one(c) for c in calls)))
+        return list(await asyncio.gather(*calls))
 
     return run_sync(every())
 
