@@ -2,10 +2,7 @@
 captioner, the GRPO reward judge and the data pipeline's LLM stages say *what* to ask (messages,
 what the answer depends on, how to read it); the caller owns *how*: the client, the cache key,
 counts, reply health, the cost ledger and pending batches (a CallPlan), the dry-run report and
-one call shared by identical prompts in flight.
-
-    caller = Caller(CallerSpec("openai-compatible", "qwen3"), identity=judge_spec, cache=cache)
-    answer = await caller.ask(messages, {"prompt": prompt, "attempt": 0}, parse)
+one call shared by identical prompts in flight (docs/extending.md shows it in use).
 
 The key is ``cafe.execution.call_key(identity, depends_on)``: the keys judges have always
 written. A judge's unusable reply is cached only once the caller has had a usable one, so the
@@ -24,6 +21,7 @@ from typing import Any
 
 from cafe.cache import Cache, make_key, text_entry
 from cafe.clients.breaker import ServerUnreachable
+from cafe.clients.calls import call_plan
 from cafe.clients.thinking import judge_max_tokens
 from cafe.counters import count_share
 from cafe.execution import Limiter, call_key
@@ -132,7 +130,6 @@ class Caller:
         if plan is None and (spec.batch or spec.dry_run or spec.prices):
             plan = call_plan(state_root, batch=spec.batch, dry_run=spec.dry_run, prices=spec.prices,
                              batch_options=dict(spec.batch_options or {}))  # fmt: skip
-        self.plan = plan
         self.calls = 0  # requests sent (cache misses)
         self.usable = 0  # usable replies: one, and the judge works
         self.first: list[str] = []  # the first batch's causes, while no reply was usable
@@ -203,10 +200,8 @@ class Caller:
             messages, depends_on = request(attempt, got.reason)
             try:
                 got = await self.ask(messages, depends_on, parse, **kw)
-            except ServerUnreachable:
-                raise
-            except Exception as e:  # a client bug or transport error
-                if not catch:
+            except Exception as e:  # a client bug or transport error (a dead server: raised)
+                if not catch or isinstance(e, ServerUnreachable):
                     raise
                 return Answer(error=f"{type(e).__name__}: {e}"), raws
             if got.error is not None:
@@ -296,27 +291,3 @@ def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     }
     return make_client(spec.kind, spec.model, endpoints=list(spec.endpoints) or None,
                        calls=plan, **options)  # fmt: skip
-
-
-def call_plan(
-    state_root: str | Path | None, *, batch: bool = False, dry_run: bool = False,
-    prices: str | Path | None = None, batch_options: dict[str, Any] | None = None,
-) -> Any:  # fmt: skip
-    """The CallPlan (direct, --batch with its state in ``state_root/batches``, or --dry-run)
-    with a cost ledger priced from cafe/clients/prices.yaml (or ``prices``)."""
-    from cafe.clients.batch import BatchSpec
-    from cafe.clients.calls import CallPlan
-    from cafe.clients.costs import Ledger, PriceTable
-    from cafe.store import BATCH_DIR
-
-    # a dry run of a batch: priced both ways, nothing sent
-    mode = "dry-run" if dry_run else "batch" if batch else "direct"
-    spec = None
-    if batch:
-        if state_root is None:
-            raise ValueError("--batch keeps its state in a folder: none was given")
-        # a folder gets batches/ inside it; a path ending in "." (a file's stem): "<stem>.batches"
-        root = str(state_root)
-        folder = Path(root + BATCH_DIR) if root.endswith(".") else Path(root) / BATCH_DIR
-        spec = BatchSpec(folder, **(batch_options or {}))
-    return CallPlan(mode=mode, ledger=Ledger(PriceTable.load(prices)), batch=spec)

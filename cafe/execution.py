@@ -30,20 +30,15 @@ class Limiter:
     TRL's reward loop, a test's, the shared client loop), as ``async with limiter:``."""
 
     def __init__(self, n: int) -> None:
-        self.n = max(1, n)
-        self._sem: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, its semaphore)
+        from cafe.clients.common import PerLoop
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        if self._sem is None or self._sem[0] is not loop:
-            self._sem = (loop, asyncio.Semaphore(self.n))
-        return self._sem[1]
+        self._sem = PerLoop(lambda: asyncio.Semaphore(max(1, n)))
 
     async def __aenter__(self) -> None:
-        await self._semaphore().acquire()
+        await self._sem.get().acquire()
 
     async def __aexit__(self, *exc: object) -> None:
-        self._semaphore().release()
+        self._sem.get().release()
 
 
 async def execute(
@@ -392,11 +387,11 @@ def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None
     ``costs`` -> the invocation's own summary."""
     from cafe.clients.costs import merge_summaries
 
-    if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
+    batches = plan.batch_stats()
+    if plan.ledger is None or not (plan.ledger.tallies or batches):
         return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
-    mine = plan.ledger.summary()
-    mine["cache_hits"] = cache_hits
-    if batches := plan.batch_stats():
+    mine = {**plan.ledger.summary(), "cache_hits": cache_hits}
+    if batches:
         mine["batches"] = batches
     if not store.has_manifest():
         return mine

@@ -18,8 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from cafe.caller import call_plan
 from cafe.clients.breaker import ServerUnreachable
+from cafe.clients.calls import call_plan
 from cafe.counters import add, judge_counters, on_disk_counters, share_totals, with_share
 from cafe.execution import (
     CallCache,
@@ -295,8 +295,7 @@ def _failed(ctx: Context, item: Any, why: str) -> Any:
     StepRecord."""
     if (failed := _own(ctx, "failed")) is not None:
         return failed(item, why)
-    sid, run = _key(StepRecord, item)
-    return StepRecord(sid, run, "failed", reason=why)
+    return StepRecord(*_key(StepRecord, item), "failed", reason=why)
 
 
 def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
@@ -317,8 +316,7 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
 
     def readable(entry: Any) -> bool:
         try:
-            rec.cls.from_dict(entry)
-            return True
+            return rec.cls.from_dict(entry) is not None
         except RecordError:
             return False
 
