@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import json
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -297,23 +298,19 @@ class CallCache:
     nothing opens no file."""
 
     def __init__(self, cache: Any, name: str) -> None:
-        from cafe.cache import Cache
-
         self._given, self._name = cache, name
-        self._cache: Any = cache if isinstance(cache, Cache) else None
 
-    @property
+    @functools.cached_property
     def cache(self) -> Any:
-        if self._cache is None:
-            from cafe.cache import Cache, cache_file
+        from cafe.cache import Cache, cache_file
 
-            given = self._given
-            self._cache = Cache(given if given is not None else cache_file(self._name))
-        return self._cache
+        if isinstance(self._given, Cache):
+            return self._given
+        return Cache(self._given if self._given is not None else cache_file(self._name))
 
     @property
     def hits(self) -> int:
-        return self._cache.hits if self._cache is not None else 0  # 0 while never opened
+        return self.cache.hits if "cache" in vars(self) else 0  # 0 while never opened
 
 
 def run_calls(calls: Sequence[Awaitable[R]]) -> list[R]:
