@@ -135,8 +135,8 @@ class Caller:
         self.first: list[str] = []  # the first batch's causes, while no reply was usable
         self.first_batch = max(FIRST_BATCH_MIN, min(spec.concurrency, 32))
         self.watch = watch and not spec.dry_run
-        in_flight = plan.item_concurrency(spec.concurrency) if plan is not None else None
-        self._limit = Limiter(in_flight or spec.concurrency)
+        # a batch collects every call waiting: its bound lifted
+        self._limit = Limiter(plan.item_concurrency(spec.concurrency) if plan else spec.concurrency)
         self._asking: dict[str, asyncio.Future[Any]] = {}
         self._held: list[tuple[str, Any]] = []  # unusable replies, while none was usable
         # built now: no server or no key fails once, before any item

@@ -262,16 +262,12 @@ def _planned(step: Step, ctx: Context, kept: list[Any]) -> tuple[list[Any], Sele
     plan = step.plan(ctx)
     sel = plan if isinstance(plan, Selection) else Selection(list(plan))
     order = [*sel.todo, *sel.decided, *sel.copies]
-    first = {_key(cls, x) for x in order[:limit]}
-
-    def left(k: tuple[str, int]) -> bool:
-        return k in first and k not in done
-
-    todo = [x for x in sel.todo if left(_key(cls, x))]
+    left = {_key(cls, x) for x in order[:limit]} - done
+    todo = [x for x in sel.todo if _key(cls, x) in left]
     planned = [x for x in todo if isinstance(x, cls)]
     todo = [x for x in todo if not isinstance(x, cls)]
-    decided = [x for x in sel.decided if left(_key(cls, x))]
-    copies = {k: v for k, v in sel.copies.items() if left(k)}
+    decided = [x for x in sel.decided if _key(cls, x) in left]
+    copies = {k: v for k, v in sel.copies.items() if k in left}
     return planned, Selection(todo, decided, copies), len(done), len(order)
 
 
