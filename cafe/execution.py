@@ -16,7 +16,7 @@ import functools
 import json
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -198,21 +198,18 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
                 asyncio.current_task().cancel()  # type: ignore[union-attr]
         return await coro
 
-    box: dict[str, Any] = {}
-    finished = threading.Event()  # not Thread.join: an interrupted join marks it stopped
+    done: Future[R] = Future()  # not Thread.join: an interrupted join marks it stopped
 
     def helper() -> None:
         try:
-            box["value"] = asyncio.run(main())
+            done.set_result(asyncio.run(main()))
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-            box["error"] = e
-        finally:
-            finished.set()
+            done.set_exception(e)
 
     thread = threading.Thread(target=helper, name="cafe-loop", daemon=True)
     try:
         thread.start()
-        finished.wait()
+        wait([done])
     except KeyboardInterrupt:  # may come while the thread is still starting
         with lock:
             stop.set()
@@ -220,13 +217,11 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
                 with contextlib.suppress(RuntimeError):  # its loop has closed: the work is over
                     loop.call_soon_threadsafe(task.cancel)
         if thread.ident is not None:
-            finished.wait()  # the calls wind down (what a writer took stays written)
+            wait([done])  # the calls wind down (what a writer took stays written)
         raise
     finally:
         restore()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return done.result()
 
 
 @dataclass
