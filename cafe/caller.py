@@ -79,13 +79,12 @@ class UnusableReplies(ServerUnreachable):
     finished is kept) with the cause in one line instead of running the whole folder."""
 
     def __init__(self, who: str, cause: str, note: str | None = None):
-        self.who, self.cause = who, cause
         Exception.__init__(self, f"{who}: {cause}" + (f"; stopped: {note}" if note else ""))
+        self.who, self.reason, self.failures = who, cause, 0
         self.url = self.option = self.seconds = None
-        self.reason, self.failures = cause, 0
 
     def stopped(self, note: str) -> UnusableReplies:
-        return UnusableReplies(self.who, self.cause, note)
+        return UnusableReplies(self.who, self.reason, note)
 
 
 _CTX = (

@@ -317,9 +317,7 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
             return False
 
     def entry(r: Any) -> dict[str, Any] | None:  # only a usable record is kept
-        if r.status != "ok":
-            return None
-        return {k: v for k, v in r.to_dict().items() if k != "call"}
+        return {k: v for k, v in r.to_dict().items() if k != "call"} if r.status == "ok" else None
 
     async def cached(item: Any) -> Any:
         if rec.caches == "calls":
