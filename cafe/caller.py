@@ -2,10 +2,7 @@
 captioner, the GRPO reward judge and the data pipeline's LLM stages say *what* to ask (messages,
 what the answer depends on, how to read it); the caller owns *how*: the client, the cache key,
 counts, reply health, the cost ledger and pending batches (a CallPlan), the dry-run report and
-one call shared by identical prompts in flight.
-
-    caller = Caller(CallerSpec("openai-compatible", "qwen3"), identity=judge_spec, cache=cache)
-    answer = await caller.ask(messages, {"prompt": prompt, "attempt": 0}, parse)
+one call shared by identical prompts in flight (docs/extending.md shows it in use).
 
 The key is ``cafe.execution.call_key(identity, depends_on)``: the keys judges have always
 written. A judge's unusable reply is cached only once the caller has had a usable one, so the
@@ -22,8 +19,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from cafe.cache import Cache, make_key
+from cafe.cache import Cache, make_key, text_entry
 from cafe.clients.breaker import ServerUnreachable
+from cafe.clients.calls import call_plan
 from cafe.clients.thinking import judge_max_tokens
 from cafe.counters import count_share
 from cafe.execution import Limiter, call_key
@@ -81,13 +79,12 @@ class UnusableReplies(ServerUnreachable):
     finished is kept) with the cause in one line instead of running the whole folder."""
 
     def __init__(self, who: str, cause: str, note: str | None = None):
-        self.who, self.cause = who, cause
         Exception.__init__(self, f"{who}: {cause}" + (f"; stopped: {note}" if note else ""))
+        self.who, self.reason, self.failures = who, cause, 0
         self.url = self.option = self.seconds = None
-        self.reason, self.failures = cause, 0
 
     def stopped(self, note: str) -> UnusableReplies:
-        return UnusableReplies(self.who, self.cause, note)
+        return UnusableReplies(self.who, self.reason, note)
 
 
 _CTX = (
@@ -132,14 +129,13 @@ class Caller:
         if plan is None and (spec.batch or spec.dry_run or spec.prices):
             plan = call_plan(state_root, batch=spec.batch, dry_run=spec.dry_run, prices=spec.prices,
                              batch_options=dict(spec.batch_options or {}))  # fmt: skip
-        self.plan = plan
         self.calls = 0  # requests sent (cache misses)
-        self.health = {"usable": 0, "unusable": 0, "failed": 0}
+        self.usable = 0  # usable replies: one, and the judge works
         self.first: list[str] = []  # the first batch's causes, while no reply was usable
         self.first_batch = max(FIRST_BATCH_MIN, min(spec.concurrency, 32))
         self.watch = watch and not spec.dry_run
-        in_flight = plan.item_concurrency(spec.concurrency) if plan is not None else None
-        self._limit = Limiter(in_flight or spec.concurrency)
+        # a batch collects every call waiting: its bound lifted
+        self._limit = Limiter(plan.item_concurrency(spec.concurrency) if plan else spec.concurrency)
         self._asking: dict[str, asyncio.Future[Any]] = {}
         self._held: list[tuple[str, Any]] = []  # unusable replies, while none was usable
         # built now: no server or no key fails once, before any item
@@ -161,7 +157,8 @@ class Caller:
         reply is replayed: ``keep="text"`` stores ``{"text": reply}`` (the judges' entries),
         ``keep="value"`` the parsed value, read again only when ``valid`` accepts it."""
         key = call_key(self.identity, depends_on)
-        hit = self.cache.get(key, lambda e: _usable(e, keep, valid))
+        # a damaged or misshapen entry is a miss: asked again, replaced
+        hit = self.cache.get(key, text_entry if keep == "text" else valid)
         if hit is not None:
             if keep != "text":
                 return Answer(value=hit, cached=True)
@@ -202,10 +199,8 @@ class Caller:
             messages, depends_on = request(attempt, got.reason)
             try:
                 got = await self.ask(messages, depends_on, parse, **kw)
-            except ServerUnreachable:
-                raise
-            except Exception as e:  # a client bug or transport error
-                if not catch:
+            except Exception as e:  # a client bug or transport error (a dead server: raised)
+                if not catch or isinstance(e, ServerUnreachable):
                     raise
                 return Answer(error=f"{type(e).__name__}: {e}"), raws
             if got.error is not None:
@@ -225,30 +220,30 @@ class Caller:
             reply = await self.client.achat(list(messages), temperature=temperature,
                                             max_tokens=max_tokens, **extra)  # fmt: skip
         if reply.error or reply.text is None:
-            self.health["failed"] += 1
             self._watch(context_too_small(reply.error))
             return Answer(error=reply.error or "no text")
         text = reply.final if final else reply.text
         value, reason = parse(text)
+        if reason is None:
+            self.usable += 1
+            self.watch = False  # one usable reply: the judge works
+        # an unusable reply is cached only once the judge is seen to work: its own answer at
+        # temperature 0, replayed as it is (an invalid judgement again)
+        if reason is None or (keep == "text" and text):
+            self._held.append((key, {"text": text} if keep == "text" else value))
+        if self.usable:
+            held, self._held = self._held, []
+            for k, entry in held:
+                self.cache.put(k, entry)
         if reason is not None:
-            self.health["unusable"] += 1
-            if keep == "text" and text:  # kept only once the judge is seen to work (below)
-                self._held.append((key, {"text": text}))
-                if self.health["usable"]:
-                    self._release()
             self._watch(f"format not followed: {reason}")
             return Answer(text=reply.text, reason=reason)
-        self.health["usable"] += 1
-        self.first = []
-        self.watch = False  # one usable reply: the judge works
-        self.cache.put(key, {"text": text} if keep == "text" else value)
-        self._release()
         return Answer(value=value, text=text)
 
     def _watch(self, cause: str | None) -> None:
         """Stop the command when the first batch of replies is all unusable (a failure that
         is not the context's is the breaker's business, not counted here)."""
-        if not self.watch or self.health["usable"] or cause is None:
+        if not self.watch or cause is None:
             return
         self.first.append(cause)
         if len(self.first) >= self.first_batch:
@@ -258,13 +253,6 @@ class Caller:
                 f"{self.spec.role} {self.spec.kind}:{self.spec.model}",
                 f"its first {len(self.first)} replies are all unusable: {cause}",
             )
-
-    def _release(self) -> None:
-        """Cache the unusable replies of a judge that works: its own answer at temperature 0,
-        replayed as they are (an invalid judgement again), as earlier releases cached them."""
-        held, self._held = self._held, []
-        for key, entry in held:
-            self.cache.put(key, entry)
 
     async def aclose(self) -> None:
         if self.client is not None and hasattr(self.client, "aclose"):
@@ -302,36 +290,3 @@ def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     }
     return make_client(spec.kind, spec.model, endpoints=list(spec.endpoints) or None,
                        calls=plan, **options)  # fmt: skip
-
-
-def _usable(entry: Any, keep: str, valid: Callable[[Any], bool] | None) -> bool:
-    """A cached entry of the right shape (a damaged one is a miss, asked again, replaced)."""
-    if keep != "text":
-        return entry is not None and (valid is None or valid(entry))
-    return isinstance(entry, dict) and isinstance(entry.get("text"), str)
-
-
-def call_plan(
-    state_root: str | Path | None, *, batch: bool = False, dry_run: bool = False,
-    prices: str | Path | None = None, batch_options: dict[str, Any] | None = None,
-    expected_output_tokens: int = 300,
-) -> Any:  # fmt: skip
-    """The CallPlan (direct, --batch with its state in ``state_root/batches``, or --dry-run)
-    with a cost ledger priced from cafe/clients/prices.yaml (or ``prices``)."""
-    from cafe.clients.batch import BatchSpec
-    from cafe.clients.calls import CallPlan
-    from cafe.clients.costs import Ledger, PriceTable
-    from cafe.store import BATCH_DIR
-
-    # a dry run of a batch: priced both ways, nothing sent
-    mode = "dry-run" if dry_run else "batch" if batch else "direct"
-    spec = None
-    if batch:
-        if state_root is None:
-            raise ValueError("--batch keeps its state in a folder: none was given")
-        # a folder gets batches/ inside it; a path ending in "." (a file's stem): "<stem>.batches"
-        root = str(state_root)
-        folder = Path(root + BATCH_DIR) if root.endswith(".") else Path(root) / BATCH_DIR
-        spec = BatchSpec(folder, **(batch_options or {}))
-    return CallPlan(mode=mode, ledger=Ledger(PriceTable.load(prices)), batch=spec,
-                    expected_output_tokens=expected_output_tokens)  # fmt: skip

@@ -12,10 +12,11 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import json
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,98 +31,15 @@ class Limiter:
     TRL's reward loop, a test's, the shared client loop), as ``async with limiter:``."""
 
     def __init__(self, n: int) -> None:
-        self.n = max(1, n)
-        self._sem: tuple[Any, asyncio.Semaphore] | None = None  # (event loop, its semaphore)
+        from cafe.clients.common import PerLoop
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        if self._sem is None or self._sem[0] is not loop:
-            self._sem = (loop, asyncio.Semaphore(self.n))
-        return self._sem[1]
+        self._sem = PerLoop(lambda: asyncio.Semaphore(max(1, n)))
 
     async def __aenter__(self) -> None:
-        await self._semaphore().acquire()
+        await self._sem.get().acquire()
 
     async def __aexit__(self, *exc: object) -> None:
-        self._semaphore().release()
-
-
-async def write_as_completed(
-    tasks: Sequence[asyncio.Future[Any]], writer: Any, *, total: int, desc: str, progress: bool,
-    flush_every: int | None = None, batched: bool = False,
-    running: Mapping[asyncio.Future[Any], Future[Any] | None] | None = None,
-) -> list[tuple[int, Any]]:  # fmt: skip
-    """Await ``tasks`` ((index, result) each; ``batched``: the result a list of records) as
-    they finish, writing their records in fsynced batches -> the pairs as they came. Any
-    exception (a dead server, a --strict stop, a writer that refuses, Ctrl-C) ends it after the
-    buffer is written and the calls already sent are wound down (``_wind_down``)."""
-    from tqdm import tqdm
-
-    from cafe.clients.breaker import ServerUnreachable
-
-    flush_every = flush_every or FLUSH_EVERY
-    bar = tqdm(total=total, desc=desc, unit="item", disable=not progress)
-    done: list[tuple[int, Any]] = []
-    buffer: list[Any] = []
-    kept = 0
-
-    def flush() -> None:
-        nonlocal buffer
-        ready, buffer = buffer, []  # handed over: a writer that raises owns it
-        if ready:
-            writer.write_many(ready)
-
-    try:
-        for fut in asyncio.as_completed(tasks):
-            i, result = await fut
-            records = result if batched else [result]
-            buffer.extend(records)
-            kept += len(records)
-            done.append((i, result))
-            if len(buffer) >= flush_every:
-                flush()
-            bar.update(len(records))
-        flush()
-    except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
-        flush()
-        taken = {i for i, _ in done}
-        left = [t for i, t in enumerate(tasks) if i not in taken]
-        kept += await _wind_down(left, writer, running or {}, batched)
-        if isinstance(stop, ServerUnreachable):
-            raise stop.stopped(f"{kept} records of this run kept") from None
-        raise
-    finally:
-        bar.close()
-    return done
-
-
-async def _wind_down(
-    left: Sequence[asyncio.Future[Any]], writer: Any,
-    running: Mapping[asyncio.Future[Any], Future[Any] | None], batched: bool,
-) -> int:  # fmt: skip
-    """After a stop: cancel the calls not yet sent; those sent (``running``: on this loop or a
-    thread) are paid for, so they finish and their records are written -> records kept. A
-    second Ctrl-C ends the wait."""
-    for t in left:
-        if t not in running:
-            t.cancel()  # a finished one keeps its result
-        elif (on_thread := running[t]) is not None:
-            on_thread.cancel()  # only if it has not started
-    kept = 0
-    for got in await asyncio.gather(*left, return_exceptions=True):
-        if isinstance(got, BaseException):
-            continue
-        records = got[1] if batched else [got[1]]
-        with contextlib.suppress(Exception):  # the stop already said what went wrong
-            writer.write_many(records)
-            kept += len(records)
-    return kept
-
-
-def chunks(items: Sequence[T], size: int) -> list[list[T]]:
-    """``items`` in lists of ``size`` (at least one)."""
-    size = max(1, size)
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+        self._sem.get().release()
 
 
 async def execute(
@@ -138,11 +56,15 @@ async def execute(
     ``concurrency`` threads, one more call queued per thread (a thread never waits while the
     records are written). ``batch_size``: ``call`` gets lists of items and returns their
     records in order. ``aclose`` runs at the end whatever happens."""
+    from tqdm import tqdm
+
     from cafe.clients.breaker import ServerUnreachable
 
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
     sem = Limiter(2 * concurrency if threads else concurrency)
-    units: Sequence[Any] = chunks(items, batch_size) if batch_size else items
+    units: Sequence[Any] = items
+    if batch_size:
+        units = [list(items[i : i + batch_size]) for i in range(0, len(items), batch_size)]
     # calls sent: on a thread (its future), or on this loop (None); a stop lets them finish
     running: dict[asyncio.Future[Any], Future[Any] | None] = {}
     stopped: list[BaseException] = []  # a stop seen by a call: no call waiting starts after it
@@ -167,11 +89,12 @@ async def execute(
                 return n, [failed(i, why) for i in unit] if batch_size else failed(unit, why)
 
     tasks = [asyncio.ensure_future(one(n, u)) for n, u in enumerate(units)]
+    bar = tqdm(total=len(items), desc=desc, unit="item", disable=not progress)
     try:
-        done = await write_as_completed(tasks, writer, total=len(items), desc=desc,
-                                        progress=progress, flush_every=flush_every,
-                                        batched=bool(batch_size), running=running)  # fmt: skip
+        every = flush_every or FLUSH_EVERY
+        done = await _write_as_completed(tasks, writer, running, bar, every, bool(batch_size))
     finally:
+        bar.close()
         for t in tasks:  # Ctrl-C: nothing left behind on the loop
             t.cancel()
         if pool is not None:  # the running calls finish (no thread can be stopped)
@@ -180,6 +103,60 @@ async def execute(
             await aclose()
     ordered = [r for _, r in sorted(done, key=lambda d: d[0])]
     return [r for rs in ordered for r in rs] if batch_size else ordered
+
+
+async def _write_as_completed(
+    tasks: Sequence[asyncio.Future[Any]], writer: Any,
+    running: Mapping[asyncio.Future[Any], Future[Any] | None], bar: Any, flush_every: int,
+    batched: bool,
+) -> list[tuple[int, Any]]:  # fmt: skip
+    """Await ``tasks`` ((index, result) each; ``batched``: the result a list of records) as
+    they finish, writing their records in fsynced batches -> the pairs as they came. On a stop
+    the buffer is written, the calls not yet sent are cancelled and those sent (``running``:
+    on this loop or a thread) are paid for, so they finish and their records are written; a
+    second Ctrl-C ends that wait."""
+    from cafe.clients.breaker import ServerUnreachable
+
+    done: list[tuple[int, Any]] = []
+    buffer: list[Any] = []
+
+    def listed(result: Any) -> list[Any]:
+        return result if batched else [result]
+
+    def flush() -> None:
+        nonlocal buffer
+        ready, buffer = buffer, []  # handed over: a writer that raises owns it
+        if ready:
+            writer.write_many(ready)
+
+    try:
+        for fut in asyncio.as_completed(tasks):
+            i, result = await fut
+            buffer.extend(listed(result))
+            done.append((i, result))
+            if len(buffer) >= flush_every:
+                flush()
+            bar.update(len(listed(result)))
+        flush()
+    except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
+        flush()
+        taken = {i for i, _ in done}
+        left = [t for i, t in enumerate(tasks) if i not in taken]
+        for t in left:
+            if t not in running:
+                t.cancel()  # a finished one keeps its result
+            elif (on_thread := running[t]) is not None:
+                on_thread.cancel()  # only if it has not started
+        kept = sum(len(listed(r)) for _, r in done)
+        for got in await asyncio.gather(*left, return_exceptions=True):
+            if not isinstance(got, BaseException):
+                with contextlib.suppress(Exception):  # the stop already said what went wrong
+                    writer.write_many(listed(got[1]))
+                    kept += len(listed(got[1]))
+        if isinstance(stop, ServerUnreachable):
+            raise stop.stopped(f"{kept} records of this run kept") from None
+        raise
+    return done
 
 
 class _Stopped(Exception):
@@ -205,16 +182,12 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
     button) cancels it and is raised once it has wound down."""
     restore = honour_interrupts()
     try:
-        return _run_sync(coro)
-    finally:
-        restore()
-
-
-def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        try:
+            return asyncio.run(coro)
+        finally:
+            restore()
     started: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
     lock, stop = threading.Lock(), threading.Event()
 
@@ -225,21 +198,18 @@ def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
                 asyncio.current_task().cancel()  # type: ignore[union-attr]
         return await coro
 
-    box: dict[str, Any] = {}
-    finished = threading.Event()  # not Thread.join: an interrupted join marks it stopped
+    done: Future[R] = Future()  # not Thread.join: an interrupted join marks it stopped
 
     def helper() -> None:
         try:
-            box["value"] = asyncio.run(main())
+            done.set_result(asyncio.run(main()))
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-            box["error"] = e
-        finally:
-            finished.set()
+            done.set_exception(e)
 
     thread = threading.Thread(target=helper, name="cafe-loop", daemon=True)
     try:
         thread.start()
-        finished.wait()
+        wait([done])
     except KeyboardInterrupt:  # may come while the thread is still starting
         with lock:
             stop.set()
@@ -247,11 +217,11 @@ def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
                 with contextlib.suppress(RuntimeError):  # its loop has closed: the work is over
                     loop.call_soon_threadsafe(task.cancel)
         if thread.ident is not None:
-            finished.wait()  # the calls wind down (what a writer took stays written)
+            wait([done])  # the calls wind down (what a writer took stays written)
         raise
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    finally:
+        restore()
+    return done.result()
 
 
 @dataclass
@@ -323,37 +293,28 @@ class CallCache:
     nothing opens no file."""
 
     def __init__(self, cache: Any, name: str) -> None:
-        from cafe.cache import Cache
-
         self._given, self._name = cache, name
-        self._cache: Any = cache if isinstance(cache, Cache) else None
 
-    @property
+    @functools.cached_property
     def cache(self) -> Any:
-        if self._cache is None:
-            from cafe.cache import Cache, cache_file
+        from cafe.cache import Cache, cache_file
 
-            given = self._given
-            self._cache = Cache(given if given is not None else cache_file(self._name))
-        return self._cache
+        if isinstance(self._given, Cache):
+            return self._given
+        return Cache(self._given if self._given is not None else cache_file(self._name))
 
     @property
     def hits(self) -> int:
-        return self._cache.hits if self._cache is not None else 0  # 0 while never opened
+        return self.cache.hits if "cache" in vars(self) else 0  # 0 while never opened
 
 
-def run_calls(calls: Sequence[Awaitable[R]], *, concurrency: int | None = None) -> list[R]:
+def run_calls(calls: Sequence[Awaitable[R]]) -> list[R]:
     """Await ``calls`` on one event loop from synchronous code (the data pipeline's LLM
-    stages), at most ``concurrency`` in flight (None: the client's own bound) -> the results
-    in order; the first exception ends it."""
-    sem = Limiter(concurrency or len(calls))
-
-    async def one(call: Awaitable[R]) -> R:
-        async with sem:
-            return await call
+    stages: each stage's caller bounds its calls in flight) -> the results in order; the first
+    exception ends it."""
 
     async def every() -> list[R]:
-        return list(await asyncio.gather(*(one(c) for c in calls)))
+        return list(await asyncio.gather(*calls))
 
     return run_sync(every())
 
@@ -389,7 +350,10 @@ def resume(
         kept = [r for r in kept if legacy_ok(r)]
     elif stored != spec:
         if kept and write:
-            said = _differences(stored, spec) or "unreadable"
+            said = "unreadable"
+            if isinstance(stored, Mapping):
+                diff = [k for k in dict.fromkeys([*spec, *stored]) if stored.get(k) != spec.get(k)]
+                said = "; ".join(f"{k}: {stored.get(k)!r} then, {spec.get(k)!r} now" for k in diff)
             note(
                 f"note: {path.name} was made under another {spec_name} ({said}): its "
                 f"{len(kept)} records are {redone} (calls the two share replay from the cache)"
@@ -399,14 +363,6 @@ def resume(
     if stored != spec and write:
         write_json_atomic(where, dict(spec))
     return kept
-
-
-def _differences(stored: Mapping[str, Any] | None, spec: Mapping[str, Any]) -> str:
-    if not isinstance(stored, Mapping):
-        return ""
-    keys = [*spec, *(k for k in stored if k not in spec)]
-    return "; ".join(f"{k}: {stored.get(k)!r} then, {spec.get(k)!r} now" for k in keys
-                     if stored.get(k) != spec.get(k))  # fmt: skip
 
 
 def pending_calls(plan: Any) -> int:
@@ -423,11 +379,11 @@ def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None
     ``costs`` -> the invocation's own summary."""
     from cafe.clients.costs import merge_summaries
 
-    if plan.ledger is None or not (plan.ledger.tallies or plan.batch_stats()):
+    batches = plan.batch_stats()
+    if plan.ledger is None or not (plan.ledger.tallies or batches):
         return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
-    mine = plan.ledger.summary()
-    mine["cache_hits"] = cache_hits
-    if batches := plan.batch_stats():
+    mine = {**plan.ledger.summary(), "cache_hits": cache_hits}
+    if batches:
         mine["batches"] = batches
     if not store.has_manifest():
         return mine

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cafe.clients.base import ChatClient
@@ -127,7 +128,7 @@ def format_dry_run(d: dict[str, Any]) -> str:
 
 def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -> list[str]:
     """A command's batch counts, spend, server trouble (429s, 5xx, retries, waits) and
-    selective saving, as lines to print on stdout (stderr stays for errors)."""
+    selective saving, as lines to print (on stdout; beside --json, on stderr)."""
     from cafe.clients.ratelimit import format_call_stats
 
     lines = []
@@ -150,3 +151,26 @@ def cost_lines(calls: dict[str, Any], selective: dict[str, Any] | None = None) -
             f"without a call of their own (~{selective['calls_saved_est']} calls saved)"
         )
     return lines
+
+
+def call_plan(
+    state_root: str | Path | None, *, batch: bool = False, dry_run: bool = False,
+    prices: str | Path | None = None, batch_options: dict[str, Any] | None = None,
+) -> CallPlan:  # fmt: skip
+    """The CallPlan (direct, --batch with its state in ``state_root/batches``, or --dry-run)
+    with a cost ledger priced from cafe/clients/prices.yaml (or ``prices``)."""
+    from cafe.clients.batch import BatchSpec
+    from cafe.clients.costs import Ledger, PriceTable
+    from cafe.store import BATCH_DIR
+
+    # a dry run of a batch: priced both ways, nothing sent
+    mode = "dry-run" if dry_run else "batch" if batch else "direct"
+    spec = None
+    if batch:
+        if state_root is None:
+            raise ValueError("--batch keeps its state in a folder: none was given")
+        # a folder gets batches/ inside it; a path ending in "." (a file's stem): "<stem>.batches"
+        root = str(state_root)
+        folder = Path(root + BATCH_DIR) if root.endswith(".") else Path(root) / BATCH_DIR
+        spec = BatchSpec(folder, **(batch_options or {}))
+    return CallPlan(mode=mode, ledger=Ledger(PriceTable.load(prices)), batch=spec)

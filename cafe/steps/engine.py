@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from cafe.clients.breaker import ServerUnreachable
+from cafe.clients.calls import call_plan
 from cafe.counters import add, judge_counters, on_disk_counters, share_totals, with_share
 from cafe.execution import (
     CallCache,
@@ -33,7 +34,7 @@ from cafe.execution import (
 )
 from cafe.folder.sections import SectionInfo, register_section, removed_notes, sections
 from cafe.folder.status import StepStatus, require_usable
-from cafe.folder.view import View, read_view
+from cafe.folder.view import read_view
 from cafe.jsontext import strict_dumps
 from cafe.locking import folder_lock
 from cafe.records import RecordError
@@ -44,7 +45,6 @@ from cafe.steps.base import (
     Context,
     Invocation,
     Output,
-    Records,
     Setup,
     Step,
     StepRecord,
@@ -94,7 +94,15 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
         view = read_view(store, rec.reads if rec else ())
         if step.writes.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
-        ctx = _context(step, store, view, calls, spec_of(step, options))
+        # the one place the call cache is opened; a judge caching each call uses judge.sqlite
+        # and the call plan (batch transport, cost ledger, dry run) its caller takes
+        by_call = rec is not None and rec.caches == "calls"
+        cache = CallCache(calls.cache, "judge.sqlite" if by_call else "steps.sqlite")
+        plan = None
+        if by_call:
+            plan = call_plan(view.root, batch=calls.batch, dry_run=calls.dry_run,
+                             prices=calls.prices, batch_options=calls.batch_options)  # fmt: skip
+        ctx = Context(view, spec_of(step, options), calls, cache, plan)
         setup = step.setup(ctx)
         ctx = replace(ctx, spec=setup.spec, state=setup.state)
         if step.variants is not None:  # the runs beside it, made once (cafe.steps.variants)
@@ -103,10 +111,9 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             ctx = replace(ctx, variants=variant_views(store.root, step.variants(ctx), calls.runs))
         records: list[Any] = []
         planned_all = 0
-        path = _records_path(store, rec, setup)
         makes_calls = rec is not None and setup.calls
         if makes_calls or calls.dry_run:  # a dry run plans and counts: nothing sent or written
-            records, ctx, planned_all = _execute(step, store, ctx, setup, path)
+            records, ctx, planned_all = _execute(step, store, ctx, setup)
         if calls.dry_run:
             return _dry_report(ctx)
         if ctx.plan is not None:  # what the calls cost, whatever comes next
@@ -114,23 +121,28 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
         pending = pending_calls(ctx.plan) if rec is not None and rec.holds else 0
         if pending:  # no results yet: the section as it would be, not written
             return _held(step, ctx, records, pending, makes_calls)
-        whole = step.status(ctx, records)
-        status = _limited(whole, planned_all, calls.limit)
+        status = step.status(ctx, records)
+        whole, limit = status, calls.limit
+        if limit is not None and status.status != "failed" and planned_all > limit:
+            why = f"--limit {limit}: {limit} of {planned_all} (item, run)s"  # partial, saying so
+            reason = f"{status.reason}; {why}" if status.reason else why
+            status = StepStatus("partial", status.total, status.usable, reason)
         require_usable(f"cafe {step.name}", status, str(store.root))  # nothing written then
         if makes_calls and rec.current:  # the run's current records: this step's, now usable
             rewrite_jsonl(store.path(rec.current), records)
             store.invalidate(changed=(Path(rec.current).stem,))  # what the earlier ones fed goes
-            view = replace(view, metrics=store.read_metrics())
-            ctx = replace(ctx, view=view)
-        out = _section(step, ctx, records, ctx.made.counts if makes_calls else None, status)
+            ctx = replace(ctx, view=replace(view, metrics=store.read_metrics()))
+        out = _section(step, ctx, records, makes_calls, status)
         if status is not whole:  # cut by --limit: said in every section, whatever its shape
             out.section["outcome"] = status.to_dict()
-        for name, rows in out.files.items():
-            _write_rows(store, name, rows)
+        for name, rows in out.files.items():  # one transaction: a kill never tears it
+            text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
+            replace_file(store.path(name), lambda f, text=text: f.write(scrub_text(text)))
         for name, section in {step.writes.name: out.section, **out.more}.items():
             store.update_metrics(name, section)  # stamped with its inputs
-        gone = store.invalidate()  # a section derived from this one goes (cafe.folder.sections)
-        if gone:  # said, as `cafe run` says it: another step's section is never lost silently
+        # a section derived from this one goes (cafe.folder.sections), said as `cafe run`
+        # says it: another step's section is never lost silently
+        if gone := store.invalidate():
             for line in removed_notes(store, gone):
                 note(line)
         if makes_calls and rec.current:
@@ -138,40 +150,6 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
 
             compute_metrics(store.root)  # registered metrics derive from the current records
     return StepResult(out.section, status, records)
-
-
-def _context(step: Step, store: RunStore, view: View, calls: Calls, spec: dict[str, Any]
-             ) -> Context:  # fmt: skip
-    """The engine's context before setup: the call cache (the one place it is opened; a judge
-    caching each call uses judge.sqlite) and, for such a judge, the call plan (batch
-    transport, cost ledger, dry run) its caller takes."""
-    rec = step.records
-    by_call = rec is not None and rec.caches == "calls"
-    cache = CallCache(calls.cache, "judge.sqlite" if by_call else "steps.sqlite")
-    plan = None
-    if by_call:
-        from cafe.caller import call_plan
-
-        plan = call_plan(view.root, batch=calls.batch, dry_run=calls.dry_run,
-                         prices=calls.prices, batch_options=calls.batch_options)  # fmt: skip
-    return Context(view, spec, calls, cache, plan)
-
-
-def _records_path(store: RunStore, rec: Records | None, setup: Setup) -> Path | None:
-    if rec is None or rec.in_section:
-        return None
-    name = (judge_records_name(rec.file, setup.identity) if setup.identity
-            else f"{rec.file}.jsonl")  # fmt: skip
-    return store.path(name)
-
-
-def _limited(status: StepStatus, planned: int, limit: int | None) -> StepStatus:
-    """A step run with --limit over fewer (item, run)s than its plan: partial, saying so."""
-    if limit is None or status.status == "failed" or planned <= limit:
-        return status
-    why = f"--limit {limit}: {limit} of {planned} (item, run)s"
-    return StepStatus("partial", status.total, status.usable,
-                      f"{status.reason}; {why}" if status.reason else why)  # fmt: skip
 
 
 def _dry_report(ctx: Context) -> StepResult:
@@ -188,47 +166,39 @@ def _dry_report(ctx: Context) -> StepResult:
                                           selection=selection), status)  # fmt: skip
 
 
-def _bound(ctx: Context) -> int:
-    """Items in flight: the calls' bound, lifted for a batch (it collects every call waiting)."""
-    n = int(ctx.calls.concurrency or 1)
-    return ctx.plan.item_concurrency(n) if ctx.plan is not None else n
-
-
-def _write_rows(store: RunStore, name: str, rows: list[dict[str, Any]]) -> None:
-    """One transaction (cafe.store.replace_file): a kill or a full disk never tears it."""
-    text = "".join(strict_dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    replace_file(store.path(name), lambda f: f.write(scrub_text(text)))
-
-
-def _held(step: Step, ctx: Context, records: list[Any], pending: int, makes_calls: bool
+def _held(step: Step, ctx: Context, records: list[Any], pending: int, counted: bool
           ) -> StepResult:  # fmt: skip
-    noun = step.records.noun if step.records else "calls"
+    noun = step.records.noun
     note(
         f"{pending} {noun} still pending in a batch (or cancelled there): "
         f"{step.writes.name} left as it was; run the same command again to collect"
     )
-    out = _section(step, ctx, records, ctx.made.counts if makes_calls else None)
+    out = _section(step, ctx, records, counted)
     held = StepStatus("partial", len(records), 0, f"{pending} {noun} pending")
     return StepResult({**out.section, "pending": pending}, held, records)
 
 
 def _section(
-    step: Step, ctx: Context, records: list[Any], counts: dict[str, Any] | None,
-    status: StepStatus | None = None,
-) -> Output:  # fmt: skip
+    step: Step, ctx: Context, records: list[Any], counted: bool, status: StepStatus | None = None
+) -> Output:
     """The step's section with its outcome, and, for a step making calls, its spec and the
-    counters over every invocation under that spec."""
+    counters over every invocation under that spec: this invocation's calls and cache hits,
+    the records it made for its calls and their statuses, what they cost."""
     made = step.section(ctx, records)
     out = made if isinstance(made, Output) else Output(made)
     section = out.section = dict(out.section)
     if status is not None and step.writes.outcome:
         section["outcome"] = status.to_dict()
-    if counts is not None:
-        rec = step.records
+    if counted:
+        rec, c, ours = step.records, ctx.made.counts, ctx.made.asked
+        done, replies = rec.counted
         section["spec"] = ctx.spec
-        previous, now = ctx.view.metrics.get(step.writes.name), _counters(rec, ctx)
+        now = {"calls": c.get("calls", 0), "cache_hits": c.get("cache_hits", 0),
+               done: len(ours), replies: rec.replies(ours)}  # fmt: skip
+        if ctx.costs and "total_cost_usd" in ctx.costs:
+            now["cost_usd"] = ctx.costs["total_cost_usd"]
+        previous = ctx.view.metrics.get(step.writes.name)
         if not rec.in_section:  # the totals: those of the records on disk, kill or not
-            done, replies = rec.counted
             disk = {**share_totals(records), done: len(records), replies: rec.replies(records)}
             section["counters"] = on_disk_counters(previous, ctx.spec, now, disk)
         else:  # its records live in the section only: each invocation's counts add up
@@ -236,36 +206,34 @@ def _section(
     return out
 
 
-def _counters(rec: Records, ctx: Context) -> dict[str, Any]:
-    """This invocation's counters: calls and cache hits, the records it made (those its plan
-    decided without a call, a Selection's ``decided``, left out) and their statuses, what they
-    cost."""
-    made, c, ours = ctx.made, ctx.costs, ctx.made.asked
-    done, replies = rec.counted
-    cost = {"cost_usd": c["total_cost_usd"]} if c and "total_cost_usd" in c else {}
-    return {"calls": made.counts.get("calls", 0), "cache_hits": made.counts.get("cache_hits", 0),
-            done: len(ours), replies: rec.replies(ours), **cost}  # fmt: skip
-
-
 def _execute(
-    step: Step, store: RunStore, ctx: Context, setup: Setup, path: Path | None
+    step: Step, store: RunStore, ctx: Context, setup: Setup
 ) -> tuple[list[Any], Context, int]:
     """Resume, plan, call (cached), append, compact -> (the records, the context with this
     invocation, the (item, run)s its plan holds); a dry run writes nothing."""
-    view, dry = ctx.view, ctx.calls.dry_run
+    rec, view, dry = step.records, ctx.view, ctx.calls.dry_run
     if not view.samples:
         store.samples()  # the one-line error: no samples.jsonl, and how to get it
-    kept = _resume(step.records, setup, path, ctx.spec, write=not dry) if path else []
+    path, kept = None, []
+    if not rec.in_section:  # the one resume, with the step's declarations
+        path = store.path(judge_records_name(rec.file, setup.identity) if setup.identity
+                          else f"{rec.file}.jsonl")  # fmt: skip
+        kept = resume(path, ctx.spec, lambda p: latest_records(p, rec.cls), write=not dry,
+                      legacy_ok=setup.keep, normalize=setup.normalize, spec_name=rec.spec_name,
+                      redone=rec.redone)  # fmt: skip
     planned, sel, done, planned_all = _planned(step, ctx, kept)
     call, counts = _cached_call(step, ctx)
+    # items in flight: the calls' bound, lifted for a batch (it collects every call waiting)
+    bound = int(ctx.calls.concurrency or 1)
+    bound = ctx.plan.item_concurrency(bound) if ctx.plan is not None else bound
     t0 = time.perf_counter()
     path = None if dry else path
     with store.writer(path.name) if path else nullcontext(_DISCARD) as writer:
         writer.write_many([*planned, *sel.decided])  # records made without a call, first
         called = run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), writer,
-                                  concurrency=_bound(ctx), desc=f"cafe {step.name}",
+                                  concurrency=bound, desc=f"cafe {step.name}",
                                   progress=ctx.calls.progress and not dry,
-                                  aclose=lambda: _aclose(ctx)))  # fmt: skip
+                                  aclose=_own(ctx, "aclose")))  # fmt: skip
         shared = share_records(sel, [*called, *kept])  # the (item, run)s that shared a call
         writer.write_many(shared)
     fresh = [*called, *sel.decided, *shared]
@@ -285,16 +253,6 @@ def _execute(
     return records, replace(ctx, made=inv), planned_all
 
 
-def _resume(rec: Records, setup: Setup, path: Path, spec: dict[str, Any], write: bool = True
-            ) -> list[Any]:  # fmt: skip
-    """The records ``path`` keeps under this spec: cafe.execution.resume, the one resume, with
-    the step's declarations (another spec's records are redone; a file from before specs
-    keeps those its ``keep`` accepts; a stored spec is read by its ``normalize``)."""
-    return resume(path, spec, lambda p: latest_records(p, rec.cls), write=write,
-                  legacy_ok=setup.keep, normalize=setup.normalize or (lambda s: s),
-                  spec_name=rec.spec_name, redone=rec.redone)  # fmt: skip
-
-
 def _planned(step: Step, ctx: Context, kept: list[Any]) -> tuple[list[Any], Selection, int, int]:
     """What is left under this spec (a failed record is made again) of the first ``limit``
     (item, run)s of the plan (None: all) -> (the records the plan made without a call, the
@@ -304,16 +262,12 @@ def _planned(step: Step, ctx: Context, kept: list[Any]) -> tuple[list[Any], Sele
     plan = step.plan(ctx)
     sel = plan if isinstance(plan, Selection) else Selection(list(plan))
     order = [*sel.todo, *sel.decided, *sel.copies]
-    first = {_key(cls, x) for x in order[:limit]}
-
-    def left(k: tuple[str, int]) -> bool:
-        return k in first and k not in done
-
-    todo = [x for x in sel.todo if left(_key(cls, x))]
+    left = {_key(cls, x) for x in order[:limit]} - done
+    todo = [x for x in sel.todo if _key(cls, x) in left]
     planned = [x for x in todo if isinstance(x, cls)]
     todo = [x for x in todo if not isinstance(x, cls)]
-    decided = [x for x in sel.decided if left(_key(cls, x))]
-    copies = {k: v for k, v in sel.copies.items() if left(k)}
+    decided = [x for x in sel.decided if _key(cls, x) in left]
+    copies = {k: v for k, v in sel.copies.items() if k in left}
     return planned, Selection(todo, decided, copies), len(done), len(order)
 
 
@@ -327,7 +281,7 @@ def _key(cls: type, x: Any) -> tuple[str, int]:
 
 
 def _own(ctx: Context, name: str) -> Any:
-    """The state's method ``name``, else its judge's (a state holding one), else None."""
+    """The state's method ``name`` (``failed``, ``aclose``), else its judge's, else None."""
     state = ctx.state
     return getattr(state, name, None) or getattr(getattr(state, "judge", None), name, None)
 
@@ -337,65 +291,46 @@ def _failed(ctx: Context, item: Any, why: str) -> Any:
     StepRecord."""
     if (failed := _own(ctx, "failed")) is not None:
         return failed(item, why)
-    sid, run = _key(StepRecord, item)
-    return StepRecord(sid, run, "failed", reason=why)
-
-
-async def _aclose(ctx: Context) -> None:
-    """Release what the calls used (its judge's client), whatever happened."""
-    if (close := _own(ctx, "aclose")) is not None:
-        await close()
+    return StepRecord(*_key(StepRecord, item), "failed", reason=why)
 
 
 def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
-    """The step's call behind the engine's call cache and its counts: its record whole (key:
-    the step's frozen spec + the item's question, choices and output; only a usable record is
-    kept, so a failed or unusable reply is asked again), or each model call its judge makes
-    through the same cache under the judge's spec (``caches = "calls"``); either way each
-    record carries its share of the counts."""
+    """The step's call (a sync one on a thread) behind the engine's call cache and its counts:
+    its record whole (key: the step's frozen spec + the item's question, choices and output;
+    only a usable record is kept, so a failed or unusable reply is asked again), or each model
+    call its judge makes through the same cache under the judge's spec (``caches =
+    "calls"``). Each record carries its share of the counters (cafe.counters.with_share),
+    added to the counts; a call that raises is its failed record here (as execute would make
+    it), so the calls it made are counted too."""
     counts = {"calls": 0, "cache_hits": 0}
     rec = step.records
-    if rec.caches == "calls":
-        return _counted(ctx, lambda item: _call(step, ctx, item), counts), counts
+
+    async def call(item: Any) -> Any:
+        if inspect.iscoroutinefunction(step.call):
+            return await step.call(ctx, item)
+        return await asyncio.to_thread(step.call, ctx, item)
 
     def readable(entry: Any) -> bool:
         try:
-            rec.cls.from_dict(entry)
-            return True
+            return rec.cls.from_dict(entry) is not None
         except RecordError:
             return False
 
     def entry(r: Any) -> dict[str, Any] | None:  # only a usable record is kept
-        if r.status != "ok":
-            return None
-        return {k: v for k, v in r.to_dict().items() if k != "call"}
+        return {k: v for k, v in r.to_dict().items() if k != "call"} if r.status == "ok" else None
 
     async def cached(item: Any) -> Any:
+        if rec.caches == "calls":
+            return await call(item)
         s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
         inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
-        hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs,
-                                   lambda: _call(step, ctx, item),
+        hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs, lambda: call(item),
                                    entry=entry, valid=readable)  # fmt: skip
         return rec.cls.from_dict(hit) if r is None else r  # one that is no record: asked again
 
-    return _counted(ctx, cached, counts), counts
-
-
-async def _call(step: Step, ctx: Context, item: Any) -> Any:
-    """The step's call, which may be async; a sync one runs in a thread."""
-    if inspect.iscoroutinefunction(step.call):
-        return await step.call(ctx, item)
-    return await asyncio.to_thread(step.call, ctx, item)
-
-
-def _counted(ctx: Context, call: Any, counts: dict[str, int]) -> Any:
-    """``call`` whose record carries its share of the counters (cafe.counters.with_share),
-    added to ``counts``; a call that raises is its failed record here (as
-    cafe.execution.execute would make it), so the calls it made are counted too."""
-
     async def guarded(item: Any) -> Any:
         try:
-            return await call(item)
+            return await cached(item)
         except ServerUnreachable:  # a dead server stops the command
             raise
         except Exception as e:  # a bug in one item must not lose the rest
@@ -408,4 +343,4 @@ def _counted(ctx: Context, call: Any, counts: dict[str, int]) -> Any:
                 counts[k] += n
         return r
 
-    return counted
+    return counted, counts
