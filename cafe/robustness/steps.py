@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from cafe.records import Sample
+from cafe.steps import step_function
 from cafe.steps.base import Context, Option, Section
-from cafe.steps.engine import run_step
 from cafe.steps.variants import Variant, VariantStep, run_variants
 from cafe.store import RunStore
 
@@ -55,11 +55,9 @@ class ChoicesStep(VariantStep):
         return choices_section(view.samples, data)
 
 
-def run_orderings(real_dir: str | Path, k: int, *, mode: str = "rotate", seed: int = 0,
-                  **options: Any) -> dict[str, Any]:  # fmt: skip
-    """Orderings 1..k-1 of the run in ``real_dir``, then its "choices" section; returns it.
-    ``options``: run_variants' (run_options, execution options)."""
-    return run_step(ChoicesStep(), real_dir, runs=options, k=k, mode=mode, seed=seed).section
+#: orderings 1..k-1 of the run in ``run_dir``, then its "choices" section; ``runs``:
+#: run_variants' (run_options, execution options)
+run_orderings = step_function(ChoicesStep, "run_orderings")
 
 
 def necessity_variants(captions: str | Path | None) -> list[Variant]:
@@ -90,13 +88,11 @@ class NecessityStep(VariantStep):
         return necessity_section(view.samples, acc, caption_ok, conditions)
 
 
-def run_necessity(real_dir: str | Path, *, captions: str | Path | None = None,
-                  **options: Any) -> dict[str, Any]:  # fmt: skip
-    """Caption-only, text-only and silence runs of the run in ``real_dir`` (a finished one is
-    reused), then its "necessity" section; returns it. ``options``: run_variants' (run_options,
-    model_call: what the run's folder does not keep about reaching its model, as `cafe run`
-    takes it; execution options)."""
-    return run_step(NecessityStep(), real_dir, runs=options, captions=captions).section
+#: caption-only, text-only and silence runs of the run in ``run_dir`` (a finished one is
+#: reused), then its "necessity" section; ``runs``: run_variants' (run_options, model_call:
+#: what the run's folder does not keep about reaching its model, as `cafe run` takes it;
+#: execution options)
+run_necessity = step_function(NecessityStep, "run_necessity")
 
 
 def budget_variants(budgets: Sequence[int], method: str) -> list[Variant]:

@@ -91,7 +91,7 @@ GROUP_CALLS: dict[str, dict[str, str]] = {
 def step_function(step_cls: Any, name: str | None = None) -> Any:
     """The Python function of a step, made from its declaration: ``(run_dir, <positional>, *,
     <its options>, <the calls its flags set>, cache, concurrency, progress, limit,
-    **client) -> its section``; each default its command's (one default per option)."""
+    **client | **runs) -> its section``; each default its command's (one default per option)."""
     import inspect
 
     from cafe.steps.base import Calls, Flags, concurrency_default
@@ -112,6 +112,8 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
                if n not in step.positional]  # fmt: skip
     if "judge_server" in groups:  # further options of its judge's client (timeout_s...)
         params.append(inspect.Parameter("client", inspect.Parameter.VAR_KEYWORD))
+    elif step.variants is not None:  # how its variant runs are made (run_variants' keywords)
+        params.append(inspect.Parameter("runs", inspect.Parameter.VAR_KEYWORD))
     signature = inspect.Signature(params)
 
     def function(*args: Any, **kwargs: Any) -> dict[str, Any]:

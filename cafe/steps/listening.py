@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from cafe.records import Sample
+from cafe.steps import step_function
 from cafe.steps.base import Context, Option, Section
-from cafe.steps.engine import run_step
 from cafe.steps.judged import bench_breakdowns
 from cafe.steps.variants import Variant, VariantStep
 from cafe.store import CONTROL_CAPTIONS
@@ -73,12 +73,6 @@ class ListeningStep(VariantStep):
                                  bench_breakdowns(view.manifest))  # fmt: skip
 
 
-def run_controls(
-    real_dir: str | Path, controls: Sequence[str], *, control_seed: int = 0,
-    judge: str | None = None, judge_options: dict[str, Any] | None = None, **options: Any,
-) -> dict[str, Any]:  # fmt: skip
-    """Run each control of the run in ``real_dir`` and write its "listening" section; returns
-    it. ``options``: run_variants' (run_options: the spec, else the run's manifest; model_call;
-    the execution options batch_size, concurrency, progress, cache, strict, cards)."""
-    spec = {"control_seed": control_seed, "judge": judge, "judge_options": judge_options}
-    return run_step(ListeningStep(), real_dir, runs=options, controls=controls, **spec).section
+#: the controls of the run in ``run_dir`` and its "listening" section; ``runs``: run_variants'
+#: (run_options: the spec, else the run's manifest; model_call; the execution options)
+run_controls = step_function(ListeningStep, "run_controls")
