@@ -63,7 +63,7 @@ STEPS.builtin("cues", "cafe.steps.cues:CuesStep",
 STEPS.builtin("decay", "cafe.steps.decay:DecayStep",
               "Perception decay curves: accuracy and Acc_per by reasoning length.",
               "decay")  # fmt: skip
-# its command is written by hand over the variant runs (cafe.commands.TABLE's "listen" row)
+# its row in cafe.commands.TABLE is written out (its cafe.api function: run_controls)
 STEPS.add_lazy("listen", "cafe.steps.listening:ListeningStep")
 
 
@@ -101,7 +101,8 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     defaults = {f.name: f.default for f in fields(Calls) if f.name != "client"}
     defaults["concurrency"] = concurrency_default(step)
     groups = [g.group for g in step.layout or () if isinstance(g, Flags)]
-    calls = ["cache", "concurrency", "progress", "limit"] if step.records or groups else []
+    made = step.records or (groups and step.variants is None)  # a variant step's: its runs
+    calls = ["cache", "concurrency", "progress", "limit"] if made else []
     calls += [c for g in groups for c in GROUP_CALLS.get(g, ())]
     opts = {o.name: o.default for o in step.options}
     given = {**opts, **{c: defaults[c] for c in calls if c not in opts}}
