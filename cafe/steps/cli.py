@@ -14,10 +14,12 @@ from cafe.cli_options import (
     ITEMS,
     batch_click_options,
     cache_option,
+    cards_option,
     command,
     compose,
     concurrency_option,
     echo_costs,
+    endpoint_option,
     json_option,
     judge_api_key_env_option,
     judge_concurrency_option,
@@ -214,15 +216,8 @@ def _run_flags() -> Any:
     """How variant runs are made, as `cafe run` takes it: the model's server and cards, and
     the execution options (no prediction changes with them)."""
     return compose(
-        option(
-            "--endpoint",
-            "endpoints",
-            multiple=True,
-            help="Model server base URL for served models (repeat to shard the work).",
-        ),
-        option(
-            "--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML."
-        ),
+        endpoint_option(),
+        cards_option(),
         concurrency_option(help="generate() calls in flight [adapter default]."),
         option(
             "--batch-size", type=IN_FLIGHT, help="Requests per generate() call [adapter default]."
