@@ -368,6 +368,22 @@ def gathered(dest: str, make: Callable[..., Any], names: Sequence[str]) -> Calla
     return deco
 
 
+def cards_option():
+    return option(
+        "--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML."
+    )
+
+
+def endpoint_option():
+    """--endpoint URL (repeatable): a served model's server, as `cafe run` takes it."""
+    return option(
+        "--endpoint",
+        "endpoints",
+        multiple=True,
+        help="Model server base URL for served models (repeat to shard the work).",
+    )
+
+
 def model_options(required: bool = True, default: str | None = None):
     """The options of every command that loads a model: --model, --checkpoint, --cards,
     -o/--option KEY=VALUE and --endpoint (a served model), as `cafe run` takes them; the
@@ -386,9 +402,7 @@ def model_options(required: bool = True, default: str | None = None):
             help="Model card name, registered adapter name, or a checkpoint folder.",
         ),
         option("--checkpoint", help="Checkpoint path or hub id overriding the card's."),
-        option(
-            "--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML."
-        ),
+        cards_option(),
         option(
             "-o",
             "--option",
@@ -397,12 +411,7 @@ def model_options(required: bool = True, default: str | None = None):
             help="Adapter option or generation setting KEY=VALUE (repeat), e.g. -o "
             "temperature=0.7 -o top_p=0.95.",
         ),
-        option(
-            "--endpoint",
-            "endpoints",
-            multiple=True,
-            help="Model server base URL for served models (repeat to shard the work).",
-        ),
+        endpoint_option(),
         option(
             "--api-key-env",
             metavar="NAME",

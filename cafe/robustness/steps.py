@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cafe.metrics.listening import item_accuracy
 from cafe.records import Sample
+from cafe.steps import step_function
 from cafe.steps.base import Context, Option, Section
-from cafe.steps.engine import run_step
 from cafe.steps.variants import Variant, VariantStep, run_variants
 from cafe.store import RunStore
 
@@ -43,23 +44,20 @@ class ChoicesStep(VariantStep):
         ctx.view.samples, ctx.spec["k"], ctx.spec["mode"], ctx.spec["seed"]))  # fmt: skip
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
-        view = ctx.view
         from cafe.robustness.orderings import choices_section
 
-        runs = [view, *ctx.variants.values()]  # ordering 0 is the run
+        runs = [ctx.view, *ctx.variants.values()]  # ordering 0 is the run
         idents = [v.manifest["spec"]["permutation"] for v in runs[1:]]
         first = idents[0] if idents else {"of": 1, "mode": "rotate", "seed": 0}
         data = [{"spec": i, "samples": v.samples, "predictions": v.predictions,
                  "run_dir": str(v.root.resolve())}
                 for i, v in zip([{**first, "k": 0}, *idents], runs, strict=True)]  # fmt: skip
-        return choices_section(view.samples, data)
+        return choices_section(ctx.view.samples, data)
 
 
-def run_orderings(real_dir: str | Path, k: int, *, mode: str = "rotate", seed: int = 0,
-                  **options: Any) -> dict[str, Any]:  # fmt: skip
-    """Orderings 1..k-1 of the run in ``real_dir``, then its "choices" section; returns it.
-    ``options``: run_variants' (run_options, execution options)."""
-    return run_step(ChoicesStep(), real_dir, runs=options, k=k, mode=mode, seed=seed).section
+#: orderings 1..k-1 of the run in ``run_dir``, then its "choices" section; ``runs``:
+#: run_variants' (run_options, execution options)
+run_orderings = step_function(ChoicesStep, "run_orderings")
 
 
 def necessity_variants(captions: str | Path | None) -> list[Variant]:
@@ -76,10 +74,9 @@ class NecessityStep(VariantStep):
     variants = staticmethod(lambda ctx: necessity_variants(ctx.spec["captions"]))
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
-        view = ctx.view
-        from cafe.metrics.listening import item_accuracy
         from cafe.robustness.necessity import necessity_section
 
+        view = ctx.view
         runs = {"real": view, **ctx.variants}
         acc = {c: item_accuracy(view.samples, v.predictions) for c, v in runs.items()}
         cap = ctx.variants["caption"]
@@ -90,13 +87,9 @@ class NecessityStep(VariantStep):
         return necessity_section(view.samples, acc, caption_ok, conditions)
 
 
-def run_necessity(real_dir: str | Path, *, captions: str | Path | None = None,
-                  **options: Any) -> dict[str, Any]:  # fmt: skip
-    """Caption-only, text-only and silence runs of the run in ``real_dir`` (a finished one is
-    reused), then its "necessity" section; returns it. ``options``: run_variants' (run_options,
-    model_call: what the run's folder does not keep about reaching its model, as `cafe run`
-    takes it; execution options)."""
-    return run_step(NecessityStep(), real_dir, runs=options, captions=captions).section
+#: caption-only, text-only and silence runs of the run in ``run_dir`` (a finished one is
+#: reused); ``runs``: run_variants' (run_options, model_call, execution options)
+run_necessity = step_function(NecessityStep, "run_necessity")
 
 
 def budget_variants(budgets: Sequence[int], method: str) -> list[Variant]:
@@ -114,7 +107,6 @@ def run_sweep(model: str, bench: str, budgets: Sequence[int], *, out: str | Path
     its figure; returns the section. ``run_kwargs``: RunRequest fields (data, limit, judge…)."""
     from cafe.adapters.base import ADAPTERS
     from cafe.adapters.resolve import resolve_model
-    from cafe.metrics.listening import item_accuracy
     from cafe.robustness import budgets as B
     from cafe.robustness.figures import sweep_figure
     from cafe.runner.spec import RunError

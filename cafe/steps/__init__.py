@@ -63,7 +63,7 @@ STEPS.builtin("cues", "cafe.steps.cues:CuesStep",
 STEPS.builtin("decay", "cafe.steps.decay:DecayStep",
               "Perception decay curves: accuracy and Acc_per by reasoning length.",
               "decay")  # fmt: skip
-# its command is written by hand over the variant runs (cafe.commands.TABLE's "listen" row)
+# its row in cafe.commands.TABLE is written out (its cafe.api function: run_controls)
 STEPS.add_lazy("listen", "cafe.steps.listening:ListeningStep")
 
 
@@ -91,7 +91,7 @@ GROUP_CALLS: dict[str, dict[str, str]] = {
 def step_function(step_cls: Any, name: str | None = None) -> Any:
     """The Python function of a step, made from its declaration: ``(run_dir, <positional>, *,
     <its options>, <the calls its flags set>, cache, concurrency, progress, limit,
-    **client) -> its section``; each default its command's (one default per option)."""
+    **client | **runs) -> its section``; each default its command's (one default per option)."""
     import inspect
 
     from cafe.steps.base import Calls, Flags, concurrency_default
@@ -101,7 +101,8 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     defaults = {f.name: f.default for f in fields(Calls) if f.name != "client"}
     defaults["concurrency"] = concurrency_default(step)
     groups = [g.group for g in step.layout or () if isinstance(g, Flags)]
-    calls = ["cache", "concurrency", "progress", "limit"] if step.records or groups else []
+    made = step.records or (groups and step.variants is None)  # a variant step's: its runs
+    calls = ["cache", "concurrency", "progress", "limit"] if made else []
     calls += [c for g in groups for c in GROUP_CALLS.get(g, ())]
     opts = {o.name: o.default for o in step.options}
     given = {**opts, **{c: defaults[c] for c in calls if c not in opts}}
@@ -112,6 +113,8 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
                if n not in step.positional]  # fmt: skip
     if "judge_server" in groups:  # further options of its judge's client (timeout_s...)
         params.append(inspect.Parameter("client", inspect.Parameter.VAR_KEYWORD))
+    elif step.variants is not None:  # how its variant runs are made (run_variants' keywords)
+        params.append(inspect.Parameter("runs", inspect.Parameter.VAR_KEYWORD))
     signature = inspect.Signature(params)
 
     def function(*args: Any, **kwargs: Any) -> dict[str, Any]:

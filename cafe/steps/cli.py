@@ -14,10 +14,12 @@ from cafe.cli_options import (
     ITEMS,
     batch_click_options,
     cache_option,
+    cards_option,
     command,
     compose,
     concurrency_option,
     echo_costs,
+    endpoint_option,
     json_option,
     judge_api_key_env_option,
     judge_concurrency_option,
@@ -29,7 +31,6 @@ from cafe.cli_options import (
     thinking_options,
 )
 from cafe.commands import TABLE as COMMANDS
-from cafe.controls import CONTROLS, parse_controls
 from cafe.errors import CafeError
 from cafe.jsontext import strict_dumps
 from cafe.steps import GROUP_CALLS, STEPS
@@ -82,8 +83,10 @@ def step_command(step: Step) -> click.Command:
             how.update(how["batch"].call_kwargs())
         how["progress"] = not how.get("progress", True)  # --no-progress's; no bar without it
         options = {o.name: o.value(given[o.cli or o.name]) for o in step.options}
-        _refuse(step, options)
         try:
+            for g in groups:  # a group whose flags make values together (VALUES)
+                options.update(VALUES[g.group](given) if g.group in VALUES else {})
+            _refuse(step, options)
             res = run_step(type(step)(), run_dir, **how, **options)
         except CafeError:
             raise  # its own line and exit code
@@ -143,7 +146,7 @@ def _flag(o: Any) -> Any:
         return option(o.flags or o.flag, name, is_flag=True, **shown)
     if o.type is bool:
         return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default, **shown)
-    kind: Any = o.type
+    kind: Any = str if o.type is object else o.type  # a list in Python: "a,b" here
     if o.bounds is not None:  # refused before anything runs, with the range in click's line
         ranged = click.FloatRange if o.type is float else click.IntRange
         kind = ranged(*o.bounds, min_open=o.open_min)
@@ -201,87 +204,49 @@ FLAGS: dict[str, Callable[[Flags], Any]] = {
         help="Print calls, cache hits and estimated cost (direct and batch); send nothing.",
     ),
     "progress": lambda g: no_progress_option(),
+    "run_judge": lambda g: compose(
+        judge_server_options(),
+        option("--captions", type=click.Path(exists=True), help="The real run's captions file."),
+    ),
+    "runs": lambda g: _run_flags(),
+}
+
+
+def _run_flags() -> Any:
+    """How variant runs are made, as `cafe run` takes it: the model's server and cards, and
+    the execution options (no prediction changes with them)."""
+    return compose(
+        endpoint_option(),
+        cards_option(),
+        concurrency_option(help="generate() calls in flight [adapter default]."),
+        option(
+            "--batch-size", type=IN_FLIGHT, help="Requests per generate() call [adapter default]."
+        ),
+        option("--no-cache", is_flag=True, help="Neither read nor write the model call cache."),
+        no_progress_option(),
+    )
+
+
+def _variant_runs(given: dict[str, Any]) -> dict[str, Any]:
+    """The runs group's flags as run_variants' keywords (the run's spec: its manifest)."""
+    call = {"options": {"endpoints": list(given["endpoints"])}} if given["endpoints"] else None
+    runs = {k: given[k] for k in ("concurrency", "batch_size")}
+    runs.update(model_call=call, cards=list(given["cards"]) or None, cache=not given["no_cache"])
+    return {"runs": {**runs, "progress": not given["no_progress"]}}
+
+
+def _run_judge(given: dict[str, Any]) -> dict[str, Any]:
+    keys = ("judge_model", "judge_endpoints", "judge_concurrency", "judge_api_key_env", "captions")
+    return {"judge_options": judge_server_kwargs(*(given[k] for k in keys))}
+
+
+#: the groups whose flags make an option or a Calls value together, {group: given -> keywords}
+VALUES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "run_judge": _run_judge,
+    "runs": _variant_runs,
 }
 
 #: ``judge_command``, ``decay_command``…: the commands of cafe's registered steps, under the
 #: names cafe.commands.TABLE gives them, generated from their declarations
 globals().update({c.click.partition(":")[2]: step_command(STEPS.step(c.name))
-                  for c in COMMANDS if c.name in STEPS.builtins})  # fmt: skip
-
-
-@command("listen")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@option(
-    "--controls",
-    default="all",
-    show_default=True,
-    help=f"Comma-separated controls: {', '.join(CONTROLS)} (or all).",
-)
-@option("--control-seed", default=0, show_default=True, help="Seed of noise and shuffling.")
-@option("--judge", help="CAFE judge on the controls (default: the real run's judge; none: skip).")
-@judge_server_options()
-@option("--captions", type=click.Path(exists=True), help="The real run's captions file.")
-@option(
-    "--endpoint",
-    "endpoints",
-    multiple=True,
-    help="Model server base URL for served models (repeat to shard the work).",
-)
-@option("--cards", multiple=True, type=click.Path(exists=True), help="Extra model cards YAML.")
-@concurrency_option(help="generate() calls in flight [adapter default].")
-@option("--batch-size", type=IN_FLIGHT, help="Requests per generate() call [adapter default].")
-@option("--no-cache", is_flag=True, help="Neither read nor write the model call cache.")
-@no_progress_option()
-def listen_command(
-    run_dir: str,
-    controls: str,
-    control_seed: int,
-    judge: str | None,
-    judge_model: str | None,
-    judge_api_key_env: str | None,
-    judge_endpoints: tuple[str, ...],
-    judge_concurrency: int | None,
-    captions: str | None,
-    endpoints: tuple[str, ...],
-    cards: tuple[str, ...],
-    concurrency: int | None,
-    batch_size: int | None,
-    no_cache: bool,
-    no_progress: bool,
-) -> None:
-    """Is RUN_DIR's model listening? Run the same model and spec with the audio replaced by
-    silence of the same length, noise at the clip's level, another item's clip (seeded
-    derangement) and no audio, each in its own run folder RUN_DIR-ctl-CONTROL; write the
-    listening gap (real minus control accuracy, paired bootstrap 95% interval over items) into
-    RUN_DIR/metrics.json and print it.
-
-    \b
-    cafe listen runs/qwen2.5-omni-7b-mmar-v2
-    cafe listen runs/reference-synth-v2-n200-seed0 --controls silence,shuffled
-    """
-    from cafe.metrics.listening import format_listening
-    from cafe.runner.spec import rerun_options
-    from cafe.steps.listening import run_controls
-    from cafe.store import RunStore
-
-    try:
-        names = parse_controls(controls)
-        manifest = RunStore(run_dir).read_manifest()
-        opts = rerun_options(manifest)
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    if endpoints:
-        opts["options"] = {**opts["options"], "endpoints": list(endpoints)}
-    jopts = judge_server_kwargs(
-        judge_model, judge_endpoints, judge_concurrency, judge_api_key_env, captions
-    )
-    if judge is None and manifest.get("judge"):  # the real run's judge (keys: environment)
-        recorded = dict(manifest["judge"])
-        judge = recorded.pop("name", None)
-        jopts = {**recorded, **jopts}
-    section = run_controls(
-        run_dir, names, control_seed=control_seed, run_options=opts, judge=judge,
-        judge_options=jopts, concurrency=concurrency, batch_size=batch_size,
-        cards=list(cards) or None, cache=not no_cache, progress=not no_progress,
-    )  # fmt: skip
-    click.echo(format_listening(section))
+                  for c in COMMANDS if c.engine})  # fmt: skip
