@@ -87,12 +87,9 @@ class RuleJudge(Judge):
     def _patterns(self, events: Sequence[Event]) -> list[tuple[re.Pattern[str], str]]:
         """(pattern, label) for every synonym and label, longest first ("church bell" wins)."""
         names: dict[str, str] = {}
-        for label, syns in self.vocabulary.items():
+        for label, syns in [*self.vocabulary.items(), *((e.label, ()) for e in events)]:
             for s in [label, label.replace("_", " "), *syns]:
                 names.setdefault(s.lower(), label)
-        for e in events:
-            names.setdefault(e.label.lower(), e.label)
-            names.setdefault(e.label.replace("_", " ").lower(), e.label)
         ordered = sorted(names, key=len, reverse=True)
         return [(re.compile(r"\b" + re.escape(n) + r"s?\b", re.I), names[n]) for n in ordered]
 
@@ -131,9 +128,7 @@ class RuleJudge(Judge):
         """Where perception statements are read besides perception lines: the reasoning, review
         and thinking sections; without any, the output less its answer. Never the answer alone:
         it is the conclusion, not a statement of what was heard."""
-        parts = [sec.get("reasoning"), sec.get("review")]
-        if not structured:
-            parts.insert(0, sec.get("think"))
+        parts = [None if structured else sec.get("think"), sec.get("reasoning"), sec.get("review")]
         text = "\n".join(p for p in parts if p)
         if text or structured:
             return text
@@ -172,12 +167,11 @@ class RuleJudge(Judge):
                 item, "rule judge needs structured events (synth benchmark); use an LLM judge"
             )
         events = events or []
-        patterns = self._patterns(events)
         used: set[int] = set()
         leaned: set[int] = set()
         hallucinated: list[str] = []
         reasoning_events: list[str] = []
-        for m in self._mentions(item, patterns):
+        for m in self._mentions(item, self._patterns(events)):
             bound = self._bind(m, events, used) if m.label is not None else []
             if not bound:
                 name = m.text if m.start is not None else (m.label or m.text)

@@ -47,11 +47,10 @@ class VerdictJudge(AnswerJudge):
         self.templates = {name: path.read_text(encoding="utf-8") for name, path in vs.templates}
         # every template the judge may use is part of its identity (one: that template's hash)
         self.template_hash = sha256_text("\n\n".join([self.template, *self.templates.values()]))
-        budget = vs.max_tokens
-        if budget is None:  # none sent, unless a thinking judge needs its own budget
-            self.max_tokens = self.max_tokens if self.thinking else None
-        else:
-            self.max_tokens = budget if not self.thinking else self.max_tokens + budget
+        if not self.thinking:  # the rule's budget (none: none sent)
+            self.max_tokens = vs.max_tokens
+        elif vs.max_tokens is not None:  # a thinking judge's own budget, plus the rule's
+            self.max_tokens += vs.max_tokens
         # the judge's identity as stored with its verdicts: this rule's task, template, budget
         self.spec = self.caller.identity = dataclasses.replace(
             self.spec, task=vs.name, template_hash=self.template_hash,
@@ -106,10 +105,8 @@ class VerdictJudge(AnswerJudge):
         if got.error is not None:
             return Judged(*ids, "failed", got.error)
         if got.ok:  # the raw reply is the one read (earlier attempts: counted)
-            return Judged(*ids, "ok", got.text, value=got.value,
-                          attempts=len(raws))  # fmt: skip
-        return Judged(*ids, "unparseable", "\n---\n".join(raws),
-                      attempts=len(raws))  # fmt: skip
+            return Judged(*ids, "ok", got.text, value=got.value, attempts=len(raws))
+        return Judged(*ids, "unparseable", "\n---\n".join(raws), attempts=len(raws))
 
 
 def kept_rows(rows: list[dict[str, Any]], preds: list[Prediction]) -> dict[tuple[str, int], Any]:
