@@ -53,15 +53,6 @@ def _validator() -> Any:
     return jsonschema.Draft202012Validator(REPLY_SCHEMA)
 
 
-def _validate(obj: dict) -> str | None:
-    """The first schema error as 'path: message', or None."""
-    error = next(iter(sorted(_validator().iter_errors(obj), key=lambda e: list(e.path))), None)
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "reply"
-    return f"{where}: {error.message}"
-
-
 def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | None]:
     """(the eight lists, None) for a valid reply (its final answer), else (None, one-line
     reason); a six-list reply gets required_events = matched ∪ missed."""
@@ -72,9 +63,10 @@ def parse_reply(text: str | None) -> tuple[dict[str, list[str]] | None, str | No
     obj = first_json(text, "{", lambda o: isinstance(o, dict))
     if obj is None:
         return None, f"no JSON object in reply: {' '.join(text.split())[:80]!r}"
-    error = _validate(obj)
-    if error is not None:
-        return None, f"schema: {error}"
+    error = next(iter(sorted(_validator().iter_errors(obj), key=lambda e: list(e.path))), None)
+    if error is not None:  # the first schema error, as 'path: message'
+        where = "/".join(str(p) for p in error.absolute_path) or "reply"
+        return None, f"schema: {where}: {error.message}"
     out = {k: list(obj.get(k) or []) for k in KEYS}
     if "required_events" not in obj:
         out["required_events"] = list(dict.fromkeys(out["matched_events"] + out["missed_events"]))

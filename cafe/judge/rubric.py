@@ -252,10 +252,8 @@ class RubricJudge(Asking):
                               "notes": [n for r in rated for n in r[3]]}  # fmt: skip
         if failures:
             return self.record(p, "failed", reason=failures[0], **kw)
-        bad = sum(r[0] is None for r in rated)
-        if bad:
-            return self.record(
-                p, "invalid", reason=f"{bad} of {self.raters} raters gave no valid reply", **kw
-            )
+        if bad := sum(r[0] is None for r in rated):
+            why = f"{bad} of {self.raters} raters gave no valid reply"
+            return self.record(p, "invalid", reason=why, **kw)
         score = trimmed_mean([r[0] for r in rated], self.trim)  # type: ignore[misc]
         return self.record(p, "ok", score=score, **kw)
