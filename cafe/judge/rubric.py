@@ -175,8 +175,7 @@ class RubricJudge(Asking):
             raise ValueError("raters >= 1, trim >= 0 and retries >= 0")
         self.template = RubricTemplate.load(template)
         self.template_hash = self.template.hash
-        self.raters, self.trim, self.temperature, self.seed = raters, trim, temperature, seed
-        self.retries, self.max_tokens = retries, max_tokens
+        self.raters, self.trim = raters, trim  # the rest of the protocol: read from the spec
         self.spec = JudgeSpec(
             task="mmar-rubric", kind=kind, model=model, template_hash=self.template_hash,
             endpoint=JudgeSpec.endpoint_of(endpoints), max_tokens=max_tokens,
@@ -186,13 +185,12 @@ class RubricJudge(Asking):
 
     def describe(self) -> dict[str, Any]:
         return {"judge": self.identity, "template_hash": self.template_hash, **self.protocol,
-                "retries": self.retries, "max_tokens": self.max_tokens}  # fmt: skip
+                "retries": self.spec.retries, "max_tokens": self.spec.max_tokens}  # fmt: skip
 
     @property
     def protocol(self) -> dict[str, Any]:
         """The settings a record was made under (a record under others is rated again)."""
-        return {"raters": self.raters, "trim": self.trim, "temperature": self.temperature,
-                "seed": self.seed}  # fmt: skip
+        return {k: getattr(self.spec, k) for k in ("raters", "trim", "temperature", "seed")}
 
     def record(self, p: Prediction, status: str, **kw: Any) -> RubricScore:
         return RubricScore(
@@ -221,8 +219,8 @@ class RubricJudge(Asking):
             return messages, {"prompt": prompt, "rater": rater, "attempt": attempt}
 
         got, raws = await self.caller.ask_retrying(
-            self.retries, request, parse, catch=True, temperature=self.temperature,
-            max_tokens=self.max_tokens, seed=self.seed,
+            self.spec.retries, request, parse, catch=True, temperature=self.spec.temperature,
+            max_tokens=self.spec.max_tokens, seed=self.spec.seed,
         )  # fmt: skip
         if got.error is not None:
             return None, raws, len(raws), [], f"judge call failed: {got.error}"

@@ -107,8 +107,7 @@ class RuleJudge(Judge):
         return found
 
     def _mentions(self, item: JudgeItem, patterns: list) -> list[_Mention]:
-        pred = item.prediction
-        sec = pred.sections or {}
+        sec = item.prediction.sections or {}
         out: list[_Mention] = []
         for pe in sec.get("perception_events") or []:
             text = str(pe.get("text", "")).strip()
@@ -116,7 +115,7 @@ class RuleJudge(Judge):
                 continue
             for label in self._labels_in(text, patterns) or [None]:
                 out.append(_Mention(text, label, pe.get("start"), pe.get("end")))
-        reasoning = self._reasoning_text(pred.raw_output or "", sec, structured=bool(out))
+        reasoning = self._reasoning_text(item.prediction.raw_output or "", sec, bool(out))
         for sentence in _SENTENCES.split(reasoning):
             uses = bool(_CONCLUSION.search(sentence)) and not _SET_ASIDE.search(sentence)
             for label in self._labels_in(sentence, patterns):
