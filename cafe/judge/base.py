@@ -50,7 +50,6 @@ class Judge(ABC):
         }
 
     def judgement(self, item: JudgeItem, **fields: Any) -> Judgement:
-        """This judge's Judgement of ``item``."""
         p = item.prediction
         return Judgement(sample_id=p.sample_id, run_index=p.run_index, judge=self.identity,
                          template_hash=self.template_hash, **fields)  # fmt: skip

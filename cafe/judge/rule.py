@@ -60,8 +60,7 @@ class _Mention:
     label: str | None
     start: float | None = None
     end: float | None = None
-    reasoning: bool = False  # in the reasoning part, not the perception list
-    uses: bool = False  # the sentence leans on it for a conclusion
+    uses: bool = False  # a reasoning sentence leans on it for a conclusion
 
 
 def _event_name(e: Event) -> str:
@@ -95,16 +94,15 @@ class RuleJudge(Judge):
 
     @staticmethod
     def _labels_in(text: str, patterns: list[tuple[re.Pattern[str], str]]) -> list[str]:
-        found: list[str] = []
+        found: dict[str, None] = {}  # an ordered set
         taken: list[tuple[int, int]] = []
         for pat, label in patterns:
             for m in pat.finditer(text):
                 if any(m.start() < b and a < m.end() for a, b in taken):
                     continue  # inside a longer synonym already found
                 taken.append(m.span())
-                if label not in found:
-                    found.append(label)
-        return found
+                found[label] = None
+        return list(found)
 
     def _mentions(self, item: JudgeItem, patterns: list) -> list[_Mention]:
         sec = item.prediction.sections or {}
@@ -119,7 +117,7 @@ class RuleJudge(Judge):
         for sentence in _SENTENCES.split(reasoning):
             uses = bool(_CONCLUSION.search(sentence)) and not _SET_ASIDE.search(sentence)
             for label in self._labels_in(sentence, patterns):
-                out.append(_Mention(sentence.strip(), label, reasoning=True, uses=uses))
+                out.append(_Mention(sentence.strip(), label, uses=uses))
         return out
 
     @staticmethod
@@ -182,7 +180,7 @@ class RuleJudge(Judge):
                 if i not in used:
                     used.add(i)
                     reasoning_events.append(_event_name(events[i]))
-                if m.reasoning and m.uses:
+                if m.uses:
                     leaned.add(i)
         matched, misused, neutral, missed = [], [], [], []
         for i, e in enumerate(events):
