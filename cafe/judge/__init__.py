@@ -19,7 +19,6 @@ for _kind in ("openai-compatible", "openai", "gemini"):  # one LLM judge for eve
 
 
 def build_judge(name: str, **options: Any) -> Any:
-    """The judge registered as ``name``, constructed with ``kind=name`` and ``options``."""
     return JUDGES.get(name)(kind=name, **options)
 
 

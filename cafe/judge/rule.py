@@ -146,9 +146,8 @@ class RuleJudge(Judge):
             return min(end, events[i].offset + tol) - max(start, events[i].onset - tol)
 
         hits = [i for i in same if overlap(i, self.tolerance_s) > 0]
-        if not hits:
-            return []
-        return [max([i for i in hits if i not in used] or hits, key=overlap)]  # fresh ones first
+        fresh = [i for i in hits if i not in used] or hits  # fresh ones first
+        return [max(fresh, key=overlap)] if hits else []
 
     async def ajudge(self, item: JudgeItem) -> Judgement:
         return self.judge(item)
