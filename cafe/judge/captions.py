@@ -57,22 +57,19 @@ def load_captions(path: str | Path) -> dict[str, str]:
     return out
 
 
-def _done(path: Path, identity: str, template_hash: str) -> set[tuple[str, str]]:
-    # files written before identities dropped the endpoint carry "kind:model@url"
-    return {
-        (d["sample_id"], d.get("audio_sha256", ""))
-        for d in iter_jsonl(path)
-        if str(d.get("captioner", "")).split("@")[0] == identity
-        and d.get("template_hash") == template_hash
-    }
-
-
 def _todo(
-    samples: Sequence[Sample], out: Path, done: set[tuple[str, str]]
+    samples: Sequence[Sample], out: Path, identity: str, template_hash: str
 ) -> tuple[list[tuple[Sample, list[str]]], list[Problem]]:
     """(sample, its audio hashes) not yet captioned, and a problem line per unusable sample."""
     from cafe.audio import file_sha256
 
+    # files written before identities dropped the endpoint carry "kind:model@url"
+    done = {
+        (d["sample_id"], d.get("audio_sha256", ""))
+        for d in iter_jsonl(out)
+        if str(d.get("captioner", "")).split("@")[0] == identity
+        and d.get("template_hash") == template_hash
+    }
     problems: list[Problem] = []
     todo = []
     for s in samples:
@@ -110,7 +107,7 @@ async def caption_samples(
     caller = Caller(CallerSpec(kind, model, concurrency=concurrency, role="captioner"),
                     identity=spec, cache=cache, client=client)  # fmt: skip
     out = Path(out)
-    todo, problems = _todo(samples, out, _done(out, identity, template_hash))
+    todo, problems = _todo(samples, out, identity, template_hash)
     skipped = len(samples) - len(todo) - len(problems)
 
     def parse(final: str | None) -> tuple[Any, str | None]:
