@@ -60,8 +60,7 @@ class Judge(ABC):
 
 class Asking(Asks):
     """A judge that asks a chat model through the one caller (cafe.caller): its ``spec`` keys
-    every call; servers, concurrency and client options say how calls are made, never part of
-    it (re-sharding keeps the cache keys)."""
+    every call, how calls are made never does (cafe.judge.spec)."""
 
     def connect(
         self, spec: JudgeSpec, endpoints: Sequence[str], cache: Any, client: Any, **options: Any
