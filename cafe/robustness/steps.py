@@ -17,7 +17,7 @@ from cafe.robustness.orderings import capped_orderings, choices_section
 from cafe.steps import step_function
 from cafe.steps.base import Context, Option, Section
 from cafe.steps.variants import Variant, VariantStep, run_variants
-from cafe.store import RunStore
+from cafe.store import RunStore, write_json_atomic
 
 #: what an unregistered section is taken to derive from (cafe.folder.sections.PLUGIN_DERIVES):
 #: these sections are not in the built-in table yet, so a later command that has not imported
@@ -105,7 +105,6 @@ def run_sweep(model: str, bench: str, budgets: Sequence[int], *, out: str | Path
     from cafe.robustness.figures import sweep_figure
     from cafe.runner.spec import RunError
     from cafe.safe_files import write_file
-    from cafe.store import write_json_atomic
 
     card = resolve_model(model, run_kwargs.get("checkpoint"), cards).card
     method = B.budget_method(ADAPTERS.get(card.adapter), card.name)

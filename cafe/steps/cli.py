@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pkgutil import resolve_name
 from typing import Any
 
 import click
@@ -123,8 +124,6 @@ def step_command(step: Step) -> click.Command:
 
 def _refuse(step: Step, options: dict[str, Any]) -> None:
     """A value its flag cannot take, in click's usage line (exit 2) before anything runs."""
-    from pkgutil import resolve_name
-
     flag = {o.name: o.flags or o.flag for o in step.options}
     for o in step.options:
         v = options[o.name]
