@@ -8,12 +8,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cafe.benchmarks.choice_order import folder_suffix, identity
 from cafe.metrics.listening import item_accuracy
 from cafe.records import Sample
+from cafe.robustness import budgets as B
+from cafe.robustness.necessity import necessity_section
+from cafe.robustness.orderings import capped_orderings, choices_section
 from cafe.steps import step_function
 from cafe.steps.base import Context, Option, Section
 from cafe.steps.variants import Variant, VariantStep, run_variants
-from cafe.store import RunStore
+from cafe.store import RunStore, write_json_atomic
 
 #: what an unregistered section is taken to derive from (cafe.folder.sections.PLUGIN_DERIVES):
 #: these sections are not in the built-in table yet, so a later command that has not imported
@@ -23,9 +27,6 @@ DERIVES = ("predictions", "judgements")
 
 def ordering_variants(samples: Sequence[Sample], k: int, mode: str, seed: int) -> list[Variant]:
     """Orderings 1..K-1 (ordering 0 is the run), each ``<real>-perm-<mode><k>of<K>``."""
-    from cafe.benchmarks.choice_order import folder_suffix, identity
-    from cafe.robustness.orderings import capped_orderings
-
     if k < 2:
         raise ValueError("--permute-choices needs at least 2 orderings (the original is one)")
     k = capped_orderings(samples, k, mode)
@@ -44,8 +45,6 @@ class ChoicesStep(VariantStep):
         ctx.view.samples, ctx.spec["k"], ctx.spec["mode"], ctx.spec["seed"]))  # fmt: skip
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
-        from cafe.robustness.orderings import choices_section
-
         runs = [ctx.view, *ctx.variants.values()]  # ordering 0 is the run
         idents = [v.manifest["spec"]["permutation"] for v in runs[1:]]
         first = idents[0] if idents else {"of": 1, "mode": "rotate", "seed": 0}
@@ -74,8 +73,6 @@ class NecessityStep(VariantStep):
     variants = staticmethod(lambda ctx: necessity_variants(ctx.spec["captions"]))
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any]:
-        from cafe.robustness.necessity import necessity_section
-
         view = ctx.view
         runs = {"real": view, **ctx.variants}
         acc = {c: item_accuracy(view.samples, v.predictions) for c, v in runs.items()}
@@ -94,9 +91,7 @@ run_necessity = step_function(NecessityStep, "run_necessity")
 
 def budget_variants(budgets: Sequence[int], method: str) -> list[Variant]:
     """One run per budget, ``OUT/budget-N``, the budget in its generation identity."""
-    from cafe.robustness.budgets import budget_identity
-
-    return [Variant(str(n), f"budget-{int(n)}", {"options": budget_identity(n, method)
+    return [Variant(str(n), f"budget-{int(n)}", {"options": B.budget_identity(n, method)
                     ["generation"]}, inside=True) for n in budgets]  # fmt: skip
 
 
@@ -107,11 +102,9 @@ def run_sweep(model: str, bench: str, budgets: Sequence[int], *, out: str | Path
     its figure; returns the section. ``run_kwargs``: RunRequest fields (data, limit, judge…)."""
     from cafe.adapters.base import ADAPTERS
     from cafe.adapters.resolve import resolve_model
-    from cafe.robustness import budgets as B
     from cafe.robustness.figures import sweep_figure
     from cafe.runner.spec import RunError
     from cafe.safe_files import write_file
-    from cafe.store import write_json_atomic
 
     card = resolve_model(model, run_kwargs.get("checkpoint"), cards).card
     method = B.budget_method(ADAPTERS.get(card.adapter), card.name)

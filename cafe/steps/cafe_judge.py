@@ -1,11 +1,10 @@
 """`cafe judge` on the step engine (the CAFE judge of cafe.judge): judge every (item, run) of a
 run folder, resumably, and write the CAFE metrics ("cafe" and "decay" sections). The engine
-resumes under the judge's spec (a stored spec read as a JudgeSpec; a folder from before judge
-specs keeps the same judge's judgements), judges what is left, appends to
-``judgements.<judge>.jsonl``, compacts it and, once the judge did its job, mirrors it to
-``judgements.jsonl`` (the run's current judge). The step's own pieces: a missing sample's
-failed judgement (planned, no call), selective sharing (cafe.judge.batching) and the
-section's description of the judge and its calls."""
+resumes under the judge's spec (setup says how a stored one is read), judges what is left,
+appends to ``judgements.<judge>.jsonl``, compacts it and, once the judge did its job, mirrors it
+to ``judgements.jsonl`` (the run's current judge). The step's own pieces: the ground-truth
+check, a missing sample's failed judgement (planned, no call), selective sharing
+(cafe.judge.batching), refusing a failed judge, the section's account of the judge and calls."""
 
 from __future__ import annotations
 
@@ -14,20 +13,16 @@ from typing import Any
 
 from cafe.cache import Cache
 from cafe.errors import ConfigError, RunFolderError
+from cafe.execution import pending_calls
+from cafe.failures import most_failed
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge import JUDGES, batching, build_judge
 from cafe.judge.base import Judge, JudgeItem
-from cafe.judge.pipeline import (
-    _check_ground_truth,
-    _item_without_sample,
-    _refuse_a_failed_judge,
-    judging_reasons,
-    load_caption_map,
-)
+from cafe.judge.pipeline import JudgeFailedError, JudgeUnusable, judging_reasons, load_caption_map
 from cafe.judge.spec import REDONE, SPEC_NAME, normalized
 from cafe.metrics.cafe import cafe_section, format_cafe, reply_health
 from cafe.metrics.decay import decay_section
-from cafe.records import Judgement
+from cafe.records import Judgement, Sample
 from cafe.reporting import warn
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
@@ -102,10 +97,21 @@ class CafeJudgeStep(Step):
         if not view.predictions:
             raise RunFolderError(f"{view.root}: no predictions.jsonl records to judge")
         caption_of = load_caption_map(view.samples, o["captions"])
-        judge_cls = JUDGES.get(o["judge"])
-        _check_ground_truth(view.root, o["judge"], judge_cls, view.samples, caption_of)
+        cls = JUDGES.get(o["judge"])
+        if getattr(cls, "needs_caption", True) and not caption_of:
+            raise ConfigError(
+                f"{view.root}: no sample has a caption; the {o['judge']} judge needs ground-truth "
+                "captions: write them with `cafe caption --bench NAME --captioner ... --out FILE` "
+                "and pass --captions FILE (or use --judge rule on the synth benchmark)"
+            )
+        # events known (an empty list under a silence control is known: nothing happens)
+        if getattr(cls, "needs_events", False) and all(s.events is None for s in view.samples):
+            raise ConfigError(
+                f"{view.root}: the {o['judge']} judge needs ground-truth events, which no sample "
+                "of this benchmark carries (synth has them); use an LLM judge with --captions FILE"
+            )
         # a judge with nothing worth caching (the rule) opens no cache file
-        cache = ctx.cache.cache if getattr(judge_cls, "uses_cache", True) else Cache(None)
+        cache = ctx.cache.cache if getattr(cls, "uses_cache", True) else Cache(None)
         options = {"template": o["template"] or None, **judge_calls(ctx, cache)}
         try:
             judge: Judge = build_judge(o["judge"], model=o["judge_model"], **options)
@@ -128,7 +134,8 @@ class CafeJudgeStep(Step):
             s = by_id.get(p.sample_id)
             if s is None:
                 why = f"{SAMPLES}: sample {p.sample_id} not found"
-                out.append(state.judge.failed(_item_without_sample(p), why))
+                item = JudgeItem(Sample(p.sample_id, "", "", "", [], None, []), p, None)
+                out.append(state.judge.failed(item, why))
             else:
                 out.append(JudgeItem(s, p, state.captions.get(s.id)))
         return batching.select_items(state.judge, out, state.selective)
@@ -137,13 +144,31 @@ class CafeJudgeStep(Step):
         return await ctx.state.judge.ajudge(item)
 
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
-        """Raises JudgeFailedError (one line per reason) when the judge failed most outputs
-        or made nothing usable: judgements.jsonl and the sections are left as they were."""
-        made, view = ctx.made, ctx.view
-        judged = _refuse_a_failed_judge(view.root, ctx.state.judge, [*made.planned, *made.fresh],
-                                        view.predictions, records, ctx.plan)  # fmt: skip
-        status = by_counts(len(judged), sum(j.status == "ok" for j in judged), "judgements",
-                           "unusable")  # fmt: skip
+        """Raises JudgeFailedError (with ``judging_reasons`` of this invocation's judgements)
+        when the judge failed most outputs, JudgeUnusable when none of its judgements is usable:
+        judgements.jsonl and the sections are left as they were."""
+        made, view, judge = ctx.made, ctx.view, ctx.state.judge
+        attempted = [*made.planned, *made.fresh]
+        reasons = judging_reasons(judge, attempted)
+        # the judge's own record: of the predictions that have an output to judge, how many did it
+        # fail on (a failed prediction's judgement fails whatever the judge)
+        outputs = {(p.sample_id, p.run_index) for p in view.predictions if p.raw_output is not None}
+        judged = [j for j in records if (j.sample_id, j.run_index) in outputs]
+        judge_failed = sum(j.status == "failed" for j in judged)
+        # a batch left running (--batch-no-wait) or cancelled at the service is pending, not a judge
+        # failure: the next run collects it or submits its items anew
+        pending = pending_calls(ctx.plan)
+        usable = sum(j.status == "ok" for j in judged)
+        kept = f"{view.root}'s judgements.jsonl and its CAFE metrics were left as they were"
+        if not pending and judged and not usable:  # 6 of 6 unusable (now or kept): nothing measured
+            raise JudgeUnusable("\n".join([*reasons, f"judge {judge.identity} produced nothing "
+                                            f"usable: none of {len(judged)} judgements is usable; "
+                                            f"{kept}"]))  # fmt: skip
+        if attempted and not pending and most_failed(judge_failed, len(judged)):
+            raise JudgeFailedError("\n".join([*reasons, f"judge {judge.identity} failed: {kept}; "
+                                               "fix the cause and run the same command again "
+                                               "(failed judgements are retried)"]))  # fmt: skip
+        status = by_counts(len(judged), usable, "judgements", "unusable")
         if status.status == "failed":  # nothing to judge yet, or a batch still out
             return StepStatus("partial", status.total, 0, status.reason)
         return status

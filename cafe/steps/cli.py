@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pkgutil import resolve_name
 from typing import Any
 
 import click
@@ -57,13 +58,12 @@ TABLE: tuple[StepEntry, ...] = tuple(
 
 
 def step_command(step: Step) -> click.Command:
-    """`cafe NAME` of a step (a plugin's or cafe's own): its --help the step class's docstring
-    (else its ``help``), RUN_DIR and its ``layout``, a flag per declared option and the shared
-    flag groups (FLAGS) where it places them; without one, its options and, for a step that
-    makes calls, the engine's --cache, --concurrency and --no-progress. It runs the step on the
-    engine (the groups' values: how its calls are made, cafe.steps.base.Calls) and prints its
-    ``prints`` of the section (or --json)."""
-    # a plugin's command keeps the engine's flags it has always had, calls or not
+    """`cafe NAME` of a step (a plugin's or cafe's own): RUN_DIR and its ``layout`` (a flag per
+    declared option, the shared flag groups, FLAGS, where it places them), --help its class's
+    docstring. It runs the step on the engine (the groups' values: how its calls are made,
+    cafe.steps.base.Calls) and prints its ``prints`` of the section (or --json)."""
+    # no layout: its options and, for a step that makes calls, the engine's flags (a plugin's
+    # command keeps the engine's flags it has always had, calls or not)
     calls = step.records is not None or step.name not in STEPS.builtins
     layout = step.layout or (*(o.name for o in step.options),
                              *([Flags("engine")] if calls else []), Flags("json"),
@@ -102,9 +102,8 @@ def step_command(step: Step) -> click.Command:
             click.echo(step.prints(res.section))
         else:  # its status line
             st = res.section.get("outcome") or {}
-            click.echo(
-                f"{step.name}: {st.get('status')} ({st.get('usable')} of {st.get('total')} usable)"
-            )
+            usable = f"({st.get('usable')} of {st.get('total')} usable)"
+            click.echo(f"{step.name}: {st.get('status')} {usable}")
         if how.get("dry_run"):
             return  # nothing was sent: no costs, no failure
         for g in groups:  # a batch group: the batch counts, spend, server trouble and (unless
@@ -125,8 +124,6 @@ def step_command(step: Step) -> click.Command:
 
 def _refuse(step: Step, options: dict[str, Any]) -> None:
     """A value its flag cannot take, in click's usage line (exit 2) before anything runs."""
-    from pkgutil import resolve_name
-
     flag = {o.name: o.flags or o.flag for o in step.options}
     for o in step.options:
         v = options[o.name]
@@ -142,8 +139,9 @@ def _refuse(step: Step, options: dict[str, Any]) -> None:
 def _flag(o: Any) -> Any:
     """A declared option's click flag: its spelling, type, default and help."""
     name, shown = o.cli or o.name, {"help": o.help or None, "show_default": o.show_default}
+    flag = o.flags or o.flag
     if o.switch is not None:
-        return option(o.flags or o.flag, name, is_flag=True, **shown)
+        return option(flag, name, is_flag=True, **shown)
     if o.type is bool:
         return option(o.flags or f"{o.flag}/--no-{o.flag[2:]}", name, default=o.default, **shown)
     kind: Any = str if o.type is object else o.type  # a list in Python: "a,b" here
@@ -154,7 +152,6 @@ def _flag(o: Any) -> Any:
         kind = click.Choice(list(o.kind))
     elif o.kind is not None:  # a file the user names: it must be there
         kind = click.Path(exists=True, dir_okay=o.kind != "file")
-    flag = o.flags or o.flag
     return option(flag, name, type=kind, default=o.default, required=o.required, **shown)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from cafe.folder.status import StepStatus, by_counts, require_usable
 from cafe.judge.base import JudgeItem
 from cafe.judge.cues import NO_CAPTION, CueJudge
+from cafe.judge.pipeline import load_caption_map
 from cafe.metrics.cues import cues_of, cues_section, format_cues
 from cafe.records import Judgement
 from cafe.steps import step_function
@@ -71,8 +72,6 @@ class CuesStep(Step):
         require_usable("cafe cues", answered(view), str(view.root))
         if not o["judge"]:
             return Setup({"step": self.name, "version": self.version}, calls=False)
-        from cafe.judge.pipeline import load_caption_map
-
         template = str(o["template"]) if o["template"] else None
         judge = CueJudge(o["judge"], o["judge_model"], template, **judge_calls(ctx))
         captions = load_caption_map(view.samples, o["captions"])

@@ -14,10 +14,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from cafe.benchmarks.base import BENCHMARKS, benchmark_class
 from cafe.benchmarks.official import format_official
+from cafe.benchmarks.scoring import choice_rule_for
 from cafe.errors import CafeError
 from cafe.execution import Selection
 from cafe.folder.status import StepStatus, by_counts
+from cafe.judge import batching
 from cafe.judge.answer import SECTION, AnswerJudge, Verdict
 from cafe.judge.verdict import (
     EMBEDDING_FILE,
@@ -64,8 +67,6 @@ def judge_calls(ctx: Context, cache: Any = None) -> dict[str, Any]:
 
 def bench_breakdowns(manifest: dict[str, Any]) -> dict[str, Any] | None:
     """The run's benchmark's own breakdowns (as its accuracy uses), else None."""
-    from cafe.benchmarks import BENCHMARKS
-
     try:
         name = (manifest.get("bench") or {}).get("name")
         return (dict(BENCHMARKS.get(name).breakdowns) or None) if name else None
@@ -159,8 +160,6 @@ class JudgedAccuracyStep(Step):
         return status
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any] | Output:
-        from cafe.benchmarks.scoring import choice_rule_for
-
         view = ctx.view
         bench = (view.manifest.get("bench") or {}).get("name")
         section = self.builds(view.samples, view.predictions, list(records), ctx.state.judge,
@@ -184,8 +183,6 @@ def _calls(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {"calls": calls_of(ctx, sent, ctx.state.judge.client, judged_now=asked),
                            "counters": None}  # fmt: skip
     if ctx.state.selective:  # the shared report shape (cafe.execution.Selection)
-        from cafe.judge import batching
-
         out["selective"] = {**made.selection.report(len(ctx.view.predictions)),
                             **batching.saving(made.selection, ctx.plan, sent, asked)}  # fmt: skip
     return out
@@ -224,8 +221,6 @@ class OfficialStep(JudgedAccuracyStep):
     def setup(self, ctx: Context) -> Setup:
         """The paths asked for, checked against the benchmark's; the embedding path run first
         (an embedder that cannot load fails before a call); no judge: no calls."""
-        from cafe.benchmarks.base import benchmark_class
-
         view, judge, embedder = ctx.view, ctx.spec["judge"], ctx.spec["embedder"]
         name = (view.manifest.get("bench") or {}).get("name") or ""
         bench = benchmark_class(name)()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cafe.controls import CONTROLS
+from cafe.controls import CONTROLS, control_captions, parse_controls
 from cafe.metrics.listening import format_listening, listening_section
 from cafe.records import Sample
 from cafe.steps import step_function
@@ -24,7 +24,6 @@ def control_captions_text(samples: Sequence[Sample], control: str, seed: int, ca
                           ) -> str:  # fmt: skip
     """The captions a control run's LLM judge needs, the played clip's or the silent truth:
     {sample_id: caption} as load_captions reads it."""
-    from cafe.controls import control_captions
     from cafe.judge.captions import load_captions
 
     mapping = control_captions(list(samples), control, seed, load_captions(captions))
@@ -37,8 +36,6 @@ def listening_variants(real: Path, controls: Sequence[str], seed: int, judge: st
     """The control runs, judged as the real run is (without ``judge``: its ``recorded`` judge,
     its options under those given; keys: environment), with the captions of what each played
     (of the run's ``samples``)."""
-    from cafe.controls import parse_controls
-
     judge_options = dict(judge_options or {})
     if judge is None and recorded:
         recorded = dict(recorded)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cafe.clients.calls import cost_lines
 from cafe.errors import CafeError
 from cafe.folder.status import StepStatus, by_counts
 from cafe.judge.rubric import PAPER_JUDGE, RATERS, RETRIES, SEED, TEMPERATURE, TRIM, RubricJudge
@@ -25,8 +26,6 @@ def printed(section: dict[str, Any]) -> str:
     text, failed = format_rubric(section), section["status"].get("failed", 0)
     if not failed:
         return text
-    from cafe.clients.calls import cost_lines
-
     print("\n".join((text, *cost_lines(section.get("calls", {})))))
     raise CafeError(
         f"{failed} of {section['total']} items could not be rated (judge calls failed; "

@@ -14,7 +14,8 @@ from typing import Any
 
 from cafe.folder.status import StepStatus, by_counts
 from cafe.folder.view import View, read_view
-from cafe.runner.spec import rerun_options
+from cafe.runner.spec import RunRequest, rerun_options
+from cafe.safe_files import safe_dir, write_file
 from cafe.steps.base import Context, Step
 from cafe.store import RunStore
 
@@ -33,9 +34,7 @@ class Variant:
         origin = Path(origin)
         if not self.inside:
             return origin.with_name(f"{origin.name}-{self.suffix}")
-        from cafe.safe_files import safe_dir  # made here; a link planted there is refused
-
-        return safe_dir(origin / self.suffix)
+        return safe_dir(origin / self.suffix)  # made here; a link planted there is refused
 
 
 class VariantStep(Step):
@@ -63,8 +62,6 @@ def run_variants(
     to the run; judging is off unless the variant says. ``after(variant, RunResult)``: after
     each run."""
     from cafe.runner.main import run
-    from cafe.runner.spec import RunRequest
-    from cafe.safe_files import write_file
 
     origin, folders, store = Path(origin), {}, RunStore(origin)
     manifest = store.read_manifest() if run_options is None or store.has_manifest() else {}
