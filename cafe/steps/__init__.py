@@ -10,11 +10,12 @@ and the step's declaration; `cafe --help` reads the line, not the step's module.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, fields
 from typing import Any
 
 from cafe.registry import Registry
-from cafe.steps.base import Option, Step, StepRecord, View
+from cafe.steps.base import Calls, Flags, Option, Step, StepRecord, View, concurrency_default
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,6 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     """The Python function of a step, made from its declaration: ``(run_dir, <positional>, *,
     <its options>, <the calls its flags set>, cache, concurrency, progress, limit,
     **client | **runs) -> its section``; each default its command's (one default per option)."""
-    import inspect
-
-    from cafe.steps.base import Calls, Flags, concurrency_default
     from cafe.steps.engine import run_step as run
 
     step = step_cls()

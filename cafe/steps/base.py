@@ -2,10 +2,9 @@
 five hooks. A Step names its options (resolved into a frozen spec: its API keywords and
 command-line flags), the section it writes (``Section``), the records its calls keep
 (``Records``), and gives setup / plan / call / status / section (the variant runs a section
-compares with are cafe.steps.variants'). cafe.steps.engine does the rest the same way for
-every step: lock, view, resume, plan, share, execute, counters, costs, status, section,
-write, invalidate. State made for one invocation (a judge) is returned by ``setup`` and
-handed back in the ``Context``; a step keeps nothing on ``self`` between hooks."""
+compares with are cafe.steps.variants'); cafe.steps.engine does the rest the same way for every
+step. State made for one invocation (a judge) is returned by ``setup`` and handed back in the
+``Context``; a step keeps nothing on ``self`` between hooks."""
 
 from __future__ import annotations
 
@@ -68,7 +67,7 @@ class Flags:
 
 def concurrency_default(step: Any) -> int:
     """The calls in flight a step's command and API function default to."""
-    for g in getattr(step, "layout", None) or ():
+    for g in step.layout or ():
         if isinstance(g, Flags) and g.group == "judge_server":
             return int(g.kw.get("default", JUDGE_CONCURRENCY))
     return ENGINE_CONCURRENCY

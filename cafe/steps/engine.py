@@ -67,8 +67,7 @@ class StepResult:
 def register_step_section(step: Step) -> None:
     """The step's section in the section registry (a built-in name is refused for a plugin)."""
     w, info = step.writes, sections().get(step.writes.name)
-    ours = info is not None and info.builtin and f"cafe {step.name}" in info.owner.split(" / ")
-    if not ours:  # a plugin's: refused when the name is one of cafe's own sections
+    if info is None or not info.builtin or f"cafe {step.name}" not in info.owner.split(" / "):
         register_section(SectionInfo(w.name, f"cafe {step.name}", tuple(w.derives_from),
                                      tuple(w.higher_is_better), tuple(w.lower_is_better),
                                      builtin=False))  # fmt: skip
@@ -109,8 +108,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             from cafe.steps.variants import variant_views
 
             ctx = replace(ctx, variants=variant_views(store.root, step.variants(ctx), calls.runs))
-        records: list[Any] = []
-        planned_all = 0
+        records, planned_all = [], 0
         makes_calls = rec is not None and setup.calls
         if makes_calls or calls.dry_run:  # a dry run plans and counts: nothing sent or written
             records, ctx, planned_all = _execute(step, store, ctx, setup)
@@ -295,13 +293,11 @@ def _failed(ctx: Context, item: Any, why: str) -> Any:
 
 
 def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
-    """The step's call (a sync one on a thread) behind the engine's call cache and its counts:
-    its record whole (key: the step's frozen spec + the item's question, choices and output;
-    only a usable record is kept, so a failed or unusable reply is asked again), or each model
-    call its judge makes through the same cache under the judge's spec (``caches =
-    "calls"``). Each record carries its share of the counters (cafe.counters.with_share),
-    added to the counts; a call that raises is its failed record here (as execute would make
-    it), so the calls it made are counted too."""
+    """The step's call (a sync one on a thread) behind the engine's call cache, and its counts:
+    its record whole (key: the step's frozen spec + the item's question, choices and output), or
+    each model call its judge makes under the judge's spec (``caches = "calls"``). A call that
+    raises is its failed record inside its share of the counters (cafe.counters.with_share), so
+    the calls it made are counted too."""
     counts = {"calls": 0, "cache_hits": 0}
     rec = step.records
 
@@ -316,21 +312,18 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
         except RecordError:
             return False
 
-    def entry(r: Any) -> dict[str, Any] | None:  # only a usable record is kept
+    def entry(r: Any) -> dict[str, Any] | None:  # a failed or unusable one is asked again
         return {k: v for k, v in r.to_dict().items() if k != "call"} if r.status == "ok" else None
-
-    async def cached(item: Any) -> Any:
-        if rec.caches == "calls":
-            return await call(item)
-        s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
-        inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
-        hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs, lambda: call(item),
-                                   entry=entry, valid=readable)  # fmt: skip
-        return rec.cls.from_dict(hit) if r is None else r  # one that is no record: asked again
 
     async def guarded(item: Any) -> Any:
         try:
-            return await cached(item)
+            if rec.caches == "calls":
+                return await call(item)
+            s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
+            inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
+            hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs, lambda: call(item),
+                                       entry=entry, valid=readable)  # fmt: skip
+            return rec.cls.from_dict(hit) if r is None else r  # no record: asked again
         except ServerUnreachable:  # a dead server stops the command
             raise
         except Exception as e:  # a bug in one item must not lose the rest
