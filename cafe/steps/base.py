@@ -49,8 +49,7 @@ class Option:
 
 
 #: calls in flight, declared once: the engine's (--concurrency) and a judge server's
-#: (--judge-concurrency, unless its Flags say ``kw["default"]``); the command and the API
-#: function of a step take the same (``concurrency_default``)
+#: (--judge-concurrency, unless its Flags say ``kw["default"]``); same in command and API
 ENGINE_CONCURRENCY, JUDGE_CONCURRENCY = 8, 16
 
 

@@ -51,6 +51,7 @@ from cafe.steps.base import (
     concurrency_default,
     spec_of,
 )
+from cafe.steps.plugins import compute_metrics
 from cafe.store import RunStore, judge_records_name, latest_records, replace_file, rewrite_jsonl
 
 #: the writer of a step whose records live in its section only (and of a dry run)
@@ -93,8 +94,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
         view = read_view(store, rec.reads if rec else ())
         if step.writes.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
-        # the one place the call cache is opened; a judge caching each call uses judge.sqlite
-        # and the call plan (batch transport, cost ledger, dry run) its caller takes
+        # the one place the call cache is opened (and the call plan a judge caching each call takes)
         by_call = rec is not None and rec.caches == "calls"
         cache = CallCache(calls.cache, "judge.sqlite" if by_call else "steps.sqlite")
         plan = None
@@ -138,14 +138,11 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             replace_file(store.path(name), lambda f, text=text: f.write(scrub_text(text)))
         for name, section in {step.writes.name: out.section, **out.more}.items():
             store.update_metrics(name, section)  # stamped with its inputs
-        # a section derived from this one goes (cafe.folder.sections), said as `cafe run`
-        # says it: another step's section is never lost silently
+        # sections derived from this one go, said as `cafe run` says it: never lost silently
         if gone := store.invalidate():
             for line in removed_notes(store, gone):
                 note(line)
         if makes_calls and rec.current:
-            from cafe.steps.plugins import compute_metrics
-
             compute_metrics(store.root)  # registered metrics derive from the current records
     return StepResult(out.section, status, records)
 
