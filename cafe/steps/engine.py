@@ -65,15 +65,6 @@ class StepResult:
     records: list[StepRecord] = field(default_factory=list)
 
 
-def register_step_section(step: Step) -> None:
-    """The step's section in the section registry (a built-in name is refused for a plugin)."""
-    w, info = step.writes, sections().get(step.writes.name)
-    if info is None or not info.builtin or f"cafe {step.name}" not in info.owner.split(" / "):
-        register_section(SectionInfo(w.name, f"cafe {step.name}", tuple(w.derives_from),
-                                     tuple(w.higher_is_better), tuple(w.lower_is_better),
-                                     builtin=False))  # fmt: skip
-
-
 def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
     """Run ``step`` on a run folder -> its section, also written to metrics.json. ``given``:
     its declared options and how its calls are made (cafe.steps.base.Calls: ``cache``, a Cache,
@@ -85,7 +76,11 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
     calls, options = Calls.split(given, step.options)
     if calls.concurrency is None:
         calls = replace(calls, concurrency=concurrency_default(step))
-    register_step_section(step)
+    w, info = step.writes, sections().get(step.writes.name)  # a plugin's (refused: cafe's own)
+    if info is None or not info.builtin or f"cafe {step.name}" not in info.owner.split(" / "):
+        register_section(SectionInfo(w.name, f"cafe {step.name}", tuple(w.derives_from),
+                                     tuple(w.higher_is_better), tuple(w.lower_is_better),
+                                     builtin=False))  # fmt: skip
     store = RunStore(run_dir)
     rec = step.records
     # a dry run writes nothing: it does not take the lock
@@ -216,7 +211,19 @@ def _execute(
         kept = resume(path, ctx.spec, lambda p: latest_records(p, rec.cls), write=not dry,
                       legacy_ok=setup.keep, normalize=setup.normalize, spec_name=rec.spec_name,
                       redone=rec.redone)  # fmt: skip
-    planned, sel, done, planned_all = _planned(step, ctx, kept)
+    # what is left under this spec (a failed record is made again) of the plan's first
+    # ``limit`` (item, run)s (None: all); those it settled without a call are records here
+    cls, limit = rec.cls, ctx.calls.limit
+    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
+    plan = step.plan(ctx)
+    sel = plan if isinstance(plan, Selection) else Selection(list(plan))
+    order = [*sel.todo, *sel.decided, *sel.copies]
+    left = {_key(cls, x) for x in order[:limit]} - done
+    todo = [x for x in sel.todo if _key(cls, x) in left]
+    planned = [x for x in todo if isinstance(x, cls)]
+    todo = [x for x in todo if not isinstance(x, cls)]
+    decided = [x for x in sel.decided if _key(cls, x) in left]
+    sel = Selection(todo, decided, {k: v for k, v in sel.copies.items() if k in left})
     call, counts = _cached_call(step, ctx)
     # items in flight: the calls' bound, lifted for a batch (it collects every call waiting)
     bound = int(ctx.calls.concurrency or 1)
@@ -244,26 +251,8 @@ def _execute(
     if path:
         rewrite_jsonl(path, records)  # compacted: one record per (item, run)
     counts.update(done=len(made))
-    inv = Invocation(counts, planned, sel, fresh, done, time.perf_counter() - t0)
-    return records, replace(ctx, made=inv), planned_all
-
-
-def _planned(step: Step, ctx: Context, kept: list[Any]) -> tuple[list[Any], Selection, int, int]:
-    """What is left under this spec (a failed record is made again) of the first ``limit``
-    (item, run)s of the plan (None: all) -> (the records the plan made without a call, the
-    selection of the items to call, how many were done, how many the plan holds)."""
-    cls, limit = step.records.cls, ctx.calls.limit
-    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
-    plan = step.plan(ctx)
-    sel = plan if isinstance(plan, Selection) else Selection(list(plan))
-    order = [*sel.todo, *sel.decided, *sel.copies]
-    left = {_key(cls, x) for x in order[:limit]} - done
-    todo = [x for x in sel.todo if _key(cls, x) in left]
-    planned = [x for x in todo if isinstance(x, cls)]
-    todo = [x for x in todo if not isinstance(x, cls)]
-    decided = [x for x in sel.decided if _key(cls, x) in left]
-    copies = {k: v for k, v in sel.copies.items() if k in left}
-    return planned, Selection(todo, decided, copies), len(done), len(order)
+    inv = Invocation(counts, planned, sel, fresh, len(done), time.perf_counter() - t0)
+    return records, replace(ctx, made=inv), len(order)
 
 
 def _key(cls: type, x: Any) -> tuple[str, int]:
