@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from cafe.counters import by_status
 from cafe.errors import CafeUsageError
 from cafe.execution import CallCache, Selection
 from cafe.folder.status import StepStatus, by_counts
@@ -86,8 +87,6 @@ class StepRecord(Record):
 
 
 def statuses(records: Sequence[Any]) -> dict[str, int]:
-    from cafe.counters import by_status
-
     return by_status([r.status for r in records])
 
 

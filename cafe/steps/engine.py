@@ -84,8 +84,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
     store = RunStore(run_dir)
     rec = step.records
     # a dry run writes nothing: it does not take the lock
-    lock = nullcontext() if calls.dry_run else folder_lock(store.root, f"cafe {step.name}")
-    with lock:
+    with nullcontext() if calls.dry_run else folder_lock(store.root, f"cafe {step.name}"):
         view = read_view(store, rec.reads if rec else ())
         if step.writes.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
@@ -171,9 +170,8 @@ def _held(step: Step, ctx: Context, records: list[Any], pending: int, counted: b
 def _section(
     step: Step, ctx: Context, records: list[Any], counted: bool, status: StepStatus | None = None
 ) -> Output:
-    """The step's section with its outcome, and, for a step making calls, its spec and the
-    counters over every invocation under that spec: this invocation's calls and cache hits,
-    the records it made for its calls and their statuses, what they cost."""
+    """The step's section with its outcome, and, for a step making calls, its spec and its
+    counters over every invocation under that spec (calls, cache hits, records, cost)."""
     made = step.section(ctx, records)
     out = made if isinstance(made, Output) else Output(made)
     section = out.section = dict(out.section)
@@ -256,8 +254,7 @@ def _execute(
 
 
 def _key(cls: type, x: Any) -> tuple[str, int]:
-    """An (item, run)'s key: a record's, a judge item's prediction's, a (sample, prediction)'s;
-    a copy's key as it is."""
+    """An (item, run)'s key: a copy's as it is, else its record's or its prediction's."""
     if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str):
         return x
     p = x if isinstance(x, cls) else getattr(x, "prediction", None) or x[1]
