@@ -232,8 +232,7 @@ class Output:
 def spec_of(step: Any, options: dict[str, Any]) -> dict[str, Any]:
     """The frozen spec of ``options``: every declared option resolved (defaults filled, types
     checked), the step's name and version. Cache keys and resume derive from it whole."""
-    known = {o.name: o for o in step.options}
-    unknown = sorted(set(options) - set(known))
+    unknown = sorted(set(options) - {o.name for o in step.options})
     if unknown:
         raise CafeUsageError(f"cafe {step.name}: unknown option(s) {', '.join(unknown)}")
     out: dict[str, Any] = {"step": step.name, "version": step.version}

@@ -112,7 +112,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             ctx = replace(ctx, costs=write_costs(store, ctx.plan, ctx.cache.hits))
         pending = pending_calls(ctx.plan) if rec is not None and rec.holds else 0
         if pending:  # no results yet: the section as it would be, not written
-            return _held(step, ctx, records, pending, makes_calls)
+            return _held(step, ctx, records, pending)
         status = step.status(ctx, records)
         whole, limit = status, calls.limit
         if limit is not None and status.status != "failed" and planned_all > limit:
@@ -155,14 +155,13 @@ def _dry_report(ctx: Context) -> StepResult:
                                           selection=selection), status)  # fmt: skip
 
 
-def _held(step: Step, ctx: Context, records: list[Any], pending: int, counted: bool
-          ) -> StepResult:  # fmt: skip
+def _held(step: Step, ctx: Context, records: list[Any], pending: int) -> StepResult:
     noun = step.records.noun
     note(
         f"{pending} {noun} still pending in a batch (or cancelled there): "
         f"{step.writes.name} left as it was; run the same command again to collect"
     )
-    out = _section(step, ctx, records, counted)
+    out = _section(step, ctx, records, True)
     held = StepStatus("partial", len(records), 0, f"{pending} {noun} pending")
     return StepResult({**out.section, "pending": pending}, held, records)
 
@@ -268,8 +267,7 @@ def _own(ctx: Context, name: str) -> Any:
 
 
 def _failed(ctx: Context, item: Any, why: str) -> Any:
-    """The record of an item whose call raised (asked again next time): its judge's, else a
-    StepRecord."""
+    """The failed record of an item whose call raised (asked again): its judge's or a StepRecord."""
     if (failed := _own(ctx, "failed")) is not None:
         return failed(item, why)
     return StepRecord(*_key(StepRecord, item), "failed", reason=why)
