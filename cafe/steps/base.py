@@ -44,8 +44,7 @@ class Option:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    def value(self, given: Any) -> Any:
-        """The option's value from its flag's."""
+    def value(self, given: Any) -> Any:  # from its flag's
         return self.switch[bool(given)] if self.switch is not None else given
 
 

@@ -142,8 +142,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
 
 
 def _dry_report(ctx: Context) -> StepResult:
-    """A dry run's report: what is left under this spec, its calls made through the call plan
-    (which sends nothing and counts them)."""
+    """A dry run's report: what is left under this spec, its calls counted by the call plan."""
     made, sel = ctx.made, ctx.made.selection
     status = StepStatus("partial", len(sel.todo), 0, "dry run: nothing sent")
     if ctx.plan is None:  # a step caching its records whole: its counts
@@ -226,8 +225,7 @@ def _execute(
     bound = int(ctx.calls.concurrency or 1)
     bound = ctx.plan.item_concurrency(bound) if ctx.plan is not None else bound
     t0 = time.perf_counter()
-    path = None if dry else path
-    with store.writer(path.name) if path else nullcontext(_DISCARD) as writer:
+    with store.writer(path.name) if path and not dry else nullcontext(_DISCARD) as writer:
         writer.write_many([*planned, *sel.decided])  # records made without a call, first
         called = run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), writer,
                                   concurrency=bound, desc=f"cafe {step.name}",
@@ -245,7 +243,7 @@ def _execute(
             r.call = add(old.call, r.call)
         merged[(r.sample_id, r.run_index)] = r
     records = [r for k, r in merged.items() if k in keys]
-    if path:
+    if path and not dry:
         rewrite_jsonl(path, records)  # compacted: one record per (item, run)
     counts.update(done=len(made))
     inv = Invocation(counts, planned, sel, fresh, len(done), time.perf_counter() - t0)
@@ -277,8 +275,7 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
     """The step's call (a sync one on a thread) behind the engine's call cache, and its counts:
     its record whole (key: the step's frozen spec + the item's question, choices and output), or
     each model call its judge makes under the judge's spec (``caches = "calls"``). A call that
-    raises is its failed record inside its share of the counters (cafe.counters.with_share), so
-    the calls it made are counted too."""
+    raises is its failed record inside its share of the counters (with_share): its calls count."""
     counts = {"calls": 0, "cache_hits": 0}
     rec = step.records
 
