@@ -4,17 +4,17 @@ entry-point group): `cafe NAME RUN_DIR`, ``cafe.api.step("name")`` (a function m
 declaration) and ``cafe.api.run_step("name", RUN_DIR)`` find it, with its options as flags and
 keywords (docs/extending.md, "A judging protocol").
 
-cafe's own are registered below, one line each (``STEPS.builtin``): its command, its line in
-`cafe --help`, its cafe.api function and its row of cafe.commands.TABLE are made from that line
-and the step's declaration; `cafe --help` reads the line, not the step's module."""
+cafe's own are registered below, one line each (``STEPS.builtin``): its command, cafe.api
+function and cafe.commands.TABLE row are made from that line (``Builtin``) and its declaration."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import inspect
+from dataclasses import dataclass
 from typing import Any
 
 from cafe.registry import Registry
-from cafe.steps.base import Option, Step, StepRecord, View
+from cafe.steps.base import Calls, Flags, Option, Step, StepRecord, View, concurrency_default
 
 
 @dataclass(frozen=True)
@@ -92,20 +92,16 @@ def step_function(step_cls: Any, name: str | None = None) -> Any:
     """The Python function of a step, made from its declaration: ``(run_dir, <positional>, *,
     <its options>, <the calls its flags set>, cache, concurrency, progress, limit,
     **client | **runs) -> its section``; each default its command's (one default per option)."""
-    import inspect
-
-    from cafe.steps.base import Calls, Flags, concurrency_default
     from cafe.steps.engine import run_step as run
 
     step = step_cls()
-    defaults = {f.name: f.default for f in fields(Calls) if f.name != "client"}
-    defaults["concurrency"] = concurrency_default(step)
+    defaults = Calls(concurrency=concurrency_default(step))
     groups = [g.group for g in step.layout or () if isinstance(g, Flags)]
     made = step.records or (groups and step.variants is None)  # a variant step's: its runs
     calls = ["cache", "concurrency", "progress", "limit"] if made else []
     calls += [c for g in groups for c in GROUP_CALLS.get(g, ())]
     opts = {o.name: o.default for o in step.options}
-    given = {**opts, **{c: defaults[c] for c in calls if c not in opts}}
+    given = {**opts, **{c: getattr(defaults, c) for c in calls if c not in opts}}
     pos, kw = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("run_dir", pos)]
     params += [inspect.Parameter(n, pos, default=given[n]) for n in step.positional]

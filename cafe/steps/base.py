@@ -2,10 +2,9 @@
 five hooks. A Step names its options (resolved into a frozen spec: its API keywords and
 command-line flags), the section it writes (``Section``), the records its calls keep
 (``Records``), and gives setup / plan / call / status / section (the variant runs a section
-compares with are cafe.steps.variants'). cafe.steps.engine does the rest the same way for
-every step: lock, view, resume, plan, share, execute, counters, costs, status, section,
-write, invalidate. State made for one invocation (a judge) is returned by ``setup`` and
-handed back in the ``Context``; a step keeps nothing on ``self`` between hooks."""
+compares with are cafe.steps.variants'); cafe.steps.engine does the rest the same way for every
+step. State made for one invocation (a judge) is returned by ``setup`` and handed back in the
+``Context``; a step keeps nothing on ``self`` between hooks."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from cafe.counters import by_status
 from cafe.errors import CafeUsageError
 from cafe.execution import CallCache, Selection
 from cafe.folder.status import StepStatus, by_counts
@@ -44,14 +44,12 @@ class Option:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    def value(self, given: Any) -> Any:
-        """The option's value from its flag's."""
+    def value(self, given: Any) -> Any:  # from its flag's
         return self.switch[bool(given)] if self.switch is not None else given
 
 
 #: calls in flight, declared once: the engine's (--concurrency) and a judge server's
-#: (--judge-concurrency, unless its Flags say ``kw["default"]``); the command and the API
-#: function of a step take the same (``concurrency_default``)
+#: (--judge-concurrency, unless its Flags say ``kw["default"]``); same in command and API
 ENGINE_CONCURRENCY, JUDGE_CONCURRENCY = 8, 16
 
 
@@ -68,7 +66,7 @@ class Flags:
 
 def concurrency_default(step: Any) -> int:
     """The calls in flight a step's command and API function default to."""
-    for g in getattr(step, "layout", None) or ():
+    for g in step.layout or ():
         if isinstance(g, Flags) and g.group == "judge_server":
             return int(g.kw.get("default", JUDGE_CONCURRENCY))
     return ENGINE_CONCURRENCY
@@ -88,8 +86,6 @@ class StepRecord(Record):
 
 
 def statuses(records: Sequence[Any]) -> dict[str, int]:
-    from cafe.counters import by_status
-
     return by_status([r.status for r in records])
 
 
@@ -235,8 +231,7 @@ class Output:
 def spec_of(step: Any, options: dict[str, Any]) -> dict[str, Any]:
     """The frozen spec of ``options``: every declared option resolved (defaults filled, types
     checked), the step's name and version. Cache keys and resume derive from it whole."""
-    known = {o.name: o for o in step.options}
-    unknown = sorted(set(options) - set(known))
+    unknown = sorted(set(options) - {o.name for o in step.options})
     if unknown:
         raise CafeUsageError(f"cafe {step.name}: unknown option(s) {', '.join(unknown)}")
     out: dict[str, Any] = {"step": step.name, "version": step.version}

@@ -51,6 +51,7 @@ from cafe.steps.base import (
     concurrency_default,
     spec_of,
 )
+from cafe.steps.plugins import compute_metrics
 from cafe.store import RunStore, judge_records_name, latest_records, replace_file, rewrite_jsonl
 
 #: the writer of a step whose records live in its section only (and of a dry run)
@@ -64,16 +65,6 @@ class StepResult:
     records: list[StepRecord] = field(default_factory=list)
 
 
-def register_step_section(step: Step) -> None:
-    """The step's section in the section registry (a built-in name is refused for a plugin)."""
-    w, info = step.writes, sections().get(step.writes.name)
-    ours = info is not None and info.builtin and f"cafe {step.name}" in info.owner.split(" / ")
-    if not ours:  # a plugin's: refused when the name is one of cafe's own sections
-        register_section(SectionInfo(w.name, f"cafe {step.name}", tuple(w.derives_from),
-                                     tuple(w.higher_is_better), tuple(w.lower_is_better),
-                                     builtin=False))  # fmt: skip
-
-
 def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
     """Run ``step`` on a run folder -> its section, also written to metrics.json. ``given``:
     its declared options and how its calls are made (cafe.steps.base.Calls: ``cache``, a Cache,
@@ -85,17 +76,19 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
     calls, options = Calls.split(given, step.options)
     if calls.concurrency is None:
         calls = replace(calls, concurrency=concurrency_default(step))
-    register_step_section(step)
+    w, info = step.writes, sections().get(step.writes.name)  # a plugin's (refused: cafe's own)
+    if info is None or not info.builtin or f"cafe {step.name}" not in info.owner.split(" / "):
+        register_section(SectionInfo(w.name, f"cafe {step.name}", tuple(w.derives_from),
+                                     tuple(w.higher_is_better), tuple(w.lower_is_better),
+                                     builtin=False))  # fmt: skip
     store = RunStore(run_dir)
     rec = step.records
     # a dry run writes nothing: it does not take the lock
-    lock = nullcontext() if calls.dry_run else folder_lock(store.root, f"cafe {step.name}")
-    with lock:
+    with nullcontext() if calls.dry_run else folder_lock(store.root, f"cafe {step.name}"):
         view = read_view(store, rec.reads if rec else ())
         if step.writes.needs_samples and not view.samples:
             store.samples()  # the one-line error: no samples.jsonl, and how to get it
-        # the one place the call cache is opened; a judge caching each call uses judge.sqlite
-        # and the call plan (batch transport, cost ledger, dry run) its caller takes
+        # the one place the call cache is opened (and the call plan a judge caching each call takes)
         by_call = rec is not None and rec.caches == "calls"
         cache = CallCache(calls.cache, "judge.sqlite" if by_call else "steps.sqlite")
         plan = None
@@ -109,8 +102,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             from cafe.steps.variants import variant_views
 
             ctx = replace(ctx, variants=variant_views(store.root, step.variants(ctx), calls.runs))
-        records: list[Any] = []
-        planned_all = 0
+        records, planned_all = [], 0
         makes_calls = rec is not None and setup.calls
         if makes_calls or calls.dry_run:  # a dry run plans and counts: nothing sent or written
             records, ctx, planned_all = _execute(step, store, ctx, setup)
@@ -120,7 +112,7 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             ctx = replace(ctx, costs=write_costs(store, ctx.plan, ctx.cache.hits))
         pending = pending_calls(ctx.plan) if rec is not None and rec.holds else 0
         if pending:  # no results yet: the section as it would be, not written
-            return _held(step, ctx, records, pending, makes_calls)
+            return _held(step, ctx, records, pending)
         status = step.status(ctx, records)
         whole, limit = status, calls.limit
         if limit is not None and status.status != "failed" and planned_all > limit:
@@ -140,21 +132,17 @@ def run_step(step: Step, run_dir: str | Path, **given: Any) -> StepResult:
             replace_file(store.path(name), lambda f, text=text: f.write(scrub_text(text)))
         for name, section in {step.writes.name: out.section, **out.more}.items():
             store.update_metrics(name, section)  # stamped with its inputs
-        # a section derived from this one goes (cafe.folder.sections), said as `cafe run`
-        # says it: another step's section is never lost silently
+        # sections derived from this one go, said as `cafe run` says it: never lost silently
         if gone := store.invalidate():
             for line in removed_notes(store, gone):
                 note(line)
         if makes_calls and rec.current:
-            from cafe.steps.plugins import compute_metrics
-
             compute_metrics(store.root)  # registered metrics derive from the current records
     return StepResult(out.section, status, records)
 
 
 def _dry_report(ctx: Context) -> StepResult:
-    """A dry run's report: what is left under this spec, its calls made through the call plan
-    (which sends nothing and counts them)."""
+    """A dry run's report: what is left under this spec, its calls counted by the call plan."""
     made, sel = ctx.made, ctx.made.selection
     status = StepStatus("partial", len(sel.todo), 0, "dry run: nothing sent")
     if ctx.plan is None:  # a step caching its records whole: its counts
@@ -166,14 +154,13 @@ def _dry_report(ctx: Context) -> StepResult:
                                           selection=selection), status)  # fmt: skip
 
 
-def _held(step: Step, ctx: Context, records: list[Any], pending: int, counted: bool
-          ) -> StepResult:  # fmt: skip
+def _held(step: Step, ctx: Context, records: list[Any], pending: int) -> StepResult:
     noun = step.records.noun
     note(
         f"{pending} {noun} still pending in a batch (or cancelled there): "
         f"{step.writes.name} left as it was; run the same command again to collect"
     )
-    out = _section(step, ctx, records, counted)
+    out = _section(step, ctx, records, True)
     held = StepStatus("partial", len(records), 0, f"{pending} {noun} pending")
     return StepResult({**out.section, "pending": pending}, held, records)
 
@@ -181,9 +168,8 @@ def _held(step: Step, ctx: Context, records: list[Any], pending: int, counted: b
 def _section(
     step: Step, ctx: Context, records: list[Any], counted: bool, status: StepStatus | None = None
 ) -> Output:
-    """The step's section with its outcome, and, for a step making calls, its spec and the
-    counters over every invocation under that spec: this invocation's calls and cache hits,
-    the records it made for its calls and their statuses, what they cost."""
+    """The step's section with its outcome, and, for a step making calls, its spec and its
+    counters over every invocation under that spec (calls, cache hits, records, cost)."""
     made = step.section(ctx, records)
     out = made if isinstance(made, Output) else Output(made)
     section = out.section = dict(out.section)
@@ -221,14 +207,25 @@ def _execute(
         kept = resume(path, ctx.spec, lambda p: latest_records(p, rec.cls), write=not dry,
                       legacy_ok=setup.keep, normalize=setup.normalize, spec_name=rec.spec_name,
                       redone=rec.redone)  # fmt: skip
-    planned, sel, done, planned_all = _planned(step, ctx, kept)
+    # what is left under this spec (a failed record is made again) of the plan's first
+    # ``limit`` (item, run)s (None: all); those it settled without a call are records here
+    cls, limit = rec.cls, ctx.calls.limit
+    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
+    plan = step.plan(ctx)
+    sel = plan if isinstance(plan, Selection) else Selection(list(plan))
+    order = [*sel.todo, *sel.decided, *sel.copies]
+    left = {_key(cls, x) for x in order[:limit]} - done
+    todo = [x for x in sel.todo if _key(cls, x) in left]
+    planned = [x for x in todo if isinstance(x, cls)]
+    todo = [x for x in todo if not isinstance(x, cls)]
+    decided = [x for x in sel.decided if _key(cls, x) in left]
+    sel = Selection(todo, decided, {k: v for k, v in sel.copies.items() if k in left})
     call, counts = _cached_call(step, ctx)
     # items in flight: the calls' bound, lifted for a batch (it collects every call waiting)
     bound = int(ctx.calls.concurrency or 1)
     bound = ctx.plan.item_concurrency(bound) if ctx.plan is not None else bound
     t0 = time.perf_counter()
-    path = None if dry else path
-    with store.writer(path.name) if path else nullcontext(_DISCARD) as writer:
+    with store.writer(path.name) if path and not dry else nullcontext(_DISCARD) as writer:
         writer.write_many([*planned, *sel.decided])  # records made without a call, first
         called = run_sync(execute(sel.todo, call, lambda it, why: _failed(ctx, it, why), writer,
                                   concurrency=bound, desc=f"cafe {step.name}",
@@ -246,34 +243,15 @@ def _execute(
             r.call = add(old.call, r.call)
         merged[(r.sample_id, r.run_index)] = r
     records = [r for k, r in merged.items() if k in keys]
-    if path:
+    if path and not dry:
         rewrite_jsonl(path, records)  # compacted: one record per (item, run)
     counts.update(done=len(made))
-    inv = Invocation(counts, planned, sel, fresh, done, time.perf_counter() - t0)
-    return records, replace(ctx, made=inv), planned_all
-
-
-def _planned(step: Step, ctx: Context, kept: list[Any]) -> tuple[list[Any], Selection, int, int]:
-    """What is left under this spec (a failed record is made again) of the first ``limit``
-    (item, run)s of the plan (None: all) -> (the records the plan made without a call, the
-    selection of the items to call, how many were done, how many the plan holds)."""
-    cls, limit = step.records.cls, ctx.calls.limit
-    done = {(r.sample_id, r.run_index) for r in kept if r.status != "failed"}
-    plan = step.plan(ctx)
-    sel = plan if isinstance(plan, Selection) else Selection(list(plan))
-    order = [*sel.todo, *sel.decided, *sel.copies]
-    left = {_key(cls, x) for x in order[:limit]} - done
-    todo = [x for x in sel.todo if _key(cls, x) in left]
-    planned = [x for x in todo if isinstance(x, cls)]
-    todo = [x for x in todo if not isinstance(x, cls)]
-    decided = [x for x in sel.decided if _key(cls, x) in left]
-    copies = {k: v for k, v in sel.copies.items() if k in left}
-    return planned, Selection(todo, decided, copies), len(done), len(order)
+    inv = Invocation(counts, planned, sel, fresh, len(done), time.perf_counter() - t0)
+    return records, replace(ctx, made=inv), len(order)
 
 
 def _key(cls: type, x: Any) -> tuple[str, int]:
-    """An (item, run)'s key: a record's, a judge item's prediction's, a (sample, prediction)'s;
-    a copy's key as it is."""
+    """An (item, run)'s key: a copy's as it is, else its record's or its prediction's."""
     if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str):
         return x
     p = x if isinstance(x, cls) else getattr(x, "prediction", None) or x[1]
@@ -287,21 +265,17 @@ def _own(ctx: Context, name: str) -> Any:
 
 
 def _failed(ctx: Context, item: Any, why: str) -> Any:
-    """The record of an item whose call raised (asked again next time): its judge's, else a
-    StepRecord."""
+    """The failed record of an item whose call raised (asked again): its judge's or a StepRecord."""
     if (failed := _own(ctx, "failed")) is not None:
         return failed(item, why)
     return StepRecord(*_key(StepRecord, item), "failed", reason=why)
 
 
 def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
-    """The step's call (a sync one on a thread) behind the engine's call cache and its counts:
-    its record whole (key: the step's frozen spec + the item's question, choices and output;
-    only a usable record is kept, so a failed or unusable reply is asked again), or each model
-    call its judge makes through the same cache under the judge's spec (``caches =
-    "calls"``). Each record carries its share of the counters (cafe.counters.with_share),
-    added to the counts; a call that raises is its failed record here (as execute would make
-    it), so the calls it made are counted too."""
+    """The step's call (a sync one on a thread) behind the engine's call cache, and its counts:
+    its record whole (key: the step's frozen spec + the item's question, choices and output), or
+    each model call its judge makes under the judge's spec (``caches = "calls"``). A call that
+    raises is its failed record inside its share of the counters (with_share): its calls count."""
     counts = {"calls": 0, "cache_hits": 0}
     rec = step.records
 
@@ -316,21 +290,18 @@ def _cached_call(step: Step, ctx: Context) -> tuple[Any, dict[str, Any]]:
         except RecordError:
             return False
 
-    def entry(r: Any) -> dict[str, Any] | None:  # only a usable record is kept
+    def entry(r: Any) -> dict[str, Any] | None:  # a failed or unusable one is asked again
         return {k: v for k, v in r.to_dict().items() if k != "call"} if r.status == "ok" else None
-
-    async def cached(item: Any) -> Any:
-        if rec.caches == "calls":
-            return await call(item)
-        s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
-        inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
-        hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs, lambda: call(item),
-                                   entry=entry, valid=readable)  # fmt: skip
-        return rec.cls.from_dict(hit) if r is None else r  # one that is no record: asked again
 
     async def guarded(item: Any) -> Any:
         try:
-            return await cached(item)
+            if rec.caches == "calls":
+                return await call(item)
+            s, p = (item.sample, item.prediction) if hasattr(item, "prediction") else item
+            inputs = {"question": s.question, "choices": s.choices, "output": p.raw_output}
+            hit, r = await cached_call(ctx.cache.cache, ctx.spec, inputs, lambda: call(item),
+                                       entry=entry, valid=readable)  # fmt: skip
+            return rec.cls.from_dict(hit) if r is None else r  # no record: asked again
         except ServerUnreachable:  # a dead server stops the command
             raise
         except Exception as e:  # a bug in one item must not lose the rest

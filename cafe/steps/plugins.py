@@ -1,6 +1,4 @@
-"""Plugin metrics (cafe.metrics.METRICS) over a run folder: the folder read once (its View),
-every registered metric computed from its records, each written as its own section under the
-lock."""
+"""Plugin metrics (cafe.metrics.METRICS) over a run folder, read once (its View)."""
 
 from __future__ import annotations
 
