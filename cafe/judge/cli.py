@@ -1,4 +1,4 @@
-"""`cafe judge RUN_DIR --judge NAME`: CAFE event extraction and perception metrics for a run."""
+"""`cafe judge-agreement` (two judges on one run compared) and `cafe caption` (captions)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from cafe.caller import call_plan
 from cafe.cli_options import (
     BatchChoice,
     batch_click_options,
@@ -17,7 +18,9 @@ from cafe.cli_options import (
     limit_option,
     template_option,
 )
+from cafe.failures import most_failed, summary_lines
 from cafe.jsontext import strict_dumps
+from cafe.judge.captions import caption
 
 
 @command("judge-agreement")
@@ -82,10 +85,6 @@ def caption_command(
     template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
     OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
     --api-key-env NAME) for a server named with --endpoint."""
-    from cafe.caller import call_plan
-    from cafe.failures import most_failed, summary_lines
-    from cafe.judge.captions import caption
-
     # batch state beside the captions file: <out>.batches/
     plan = call_plan(f"{out}.", **batch.call_kwargs())
     # the other options (bench, data, version, audio_root, captioner, endpoints, api_key_env,

@@ -14,6 +14,7 @@ import dataclasses
 from functools import partial
 from typing import Any
 
+from cafe.benchmarks.embedding_match import nearest_choices
 from cafe.benchmarks.official_judge import Judged, VerdictSpec
 from cafe.errors import CafeUsageError
 from cafe.judge.answer import AnswerJudge
@@ -125,8 +126,6 @@ def embedding_rows(
 ) -> list[dict[str, Any]]:
     """The embedding path: each applicable output's nearest choice, by ``embedder`` (the rows
     of RUN/official_embedding.jsonl). Raises EmbedderUnavailable when the model cannot load."""
-    from cafe.benchmarks.embedding_match import nearest_choices
-
     by_id = {s.id: s for s in samples}
     todo = [p for p in preds
             if p.sample_id in by_id and bench.embedding_applies(by_id[p.sample_id])]  # fmt: skip
