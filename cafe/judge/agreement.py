@@ -33,8 +33,7 @@ def resolve(run_dir: Path, name: str) -> Path:
 
 
 def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> dict[str, Any]:
-    """Compare two judges on one run (``a``, ``b``: judge names in the run folder or judgement
-    files) -> Cohen's kappa overall and per category, and the CAFE metric deltas B - A."""
+    """Two judges compared on one run (``a``, ``b``: judge names or judgement files, resolve)."""
     root = Path(run_dir)
     pa, pb = resolve(root, a), resolve(root, b)
     res = agreement(latest_records(pa, Judgement), latest_records(pb, Judgement), mode)

@@ -87,8 +87,7 @@ def caption_command(
     --api-key-env NAME) for a server named with --endpoint."""
     # batch state beside the captions file: <out>.batches/
     plan = call_plan(f"{out}.", **batch.call_kwargs())
-    # the other options (bench, data, version, audio_root, captioner, endpoints, api_key_env,
-    # template, concurrency, limit) carry caption()'s names
+    # the other options carry caption()'s names
     res = caption(out=out, model=model or "", cache=cache_path, calls=plan, **options)
     for p in res["problems"][:20]:
         click.echo(str(p), err=True)
