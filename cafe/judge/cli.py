@@ -34,8 +34,7 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
     from cafe.judge.agreement import judge_agreement
-    from cafe.metrics.cafe import METRICS
-    from cafe.metrics.cafe import fmt as f
+    from cafe.metrics.cafe import METRICS, fmt
 
     res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
     if as_json:
@@ -45,13 +44,13 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
         f"A = {res['a']}, B = {res['b']}: {res['items_compared']} items, "
         f"{res['events_aligned']} events aligned"
     )
-    click.echo(f"kappa {f(res['kappa'], 3)}, raw agreement {f(res['raw_agreement'], 3)}")
+    click.echo(f"kappa {fmt(res['kappa'], 3)}, raw agreement {fmt(res['raw_agreement'], 3)}")
     for c, k in res["kappa_per_category"].items():
-        click.echo(f"  kappa {c:<13}{f(k, 3):>7}")
+        click.echo(f"  kappa {c:<13}{fmt(k, 3):>7}")
     for m in METRICS:
         click.echo(
-            f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
-            f"  B-A {f(res['delta_b_minus_a'][m], 2):>7}"
+            f"  {m:<9} A {fmt(res['metrics_a'][m], 2):>7}  B {fmt(res['metrics_b'][m], 2):>7}"
+            f"  B-A {fmt(res['delta_b_minus_a'][m], 2):>7}"
         )
 
 
