@@ -237,13 +237,12 @@ class RubricJudge(Asking):
             return self.record(p, "wrong", score=0.0)
         prompt = build_prompt(self.template, sample, criteria, reasoning_of(p), answer)
         rated = await asyncio.gather(*(self._rate(prompt, criteria, r) for r in range(self.raters)))
-        failures = [r[4] for r in rated if r[4]]
         kw: dict[str, Any] = {"correct": True, "rater_scores": [r[0] for r in rated],
                               "raw_replies": [r[1] for r in rated],
                               "invalid_replies": sum(r[2] for r in rated),
                               "notes": [n for r in rated for n in r[3]]}  # fmt: skip
-        if failures:
-            return self.record(p, "failed", reason=failures[0], **kw)
+        if failure := next((r[4] for r in rated if r[4]), None):  # a call that failed
+            return self.record(p, "failed", reason=failure, **kw)
         if bad := sum(r[0] is None for r in rated):
             why = f"{bad} of {self.raters} raters gave no valid reply"
             return self.record(p, "invalid", reason=why, **kw)
