@@ -130,9 +130,8 @@ def embedding_rows(
     todo = [p for p in preds
             if p.sample_id in by_id and bench.embedding_applies(by_id[p.sample_id])]  # fmt: skip
     # a null or failed output is embedded as "", as the official script fills nulls
-    picks = nearest_choices(embedder, [(p.raw_output if p.error is None and p.raw_output
-                                        is not None else "", by_id[p.sample_id].choices)
-                                       for p in todo])  # fmt: skip
+    picks = nearest_choices(embedder, [((p.raw_output or "") if p.error is None else "",
+                                        by_id[p.sample_id].choices) for p in todo])  # fmt: skip
     return [{"sample_id": p.sample_id, "run_index": p.run_index, "output": output_hash(p),
              "choice": c, "embedder": embedder}
             for p, c in zip(todo, picks, strict=True)]  # fmt: skip
