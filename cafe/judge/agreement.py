@@ -9,12 +9,11 @@ from typing import Any
 from cafe.errors import CafeUsageError
 from cafe.metrics.agreement import agreement
 from cafe.records import Judgement
+from cafe.store import JUDGE_RECORDS, judge_slug, latest_records
 
 
 def resolve(run_dir: Path, name: str) -> Path:
     """A judgement set by file path, by judge identity or slug, or by unique prefix."""
-    from cafe.store import JUDGE_RECORDS, judge_slug
-
     prefix = JUDGE_RECORDS["cafe"]
     if Path(name).is_file():
         return Path(name)
@@ -34,10 +33,7 @@ def resolve(run_dir: Path, name: str) -> Path:
 
 
 def judge_agreement(run_dir: str | Path, a: str, b: str, mode: str = "micro") -> dict[str, Any]:
-    """Compare two judges on one run (``a``, ``b``: judge names in the run folder or judgement
-    files) -> Cohen's kappa overall and per category, and the CAFE metric deltas B - A."""
-    from cafe.store import latest_records
-
+    """Two judges compared on one run (``a``, ``b``: judge names or judgement files, resolve)."""
     root = Path(run_dir)
     pa, pb = resolve(root, a), resolve(root, b)
     res = agreement(latest_records(pa, Judgement), latest_records(pb, Judgement), mode)

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from cafe.benchmarks import BENCHMARKS
 from cafe.cache import Cache, cache_file
 from cafe.caller import Caller, CallerSpec, client_for
 from cafe.errors import CafeError, CafeUsageError, ConfigError, RunFolderError
@@ -156,8 +157,6 @@ def caption(
     """Caption every clip of ``bench`` with an audio-capable model (``captioner``: its client
     kind) into ``out`` (resumable) -> counts and "problems" (the benchmark's and the failed
     calls'); ``audio_root``: the folder audio paths must stay inside; ``calls``: a CallPlan."""
-    from cafe.benchmarks import BENCHMARKS
-
     if not model:
         raise CafeUsageError("--model is required: the captioner's model name")
     # the client first: a missing key or server is said in one line before any other work

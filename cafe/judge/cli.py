@@ -1,4 +1,4 @@
-"""`cafe judge RUN_DIR --judge NAME`: CAFE event extraction and perception metrics for a run."""
+"""`cafe judge-agreement` (two judges on one run compared) and `cafe caption` (captions)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from cafe.caller import call_plan
 from cafe.cli_options import (
     BatchChoice,
     batch_click_options,
@@ -17,7 +18,9 @@ from cafe.cli_options import (
     limit_option,
     template_option,
 )
+from cafe.failures import most_failed, summary_lines
 from cafe.jsontext import strict_dumps
+from cafe.judge.captions import caption
 
 
 @command("judge-agreement")
@@ -31,8 +34,7 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
     """Compare two judges on the same run: Cohen's kappa over event labels (overall and per
     category) and the CAFE metric deltas B - A."""
     from cafe.judge.agreement import judge_agreement
-    from cafe.metrics.cafe import METRICS
-    from cafe.metrics.cafe import fmt as f
+    from cafe.metrics.cafe import METRICS, fmt
 
     res = judge_agreement(run_dir, judges[0], judges[1], "macro" if macro else "micro")
     if as_json:
@@ -42,13 +44,13 @@ def agreement_command(run_dir: str, judges: tuple[str, str], macro: bool, as_jso
         f"A = {res['a']}, B = {res['b']}: {res['items_compared']} items, "
         f"{res['events_aligned']} events aligned"
     )
-    click.echo(f"kappa {f(res['kappa'], 3)}, raw agreement {f(res['raw_agreement'], 3)}")
+    click.echo(f"kappa {fmt(res['kappa'], 3)}, raw agreement {fmt(res['raw_agreement'], 3)}")
     for c, k in res["kappa_per_category"].items():
-        click.echo(f"  kappa {c:<13}{f(k, 3):>7}")
+        click.echo(f"  kappa {c:<13}{fmt(k, 3):>7}")
     for m in METRICS:
         click.echo(
-            f"  {m:<9} A {f(res['metrics_a'][m], 2):>7}  B {f(res['metrics_b'][m], 2):>7}"
-            f"  B-A {f(res['delta_b_minus_a'][m], 2):>7}"
+            f"  {m:<9} A {fmt(res['metrics_a'][m], 2):>7}  B {fmt(res['metrics_b'][m], 2):>7}"
+            f"  B-A {fmt(res['delta_b_minus_a'][m], 2):>7}"
         )
 
 
@@ -82,14 +84,9 @@ def caption_command(
     template and audio content are skipped. Keys come from the environment: GEMINI_API_KEY /
     OPENAI_API_KEY for Google's / OpenAI's own endpoint, CAFE_ENDPOINT_API_KEY (or
     --api-key-env NAME) for a server named with --endpoint."""
-    from cafe.caller import call_plan
-    from cafe.failures import most_failed, summary_lines
-    from cafe.judge.captions import caption
-
     # batch state beside the captions file: <out>.batches/
     plan = call_plan(f"{out}.", **batch.call_kwargs())
-    # the other options (bench, data, version, audio_root, captioner, endpoints, api_key_env,
-    # template, concurrency, limit) carry caption()'s names
+    # the other options carry caption()'s names
     res = caption(out=out, model=model or "", cache=cache_path, calls=plan, **options)
     for p in res["problems"][:20]:
         click.echo(str(p), err=True)

@@ -39,8 +39,7 @@ _RETRY_SEP = "\n----- retry -----\n"
 
 
 def build_prompt(template: str, **fields: str) -> str:
-    """Fill ``{question}``, ``{answer}``, ``{caption}``, ``{output}``, ``{choices}`` (one not
-    given: emptied)."""
+    """Fill the template's ``PLACEHOLDERS`` (one not given: emptied)."""
     return fill(template, **{name: fields.get(name, "") or "" for name in PLACEHOLDERS})
 
 

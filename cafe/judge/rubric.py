@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cafe.benchmarks.string_match import is_correct
+from cafe.benchmarks.string_match import is_correct, official_text
 from cafe.cache import Cache
 from cafe.judge.base import Asking
 from cafe.judge.spec import JudgeSpec
@@ -152,12 +152,6 @@ def score_reply(
     return (got / top if top else 0.0), None, notes
 
 
-def answer_prediction(p: Prediction) -> str:
-    """What the official MMAR scripts read as ``answer_prediction``: the exported answer (the
-    model's answer text where kept, else the answer; empty: it fails the string match)."""
-    return p.answer_text if p.answer_text is not None else p.answer or ""
-
-
 class RubricJudge(Asking):
     """Rates (item, run)s against their rubric through the one caller (``kind``: openai,
     gemini, openai-compatible)."""
@@ -238,18 +232,17 @@ class RubricJudge(Asking):
             criteria = criteria_of(sample)
         except InputError as e:
             return self.record(p, "no_rubric", reason=str(e))
-        answer = answer_prediction(p)
+        answer = official_text(p) or ""  # the MMAR scripts' answer_prediction (empty: wrong)
         if sample.answer is None or not is_correct(answer, sample.answer, sample.choices):
             return self.record(p, "wrong", score=0.0)
         prompt = build_prompt(self.template, sample, criteria, reasoning_of(p), answer)
         rated = await asyncio.gather(*(self._rate(prompt, criteria, r) for r in range(self.raters)))
-        failures = [r[4] for r in rated if r[4]]
         kw: dict[str, Any] = {"correct": True, "rater_scores": [r[0] for r in rated],
                               "raw_replies": [r[1] for r in rated],
                               "invalid_replies": sum(r[2] for r in rated),
                               "notes": [n for r in rated for n in r[3]]}  # fmt: skip
-        if failures:
-            return self.record(p, "failed", reason=failures[0], **kw)
+        if failure := next((r[4] for r in rated if r[4]), None):  # a call that failed
+            return self.record(p, "failed", reason=failure, **kw)
         if bad := sum(r[0] is None for r in rated):
             why = f"{bad} of {self.raters} raters gave no valid reply"
             return self.record(p, "invalid", reason=why, **kw)

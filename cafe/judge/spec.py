@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cafe.cache import make_key
+from cafe.execution import resume
 
 R = TypeVar("R")
 
@@ -90,7 +91,5 @@ def resume_records(
 ) -> list[R]:
     """The records of ``records`` this judge spec may keep (cafe.execution.resume); a folder
     from before judge specs keeps those ``legacy_ok`` accepts (same identity and template)."""
-    from cafe.execution import resume
-
     return resume(records, spec.to_dict(), read, write=write, legacy_ok=legacy_ok,
                   normalize=normalized, spec_name=SPEC_NAME, redone=REDONE)  # fmt: skip

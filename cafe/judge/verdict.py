@@ -14,6 +14,7 @@ import dataclasses
 from functools import partial
 from typing import Any
 
+from cafe.benchmarks.embedding_match import nearest_choices
 from cafe.benchmarks.official_judge import Judged, VerdictSpec
 from cafe.errors import CafeUsageError
 from cafe.judge.answer import AnswerJudge
@@ -125,15 +126,12 @@ def embedding_rows(
 ) -> list[dict[str, Any]]:
     """The embedding path: each applicable output's nearest choice, by ``embedder`` (the rows
     of RUN/official_embedding.jsonl). Raises EmbedderUnavailable when the model cannot load."""
-    from cafe.benchmarks.embedding_match import nearest_choices
-
     by_id = {s.id: s for s in samples}
     todo = [p for p in preds
             if p.sample_id in by_id and bench.embedding_applies(by_id[p.sample_id])]  # fmt: skip
     # a null or failed output is embedded as "", as the official script fills nulls
-    picks = nearest_choices(embedder, [(p.raw_output if p.error is None and p.raw_output
-                                        is not None else "", by_id[p.sample_id].choices)
-                                       for p in todo])  # fmt: skip
+    picks = nearest_choices(embedder, [((p.raw_output or "") if p.error is None else "",
+                                        by_id[p.sample_id].choices) for p in todo])  # fmt: skip
     return [{"sample_id": p.sample_id, "run_index": p.run_index, "output": output_hash(p),
              "choice": c, "embedder": embedder}
             for p, c in zip(todo, picks, strict=True)]  # fmt: skip
