@@ -2,9 +2,7 @@
 run folder, resumably, and write the CAFE metrics ("cafe" and "decay" sections). The engine
 resumes under the judge's spec (setup says how a stored one is read), judges what is left,
 appends to ``judgements.<judge>.jsonl``, compacts it and, once the judge did its job, mirrors it
-to ``judgements.jsonl`` (the run's current judge). The step's own pieces: the ground-truth
-check, a missing sample's failed judgement (planned, no call), selective sharing
-(cafe.judge.batching), refusing a failed judge, the section's account of the judge and calls."""
+to ``judgements.jsonl`` (the run's current judge)."""
 
 from __future__ import annotations
 
