@@ -131,9 +131,8 @@ class CafeJudgeStep(Step):
         for p in ctx.view.predictions:
             s = by_id.get(p.sample_id)
             if s is None:
-                why = f"{SAMPLES}: sample {p.sample_id} not found"
                 item = JudgeItem(Sample(p.sample_id, "", "", "", [], None, []), p, None)
-                out.append(state.judge.failed(item, why))
+                out.append(state.judge.failed(item, f"{SAMPLES}: sample {p.sample_id} not found"))
             else:
                 out.append(JudgeItem(s, p, state.captions.get(s.id)))
         return batching.select_items(state.judge, out, state.selective)

@@ -161,7 +161,6 @@ class JudgedAccuracyStep(Step):
 
 
 def _judge(ctx: Context, cls: type[Any], kind: str, model: str, **options: Any) -> Any:
-    """The judge of this invocation (judge_calls), once there is something to judge."""
     if not ctx.view.predictions:
         raise ValueError(f"{ctx.view.root}: no predictions.jsonl records to judge")
     return cls(kind, model, **options, **judge_calls(ctx))
