@@ -47,3 +47,12 @@ def judged_statuses(verdicts: Sequence[Verdict]) -> dict[str, int]:
     for v in verdicts:
         out[v.status] = out.get(v.status, 0) + 1
     return out
+
+
+def format_judged(sec: dict[str, Any]) -> str:
+    """What `cafe judge-accuracy` prints of its section."""
+    t = sec["total"]
+    # over no item with an answer there is no figure (acc None), never 0.00
+    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
+    return (f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
+            f"verdicts {sec['verdicts']}")  # fmt: skip

@@ -1,6 +1,8 @@
 """The robustness protocols on run folders: the variant runs each needs (cafe.steps.variants
 runs them) and its section, a step over the original run's folder whose maths is in the pure
-modules (orderings, necessity, budgets)."""
+modules (orderings, necessity, budgets). Their sections derive from what an unregistered one
+does (PLUGIN_DERIVES): not in the built-in table yet, a later command that has not imported this
+module reads their stamp the same way and keeps them (a port to the step table fixes it)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.benchmarks.choice_order import folder_suffix, identity
+from cafe.folder.sections import PLUGIN_DERIVES
 from cafe.metrics.listening import item_accuracy
 from cafe.records import Sample
 from cafe.robustness import budgets as B
@@ -18,11 +21,6 @@ from cafe.steps import step_function
 from cafe.steps.base import Context, Option, Section
 from cafe.steps.variants import Variant, VariantStep, run_variants
 from cafe.store import RunStore, write_json_atomic
-
-#: what an unregistered section is taken to derive from (cafe.folder.sections.PLUGIN_DERIVES):
-#: these sections are not in the built-in table yet, so a later command that has not imported
-#: this module reads their stamp the same way and keeps them (a port to the step table fixes it)
-DERIVES = ("predictions", "judgements")
 
 
 def ordering_variants(samples: Sequence[Sample], k: int, mode: str, seed: int) -> list[Variant]:
@@ -35,7 +33,7 @@ def ordering_variants(samples: Sequence[Sample], k: int, mode: str, seed: int) -
 
 
 class ChoicesStep(VariantStep):
-    name, writes = "choices", Section("choices", DERIVES, needs_samples=True)
+    name, writes = "choices", Section("choices", PLUGIN_DERIVES, needs_samples=True)
     help = "Choice-order robustness of a run: circular accuracy, consistency, positional bias."
     options = (Option("k", int, 2, "Orderings (the original is one)."),
                Option("mode", str, "rotate", "rotate or shuffle.", kind=("rotate", "shuffle")),
@@ -67,7 +65,7 @@ def necessity_variants(captions: str | Path | None) -> list[Variant]:
 
 
 class NecessityStep(VariantStep):
-    name, writes = "necessity", Section("necessity", DERIVES, needs_samples=True)
+    name, writes = "necessity", Section("necessity", PLUGIN_DERIVES, needs_samples=True)
     help = "Audio necessity per item: real, caption-only, text-only and silence on the same items."
     options = (Option("captions", str, None, "Captions for caption-only (None: the benchmark's)."),)
     variants = staticmethod(lambda ctx: necessity_variants(ctx.spec["captions"]))

@@ -2,9 +2,7 @@
 run folder, resumably, and write the CAFE metrics ("cafe" and "decay" sections). The engine
 resumes under the judge's spec (setup says how a stored one is read), judges what is left,
 appends to ``judgements.<judge>.jsonl``, compacts it and, once the judge did its job, mirrors it
-to ``judgements.jsonl`` (the run's current judge). The step's own pieces: the ground-truth
-check, a missing sample's failed judgement (planned, no call), selective sharing
-(cafe.judge.batching), refusing a failed judge, the section's account of the judge and calls."""
+to ``judgements.jsonl`` (the run's current judge)."""
 
 from __future__ import annotations
 
@@ -133,9 +131,8 @@ class CafeJudgeStep(Step):
         for p in ctx.view.predictions:
             s = by_id.get(p.sample_id)
             if s is None:
-                why = f"{SAMPLES}: sample {p.sample_id} not found"
                 item = JudgeItem(Sample(p.sample_id, "", "", "", [], None, []), p, None)
-                out.append(state.judge.failed(item, why))
+                out.append(state.judge.failed(item, f"{SAMPLES}: sample {p.sample_id} not found"))
             else:
                 out.append(JudgeItem(s, p, state.captions.get(s.id)))
         return batching.select_items(state.judge, out, state.selective)

@@ -137,7 +137,6 @@ def _refuse(step: Step, options: dict[str, Any]) -> None:
 
 
 def _flag(o: Any) -> Any:
-    """A declared option's click flag: its spelling, type, default and help."""
     name, shown = o.cli or o.name, {"help": o.help or None, "show_default": o.show_default}
     flag = o.flags or o.flag
     if o.switch is not None:

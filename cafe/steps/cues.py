@@ -80,13 +80,10 @@ class CuesStep(Step):
     def plan(self, ctx: Context) -> list[Any]:
         """Answered predictions of items with cues (a failed one counts 0 of its cues offline
         and is not asked; nor is one whose sample is gone)."""
-        by_id = {s.id: s for s in ctx.view.samples}
+        cap = ctx.state.captions
         return [
-            JudgeItem(by_id[p.sample_id], p, ctx.state.captions.get(p.sample_id) or NO_CAPTION)
-            for p in ctx.view.predictions
-            if p.error is None and p.raw_output is not None
-            and p.sample_id in by_id and cues_of(by_id[p.sample_id])
-        ]  # fmt: skip
+            JudgeItem(s, p, cap.get(s.id) or NO_CAPTION) for s, p in ctx.view.items() if cues_of(s)
+        ]
 
     async def call(self, ctx: Context, item: JudgeItem) -> Judgement:
         return await ctx.state.judge.ajudge(item)

@@ -31,7 +31,7 @@ from cafe.judge.verdict import (
     kept_rows,
     output_hash,
 )
-from cafe.metrics.judged import judged_section, judged_statuses
+from cafe.metrics.judged import format_judged, judged_section, judged_statuses
 from cafe.reporting import warn
 from cafe.steps import step_function
 from cafe.steps.base import Context, Flags, Option, Output, Records, Section, Setup, Step, calls_of
@@ -72,14 +72,6 @@ def bench_breakdowns(manifest: dict[str, Any]) -> dict[str, Any] | None:
         return (dict(BENCHMARKS.get(name).breakdowns) or None) if name else None
     except (KeyError, ValueError, AttributeError):
         return None
-
-
-def format_judged(sec: dict[str, Any]) -> str:
-    t = sec["total"]
-    # over no item with an answer there is no figure (acc None), never 0.00
-    shown = "absent (no item with an answer)" if t["acc"] is None else f"{t['acc']:.2f}"
-    return (f"{sec['label']}\n  total {shown} ({t['correct']}/{t['total']}); "
-            f"verdicts {sec['verdicts']}")  # fmt: skip
 
 
 class JudgedAccuracyStep(Step):
@@ -169,7 +161,6 @@ class JudgedAccuracyStep(Step):
 
 
 def _judge(ctx: Context, cls: type[Any], kind: str, model: str, **options: Any) -> Any:
-    """The judge of this invocation (judge_calls), once there is something to judge."""
     if not ctx.view.predictions:
         raise ValueError(f"{ctx.view.root}: no predictions.jsonl records to judge")
     return cls(kind, model, **options, **judge_calls(ctx))
@@ -246,9 +237,8 @@ class OfficialStep(JudgedAccuracyStep):
     def status(self, ctx: Context, records: Sequence[Any]) -> StepStatus:
         if ctx.state.judge is not None:
             return super().status(ctx, records)
-        view = ctx.view  # no judge now: what the kept rows cover
-        n = len(view.predictions)
-        covered = _extras(ctx) or _kept(view)
+        n = len(ctx.view.predictions)  # no judge now: what the kept rows cover
+        covered = _extras(ctx) or _kept(ctx.view)
         return by_counts(n, n if covered else 0, "predictions", "have no official verdict kept")
 
     def section(self, ctx: Context, records: Sequence[Any]) -> dict[str, Any] | Output:
