@@ -1,13 +1,10 @@
 """The one caller (issue 42): how every model call after the run is made. A judge, the
 captioner, the GRPO reward judge and the data pipeline's LLM stages say *what* to ask (messages,
-what the answer depends on, how to read it); the caller owns *how*: the client, the cache key,
-counts, reply health, the cost ledger and pending batches (a CallPlan), the dry-run report and
-one call shared by identical prompts in flight (docs/extending.md shows it in use).
-
-The key is ``cafe.execution.call_key(identity, depends_on)``: the keys judges have always
-written. A judge's unusable reply is cached only once the caller has had a usable one, so the
-replies of a judge that never worked are never replayed (issue 45). Works without a run folder
-and on a foreign event loop (TRL's): the bound on calls in flight is per loop."""
+what the answer depends on, how to read it); the caller owns *how*: the client, the cache key
+(``cafe.execution.call_key``: the keys judges have always written), counts, reply health, the
+cost ledger and pending batches (a CallPlan), the dry-run report and one call shared by identical
+prompts in flight (docs/extending.md shows it in use). Works without a run folder and on a
+foreign event loop (TRL's): the bound on calls in flight is per loop."""
 
 from __future__ import annotations
 
@@ -132,7 +129,6 @@ class Caller:
         self.calls = 0  # requests sent (cache misses)
         self.usable = 0  # usable replies: one, and the judge works
         self.first: list[str] = []  # the first batch's causes, while no reply was usable
-        self.first_batch = max(FIRST_BATCH_MIN, min(spec.concurrency, 32))
         self.watch = watch and not spec.dry_run
         # a batch collects every call waiting: its bound lifted
         self._limit = Limiter(plan.item_concurrency(spec.concurrency) if plan else spec.concurrency)
@@ -143,8 +139,7 @@ class Caller:
 
     def max_tokens(self, answer_tokens: int) -> int:
         """A reply's token budget: the answer's, plus the thinking budget when it may think."""
-        s = self.spec
-        return judge_max_tokens(answer_tokens, bool(s.thinking), s.thinking_budget)
+        return judge_max_tokens(answer_tokens, bool(self.spec.thinking), self.spec.thinking_budget)
 
     async def ask(
         self, messages: Sequence[Mapping[str, Any]], depends_on: Mapping[str, Any],
@@ -227,8 +222,8 @@ class Caller:
         if reason is None:
             self.usable += 1
             self.watch = False  # one usable reply: the judge works
-        # an unusable reply is cached only once the judge is seen to work: its own answer at
-        # temperature 0, replayed as it is (an invalid judgement again)
+        # an unusable reply is cached only once the judge is seen to work (a judge that never
+        # worked is never replayed: issue 45): its own answer at temperature 0, replayed as it is
         if reason is None or (keep == "text" and text):
             self._held.append((key, {"text": text} if keep == "text" else value))
         if self.usable:
@@ -246,7 +241,7 @@ class Caller:
         if not self.watch or cause is None:
             return
         self.first.append(cause)
-        if len(self.first) >= self.first_batch:
+        if len(self.first) >= max(FIRST_BATCH_MIN, min(self.spec.concurrency, 32)):
             self.watch = False
             cause = max(set(self.first), key=self.first.count)
             raise UnusableReplies(

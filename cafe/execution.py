@@ -1,10 +1,6 @@
-"""The one executor of calls (`cafe run`'s batches of model calls on threads, every step of
-cafe.steps.engine, captions): ``execute`` keeps at most ``concurrency`` calls in flight, appends
-each record as it finishes in fsynced batches (a kill loses at most one, which the call cache
-replays for free) and ends the command on a dead server or a fatal error with what finished
-kept; ``run_sync`` runs it from synchronous code. Also the one resume (``resume``), the one
-cached call (``cached_call``: a key from the caller's frozen spec plus the call's inputs, only
-a usable result stored) and the calls' cost into the manifest (``write_costs``)."""
+"""The one executor of calls (``execute``: `cafe run`'s batches of model calls on threads, every
+step of cafe.steps.engine, captions; ``run_sync`` from synchronous code), the one resume
+(``resume``), the one cached call (``cached_call``) and the calls' cost into the manifest."""
 
 from __future__ import annotations
 
@@ -111,10 +107,10 @@ async def _write_as_completed(
     batched: bool,
 ) -> list[tuple[int, Any]]:  # fmt: skip
     """Await ``tasks`` ((index, result) each; ``batched``: the result a list of records) as
-    they finish, writing their records in fsynced batches -> the pairs as they came. On a stop
-    the buffer is written, the calls not yet sent are cancelled and those sent (``running``:
-    on this loop or a thread) are paid for, so they finish and their records are written; a
-    second Ctrl-C ends that wait."""
+    they finish, writing their records in fsynced batches (a kill loses at most one, which the
+    call cache replays for free) -> the pairs as they came. On a stop the buffer is written,
+    the calls not yet sent are cancelled and those sent (``running``: on this loop or a thread)
+    are paid for, so they finish and their records are written; a second Ctrl-C ends that wait."""
     from cafe.clients.breaker import ServerUnreachable
 
     done: list[tuple[int, Any]] = []
@@ -309,9 +305,8 @@ class CallCache:
 
 
 def run_calls(calls: Sequence[Awaitable[R]]) -> list[R]:
-    """Await ``calls`` on one event loop from synchronous code (the data pipeline's LLM
-    stages: each stage's caller bounds its calls in flight) -> the results in order; the first
-    exception ends it."""
+    """Await ``calls`` (the data pipeline's LLM stages: each stage's caller bounds its calls in
+    flight) on one loop from synchronous code -> the results in order; the first error ends it."""
 
     async def every() -> list[R]:
         return list(await asyncio.gather(*calls))
@@ -390,9 +385,7 @@ def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None
 
     def add(manifest: dict[str, Any]) -> None:  # under the folder's lock: no cost is lost
         old = manifest.get("costs")
-        total = merge_summaries(
-            old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
-        )
+        total = merge_summaries(old, plan.ledger.summary())
         total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
         manifest["costs"] = total
 
