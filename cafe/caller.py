@@ -9,7 +9,6 @@ foreign event loop (TRL's): the bound on calls in flight is per loop."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +18,10 @@ from typing import Any
 from cafe.cache import Cache, make_key, text_entry
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.calls import call_plan
+from cafe.clients.common import Limiter, context_too_small
 from cafe.clients.thinking import judge_max_tokens
 from cafe.counters import count_share
-from cafe.execution import Limiter, call_key
+from cafe.execution import call_key
 
 #: (value, None) for a usable reply, (None, one-line reason) for one that is no answer
 Parser = Callable[[str | None], tuple[Any, str | None]]
@@ -82,33 +82,6 @@ class UnusableReplies(ServerUnreachable):
 
     def stopped(self, note: str) -> UnusableReplies:
         return UnusableReplies(self.who, self.reason, note)
-
-
-_CTX = (
-    re.compile(r"exceed context window of (\d+)", re.I),  # llama-cpp-python
-    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
-    re.compile(r"context size \((\d+) tokens\)", re.I),  # llama.cpp server
-    re.compile(r'"n_ctx"\s*:\s*(\d+)'),
-)
-_ASKED = (
-    re.compile(r"requested tokens \((\d+)\)", re.I),
-    re.compile(r"you requested (\d+) tokens", re.I),
-    re.compile(r"request \((\d+) tokens\)", re.I),
-    re.compile(r'"n_prompt_tokens"\s*:\s*(\d+)'),
-)
-
-
-def context_too_small(error: str | None) -> str | None:
-    """The cause named when ``error`` is a server refusing a request longer than its context
-    (HTTP 400 of llama.cpp, llama-cpp-python, vLLM, OpenAI), else None."""
-    if not error or "HTTP 400" not in error or "context" not in error.lower():
-        return None
-    ctx = next((m.group(1) for p in _CTX if (m := p.search(error))), None)
-    asked = next((m.group(1) for p in _ASKED if (m := p.search(error))), None)
-    need = f"at least {asked} tokens" if asked else "a larger context"
-    return (f"context too small: the server's context is {ctx or 'smaller than asked'} tokens, "
-            f"the request needs {asked or 'more'} (prompt plus the reply's budget): serve the "
-            f"judge with {need} (`cafe serve ... -o n_ctx=N`, llama.cpp's --ctx-size)")  # fmt: skip
 
 
 class Caller:

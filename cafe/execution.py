@@ -22,22 +22,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-class Limiter:
-    """At most ``n`` calls in flight on whichever event loop runs them (a semaphore per loop:
-    TRL's reward loop, a test's, the shared client loop), as ``async with limiter:``."""
-
-    def __init__(self, n: int) -> None:
-        from cafe.clients.common import PerLoop
-
-        self._sem = PerLoop(lambda: asyncio.Semaphore(max(1, n)))
-
-    async def __aenter__(self) -> None:
-        await self._sem.get().acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._sem.get().release()
-
-
 async def execute(
     items: Sequence[T], call: Callable[[Any], Any], failed: Callable[[T, str], R], writer: Any,
     *, concurrency: int, desc: str, progress: bool,
@@ -55,6 +39,7 @@ async def execute(
     from tqdm import tqdm
 
     from cafe.clients.breaker import ServerUnreachable
+    from cafe.clients.common import Limiter
 
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
     sem = Limiter(2 * concurrency if threads else concurrency)
