@@ -43,37 +43,34 @@ async def execute(
 
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
     sem = Limiter(2 * concurrency if threads else concurrency)
-    units: Sequence[Any] = items
-    if batch_size:
-        units = [list(items[i : i + batch_size]) for i in range(0, len(items), batch_size)]
+    size = batch_size or 1  # every unit a list of items, its result a list of records
+    units = [list(items[i : i + size]) for i in range(0, len(items), size)]
     # calls sent: on a thread (its future), or on this loop (None); a stop lets them finish
     running: dict[asyncio.Future[Any], Future[Any] | None] = {}
     stopped: list[BaseException] = []  # a stop seen by a call: no call waiting starts after it
 
-    async def one(n: int, unit: Any) -> tuple[int, Any]:
+    async def one(n: int, unit: list[Any]) -> tuple[int, list[Any]]:
         async with sem:
             if stopped:
                 raise _Stopped from None
             try:
-                if pool is None:
-                    running[asyncio.current_task()] = None  # type: ignore[index]
-                    return n, await call(unit)
-                ctx = contextvars.copy_context()  # the item's counter share, as to_thread's
-                on_thread = pool.submit(ctx.run, call, unit)
+                arg = unit if batch_size else unit[0]
+                # on a thread with the item's context (its counter share), as to_thread's
+                on_thread = pool.submit(contextvars.copy_context().run, call, arg) if pool else None
                 running[asyncio.current_task()] = on_thread  # type: ignore[index]
-                return n, await asyncio.wrap_future(on_thread)
+                got = await (call(arg) if on_thread is None else asyncio.wrap_future(on_thread))
+                return n, got if batch_size else [got]
             except (ServerUnreachable, *fatal) as stop:  # the end of the command
                 stopped.append(stop)
                 raise
             except Exception as e:  # a bug in one item must not lose the rest
                 why = f"{type(e).__name__}: {e}"
-                return n, [failed(i, why) for i in unit] if batch_size else failed(unit, why)
+                return n, [failed(i, why) for i in unit]
 
     tasks = [asyncio.ensure_future(one(n, u)) for n, u in enumerate(units)]
     bar = tqdm(total=len(items), desc=desc, unit="item", disable=not progress)
     try:
-        every = flush_every or FLUSH_EVERY
-        done = await _write_as_completed(tasks, writer, running, bar, every, bool(batch_size))
+        done = await _write_as_completed(tasks, writer, running, bar, flush_every or FLUSH_EVERY)
     finally:
         bar.close()
         for t in tasks:  # Ctrl-C: nothing left behind on the loop
@@ -82,27 +79,22 @@ async def execute(
             pool.shutdown(wait=True, cancel_futures=True)
         if aclose is not None:
             await aclose()
-    ordered = [r for _, r in sorted(done, key=lambda d: d[0])]
-    return [r for rs in ordered for r in rs] if batch_size else ordered
+    return [r for _, rs in sorted(done, key=lambda d: d[0]) for r in rs]
 
 
 async def _write_as_completed(
     tasks: Sequence[asyncio.Future[Any]], writer: Any,
     running: Mapping[asyncio.Future[Any], Future[Any] | None], bar: Any, flush_every: int,
-    batched: bool,
-) -> list[tuple[int, Any]]:  # fmt: skip
-    """Await ``tasks`` ((index, result) each; ``batched``: the result a list of records) as
-    they finish, writing their records in fsynced batches (a kill loses at most one, which the
-    call cache replays for free) -> the pairs as they came. On a stop the buffer is written,
-    the calls not yet sent are cancelled and those sent (``running``: on this loop or a thread)
-    are paid for, so they finish and their records are written; a second Ctrl-C ends that wait."""
+) -> list[tuple[int, list[Any]]]:  # fmt: skip
+    """Await ``tasks`` ((index, records) each) as they finish, writing their records in
+    fsynced batches (a kill loses at most one, which the call cache replays for free) -> the
+    pairs as they came. On a stop the buffer is written, the calls not yet sent are cancelled
+    and those sent (``running``: on this loop or a thread) are paid for, so they finish and
+    their records are written; a second Ctrl-C ends that wait."""
     from cafe.clients.breaker import ServerUnreachable
 
-    done: list[tuple[int, Any]] = []
+    done: list[tuple[int, list[Any]]] = []
     buffer: list[Any] = []
-
-    def listed(result: Any) -> list[Any]:
-        return result if batched else [result]
 
     def flush() -> None:
         nonlocal buffer
@@ -112,12 +104,12 @@ async def _write_as_completed(
 
     try:
         for fut in asyncio.as_completed(tasks):
-            i, result = await fut
-            buffer.extend(listed(result))
-            done.append((i, result))
+            i, records = await fut
+            buffer.extend(records)
+            done.append((i, records))
             if len(buffer) >= flush_every:
                 flush()
-            bar.update(len(listed(result)))
+            bar.update(len(records))
         flush()
     except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
         flush()
@@ -128,12 +120,12 @@ async def _write_as_completed(
                 t.cancel()  # a finished one keeps its result
             elif (on_thread := running[t]) is not None:
                 on_thread.cancel()  # only if it has not started
-        kept = sum(len(listed(r)) for _, r in done)
+        kept = sum(len(r) for _, r in done)
         for got in await asyncio.gather(*left, return_exceptions=True):
             if not isinstance(got, BaseException):
                 with contextlib.suppress(Exception):  # the stop already said what went wrong
-                    writer.write_many(listed(got[1]))
-                    kept += len(listed(got[1]))
+                    writer.write_many(got[1])
+                    kept += len(got[1])
         if isinstance(stop, ServerUnreachable):
             raise stop.stopped(f"{kept} records of this run kept") from None
         raise
