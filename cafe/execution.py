@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cafe.cache import Cache, cache_file, make_key
+from cafe.counters import count_share
+from cafe.reporting import note
+from cafe.store import rewrite_jsonl, write_json_atomic
+
 FLUSH_EVERY = 32
 R = TypeVar("R")
 T = TypeVar("T")
@@ -219,11 +224,10 @@ def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
     by_key = {(r.sample_id, r.run_index): r for r in called}
     out = []
     for (sid, run), src in sel.copies.items():
-        r = by_key.get(src)
-        if r is None:
+        if (r := by_key.get(src)) is None:
             continue
-        note = f"shared: same judge prompt as {src[0]} run {src[1]}"
-        reason = f"{r.reason}; {note}" if r.reason else note
+        shared = f"shared: same judge prompt as {src[0]} run {src[1]}"
+        reason = f"{r.reason}; {shared}" if r.reason else shared
         # made without a call (``call={}``): the representative's record counts it
         out.append(dataclasses.replace(r, sample_id=sid, run_index=run, reason=reason, call={}))
     return out
@@ -233,8 +237,6 @@ def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
     """One call's cache key: a step's dict spec as ``step=spec, inputs=inputs``; a judge's
     JudgeSpec through its ``call_key``. The keys cafe has always written: caches keep hitting."""
     if isinstance(spec, Mapping):
-        from cafe.cache import make_key
-
         return make_key(step=dict(spec), inputs=dict(inputs))
     return str(spec.call_key(**inputs))
 
@@ -246,8 +248,6 @@ async def cached_call(
     """(entry, None) from the cache when it holds one ``valid`` accepts (a damaged one is a
     miss); else ``ask()`` once -> (``entry(result)``, result), the entry stored unless None (a
     failed or unusable reply: the next invocation asks again)."""
-    from cafe.counters import count_share
-
     key = call_key(spec, inputs)
     hit = cache.get(key, valid)
     if hit is not None:
@@ -270,8 +270,6 @@ class CallCache:
 
     @functools.cached_property
     def cache(self) -> Any:
-        from cafe.cache import Cache, cache_file
-
         if isinstance(self._given, Cache):
             return self._given
         return Cache(self._given if self._given is not None else cache_file(self._name))
@@ -307,9 +305,6 @@ def resume(
     before the new spec is written, so a kill in between never leaves old records under the new
     spec. No stored spec (a folder from before specs): those ``legacy_ok`` accepts are kept.
     ``normalize`` reads a stored spec (None: damaged or foreign). ``write=False``: a dry run."""
-    from cafe.reporting import note
-    from cafe.store import rewrite_jsonl, write_json_atomic
-
     where = spec_file(path)
     try:
         stored = json.loads(where.read_text(encoding="utf-8"))
