@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from cafe.cache import Cache, make_key, text_entry
+from cafe.clients import make_client
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.calls import call_plan
 from cafe.clients.common import Limiter, context_too_small
@@ -247,8 +248,6 @@ class Asks:
 
 def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
-    from cafe.clients import make_client
-
     named = {"thinking": spec.thinking, "server_option": spec.server_option}  # None: the client's
     options = {
         "concurrency": spec.concurrency,

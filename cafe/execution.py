@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cafe.cache import Cache, cache_file, make_key
+from cafe.clients.breaker import ServerUnreachable
+from cafe.clients.common import Limiter
+from cafe.clients.costs import merge_summaries
 from cafe.counters import count_share
 from cafe.reporting import note
 from cafe.store import rewrite_jsonl, write_json_atomic
@@ -42,9 +45,6 @@ async def execute(
     records are written). ``batch_size``: ``call`` gets lists of items and returns their
     records in order. ``aclose`` runs at the end whatever happens."""
     from tqdm import tqdm
-
-    from cafe.clients.breaker import ServerUnreachable
-    from cafe.clients.common import Limiter
 
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
     sem = Limiter(2 * concurrency if threads else concurrency)
@@ -96,8 +96,6 @@ async def _write_as_completed(
     pairs as they came. On a stop the buffer is written, the calls not yet sent are cancelled
     and those sent (``running``: on this loop or a thread) are paid for, so they finish and
     their records are written; a second Ctrl-C ends that wait."""
-    from cafe.clients.breaker import ServerUnreachable
-
     done: list[tuple[int, list[Any]]] = []
     buffer: list[Any] = []
 
@@ -344,8 +342,6 @@ def pending_calls(plan: Any) -> int:
 def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
     """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
     ``costs`` -> the invocation's own summary."""
-    from cafe.clients.costs import merge_summaries
-
     batches = plan.batch_stats()
     if plan.ledger is None or not (plan.ledger.tallies or batches):
         return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
