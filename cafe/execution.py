@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import dataclasses
 import functools
 import json
+import signal
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -143,8 +143,6 @@ def honour_interrupts() -> Callable[[], None]:
     """Make SIGINT raise KeyboardInterrupt whatever disposition it inherited (a shell starts
     background jobs with SIGINT ignored: `kill -INT` must still stop cafe) -> the undo. A
     handler of the program's own (a notebook kernel's) is kept."""
-    import signal
-
     old = signal.getsignal(signal.SIGINT)
     if callable(old) or threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -227,7 +225,7 @@ def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
         shared = f"shared: same judge prompt as {src[0]} run {src[1]}"
         reason = f"{r.reason}; {shared}" if r.reason else shared
         # made without a call (``call={}``): the representative's record counts it
-        out.append(dataclasses.replace(r, sample_id=sid, run_index=run, reason=reason, call={}))
+        out.append(replace(r, sample_id=sid, run_index=run, reason=reason, call={}))
     return out
 
 
