@@ -1,18 +1,14 @@
 """The one caller (issue 42): how every model call after the run is made. A judge, the
 captioner, the GRPO reward judge and the data pipeline's LLM stages say *what* to ask (messages,
-what the answer depends on, how to read it); the caller owns *how*: the client, the cache key,
-counts, reply health, the cost ledger and pending batches (a CallPlan), the dry-run report and
-one call shared by identical prompts in flight (docs/extending.md shows it in use).
-
-The key is ``cafe.execution.call_key(identity, depends_on)``: the keys judges have always
-written. A judge's unusable reply is cached only once the caller has had a usable one, so the
-replies of a judge that never worked are never replayed (issue 45). Works without a run folder
-and on a foreign event loop (TRL's): the bound on calls in flight is per loop."""
+what the answer depends on, how to read it); the caller owns *how*: the client, the cache key
+(``cafe.execution.call_key``: the keys judges have always written), counts, reply health, the
+cost ledger and pending batches (a CallPlan), the dry-run report and one call shared by identical
+prompts in flight (docs/extending.md shows it in use). Works without a run folder and on a
+foreign event loop (TRL's): the bound on calls in flight is per loop."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +16,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from cafe.cache import Cache, make_key, text_entry
+from cafe.clients import make_client
 from cafe.clients.breaker import ServerUnreachable
 from cafe.clients.calls import call_plan
+from cafe.clients.common import Limiter, context_too_small
 from cafe.clients.thinking import judge_max_tokens
 from cafe.counters import count_share
-from cafe.execution import Limiter, call_key
+from cafe.execution import call_key
 
 #: (value, None) for a usable reply, (None, one-line reason) for one that is no answer
 Parser = Callable[[str | None], tuple[Any, str | None]]
@@ -87,33 +85,6 @@ class UnusableReplies(ServerUnreachable):
         return UnusableReplies(self.who, self.reason, note)
 
 
-_CTX = (
-    re.compile(r"exceed context window of (\d+)", re.I),  # llama-cpp-python
-    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
-    re.compile(r"context size \((\d+) tokens\)", re.I),  # llama.cpp server
-    re.compile(r'"n_ctx"\s*:\s*(\d+)'),
-)
-_ASKED = (
-    re.compile(r"requested tokens \((\d+)\)", re.I),
-    re.compile(r"you requested (\d+) tokens", re.I),
-    re.compile(r"request \((\d+) tokens\)", re.I),
-    re.compile(r'"n_prompt_tokens"\s*:\s*(\d+)'),
-)
-
-
-def context_too_small(error: str | None) -> str | None:
-    """The cause named when ``error`` is a server refusing a request longer than its context
-    (HTTP 400 of llama.cpp, llama-cpp-python, vLLM, OpenAI), else None."""
-    if not error or "HTTP 400" not in error or "context" not in error.lower():
-        return None
-    ctx = next((m.group(1) for p in _CTX if (m := p.search(error))), None)
-    asked = next((m.group(1) for p in _ASKED if (m := p.search(error))), None)
-    need = f"at least {asked} tokens" if asked else "a larger context"
-    return (f"context too small: the server's context is {ctx or 'smaller than asked'} tokens, "
-            f"the request needs {asked or 'more'} (prompt plus the reply's budget): serve the "
-            f"judge with {need} (`cafe serve ... -o n_ctx=N`, llama.cpp's --ctx-size)")  # fmt: skip
-
-
 class Caller:
     """One judge's (or stage's) calls. ``identity`` keys its answers (a JudgeSpec, anything
     with ``call_key(**depends_on)``, or a step's dict spec); ``state_root``: where --batch keeps
@@ -132,7 +103,6 @@ class Caller:
         self.calls = 0  # requests sent (cache misses)
         self.usable = 0  # usable replies: one, and the judge works
         self.first: list[str] = []  # the first batch's causes, while no reply was usable
-        self.first_batch = max(FIRST_BATCH_MIN, min(spec.concurrency, 32))
         self.watch = watch and not spec.dry_run
         # a batch collects every call waiting: its bound lifted
         self._limit = Limiter(plan.item_concurrency(spec.concurrency) if plan else spec.concurrency)
@@ -143,8 +113,7 @@ class Caller:
 
     def max_tokens(self, answer_tokens: int) -> int:
         """A reply's token budget: the answer's, plus the thinking budget when it may think."""
-        s = self.spec
-        return judge_max_tokens(answer_tokens, bool(s.thinking), s.thinking_budget)
+        return judge_max_tokens(answer_tokens, bool(self.spec.thinking), self.spec.thinking_budget)
 
     async def ask(
         self, messages: Sequence[Mapping[str, Any]], depends_on: Mapping[str, Any],
@@ -227,8 +196,8 @@ class Caller:
         if reason is None:
             self.usable += 1
             self.watch = False  # one usable reply: the judge works
-        # an unusable reply is cached only once the judge is seen to work: its own answer at
-        # temperature 0, replayed as it is (an invalid judgement again)
+        # an unusable reply is cached only once the judge is seen to work (a judge that never
+        # worked is never replayed: issue 45): its own answer at temperature 0, replayed as it is
         if reason is None or (keep == "text" and text):
             self._held.append((key, {"text": text} if keep == "text" else value))
         if self.usable:
@@ -246,7 +215,7 @@ class Caller:
         if not self.watch or cause is None:
             return
         self.first.append(cause)
-        if len(self.first) >= self.first_batch:
+        if len(self.first) >= max(FIRST_BATCH_MIN, min(self.spec.concurrency, 32)):
             self.watch = False
             cause = max(set(self.first), key=self.first.count)
             raise UnusableReplies(
@@ -279,8 +248,6 @@ class Asks:
 
 def client_for(spec: CallerSpec, plan: Any = None) -> Any:
     """The chat client a caller spec names (through ``plan``: batch, dry run, ledger)."""
-    from cafe.clients import make_client
-
     named = {"thinking": spec.thinking, "server_option": spec.server_option}  # None: the client's
     options = {
         "concurrency": spec.concurrency,

@@ -1,45 +1,33 @@
-"""The one executor of calls (`cafe run`'s batches of model calls on threads, every step of
-cafe.steps.engine, captions): ``execute`` keeps at most ``concurrency`` calls in flight, appends
-each record as it finishes in fsynced batches (a kill loses at most one, which the call cache
-replays for free) and ends the command on a dead server or a fatal error with what finished
-kept; ``run_sync`` runs it from synchronous code. Also the one resume (``resume``), the one
-cached call (``cached_call``: a key from the caller's frozen spec plus the call's inputs, only
-a usable result stored) and the calls' cost into the manifest (``write_costs``)."""
+"""The one executor of calls (``execute``: `cafe run`'s batches of model calls on threads, every
+step of cafe.steps.engine, captions; ``run_sync`` from synchronous code), the one resume
+(``resume``), the one cached call (``cached_call``) and the calls' cost into the manifest."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import contextvars
-import dataclasses
 import functools
 import json
+import signal
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
+
+from cafe.cache import Cache, cache_file, make_key
+from cafe.clients.breaker import ServerUnreachable
+from cafe.clients.common import Limiter
+from cafe.clients.costs import merge_summaries
+from cafe.counters import count_share
+from cafe.reporting import note
+from cafe.store import rewrite_jsonl, write_json_atomic
 
 FLUSH_EVERY = 32
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class Limiter:
-    """At most ``n`` calls in flight on whichever event loop runs them (a semaphore per loop:
-    TRL's reward loop, a test's, the shared client loop), as ``async with limiter:``."""
-
-    def __init__(self, n: int) -> None:
-        from cafe.clients.common import PerLoop
-
-        self._sem = PerLoop(lambda: asyncio.Semaphore(max(1, n)))
-
-    async def __aenter__(self) -> None:
-        await self._sem.get().acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._sem.get().release()
 
 
 async def execute(
@@ -58,41 +46,36 @@ async def execute(
     records in order. ``aclose`` runs at the end whatever happens."""
     from tqdm import tqdm
 
-    from cafe.clients.breaker import ServerUnreachable
-
     pool = ThreadPoolExecutor(max(1, concurrency), "cafe-call") if threads else None
     sem = Limiter(2 * concurrency if threads else concurrency)
-    units: Sequence[Any] = items
-    if batch_size:
-        units = [list(items[i : i + batch_size]) for i in range(0, len(items), batch_size)]
+    size = batch_size or 1  # every unit a list of items, its result a list of records
+    units = [list(items[i : i + size]) for i in range(0, len(items), size)]
     # calls sent: on a thread (its future), or on this loop (None); a stop lets them finish
     running: dict[asyncio.Future[Any], Future[Any] | None] = {}
     stopped: list[BaseException] = []  # a stop seen by a call: no call waiting starts after it
 
-    async def one(n: int, unit: Any) -> tuple[int, Any]:
+    async def one(n: int, unit: list[Any]) -> tuple[int, list[Any]]:
         async with sem:
             if stopped:
                 raise _Stopped from None
             try:
-                if pool is None:
-                    running[asyncio.current_task()] = None  # type: ignore[index]
-                    return n, await call(unit)
-                ctx = contextvars.copy_context()  # the item's counter share, as to_thread's
-                on_thread = pool.submit(ctx.run, call, unit)
+                arg = unit if batch_size else unit[0]
+                # on a thread with the item's context (its counter share), as to_thread's
+                on_thread = pool.submit(contextvars.copy_context().run, call, arg) if pool else None
                 running[asyncio.current_task()] = on_thread  # type: ignore[index]
-                return n, await asyncio.wrap_future(on_thread)
+                got = await (call(arg) if on_thread is None else asyncio.wrap_future(on_thread))
+                return n, got if batch_size else [got]
             except (ServerUnreachable, *fatal) as stop:  # the end of the command
                 stopped.append(stop)
                 raise
             except Exception as e:  # a bug in one item must not lose the rest
                 why = f"{type(e).__name__}: {e}"
-                return n, [failed(i, why) for i in unit] if batch_size else failed(unit, why)
+                return n, [failed(i, why) for i in unit]
 
     tasks = [asyncio.ensure_future(one(n, u)) for n, u in enumerate(units)]
     bar = tqdm(total=len(items), desc=desc, unit="item", disable=not progress)
     try:
-        every = flush_every or FLUSH_EVERY
-        done = await _write_as_completed(tasks, writer, running, bar, every, bool(batch_size))
+        done = await _write_as_completed(tasks, writer, running, bar, flush_every or FLUSH_EVERY)
     finally:
         bar.close()
         for t in tasks:  # Ctrl-C: nothing left behind on the loop
@@ -101,27 +84,20 @@ async def execute(
             pool.shutdown(wait=True, cancel_futures=True)
         if aclose is not None:
             await aclose()
-    ordered = [r for _, r in sorted(done, key=lambda d: d[0])]
-    return [r for rs in ordered for r in rs] if batch_size else ordered
+    return [r for _, rs in sorted(done, key=lambda d: d[0]) for r in rs]
 
 
 async def _write_as_completed(
     tasks: Sequence[asyncio.Future[Any]], writer: Any,
     running: Mapping[asyncio.Future[Any], Future[Any] | None], bar: Any, flush_every: int,
-    batched: bool,
-) -> list[tuple[int, Any]]:  # fmt: skip
-    """Await ``tasks`` ((index, result) each; ``batched``: the result a list of records) as
-    they finish, writing their records in fsynced batches -> the pairs as they came. On a stop
-    the buffer is written, the calls not yet sent are cancelled and those sent (``running``:
-    on this loop or a thread) are paid for, so they finish and their records are written; a
-    second Ctrl-C ends that wait."""
-    from cafe.clients.breaker import ServerUnreachable
-
-    done: list[tuple[int, Any]] = []
+) -> list[tuple[int, list[Any]]]:  # fmt: skip
+    """Await ``tasks`` ((index, records) each) as they finish, writing their records in
+    fsynced batches (a kill loses at most one, which the call cache replays for free) -> the
+    pairs as they came. On a stop the buffer is written, the calls not yet sent are cancelled
+    and those sent (``running``: on this loop or a thread) are paid for, so they finish and
+    their records are written; a second Ctrl-C ends that wait."""
+    done: list[tuple[int, list[Any]]] = []
     buffer: list[Any] = []
-
-    def listed(result: Any) -> list[Any]:
-        return result if batched else [result]
 
     def flush() -> None:
         nonlocal buffer
@@ -131,12 +107,12 @@ async def _write_as_completed(
 
     try:
         for fut in asyncio.as_completed(tasks):
-            i, result = await fut
-            buffer.extend(listed(result))
-            done.append((i, result))
+            i, records = await fut
+            buffer.extend(records)
+            done.append((i, records))
             if len(buffer) >= flush_every:
                 flush()
-            bar.update(len(listed(result)))
+            bar.update(len(records))
         flush()
     except (Exception, KeyboardInterrupt, asyncio.CancelledError) as stop:  # a cancel: Ctrl-C
         flush()
@@ -147,12 +123,12 @@ async def _write_as_completed(
                 t.cancel()  # a finished one keeps its result
             elif (on_thread := running[t]) is not None:
                 on_thread.cancel()  # only if it has not started
-        kept = sum(len(listed(r)) for _, r in done)
+        kept = sum(len(r) for _, r in done)
         for got in await asyncio.gather(*left, return_exceptions=True):
             if not isinstance(got, BaseException):
                 with contextlib.suppress(Exception):  # the stop already said what went wrong
-                    writer.write_many(listed(got[1]))
-                    kept += len(listed(got[1]))
+                    writer.write_many(got[1])
+                    kept += len(got[1])
         if isinstance(stop, ServerUnreachable):
             raise stop.stopped(f"{kept} records of this run kept") from None
         raise
@@ -167,8 +143,6 @@ def honour_interrupts() -> Callable[[], None]:
     """Make SIGINT raise KeyboardInterrupt whatever disposition it inherited (a shell starts
     background jobs with SIGINT ignored: `kill -INT` must still stop cafe) -> the undo. A
     handler of the program's own (a notebook kernel's) is kept."""
-    import signal
-
     old = signal.getsignal(signal.SIGINT)
     if callable(old) or threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -246,13 +220,12 @@ def share_records(sel: Selection, called: Sequence[Any]) -> list[Any]:
     by_key = {(r.sample_id, r.run_index): r for r in called}
     out = []
     for (sid, run), src in sel.copies.items():
-        r = by_key.get(src)
-        if r is None:
+        if (r := by_key.get(src)) is None:
             continue
-        note = f"shared: same judge prompt as {src[0]} run {src[1]}"
-        reason = f"{r.reason}; {note}" if r.reason else note
+        shared = f"shared: same judge prompt as {src[0]} run {src[1]}"
+        reason = f"{r.reason}; {shared}" if r.reason else shared
         # made without a call (``call={}``): the representative's record counts it
-        out.append(dataclasses.replace(r, sample_id=sid, run_index=run, reason=reason, call={}))
+        out.append(replace(r, sample_id=sid, run_index=run, reason=reason, call={}))
     return out
 
 
@@ -260,8 +233,6 @@ def call_key(spec: Any, inputs: Mapping[str, Any]) -> str:
     """One call's cache key: a step's dict spec as ``step=spec, inputs=inputs``; a judge's
     JudgeSpec through its ``call_key``. The keys cafe has always written: caches keep hitting."""
     if isinstance(spec, Mapping):
-        from cafe.cache import make_key
-
         return make_key(step=dict(spec), inputs=dict(inputs))
     return str(spec.call_key(**inputs))
 
@@ -273,8 +244,6 @@ async def cached_call(
     """(entry, None) from the cache when it holds one ``valid`` accepts (a damaged one is a
     miss); else ``ask()`` once -> (``entry(result)``, result), the entry stored unless None (a
     failed or unusable reply: the next invocation asks again)."""
-    from cafe.counters import count_share
-
     key = call_key(spec, inputs)
     hit = cache.get(key, valid)
     if hit is not None:
@@ -297,8 +266,6 @@ class CallCache:
 
     @functools.cached_property
     def cache(self) -> Any:
-        from cafe.cache import Cache, cache_file
-
         if isinstance(self._given, Cache):
             return self._given
         return Cache(self._given if self._given is not None else cache_file(self._name))
@@ -309,9 +276,8 @@ class CallCache:
 
 
 def run_calls(calls: Sequence[Awaitable[R]]) -> list[R]:
-    """Await ``calls`` on one event loop from synchronous code (the data pipeline's LLM
-    stages: each stage's caller bounds its calls in flight) -> the results in order; the first
-    exception ends it."""
+    """Await ``calls`` (the data pipeline's LLM stages: each stage's caller bounds its calls in
+    flight) on one loop from synchronous code -> the results in order; the first error ends it."""
 
     async def every() -> list[R]:
         return list(await asyncio.gather(*calls))
@@ -335,9 +301,6 @@ def resume(
     before the new spec is written, so a kill in between never leaves old records under the new
     spec. No stored spec (a folder from before specs): those ``legacy_ok`` accepts are kept.
     ``normalize`` reads a stored spec (None: damaged or foreign). ``write=False``: a dry run."""
-    from cafe.reporting import note
-    from cafe.store import rewrite_jsonl, write_json_atomic
-
     where = spec_file(path)
     try:
         stored = json.loads(where.read_text(encoding="utf-8"))
@@ -377,8 +340,6 @@ def pending_calls(plan: Any) -> int:
 def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None:
     """This invocation's ledger (plus cache hits and batch counts), added into the manifest's
     ``costs`` -> the invocation's own summary."""
-    from cafe.clients.costs import merge_summaries
-
     batches = plan.batch_stats()
     if plan.ledger is None or not (plan.ledger.tallies or batches):
         return None  # nothing was sent (rule judge, all cached): the manifest stays as it was
@@ -390,9 +351,7 @@ def write_costs(store: Any, plan: Any, cache_hits: int) -> dict[str, Any] | None
 
     def add(manifest: dict[str, Any]) -> None:  # under the folder's lock: no cost is lost
         old = manifest.get("costs")
-        total = merge_summaries(
-            old, {k: mine[k] for k in ("by_client", "total_cost_usd", "unpriced", "price_tables")}
-        )
+        total = merge_summaries(old, plan.ledger.summary())
         total["cache_hits"] = (old or {}).get("cache_hits", 0) + cache_hits
         manifest["costs"] = total
 

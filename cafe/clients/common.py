@@ -1,6 +1,7 @@
 """What every chat client shares: keys read from the environment (and scrubbed from any text
 that could reach a file or log), audio parts encoded from clip paths, per-event-loop resources
-and a background event loop for synchronous callers."""
+(the bound on calls in flight), a background event loop for synchronous callers and the cause
+named when a server refuses a request longer than its context."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import base64
 import functools
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
@@ -320,3 +322,44 @@ def shared_loop() -> BackgroundLoop:
         if _shared is None:
             _shared = BackgroundLoop()
         return _shared
+
+
+class Limiter:
+    """At most ``n`` calls in flight on whichever event loop runs them (a semaphore per loop:
+    TRL's reward loop, a test's, the shared client loop), as ``async with limiter:``."""
+
+    def __init__(self, n: int) -> None:
+        self._sem = PerLoop(lambda: asyncio.Semaphore(max(1, n)))
+
+    async def __aenter__(self) -> None:
+        await self._sem.get().acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._sem.get().release()
+
+
+_CTX = (
+    re.compile(r"exceed context window of (\d+)", re.I),  # llama-cpp-python
+    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
+    re.compile(r"context size \((\d+) tokens\)", re.I),  # llama.cpp server
+    re.compile(r'"n_ctx"\s*:\s*(\d+)'),
+)
+_ASKED = (
+    re.compile(r"requested tokens \((\d+)\)", re.I),
+    re.compile(r"you requested (\d+) tokens", re.I),
+    re.compile(r"request \((\d+) tokens\)", re.I),
+    re.compile(r'"n_prompt_tokens"\s*:\s*(\d+)'),
+)
+
+
+def context_too_small(error: str | None) -> str | None:
+    """The cause named when ``error`` is a server refusing a request longer than its context
+    (HTTP 400 of llama.cpp, llama-cpp-python, vLLM, OpenAI), else None."""
+    if not error or "HTTP 400" not in error or "context" not in error.lower():
+        return None
+    ctx = next((m.group(1) for p in _CTX if (m := p.search(error))), None)
+    asked = next((m.group(1) for p in _ASKED if (m := p.search(error))), None)
+    need = f"at least {asked} tokens" if asked else "a larger context"
+    return (f"context too small: the server's context is {ctx or 'smaller than asked'} tokens, "
+            f"the request needs {asked or 'more'} (prompt plus the reply's budget): serve the "
+            f"judge with {need} (`cafe serve ... -o n_ctx=N`, llama.cpp's --ctx-size)")  # fmt: skip
